@@ -1,0 +1,38 @@
+# holon — every target sets itself up: a fresh machine needs only Python 3.11+ and make.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint pytest bench eval golden docs clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,dev,tokenizer]'
+	touch $(STAMP)
+
+## demo: run holon's main job on the bundled example
+demo: $(STAMP)
+	$(PY) -m holon.demo
+
+## test: the whole suite — lint (ruff, mypy --strict) then pytest
+test: lint pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check holon tests benchmarks examples
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP)
+	$(VENV)/bin/pytest -n 2 -q
+
+## bench: performance targets, each side by side with a baseline in the same run
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+## golden: regenerate every golden file (review the diff; never edit by hand)
+golden: $(STAMP)
+	$(PY) -m tests.golden
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,0 +1,85 @@
+"""holon: a context-memory runtime for long-lived LLM agents.
+
+An append-only, hash-chained ledger is the source of truth; pure projections fold it
+into working memory, deltas and episodes; a budgeted renderer turns those into
+cache-friendly prompts. Import the public API from here, never from deep paths.
+"""
+
+from holon.errors import (
+    BudgetExceeded,
+    HolonError,
+    InvalidRecord,
+    InvalidRef,
+    LedgerCorrupt,
+    LedgerLocked,
+    NotALedger,
+    RefNotFound,
+    UsageError,
+)
+from holon.records import (
+    BlobRef,
+    Brief,
+    ContextEpisodeRecord,
+    ContextSummary,
+    Decision,
+    ExecutionEnvironment,
+    FollowUp,
+    Message,
+    PlanStep,
+    PromptRendered,
+    Record,
+    SystemPolicy,
+    TaskResult,
+    TaskStarted,
+    ToolDefinition,
+    ToolIntent,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    WaitingIntent,
+    WaitingResolved,
+    WorkingMemoryDelta,
+    WorkItem,
+    WorkItemState,
+    WorkPlan,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BlobRef",
+    "Brief",
+    "BudgetExceeded",
+    "ContextEpisodeRecord",
+    "ContextSummary",
+    "Decision",
+    "ExecutionEnvironment",
+    "FollowUp",
+    "HolonError",
+    "InvalidRecord",
+    "InvalidRef",
+    "LedgerCorrupt",
+    "LedgerLocked",
+    "Message",
+    "NotALedger",
+    "PlanStep",
+    "PromptRendered",
+    "Record",
+    "RefNotFound",
+    "SystemPolicy",
+    "TaskResult",
+    "TaskStarted",
+    "ToolDefinition",
+    "ToolIntent",
+    "ToolResult",
+    "TurnEnded",
+    "TurnStarted",
+    "UsageError",
+    "WaitingIntent",
+    "WaitingResolved",
+    "WorkItem",
+    "WorkItemState",
+    "WorkPlan",
+    "WorkingMemoryDelta",
+    "__version__",
+]

@@ -1,0 +1,110 @@
+"""Errors raised by holon.
+
+Every error holon raises on purpose derives from :class:`HolonError`, so a caller
+can catch one type at its edge. The tree is deliberately flat::
+
+    HolonError
+    ├── InvalidRecord        (also ValueError)   a record or JSONL line does not decode
+    ├── InvalidRef           (also ValueError)   a ref string is malformed or escapes the store
+    ├── RefNotFound          (also LookupError)  a well-formed ref names nothing in this ledger
+    ├── NotALedger                               a path is not a holon ledger directory
+    ├── LedgerLocked                             another process holds the writer lock
+    ├── LedgerCorrupt                            a frame, chain link, segment or blob is damaged
+    ├── BudgetExceeded                           the pinned sections do not fit the budget
+    └── UsageError                               the API was called out of order (e.g. nested turns)
+
+Messages say what went wrong, where (file, byte offset, seq, JSONL line, field), and
+what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceeded",
+    "HolonError",
+    "InvalidRecord",
+    "InvalidRef",
+    "LedgerCorrupt",
+    "LedgerLocked",
+    "NotALedger",
+    "RefNotFound",
+    "UsageError",
+]
+
+
+class HolonError(Exception):
+    """Base class of every error holon raises deliberately."""
+
+
+class InvalidRecord(HolonError, ValueError):
+    """A record failed to decode or validate.
+
+    ``where`` names the position (``seq 12`` or ``line 7 of x.jsonl``) and ``field`` the
+    offending field path (``body.exit_code``), when known.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None, field: str | None = None) -> None:
+        self.where = where
+        self.field = field
+        parts = []
+        if where:
+            parts.append(where)
+        if field:
+            parts.append(f"field `{field}`")
+        prefix = ", ".join(parts)
+        super().__init__(f"invalid record at {prefix}: {message}" if prefix else f"invalid record: {message}")
+
+
+class InvalidRef(HolonError, ValueError):
+    """A reference string (``ledger:12``, ``blob:<hash>``, ``episode:3``) is malformed."""
+
+
+class RefNotFound(HolonError, LookupError):
+    """A well-formed reference does not name anything in this ledger."""
+
+
+class NotALedger(HolonError):
+    """The path is not a holon ledger directory (no header, or a foreign one)."""
+
+
+class LedgerLocked(HolonError):
+    """Another process holds the ledger's writer lock."""
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        self.path = path
+        self.pid = pid
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(
+            f"ledger {path} is locked for writing by {holder}; "
+            "open it read-only, or stop the other writer first"
+        )
+
+
+class LedgerCorrupt(HolonError):
+    """Stored bytes are damaged: bad checksum, broken hash chain, bad zstd, missing segment.
+
+    ``file`` and ``offset`` locate the damage; ``offset`` is a byte offset into the file
+    as stored on disk (for a sealed segment, into the decompressed frame stream).
+    """
+
+    def __init__(self, message: str, *, file: str, offset: int | None = None) -> None:
+        self.file = file
+        self.offset = offset
+        where = file if offset is None else f"{file} at byte {offset}"
+        super().__init__(f"ledger corrupt: {message} ({where}); run `holon verify` for a full report")
+
+
+class BudgetExceeded(HolonError):
+    """The pinned minimum of a prompt does not fit the token budget."""
+
+    def __init__(self, message: str, *, available: int, required: int) -> None:
+        self.available = available
+        self.required = required
+        super().__init__(
+            f"{message}: pinned sections need {required} tokens but only {available} are available; "
+            "raise the context window, lower the output reserve, or shorten the current input"
+        )
+
+
+class UsageError(HolonError):
+    """The API was used out of order (nested turns, recording outside a turn, ...)."""

@@ -1,0 +1,562 @@
+"""The record vocabulary: every fact a holon ledger can hold.
+
+A :class:`Record` is an envelope (``seq``, ``ts``, ``turn``, ``kind``, schema version
+``v``) around a *body*. Bodies are small frozen msgspec Structs, one class per record
+kind; the ``kind`` string lives in the envelope so the ledger, the JSONL form and the
+audit tables can route a record without decoding its body.
+
+Wire form (msgpack in ledger frames, JSON in the canonical JSONL form)::
+
+    {"seq": 12, "ts": 1700000000000, "turn": 3, "kind": "tool_result", "v": 1,
+     "body": {"call_id": "c7", "tool": "bash", "status": "ok", ...}}
+
+Decoding validates once, at the edge: an unknown kind or a wrongly typed field raises
+:class:`~holon.errors.InvalidRecord` naming the seq (or JSONL line) and the field.
+Inner code trusts the types.
+
+Kinds are grouped as in DESIGN.md: input evidence (appended by a daemon or importer),
+runtime records (turn boundaries, rendered prompts) and derived records (appended by the
+post-turn refresh, reproducible from the evidence before them).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+import msgspec
+
+from holon.errors import InvalidRecord
+
+__all__ = [
+    "BODY_TYPES",
+    "DERIVED_KINDS",
+    "SCHEMA_VERSION",
+    "BlobRef",
+    "Body",
+    "Brief",
+    "ContextEpisodeRecord",
+    "ContextSummary",
+    "Decision",
+    "ExecutionEnvironment",
+    "FollowUp",
+    "Message",
+    "Omission",
+    "PlanStep",
+    "PromptRendered",
+    "Record",
+    "SectionTokens",
+    "SystemPolicy",
+    "TaskResult",
+    "TaskStarted",
+    "ToolDefinition",
+    "ToolIntent",
+    "ToolResult",
+    "TurnEnded",
+    "TurnStarted",
+    "WaitingIntent",
+    "WaitingResolved",
+    "WorkItem",
+    "WorkItemState",
+    "WorkPlan",
+    "WorkingMemoryDelta",
+    "decode_json_record",
+    "decode_msgpack_record",
+    "encode_json_record",
+    "encode_msgpack_record",
+    "kind_of",
+]
+
+#: Version of the record schema written into every envelope (``v``). Readers accept
+#: every version up to this one; a newer version is refused with a clear error.
+SCHEMA_VERSION: Final = 1
+
+JSON: TypeAlias = Any
+"""A JSON-compatible value (tool arguments, tool schemas)."""
+
+
+class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of all record bodies. ``KIND`` is the envelope tag of the subclass."""
+
+    KIND: ClassVar[str]
+
+
+# --------------------------------------------------------------------------- shared parts
+
+
+class BlobRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A payload moved to the content-addressed blob store.
+
+    ``hash`` is the lowercase blake3 hex digest of the original bytes, ``size`` their
+    length, ``preview`` a short prefix kept inline so a reader can see what it is.
+    """
+
+    hash: str
+    size: int
+    preview: str = ""
+
+
+class PlanStep(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One step of a work plan."""
+
+    id: str
+    text: str
+    status: Literal["pending", "in_progress", "done", "blocked", "skipped"] = "pending"
+
+
+class ToolDefinition(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """A tool the model may call, as shown in the Stable section."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, JSON] = {}
+
+
+class SectionTokens(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """Tokens one rendered section took, and the form it was admitted in."""
+
+    section: str
+    tokens: int
+    form: Literal["full", "compact", "truncated", "omitted"] = "full"
+
+
+class Omission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Something left out of (or shortened in) a prompt, with the ref that restores it."""
+
+    section: str
+    ref: str
+    reason: str
+    tokens: int = 0
+
+
+# --------------------------------------------------------------------------- input evidence
+
+
+class Message(_Body, frozen=True, kw_only=True):
+    """A conversational message: operator/user input, assistant output, system or channel text."""
+
+    KIND: ClassVar[str] = "message"
+    role: Literal["user", "operator", "assistant", "system", "channel"]
+    text: str
+    channel: str | None = None
+    name: str | None = None
+
+
+class Brief(_Body, frozen=True, kw_only=True):
+    """A short structured report from the agent: acknowledgement, result or failure."""
+
+    KIND: ClassVar[str] = "brief"
+    status: Literal["ack", "result", "failure"]
+    text: str
+    work_item_id: str | None = None
+    task_id: str | None = None
+
+
+class ToolIntent(_Body, frozen=True, kw_only=True):
+    """The agent is about to run a tool. Written *before* the side effect (tool WAL)."""
+
+    KIND: ClassVar[str] = "tool_intent"
+    call_id: str
+    tool: str
+    args: dict[str, JSON] = {}
+    idempotency_key: str | None = None
+
+
+class ToolResult(_Body, frozen=True, kw_only=True):
+    """The outcome of a tool call, joined to its intent by ``call_id``.
+
+    Output is inline in ``output`` or, when large, stored as a blob (``blob``) with
+    ``output`` left empty.
+    """
+
+    KIND: ClassVar[str] = "tool_result"
+    call_id: str
+    tool: str
+    status: Literal["ok", "error", "interrupted"]
+    output: str = ""
+    blob: BlobRef | None = None
+    exit_code: int | None = None
+    touched_files: tuple[str, ...] = ()
+    duration_ms: int | None = None
+
+
+class WorkItem(_Body, frozen=True, kw_only=True):
+    """Declares (or redeclares, replacing every field) a unit of work."""
+
+    KIND: ClassVar[str] = "work_item"
+    id: str
+    objective: str
+    state: Literal["queued", "active", "waiting", "done", "abandoned"] = "queued"
+    delivery_target: str | None = None
+    scope_constraints: tuple[str, ...] = ()
+    summary: str | None = None
+
+
+class WorkItemState(_Body, frozen=True, kw_only=True):
+    """Moves an existing work item to a new state (activate, wait, finish, abandon)."""
+
+    KIND: ClassVar[str] = "work_item_state"
+    id: str
+    state: Literal["queued", "active", "waiting", "done", "abandoned"]
+    reason: str | None = None
+
+
+class WorkPlan(_Body, frozen=True, kw_only=True):
+    """The current plan of a work item, replacing any earlier plan of that item whole."""
+
+    KIND: ClassVar[str] = "work_plan"
+    work_item_id: str | None
+    steps: tuple[PlanStep, ...]
+
+
+class WaitingIntent(_Body, frozen=True, kw_only=True):
+    """The agent is waiting on something outside itself (an operator, a task, a timer)."""
+
+    KIND: ClassVar[str] = "waiting_intent"
+    id: str
+    waiting_on: str
+    work_item_id: str | None = None
+    resume_hint: str | None = None
+
+
+class WaitingResolved(_Body, frozen=True, kw_only=True):
+    """A wait ended: what was waited for arrived, was cancelled, or timed out."""
+
+    KIND: ClassVar[str] = "waiting_resolved"
+    id: str
+    resolution: Literal["arrived", "cancelled", "timed_out"] = "arrived"
+    detail: str | None = None
+
+
+class TaskStarted(_Body, frozen=True, kw_only=True):
+    """A background task (job, sub-agent) was started."""
+
+    KIND: ClassVar[str] = "task_started"
+    id: str
+    description: str
+    work_item_id: str | None = None
+
+
+class TaskResult(_Body, frozen=True, kw_only=True):
+    """A background task finished and its result rejoined the agent."""
+
+    KIND: ClassVar[str] = "task_result"
+    id: str
+    status: Literal["ok", "error", "cancelled"]
+    summary: str
+    output: str = ""
+    blob: BlobRef | None = None
+
+
+class Decision(_Body, frozen=True, kw_only=True):
+    """A decision the agent or operator made, with its rationale."""
+
+    KIND: ClassVar[str] = "decision"
+    id: str
+    text: str
+    rationale: str | None = None
+    work_item_id: str | None = None
+
+
+class FollowUp(_Body, frozen=True, kw_only=True):
+    """Something to come back to; redeclared with ``status="done"`` when handled."""
+
+    KIND: ClassVar[str] = "follow_up"
+    id: str
+    text: str
+    status: Literal["open", "done", "dropped"] = "open"
+    work_item_id: str | None = None
+
+
+class ExecutionEnvironment(_Body, frozen=True, kw_only=True):
+    """Where the agent works: workspace, current directory, VCS branch."""
+
+    KIND: ClassVar[str] = "execution_environment"
+    workspace: str | None = None
+    cwd: str | None = None
+    branch: str | None = None
+    extra: dict[str, str] = {}
+
+
+class SystemPolicy(_Body, frozen=True, kw_only=True):
+    """The system/policy prompt and tool definitions: the Stable section's source."""
+
+    KIND: ClassVar[str] = "system_policy"
+    text: str
+    tools: tuple[ToolDefinition, ...] = ()
+
+
+class ContextSummary(_Body, frozen=True, kw_only=True):
+    """A flat legacy summary (e.g. another tool's compaction). Shown only without working memory."""
+
+    KIND: ClassVar[str] = "context_summary"
+    text: str
+    source: str | None = None
+
+
+# --------------------------------------------------------------------------- runtime records
+
+
+class TurnStarted(_Body, frozen=True, kw_only=True):
+    """A turn begins: what woke the agent, and its input."""
+
+    KIND: ClassVar[str] = "turn_started"
+    trigger: str
+    input: str | None = None
+
+
+class TurnEnded(_Body, frozen=True, kw_only=True):
+    """A turn ends, with how it ended."""
+
+    KIND: ClassVar[str] = "turn_ended"
+    outcome: Literal["completed", "waiting", "failed", "interrupted"]
+    error: str | None = None
+
+
+class PromptRendered(_Body, frozen=True, kw_only=True):
+    """A prompt was built and sent: the assembly plan's durable summary.
+
+    Confirms that ``working_memory_revision`` was shown to the model, which clears a
+    pending delta with that target revision.
+    """
+
+    KIND: ClassVar[str] = "prompt_rendered"
+    working_memory_revision: int
+    compression_epoch: int
+    cache_key: str
+    prompt_hash: str
+    total_tokens: int
+    budget: int
+    estimator: str
+    sections: tuple[SectionTokens, ...] = ()
+    omitted: tuple[Omission, ...] = ()
+    render_config: dict[str, JSON] = {}
+
+
+# --------------------------------------------------------------------------- derived records
+
+
+class WorkingMemoryDelta(_Body, frozen=True, kw_only=True):
+    """What changed in working memory between two revisions (derived, post-turn)."""
+
+    KIND: ClassVar[str] = "working_memory_delta"
+    from_revision: int
+    to_revision: int
+    reason: Literal["active_work_changed", "task_rejoined", "wake_resumed", "plan_changed", "turn_completed"]
+    changed_fields: tuple[str, ...]
+    lines: tuple[str, ...]
+    evidence_from_seq: int
+    evidence_to_seq: int
+    projection_version: int
+
+
+class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
+    """An immutable archive of a finished stretch of work (derived, post-turn)."""
+
+    KIND: ClassVar[str] = "context_episode"
+    episode_id: int
+    boundary_reason: Literal[
+        "active_work_switched", "wait_boundary", "task_rejoined", "result_checkpoint", "turn_cap"
+    ]
+    work_item_id: str | None
+    first_turn: int
+    last_turn: int
+    from_seq: int
+    to_seq: int
+    objective: str | None = None
+    delivery_target: str | None = None
+    summary_lines: tuple[str, ...] = ()
+    scope_hints: tuple[str, ...] = ()
+    touched_files: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    verification: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    follow_ups: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+    projection_version: int
+
+
+Body: TypeAlias = (
+    Message
+    | Brief
+    | ToolIntent
+    | ToolResult
+    | WorkItem
+    | WorkItemState
+    | WorkPlan
+    | WaitingIntent
+    | WaitingResolved
+    | TaskStarted
+    | TaskResult
+    | Decision
+    | FollowUp
+    | ExecutionEnvironment
+    | SystemPolicy
+    | ContextSummary
+    | TurnStarted
+    | TurnEnded
+    | PromptRendered
+    | WorkingMemoryDelta
+    | ContextEpisodeRecord
+)
+
+#: kind string -> body class, in declaration order.
+BODY_TYPES: Final[dict[str, type[_Body]]] = {
+    cls.KIND: cls
+    for cls in (
+        Message,
+        Brief,
+        ToolIntent,
+        ToolResult,
+        WorkItem,
+        WorkItemState,
+        WorkPlan,
+        WaitingIntent,
+        WaitingResolved,
+        TaskStarted,
+        TaskResult,
+        Decision,
+        FollowUp,
+        ExecutionEnvironment,
+        SystemPolicy,
+        ContextSummary,
+        TurnStarted,
+        TurnEnded,
+        PromptRendered,
+        WorkingMemoryDelta,
+        ContextEpisodeRecord,
+    )
+}
+
+#: Kinds written by the post-turn refresh; replay verification re-derives them.
+DERIVED_KINDS: Final = frozenset({WorkingMemoryDelta.KIND, ContextEpisodeRecord.KIND})
+
+
+def kind_of(body: Body) -> str:
+    """The envelope kind string of a body."""
+    return type(body).KIND
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True):
+    """A ledger entry: envelope plus body.
+
+    ``seq`` is assigned by the ledger on append (pass ``-1``, the default, when building
+    a record to append). ``ts`` is integer milliseconds supplied by the caller: holon
+    never reads the clock on behalf of a record. ``turn`` is the turn index the record
+    belongs to, or ``None`` for records outside any turn.
+    """
+
+    body: Body
+    ts: int
+    turn: int | None = None
+    seq: int = -1
+    v: int = SCHEMA_VERSION
+
+    @property
+    def kind(self) -> str:
+        return type(self.body).KIND
+
+
+# --------------------------------------------------------------------------- codec
+
+
+class _WireOut(msgspec.Struct, frozen=True, array_like=False):
+    seq: int
+    ts: int
+    turn: int | None
+    kind: str
+    v: int
+    body: Any
+
+
+class _WireIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    seq: int
+    ts: int
+    turn: int | None
+    kind: str
+    v: int
+    body: msgspec.Raw
+
+
+_MSGPACK_ENCODER = msgspec.msgpack.Encoder()
+_JSON_ENCODER = msgspec.json.Encoder()
+_MSGPACK_ENVELOPE = msgspec.msgpack.Decoder(_WireIn)
+_JSON_ENVELOPE = msgspec.json.Decoder(_WireIn)
+_MSGPACK_BODIES = {kind: msgspec.msgpack.Decoder(cls) for kind, cls in BODY_TYPES.items()}
+_JSON_BODIES = {kind: msgspec.json.Decoder(cls) for kind, cls in BODY_TYPES.items()}
+
+_PATH_RE = re.compile(r"at `\$(?P<path>[^`]*)`")
+
+
+def _split_error(exc: msgspec.DecodeError, prefix: str) -> tuple[str, str | None]:
+    """Turn msgspec's "... - at `$.a.b`" into (message, "prefix.a.b")."""
+    text = str(exc)
+    match = _PATH_RE.search(text)
+    if match is None:
+        return text, None
+    message = text[: match.start()].rstrip(" -")
+    path = match.group("path").lstrip(".")
+    return message, f"{prefix}.{path}".strip(".") if prefix or path else None
+
+
+def _to_wire(record: Record) -> _WireOut:
+    return _WireOut(record.seq, record.ts, record.turn, type(record.body).KIND, record.v, record.body)
+
+
+def encode_msgpack_record(record: Record) -> bytes:
+    """Encode a record to its msgpack wire form (the ledger frame payload)."""
+    return _MSGPACK_ENCODER.encode(_to_wire(record))
+
+
+def encode_json_record(record: Record) -> bytes:
+    """Encode a record to one canonical JSONL line (without the trailing newline)."""
+    return _JSON_ENCODER.encode(_to_wire(record))
+
+
+def _decode(
+    data: bytes | memoryview,
+    envelope: msgspec.msgpack.Decoder[_WireIn] | msgspec.json.Decoder[_WireIn],
+    bodies: dict[str, Any],
+    where: str | None,
+) -> Record:
+    try:
+        wire = envelope.decode(data)
+    except msgspec.DecodeError as exc:
+        message, field = _split_error(exc, "")
+        raise InvalidRecord(message, where=where, field=field) from None
+    where = where or f"seq {wire.seq}"
+    if wire.v > SCHEMA_VERSION or wire.v < 1:
+        raise InvalidRecord(
+            f"schema version {wire.v} is not supported (this holon reads up to {SCHEMA_VERSION}); "
+            "upgrade holon to read this ledger",
+            where=where,
+            field="v",
+        )
+    decoder = bodies.get(wire.kind)
+    if decoder is None:
+        raise InvalidRecord(
+            f"unknown kind {wire.kind!r}; expected one of {', '.join(sorted(BODY_TYPES))}",
+            where=where,
+            field="kind",
+        )
+    try:
+        body = decoder.decode(wire.body)
+    except msgspec.DecodeError as exc:
+        message, field = _split_error(exc, "body")
+        raise InvalidRecord(message, where=where, field=field or "body") from None
+    return Record(body=body, ts=wire.ts, turn=wire.turn, seq=wire.seq, v=wire.v)
+
+
+def decode_msgpack_record(data: bytes | memoryview, *, where: str | None = None) -> Record:
+    """Decode a msgpack frame payload; raises :class:`InvalidRecord` naming seq and field."""
+    return _decode(data, _MSGPACK_ENVELOPE, _MSGPACK_BODIES, where)
+
+
+def decode_json_record(data: bytes | str, *, where: str | None = None) -> Record:
+    """Decode one JSONL line; raises :class:`InvalidRecord` naming ``where`` and the field."""
+    raw = data.encode() if isinstance(data, str) else data
+    return _decode(raw, _JSON_ENVELOPE, _JSON_BODIES, where)
