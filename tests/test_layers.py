@@ -1,0 +1,77 @@
+"""The layering rules of DESIGN.md hold: each package imports only what its layer may."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "holon"
+
+# layer -> holon modules it may import (besides itself). Third-party allowances follow DESIGN.md.
+ALLOWED_HOLON = {
+    "records": {"errors"},
+    "errors": set(),
+    "ledger": {"records", "errors"},
+    "projections": {"records", "errors"},
+    "context": {"records", "errors", "projections"},
+}
+ALLOWED_THIRD_PARTY = {
+    "records": {"msgspec"},
+    "errors": set(),
+    "ledger": {"msgspec", "zstandard", "blake3", "xxhash"},
+    "projections": {"msgspec", "zstandard"},
+    "context": {"msgspec", "blake3", "bpe_openai"},
+}
+# Pure layers must not reach for clocks, randomness, the environment or the file system.
+IMPURE_MODULES = {"time", "datetime", "random", "uuid", "os", "secrets", "socket", "subprocess", "pathlib"}
+PURE = {"projections", "context"}
+STDLIB = set(__import__("sys").stdlib_module_names)
+
+
+def _layer_files(layer: str) -> list[Path]:
+    single = ROOT / f"{layer}.py"
+    if single.exists():
+        return [single]
+    return sorted((ROOT / layer).rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED_HOLON))
+def test_layer_imports_only_what_it_may(layer: str) -> None:
+    files = _layer_files(layer)
+    if not files:
+        pytest.skip(f"layer {layer} not built yet")
+    for path in files:
+        for name in sorted(_imports(path)):
+            top = name.split(".")[0]
+            if top == "holon":
+                parts = name.split(".")
+                if len(parts) == 1:
+                    pytest.fail(f"{path}: imports the `holon` facade; import the layer module instead")
+                target = parts[1]
+                assert target == layer or target in ALLOWED_HOLON[layer], (
+                    f"{path.relative_to(ROOT.parent)} imports {name}: layer `{layer}` may only use "
+                    f"{sorted(ALLOWED_HOLON[layer]) or 'nothing'} from holon"
+                )
+            elif top in STDLIB or top == "__future__":
+                if layer in PURE:
+                    assert top not in IMPURE_MODULES, (
+                        f"{path.relative_to(ROOT.parent)} imports {name}: `{layer}` must stay pure "
+                        "(no clock, randomness, environment or file system)"
+                    )
+            else:
+                assert top in ALLOWED_THIRD_PARTY[layer], (
+                    f"{path.relative_to(ROOT.parent)} imports third-party {name}, not allowed in `{layer}`"
+                )
