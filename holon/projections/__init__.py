@@ -1,0 +1,104 @@
+"""Memory projections: pure folds from ledger records to working memory and episodes.
+
+No I/O, no clock, no randomness, no hash-order iteration: the same records give the
+same state, snapshots, deltas and episodes in any process. See docs/memory-model.md.
+
+- :class:`RuntimeState` / :func:`apply_runtime` — what the agent knows now.
+- :class:`WorkingMemorySnapshot` / :func:`derive_snapshot` / :func:`snapshot_lines` —
+  the structured working memory derived from it.
+- :class:`WorkingMemoryState` — revision, pending delta, epoch, episode builder, archive.
+- :class:`ProjectionState` / :func:`apply` / :func:`fold` — both folded together.
+- :func:`refresh_working_memory` / :func:`refresh_episode_memory` /
+  :func:`post_turn_refresh` — the post-turn refresh producing derived records.
+- :func:`verify_derivations` — replay verification.
+- :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes.
+"""
+
+from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig
+from holon.projections.memory import (
+    ActiveEpisodeBuilder,
+    EpisodeArchive,
+    TurnInterval,
+    WorkingMemoryState,
+    apply_memory,
+)
+from holon.projections.projection import ProjectionState, apply, fold, initial_state
+from holon.projections.snapshot import (
+    SNAPSHOT_FIELDS,
+    DecisionRef,
+    FileRef,
+    FollowUpRef,
+    SnapshotPlanStep,
+    WaitRef,
+    WorkingMemorySnapshot,
+    derive_snapshot,
+    snapshot_lines,
+)
+from holon.projections.state import (
+    BriefEntry,
+    CarriedRecord,
+    DecisionEntry,
+    EnvironmentEntry,
+    FileTouch,
+    FollowUpEntry,
+    MessageEntry,
+    PlanEntry,
+    PolicyEntry,
+    PromptEntry,
+    ResultEntry,
+    RuntimeState,
+    SummaryEntry,
+    TaskEntry,
+    ToolExecution,
+    TurnState,
+    WaitEntry,
+    WorkItemEntry,
+    apply_runtime,
+    queued_work,
+    waiting_work,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "PROJECTION_VERSION",
+    "SNAPSHOT_FIELDS",
+    "ActiveEpisodeBuilder",
+    "BriefEntry",
+    "CarriedRecord",
+    "DecisionEntry",
+    "DecisionRef",
+    "EnvironmentEntry",
+    "EpisodeArchive",
+    "FileRef",
+    "FileTouch",
+    "FollowUpEntry",
+    "FollowUpRef",
+    "MessageEntry",
+    "PlanEntry",
+    "PolicyEntry",
+    "ProjectionConfig",
+    "ProjectionState",
+    "PromptEntry",
+    "ResultEntry",
+    "RuntimeState",
+    "SnapshotPlanStep",
+    "SummaryEntry",
+    "TaskEntry",
+    "ToolExecution",
+    "TurnInterval",
+    "TurnState",
+    "WaitEntry",
+    "WaitRef",
+    "WorkItemEntry",
+    "WorkingMemorySnapshot",
+    "WorkingMemoryState",
+    "apply",
+    "apply_memory",
+    "apply_runtime",
+    "derive_snapshot",
+    "fold",
+    "initial_state",
+    "queued_work",
+    "snapshot_lines",
+    "waiting_work",
+]

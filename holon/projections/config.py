@@ -1,0 +1,62 @@
+"""Projection configuration and version: the knobs every derived record depends on.
+
+The configuration is part of what a derived record means: the same ledger folded with a
+different turn cap finalizes different episodes. So the config is stored in every
+:class:`~holon.projections.ProjectionState`, compared by replay verification and
+checkpoints, and a mismatch is reported rather than silently mixed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+__all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig"]
+
+#: Version of the projection rules. Bump it whenever a change to this package would
+#: derive a different record (or a different encoded state) from the same evidence:
+#: derived records carry it, checkpoints are keyed by it, verification checks it.
+PROJECTION_VERSION: Final = 1
+
+
+class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Caps and thresholds of the memory projections (see docs/memory-model.md).
+
+    ``turn_cap`` is the hard episode length in turns; the ``*_cap`` values bound the
+    lists of a :class:`~holon.projections.WorkingMemorySnapshot`, the ``*_window``
+    values bound what :class:`~holon.projections.RuntimeState` keeps, and the
+    ``episode_*`` values bound what one :class:`~holon.records.ContextEpisodeRecord`
+    lists. Every list being bounded is what keeps the post-turn refresh flat in the
+    length of the ledger.
+    """
+
+    turn_cap: int = 12
+    # snapshot caps
+    scope_cap: int = 12
+    plan_cap: int = 24
+    files_cap: int = 16
+    decisions_cap: int = 8
+    follow_ups_cap: int = 8
+    waiting_cap: int = 6
+    delta_lines_cap: int = 12
+    # runtime windows
+    messages_window: int = 24
+    briefs_window: int = 12
+    tools_window: int = 24
+    files_window: int = 64
+    decisions_window: int = 64
+    finished_window: int = 16
+    carried_window: int = 16
+    # per-episode list caps
+    episode_summary_cap: int = 8
+    episode_list_cap: int = 16
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            if getattr(self, name) < 1:
+                raise ValueError(f"ProjectionConfig.{name} must be at least 1, got {getattr(self, name)}")
+
+
+#: The configuration used when none is given.
+DEFAULT_CONFIG: Final = ProjectionConfig()

@@ -1,0 +1,764 @@
+"""RuntimeState: the fold of evidence and runtime records into what the agent knows now.
+
+:func:`apply_runtime` is a pure step ``(state, record) -> state``. Every container in
+the state is either bounded by a :class:`~holon.projections.ProjectionConfig` window or
+holds only *open* things (non-terminal work items, open waits, running tasks, open
+follow-ups), so one step costs the same at seq 100 and at seq 10,000,000. State is
+never mutated: a step copies only the containers the record touches (copy-on-write),
+which keeps every earlier state valid for checkpoints and property tests.
+
+Window entries keep the seq of the record(s) they came from, so a renderer can cite
+``ledger:<seq>`` and ``holon get`` can restore the original bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from holon import records as r
+from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
+
+__all__ = [
+    "FILE_ARGUMENT_KEYS",
+    "TERMINAL_WORK_STATES",
+    "BriefEntry",
+    "CarriedRecord",
+    "DecisionEntry",
+    "EnvironmentEntry",
+    "FileTouch",
+    "FollowUpEntry",
+    "MessageEntry",
+    "PlanEntry",
+    "PolicyEntry",
+    "PromptEntry",
+    "ResultEntry",
+    "RuntimeState",
+    "SummaryEntry",
+    "TaskEntry",
+    "ToolExecution",
+    "TurnState",
+    "WaitEntry",
+    "WorkItemEntry",
+    "apply_runtime",
+    "file_arguments",
+    "queued_work",
+    "waiting_work",
+]
+
+#: Work item states after which an item leaves the open set.
+TERMINAL_WORK_STATES: Final = frozenset({"done", "abandoned"})
+
+#: Tool argument keys whose string (or list-of-strings) values name files.
+FILE_ARGUMENT_KEYS: Final = ("path", "file", "file_path", "filename", "paths", "files")
+
+# A single tool argument can list many files; the working set only needs a handful.
+_MAX_ARGUMENT_FILES: Final = 8
+
+WorkState: TypeAlias = Literal["queued", "active", "waiting", "done", "abandoned"]
+
+
+class _Entry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of state entries (frozen, keyword-only)."""
+
+
+class TurnState(_Entry, frozen=True, kw_only=True):
+    """The current (or last) turn: its index, what woke the agent, and whether it ended.
+
+    ``started_seq`` is ``None`` when a turn_ended arrived without a turn_started.
+    """
+
+    index: int | None
+    trigger: str
+    input: str | None = None
+    started_seq: int | None = None
+    ended_seq: int | None = None
+    outcome: Literal["completed", "waiting", "failed", "interrupted"] | None = None
+
+    @property
+    def open(self) -> bool:
+        """True between turn_started and turn_ended."""
+        return self.ended_seq is None
+
+
+class WorkItemEntry(_Entry, frozen=True, kw_only=True):
+    """A work item as last declared, with its current state and provenance seqs."""
+
+    id: str
+    objective: str
+    state: WorkState
+    delivery_target: str | None = None
+    scope_constraints: tuple[str, ...] = ()
+    summary: str | None = None
+    declared_seq: int
+    state_seq: int
+    state_reason: str | None = None
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        """Seqs this entry came from: the declaration and, if later, the last state change."""
+        if self.state_seq == self.declared_seq:
+            return (self.declared_seq,)
+        return (self.declared_seq, self.state_seq)
+
+
+class PlanEntry(_Entry, frozen=True, kw_only=True):
+    """The current plan of one work item (or the unscoped plan) and the seq that wrote it."""
+
+    work_item_id: str | None
+    steps: tuple[r.PlanStep, ...]
+    seq: int
+
+
+class WaitEntry(_Entry, frozen=True, kw_only=True):
+    """A waiting intent; ``resolved_seq`` and ``resolution`` are set once it ended."""
+
+    id: str
+    waiting_on: str
+    work_item_id: str | None = None
+    resume_hint: str | None = None
+    seq: int
+    resolved_seq: int | None = None
+    resolution: Literal["arrived", "cancelled", "timed_out"] | None = None
+    detail: str | None = None
+
+
+class TaskEntry(_Entry, frozen=True, kw_only=True):
+    """A background task; result fields are set once it rejoined.
+
+    ``started_seq`` is ``None`` for a result whose start is not in the ledger (imported
+    or older than the ledger).
+    """
+
+    id: str
+    description: str = ""
+    work_item_id: str | None = None
+    started_seq: int | None = None
+    result_seq: int | None = None
+    status: Literal["ok", "error", "cancelled"] | None = None
+    summary: str | None = None
+    blob: r.BlobRef | None = None
+
+
+class DecisionEntry(_Entry, frozen=True, kw_only=True):
+    """A decision, as last declared."""
+
+    id: str
+    text: str
+    rationale: str | None = None
+    work_item_id: str | None = None
+    seq: int
+
+
+class FollowUpEntry(_Entry, frozen=True, kw_only=True):
+    """A follow-up, with the seq that opened it and the seq that last changed it."""
+
+    id: str
+    text: str
+    status: Literal["open", "done", "dropped"]
+    work_item_id: str | None = None
+    first_seq: int
+    seq: int
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        """Seqs this entry came from (opening, and the last update if different)."""
+        return (self.first_seq,) if self.first_seq == self.seq else (self.first_seq, self.seq)
+
+
+class FileTouch(_Entry, frozen=True, kw_only=True):
+    """A file in the recent working set: who touched it, first and last touch.
+
+    ``first_seq`` is the touch that brought the file into the set *for this work item*;
+    it stays put while the file keeps being used, so the snapshot does not churn.
+    ``via`` says whether the last touch was a tool result's ``touched_files`` or a
+    file-like tool argument.
+    """
+
+    path: str
+    work_item_id: str | None
+    first_seq: int
+    last_seq: int
+    via: Literal["touched", "argument"]
+
+
+class MessageEntry(_Entry, frozen=True, kw_only=True):
+    """A message in the recent-messages window."""
+
+    seq: int
+    ts: int
+    turn: int | None
+    message: r.Message
+
+
+class BriefEntry(_Entry, frozen=True, kw_only=True):
+    """A brief in the recent-briefs window."""
+
+    seq: int
+    ts: int
+    turn: int | None
+    brief: r.Brief
+
+
+class ToolExecution(_Entry, frozen=True, kw_only=True):
+    """A tool call: intent joined with its result by ``call_id``.
+
+    An intent without a result is in flight, or its outcome is unknown (the process
+    died after the intent was written); a result without an intent in the window has
+    ``intent`` ``None``. Both seqs are kept so a renderer can cite either record.
+    """
+
+    call_id: str
+    tool: str
+    turn: int | None
+    ts: int
+    intent_seq: int | None = None
+    result_seq: int | None = None
+    intent: r.ToolIntent | None = None
+    result: r.ToolResult | None = None
+
+    @property
+    def outcome(self) -> Literal["in_flight", "ok", "error", "interrupted"]:
+        """``in_flight`` until the result arrives, then the result's status."""
+        return "in_flight" if self.result is None else self.result.status
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        """The seqs of the intent and result records present, in ledger order."""
+        return tuple(s for s in (self.intent_seq, self.result_seq) if s is not None)
+
+
+class ResultEntry(_Entry, frozen=True, kw_only=True):
+    """The latest result: a result brief or a task result."""
+
+    seq: int
+    source: Literal["brief", "task"]
+    text: str
+    status: str
+    work_item_id: str | None = None
+    task_id: str | None = None
+
+
+class EnvironmentEntry(_Entry, frozen=True, kw_only=True):
+    """The execution environment as last declared."""
+
+    seq: int
+    environment: r.ExecutionEnvironment
+
+
+class PolicyEntry(_Entry, frozen=True, kw_only=True):
+    """The system policy (Stable section source) as last declared."""
+
+    seq: int
+    policy: r.SystemPolicy
+
+
+class SummaryEntry(_Entry, frozen=True, kw_only=True):
+    """The latest flat legacy context summary."""
+
+    seq: int
+    summary: r.ContextSummary
+
+
+class PromptEntry(_Entry, frozen=True, kw_only=True):
+    """The last prompt_rendered record (the previous cache key, revision and epoch)."""
+
+    seq: int
+    prompt: r.PromptRendered
+
+
+class CarriedRecord(_Entry, frozen=True, kw_only=True):
+    """A record state could not place (e.g. a state change for an unknown work item).
+
+    Kept, not dropped: the window shows the most recent ones and ``carried_count``
+    counts them all, so nothing disappears silently.
+    """
+
+    seq: int
+    kind: str
+    turn: int | None
+    note: str
+    body: r.Body
+
+
+class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the agent knows now: the fold of every record up to ``seq``.
+
+    Open things are held whole (``work_items`` holds only queued / active / waiting
+    items; ``waits``, ``tasks`` and ``follow_ups`` only open ones), finished things go
+    to bounded windows. Dicts are in deterministic insertion order: for ``waits``,
+    ``tasks`` and ``follow_ups`` that is the order of their last update; for ``files``
+    it is least-recently touched first.
+    """
+
+    seq: int = -1
+    applied: int = 0
+    turn: TurnState | None = None
+    work_items: dict[str, WorkItemEntry] = {}
+    active_stack: tuple[str, ...] = ()
+    finished_work: tuple[WorkItemEntry, ...] = ()
+    plans: dict[str, PlanEntry] = {}
+    unscoped_plan: PlanEntry | None = None
+    waits: dict[str, WaitEntry] = {}
+    resolved_waits: tuple[WaitEntry, ...] = ()
+    tasks: dict[str, TaskEntry] = {}
+    finished_tasks: tuple[TaskEntry, ...] = ()
+    decisions: tuple[DecisionEntry, ...] = ()
+    follow_ups: dict[str, FollowUpEntry] = {}
+    closed_follow_ups: tuple[FollowUpEntry, ...] = ()
+    files: dict[str, FileTouch] = {}
+    environment: EnvironmentEntry | None = None
+    policy: PolicyEntry | None = None
+    context_summary: SummaryEntry | None = None
+    last_prompt: PromptEntry | None = None
+    messages: tuple[MessageEntry, ...] = ()
+    briefs: tuple[BriefEntry, ...] = ()
+    tools: tuple[ToolExecution, ...] = ()
+    latest_result: ResultEntry | None = None
+    carried: tuple[CarriedRecord, ...] = ()
+    carried_count: int = 0
+
+    @property
+    def active_work_item_id(self) -> str | None:
+        """The active work item: the most recently activated item still active."""
+        return self.active_stack[-1] if self.active_stack else None
+
+    @property
+    def active_work_item(self) -> WorkItemEntry | None:
+        """The entry of :attr:`active_work_item_id`, if any."""
+        return self.work_items[self.active_stack[-1]] if self.active_stack else None
+
+    def find_work_item(self, work_item_id: str) -> WorkItemEntry | None:
+        """An open work item, or a recently finished one, by id."""
+        entry = self.work_items.get(work_item_id)
+        if entry is not None:
+            return entry
+        for done in reversed(self.finished_work):
+            if done.id == work_item_id:
+                return done
+        return None
+
+    def plan_of(self, work_item_id: str | None) -> PlanEntry | None:
+        """The plan of a work item, or the unscoped plan for ``None``."""
+        if work_item_id is None:
+            return self.unscoped_plan
+        return self.plans.get(work_item_id)
+
+
+def queued_work(state: RuntimeState) -> tuple[WorkItemEntry, ...]:
+    """Queued work items, oldest state change first (then id)."""
+    return _work_in(state, "queued")
+
+
+def waiting_work(state: RuntimeState) -> tuple[WorkItemEntry, ...]:
+    """Waiting work items, oldest state change first (then id)."""
+    return _work_in(state, "waiting")
+
+
+def _work_in(state: RuntimeState, work_state: str) -> tuple[WorkItemEntry, ...]:
+    items = [e for e in state.work_items.values() if e.state == work_state]
+    items.sort(key=lambda e: (e.state_seq, e.id))
+    return tuple(items)
+
+
+def file_arguments(args: dict[str, Any]) -> tuple[str, ...]:
+    """File paths named by a tool call's arguments (keys in :data:`FILE_ARGUMENT_KEYS`)."""
+    found: list[str] = []
+    for key in FILE_ARGUMENT_KEYS:
+        value = args.get(key)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(v for v in value[:_MAX_ARGUMENT_FILES] if isinstance(v, str))
+    return tuple(found)
+
+
+# --------------------------------------------------------------------------- the fold step
+
+_Changes: TypeAlias = dict[str, Any]
+_Handler: TypeAlias = Callable[[RuntimeState, r.Record, Any, ProjectionConfig], _Changes]
+
+
+def _push(window: tuple[Any, ...], item: Any, cap: int) -> tuple[Any, ...]:
+    """Append to a bounded window, dropping the oldest entries beyond ``cap``."""
+    if len(window) >= cap:
+        return (*window[len(window) - cap + 1 :], item)
+    return (*window, item)
+
+
+def _carry(state: RuntimeState, record: r.Record, note: str, config: ProjectionConfig) -> _Changes:
+    entry = CarriedRecord(seq=record.seq, kind=record.kind, turn=record.turn, note=note, body=record.body)
+    return {
+        "carried": _push(state.carried, entry, config.carried_window),
+        "carried_count": state.carried_count + 1,
+    }
+
+
+def _normalize_path(path: str) -> str:
+    path = path.strip()
+    while path.startswith("./"):
+        path = path[2:]
+    return path
+
+
+def _touch(
+    files: dict[str, FileTouch],
+    paths: tuple[str, ...],
+    *,
+    work_item_id: str | None,
+    seq: int,
+    via: Literal["touched", "argument"],
+    cap: int,
+) -> dict[str, FileTouch]:
+    out = dict(files)
+    for raw in paths:
+        path = _normalize_path(raw)
+        if not path:
+            continue
+        prev = out.pop(path, None)
+        first = prev.first_seq if prev is not None and prev.work_item_id == work_item_id else seq
+        out[path] = FileTouch(path=path, work_item_id=work_item_id, first_seq=first, last_seq=seq, via=via)
+    while len(out) > cap:
+        del out[next(iter(out))]
+    return out
+
+
+def _on_message(state: RuntimeState, record: r.Record, body: r.Message, config: ProjectionConfig) -> _Changes:
+    entry = MessageEntry(seq=record.seq, ts=record.ts, turn=record.turn, message=body)
+    return {"messages": _push(state.messages, entry, config.messages_window)}
+
+
+def _on_brief(state: RuntimeState, record: r.Record, body: r.Brief, config: ProjectionConfig) -> _Changes:
+    entry = BriefEntry(seq=record.seq, ts=record.ts, turn=record.turn, brief=body)
+    changes: _Changes = {"briefs": _push(state.briefs, entry, config.briefs_window)}
+    if body.status == "result":
+        changes["latest_result"] = ResultEntry(
+            seq=record.seq,
+            source="brief",
+            text=body.text,
+            status=body.status,
+            work_item_id=body.work_item_id,
+            task_id=body.task_id,
+        )
+    return changes
+
+
+def _on_tool_intent(
+    state: RuntimeState, record: r.Record, body: r.ToolIntent, config: ProjectionConfig
+) -> _Changes:
+    execution = ToolExecution(
+        call_id=body.call_id,
+        tool=body.tool,
+        turn=record.turn,
+        ts=record.ts,
+        intent_seq=record.seq,
+        intent=body,
+    )
+    changes: _Changes = {"tools": _push(state.tools, execution, config.tools_window)}
+    paths = file_arguments(body.args) if body.args else ()
+    if paths:
+        changes["files"] = _touch(
+            state.files,
+            paths,
+            work_item_id=state.active_work_item_id,
+            seq=record.seq,
+            via="argument",
+            cap=config.files_window,
+        )
+    return changes
+
+
+def _on_tool_result(
+    state: RuntimeState, record: r.Record, body: r.ToolResult, config: ProjectionConfig
+) -> _Changes:
+    tools = state.tools
+    # The matching intent is almost always the newest entry, so scan from the end.
+    for i in range(len(tools) - 1, -1, -1):
+        found = tools[i]
+        if found.call_id == body.call_id and found.result is None:
+            joined = msgspec.structs.replace(found, result_seq=record.seq, result=body)
+            new_tools = (*tools[:i], joined, *tools[i + 1 :])
+            break
+    else:
+        orphan = ToolExecution(
+            call_id=body.call_id,
+            tool=body.tool,
+            turn=record.turn,
+            ts=record.ts,
+            result_seq=record.seq,
+            result=body,
+        )
+        new_tools = _push(tools, orphan, config.tools_window)
+    changes: _Changes = {"tools": new_tools}
+    if body.touched_files:
+        changes["files"] = _touch(
+            state.files,
+            body.touched_files,
+            work_item_id=state.active_work_item_id,
+            seq=record.seq,
+            via="touched",
+            cap=config.files_window,
+        )
+    return changes
+
+
+def _set_work(
+    state: RuntimeState, entry: WorkItemEntry, prev: WorkItemEntry | None, config: ProjectionConfig
+) -> _Changes:
+    """Place a new version of a work item: open dict or finished window, and the active stack."""
+    changes: _Changes = {}
+    was_finished = prev is not None and prev.state in TERMINAL_WORK_STATES
+    if was_finished:
+        changes["finished_work"] = tuple(e for e in state.finished_work if e.id != entry.id)
+    stack = state.active_stack
+    if entry.state in TERMINAL_WORK_STATES:
+        if entry.id in state.work_items:
+            items = dict(state.work_items)
+            del items[entry.id]
+            changes["work_items"] = items
+        if entry.id in state.plans:
+            plans = dict(state.plans)
+            del plans[entry.id]
+            changes["plans"] = plans
+        finished = changes.get("finished_work", state.finished_work)
+        changes["finished_work"] = _push(finished, entry, config.finished_window)
+    else:
+        items = dict(state.work_items)
+        items[entry.id] = entry
+        changes["work_items"] = items
+    if entry.state == "active":
+        if prev is None or prev.state != "active":
+            stack = (*(i for i in stack if i != entry.id), entry.id)
+    elif entry.id in stack:
+        stack = tuple(i for i in stack if i != entry.id)
+    if stack is not state.active_stack:
+        changes["active_stack"] = stack
+    return changes
+
+
+def _on_work_item(
+    state: RuntimeState, record: r.Record, body: r.WorkItem, config: ProjectionConfig
+) -> _Changes:
+    prev = state.find_work_item(body.id)
+    state_seq = prev.state_seq if prev is not None and prev.state == body.state else record.seq
+    entry = WorkItemEntry(
+        id=body.id,
+        objective=body.objective,
+        state=body.state,
+        delivery_target=body.delivery_target,
+        scope_constraints=body.scope_constraints,
+        summary=body.summary,
+        declared_seq=record.seq,
+        state_seq=state_seq,
+        state_reason=None if prev is None or prev.state != body.state else prev.state_reason,
+    )
+    return _set_work(state, entry, prev, config)
+
+
+def _on_work_item_state(
+    state: RuntimeState, record: r.Record, body: r.WorkItemState, config: ProjectionConfig
+) -> _Changes:
+    prev = state.find_work_item(body.id)
+    if prev is None:
+        return _carry(state, record, f"state change for unknown work item {body.id!r}", config)
+    entry = msgspec.structs.replace(prev, state=body.state, state_seq=record.seq, state_reason=body.reason)
+    return _set_work(state, entry, prev, config)
+
+
+def _on_work_plan(
+    state: RuntimeState, record: r.Record, body: r.WorkPlan, config: ProjectionConfig
+) -> _Changes:
+    entry = PlanEntry(work_item_id=body.work_item_id, steps=body.steps, seq=record.seq)
+    if body.work_item_id is None:
+        return {"unscoped_plan": entry}
+    if body.work_item_id not in state.work_items and state.find_work_item(body.work_item_id) is not None:
+        # Plans are kept for open work only, so finished work cannot pin state forever.
+        return _carry(state, record, f"plan for finished work item {body.work_item_id!r}", config)
+    plans = dict(state.plans)
+    plans[body.work_item_id] = entry
+    return {"plans": plans}
+
+
+def _on_waiting_intent(
+    state: RuntimeState, record: r.Record, body: r.WaitingIntent, config: ProjectionConfig
+) -> _Changes:
+    waits = dict(state.waits)
+    waits.pop(body.id, None)
+    waits[body.id] = WaitEntry(
+        id=body.id,
+        waiting_on=body.waiting_on,
+        work_item_id=body.work_item_id,
+        resume_hint=body.resume_hint,
+        seq=record.seq,
+    )
+    return {"waits": waits}
+
+
+def _on_waiting_resolved(
+    state: RuntimeState, record: r.Record, body: r.WaitingResolved, config: ProjectionConfig
+) -> _Changes:
+    if body.id not in state.waits:
+        return _carry(state, record, f"resolution of unknown wait {body.id!r}", config)
+    waits = dict(state.waits)
+    done = msgspec.structs.replace(
+        waits.pop(body.id), resolved_seq=record.seq, resolution=body.resolution, detail=body.detail
+    )
+    return {"waits": waits, "resolved_waits": _push(state.resolved_waits, done, config.finished_window)}
+
+
+def _on_task_started(
+    state: RuntimeState, record: r.Record, body: r.TaskStarted, config: ProjectionConfig
+) -> _Changes:
+    tasks = dict(state.tasks)
+    tasks.pop(body.id, None)
+    tasks[body.id] = TaskEntry(
+        id=body.id, description=body.description, work_item_id=body.work_item_id, started_seq=record.seq
+    )
+    return {"tasks": tasks}
+
+
+def _on_task_result(
+    state: RuntimeState, record: r.Record, body: r.TaskResult, config: ProjectionConfig
+) -> _Changes:
+    changes: _Changes = {}
+    started = state.tasks.get(body.id)
+    if started is not None:
+        tasks = dict(state.tasks)
+        del tasks[body.id]
+        changes["tasks"] = tasks
+    else:
+        started = TaskEntry(id=body.id)
+    done = msgspec.structs.replace(
+        started, result_seq=record.seq, status=body.status, summary=body.summary, blob=body.blob
+    )
+    changes["finished_tasks"] = _push(state.finished_tasks, done, config.finished_window)
+    changes["latest_result"] = ResultEntry(
+        seq=record.seq,
+        source="task",
+        text=body.summary,
+        status=body.status,
+        work_item_id=started.work_item_id,
+        task_id=body.id,
+    )
+    return changes
+
+
+def _on_decision(
+    state: RuntimeState, record: r.Record, body: r.Decision, config: ProjectionConfig
+) -> _Changes:
+    entry = DecisionEntry(
+        id=body.id, text=body.text, rationale=body.rationale, work_item_id=body.work_item_id, seq=record.seq
+    )
+    kept = tuple(d for d in state.decisions if d.id != body.id)
+    return {"decisions": _push(kept, entry, config.decisions_window)}
+
+
+def _on_follow_up(
+    state: RuntimeState, record: r.Record, body: r.FollowUp, config: ProjectionConfig
+) -> _Changes:
+    follow_ups = dict(state.follow_ups)
+    prev = follow_ups.pop(body.id, None)
+    entry = FollowUpEntry(
+        id=body.id,
+        text=body.text,
+        status=body.status,
+        work_item_id=body.work_item_id,
+        first_seq=prev.first_seq if prev is not None else record.seq,
+        seq=record.seq,
+    )
+    if body.status == "open":
+        follow_ups[body.id] = entry
+        return {"follow_ups": follow_ups}
+    return {
+        "follow_ups": follow_ups,
+        "closed_follow_ups": _push(state.closed_follow_ups, entry, config.finished_window),
+    }
+
+
+def _on_environment(
+    state: RuntimeState, record: r.Record, body: r.ExecutionEnvironment, config: ProjectionConfig
+) -> _Changes:
+    return {"environment": EnvironmentEntry(seq=record.seq, environment=body)}
+
+
+def _on_policy(
+    state: RuntimeState, record: r.Record, body: r.SystemPolicy, config: ProjectionConfig
+) -> _Changes:
+    return {"policy": PolicyEntry(seq=record.seq, policy=body)}
+
+
+def _on_context_summary(
+    state: RuntimeState, record: r.Record, body: r.ContextSummary, config: ProjectionConfig
+) -> _Changes:
+    return {"context_summary": SummaryEntry(seq=record.seq, summary=body)}
+
+
+def _on_turn_started(
+    state: RuntimeState, record: r.Record, body: r.TurnStarted, config: ProjectionConfig
+) -> _Changes:
+    return {
+        "turn": TurnState(index=record.turn, trigger=body.trigger, input=body.input, started_seq=record.seq)
+    }
+
+
+def _on_turn_ended(
+    state: RuntimeState, record: r.Record, body: r.TurnEnded, config: ProjectionConfig
+) -> _Changes:
+    turn = state.turn
+    if turn is None or not turn.open:
+        turn = TurnState(index=record.turn, trigger="")
+    return {"turn": msgspec.structs.replace(turn, ended_seq=record.seq, outcome=body.outcome)}
+
+
+def _on_prompt_rendered(
+    state: RuntimeState, record: r.Record, body: r.PromptRendered, config: ProjectionConfig
+) -> _Changes:
+    return {"last_prompt": PromptEntry(seq=record.seq, prompt=body)}
+
+
+def _on_derived(state: RuntimeState, record: r.Record, body: r.Body, config: ProjectionConfig) -> _Changes:
+    # Derived records change working memory (see holon.projections.memory), not runtime state.
+    return {}
+
+
+_HANDLERS: Final[dict[type[Any], _Handler]] = {
+    r.Message: _on_message,
+    r.Brief: _on_brief,
+    r.ToolIntent: _on_tool_intent,
+    r.ToolResult: _on_tool_result,
+    r.WorkItem: _on_work_item,
+    r.WorkItemState: _on_work_item_state,
+    r.WorkPlan: _on_work_plan,
+    r.WaitingIntent: _on_waiting_intent,
+    r.WaitingResolved: _on_waiting_resolved,
+    r.TaskStarted: _on_task_started,
+    r.TaskResult: _on_task_result,
+    r.Decision: _on_decision,
+    r.FollowUp: _on_follow_up,
+    r.ExecutionEnvironment: _on_environment,
+    r.SystemPolicy: _on_policy,
+    r.ContextSummary: _on_context_summary,
+    r.TurnStarted: _on_turn_started,
+    r.TurnEnded: _on_turn_ended,
+    r.PromptRendered: _on_prompt_rendered,
+    r.WorkingMemoryDelta: _on_derived,
+    r.ContextEpisodeRecord: _on_derived,
+}
+
+
+def apply_runtime(
+    state: RuntimeState, record: r.Record, config: ProjectionConfig = DEFAULT_CONFIG
+) -> RuntimeState:
+    """Fold one record into runtime state (pure; ``state`` is left untouched).
+
+    A kind this version does not place is carried in the ``carried`` window rather
+    than dropped.
+    """
+    handler = _HANDLERS.get(type(record.body))
+    if handler is None:
+        changes = _carry(state, record, f"kind {record.kind!r} is not placed by this projection", config)
+    else:
+        changes = handler(state, record, record.body, config)
+    return msgspec.structs.replace(state, seq=record.seq, applied=state.applied + 1, **changes)
