@@ -14,6 +14,14 @@ same state, snapshots, deltas and episodes in any process. See docs/memory-model
 - :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes.
 """
 
+from holon.projections.checkpoint import (
+    CHECKPOINT_MAGIC,
+    CheckpointKey,
+    CheckpointRejected,
+    encode_checkpoint,
+    read_checkpoint_key,
+    restore_checkpoint,
+)
 from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig
 from holon.projections.memory import (
     ActiveEpisodeBuilder,
@@ -23,6 +31,16 @@ from holon.projections.memory import (
     apply_memory,
 )
 from holon.projections.projection import ProjectionState, apply, fold, initial_state
+from holon.projections.refresh import (
+    BOUNDARY_ORDER,
+    DELTA_REASON_PRECEDENCE,
+    boundary_reasons,
+    changed_fields,
+    delta_lines,
+    post_turn_refresh,
+    refresh_episode_memory,
+    refresh_working_memory,
+)
 from holon.projections.snapshot import (
     SNAPSHOT_FIELDS,
     DecisionRef,
@@ -57,18 +75,32 @@ from holon.projections.state import (
     queued_work,
     waiting_work,
 )
+from holon.projections.verify import (
+    Divergence,
+    FieldDiff,
+    VerificationReport,
+    diff_records,
+    verify_derivations,
+)
 
 __all__ = [
+    "BOUNDARY_ORDER",
+    "CHECKPOINT_MAGIC",
     "DEFAULT_CONFIG",
+    "DELTA_REASON_PRECEDENCE",
     "PROJECTION_VERSION",
     "SNAPSHOT_FIELDS",
     "ActiveEpisodeBuilder",
     "BriefEntry",
     "CarriedRecord",
+    "CheckpointKey",
+    "CheckpointRejected",
     "DecisionEntry",
     "DecisionRef",
+    "Divergence",
     "EnvironmentEntry",
     "EpisodeArchive",
+    "FieldDiff",
     "FileRef",
     "FileTouch",
     "FollowUpEntry",
@@ -87,6 +119,7 @@ __all__ = [
     "ToolExecution",
     "TurnInterval",
     "TurnState",
+    "VerificationReport",
     "WaitEntry",
     "WaitRef",
     "WorkItemEntry",
@@ -95,10 +128,21 @@ __all__ = [
     "apply",
     "apply_memory",
     "apply_runtime",
+    "boundary_reasons",
+    "changed_fields",
+    "delta_lines",
     "derive_snapshot",
+    "diff_records",
+    "encode_checkpoint",
     "fold",
     "initial_state",
+    "post_turn_refresh",
     "queued_work",
+    "read_checkpoint_key",
+    "refresh_episode_memory",
+    "refresh_working_memory",
+    "restore_checkpoint",
     "snapshot_lines",
+    "verify_derivations",
     "waiting_work",
 ]

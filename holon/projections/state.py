@@ -280,7 +280,9 @@ class CarriedRecord(_Entry, frozen=True, kw_only=True):
     kind: str
     turn: int | None
     note: str
-    body: r.Body
+    # Plain data (``msgspec.to_builtins`` of the body): a union of every body type
+    # cannot be decoded from a checkpoint without the envelope's kind tag.
+    body: Any
 
 
 class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -389,7 +391,9 @@ def _push(window: tuple[Any, ...], item: Any, cap: int) -> tuple[Any, ...]:
 
 
 def _carry(state: RuntimeState, record: r.Record, note: str, config: ProjectionConfig) -> _Changes:
-    entry = CarriedRecord(seq=record.seq, kind=record.kind, turn=record.turn, note=note, body=record.body)
+    entry = CarriedRecord(
+        seq=record.seq, kind=record.kind, turn=record.turn, note=note, body=msgspec.to_builtins(record.body)
+    )
     return {
         "carried": _push(state.carried, entry, config.carried_window),
         "carried_count": state.carried_count + 1,

@@ -1,0 +1,319 @@
+"""The post-turn refresh: working-memory deltas and episode boundaries, as derived records.
+
+Called right after a turn_ended record has been folded (the RFC's steps 1-7):
+
+1. derive the next snapshot; 2. compare it with the snapshot at the current revision;
+3. when it changed, build a :class:`~holon.records.WorkingMemoryDelta`; 4. its
+``to_revision`` is the current revision + 1; 5. an unconfirmed pending delta is merged
+into it (keeping the original ``from_revision``); 6. the turn's evidence is already
+merged into the :class:`~holon.projections.ActiveEpisodeBuilder` record by record;
+7. when a boundary is crossed, finalize a :class:`~holon.records.ContextEpisodeRecord`.
+
+The refresh is pure and returns :class:`~holon.records.Record` objects whose ``ts`` and
+``turn`` are copied from the turn_ended record and whose ``seq`` is ``-1``; the caller
+appends them, in the order returned, right after the turn_ended record, and folds them.
+Folding them is what moves the revision, the pending delta, the archive and the epoch.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Final, Literal, TypeAlias
+
+from holon import records as r
+from holon.errors import UsageError
+from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval, one_line
+from holon.projections.projection import ProjectionState
+from holon.projections.snapshot import SNAPSHOT_FIELDS, WorkingMemorySnapshot, derive_snapshot
+
+__all__ = [
+    "BOUNDARY_ORDER",
+    "DELTA_REASON_PRECEDENCE",
+    "boundary_reasons",
+    "changed_fields",
+    "delta_lines",
+    "post_turn_refresh",
+    "refresh_episode_memory",
+    "refresh_working_memory",
+]
+
+DeltaReason: TypeAlias = Literal[
+    "active_work_changed", "task_rejoined", "wake_resumed", "plan_changed", "turn_completed"
+]
+BoundaryReason: TypeAlias = Literal[
+    "active_work_switched", "task_rejoined", "result_checkpoint", "wait_boundary", "turn_cap"
+]
+
+#: Delta reasons, highest precedence first: a refresh (and a merge of two deltas)
+#: reports the first that applies.
+DELTA_REASON_PRECEDENCE: Final[tuple[DeltaReason, ...]] = (
+    "active_work_changed",
+    "task_rejoined",
+    "wake_resumed",
+    "plan_changed",
+    "turn_completed",
+)
+
+#: Episode boundary reasons, in the order they are checked: when several fire at
+#: the same refresh, one episode is finalized, named by the first.
+BOUNDARY_ORDER: Final[tuple[BoundaryReason, ...]] = (
+    "active_work_switched",
+    "task_rejoined",
+    "result_checkpoint",
+    "wait_boundary",
+    "turn_cap",
+)
+
+_STEP_MARK: Final = {"pending": " ", "in_progress": ">", "done": "x", "blocked": "!", "skipped": "-"}
+_SCAN_FACTOR: Final = 8
+
+
+def _closed_interval(state: ProjectionState) -> TurnInterval:
+    closed = state.memory.closed_interval
+    if closed is None or closed.to_seq != state.runtime.seq:
+        raise UsageError(
+            "the post-turn refresh runs right after a turn_ended record is folded "
+            f"(last folded seq is {state.runtime.seq}); fold the turn_ended record first"
+        )
+    return closed
+
+
+def changed_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) -> tuple[str, ...]:
+    """Snapshot fields that differ, in :data:`~holon.projections.SNAPSHOT_FIELDS` order."""
+    return tuple(f for f in SNAPSHOT_FIELDS if getattr(before, f) != getattr(after, f))
+
+
+def _delta_reason(fields: tuple[str, ...], interval: TurnInterval) -> DeltaReason:
+    if "active_work_item_id" in fields:
+        return "active_work_changed"
+    if interval.task_results:
+        return "task_rejoined"
+    if interval.waits_resolved or interval.after_outcome == "waiting":
+        return "wake_resumed"
+    if "plan" in fields or "plan_seq" in fields:
+        return "plan_changed"
+    return "turn_completed"
+
+
+def _ids_diff(label: str, before: dict[str, str], after: dict[str, str]) -> list[str]:
+    lines = [f"+{label} {key}: {text}" for key, text in after.items() if before.get(key) != text]
+    lines.extend(f"-{label} {key}" for key in before if key not in after)
+    return lines
+
+
+def delta_lines(
+    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, fields: tuple[str, ...], cap: int
+) -> tuple[str, ...]:
+    """Compact lines describing ``before → after`` for ``fields`` (at most ``cap`` lines)."""
+    lines: list[str] = []
+    for field in fields:
+        if field == "active_work_item_id":
+            lines.append(f"active work: {before.active_work_item_id} → {after.active_work_item_id}")
+        elif field == "work_state" and after.active_work_item_id == before.active_work_item_id:
+            lines.append(f"work state: {before.work_state} → {after.work_state}")
+        elif field == "objective":
+            lines.append(f"objective: {after.objective}")
+        elif field == "delivery_target":
+            lines.append(f"delivery target: {after.delivery_target}")
+        elif field == "work_summary":
+            lines.append(f"summary: {after.work_summary}")
+        elif field == "scope_constraints":
+            old, new = set(before.scope_constraints), set(after.scope_constraints)
+            lines.extend(f"+scope: {c}" for c in after.scope_constraints if c not in old)
+            lines.extend(f"-scope: {c}" for c in before.scope_constraints if c not in new)
+        elif field == "plan":
+            old_steps = {s.id: s for s in before.plan}
+            new_ids = {s.id for s in after.plan}
+            for step in after.plan:
+                prev = old_steps.get(step.id)
+                if prev is None:
+                    lines.append(f"+plan step {step.id} [{_STEP_MARK[step.status]}]: {step.text}")
+                elif prev.status != step.status:
+                    lines.append(f"plan step {step.id}: {prev.status} → {step.status}")
+                elif prev.text != step.text:
+                    lines.append(f"plan step {step.id}: {step.text}")
+            lines.extend(f"-plan step {s.id}" for s in before.plan if s.id not in new_ids)
+        elif field == "files":
+            old_paths = {f.path for f in before.files}
+            new_paths = {f.path for f in after.files}
+            added = [f.path for f in after.files if f.path not in old_paths]
+            removed = [f.path for f in before.files if f.path not in new_paths]
+            if added or removed:
+                lines.append("files: " + ", ".join([*(f"+{p}" for p in added), *(f"-{p}" for p in removed)]))
+        elif field == "decisions":
+            lines.extend(
+                _ids_diff(
+                    "decision",
+                    {d.id: d.text for d in before.decisions},
+                    {d.id: d.text for d in after.decisions},
+                )
+            )
+        elif field == "follow_ups":
+            lines.extend(
+                _ids_diff(
+                    "follow-up",
+                    {f.id: f.text for f in before.follow_ups},
+                    {f.id: f.text for f in after.follow_ups},
+                )
+            )
+        elif field == "waiting_on":
+            lines.extend(
+                _ids_diff(
+                    "waiting on",
+                    {w.id: w.waiting_on for w in before.waiting_on},
+                    {w.id: w.waiting_on for w in after.waiting_on},
+                )
+            )
+    clipped = [one_line(line) for line in lines]
+    if len(clipped) > cap:
+        more = len(clipped) - (cap - 1)
+        clipped = [*clipped[: cap - 1], f"(+{more} more changes)"]
+    return tuple(clipped)
+
+
+def refresh_working_memory(state: ProjectionState) -> tuple[r.Record, ...]:
+    """Steps 1-5: the working-memory delta of this turn, if the snapshot changed.
+
+    Returns ``()`` or one ``working_memory_delta`` record (``seq`` ``-1``; ``ts`` and
+    ``turn`` from the turn_ended record). Raises :class:`~holon.errors.UsageError`
+    unless the last record folded into ``state`` is a turn_ended.
+    """
+    closed = _closed_interval(state)
+    memory = state.memory
+    config = state.config
+    previous = memory.snapshot
+    snapshot = derive_snapshot(state.runtime, config)
+    if snapshot == previous:
+        return ()
+    turn_fields = changed_fields(previous, snapshot)
+    reason = _delta_reason(turn_fields, closed)
+    assert closed.to_seq is not None
+    evidence_from = closed.from_seq if closed.from_seq is not None else closed.to_seq
+    pending = memory.pending
+    if pending is None:
+        base = previous
+        fields = turn_fields
+        from_revision = memory.revision
+    else:
+        base = memory.pending_base if memory.pending_base is not None else previous
+        merged = set(pending.changed_fields) | set(turn_fields)
+        fields = tuple(f for f in SNAPSHOT_FIELDS if f in merged)
+        from_revision = pending.from_revision
+        evidence_from = pending.evidence_from_seq
+        reason = min(pending.reason, reason, key=DELTA_REASON_PRECEDENCE.index)
+    delta = r.WorkingMemoryDelta(
+        from_revision=from_revision,
+        to_revision=memory.revision + 1,
+        reason=reason,
+        changed_fields=fields,
+        lines=delta_lines(base, snapshot, fields, config.delta_lines_cap),
+        evidence_from_seq=evidence_from,
+        evidence_to_seq=closed.to_seq,
+        projection_version=state.projection_version,
+    )
+    assert closed.ended_ts is not None
+    return (r.Record(body=delta, ts=closed.ended_ts, turn=closed.ended_turn),)
+
+
+def boundary_reasons(state: ProjectionState) -> tuple[BoundaryReason, ...]:
+    """Every episode boundary crossed by the turn just ended, in :data:`BOUNDARY_ORDER`."""
+    closed = _closed_interval(state)
+    builder = state.memory.builder
+    runtime = state.runtime
+    fired: list[BoundaryReason] = []
+    if builder.work_item_id is not None and runtime.active_work_item_id != builder.work_item_id:
+        fired.append("active_work_switched")
+    if closed.task_results:
+        fired.append("task_rejoined")
+    if closed.result_briefs or closed.task_results:
+        fired.append("result_checkpoint")
+    if closed.outcome == "waiting" or (closed.waits_opened and runtime.waits):
+        fired.append("wait_boundary")
+    if builder.turns >= state.config.turn_cap:
+        fired.append("turn_cap")
+    return tuple(fired)
+
+
+def _summary_lines(builder: ActiveEpisodeBuilder, reason: str, cap: int) -> tuple[str, ...]:
+    lines: list[str] = []
+    work = builder.work
+    if work is not None:
+        lines.append(one_line(f"work {work.id} ({work.state}): {work.objective}"))
+    else:
+        lines.append("no active work item")
+    lines.append(
+        f"turns {builder.first_turn}-{builder.last_turn}: {builder.turns} turns, "
+        f"{builder.tool_calls} tool calls, {builder.failed_calls} failed"
+    )
+    if builder.plan is not None and builder.plan.steps:
+        steps = builder.plan.steps
+        done = sum(1 for s in steps if s.status in ("done", "skipped"))
+        upcoming = next((s for s in steps if s.status not in ("done", "skipped")), None)
+        next_part = f"; next: {upcoming.id} {upcoming.text}" if upcoming is not None else ""
+        lines.append(one_line(f"plan: {done}/{len(steps)} steps done{next_part}"))
+    if builder.files:
+        more = f" (+{builder.files_omitted} more)" if builder.files_omitted else ""
+        lines.append(f"touched {len(builder.files)} files{more}")
+    body = lines[: cap - 1]
+    body.extend(islice(builder.results, max(0, cap - 1 - len(body))))
+    body.append(f"closed by: {reason}")
+    return tuple(body)
+
+
+def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
+    """Steps 6-7: finalize the active episode if the turn just ended crossed a boundary.
+
+    Returns ``()`` or one ``context_episode`` record (``seq`` ``-1``; ``ts`` and
+    ``turn`` from the turn_ended record). Reads neither the revision nor a delta of
+    the same refresh, so its result does not depend on whether that delta was folded.
+    """
+    fired = boundary_reasons(state)
+    if not fired:
+        return ()
+    closed = _closed_interval(state)
+    assert closed.to_seq is not None and closed.ended_ts is not None
+    reason = fired[0]
+    config = state.config
+    builder = state.memory.builder
+    runtime = state.runtime
+    work_item_id = builder.work_item_id
+    cap = config.episode_list_cap
+
+    open_follow_ups = islice(reversed(runtime.follow_ups.values()), cap * _SCAN_FACTOR)
+    carried = [f for f in open_follow_ups if f.work_item_id is None or f.work_item_id == work_item_id]
+    carried.sort(key=lambda f: (-f.seq, f.id))
+    waits = sorted(islice(reversed(runtime.waits.values()), cap * _SCAN_FACTOR), key=lambda w: (-w.seq, w.id))
+
+    first_turn = builder.first_turn if builder.first_turn is not None else closed.ended_turn
+    last_turn = builder.last_turn if builder.last_turn is not None else closed.ended_turn
+    work = builder.work
+    episode = r.ContextEpisodeRecord(
+        episode_id=state.memory.archive.count,
+        boundary_reason=reason,
+        work_item_id=work_item_id,
+        # -1 only for a ledger that carries no turn index on its turn records.
+        first_turn=first_turn if first_turn is not None else -1,
+        last_turn=last_turn if last_turn is not None else -1,
+        from_seq=builder.from_seq if builder.from_seq is not None else closed.to_seq,
+        to_seq=closed.to_seq,
+        objective=work.objective if work is not None else None,
+        delivery_target=work.delivery_target if work is not None else None,
+        summary_lines=_summary_lines(builder, reason, config.episode_summary_cap),
+        scope_hints=tuple(one_line(c) for c in work.scope_constraints[:cap]) if work is not None else (),
+        touched_files=builder.files,
+        commands=builder.commands,
+        verification=builder.verification,
+        decisions=builder.decisions,
+        follow_ups=tuple(one_line(f"{f.id}: {f.text}") for f in carried[:cap]),
+        waiting=tuple(one_line(f"{w.id}: {w.waiting_on}") for w in waits[:cap]),
+        projection_version=state.projection_version,
+    )
+    return (r.Record(body=episode, ts=closed.ended_ts, turn=closed.ended_turn),)
+
+
+def post_turn_refresh(state: ProjectionState) -> tuple[r.Record, ...]:
+    """The whole post-turn refresh: the delta (if any), then the episode (if any).
+
+    Append the returned records in this order right after the turn_ended record.
+    """
+    return refresh_working_memory(state) + refresh_episode_memory(state)

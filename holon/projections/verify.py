@@ -1,0 +1,176 @@
+"""Replay verification: re-derive every derived record and compare with the ledger.
+
+Like a durable-execution engine's nondeterminism check: folding the ledger, at each
+turn_ended record the post-turn refresh is run again on the state folded so far, and
+the records it returns must be exactly the derived records that follow the turn_ended
+record (same kind, same body, same ``ts`` and ``turn``). A derived record anywhere else
+is unexpected. The first divergence is reported with its seq and a field-level diff.
+
+A ledger that ends right after a turn_ended whose derived records were never appended
+(the writer died in between) is not divergent: the report says ``pending_refresh``
+and the runtime appends them on resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import msgspec
+
+from holon import records as r
+from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
+from holon.projections.projection import ProjectionState, apply, initial_state
+from holon.projections.refresh import post_turn_refresh
+
+__all__ = ["Divergence", "FieldDiff", "VerificationReport", "diff_records", "verify_derivations"]
+
+
+class FieldDiff(msgspec.Struct, frozen=True, kw_only=True):
+    """One field where the ledger's record differs from the re-derived one (plain data values)."""
+
+    field: str
+    expected: Any
+    found: Any
+
+
+class Divergence(msgspec.Struct, frozen=True, kw_only=True):
+    """The first place the ledger's derived records differ from what this code derives.
+
+    ``kind`` is ``mismatch`` (a derived record with different content), ``missing`` (an
+    expected derived record is absent: another record stands at ``seq``) or
+    ``unexpected`` (a derived record no refresh produced). ``after_seq`` is the
+    turn_ended record whose refresh is concerned, if any.
+    """
+
+    seq: int
+    kind: Literal["mismatch", "missing", "unexpected"]
+    after_seq: int | None
+    expected_kind: str | None
+    found_kind: str
+    diffs: tuple[FieldDiff, ...] = ()
+
+    def describe(self) -> str:
+        """A readable one-paragraph account of the divergence."""
+        head = {
+            "mismatch": f"derived {self.found_kind} at seq {self.seq} differs from the re-derived record",
+            "missing": f"expected a derived {self.expected_kind} at seq {self.seq}, found {self.found_kind}",
+            "unexpected": f"derived {self.found_kind} at seq {self.seq} was not produced by any refresh",
+        }[self.kind]
+        if self.after_seq is not None:
+            head += f" (refresh after turn_ended seq {self.after_seq})"
+        parts = [f"{d.field}: expected {d.expected!r}, found {d.found!r}" for d in self.diffs]
+        return "; ".join([head, *parts])
+
+
+class VerificationReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of :func:`verify_derivations`.
+
+    ``ok`` is true when no divergence was found. ``records`` counts records read,
+    ``refreshes`` the turn_ended records re-refreshed, ``derived_checked`` the derived
+    records compared equal; ``pending_refresh`` is true when the ledger ends before the
+    derived records of its last turn_ended.
+    """
+
+    ok: bool
+    records: int
+    refreshes: int
+    derived_checked: int
+    pending_refresh: bool
+    divergence: Divergence | None
+    projection_version: int = PROJECTION_VERSION
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def diff_records(expected: r.Record, found: r.Record) -> tuple[FieldDiff, ...]:
+    """Field-level differences between two records, ignoring ``seq`` (kind, ts, turn, body.*)."""
+    if expected.kind != found.kind:
+        return (FieldDiff(field="kind", expected=expected.kind, found=found.kind),)
+    diffs: list[FieldDiff] = []
+    if expected.ts != found.ts:
+        diffs.append(FieldDiff(field="ts", expected=expected.ts, found=found.ts))
+    if expected.turn != found.turn:
+        diffs.append(FieldDiff(field="turn", expected=expected.turn, found=found.turn))
+    for name in expected.body.__struct_fields__:
+        want, got = getattr(expected.body, name), getattr(found.body, name)
+        if want != got:
+            diffs.append(FieldDiff(field=f"body.{name}", expected=_plain(want), found=_plain(got)))
+    return tuple(diffs)
+
+
+def verify_derivations(
+    records: Iterable[r.Record],
+    *,
+    config: ProjectionConfig | None = None,
+    state: ProjectionState | None = None,
+) -> VerificationReport:
+    """Check that every derived record in ``records`` equals what this code derives.
+
+    Starts from ``state`` (e.g. a restored checkpoint; ``records`` then continue after
+    its seq) or from the initial state under ``config``. Stops at the first divergence.
+    """
+    if state is None:
+        state = initial_state(config if config is not None else ProjectionConfig())
+    elif config is not None and config != state.config:
+        raise ValueError("verify_derivations: config differs from the config of the given state")
+    expected: tuple[r.Record, ...] = ()
+    after_seq: int | None = None
+    closed = state.memory.closed_interval
+    if closed is not None and closed.to_seq == state.seq:
+        expected, after_seq = post_turn_refresh(state), state.seq
+    position = 0
+    counted = refreshes = checked = 0
+    divergence: Divergence | None = None
+
+    for record in records:
+        counted += 1
+        if position < len(expected):
+            want = expected[position]
+            if record.kind not in r.DERIVED_KINDS:
+                divergence = Divergence(
+                    seq=record.seq,
+                    kind="missing",
+                    after_seq=after_seq,
+                    expected_kind=want.kind,
+                    found_kind=record.kind,
+                )
+                break
+            diffs = diff_records(want, record)
+            if diffs:
+                divergence = Divergence(
+                    seq=record.seq,
+                    kind="mismatch",
+                    after_seq=after_seq,
+                    expected_kind=want.kind,
+                    found_kind=record.kind,
+                    diffs=diffs,
+                )
+                break
+            position += 1
+            checked += 1
+        elif record.kind in r.DERIVED_KINDS:
+            divergence = Divergence(
+                seq=record.seq,
+                kind="unexpected",
+                after_seq=after_seq,
+                expected_kind=None,
+                found_kind=record.kind,
+                diffs=(FieldDiff(field="kind", expected=None, found=record.kind),),
+            )
+            break
+        state = apply(state, record)
+        if record.kind == r.TurnEnded.KIND:
+            expected, after_seq, position = post_turn_refresh(state), record.seq, 0
+            refreshes += 1
+
+    return VerificationReport(
+        ok=divergence is None,
+        records=counted,
+        refreshes=refreshes,
+        derived_checked=checked,
+        pending_refresh=divergence is None and position < len(expected),
+        divergence=divergence,
+    )
