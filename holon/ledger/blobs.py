@@ -1,0 +1,123 @@
+"""The content-addressed blob store: large payloads kept out of ledger frames.
+
+A blob is stored once, zstd-compressed, under its lowercase blake3 hex digest with a
+two-character fan-out directory: ``blobs/ab/ab12…ef``. Reading decompresses and checks
+the digest, so a damaged blob is an error naming its file, never wrong bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import blake3
+import zstandard
+
+from holon.errors import InvalidRef, LedgerCorrupt, RefNotFound
+from holon.ledger.files import TMP_SUFFIX, fsync_dir, write_atomic
+from holon.records import BlobRef
+
+__all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "check_blob_hash"]
+
+_HASH_RE: Final = re.compile(r"[0-9a-f]{64}")
+#: Characters of a moved output kept inline in the record as ``BlobRef.preview``.
+BLOB_PREVIEW_CHARS: Final = 200
+_ZSTD_LEVEL: Final = 3
+
+
+def check_blob_hash(blob_hash: object) -> str:
+    """Return ``blob_hash`` if it is a well-formed blob name, else raise InvalidRef.
+
+    Only 64 lowercase hex characters are accepted, so no name can contain a path
+    separator, ``..`` or anything else that could leave the store.
+    """
+    if not isinstance(blob_hash, str) or _HASH_RE.fullmatch(blob_hash) is None:
+        raise InvalidRef(
+            f"malformed blob hash {blob_hash!r}: expected 64 lowercase hex characters "
+            "(a blake3 digest), as in a record's BlobRef.hash"
+        )
+    return blob_hash
+
+
+class BlobStore:
+    """Puts and gets blobs under one ledger's ``blobs/`` directory."""
+
+    def __init__(self, root: Path, *, durable: bool) -> None:
+        self.root = root
+        self._durable = durable
+
+    def path_of(self, blob_hash: str) -> Path:
+        """Where the blob named ``blob_hash`` lives (the hash must be well-formed)."""
+        check_blob_hash(blob_hash)
+        return self.root / blob_hash[:2] / blob_hash
+
+    def put(self, data: bytes, *, preview: str = "") -> BlobRef:
+        """Store ``data`` (once: identical bytes share one file) and return its reference."""
+        blob_hash = blake3.blake3(data).hexdigest()
+        path = self.path_of(blob_hash)
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            compressed = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True).compress(data)
+            write_atomic(path, compressed, durable=self._durable)
+        return BlobRef(hash=blob_hash, size=len(data), preview=preview)
+
+    def contains(self, blob_hash: str) -> bool:
+        """True when a blob with this (well-formed) hash is stored."""
+        return self.path_of(blob_hash).exists()
+
+    def get(self, blob_hash: str) -> bytes:
+        """The original bytes of a blob, checked against its hash.
+
+        Raises InvalidRef (malformed hash), RefNotFound (no such blob) or LedgerCorrupt
+        (the stored file does not decompress to bytes with that hash).
+        """
+        path = self.path_of(blob_hash)
+        try:
+            compressed = path.read_bytes()
+        except FileNotFoundError:
+            raise RefNotFound(
+                f"blob {blob_hash} is not in the blob store {self.root}; "
+                "check the hash, or import the blob files that came with an exported ledger"
+            ) from None
+        try:
+            data = zstandard.ZstdDecompressor().decompress(compressed)
+        except zstandard.ZstdError as exc:
+            raise LedgerCorrupt(f"blob does not decompress ({exc})", file=str(path), offset=0) from None
+        actual = blake3.blake3(data).hexdigest()
+        if actual != blob_hash:
+            raise LedgerCorrupt(
+                f"blob content hashes to {actual}, not to its name {blob_hash}", file=str(path), offset=0
+            )
+        return data
+
+    def hashes(self) -> Iterator[tuple[str, Path]]:
+        """Every stored blob as ``(name, path)``, including files whose names are malformed."""
+        if not self.root.is_dir():
+            return
+        for fan in sorted(os.listdir(self.root)):
+            fan_dir = self.root / fan
+            if not fan_dir.is_dir():
+                continue
+            for name in sorted(os.listdir(fan_dir)):
+                if not name.endswith(TMP_SUFFIX):
+                    yield name, fan_dir / name
+
+    def remove_debris(self) -> list[Path]:
+        """Delete ``.tmp`` files left by a crash mid-put; returns what was removed."""
+        removed: list[Path] = []
+        if not self.root.is_dir():
+            return removed
+        for fan in os.listdir(self.root):
+            fan_dir = self.root / fan
+            if not fan_dir.is_dir():
+                continue
+            for name in os.listdir(fan_dir):
+                if name.endswith(TMP_SUFFIX):
+                    (fan_dir / name).unlink()
+                    removed.append(fan_dir / name)
+            if removed:
+                fsync_dir(fan_dir)
+        return removed

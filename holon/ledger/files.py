@@ -1,0 +1,52 @@
+"""Crash-safe file primitives: atomic replace and directory fsync.
+
+A file that must appear whole or not at all (ledger header, new segment, sealed
+segment, blob) is written to ``<name>.tmp``, fsynced, renamed over its final name, and
+the directory is fsynced so the rename itself survives a crash. Leftover ``.tmp``
+files are debris from a crash between those steps; a writer removes them on open.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+__all__ = ["TMP_SUFFIX", "fsync_dir", "sync_file", "write_atomic"]
+
+TMP_SUFFIX: Final = ".tmp"
+
+
+def sync_file(fd: int) -> None:
+    """Make a file's data durable; fdatasync where available (file size is included)."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # pragma: no cover - macOS/Windows
+        os.fsync(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make directory entries (creates, renames, unlinks) in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves either the old state or all of it."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if durable:
+            sync_file(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)

@@ -1,0 +1,193 @@
+"""Frame encoding and the verified frame walk: the unit of durability in a segment.
+
+A frame holds one record::
+
+    u32  payload length n            (little-endian)
+    u32  n XOR 0xFFFFFFFF            guards the length: a damaged length is never
+                                     mistaken for a frame that runs past the end
+    u64  xxh3-64(prev || payload, seed=n)
+    32B  prev: blake3 chain hash of the previous record
+    nB   payload: the record's msgpack wire form
+
+The chain hash of a record is ``blake3(prev || payload)``, i.e. the hash of the 32+n
+bytes that follow the 16-byte frame head; storing ``prev`` in the frame lets a reader
+check every link without keeping state from other segments.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import blake3
+import xxhash
+
+from holon.errors import LedgerCorrupt
+
+__all__ = [
+    "FRAME_HEAD",
+    "FRAME_OVERHEAD",
+    "HASH_SIZE",
+    "MAX_PAYLOAD",
+    "FrameWalk",
+    "TornTail",
+    "chain_hash",
+    "decode_frame",
+    "encode_frame",
+]
+
+FRAME_HEAD: Final = struct.Struct("<IIQ")
+HASH_SIZE: Final = 32
+FRAME_OVERHEAD: Final = FRAME_HEAD.size + HASH_SIZE
+#: Largest payload a frame may carry. Large tool outputs go to the blob store, so a
+#: length beyond this is damage, not data.
+MAX_PAYLOAD: Final = 1 << 28
+_LENGTH_MASK: Final = 0xFFFFFFFF
+
+_blake3 = blake3.blake3
+_xxh3 = xxhash.xxh3_64_intdigest
+_pack_head = FRAME_HEAD.pack
+_unpack_head = FRAME_HEAD.unpack_from
+
+
+def chain_hash(prev: bytes, payload: bytes) -> bytes:
+    """The chain hash of a record: ``blake3(prev || payload)``."""
+    return _blake3(prev + payload).digest()
+
+
+def encode_frame(prev: bytes, payload: bytes) -> tuple[bytes, bytes]:
+    """Build the frame for ``payload`` after a record hashing to ``prev``.
+
+    Returns ``(frame bytes, chain hash of this record)``.
+    """
+    n = len(payload)
+    body = prev + payload
+    return _pack_head(n, n ^ _LENGTH_MASK, _xxh3(body, n)) + body, _blake3(body).digest()
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """Bytes at the end of the active segment that are not a complete, valid frame.
+
+    A crash mid-append leaves such a tail; a writer cuts it off on open, a reader
+    treats it as the end of the data (the writer may still be writing that frame).
+    """
+
+    offset: int
+    length: int
+    reason: str
+
+
+def decode_frame(buf: bytes | memoryview, pos: int = 0, *, file: str = "<frame>") -> tuple[bytes, bytes, int]:
+    """Decode and check the single frame at ``pos``: returns ``(prev, payload, end)``.
+
+    Raises :class:`LedgerCorrupt` naming ``file`` and the offset when the bytes are not
+    one complete frame with a matching checksum.
+    """
+    walk = FrameWalk(buf, file=file, pos=pos, end=len(buf), prev=None, active=False, verify_chain=False)
+    for _offset, payload in walk.frames():
+        start = walk.pos - len(payload) - HASH_SIZE
+        return bytes(buf[start : start + HASH_SIZE]), bytes(payload), walk.pos
+    raise LedgerCorrupt("no frame: the data ends where a frame should start", file=file, offset=pos)
+
+
+class FrameWalk:
+    """Walks the frames of one segment's bytes, checking each checksum and chain link.
+
+    ``prev`` is the chain hash the first frame must commit to (``None`` trusts whatever
+    the first frame stores). ``active`` says the bytes are the writer's active segment,
+    whose final frame may be incomplete: such a tail ends the walk and is left in
+    :attr:`torn`. Anything else that is not a valid frame raises :class:`LedgerCorrupt`
+    naming the file and offset. After the walk, :attr:`pos` is the end of the valid
+    frames and :attr:`prev` the chain hash of the last one.
+    """
+
+    __slots__ = ("_buf", "_end", "_verify_chain", "active", "file", "pos", "prev", "torn")
+
+    def __init__(
+        self,
+        buf: bytes | memoryview,
+        *,
+        file: str,
+        pos: int,
+        end: int,
+        prev: bytes | None,
+        active: bool,
+        verify_chain: bool = True,
+    ) -> None:
+        self._buf = buf
+        self._end = end
+        self._verify_chain = verify_chain
+        self.file = file
+        self.pos = pos
+        self.prev = prev
+        self.active = active
+        self.torn: TornTail | None = None
+
+    def frames(self) -> Iterator[tuple[int, memoryview]]:
+        """Yield ``(offset, payload)`` for each valid frame, in order."""
+        buf = self._buf
+        mv = memoryview(buf)
+        end = self._end
+        pos = self.pos
+        prev = self.prev
+        verify_chain = self._verify_chain
+        head_size = FRAME_HEAD.size
+        while pos < end:
+            if end - pos < head_size:
+                self._damage(pos, "the data ends inside a frame head", incomplete=True)
+                return
+            n, guard, checksum = _unpack_head(buf, pos)
+            if guard != n ^ _LENGTH_MASK or n == 0 or n > MAX_PAYLOAD:
+                if self._zero_from(pos):
+                    self._damage(pos, "zero bytes where a frame should start", incomplete=True)
+                    return
+                self._damage(pos, f"frame head is damaged (length field {n}, guard {guard:#x})")
+            stop = pos + FRAME_OVERHEAD + n
+            if stop > end:
+                self._damage(
+                    pos, f"frame of {n} payload bytes runs past the end of the data", incomplete=True
+                )
+                return
+            body = mv[pos + head_size : stop]
+            if _xxh3(body, n) != checksum:
+                if self.active and self._zero_from(stop):
+                    self._damage(pos, "the final frame's checksum does not match", incomplete=True)
+                    return
+                self._damage(pos, "frame checksum mismatch")
+            if prev is not None and body[:HASH_SIZE] != prev:
+                self._damage(
+                    pos,
+                    f"broken hash chain: frame commits to {bytes(body[:HASH_SIZE]).hex()} "
+                    f"but the previous record hashes to {prev.hex()}",
+                )
+            prev = _blake3(body).digest() if verify_chain else None
+            self.pos = stop
+            self.prev = prev
+            yield pos, body[HASH_SIZE:]
+            pos = stop
+
+    def last_hash(self, last_offset: int) -> bytes:
+        """Chain hash of the frame at ``last_offset`` (for walks that skip hashing)."""
+        n = _unpack_head(self._buf, last_offset)[0]
+        start = last_offset + FRAME_HEAD.size
+        return _blake3(memoryview(self._buf)[start : start + HASH_SIZE + n]).digest()
+
+    def _zero_from(self, pos: int) -> bool:
+        """True when every byte from ``pos`` to the end is zero (never-written space)."""
+        buf = self._buf
+        end = self._end
+        if pos >= end:
+            return True
+        if isinstance(buf, memoryview):
+            return bytes(buf[pos:end]).count(0) == end - pos
+        return buf.count(0, pos, end) == end - pos
+
+    def _damage(self, pos: int, reason: str, *, incomplete: bool = False) -> None:
+        """Record a torn tail (active segment, incomplete final frame) or raise."""
+        if incomplete and self.active:
+            self.torn = TornTail(pos, self._end - pos, reason)
+            return
+        raise LedgerCorrupt(reason, file=self.file, offset=pos)

@@ -1,0 +1,115 @@
+"""The ledger header file ``holon-ledger.json``: what marks a directory as a ledger.
+
+It is small JSON, written atomically once when the ledger is created::
+
+    {"format": "holon-ledger", "format_version": 1, "agent_id": "...", "genesis": "<hex>",
+     "segment_bytes": 8388608, "blob_threshold": 4096}
+
+``genesis`` is the chain hash before the first record, derived from the agent id, so
+two ledgers of the same agent holding the same records have the same head hash.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import blake3
+
+from holon.errors import LedgerCorrupt, NotALedger
+from holon.ledger.files import write_atomic
+from holon.ledger.segments import FORMAT_VERSION
+
+__all__ = ["FORMAT_NAME", "HEADER_NAME", "LedgerHeader", "genesis_hash", "read_header", "write_header"]
+
+HEADER_NAME: Final = "holon-ledger.json"
+FORMAT_NAME: Final = "holon-ledger"
+_GENESIS_DOMAIN: Final = b"holon-ledger/genesis/v1\x00"
+
+
+def genesis_hash(agent_id: str) -> bytes:
+    """The chain hash that record 0 commits to."""
+    return blake3.blake3(_GENESIS_DOMAIN + agent_id.encode("utf-8")).digest()
+
+
+@dataclass(frozen=True)
+class LedgerHeader:
+    """The decoded ledger header."""
+
+    agent_id: str
+    format_version: int
+    segment_bytes: int
+    blob_threshold: int
+
+    @property
+    def genesis(self) -> bytes:
+        """The chain hash before record 0."""
+        return genesis_hash(self.agent_id)
+
+
+def write_header(ledger_dir: Path, header: LedgerHeader) -> None:
+    """Write the header of a new ledger (atomically and durably)."""
+    doc = {
+        "format": FORMAT_NAME,
+        "format_version": header.format_version,
+        "agent_id": header.agent_id,
+        "genesis": header.genesis.hex(),
+        "segment_bytes": header.segment_bytes,
+        "blob_threshold": header.blob_threshold,
+    }
+    write_atomic(ledger_dir / HEADER_NAME, (json.dumps(doc, indent=2) + "\n").encode())
+
+
+def read_header(ledger_dir: Path) -> LedgerHeader:
+    """Read and check the header; raise NotALedger when ``ledger_dir`` is not a ledger."""
+    path = ledger_dir / HEADER_NAME
+    if not ledger_dir.is_dir():
+        what = "does not exist" if not ledger_dir.exists() else "is not a directory"
+        raise NotALedger(
+            f"{ledger_dir} {what}; a ledger is a directory made by Ledger.create(path, agent_id=...)"
+        )
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise NotALedger(
+            f"{ledger_dir} has no {HEADER_NAME}, so it is not a holon ledger; "
+            "pass the ledger directory itself, or create one with Ledger.create(path, agent_id=...)"
+        ) from None
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise LedgerCorrupt(f"header is not valid JSON ({exc})", file=str(path), offset=0) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+        raise NotALedger(f'{path} is not a holon ledger header (no "format": "{FORMAT_NAME}")')
+    version = doc.get("format_version")
+    agent_id = doc.get("agent_id")
+    segment_bytes = doc.get("segment_bytes")
+    blob_threshold = doc.get("blob_threshold")
+    if (
+        not isinstance(version, int)
+        or not isinstance(agent_id, str)
+        or not agent_id
+        or not isinstance(segment_bytes, int)
+        or not isinstance(blob_threshold, int)
+    ):
+        raise LedgerCorrupt(
+            "header lacks an integer format_version, segment_bytes or blob_threshold, or a non-empty "
+            "agent_id",
+            file=str(path),
+            offset=0,
+        )
+    if version > FORMAT_VERSION:
+        raise NotALedger(
+            f"{ledger_dir} has ledger format version {version}, newer than the {FORMAT_VERSION} this "
+            "holon reads; upgrade holon to open it (older holon never guesses at a newer format)"
+        )
+    header = LedgerHeader(
+        agent_id=agent_id, format_version=version, segment_bytes=segment_bytes, blob_threshold=blob_threshold
+    )
+    if doc.get("genesis") != header.genesis.hex():
+        raise LedgerCorrupt(
+            "header genesis hash does not match its agent_id; the header was edited", file=str(path), offset=0
+        )
+    return header

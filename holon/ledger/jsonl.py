@@ -1,0 +1,129 @@
+"""The canonical JSONL form of a ledger: one record per line, blobs as files beside it.
+
+``export_jsonl(ledger, "run.jsonl")`` writes every record exactly as stored (a moved
+tool output stays a ``BlobRef`` in its record) and each referenced blob's original bytes
+to ``run.jsonl.blobs/<hash>``. ``import_jsonl("run.jsonl", ledger)`` checks every line and
+every blob first and appends nothing unless all are valid. Importing an export into a
+fresh ledger of the same agent (and blob threshold) reproduces every record and the head
+hash exactly; importing into a non-empty ledger appends the records after its head,
+re-sequenced from its next seq.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import blake3
+import msgspec
+
+from holon.errors import InvalidRecord, InvalidRef
+from holon.ledger.blobs import check_blob_hash
+from holon.ledger.files import write_atomic
+from holon.ledger.store import Ledger
+from holon.records import Record, TaskResult, ToolResult, decode_json_record, encode_json_record
+
+__all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
+
+
+def blobs_dir_for(path: str | os.PathLike[str]) -> Path:
+    """The directory holding the blobs of the JSONL file at ``path``: ``<path>.blobs``."""
+    p = Path(path)
+    return p.with_name(p.name + ".blobs")
+
+
+def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
+    """Write the whole ledger to ``path`` as canonical JSONL; returns the number of records.
+
+    The file is replaced atomically; referenced blobs go to ``<path>.blobs/<hash>``.
+    """
+    target = Path(path)
+    lines: list[bytes] = []
+    blob_hashes: list[str] = []
+    for record in ledger.read():
+        lines.append(encode_json_record(record) + b"\n")
+        body = record.body
+        if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
+            blob_hashes.append(body.blob.hash)
+    if blob_hashes:
+        out_dir = blobs_dir_for(target)
+        out_dir.mkdir(exist_ok=True)
+        for blob_hash in dict.fromkeys(blob_hashes):
+            write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), durable=False)
+    write_atomic(target, b"".join(lines))
+    return len(lines)
+
+
+def import_jsonl(path: str | os.PathLike[str], ledger: Ledger) -> list[int]:
+    """Append the records of a canonical JSONL file to ``ledger``; returns their new seqs.
+
+    Every line must decode to a record, seqs must be consecutive, and every referenced
+    blob must be in ``<path>.blobs/`` with matching hash and size (or already in the
+    ledger). Otherwise InvalidRecord names ``line N of <file>`` and nothing is appended.
+    Records are re-sequenced after the ledger's head.
+    """
+    source = Path(path)
+    blob_dir = blobs_dir_for(source)
+    raw = source.read_bytes()
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    records: list[Record] = []
+    blobs: dict[str, bytes] = {}
+    prev_seq: int | None = None
+    for number, line in enumerate(lines, 1):
+        where = f"line {number} of {source}"
+        if not line.strip():
+            raise InvalidRecord(
+                "empty line; a canonical JSONL file has one record on every line", where=where
+            )
+        record = decode_json_record(line, where=where)
+        if prev_seq is not None and record.seq != prev_seq + 1:
+            raise InvalidRecord(
+                f"seq {record.seq} follows seq {prev_seq}; lines must hold consecutive seqs "
+                "(the file was edited or cut)",
+                where=where,
+                field="seq",
+            )
+        prev_seq = record.seq
+        body = record.body
+        if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
+            _load_blob(body.blob.hash, body.blob.size, blob_dir, ledger=ledger, blobs=blobs, where=where)
+        records.append(msgspec.structs.replace(record, seq=-1))
+    for data in blobs.values():
+        ledger.put_blob(data)
+    seqs = ledger.append_many(records)
+    ledger.flush()
+    return seqs
+
+
+def _load_blob(
+    blob_hash: str, size: int, blob_dir: Path, *, ledger: Ledger, blobs: dict[str, bytes], where: str
+) -> None:
+    """Read and check one referenced blob from beside the JSONL file (or find it in the ledger)."""
+    if blob_hash in blobs:
+        return
+    try:
+        check_blob_hash(blob_hash)
+    except InvalidRef as exc:
+        raise InvalidRecord(str(exc), where=where, field="body.blob.hash") from None
+    try:
+        data = (blob_dir / blob_hash).read_bytes()
+    except FileNotFoundError:
+        if ledger.has_blob(blob_hash):
+            return
+        raise InvalidRecord(
+            f"blob {blob_hash} is referenced but {blob_dir / blob_hash} does not exist; "
+            "copy the .blobs directory that came with the export",
+            where=where,
+            field="body.blob.hash",
+        ) from None
+    actual = blake3.blake3(data).hexdigest()
+    if actual != blob_hash or len(data) != size:
+        raise InvalidRecord(
+            f"blob file {blob_dir / blob_hash} holds {len(data)} bytes hashing to {actual}, "
+            f"not the {size} bytes hashing to {blob_hash} the record names",
+            where=where,
+            field="body.blob",
+        )
+    blobs[blob_hash] = data

@@ -1,0 +1,59 @@
+"""The single-writer lock: an OS file lock on ``holon-ledger.lock`` holding the writer's pid."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import Final
+
+from holon.errors import LedgerLocked
+
+__all__ = ["LOCK_NAME", "WriterLock"]
+
+LOCK_NAME: Final = "holon-ledger.lock"
+
+
+class WriterLock:
+    """An exclusive ``flock`` on the ledger's lock file, released on close or process death.
+
+    flock locks belong to the open file description, so a second writer in the same
+    process is refused just like one in another process, and the kernel drops the lock
+    when the holder dies (a ``kill -9`` never leaves a stale lock behind).
+    """
+
+    def __init__(self, ledger_dir: Path) -> None:
+        self.path = ledger_dir / LOCK_NAME
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            raise LedgerLocked(str(ledger_dir), pid) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        # The pid is informational (for the LedgerLocked message); the flock is the lock.
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.ftruncate(fd, 0)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    """The pid the current holder wrote, if readable."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,241 @@
+"""What a writer does on open after a crash: cut a torn tail, finish an interrupted seal.
+
+Every action is returned as a :class:`RecoveryAction` (``Ledger.recovery``) and logged
+at WARNING on the ``holon.ledger`` logger; nothing is repaired silently. Damage that a
+crash cannot explain (a bad frame before the tail, a broken link, a missing segment)
+raises :class:`~holon.errors.LedgerCorrupt` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from holon.errors import InvalidRecord, LedgerCorrupt
+from holon.ledger.blobs import BlobStore
+from holon.ledger.files import TMP_SUFFIX, fsync_dir, sync_file
+from holon.ledger.frames import FrameWalk
+from holon.ledger.header import LedgerHeader
+from holon.ledger.segments import (
+    SEGMENT_HEADER,
+    SegmentFile,
+    decompress_segment,
+    list_segments,
+    load_segment,
+    parse_segment_header,
+    seal_segment,
+)
+
+__all__ = ["RecoveredState", "RecoveryAction", "recover"]
+
+log = logging.getLogger("holon.ledger")
+
+
+@dataclass(frozen=True)
+class RecoveryAction:
+    """One repair a writer made on open, with where it happened."""
+
+    action: Literal["truncated_torn_tail", "removed_temp_file", "sealed_segment", "finished_seal"]
+    file: str
+    offset: int
+    bytes_cut: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class RecoveredState:
+    """Where the writer resumes: the active segment, the next seq and the head hash."""
+
+    active_path: Path
+    active_start: int
+    active_size: int
+    next_seq: int
+    head_hash: bytes
+    actions: tuple[RecoveryAction, ...]
+
+
+class _SeqOnly(msgspec.Struct):
+    seq: int
+
+
+_SEQ_DECODER = msgspec.msgpack.Decoder(_SeqOnly)
+
+
+def _payload_seq(payload: memoryview, *, file: str, offset: int) -> int:
+    """The seq in a frame payload, without decoding the body."""
+    try:
+        return _SEQ_DECODER.decode(payload).seq
+    except msgspec.DecodeError as exc:
+        raise InvalidRecord(
+            f"frame payload is not a record envelope ({exc})", where=f"{file} at byte {offset}", field="seq"
+        ) from None
+
+
+def _note(actions: list[RecoveryAction], action: RecoveryAction) -> None:
+    log.warning(
+        "ledger recovery: %s %s at byte %d (%s)", action.action, action.file, action.offset, action.detail
+    )
+    actions.append(action)
+
+
+def _walk_end(buf: bytes, seg: SegmentFile, file: str, *, active: bool) -> tuple[FrameWalk, int]:
+    """Walk a segment checking checksums and seqs (not chain links); return walk and next seq."""
+    header = parse_segment_header(buf, file=file)
+    if header.start_seq != seg.start_seq:
+        raise LedgerCorrupt(
+            f"segment header says it starts at seq {header.start_seq}, its name says {seg.start_seq}",
+            file=file,
+            offset=0,
+        )
+    walk = FrameWalk(
+        buf, file=file, pos=SEGMENT_HEADER.size, end=len(buf), prev=header.prev_hash, active=active
+    )
+    expected = seg.start_seq
+    for offset, payload in walk.frames():
+        seq = _payload_seq(payload, file=file, offset=offset)
+        if seq != expected:
+            raise LedgerCorrupt(
+                f"frame holds seq {seq} where seq {expected} belongs", file=file, offset=offset
+            )
+        expected += 1
+    return walk, expected
+
+
+def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredState:
+    """Bring the segment directory to a clean state for appending; report what was done."""
+    actions: list[RecoveryAction] = []
+    for name in sorted(os.listdir(seg_dir)):
+        if name.endswith(TMP_SUFFIX):
+            path = seg_dir / name
+            size = path.stat().st_size
+            path.unlink()
+            _note(
+                actions,
+                RecoveryAction("removed_temp_file", str(path), 0, size, "debris of an interrupted write"),
+            )
+    for path in blobs.remove_debris():
+        _note(
+            actions, RecoveryAction("removed_temp_file", str(path), 0, 0, "debris of an interrupted blob put")
+        )
+    fsync_dir(seg_dir)
+
+    segs = list_segments(seg_dir)
+    if not segs:
+        raise LedgerCorrupt(
+            "the ledger has no segment files (a new ledger has one); restore them from a backup",
+            file=str(seg_dir),
+        )
+    last = segs[-1]
+    if last.plain is None:
+        raise LedgerCorrupt(
+            "the active segment is missing: the newest segment is sealed, but a writer always keeps a "
+            "plain segment after it; restore the deleted segment from a backup",
+            file=last.name,
+        )
+    for seg in segs[:-1]:
+        if seg.plain is None:
+            continue
+        plain = seg.plain
+        data = plain.read_bytes()
+        _walk_end(data, seg, str(plain), active=False)
+        if seg.sealed is not None:
+            sealed_ok = False
+            try:
+                sealed_ok = decompress_segment(seg.sealed.read_bytes(), file=str(seg.sealed)) == data
+            except LedgerCorrupt:
+                sealed_ok = False
+            if sealed_ok:
+                plain.unlink()
+                fsync_dir(seg_dir)
+                _note(
+                    actions,
+                    RecoveryAction("finished_seal", str(plain), 0, 0, "sealed copy verified; plain removed"),
+                )
+                continue
+            seg.sealed.unlink()
+        seal_segment(plain, data)
+        _note(
+            actions,
+            RecoveryAction("sealed_segment", str(plain), 0, 0, "rollover was interrupted before sealing"),
+        )
+    if last.sealed is not None:
+        # A seal of the active segment never happens; a stray copy is removed, the plain file rules.
+        last.sealed.unlink()
+        _note(
+            actions,
+            RecoveryAction(
+                "removed_temp_file", str(last.sealed), 0, 0, "stray sealed copy of the active segment"
+            ),
+        )
+
+    active_path = last.plain
+    buf = active_path.read_bytes()
+    walk, next_seq = _walk_end(buf, last, str(active_path), active=True)
+    header_prev = parse_segment_header(buf, file=str(active_path)).prev_hash
+    if len(segs) > 1:
+        _check_predecessor(segs[-2], last, header_prev)
+    elif last.start_seq != 0 or header_prev != header.genesis:
+        raise LedgerCorrupt(
+            f"the only segment starts at seq {last.start_seq} and does not commit to this agent's genesis "
+            "hash; earlier segments are missing or the segment belongs to another ledger",
+            file=str(active_path),
+            offset=0,
+        )
+    if walk.torn is not None:
+        torn = walk.torn
+        fd = os.open(active_path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, torn.offset)
+            sync_file(fd)
+        finally:
+            os.close(fd)
+        _note(
+            actions,
+            RecoveryAction("truncated_torn_tail", str(active_path), torn.offset, torn.length, torn.reason),
+        )
+    head = walk.prev if walk.prev is not None else header_prev
+    return RecoveredState(
+        active_path=active_path,
+        active_start=last.start_seq,
+        active_size=walk.pos,
+        next_seq=next_seq,
+        head_hash=head,
+        actions=tuple(actions),
+    )
+
+
+def _check_predecessor(prev_seg: SegmentFile, active: SegmentFile, active_prev: bytes) -> None:
+    """The segment before the active one must end where the active one starts, hash-linked."""
+    buf, file, _sealed = load_segment(prev_seg)
+    walk = FrameWalk(
+        buf, file=file, pos=SEGMENT_HEADER.size, end=len(buf), prev=None, active=False, verify_chain=False
+    )
+    parse_segment_header(buf, file=file)
+    count = 0
+    last_offset = -1
+    for offset, _payload in walk.frames():
+        count += 1
+        last_offset = offset
+    end_seq = prev_seg.start_seq + count
+    if end_seq != active.start_seq:
+        raise LedgerCorrupt(
+            f"segment ends before seq {end_seq} but the next segment starts at seq {active.start_seq}; "
+            "a segment between them is missing",
+            file=active.name,
+            offset=0,
+        )
+    last_hash = (
+        walk.last_hash(last_offset) if last_offset >= 0 else parse_segment_header(buf, file=file).prev_hash
+    )
+    if last_hash != active_prev:
+        raise LedgerCorrupt(
+            "broken hash chain across segments: the active segment does not commit to the last record "
+            "of the segment before it",
+            file=active.name,
+            offset=24,
+        )

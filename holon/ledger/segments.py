@@ -1,0 +1,212 @@
+"""Segment files: naming, the 64-byte segment header, loading, creating and sealing.
+
+A segment holds the frames of a contiguous seq range and is named by its first seq::
+
+    segments/00000000000000000000.seg       active (or not yet sealed), appended in place
+    segments/00000000000000004096.seg.zst   sealed: one zstd frame of the same bytes
+
+Segment header (64 bytes, little-endian)::
+
+    8B   magic b"HOLONSEG"
+    u16  format version
+    u16  reserved (0)
+    u32  reserved (0)
+    u64  start seq (must equal the number in the file name)
+    32B  chain hash of the record before start seq (the genesis hash for segment 0)
+    u64  xxh3-64 of the 56 bytes above
+
+Sealing writes ``<name>.zst`` atomically and only then unlinks the plain file, so a
+crash leaves the plain file, or both (a writer then finishes the job), never neither.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import xxhash
+import zstandard
+
+from holon.errors import LedgerCorrupt, NotALedger
+from holon.ledger.files import fsync_dir, write_atomic
+
+__all__ = [
+    "FORMAT_VERSION",
+    "PLAIN_SUFFIX",
+    "SEALED_SUFFIX",
+    "SEGMENT_HEADER",
+    "SegmentFile",
+    "SegmentHeader",
+    "create_segment",
+    "decompress_segment",
+    "encode_segment_header",
+    "list_segments",
+    "load_segment",
+    "parse_segment_header",
+    "seal_segment",
+    "segment_name",
+]
+
+#: On-disk format version written into the ledger header and every segment header.
+FORMAT_VERSION: Final = 1
+SEGMENT_MAGIC: Final = b"HOLONSEG"
+SEGMENT_HEADER: Final = struct.Struct("<8sHHIQ32sQ")
+PLAIN_SUFFIX: Final = ".seg"
+SEALED_SUFFIX: Final = ".seg.zst"
+_NAME_RE: Final = re.compile(r"^(\d{20})\.seg(\.zst)?$")
+ZSTD_LEVEL: Final = 3
+# Decompression is fed in chunks so a damaged sealed segment names roughly where.
+_ZSTD_CHUNK: Final = 1 << 16
+
+
+def segment_name(start_seq: int) -> str:
+    """File name (without the ``.zst`` of a sealed one) of the segment starting at ``start_seq``."""
+    return f"{start_seq:020d}{PLAIN_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class SegmentHeader:
+    """The decoded 64-byte header of a segment."""
+
+    start_seq: int
+    prev_hash: bytes
+    version: int
+
+
+def encode_segment_header(start_seq: int, prev_hash: bytes) -> bytes:
+    """The 64 header bytes of a new segment."""
+    head = SEGMENT_HEADER.pack(SEGMENT_MAGIC, FORMAT_VERSION, 0, 0, start_seq, prev_hash, 0)[:-8]
+    return head + struct.pack("<Q", xxhash.xxh3_64_intdigest(head))
+
+
+def parse_segment_header(buf: bytes, *, file: str) -> SegmentHeader:
+    """Decode and check a segment header; raise LedgerCorrupt/NotALedger naming ``file``."""
+    if len(buf) < SEGMENT_HEADER.size:
+        raise LedgerCorrupt(
+            f"segment is {len(buf)} bytes, shorter than its {SEGMENT_HEADER.size}-byte header",
+            file=file,
+            offset=0,
+        )
+    magic, version, _r1, _r2, start_seq, prev_hash, checksum = SEGMENT_HEADER.unpack_from(buf, 0)
+    if magic != SEGMENT_MAGIC:
+        raise LedgerCorrupt(
+            f"segment header magic is {magic!r}, expected {SEGMENT_MAGIC!r}", file=file, offset=0
+        )
+    if xxhash.xxh3_64_intdigest(buf[: SEGMENT_HEADER.size - 8]) != checksum:
+        raise LedgerCorrupt("segment header checksum mismatch", file=file, offset=0)
+    if version > FORMAT_VERSION:
+        raise NotALedger(
+            f"segment {file} has format version {version}, newer than the {FORMAT_VERSION} this "
+            "holon reads; upgrade holon to read this ledger"
+        )
+    return SegmentHeader(start_seq=start_seq, prev_hash=prev_hash, version=version)
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """One segment on disk: its plain file, its sealed file, or (mid-seal) both."""
+
+    start_seq: int
+    plain: Path | None
+    sealed: Path | None
+
+    @property
+    def name(self) -> str:
+        """The file a reader would open first (for error messages)."""
+        path = self.plain or self.sealed
+        assert path is not None
+        return str(path)
+
+
+def list_segments(seg_dir: Path) -> list[SegmentFile]:
+    """All segments in ``seg_dir`` sorted by start seq; other files are ignored."""
+    plain: dict[int, Path] = {}
+    sealed: dict[int, Path] = {}
+    try:
+        names = os.listdir(seg_dir)
+    except FileNotFoundError:
+        raise NotALedger(
+            f"{seg_dir} is missing: this ledger has no segment directory; restore it from a backup"
+        ) from None
+    for name in names:
+        match = _NAME_RE.match(name)
+        if match is None:
+            continue
+        start = int(match.group(1))
+        (sealed if match.group(2) else plain)[start] = seg_dir / name
+    return [SegmentFile(s, plain.get(s), sealed.get(s)) for s in sorted(plain.keys() | sealed.keys())]
+
+
+def decompress_segment(data: bytes, *, file: str) -> bytes:
+    """Decompress a sealed segment; zstd damage raises LedgerCorrupt near its compressed offset."""
+    out: list[bytes] = []
+    decomp = zstandard.ZstdDecompressor().decompressobj()
+    for start in range(0, len(data), _ZSTD_CHUNK):
+        try:
+            out.append(decomp.decompress(data[start : start + _ZSTD_CHUNK]))
+        except zstandard.ZstdError as exc:
+            raise LedgerCorrupt(
+                f"zstd data does not decompress ({exc}); the damage is within compressed bytes "
+                f"{start}..{min(start + _ZSTD_CHUNK, len(data))}",
+                file=file,
+                offset=start,
+            ) from None
+        if decomp.eof and start + _ZSTD_CHUNK < len(data):
+            raise LedgerCorrupt(
+                "bytes follow the end of the zstd frame", file=file, offset=start + _ZSTD_CHUNK
+            )
+    if not decomp.eof:
+        raise LedgerCorrupt("zstd data is truncated (the frame never ends)", file=file, offset=len(data))
+    return b"".join(out)
+
+
+def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:
+    """Read a segment's frame bytes: ``(bytes, file name, sealed?)``.
+
+    The plain file wins when both exist (a seal in progress). A plain file that vanishes
+    between listing and opening was just sealed by the writer: read the sealed one.
+    """
+    if seg.plain is not None:
+        try:
+            return seg.plain.read_bytes(), str(seg.plain), False
+        except FileNotFoundError:
+            pass
+    sealed = seg.sealed
+    if sealed is None:
+        assert seg.plain is not None
+        sealed = seg.plain.with_name(seg.plain.name + ".zst")
+    try:
+        data = sealed.read_bytes()
+    except FileNotFoundError:
+        raise LedgerCorrupt(
+            "segment file disappeared while reading; it was deleted outside holon",
+            file=str(sealed),
+            offset=0,
+        ) from None
+    return decompress_segment(data, file=str(sealed)), str(sealed), True
+
+
+def create_segment(seg_dir: Path, start_seq: int, prev_hash: bytes) -> Path:
+    """Create the empty active segment starting at ``start_seq``, atomically and durably."""
+    path = seg_dir / segment_name(start_seq)
+    write_atomic(path, encode_segment_header(start_seq, prev_hash))
+    return path
+
+
+def seal_segment(plain: Path, data: bytes) -> Path:
+    """Replace a finished plain segment by its zstd-compressed form, crash-safely.
+
+    ``data`` is the segment's full content (header and frames, nothing after the last
+    frame). The compressed file is made durable under its final name before the plain
+    file is removed.
+    """
+    sealed = plain.with_name(plain.name + ".zst")
+    compressed = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(data)
+    write_atomic(sealed, compressed)
+    plain.unlink()
+    fsync_dir(plain.parent)
+    return sealed

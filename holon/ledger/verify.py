@@ -1,0 +1,154 @@
+"""Full verification of a ledger: every frame, every chain link, every blob.
+
+Unlike reading, verification does not stop at the first problem: it checks each
+segment on its own (re-synchronising the chain at the next segment's header) and
+returns a :class:`VerifyReport` listing every problem with its file and offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from holon.errors import HolonError, InvalidRef, LedgerCorrupt
+from holon.ledger.blobs import BlobStore, check_blob_hash
+from holon.ledger.frames import FrameWalk
+from holon.ledger.header import LedgerHeader
+from holon.ledger.segments import SEGMENT_HEADER, list_segments, load_segment, parse_segment_header
+from holon.records import TaskResult, ToolResult, decode_msgpack_record
+
+__all__ = ["Problem", "VerifyReport", "verify_ledger"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a ledger, and where."""
+
+    file: str
+    offset: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.offset is None else f"{self.file} at byte {self.offset}"
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of :meth:`Ledger.verify`: ``ok`` when no problem was found."""
+
+    ok: bool
+    records_checked: int
+    blobs_checked: int
+    head: tuple[int, str]
+    problems: tuple[Problem, ...]
+
+    def __str__(self) -> str:
+        if self.ok:
+            return (
+                f"ledger ok: {self.records_checked} records, {self.blobs_checked} blobs, "
+                f"head seq {self.head[0]} hash {self.head[1]}"
+            )
+        lines = [f"ledger has {len(self.problems)} problem(s):"]
+        lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _problem(exc: HolonError, default_file: str) -> Problem:
+    if isinstance(exc, LedgerCorrupt):
+        return Problem(exc.file, exc.offset, str(exc))
+    return Problem(default_file, None, str(exc))
+
+
+def verify_ledger(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> VerifyReport:
+    """Verify the ledger whose segments are in ``seg_dir`` and blobs in ``blobs``."""
+    problems: list[Problem] = []
+    referenced: dict[str, int] = {}
+    checked = 0
+    head = (-1, header.genesis.hex())
+    expected: int | None = 0
+    prev: bytes | None = header.genesis
+    segs = list_segments(seg_dir)
+    if not segs:
+        problems.append(Problem(str(seg_dir), None, "the ledger has no segment files"))
+    for index, seg in enumerate(segs):
+        file = seg.name
+        try:
+            buf, file, sealed = load_segment(seg)
+            seg_header = parse_segment_header(buf, file=file)
+            if seg_header.start_seq != seg.start_seq:
+                problems.append(
+                    Problem(
+                        file, 0, f"header says start seq {seg_header.start_seq}, name says {seg.start_seq}"
+                    )
+                )
+            if expected is not None and seg.start_seq != expected:
+                problems.append(
+                    Problem(file, 0, f"records {expected}..{seg.start_seq - 1} are missing (segment deleted)")
+                )
+            elif prev is not None and seg_header.prev_hash != prev:
+                problems.append(Problem(file, 24, "broken hash chain across segments"))
+            expected = seg.start_seq
+            prev = seg_header.prev_hash
+            last = index == len(segs) - 1
+            walk = FrameWalk(
+                buf, file=file, pos=SEGMENT_HEADER.size, end=len(buf), prev=prev, active=last and not sealed
+            )
+            # An incomplete final frame of the active segment is not a problem: a writer may be
+            # mid-append, and the next open for writing cuts a torn one (and reports it).
+            for offset, payload in walk.frames():
+                record = decode_msgpack_record(payload, where=f"seq {expected} ({file} at byte {offset})")
+                if record.seq != expected:
+                    raise LedgerCorrupt(
+                        f"frame holds seq {record.seq} where seq {expected} belongs", file=file, offset=offset
+                    )
+                body = record.body
+                if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
+                    referenced.setdefault(body.blob.hash, expected)
+                expected += 1
+                checked += 1
+            prev = walk.prev
+            if walk.prev is not None and expected > seg.start_seq:
+                head = (expected - 1, walk.prev.hex())
+            if last and sealed:
+                problems.append(
+                    Problem(file, None, "the active segment after this sealed segment is missing")
+                )
+        except HolonError as exc:
+            problems.append(_problem(exc, file))
+            expected = None
+            prev = None
+    blobs_checked = 0
+    for name, path in blobs.hashes():
+        try:
+            check_blob_hash(name)
+        except InvalidRef:
+            problems.append(
+                Problem(str(path), None, "stray file in the blob store (its name is not a blob hash)")
+            )
+            continue
+        try:
+            blobs.get(name)
+            blobs_checked += 1
+        except HolonError as exc:
+            problems.append(_problem(exc, str(path)))
+    for blob_hash, seq in sorted(referenced.items(), key=lambda item: item[1]):
+        try:
+            present = blobs.contains(blob_hash)
+        except InvalidRef:
+            present = False
+        if not present:
+            problems.append(
+                Problem(
+                    str(blobs.root / blob_hash[:2] / blob_hash),
+                    None,
+                    f"blob referenced by seq {seq} is missing",
+                )
+            )
+    return VerifyReport(
+        ok=not problems,
+        records_checked=checked,
+        blobs_checked=blobs_checked,
+        head=head,
+        problems=tuple(problems),
+    )
