@@ -224,3 +224,231 @@ def ledger_records(draw: st.DrawFn, *, min_size: int = 0, max_size: int = 30) ->
             turn += 1
         out.append(r.Record(body=body, ts=ts, turn=turn, seq=seq))
     return out
+
+
+# --------------------------------------------------------------------------- agent runs
+#
+# Realistic multi-turn runs for the projection properties: a small scripted "agent"
+# declares, activates, switches and finishes work items, writes and edits plans, opens
+# and resolves waits, starts tasks that rejoin later, calls tools that touch files,
+# records decisions and follow-ups. `LiveLedger` appends the derived records exactly as
+# the runtime would, and sometimes a prompt_rendered confirming the current revision.
+
+from dataclasses import dataclass  # noqa: E402
+
+from holon.projections import ProjectionConfig  # noqa: E402
+from tests.live import LiveLedger  # noqa: E402
+
+_WORK_IDS = ("W1", "W2", "W3", "W4")
+_FILES = ("src/app.py", "src/db.py", "src/api.py", "tests/test_app.py", "README.md", "docs/guide.md")
+_COMMANDS = ("pytest -q", "ruff check .", "git status", "ls src", "make build", "mypy src")
+_STEP_STATUSES = ("pending", "in_progress", "done", "blocked", "skipped")
+_ACTIONS = (
+    "message",
+    "tool",
+    "tool",
+    "tool",
+    "tool_in_flight",
+    "declare",
+    "activate",
+    "finish",
+    "plan",
+    "plan_edit",
+    "wait",
+    "resolve",
+    "task_start",
+    "task_result",
+    "decision",
+    "follow_up",
+    "close_follow_up",
+    "brief",
+    "environment",
+    "summary",
+    "orphan",
+)
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """A generated run: the full live ledger (derived records included) and its config."""
+
+    records: list[r.Record]
+    config: ProjectionConfig
+
+
+configs = st.builds(
+    ProjectionConfig,
+    turn_cap=st.integers(2, 12),
+    plan_cap=st.integers(2, 24),
+    files_cap=st.integers(1, 16),
+    decisions_cap=st.integers(1, 8),
+    follow_ups_cap=st.integers(1, 8),
+    waiting_cap=st.integers(1, 6),
+    delta_lines_cap=st.integers(1, 12),
+    tools_window=st.integers(1, 24),
+    files_window=st.integers(4, 64),
+    episode_list_cap=st.integers(1, 16),
+    episode_summary_cap=st.integers(2, 8),
+)
+
+
+class _Script:
+    """The scripted agent's own bookkeeping (which ids exist, which are open)."""
+
+    def __init__(self) -> None:
+        self.declared: list[str] = []
+        self.active: str | None = None
+        self.plans: dict[str, tuple[r.PlanStep, ...]] = {}
+        self.open_waits: list[str] = []
+        self.running_tasks: list[str] = []
+        self.open_follow_ups: list[str] = []
+        self.counter = 0
+
+    def new_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+
+def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> None:
+    work = script.active
+    if action == "message":
+        live.append(r.Message(role=draw(st.sampled_from(["user", "assistant"])), text=draw(text)))
+    elif action in ("tool", "tool_in_flight"):
+        call_id = script.new_id("c")
+        if draw(st.booleans()):
+            tool, args = "bash", {"command": draw(st.sampled_from(_COMMANDS))}
+        else:
+            tool, args = draw(st.sampled_from(["read", "edit"])), {"path": draw(st.sampled_from(_FILES))}
+        live.append(r.ToolIntent(call_id=call_id, tool=tool, args=args))
+        if action == "tool":
+            touched = tuple(draw(st.lists(st.sampled_from(_FILES), max_size=3, unique=True)))
+            status = draw(st.sampled_from(["ok", "ok", "ok", "error", "interrupted"]))
+            live.append(
+                r.ToolResult(
+                    call_id=call_id,
+                    tool=tool,
+                    status=status,
+                    output=draw(text),
+                    exit_code=0 if status == "ok" else 1,
+                    touched_files=touched,
+                )
+            )
+    elif action == "declare":
+        wid = draw(st.sampled_from(_WORK_IDS))
+        state = draw(st.sampled_from(["queued", "active"]))
+        live.append(
+            r.WorkItem(
+                id=wid,
+                objective=f"objective of {wid}: {draw(text)}",
+                state=state,
+                delivery_target=draw(st.none() | st.just(f"PR for {wid}")),
+                scope_constraints=tuple(
+                    draw(
+                        st.lists(
+                            st.sampled_from(["no new deps", "keep API", "py311"]), max_size=2, unique=True
+                        )
+                    )
+                ),
+                summary=draw(st.none() | text),
+            )
+        )
+        if wid not in script.declared:
+            script.declared.append(wid)
+        if state == "active":
+            script.active = wid
+        elif script.active == wid:
+            script.active = None
+    elif action == "activate" and script.declared:
+        wid = draw(st.sampled_from(script.declared))
+        if work is not None and work != wid and draw(st.booleans()):
+            live.append(r.WorkItemState(id=work, state="queued", reason="switching"))
+        live.append(r.WorkItemState(id=wid, state="active"))
+        script.active = wid
+    elif action == "finish" and work is not None:
+        live.append(
+            r.WorkItemState(id=work, state=draw(st.sampled_from(["done", "done", "abandoned", "waiting"])))
+        )
+        script.active = None
+    elif action == "plan":
+        n = draw(st.integers(1, 6))
+        steps = tuple(
+            r.PlanStep(
+                id=f"s{i}", text=f"step {i} {draw(short)}", status=draw(st.sampled_from(_STEP_STATUSES))
+            )
+            for i in range(n)
+        )
+        live.append(r.WorkPlan(work_item_id=work, steps=steps))
+        if work is not None:
+            script.plans[work] = steps
+    elif action == "plan_edit" and work is not None and work in script.plans:
+        steps = script.plans[work]
+        i = draw(st.integers(0, len(steps) - 1))
+        edited = r.PlanStep(id=steps[i].id, text=steps[i].text, status=draw(st.sampled_from(_STEP_STATUSES)))
+        steps = (*steps[:i], edited, *steps[i + 1 :])
+        live.append(r.WorkPlan(work_item_id=work, steps=steps))
+        script.plans[work] = steps
+    elif action == "wait":
+        wid = script.new_id("w")
+        live.append(r.WaitingIntent(id=wid, waiting_on=f"operator on {draw(short)}", work_item_id=work))
+        script.open_waits.append(wid)
+    elif action == "resolve" and script.open_waits:
+        live.append(r.WaitingResolved(id=script.open_waits.pop(0)))
+    elif action == "task_start":
+        tid = script.new_id("T")
+        live.append(r.TaskStarted(id=tid, description=f"background {draw(short)}", work_item_id=work))
+        script.running_tasks.append(tid)
+    elif action == "task_result" and script.running_tasks:
+        tid = script.running_tasks.pop(0)
+        live.append(r.TaskResult(id=tid, status=draw(st.sampled_from(["ok", "error"])), summary=draw(text)))
+    elif action == "decision":
+        live.append(
+            r.Decision(
+                id=f"D{draw(st.integers(1, 5))}",
+                text=draw(text),
+                rationale=draw(st.none() | text),
+                work_item_id=draw(st.sampled_from([work, None])),
+            )
+        )
+    elif action == "follow_up":
+        fid = script.new_id("F")
+        live.append(r.FollowUp(id=fid, text=draw(text), work_item_id=work))
+        script.open_follow_ups.append(fid)
+    elif action == "close_follow_up" and script.open_follow_ups:
+        fid = script.open_follow_ups.pop(draw(st.integers(0, len(script.open_follow_ups) - 1)))
+        live.append(r.FollowUp(id=fid, text="handled", status=draw(st.sampled_from(["done", "dropped"]))))
+    elif action == "brief":
+        live.append(
+            r.Brief(
+                status=draw(st.sampled_from(["ack", "result", "failure"])), text=draw(text), work_item_id=work
+            )
+        )
+    elif action == "environment":
+        live.append(r.ExecutionEnvironment(workspace="/ws", cwd=draw(paths), branch=draw(short)))
+    elif action == "summary":
+        live.append(r.ContextSummary(text=draw(text), source="import"))
+    elif action == "orphan":
+        live.append(r.WorkItemState(id="never-declared", state="active"))
+
+
+@st.composite
+def agent_runs(draw: st.DrawFn, *, max_turns: int = 14, config: ProjectionConfig | None = None) -> AgentRun:
+    """A realistic multi-turn agent run, as the live runtime would have appended it."""
+    cfg = config if config is not None else draw(configs)
+    live = LiveLedger(cfg)
+    script = _Script()
+    live.append(r.SystemPolicy(text="You are a careful engineer."), in_turn=False)
+    for _ in range(draw(st.integers(1, max_turns))):
+        # Between turns: waits resolve and tasks rejoin while the agent is idle.
+        if script.open_waits and draw(st.booleans()):
+            _act(draw, live, script, "resolve")
+        if script.running_tasks and draw(st.booleans()):
+            tid = script.running_tasks.pop(0)
+            live.append(r.TaskResult(id=tid, status="ok", summary=f"{tid} finished"), in_turn=False)
+        live.start_turn(draw(st.sampled_from(["user", "wake", "task", "timer"])), draw(st.none() | text))
+        if draw(st.integers(0, 3)) > 0:
+            live.render()
+        for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=8)):
+            _act(draw, live, script, action)
+        outcome = draw(st.sampled_from(["completed", "completed", "waiting", "failed", "interrupted"]))
+        live.end_turn(outcome)
+    return AgentRun(records=live.records, config=cfg)

@@ -98,10 +98,10 @@ class WorkItemEntry(_Entry, frozen=True, kw_only=True):
 
     @property
     def seqs(self) -> tuple[int, ...]:
-        """Seqs this entry came from: the declaration and, if later, the last state change."""
+        """Seqs this entry came from (last declaration, last state change), in ledger order."""
         if self.state_seq == self.declared_seq:
             return (self.declared_seq,)
-        return (self.declared_seq, self.state_seq)
+        return (min(self.declared_seq, self.state_seq), max(self.declared_seq, self.state_seq))
 
 
 class PlanEntry(_Entry, frozen=True, kw_only=True):

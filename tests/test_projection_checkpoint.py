@@ -1,0 +1,89 @@
+"""Checkpoints: round-trip, and every stale or mismatched checkpoint is rejected with its reason."""
+
+from __future__ import annotations
+
+import msgspec
+
+from holon import records as r
+from holon.projections import (
+    CHECKPOINT_MAGIC,
+    CheckpointRejected,
+    ProjectionConfig,
+    ProjectionState,
+    encode_checkpoint,
+    fold,
+    read_checkpoint_key,
+    restore_checkpoint,
+)
+from holon.projections.projection import apply
+from tests.live import LiveLedger
+
+
+def _state() -> ProjectionState:
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    live.append(r.WorkItemState(id="ghost", state="active"))  # carried: plain-data body
+    live.append(r.Brief(status="result", text="done"))
+    live.end_turn()
+    return live.state
+
+
+def _hash_at(seq: int) -> str | None:
+    return f"h{seq}" if seq < 100 else None
+
+
+def test_round_trip_gives_an_equal_state_that_folds_on_identically() -> None:
+    state = _state()
+    data = encode_checkpoint(state, head_hash=f"h{state.seq}")
+    assert data.startswith(CHECKPOINT_MAGIC)
+    restored = restore_checkpoint(data, hash_at=_hash_at)
+    assert isinstance(restored, ProjectionState)
+    assert restored == state
+    assert msgspec.msgpack.encode(restored) == msgspec.msgpack.encode(state)
+    record = r.Record(body=r.Message(role="user", text="more"), ts=1, seq=state.seq + 1)
+    assert apply(restored, record) == apply(state, record)
+
+
+def test_key_is_readable_without_the_state() -> None:
+    state = _state()
+    key = read_checkpoint_key(encode_checkpoint(state, head_hash="abc"))
+    assert not isinstance(key, CheckpointRejected)
+    assert (key.seq, key.head_hash, key.config) == (state.seq, "abc", state.config)
+
+
+def _reason(data: bytes, **kwargs: object) -> str:
+    result = restore_checkpoint(data, hash_at=kwargs.pop("hash_at", _hash_at), **kwargs)  # type: ignore[arg-type]
+    assert isinstance(result, CheckpointRejected), result
+    assert result.detail
+    return result.reason
+
+
+def test_rejections_name_their_reason() -> None:
+    state = _state()
+    good = encode_checkpoint(state, head_hash=f"h{state.seq}")
+    assert _reason(good, hash_at=lambda seq: "other") == "head_hash"
+    assert _reason(good, hash_at=lambda seq: None) == "ledger_shorter"
+    assert _reason(good, config=ProjectionConfig(turn_cap=3)) == "config"
+    old = encode_checkpoint(msgspec.structs.replace(state, projection_version=0), head_hash=f"h{state.seq}")
+    assert _reason(old) == "projection_version"
+    assert _reason(b"not a checkpoint") == "corrupt"
+    assert _reason(good[:-3]) == "corrupt"
+    assert _reason(good[:12]) == "corrupt"
+    flipped = bytearray(good)
+    flipped[-6] ^= 0xFF
+    assert _reason(bytes(flipped)) == "corrupt"
+
+
+def test_checkpoint_of_a_fold_resumes_to_the_batch_state() -> None:
+    live = LiveLedger()
+    for i in range(3):
+        live.start_turn()
+        live.append(r.FollowUp(id=f"f{i}", text="x"))
+        live.end_turn()
+    records = live.records
+    half = len(records) // 2
+    first = fold(records[:half])
+    restored = restore_checkpoint(encode_checkpoint(first, head_hash=f"h{first.seq}"), hash_at=_hash_at)
+    assert isinstance(restored, ProjectionState)
+    assert fold(records[half:], restored) == fold(records)

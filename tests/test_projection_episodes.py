@@ -1,0 +1,187 @@
+"""Episode boundaries: each reason, their order, epoch bumps, archive and episode fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from holon import records as r
+from holon.projections import BOUNDARY_ORDER, EpisodeArchive, ProjectionConfig, boundary_reasons
+from holon.projections.memory import ARCHIVE_CHUNK
+from tests.live import LiveLedger
+
+
+def _episodes(records: tuple[r.Record, ...]) -> list[r.ContextEpisodeRecord]:
+    return [rec.body for rec in records if isinstance(rec.body, r.ContextEpisodeRecord)]
+
+
+def _turn(live: LiveLedger, *bodies: r.Body, outcome: str = "completed") -> list[r.ContextEpisodeRecord]:
+    live.start_turn()
+    live.render()
+    for body in bodies:
+        live.append(body)
+    return _episodes(live.end_turn(outcome))
+
+
+def _start(live: LiveLedger) -> None:
+    _turn(live, r.WorkItem(id="W1", objective="first", state="active", scope_constraints=("no deps",)))
+
+
+def test_active_work_switched() -> None:
+    live = LiveLedger()
+    _start(live)
+    (episode,) = _turn(live, r.WorkItem(id="W2", objective="second", state="active"))
+    assert episode.boundary_reason == "active_work_switched"
+    assert (episode.work_item_id, episode.objective, episode.scope_hints) == ("W1", "first", ("no deps",))
+    assert (episode.first_turn, episode.last_turn, episode.from_seq) == (1, 2, 0)
+    assert live.state.memory.builder.work_item_id == "W2"
+
+
+def test_finishing_the_work_item_is_a_switch_away_from_it() -> None:
+    live = LiveLedger()
+    _start(live)
+    (episode,) = _turn(live, r.WorkItemState(id="W1", state="done"))
+    assert episode.boundary_reason == "active_work_switched"
+    assert live.state.memory.builder.work_item_id is None
+
+
+def test_first_activation_is_adopted_not_a_switch() -> None:
+    live = LiveLedger()
+    assert _turn(live, r.Message(role="user", text="hi")) == []
+    assert _turn(live, r.WorkItem(id="W1", objective="o", state="active")) == []
+    assert live.state.memory.builder.work_item_id == "W1"
+
+
+def test_wait_boundary_by_outcome_and_by_open_wait() -> None:
+    live = LiveLedger()
+    _start(live)
+    (episode,) = _turn(live, r.Message(role="assistant", text="over to you"), outcome="waiting")
+    assert episode.boundary_reason == "wait_boundary"
+    (again,) = _turn(live, r.WaitingIntent(id="w", waiting_on="ci run"))
+    assert again.boundary_reason == "wait_boundary" and again.waiting == ("w: ci run",)
+    # A wait opened and resolved within the turn is not a boundary.
+    live.append(r.WaitingResolved(id="w"), in_turn=False)
+    assert _turn(live, r.WaitingIntent(id="w2", waiting_on="x"), r.WaitingResolved(id="w2")) == []
+
+
+def test_task_rejoined() -> None:
+    live = LiveLedger()
+    _start(live)
+    _turn(live, r.TaskStarted(id="t", description="build"))
+    live.append(r.TaskResult(id="t", status="ok", summary="built fine"), in_turn=False)
+    (episode,) = _turn(live)
+    assert episode.boundary_reason == "task_rejoined"
+    assert "task t ok: built fine" in episode.summary_lines
+
+
+def test_result_checkpoint() -> None:
+    live = LiveLedger()
+    _start(live)
+    (episode,) = _turn(
+        live,
+        r.ToolIntent(call_id="c", tool="bash", args={"command": "pytest -q"}),
+        r.ToolResult(call_id="c", tool="bash", status="ok", exit_code=0, touched_files=("a.py",)),
+        r.Decision(id="d", text="keep it simple"),
+        r.FollowUp(id="f", text="write docs", work_item_id="W1"),
+        r.Brief(status="result", text="tests pass"),
+    )
+    assert episode.boundary_reason == "result_checkpoint"
+    assert episode.touched_files == ("a.py",)
+    assert episode.commands == ("pytest -q",)
+    assert episode.verification == ("pytest -q: ok, exit 0",)
+    assert episode.decisions == ("d: keep it simple",)
+    assert episode.follow_ups == ("f: write docs",)
+    assert episode.summary_lines[-2:] == ("result: tests pass", "closed by: result_checkpoint")
+
+
+def test_turn_cap() -> None:
+    live = LiveLedger(ProjectionConfig(turn_cap=3))
+    _start(live)
+    assert _turn(live) == []
+    (episode,) = _turn(live)
+    assert episode.boundary_reason == "turn_cap"
+    assert (episode.first_turn, episode.last_turn) == (1, 3)
+    assert _turn(live) == [] and _turn(live) == []
+    (second,) = _turn(live)
+    assert (second.first_turn, second.last_turn, second.episode_id) == (4, 6, 1)
+    turn_four = next(rec for rec in live.records if rec.kind == "turn_started" and rec.turn == 4)
+    # The next episode starts at the first evidence after the last one: derived records are skipped.
+    assert second.from_seq == turn_four.seq > episode.to_seq + 1
+
+
+def test_several_boundaries_finalize_one_episode_named_by_the_first_in_order() -> None:
+    live = LiveLedger(ProjectionConfig(turn_cap=2))
+    _start(live)
+    _turn(live, r.TaskStarted(id="t", description="x"))  # turn cap fires here
+    live.append(r.TaskResult(id="t", status="ok", summary="ok"), in_turn=False)
+    live.start_turn()
+    live.append(r.WorkItem(id="W2", objective="next", state="active"))
+    live.append(r.Brief(status="result", text="done"))
+    live.end_turn("waiting")
+    (episode,) = _episodes(tuple(live.records[-2:]))
+    assert episode.boundary_reason == "active_work_switched"
+    assert BOUNDARY_ORDER == (
+        "active_work_switched",
+        "task_rejoined",
+        "result_checkpoint",
+        "wait_boundary",
+        "turn_cap",
+    )
+
+
+def test_boundary_reasons_lists_every_reason_that_fired() -> None:
+    live = LiveLedger(ProjectionConfig(turn_cap=1))
+    live.start_turn()
+    live.append(r.TaskResult(id="t", status="ok", summary="s"))
+    live.append(r.TurnEnded(outcome="waiting"))
+    assert boundary_reasons(live.state) == ("task_rejoined", "result_checkpoint", "wait_boundary", "turn_cap")
+
+
+def test_finalizing_bumps_epoch_and_archives_in_order() -> None:
+    live = LiveLedger(ProjectionConfig(turn_cap=1))
+    for _ in range(3):
+        _turn(live)
+    memory = live.state.memory
+    assert memory.compression_epoch == 3 == memory.archived_episodes
+    assert [e.episode_id for e in memory.archive] == [0, 1, 2]
+    assert memory.archive.get(1).first_turn == 2
+
+
+def test_episode_lists_are_capped() -> None:
+    live = LiveLedger(ProjectionConfig(episode_list_cap=2, episode_summary_cap=3))
+    _start(live)
+    calls = []
+    for i in range(4):
+        calls += [
+            r.ToolIntent(call_id=f"c{i}", tool="bash", args={"command": f"cmd {i}"}),
+            r.ToolResult(call_id=f"c{i}", tool="bash", status="ok", touched_files=(f"f{i}.py",)),
+        ]
+    (episode,) = _turn(live, *calls, r.Brief(status="result", text="r"))
+    assert episode.commands == ("cmd 2", "cmd 3")
+    assert episode.touched_files == ("f0.py", "f1.py")
+    assert len(episode.summary_lines) == 3 and episode.summary_lines[-1] == "closed by: result_checkpoint"
+
+
+def test_archive_chunks_and_lookups() -> None:
+    archive = EpisodeArchive()
+    episodes = [
+        r.ContextEpisodeRecord(
+            episode_id=i,
+            boundary_reason="turn_cap",
+            work_item_id=None,
+            first_turn=i,
+            last_turn=i,
+            from_seq=i,
+            to_seq=i,
+            projection_version=1,
+        )
+        for i in range(ARCHIVE_CHUNK * 2 + 5)
+    ]
+    for episode in episodes:
+        archive = archive.append(episode)
+    assert len(archive) == len(episodes) and list(archive) == episodes
+    assert len(archive.chunks) == 3
+    assert archive.get(ARCHIVE_CHUNK + 1) == episodes[ARCHIVE_CHUNK + 1]
+    assert archive.latest(7) == tuple(episodes[-7:])
+    assert archive.latest(1000) == tuple(episodes)
+    with pytest.raises(IndexError):
+        archive.get(len(episodes))

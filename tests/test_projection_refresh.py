@@ -1,0 +1,193 @@
+"""The post-turn refresh: delta reasons and precedence, revisions, merging, confirmation."""
+
+from __future__ import annotations
+
+import pytest
+
+from holon import records as r
+from holon.errors import UsageError
+from holon.projections import (
+    DELTA_REASON_PRECEDENCE,
+    ProjectionConfig,
+    delta_lines,
+    post_turn_refresh,
+    refresh_working_memory,
+)
+from tests.live import LiveLedger
+
+
+def _deltas(records: tuple[r.Record, ...]) -> list[r.WorkingMemoryDelta]:
+    return [rec.body for rec in records if isinstance(rec.body, r.WorkingMemoryDelta)]
+
+
+def _turn(
+    live: LiveLedger, *bodies: r.Body, outcome: str = "completed", render: bool = True
+) -> list[r.WorkingMemoryDelta]:
+    live.start_turn()
+    if render:
+        live.render()
+    for body in bodies:
+        live.append(body)
+    return _deltas(live.end_turn(outcome))
+
+
+def _working(live: LiveLedger) -> None:
+    _turn(live, r.WorkItem(id="W1", objective="o", state="active"))
+
+
+def test_no_change_no_delta_and_no_revision_bump() -> None:
+    live = LiveLedger()
+    _working(live)
+    revision = live.state.memory.revision
+    assert _turn(live, r.Message(role="user", text="hello")) == []
+    assert live.state.memory.revision == revision
+
+
+def test_reason_active_work_changed() -> None:
+    live = LiveLedger()
+    (delta,) = _turn(live, r.WorkItem(id="W1", objective="o", state="active"))
+    assert delta.reason == "active_work_changed"
+    assert (delta.from_revision, delta.to_revision) == (0, 1)
+    assert delta.changed_fields[0] == "active_work_item_id"
+    assert delta.lines[0] == "active work: None → W1"
+
+
+def test_reason_task_rejoined() -> None:
+    live = LiveLedger()
+    _working(live)
+    _turn(live, r.TaskStarted(id="t", description="build", work_item_id="W1"))
+    live.append(r.TaskResult(id="t", status="ok", summary="built"), in_turn=False)
+    (delta,) = _turn(live, r.Decision(id="d", text="ship", work_item_id="W1"))
+    assert delta.reason == "task_rejoined"
+
+
+def test_reason_wake_resumed_after_a_waiting_turn() -> None:
+    live = LiveLedger()
+    _working(live)
+    _turn(live, r.Message(role="assistant", text="waiting"), outcome="waiting")
+    (delta,) = _turn(live, r.FollowUp(id="f", text="check"))
+    assert delta.reason == "wake_resumed"
+
+
+def test_reason_wake_resumed_by_a_resolved_wait() -> None:
+    live = LiveLedger()
+    _working(live)
+    _turn(live, r.WaitingIntent(id="w", waiting_on="ci"))
+    live.append(r.WaitingResolved(id="w"), in_turn=False)
+    (delta,) = _turn(live)
+    assert delta.reason == "wake_resumed"
+    assert delta.changed_fields == ("waiting_on",)
+    assert delta.lines == ("-waiting on w",)
+
+
+def test_reason_plan_changed() -> None:
+    live = LiveLedger()
+    _working(live)
+    steps = (r.PlanStep(id="a", text="first"), r.PlanStep(id="b", text="second"))
+    (delta,) = _turn(live, r.WorkPlan(work_item_id="W1", steps=steps))
+    assert delta.reason == "plan_changed"
+    assert delta.lines == ("+plan step a [ ]: first", "+plan step b [ ]: second")
+    done = (r.PlanStep(id="a", text="first", status="done"), steps[1])
+    (edit,) = _turn(live, r.WorkPlan(work_item_id="W1", steps=done))
+    assert edit.reason == "plan_changed" and edit.lines == ("plan step a: pending → done",)
+
+
+def test_reason_turn_completed() -> None:
+    live = LiveLedger()
+    _working(live)
+    (delta,) = _turn(live, r.ToolResult(call_id="c", tool="edit", status="ok", touched_files=("a.py",)))
+    assert delta.reason == "turn_completed" and delta.lines == ("files: +a.py",)
+
+
+def test_precedence_active_work_beats_task_and_plan() -> None:
+    live = LiveLedger()
+    _working(live)
+    _turn(live, r.TaskStarted(id="t", description="x"))
+    (delta,) = _turn(
+        live,
+        r.TaskResult(id="t", status="ok", summary="done"),
+        r.WorkItem(id="W2", objective="next", state="active"),
+        r.WorkPlan(work_item_id="W2", steps=(r.PlanStep(id="a", text="go"),)),
+    )
+    assert delta.reason == "active_work_changed"
+    assert DELTA_REASON_PRECEDENCE.index("task_rejoined") < DELTA_REASON_PRECEDENCE.index("plan_changed")
+
+
+def test_unconfirmed_delta_merges_keeping_from_revision() -> None:
+    live = LiveLedger()
+    (first,) = _turn(live, r.WorkItem(id="W1", objective="o", state="active"), render=False)
+    assert live.state.memory.pending == first
+    (second,) = _turn(live, r.FollowUp(id="f", text="later"), render=False)
+    assert (second.from_revision, second.to_revision) == (0, 2)
+    assert second.reason == "active_work_changed"  # the merged reason keeps the higher precedence
+    assert "active_work_item_id" in second.changed_fields and "follow_ups" in second.changed_fields
+    assert second.evidence_from_seq == first.evidence_from_seq
+    assert "+follow-up f: later" in second.lines
+    assert live.state.memory.pending == second
+
+
+def test_prompt_rendered_confirms_only_at_or_above_target() -> None:
+    live = LiveLedger()
+    _turn(live, r.WorkItem(id="W1", objective="o", state="active"), render=False)
+    live.start_turn()
+    live.append(
+        r.PromptRendered(
+            working_memory_revision=0,
+            compression_epoch=0,
+            cache_key="k",
+            prompt_hash="h",
+            total_tokens=1,
+            budget=2,
+            estimator="e",
+        )
+    )
+    assert live.state.memory.pending is not None
+    assert live.state.memory.confirmed_revision == 0
+    live.render()
+    assert live.state.memory.pending is None and live.state.memory.confirmed_revision == 1
+    live.end_turn()
+
+
+def test_after_confirmation_a_new_delta_starts_from_the_confirmed_revision() -> None:
+    live = LiveLedger()
+    _working(live)
+    (delta,) = _turn(live, r.FollowUp(id="f", text="later"))
+    assert (delta.from_revision, delta.to_revision) == (1, 2)
+
+
+def test_delta_carries_evidence_range_and_version() -> None:
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    (record,) = live.end_turn()
+    assert isinstance(record.body, r.WorkingMemoryDelta)
+    assert (record.body.evidence_from_seq, record.body.evidence_to_seq) == (0, 2)
+    assert record.body.projection_version == live.state.projection_version
+    assert (record.ts, record.turn) == (live.records[2].ts, 1)
+
+
+def test_delta_lines_are_capped_with_a_count_of_the_rest() -> None:
+    live = LiveLedger(ProjectionConfig(delta_lines_cap=3))
+    steps = tuple(r.PlanStep(id=f"s{i}", text="x") for i in range(6))
+    (delta,) = _turn(
+        live, r.WorkItem(id="W1", objective="o", state="active"), r.WorkPlan(work_item_id="W1", steps=steps)
+    )
+    assert len(delta.lines) == 3 and delta.lines[-1] == "(+6 more changes)"
+
+
+def test_delta_lines_of_identical_snapshots_are_empty() -> None:
+    live = LiveLedger()
+    _working(live)
+    snapshot = live.state.memory.snapshot
+    assert delta_lines(snapshot, snapshot, ("plan", "files"), 5) == ()
+
+
+def test_refresh_outside_a_turn_end_is_a_usage_error() -> None:
+    live = LiveLedger()
+    live.start_turn()
+    with pytest.raises(UsageError, match="turn_ended"):
+        refresh_working_memory(live.state)
+    live.end_turn()
+    live.append(r.Message(role="user", text="late"), in_turn=False)
+    with pytest.raises(UsageError):
+        post_turn_refresh(live.state)

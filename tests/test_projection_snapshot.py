@@ -1,0 +1,157 @@
+"""WorkingMemorySnapshot: caps, deterministic orders, provenance, and the text rendering."""
+
+from __future__ import annotations
+
+from holon import records as r
+from holon.projections import (
+    ProjectionConfig,
+    RuntimeState,
+    WorkingMemorySnapshot,
+    apply_runtime,
+    derive_snapshot,
+    snapshot_lines,
+)
+
+
+def _state(*bodies: r.Body, config: ProjectionConfig | None = None) -> RuntimeState:
+    state = RuntimeState()
+    cfg = config if config is not None else ProjectionConfig()
+    for seq, body in enumerate(bodies):
+        state = apply_runtime(state, r.Record(body=body, ts=seq, turn=1, seq=seq), cfg)
+    return state
+
+
+def _steps(*statuses: str) -> tuple[r.PlanStep, ...]:
+    return tuple(r.PlanStep(id=f"s{i}", text=f"step {i}", status=s) for i, s in enumerate(statuses))  # type: ignore[arg-type]
+
+
+def test_empty_state_gives_empty_snapshot_and_no_lines() -> None:
+    snapshot = derive_snapshot(RuntimeState())
+    assert snapshot == WorkingMemorySnapshot() and snapshot.empty
+    assert snapshot_lines(snapshot) == ()
+
+
+def test_active_work_fields_and_provenance() -> None:
+    state = _state(
+        r.WorkItem(
+            id="W1",
+            objective="ship it",
+            delivery_target="PR #1",
+            scope_constraints=("a", "b", "c"),
+            summary="half done",
+        ),
+        r.WorkItemState(id="W1", state="active"),
+    )
+    snapshot = derive_snapshot(state, ProjectionConfig(scope_cap=2))
+    assert snapshot.active_work_item_id == "W1" and snapshot.work_state == "active"
+    assert snapshot.objective == "ship it"
+    assert (snapshot.delivery_target, snapshot.work_summary) == ("PR #1", "half done")
+    assert snapshot.scope_constraints == ("a", "b")
+    assert snapshot.work_item_seqs == (0, 1)
+
+
+def test_plan_over_cap_drops_done_steps_first_then_the_tail() -> None:
+    state = _state(
+        r.WorkItem(id="W", objective="o", state="active"),
+        r.WorkPlan(
+            work_item_id="W", steps=_steps("done", "skipped", "done", "in_progress", "pending", "pending")
+        ),
+    )
+    snapshot = derive_snapshot(state, ProjectionConfig(plan_cap=3))
+    assert [s.id for s in snapshot.plan] == ["s3", "s4", "s5"]
+    assert snapshot.plan_omitted == 3 and snapshot.plan_seq == 1
+    tight = derive_snapshot(state, ProjectionConfig(plan_cap=2))
+    assert [s.id for s in tight.plan] == ["s3", "s4"] and tight.plan_omitted == 4
+
+
+def test_unscoped_plan_is_used_without_an_active_plan() -> None:
+    state = _state(r.WorkPlan(work_item_id=None, steps=_steps("pending")))
+    assert [s.id for s in derive_snapshot(state).plan] == ["s0"]
+
+
+def test_files_membership_by_recent_use_order_by_entry_then_path() -> None:
+    state = _state(
+        r.WorkItem(id="W", objective="o", state="active"),
+        r.ToolResult(call_id="1", tool="t", status="ok", touched_files=("b.py", "a.py")),
+        r.ToolResult(call_id="2", tool="t", status="ok", touched_files=("c.py",)),
+        r.ToolResult(call_id="3", tool="t", status="ok", touched_files=("b.py",)),
+    )
+    snapshot = derive_snapshot(state, ProjectionConfig(files_cap=2))
+    # b.py (used at seq 3) and c.py (seq 2) are the two most recently used; b.py keeps
+    # the seq that brought it in (1), so c.py sorts first.
+    assert [(f.path, f.seq) for f in snapshot.files] == [("c.py", 2), ("b.py", 1)]
+    full = derive_snapshot(state)
+    assert [f.path for f in full.files] == ["c.py", "a.py", "b.py"]
+
+
+def test_files_of_other_work_items_are_not_in_the_working_set() -> None:
+    state = _state(
+        r.WorkItem(id="A", objective="a", state="active"),
+        r.ToolResult(call_id="1", tool="t", status="ok", touched_files=("a.py",)),
+        r.WorkItem(id="B", objective="b", state="active"),
+        r.ToolResult(call_id="2", tool="t", status="ok", touched_files=("b.py",)),
+    )
+    assert [f.path for f in derive_snapshot(state).files] == ["b.py"]
+
+
+def test_decisions_are_relevant_newest_first_and_capped() -> None:
+    state = _state(
+        r.WorkItem(id="A", objective="a", state="active"),
+        r.Decision(id="d1", text="global"),
+        r.Decision(id="d2", text="for A", work_item_id="A"),
+        r.Decision(id="d3", text="for B", work_item_id="B"),
+        r.Decision(id="d4", text="also A", work_item_id="A"),
+    )
+    assert [d.id for d in derive_snapshot(state).decisions] == ["d4", "d2", "d1"]
+    assert [(d.id, d.seq) for d in derive_snapshot(state, ProjectionConfig(decisions_cap=2)).decisions] == [
+        ("d4", 4),
+        ("d2", 2),
+    ]
+
+
+def test_follow_ups_rank_active_then_unscoped_then_other() -> None:
+    state = _state(
+        r.WorkItem(id="A", objective="a", state="active"),
+        r.FollowUp(id="f-other", text="x", work_item_id="B"),
+        r.FollowUp(id="f-global", text="y"),
+        r.FollowUp(id="f-a", text="z", work_item_id="A"),
+        r.FollowUp(id="f-gone", text="w"),
+        r.FollowUp(id="f-gone", text="w", status="dropped"),
+    )
+    snapshot = derive_snapshot(state)
+    assert [f.id for f in snapshot.follow_ups] == ["f-a", "f-global", "f-other"]
+    assert snapshot.follow_ups[0].seqs == (3,)
+    assert [f.id for f in derive_snapshot(state, ProjectionConfig(follow_ups_cap=1)).follow_ups] == ["f-a"]
+
+
+def test_waiting_on_is_open_waits_newest_first_capped() -> None:
+    state = _state(
+        r.WaitingIntent(id="w1", waiting_on="ci"),
+        r.WaitingIntent(id="w2", waiting_on="operator", resume_hint="ping me"),
+        r.WaitingIntent(id="w3", waiting_on="timer"),
+        r.WaitingResolved(id="w3"),
+    )
+    assert [w.id for w in derive_snapshot(state).waiting_on] == ["w2", "w1"]
+    assert [w.id for w in derive_snapshot(state, ProjectionConfig(waiting_cap=1)).waiting_on] == ["w2"]
+
+
+def test_snapshot_lines_cite_ledger_seqs() -> None:
+    state = _state(
+        r.WorkItem(id="W", objective="ship", state="active", delivery_target="PR"),
+        r.WorkPlan(work_item_id="W", steps=_steps("done", "in_progress")),
+        r.ToolResult(call_id="1", tool="t", status="ok", touched_files=("a.py",)),
+        r.Decision(id="d", text="use msgpack", rationale="fast"),
+        r.FollowUp(id="f", text="bench it"),
+        r.WaitingIntent(id="w", waiting_on="review", resume_hint="merge"),
+    )
+    assert snapshot_lines(derive_snapshot(state)) == (
+        "active work: W (active) — ship [ledger:0]",
+        "delivery target: PR",
+        "plan: [ledger:1]",
+        "  [x] s0: step 0",
+        "  [>] s1: step 1",
+        "files: a.py [ledger:2]",
+        "decision d: use msgpack — because fast [ledger:3]",
+        "follow-up f: bench it [ledger:4]",
+        "waiting on w: review (resume: merge) [ledger:5]",
+    )

@@ -1,0 +1,171 @@
+"""RuntimeState: every record kind lands where it should; windows stay bounded; nothing is dropped."""
+
+from __future__ import annotations
+
+from holon import records as r
+from holon.projections import (
+    ProjectionConfig,
+    RuntimeState,
+    apply_runtime,
+    queued_work,
+    waiting_work,
+)
+
+
+def _fold(*bodies: r.Body, config: ProjectionConfig | None = None) -> RuntimeState:
+    state = RuntimeState()
+    cfg = config if config is not None else ProjectionConfig()
+    for seq, body in enumerate(bodies):
+        state = apply_runtime(state, r.Record(body=body, ts=1000 + seq, turn=1, seq=seq), cfg)
+    return state
+
+
+def test_activation_stack_picks_most_recently_activated() -> None:
+    state = _fold(
+        r.WorkItem(id="A", objective="a", state="active"),
+        r.WorkItem(id="B", objective="b", state="active"),
+    )
+    assert state.active_work_item_id == "B"
+    state = apply_runtime(state, r.Record(body=r.WorkItemState(id="B", state="done"), ts=9, seq=2))
+    assert state.active_work_item_id == "A"
+    assert "B" not in state.work_items
+    assert [e.id for e in state.finished_work] == ["B"]
+    assert state.find_work_item("B") is not None
+
+
+def test_redeclaring_an_active_item_keeps_its_place() -> None:
+    state = _fold(
+        r.WorkItem(id="A", objective="a", state="active"),
+        r.WorkItem(id="B", objective="b", state="active"),
+        r.WorkItem(id="A", objective="a, refined", state="active"),
+    )
+    assert state.active_work_item_id == "B"
+    assert state.work_items["A"].objective == "a, refined"
+    # Redeclared without a state change: the state still dates from the first declaration.
+    assert state.work_items["A"].seqs == (0, 2)
+
+
+def test_work_item_provenance_keeps_declaration_and_state_change() -> None:
+    state = _fold(r.WorkItem(id="A", objective="a"), r.WorkItemState(id="A", state="active", reason="go"))
+    entry = state.work_items["A"]
+    assert entry.seqs == (0, 1)
+    assert entry.state_reason == "go"
+
+
+def test_queued_and_waiting_work_are_ordered_by_state_change_then_id() -> None:
+    state = _fold(
+        r.WorkItem(id="C", objective="c"),
+        r.WorkItem(id="B", objective="b"),
+        r.WorkItem(id="A", objective="a", state="waiting"),
+        r.WorkItemState(id="C", state="waiting"),
+    )
+    assert [e.id for e in queued_work(state)] == ["B"]
+    assert [e.id for e in waiting_work(state)] == ["A", "C"]
+
+
+def test_tool_intent_joins_result_by_call_id_and_keeps_both_seqs() -> None:
+    state = _fold(
+        r.ToolIntent(call_id="c1", tool="bash", args={"command": "ls"}),
+        r.ToolIntent(call_id="c2", tool="edit", args={"path": "a.py"}),
+        r.ToolResult(call_id="c1", tool="bash", status="ok"),
+    )
+    first, second = state.tools
+    assert (first.call_id, first.intent_seq, first.result_seq, first.outcome) == ("c1", 0, 2, "ok")
+    assert first.seqs == (0, 2)
+    assert (second.outcome, second.result) == ("in_flight", None)
+
+
+def test_result_without_intent_is_kept_as_an_orphan_execution() -> None:
+    state = _fold(r.ToolResult(call_id="zz", tool="bash", status="error"))
+    (execution,) = state.tools
+    assert execution.intent is None and execution.result_seq == 0 and execution.outcome == "error"
+
+
+def test_windows_are_bounded_and_keep_the_newest() -> None:
+    config = ProjectionConfig(messages_window=3, tools_window=2, briefs_window=2)
+    bodies: list[r.Body] = [r.Message(role="user", text=str(i)) for i in range(10)]
+    bodies += [r.ToolIntent(call_id=f"c{i}", tool="t") for i in range(5)]
+    bodies += [r.Brief(status="ack", text=str(i)) for i in range(4)]
+    state = _fold(*bodies, config=config)
+    assert [m.message.text for m in state.messages] == ["7", "8", "9"]
+    assert [t.call_id for t in state.tools] == ["c3", "c4"]
+    assert [b.brief.text for b in state.briefs] == ["2", "3"]
+    assert state.applied == len(bodies)
+
+
+def test_files_come_from_touched_files_and_file_arguments() -> None:
+    state = _fold(
+        r.WorkItem(id="A", objective="a", state="active"),
+        r.ToolIntent(call_id="c1", tool="read", args={"path": "./src/a.py", "paths": ["x.py", 3]}),
+        r.ToolResult(call_id="c1", tool="read", status="ok", touched_files=("src/b.py", "src/a.py")),
+    )
+    assert list(state.files) == ["x.py", "src/b.py", "src/a.py"]
+    a = state.files["src/a.py"]
+    assert (a.first_seq, a.last_seq, a.via, a.work_item_id) == (1, 2, "touched", "A")
+
+
+def test_files_window_evicts_least_recently_touched() -> None:
+    config = ProjectionConfig(files_window=2)
+    state = _fold(
+        r.ToolResult(call_id="1", tool="t", status="ok", touched_files=("a",)),
+        r.ToolResult(call_id="2", tool="t", status="ok", touched_files=("b",)),
+        r.ToolResult(call_id="3", tool="t", status="ok", touched_files=("a",)),
+        r.ToolResult(call_id="4", tool="t", status="ok", touched_files=("c",)),
+        config=config,
+    )
+    assert list(state.files) == ["a", "c"]
+
+
+def test_waits_tasks_and_follow_ups_move_from_open_to_finished() -> None:
+    state = _fold(
+        r.WaitingIntent(id="w1", waiting_on="operator"),
+        r.TaskStarted(id="t1", description="build"),
+        r.FollowUp(id="f1", text="later"),
+        r.WaitingResolved(id="w1", resolution="timed_out"),
+        r.TaskResult(id="t1", status="ok", summary="built"),
+        r.FollowUp(id="f1", text="later", status="done"),
+    )
+    assert not state.waits and not state.tasks and not state.follow_ups
+    assert state.resolved_waits[0].resolution == "timed_out" and state.resolved_waits[0].resolved_seq == 3
+    assert (state.finished_tasks[0].started_seq, state.finished_tasks[0].result_seq) == (1, 4)
+    assert state.closed_follow_ups[0].seqs == (2, 5)
+    assert state.latest_result is not None and state.latest_result.source == "task"
+
+
+def test_unplaceable_records_are_carried_not_dropped() -> None:
+    state = _fold(
+        r.WorkItemState(id="ghost", state="active"),
+        r.WaitingResolved(id="nobody"),
+        config=ProjectionConfig(carried_window=1),
+    )
+    assert state.carried_count == 2
+    (carried,) = state.carried
+    assert (carried.seq, carried.kind, carried.body) == (1, "waiting_resolved", {"id": "nobody"})
+
+
+def test_turn_state_tracks_open_and_outcome() -> None:
+    state = _fold(r.TurnStarted(trigger="user", input="hi"))
+    assert state.turn is not None and state.turn.open
+    state = apply_runtime(state, r.Record(body=r.TurnEnded(outcome="waiting"), ts=5, turn=1, seq=1))
+    assert state.turn is not None and not state.turn.open and state.turn.outcome == "waiting"
+    assert state.turn.started_seq == 0 and state.turn.ended_seq == 1
+
+
+def test_singletons_keep_the_latest_with_seq() -> None:
+    state = _fold(
+        r.SystemPolicy(text="p1"),
+        r.SystemPolicy(text="p2"),
+        r.ExecutionEnvironment(cwd="/x"),
+        r.ContextSummary(text="old summary"),
+    )
+    assert state.policy is not None and (state.policy.seq, state.policy.policy.text) == (1, "p2")
+    assert state.environment is not None and state.environment.seq == 2
+    assert state.context_summary is not None and state.context_summary.summary.text == "old summary"
+
+
+def test_apply_does_not_mutate_its_input() -> None:
+    before = _fold(r.WorkItem(id="A", objective="a", state="active"), r.FollowUp(id="f", text="x"))
+    items, follow_ups = dict(before.work_items), dict(before.follow_ups)
+    apply_runtime(before, r.Record(body=r.WorkItemState(id="A", state="done"), ts=1, seq=2))
+    apply_runtime(before, r.Record(body=r.FollowUp(id="f", text="x", status="done"), ts=1, seq=2))
+    assert before.work_items == items and before.follow_ups == follow_ups

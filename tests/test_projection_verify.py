@@ -1,0 +1,107 @@
+"""Replay verification: a clean ledger passes; a changed, missing or extra derived record is named."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from holon import records as r
+from holon.projections import ProjectionConfig, fold, verify_derivations
+from tests.live import LiveLedger
+
+
+def _ledger() -> list[r.Record]:
+    live = LiveLedger(ProjectionConfig(turn_cap=2))
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    live.end_turn()
+    live.start_turn()
+    live.render()
+    live.append(r.ToolResult(call_id="c", tool="edit", status="ok", touched_files=("a.py",)))
+    live.end_turn()
+    return live.records
+
+
+def _index(records: list[r.Record], kind: str) -> int:
+    return next(i for i, rec in enumerate(records) if rec.kind == kind)
+
+
+def test_a_live_ledger_verifies() -> None:
+    records = _ledger()
+    report = verify_derivations(records, config=ProjectionConfig(turn_cap=2))
+    assert report.ok and report.divergence is None
+    assert (report.records, report.refreshes, report.derived_checked) == (len(records), 2, 3)
+    assert not report.pending_refresh
+
+
+def test_a_changed_field_is_reported_at_its_seq_with_a_field_diff() -> None:
+    records = _ledger()
+    i = _index(records, "context_episode")
+    body = records[i].body
+    assert isinstance(body, r.ContextEpisodeRecord)
+    records[i] = msgspec.structs.replace(
+        records[i], body=msgspec.structs.replace(body, touched_files=("b.py",))
+    )
+    report = verify_derivations(records, config=ProjectionConfig(turn_cap=2))
+    assert not report.ok and report.divergence is not None
+    divergence = report.divergence
+    assert (divergence.seq, divergence.kind) == (records[i].seq, "mismatch")
+    assert [(d.field, d.expected, d.found) for d in divergence.diffs] == [
+        ("body.touched_files", ("a.py",), ("b.py",))
+    ]
+    assert f"seq {records[i].seq}" in divergence.describe() and "body.touched_files" in divergence.describe()
+
+
+def test_a_different_config_is_a_divergence() -> None:
+    report = verify_derivations(_ledger(), config=ProjectionConfig(turn_cap=5))
+    assert report.divergence is not None and report.divergence.kind == "unexpected"
+
+
+def test_a_missing_derived_record_is_reported_where_it_should_be() -> None:
+    records = _ledger()
+    i = _index(records, "working_memory_delta")
+    del records[i]
+    report = verify_derivations(records, config=ProjectionConfig(turn_cap=2))
+    assert report.divergence is not None
+    assert (report.divergence.kind, report.divergence.seq) == ("missing", records[i].seq)
+    assert report.divergence.expected_kind == "working_memory_delta"
+
+
+def test_an_extra_derived_record_is_unexpected() -> None:
+    records = _ledger()
+    i = _index(records, "working_memory_delta")
+    records.insert(1, records[i])
+    report = verify_derivations(records, config=ProjectionConfig(turn_cap=2))
+    assert report.divergence is not None
+    assert (report.divergence.kind, report.divergence.seq) == ("unexpected", records[1].seq)
+
+
+def test_an_older_projection_version_is_a_field_divergence() -> None:
+    records = _ledger()
+    i = _index(records, "working_memory_delta")
+    body = records[i].body
+    assert isinstance(body, r.WorkingMemoryDelta)
+    records[i] = msgspec.structs.replace(records[i], body=msgspec.structs.replace(body, projection_version=0))
+    report = verify_derivations(records, config=ProjectionConfig(turn_cap=2))
+    assert report.divergence is not None
+    assert [d.field for d in report.divergence.diffs] == ["body.projection_version"]
+
+
+def test_a_ledger_cut_before_its_last_refresh_is_pending_not_divergent() -> None:
+    records = _ledger()
+    cut = records[: _index(records, "turn_ended") + 1]
+    report = verify_derivations(cut, config=ProjectionConfig(turn_cap=2))
+    assert report.ok and report.pending_refresh
+
+
+def test_verification_resumes_from_a_state() -> None:
+    records = _ledger()
+    config = ProjectionConfig(turn_cap=2)
+    split = _index(records, "turn_ended") + 1  # right after the turn_ended, before its delta
+    state = fold(records[:split], config=config)
+    assert verify_derivations(records[split:], state=state).ok
+    records[split] = msgspec.structs.replace(records[split], ts=0)
+    report = verify_derivations(records[split:], state=state)
+    assert report.divergence is not None and report.divergence.diffs[0].field == "ts"
+    with pytest.raises(ValueError, match="config"):
+        verify_derivations(records, state=state, config=ProjectionConfig())
