@@ -1,0 +1,102 @@
+"""Importers: other agent tools' transcripts mapped to holon records.
+
+Each format has a pure mapping function ``parse_<format>(data, source=...)`` from a
+file's bytes to an :class:`ImportReport` (the records, ready to append with
+``seq=-1``, and counts of what was skipped). :func:`import_transcript` and
+:func:`read_transcript` add the one piece of I/O: reading the file.
+
+The same bytes always give the same records: timestamps come from the transcript (or
+a synthetic clock, never the real one), and nothing depends on hash order.
+Malformed or wrong-format input raises :class:`~holon.errors.InvalidRecord` naming the
+file, the line or JSON path, and what was expected. The mapping of every format is
+documented in docs/importers.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from holon.errors import UsageError
+from holon.importers._builder import SYNTHETIC_STEP_MS, ImportReport
+from holon.importers.claude_code import parse_claude_code
+from holon.importers.jsonl import parse_jsonl
+from holon.importers.openai_chat import parse_openai_chat
+from holon.importers.openhands import parse_openhands
+from holon.importers.swe_agent import parse_swe_agent
+from holon.records import Record
+
+__all__ = [
+    "FORMATS",
+    "IMPORTERS",
+    "SYNTHETIC_STEP_MS",
+    "ImportReport",
+    "Importer",
+    "import_transcript",
+    "parse_claude_code",
+    "parse_jsonl",
+    "parse_openai_chat",
+    "parse_openhands",
+    "parse_swe_agent",
+    "read_transcript",
+]
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One transcript format: its ``--from`` name, a one-line description, and its mapping."""
+
+    name: str
+    description: str
+    parse: Callable[..., ImportReport]
+
+    def parse_bytes(self, data: bytes, *, source: str) -> ImportReport:
+        """Map a file's bytes (``source`` names it in errors) to records."""
+        report: ImportReport = self.parse(data, source=source)
+        return report
+
+
+#: Format name (as given to ``holon import --from``) -> importer, in documentation order.
+IMPORTERS: Final[Mapping[str, Importer]] = MappingProxyType(
+    {
+        importer.name: importer
+        for importer in (
+            Importer("jsonl", "holon's canonical JSONL records (holon export)", parse_jsonl),
+            Importer("claude-code", "Claude Code session transcript (.jsonl)", parse_claude_code),
+            Importer(
+                "openai-chat",
+                "OpenAI chat messages with tool_calls; also tau-bench's list of runs (.json)",
+                parse_openai_chat,
+            ),
+            Importer("swe-agent", "SWE-agent trajectory (.traj)", parse_swe_agent),
+            Importer(
+                "openhands", "OpenHands event stream or evaluation output (.json/.jsonl)", parse_openhands
+            ),
+        )
+    }
+)
+
+#: The accepted format names, in documentation order.
+FORMATS: Final[tuple[str, ...]] = tuple(IMPORTERS)
+
+
+def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
+    """Read and map a transcript file, returning the records and what was skipped."""
+    importer = IMPORTERS.get(fmt)
+    if importer is None:
+        raise UsageError(f"unknown import format {fmt!r}; expected one of: {', '.join(FORMATS)}")
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
+    return importer.parse_bytes(data, source=source)
+
+
+def import_transcript(path: str | os.PathLike[str], fmt: str) -> list[Record]:
+    """Read and map a transcript file to records (``seq=-1``, in order, ready to append)."""
+    return list(read_transcript(path, fmt).records)

@@ -1,0 +1,287 @@
+"""The shared state machine that turns a stream of transcript events into holon records.
+
+Every importer walks its own format and calls a :class:`TranscriptBuilder`; the builder
+owns the rules every format shares, so they hold the same way everywhere:
+
+* turns — a user/operator message opens a turn (``TurnStarted`` then the ``Message``);
+  the open turn is closed with ``TurnEnded`` before the next one starts and at the end;
+  agent activity with no open turn opens a ``continuation`` turn; records before the
+  first turn (system prompt, environment, summaries) carry ``turn=None``;
+* the clock — the transcript's own timestamps, clamped to never go backwards (an
+  event without one shares the previous record's time); a transcript with no
+  timestamps at all gets a synthetic clock: 0, then :data:`SYNTHETIC_STEP_MS` more per
+  record; a ``TurnEnded`` carries the time of the turn's last record;
+* tool calls — an intent is joined to its result by the transcript's call id; a reused
+  id gets a ``#2``, ``#3`` suffix so every holon ``call_id`` is unique; an intent that
+  never gets a result stays alone (an unknown outcome); a result with no intent is
+  skipped and counted;
+* skips — whatever is not imported is counted by reason, for the caller to report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Final, Literal
+
+import msgspec
+
+from holon.records import (
+    Body,
+    ExecutionEnvironment,
+    Message,
+    Record,
+    ToolIntent,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+)
+
+__all__ = ["SYNTHETIC_STEP_MS", "ImportReport", "PendingCall", "TranscriptBuilder"]
+
+#: Milliseconds between consecutive records when the transcript has no timestamps.
+SYNTHETIC_STEP_MS: Final = 1000
+
+ToolStatus = Literal["ok", "error", "interrupted"]
+TurnOutcome = Literal["completed", "waiting", "failed", "interrupted"]
+
+
+class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an importer produced from one file: the records, and what it skipped.
+
+    ``records`` are in transcript order with ``seq=-1``, ready to append. ``skipped``
+    maps a reason (``"event:queue-operation"``, ``"orphan tool result"``) to how many
+    source events or blocks it left out, sorted by reason.
+    """
+
+    format: str
+    source: str
+    records: tuple[Record, ...]
+    skipped: dict[str, int] = {}
+
+    @property
+    def turns(self) -> int:
+        """How many turns the import holds."""
+        return sum(1 for record in self.records if isinstance(record.body, TurnStarted))
+
+    @property
+    def tool_calls(self) -> int:
+        """How many tool intents the import holds."""
+        return sum(1 for record in self.records if isinstance(record.body, ToolIntent))
+
+    @property
+    def unmatched_intents(self) -> int:
+        """Tool intents with no result: calls whose outcome the transcript does not show."""
+        answered = {record.body.call_id for record in self.records if isinstance(record.body, ToolResult)}
+        return sum(
+            1
+            for record in self.records
+            if isinstance(record.body, ToolIntent) and record.body.call_id not in answered
+        )
+
+    @property
+    def skipped_total(self) -> int:
+        """How many source events or blocks were left out, over all reasons."""
+        return sum(self.skipped.values())
+
+
+class PendingCall(msgspec.Struct, frozen=True, kw_only=True):
+    """An intent waiting for its result: its holon call id, tool and arguments."""
+
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+
+
+class TranscriptBuilder:
+    """Accumulates records for one import; see the module docstring for the shared rules."""
+
+    def __init__(self, *, format: str, source: str, start_ms: int | None = None) -> None:
+        """Start an import; ``start_ms`` (the transcript's first timestamp) selects its clock.
+
+        With ``start_ms`` the transcript is timestamped: an event without a timestamp gets
+        the previous record's time (``start_ms`` before the first). Without it every
+        record advances the synthetic clock by :data:`SYNTHETIC_STEP_MS` from 0.
+        """
+        self._format = format
+        self._source = source
+        self._records: list[Record] = []
+        self._skipped: Counter[str] = Counter()
+        self._turn: int | None = None
+        self._turn_open = False
+        self._next_turn = 0
+        self._start_ms = start_ms
+        self._event_ts: int | None = None
+        self._last_ts: int | None = None
+        # source call id -> intents still waiting for their result, oldest first
+        self._pending: dict[str, list[PendingCall]] = {}
+        self._used_call_ids: set[str] = set()
+        self._environment: ExecutionEnvironment | None = None
+
+    # ------------------------------------------------------------------ clock
+
+    def at(self, ts_ms: int | None) -> None:
+        """Set the time of the source event whose records come next (None: no timestamp)."""
+        self._event_ts = ts_ms
+
+    def _now(self) -> int:
+        if self._event_ts is None:
+            if self._start_ms is not None:
+                return self._start_ms if self._last_ts is None else self._last_ts
+            return 0 if self._last_ts is None else self._last_ts + SYNTHETIC_STEP_MS
+        if self._last_ts is None:
+            return self._event_ts
+        # Transcripts interleave writers (subagents, hooks) whose clocks can disagree by a few
+        # ms; a ledger's timestamps never go backwards.
+        return max(self._event_ts, self._last_ts)
+
+    # ------------------------------------------------------------------ records
+
+    def emit(self, body: Body, *, ts: int | None = None) -> None:
+        """Append a record for ``body`` in the current turn (None outside any turn)."""
+        ts = self._now() if ts is None else ts
+        self._last_ts = ts
+        self._records.append(Record(body=body, ts=ts, turn=self._turn if self._turn_open else None))
+
+    def agent(self, body: Body) -> None:
+        """Append agent activity, opening a ``continuation`` turn if none is open."""
+        self.ensure_turn()
+        self.emit(body)
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        """Count a source event or block that was deliberately not imported."""
+        self._skipped[reason] += count
+
+    @property
+    def turn_open(self) -> bool:
+        return self._turn_open
+
+    def start_turn(self, trigger: str, text: str | None, *, message: Body | None = None) -> None:
+        """Close any open turn, then open the next with ``TurnStarted`` and its input message."""
+        self.end_turn()
+        self._turn = self._next_turn
+        self._next_turn += 1
+        self._turn_open = True
+        self.emit(TurnStarted(trigger=trigger, input=text))
+        if message is not None:
+            self.emit(message)
+
+    def user_turn(self, text: str, *, trigger: str = "user_message") -> None:
+        """Open a turn for a user message and record the message."""
+        self.start_turn(trigger, text, message=Message(role="user", text=text))
+
+    def ensure_turn(self) -> None:
+        """Open a ``continuation`` turn if agent activity arrives with no open turn.
+
+        Transcripts that were resumed, or whose first event is the agent's, still need
+        their activity inside a turn: the renderer and projections group evidence by turn.
+        """
+        if not self._turn_open:
+            self.start_turn("continuation", None)
+
+    def end_turn(self, outcome: TurnOutcome = "completed", error: str | None = None) -> None:
+        """Close the open turn, if any, with ``outcome``."""
+        if self._turn_open:
+            # A turn ends with its last activity, not when the next event (perhaps hours
+            # later) arrives; only the synthetic clock still advances one step.
+            ts = self._last_ts if self._start_ms is not None else None
+            self.emit(TurnEnded(outcome=outcome, error=error), ts=ts)
+            self._turn_open = False
+
+    def end_run(self, outcome: TurnOutcome = "completed", error: str | None = None) -> None:
+        """Close a run inside a multi-run file: end its turn and forget its unanswered calls.
+
+        Runs restart their call ids (``toolu_01`` in every OpenHands instance), so a later
+        run's result must never answer an earlier run's intent.
+        """
+        self.end_turn(outcome, error)
+        self._pending.clear()
+
+    def environment(
+        self,
+        *,
+        workspace: str | None = None,
+        cwd: str | None = None,
+        branch: str | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        """Record the execution environment when it differs from the last one recorded."""
+        env = ExecutionEnvironment(
+            workspace=workspace, cwd=cwd, branch=branch, extra=dict(sorted((extra or {}).items()))
+        )
+        if env != self._environment:
+            self._environment = env
+            self.emit(env)
+
+    # ------------------------------------------------------------------ tool calls
+
+    def intent(self, source_id: str, tool: str, args: dict[str, Any], *, call_id: str | None = None) -> str:
+        """Record a tool intent; return the unique holon call id it got.
+
+        ``source_id`` is the key its result will be joined by; the holon call id is
+        ``call_id`` (default: ``source_id``), suffixed ``#2``, ``#3``... when already used.
+        """
+        base = source_id if call_id is None else call_id
+        unique = base
+        n = 1
+        while unique in self._used_call_ids:
+            n += 1
+            unique = f"{base}#{n}"
+        call_id = unique
+        self._used_call_ids.add(call_id)
+        self._pending.setdefault(source_id, []).append(PendingCall(call_id=call_id, tool=tool, args=args))
+        self.ensure_turn()
+        self.emit(ToolIntent(call_id=call_id, tool=tool, args=args))
+        return call_id
+
+    def pending(self, source_id: str) -> PendingCall | None:
+        """The oldest unanswered intent with ``source_id`` (the one a result would answer)."""
+        waiting = self._pending.get(source_id)
+        return waiting[0] if waiting else None
+
+    def result(
+        self,
+        source_id: str,
+        *,
+        status: ToolStatus,
+        output: str = "",
+        exit_code: int | None = None,
+        touched_files: tuple[str, ...] = (),
+        duration_ms: int | None = None,
+    ) -> bool:
+        """Record the result of the oldest unanswered intent with ``source_id``.
+
+        Returns False (and counts an ``orphan tool result``) when no intent is waiting:
+        a result that cannot be joined would break the intent/result pairing holon keeps.
+        """
+        waiting = self._pending.get(source_id)
+        if not waiting:
+            self.skip("orphan tool result")
+            return False
+        pending = waiting.pop(0)
+        if not waiting:
+            del self._pending[source_id]
+        self.ensure_turn()
+        self.emit(
+            ToolResult(
+                call_id=pending.call_id,
+                tool=pending.tool,
+                status=status,
+                output=output,
+                exit_code=exit_code,
+                touched_files=touched_files,
+                duration_ms=duration_ms,
+            )
+        )
+        return True
+
+    # ------------------------------------------------------------------ finish
+
+    def finish(self) -> ImportReport:
+        """Close the last turn and return the report."""
+        self.end_turn()
+        return ImportReport(
+            format=self._format,
+            source=self._source,
+            records=tuple(self._records),
+            skipped=dict(sorted(self._skipped.items())),
+        )

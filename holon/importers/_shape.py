@@ -1,0 +1,206 @@
+"""Located access to foreign JSON: every shape check fails as an InvalidRecord naming where.
+
+Importers read other tools' transcripts, whose shapes holon does not control. Instead of
+letting a ``KeyError`` or ``TypeError`` escape from deep inside a mapping function, each
+value is wrapped in a :class:`Node` that knows its position (file and line, and the JSON
+path inside that document) and the format it was expected to be in; accessing it with
+the wrong expectation raises :class:`~holon.errors.InvalidRecord` with all of that.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any, Final
+
+import msgspec
+
+from holon.errors import InvalidRecord
+
+__all__ = ["Node", "decode_json_document", "iter_jsonl", "parse_iso_ms", "try_json_document"]
+
+_JSON_DECODER: Final = msgspec.json.Decoder()
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_ONE_MS: Final = dt.timedelta(milliseconds=1)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _decode(data: bytes) -> Any:
+    """Decode JSON bytes; return the value or raise ValueError with a readable reason."""
+    try:
+        return _JSON_DECODER.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        # msgspec recurses per nesting level; absurdly deep input is not a transcript.
+        raise ValueError("JSON nested too deeply") from None
+
+
+class Node:
+    """A JSON value plus where it sits, so shape errors name the file, line and path."""
+
+    __slots__ = ("format_hint", "path", "value", "where")
+
+    def __init__(self, value: Any, *, where: str, path: str = "", format_hint: str = "") -> None:
+        self.value = value
+        self.where = where
+        self.path = path
+        self.format_hint = format_hint
+
+    # ------------------------------------------------------------------ errors
+
+    def error(self, message: str, *, key: str | int | None = None) -> InvalidRecord:
+        """An InvalidRecord at this node (or its child ``key``), with the format hint."""
+        field = self._child_path(key) if key is not None else self.path
+        hint = f"; {self.format_hint}" if self.format_hint else ""
+        return InvalidRecord(f"{message}{hint}", where=self.where, field=field or None)
+
+    def _child_path(self, key: str | int) -> str:
+        if isinstance(key, int):
+            return f"{self.path}[{key}]"
+        return f"{self.path}.{key}" if self.path else key
+
+    def _expect(self, expected: str) -> InvalidRecord:
+        return self.error(f"expected {expected}, got {_type_name(self.value)}")
+
+    # ------------------------------------------------------------------ navigation
+
+    def child(self, key: str | int, value: Any) -> Node:
+        """A node for ``value`` found at ``key`` under this one."""
+        return Node(value, where=self.where, path=self._child_path(key), format_hint=self.format_hint)
+
+    def is_object(self) -> bool:
+        return isinstance(self.value, dict)
+
+    def keys(self) -> list[str]:
+        """The object's keys, in document order."""
+        return list(self.as_object())
+
+    def has(self, key: str) -> bool:
+        """Whether this object holds ``key`` with a non-null value."""
+        return self.as_object().get(key) is not None
+
+    def field(self, key: str) -> Node:
+        """The child at ``key``; missing or null is an error."""
+        obj = self.as_object()
+        if obj.get(key) is None:
+            raise self.error(f"missing `{key}`", key=key)
+        return self.child(key, obj[key])
+
+    def get(self, key: str) -> Node | None:
+        """The child at ``key``, or None when it is missing or null."""
+        obj = self.as_object()
+        value = obj.get(key)
+        return None if value is None else self.child(key, value)
+
+    def items(self) -> Iterator[Node]:
+        """The array's elements as nodes, in order."""
+        for index, value in enumerate(self.as_list()):
+            yield self.child(index, value)
+
+    # ------------------------------------------------------------------ typed views
+
+    def as_object(self) -> dict[str, Any]:
+        if not isinstance(self.value, dict):
+            raise self._expect("an object")
+        return self.value
+
+    def as_list(self) -> list[Any]:
+        if not isinstance(self.value, list):
+            raise self._expect("an array")
+        return self.value
+
+    def as_str(self) -> str:
+        if not isinstance(self.value, str):
+            raise self._expect("a string")
+        return self.value
+
+    def as_int(self) -> int:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise self._expect("an integer")
+        return self.value
+
+    def as_bool(self) -> bool:
+        if not isinstance(self.value, bool):
+            raise self._expect("a boolean")
+        return self.value
+
+    # ------------------------------------------------------------------ optional shortcuts
+
+    def opt_str(self, key: str) -> str | None:
+        """The string at ``key``, or None when missing or null; any other type is an error."""
+        node = self.get(key)
+        return None if node is None else node.as_str()
+
+    def str_of(self, key: str, default: str = "") -> str:
+        """The string at ``key``, or ``default`` when missing or null."""
+        value = self.opt_str(key)
+        return default if value is None else value
+
+
+def decode_json_document(data: bytes, *, source: str, format_hint: str) -> Node:
+    """Decode a whole-file JSON document into a root node, or raise a located InvalidRecord."""
+    try:
+        value = _decode(data)
+    except ValueError as exc:
+        hint = f"; {format_hint}" if format_hint else ""
+        raise InvalidRecord(f"not a JSON document ({exc}){hint}", where=source) from None
+    return Node(value, where=source, format_hint=format_hint)
+
+
+def try_json_document(data: bytes, *, source: str, format_hint: str) -> Node | None:
+    """The root node if the whole file is one JSON value, else None (it may be JSON Lines)."""
+    try:
+        value = _decode(data)
+    except ValueError:
+        return None
+    return Node(value, where=source, format_hint=format_hint)
+
+
+def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[int, Node]]:
+    """Yield (1-based line number, node) for each non-blank line of a JSON Lines file."""
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"line {number} of {source}"
+        try:
+            value = _decode(line)
+        except ValueError as exc:
+            hint = f"; {format_hint}" if format_hint else ""
+            raise InvalidRecord(f"not a JSON value ({exc}){hint}", where=where) from None
+        yield number, Node(value, where=where, format_hint=format_hint)
+
+
+def parse_iso_ms(node: Node) -> int:
+    """An ISO-8601 timestamp string as integer epoch milliseconds.
+
+    A timestamp without a UTC offset is read as UTC: transcripts written by servers
+    (OpenHands) log naive UTC times, and reading them in the importing machine's zone
+    would make the same file import differently on different machines.
+    """
+    text = node.as_str()
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise node.error(f"expected an ISO-8601 timestamp, got {text[:40]!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    # Integer timedelta division: exact, unlike float seconds * 1000.
+    return (moment - _EPOCH) // _ONE_MS

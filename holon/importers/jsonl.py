@@ -1,0 +1,39 @@
+"""Import holon's own canonical JSONL form (one record per line, as ``holon export`` writes).
+
+Each line is decoded and validated by :func:`holon.records.decode_json_record`; the
+envelope's ``seq`` is reset to -1 because the ledger being appended to assigns its own.
+Everything else (``ts``, ``turn``, the body) is kept exactly, so export then import is
+lossless.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from holon.errors import InvalidRecord
+from holon.importers._builder import ImportReport
+from holon.records import Record, decode_json_record
+
+__all__ = ["FORMAT", "parse_jsonl"]
+
+FORMAT: Final = "jsonl"
+
+
+def parse_jsonl(data: bytes, *, source: str) -> ImportReport:
+    """Decode a canonical holon JSONL file's bytes into records ready to append."""
+    records: list[Record] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"line {number} of {source}"
+        try:
+            record = decode_json_record(line, where=where)
+        except UnicodeDecodeError as exc:
+            # decode_json_record lets these two escape; an importer promises only InvalidRecord.
+            raise InvalidRecord(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=where) from None
+        except RecursionError:
+            raise InvalidRecord("JSON nested too deeply", where=where) from None
+        records.append(msgspec.structs.replace(record, seq=-1))
+    return ImportReport(format=FORMAT, source=source, records=tuple(records))

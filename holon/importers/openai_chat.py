@@ -1,0 +1,177 @@
+"""Import OpenAI chat-completions transcripts, including tau-bench's list-of-runs form.
+
+Accepted documents (one JSON value per file):
+
+* a list of chat messages (``{"role": ..., "content": ..., "tool_calls": [...]}``);
+* an object with ``messages`` (and optionally ``tools``), as sent to the API;
+* a list of runs, each an object holding its messages under ``traj`` (tau-bench's
+  historical trajectories) or ``messages``; runs are imported one after another.
+
+Chat messages carry no timestamps, so records get the synthetic clock. See
+docs/importers.md for the full mapping.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
+from holon.importers._effects import edit_targets
+from holon.importers._shape import Node, decode_json_document
+from holon.records import Message, SystemPolicy, ToolDefinition
+
+__all__ = ["FORMAT", "parse_openai_chat", "tool_definitions"]
+
+FORMAT: Final = "openai-chat"
+_HINT: Final = "is this really an OpenAI chat transcript (--from openai-chat)?"
+_SHAPES: Final = (
+    "not an OpenAI chat transcript: expected a list of messages, an object with `messages`, "
+    "or a list of runs with `traj` or `messages`"
+)
+
+
+def parse_openai_chat(data: bytes, *, source: str) -> ImportReport:
+    """Map an OpenAI chat transcript document's bytes to holon records."""
+    root = decode_json_document(data, source=source, format_hint=_HINT)
+    builder = TranscriptBuilder(format=FORMAT, source=source)
+    if root.is_object():
+        if not root.has("messages"):
+            raise root.error(_SHAPES)
+        tools = tool_definitions(root.get("tools"))
+        _conversation(builder, root.field("messages"), tools)
+        return builder.finish()
+    entries = list(root.items()) if isinstance(root.value, list) else None
+    if entries is None:
+        raise root.error(_SHAPES)
+    if entries and entries[0].is_object() and not entries[0].has("role"):
+        for run in entries:
+            if not run.is_object():
+                raise run.error("expected a run object with `traj` or `messages`")
+            messages = run.get("traj") or run.get("messages")
+            if messages is None:
+                raise run.error("a run has neither `traj` nor `messages`")
+            _conversation(builder, messages, tool_definitions(run.get("tools")))
+            builder.end_run()
+        return builder.finish()
+    _conversation(builder, root, ())
+    return builder.finish()
+
+
+def tool_definitions(tools: Node | None) -> tuple[ToolDefinition, ...]:
+    """Tool definitions from an OpenAI ``tools`` array (``{"type": "function", "function": ...}``)."""
+    if tools is None:
+        return ()
+    definitions = []
+    for tool in tools.items():
+        spec = tool.get("function") or tool
+        parameters = spec.get("parameters")
+        definitions.append(
+            ToolDefinition(
+                name=spec.field("name").as_str(),
+                description=spec.str_of("description"),
+                parameters=parameters.as_object() if parameters is not None else {},
+            )
+        )
+    return tuple(definitions)
+
+
+def message_text(content: Node | None, builder: TranscriptBuilder) -> str:
+    """The text of a chat ``content`` (a string, null, or a list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content.value, str):
+        return content.value
+    parts: list[str] = []
+    for part in content.items():
+        if isinstance(part.value, str):
+            parts.append(part.value)
+            continue
+        part_type = part.field("type").as_str()
+        text = part.get("text")
+        if text is not None:
+            parts.append(text.as_str())
+        else:
+            builder.skip(f"content part:{part_type}")
+    return "\n".join(parts)
+
+
+def tool_arguments(arguments: Node | None) -> dict[str, Any]:
+    """A call's arguments as an object; unparseable JSON is kept whole under ``arguments``.
+
+    Models do emit malformed argument strings; the call still happened, so it is kept.
+    """
+    if arguments is None:
+        return {}
+    if arguments.is_object():
+        return arguments.as_object()
+    raw = arguments.as_str()
+    try:
+        value = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return {"arguments": raw}
+    return value if isinstance(value, dict) else {"arguments": raw}
+
+
+def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolDefinition, ...]) -> None:
+    legacy: list[tuple[str, str]] = []  # (synthetic call id, function name) of `function_call`s
+    policy_seen = False
+    for index, message in enumerate(messages.items()):
+        if not message.is_object() or not message.has("role"):
+            raise message.error("not a chat message (no `role`)")
+        role = message.field("role").as_str()
+        text = message_text(message.get("content"), builder)
+        if role in ("system", "developer"):
+            builder.emit(SystemPolicy(text=text, tools=tools))
+            policy_seen = True
+        elif role == "user":
+            builder.user_turn(text)
+        elif role == "assistant":
+            if text:
+                builder.agent(Message(role="assistant", text=text))
+            _assistant_calls(builder, message, index, legacy)
+        elif role == "tool":
+            _tool_result(builder, message.field("tool_call_id").as_str(), text)
+        elif role == "function":
+            name = message.field("name").as_str()
+            match = next((pair for pair in legacy if pair[1] == name), None)
+            if match is None:
+                builder.skip("orphan tool result")
+            else:
+                legacy.remove(match)
+                _tool_result(builder, match[0], text)
+        else:
+            builder.skip(f"role:{role}")
+    if tools and not policy_seen:
+        builder.emit(SystemPolicy(text="", tools=tools))
+
+
+def _assistant_calls(
+    builder: TranscriptBuilder, message: Node, index: int, legacy: list[tuple[str, str]]
+) -> None:
+    calls = message.get("tool_calls")
+    if calls is not None:
+        for call in calls.items():
+            function = call.field("function")
+            builder.intent(
+                call.field("id").as_str(),
+                function.field("name").as_str(),
+                tool_arguments(function.get("arguments")),
+            )
+    function_call = message.get("function_call")
+    if function_call is not None:
+        name = function_call.field("name").as_str()
+        # The legacy API has no call ids: the message position names the call.
+        call_id = f"function_call-{index}"
+        legacy.append((call_id, name))
+        builder.intent(call_id, name, tool_arguments(function_call.get("arguments")))
+
+
+def _tool_result(builder: TranscriptBuilder, call_id: str, text: str) -> None:
+    # Chat transcripts record no status; tau-bench and most function-calling runners
+    # report a failed tool as a result string starting with "Error:".
+    status: ToolStatus = "error" if text.startswith("Error:") else "ok"
+    pending = builder.pending(call_id)
+    touched = edit_targets(pending.tool, pending.args) if pending is not None and status == "ok" else ()
+    builder.result(call_id, status=status, output=text, touched_files=touched)

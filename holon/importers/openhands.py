@@ -1,0 +1,198 @@
+"""Import OpenHands event streams.
+
+Accepted files: evaluation output JSONL (one run per line, its events under
+``history``), a JSON object with ``history``, or a JSON array of events. Each event
+is an *action* (``action``: ``message``, ``run``, ``read``, ``edit``, ``think``,
+``finish``, ``system``, ...) or an *observation* (``observation``), and an
+observation names the action it answers by ``cause`` (the action's ``id``). See
+docs/importers.md for the full mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Final, Literal
+
+from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
+from holon.importers._shape import Node, iter_jsonl, parse_iso_ms, try_json_document
+from holon.importers.openai_chat import tool_definitions
+from holon.records import Brief, Message, SystemPolicy
+
+__all__ = ["FORMAT", "parse_openhands"]
+
+FORMAT: Final = "openhands"
+_HINT: Final = "is this really an OpenHands event stream (--from openhands)?"
+
+#: Actions that are conversation, not tool calls, even when a tool call produced them.
+_NOT_TOOLS: Final = frozenset({"message", "system", "finish", "recall"})
+#: Action names that are tool calls in runs old enough to lack ``tool_call_metadata``.
+_TOOL_ACTIONS: Final = frozenset(
+    {"run", "run_ipython", "read", "write", "edit", "browse", "browse_interactive", "delegate", "think"}
+)
+# OpenHands reports a failed file operation as an observation whose text starts so.
+_ERROR_PREFIX: Final = "ERROR:"
+
+
+def parse_openhands(data: bytes, *, source: str) -> ImportReport:
+    """Map an OpenHands event stream file's bytes to holon records."""
+    runs = list(_runs(data, source))
+    builder = TranscriptBuilder(format=FORMAT, source=source, start_ms=_first_timestamp(runs))
+    for run in runs:
+        _run(builder, run)
+    return builder.finish()
+
+
+def _events(run: Node) -> Node:
+    return run.field("history") if run.is_object() else run
+
+
+def _first_timestamp(runs: list[Node]) -> int | None:
+    for run in runs:
+        for event in _events(run).items():
+            stamp = event.get("timestamp") if event.is_object() else None
+            if stamp is not None:
+                return parse_iso_ms(stamp)
+    return None
+
+
+def _runs(data: bytes, source: str) -> Iterator[Node]:
+    """Each run in the file: a node holding `history`, or the event array itself."""
+    document = try_json_document(data, source=source, format_hint=_HINT)
+    one_line = sum(1 for line in data.split(b"\n") if line.strip()) == 1
+    if document is not None and (isinstance(document.value, list) or not one_line):
+        # A bare event array, or a pretty-printed run; a one-line run is JSONL, and its
+        # errors should name line 1.
+        yield document if isinstance(document.value, list) else _with_history(document)
+        return
+    for _, node in iter_jsonl(data, source=source, format_hint=_HINT):
+        yield _with_history(node)
+
+
+def _with_history(node: Node) -> Node:
+    if not node.is_object() or not node.has("history"):
+        raise node.error("not an OpenHands run (no `history` array of events)")
+    return node
+
+
+def _run(builder: TranscriptBuilder, run: Node) -> None:
+    events = _events(run)
+    edits: dict[str, str] = {}  # source id of a pending `edit` action -> the path it writes
+    for event in events.items():
+        if not event.is_object():
+            raise event.error("not an OpenHands event (expected an object)")
+        stamp = event.get("timestamp")
+        builder.at(None if stamp is None else parse_iso_ms(stamp))
+        if event.has("action"):
+            _action(builder, event, edits)
+        elif event.has("observation"):
+            _observation(builder, event, edits)
+        else:
+            raise event.error("not an OpenHands event (no `action` or `observation`)")
+    error = run.opt_str("error") if run.is_object() else None
+    if error:
+        builder.end_run("failed", error=error)
+    else:
+        builder.end_run()
+
+
+def _args(event: Node) -> Node:
+    args = event.get("args")
+    return args if args is not None else event.child("args", {})
+
+
+def _action(builder: TranscriptBuilder, event: Node, edits: dict[str, str]) -> None:
+    name = event.field("action").as_str()
+    args = _args(event)
+    source_kind = event.str_of("source")
+    message = event.str_of("message")
+    if name == "system":
+        builder.emit(
+            SystemPolicy(text=args.str_of("content", message), tools=tool_definitions(args.get("tools")))
+        )
+    elif name == "message":
+        text = args.str_of("content", message)
+        if source_kind == "user":
+            builder.user_turn(text)
+        elif source_kind == "agent":
+            builder.agent(Message(role="assistant", text=text))
+        else:
+            builder.agent(Message(role="channel", channel=f"openhands:{source_kind or 'unknown'}", text=text))
+    elif name == "finish":
+        thought = args.str_of("thought")
+        if thought:
+            builder.agent(Message(role="assistant", text=thought))
+        builder.agent(Brief(status=_finish_status(args), text=args.str_of("final_thought", message)))
+    elif name in _NOT_TOOLS or not (event.has("tool_call_metadata") or name in _TOOL_ACTIONS):
+        builder.skip(f"action:{name}")
+    else:
+        _tool_call(builder, event, name, args, edits)
+
+
+def _finish_status(args: Node) -> Literal["result", "failure"]:
+    completed = args.as_object().get("task_completed")
+    return "failure" if completed in (False, "false") else "result"
+
+
+def _tool_call(builder: TranscriptBuilder, event: Node, name: str, args: Node, edits: dict[str, str]) -> None:
+    source_id = str(event.field("id").as_int())
+    metadata = event.get("tool_call_metadata")
+    tool = name
+    call_id = None
+    if metadata is not None:
+        tool = metadata.str_of("function_name", name)
+        call_id = metadata.opt_str("tool_call_id")
+    values: dict[str, Any] = dict(args.as_object())
+    thought = values.pop("thought", None)
+    if name == "think":
+        # The thought *is* the think tool's argument; it is not also a separate message.
+        values["thought"] = thought
+    elif isinstance(thought, str) and thought:
+        builder.agent(Message(role="assistant", text=thought))
+    builder.intent(source_id, tool, values, call_id=call_id)
+    path = values.get("path")
+    if name == "edit" and isinstance(path, str) and path:
+        edits[source_id] = path
+
+
+def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str]) -> None:
+    name = event.field("observation").as_str()
+    content = event.str_of("content", event.str_of("message"))
+    cause = event.get("cause")
+    source_id = str(cause.as_int()) if cause is not None else None
+    if source_id is None or builder.pending(source_id) is None:
+        if name == "error":
+            # An error with no action behind it: the call was rejected before it ran (bad
+            # arguments). The agent saw it, so it stays in the conversation.
+            builder.agent(Message(role="channel", channel="openhands:error", text=content))
+        else:
+            builder.skip(f"observation:{name}")
+        return
+    extras = event.get("extras")
+    metadata = extras.get("metadata") if extras is not None and extras.is_object() else None
+    exit_code = None
+    if metadata is not None and metadata.is_object():
+        code = metadata.get("exit_code")
+        exit_code = code.as_int() if code is not None else None
+    status = _status(name, exit_code, event.as_object().get("success"), content)
+    path = edits.pop(source_id, None)
+    builder.result(
+        source_id,
+        status=status,
+        output=content,
+        exit_code=exit_code,
+        touched_files=(path,) if path is not None and status == "ok" else (),
+    )
+    cwd = metadata.opt_str("working_dir") if metadata is not None and metadata.is_object() else None
+    if cwd:
+        builder.environment(cwd=cwd)
+
+
+def _status(name: str, exit_code: int | None, success: object, content: str) -> ToolStatus:
+    if name == "error":
+        return "error"
+    if exit_code is not None:
+        # -1: OpenHands stopped waiting (timeout, or the command is still running).
+        return "ok" if exit_code == 0 else "interrupted" if exit_code == -1 else "error"
+    if isinstance(success, bool):
+        return "ok" if success else "error"
+    return "error" if content.startswith(_ERROR_PREFIX) else "ok"

@@ -1,0 +1,193 @@
+"""Import SWE-agent trajectories (``*.traj``: one JSON object per run).
+
+The ``history`` array is the chat the model saw: a system prompt, the task as a user
+message, then assistant actions and their observations. Function-calling runs join
+actions to observations by ``tool_calls[].id`` / ``tool_call_ids``; older runs carry
+the command in ``action`` and the observation in the next user message. ``trajectory``
+holds one step per action with the shell ``state`` after it (working directory, open
+file), which tells which file the windowed ``edit``/``insert`` commands wrote.
+``info`` holds the run's exit status and submitted patch. See docs/importers.md.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import deque
+from typing import Final
+
+import msgspec
+
+from holon.importers._builder import ImportReport, TranscriptBuilder
+from holon.importers._effects import edit_targets
+from holon.importers._shape import Node, decode_json_document
+from holon.importers.openai_chat import message_text, tool_arguments
+from holon.records import Brief, Message, SystemPolicy
+
+__all__ = ["FORMAT", "parse_swe_agent"]
+
+FORMAT: Final = "swe-agent"
+_HINT: Final = "is this really a SWE-agent trajectory (--from swe-agent)?"
+
+#: Windowed editor commands that write the currently open file (it is not an argument).
+_OPEN_FILE_EDITS: Final = frozenset({"edit", "insert", "append"})
+
+
+class _State:
+    """The shell state SWE-agent recorded after one step."""
+
+    __slots__ = ("cwd", "open_file", "seconds")
+
+    def __init__(self, cwd: str | None, open_file: str | None, seconds: float | None) -> None:
+        self.cwd = cwd
+        self.open_file = open_file
+        self.seconds = seconds
+
+
+def _state_object(step: Node) -> dict[str, object]:
+    state = step.as_object().get("state")
+    if isinstance(state, str):
+        # Older SWE-agent versions stored the state as a JSON string.
+        try:
+            state = msgspec.json.decode(state)
+        except (msgspec.DecodeError, RecursionError):
+            return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _steps(root: Node) -> list[_State]:
+    steps = []
+    trajectory = root.get("trajectory")
+    for step in trajectory.items() if trajectory is not None else ():
+        state = _state_object(step)
+        cwd = state.get("working_dir")
+        open_file = state.get("open_file")
+        seconds = step.as_object().get("execution_time")
+        steps.append(
+            _State(
+                cwd=cwd if isinstance(cwd, str) and cwd else None,
+                # SWE-agent writes "n/a" when no file is open.
+                open_file=open_file if isinstance(open_file, str) and open_file not in ("", "n/a") else None,
+                seconds=float(seconds)
+                if isinstance(seconds, int | float) and not isinstance(seconds, bool)
+                else None,
+            )
+        )
+    return steps
+
+
+def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
+    """Map a SWE-agent ``.traj`` file's bytes to holon records."""
+    root = decode_json_document(data, source=source, format_hint=_HINT)
+    if not root.is_object() or not root.has("history"):
+        raise root.error("not a SWE-agent trajectory (no `history`)")
+    history = list(root.field("history").items())
+    steps = _steps(root)
+    actions = sum(1 for entry in history if _is_action(entry))
+    # States line up with actions only when the run recorded one step per action.
+    aligned = steps if len(steps) == actions else []
+
+    builder = TranscriptBuilder(format=FORMAT, source=source)
+    if aligned and aligned[0].cwd is not None:
+        builder.environment(cwd=aligned[0].cwd)
+    touched: dict[str, deque[tuple[str, ...]]] = {}
+    durations: dict[str, deque[int | None]] = {}
+    waiting_action: str | None = None  # call id of an old-style action awaiting its observation
+    action_index = -1
+
+    for entry in history:
+        if entry.as_object().get("is_demo") is True:
+            # Demonstrations are few-shot examples pasted into the prompt, not this run's work.
+            builder.skip("demonstration message")
+            continue
+        role = entry.field("role").as_str()
+        text = message_text(entry.get("content"), builder)
+        if role == "system":
+            builder.emit(SystemPolicy(text=text))
+        elif role == "assistant":
+            if text:
+                builder.agent(Message(role="assistant", text=text))
+            if not _is_action(entry):
+                continue
+            action_index += 1
+            state = aligned[action_index] if aligned else None
+            for source_id, tool, args in _calls(entry, action_index):
+                builder.intent(source_id, tool, args)
+                touched.setdefault(source_id, deque()).append(_touched(tool, args, state))
+                duration = round(state.seconds * 1000) if state and state.seconds is not None else None
+                durations.setdefault(source_id, deque()).append(duration)
+                if not entry.has("tool_calls"):
+                    waiting_action = source_id
+        elif role == "tool" or (role == "user" and waiting_action is not None):
+            ids = (
+                [node.as_str() for node in entry.field("tool_call_ids").items()]
+                if role == "tool"
+                else [waiting_action or ""]
+            )
+            waiting_action = None
+            for source_id in ids:
+                files = touched[source_id].popleft() if touched.get(source_id) else ()
+                duration = durations[source_id].popleft() if durations.get(source_id) else None
+                # SWE-agent records no exit status for an observation: every result reads ok.
+                builder.result(source_id, status="ok", output=text, touched_files=files, duration_ms=duration)
+            if aligned and 0 <= action_index < len(aligned):
+                cwd = aligned[action_index].cwd
+                if cwd is not None:
+                    builder.environment(cwd=cwd)
+        elif role == "user":
+            builder.user_turn(text)
+        else:
+            builder.skip(f"role:{role}")
+    _outcome(builder, root.get("info"))
+    return builder.finish()
+
+
+def _is_action(entry: Node) -> bool:
+    obj = entry.as_object()
+    if obj.get("role") != "assistant":
+        return False
+    return bool(obj.get("tool_calls")) or bool(obj.get("action"))
+
+
+def _calls(entry: Node, action_index: int) -> list[tuple[str, str, dict[str, object]]]:
+    calls = entry.get("tool_calls")
+    if calls is not None:
+        out: list[tuple[str, str, dict[str, object]]] = []
+        for call in calls.items():
+            function = call.field("function")
+            out.append(
+                (
+                    call.field("id").as_str(),
+                    function.field("name").as_str(),
+                    tool_arguments(function.get("arguments")),
+                )
+            )
+        return out
+    # Old-style runs: the action is a line typed into SWE-agent's bash session (its editor
+    # commands are shell functions there), so it is a bash call named by its position.
+    return [(f"action-{action_index}", "bash", {"command": entry.field("action").as_str().strip()})]
+
+
+def _touched(tool: str, args: dict[str, object], state: _State | None) -> tuple[str, ...]:
+    cwd = state.cwd if state else None
+    if tool in _OPEN_FILE_EDITS and "path" not in args:
+        return (state.open_file,) if state and state.open_file else ()
+    if tool == "create":
+        name = args.get("filename")
+        if isinstance(name, str) and name:
+            return (posixpath.normpath(posixpath.join(cwd, name)) if cwd else name,)
+        return ()
+    return edit_targets(tool, dict(args), cwd=cwd)
+
+
+def _outcome(builder: TranscriptBuilder, info: Node | None) -> None:
+    if info is None or not info.is_object():
+        return
+    status = info.opt_str("exit_status")
+    submission = info.opt_str("submission")
+    if submission:
+        builder.agent(Brief(status="result", text=submission))
+    elif status is not None:
+        builder.agent(Brief(status="failure", text=f"SWE-agent exit status: {status}"))
+    # "submitted (exit_cost)" is an automatic submission: the run still delivered a patch.
+    if status is not None and not status.startswith("submitted"):
+        builder.end_turn("failed", error=f"exit status: {status}")

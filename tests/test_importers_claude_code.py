@@ -1,0 +1,232 @@
+"""Claude Code importer: turns, joined tool calls, plans, edits, compaction, skips, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from holon.errors import InvalidRecord
+from holon.importers import parse_claude_code, read_transcript
+from holon.records import (
+    ContextSummary,
+    ExecutionEnvironment,
+    Message,
+    PlanStep,
+    Record,
+    ToolIntent,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    WorkPlan,
+    encode_json_record,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "claude-code"
+T0 = 1_740_823_200_000  # 2025-03-01T10:00:00Z, the first user message
+
+
+def _session() -> list[Record]:
+    return list(read_transcript(FIXTURES / "session.jsonl", "claude-code").records)
+
+
+def test_session_maps_to_exact_records() -> None:
+    fix = "Fix the failing parser test."
+    commit = "Skip the lexer. Commit what you have."
+    hook = "Stop hook feedback: uncommitted changes remain."
+    todos = [
+        {"content": "Reproduce the failure", "status": "completed", "activeForm": "Reproducing"},
+        {"content": "Fix the parser", "status": "in_progress", "activeForm": "Fixing"},
+        {"content": "Run the suite", "status": "pending", "activeForm": "Running"},
+    ]
+    assert _session() == [
+        # The summary line has no timestamp: it takes the file's first one (the queue event).
+        Record(
+            body=ContextSummary(text="Fix the flaky parser test", source="claude-code:summary"), ts=T0 - 1000
+        ),
+        Record(body=ExecutionEnvironment(cwd="/repo", branch="main", extra={"session_id": "s1"}), ts=T0),
+        Record(body=TurnStarted(trigger="user_message", input=fix), ts=T0, turn=0),
+        Record(body=Message(role="user", text=fix), ts=T0, turn=0),
+        Record(body=Message(role="assistant", text="I'll plan this out."), ts=T0 + 1500, turn=0),
+        Record(
+            body=ToolIntent(call_id="toolu_plan", tool="TodoWrite", args={"todos": todos}),
+            ts=T0 + 2000,
+            turn=0,
+        ),
+        Record(
+            body=WorkPlan(
+                work_item_id=None,
+                steps=(
+                    PlanStep(id="1", text="Reproduce the failure", status="done"),
+                    PlanStep(id="2", text="Fix the parser", status="in_progress"),
+                    PlanStep(id="3", text="Run the suite", status="pending"),
+                ),
+            ),
+            ts=T0 + 2000,
+            turn=0,
+        ),
+        Record(
+            body=ToolResult(
+                call_id="toolu_plan",
+                tool="TodoWrite",
+                status="ok",
+                output="Todos have been modified successfully.",
+            ),
+            ts=T0 + 2100,
+            turn=0,
+        ),
+        Record(
+            body=ToolIntent(
+                call_id="toolu_test",
+                tool="Bash",
+                args={"command": "pytest -q tests/test_parser.py", "description": "Run the parser tests"},
+            ),
+            ts=T0 + 3000,
+            turn=0,
+        ),
+        Record(
+            body=ToolResult(
+                call_id="toolu_test",
+                tool="Bash",
+                status="error",
+                output="Exit code 1\nFAILED tests/test_parser.py::test_empty",
+                exit_code=1,
+            ),
+            ts=T0 + 5000,
+            turn=0,
+        ),
+        Record(
+            body=ToolIntent(
+                call_id="toolu_edit",
+                tool="Edit",
+                args={
+                    "file_path": "/repo/src/parser.py",
+                    "old_string": "if not text:",
+                    "new_string": "if text is None:",
+                },
+            ),
+            ts=T0 + 6000,
+            turn=0,
+        ),
+        Record(
+            body=ToolResult(
+                call_id="toolu_edit",
+                tool="Edit",
+                status="ok",
+                output="The file /repo/src/parser.py has been updated.",
+                touched_files=("/repo/src/parser.py",),
+            ),
+            ts=T0 + 6200,
+            turn=0,
+        ),
+        # Interrupted before its result arrived: the intent stays alone (unknown outcome).
+        Record(
+            body=ToolIntent(call_id="toolu_read", tool="Read", args={"file_path": "/repo/src/lexer.py"}),
+            ts=T0 + 7000,
+            turn=0,
+        ),
+        Record(body=TurnEnded(outcome="interrupted"), ts=T0 + 7000, turn=0),
+        Record(
+            body=ExecutionEnvironment(cwd="/repo", branch="fix-parser", extra={"session_id": "s1"}),
+            ts=T0 + 300_000,
+        ),
+        Record(body=TurnStarted(trigger="user_message", input=commit), ts=T0 + 300_000, turn=1),
+        Record(body=Message(role="user", text=commit), ts=T0 + 300_000, turn=1),
+        Record(
+            body=ToolIntent(
+                call_id="toolu_commit", tool="Bash", args={"command": "git commit -am 'Fix empty input'"}
+            ),
+            ts=T0 + 302_000,
+            turn=1,
+        ),
+        Record(
+            body=ContextSummary(
+                text="This session is being continued from a previous conversation. "
+                "Summary: the parser fix is committed.",
+                source="claude-code:compact",
+            ),
+            ts=T0 + 360_000,
+            turn=1,
+        ),
+        Record(body=TurnEnded(outcome="completed"), ts=T0 + 360_000, turn=1),
+        Record(body=TurnStarted(trigger="meta_message", input=hook), ts=T0 + 361_000, turn=2),
+        Record(body=Message(role="channel", channel="claude-code:meta", text=hook), ts=T0 + 361_000, turn=2),
+        Record(body=Message(role="assistant", text="Everything is committed now."), ts=T0 + 362_000, turn=2),
+        Record(body=TurnEnded(outcome="completed"), ts=T0 + 362_000, turn=2),
+    ]
+
+
+def test_session_counts_and_skips() -> None:
+    report = read_transcript(FIXTURES / "session.jsonl", "claude-code")
+    assert (report.turns, report.tool_calls, report.unmatched_intents) == (3, 5, 2)
+    assert report.skipped == {
+        "block:thinking": 1,
+        "event:file-history-snapshot": 1,
+        "event:queue-operation": 1,
+        "sidechain event": 1,
+        "summary of another session": 1,
+        "system:compact_boundary": 1,
+    }
+    assert report.format == "claude-code"
+    assert all(record.seq == -1 for record in report.records)
+
+
+def test_same_bytes_give_byte_identical_records() -> None:
+    first = [encode_json_record(r) for r in _session()]
+    second = [encode_json_record(r) for r in _session()]
+    assert first == second
+
+
+def test_interrupted_bash_result_and_reused_ids() -> None:
+    lines = [
+        b'{"type":"user","uuid":"a","message":{"role":"user","content":"go"}}',
+        b'{"type":"assistant","uuid":"b","message":{"role":"assistant","content":['
+        b'{"type":"tool_use","id":"t","name":"Bash","input":{"command":"sleep 99"}}]}}',
+        b'{"type":"user","uuid":"c","message":{"role":"user","content":[{"type":"tool_result",'
+        b'"tool_use_id":"t","content":"killed","is_error":true}]},"toolUseResult":{"interrupted":true}}',
+        b'{"type":"assistant","uuid":"d","message":{"role":"assistant","content":['
+        b'{"type":"tool_use","id":"t","name":"Write","input":{"file_path":"/w/a.txt","content":"x"}}]}}',
+        b'{"type":"user","uuid":"e","message":{"role":"user","content":[{"type":"tool_result",'
+        b'"tool_use_id":"t","content":"ok"}]}}',
+    ]
+    report = parse_claude_code(b"\n".join(lines), source="mem.jsonl")
+    results = [r.body for r in report.records if isinstance(r.body, ToolResult)]
+    assert [(r.call_id, r.tool, r.status, r.touched_files) for r in results] == [
+        ("t", "Bash", "interrupted", ()),
+        ("t#2", "Write", "ok", ("/w/a.txt",)),
+    ]
+    # No timestamps anywhere: the synthetic clock, 1000 ms per record from 0.
+    assert [r.ts for r in report.records] == [i * 1000 for i in range(len(report.records))]
+
+
+def test_assistant_activity_before_any_user_message_opens_a_continuation_turn() -> None:
+    data = (
+        b'{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"resuming"}]}}'
+    )
+    bodies = [r.body for r in parse_claude_code(data, source="m.jsonl").records]
+    assert bodies == [
+        TurnStarted(trigger="continuation", input=None),
+        Message(role="assistant", text="resuming"),
+        TurnEnded(outcome="completed"),
+    ]
+
+
+def test_malformed_line_names_the_line() -> None:
+    with pytest.raises(InvalidRecord, match=r"line 3 of .*malformed\.jsonl: not a JSON value"):
+        read_transcript(FIXTURES / "malformed.jsonl", "claude-code")
+
+
+def test_wrong_shape_names_line_and_field() -> None:
+    with pytest.raises(InvalidRecord) as info:
+        read_transcript(FIXTURES / "wrong-shape.jsonl", "claude-code")
+    assert info.value.where is not None and info.value.where.startswith("line 2 of ")
+    assert info.value.field == "message.content[0].input"
+    assert "expected an object, got a string" in str(info.value)
+
+
+def test_other_format_is_refused_with_a_hint() -> None:
+    holon_jsonl = Path(__file__).parent.parent / "fixtures" / "importers" / "jsonl" / "ledger.jsonl"
+    with pytest.raises(
+        InvalidRecord, match=r"line 1 of .*: not a Claude Code event \(no `type`\); is this really"
+    ):
+        read_transcript(holon_jsonl, "claude-code")

@@ -1,0 +1,132 @@
+"""SWE-agent importer: tool_calls joined by id (ids reused), edits via the open file, outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from holon.errors import InvalidRecord
+from holon.importers import read_transcript
+from holon.records import (
+    Brief,
+    ExecutionEnvironment,
+    Message,
+    Record,
+    SystemPolicy,
+    ToolIntent,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+    encode_json_record,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "swe-agent"
+
+
+def _records(name: str) -> list[Record]:
+    return list(read_transcript(FIXTURES / name, "swe-agent").records)
+
+
+def test_function_calling_run_maps_to_exact_records() -> None:
+    issue = "ISSUE: add() subtracts."
+    patch = "diff --git a/src/calc.py b/src/calc.py"
+
+    def step(  # noqa: PLR0917 - one positional per column of the table below
+        text: str,
+        call: str,
+        tool: str,
+        args: dict[str, object],
+        out: str,
+        ms: int,
+        files: tuple[str, ...] = (),
+    ) -> list[object]:
+        return [
+            Message(role="assistant", text=text),
+            ToolIntent(call_id=call, tool=tool, args=args),
+            ToolResult(call_id=call, tool=tool, status="ok", output=out, touched_files=files, duration_ms=ms),
+        ]
+
+    bodies = [
+        ExecutionEnvironment(cwd="/testbed"),
+        SystemPolicy(text="You are an autonomous programmer."),
+        TurnStarted(trigger="user_message", input=issue),
+        Message(role="user", text=issue),
+        *step("Look around.", "call_a", "bash", {"command": "ls"}, "src/ tests/", 250),
+        # A relative file name is resolved against the recorded working directory.
+        *step(
+            "Reproduce.",
+            "call_b",
+            "create",
+            {"filename": "repro.py"},
+            "[File: repro.py (1 lines total)]",
+            100,
+            ("/testbed/repro.py",),
+        ),
+        # SWE-agent reused call_a: the second call gets a unique holon id.
+        *step("Open it.", "call_a#2", "open", {"path": "src/calc.py"}, "[File: src/calc.py]", 100),
+        # The windowed `edit` writes the file open at that step (from `trajectory[].state`).
+        *step(
+            "Fix it.",
+            "call_c",
+            "edit",
+            {"search": "a - b", "replace": "a + b"},
+            "Text replaced.",
+            500,
+            ("/testbed/src/calc.py",),
+        ),
+        *step("Check.", "call_d", "bash", {"command": "python repro.py"}, "3", 1000),
+        *step("Done.", "call_submit", "submit", {}, patch, 200),
+        Brief(status="result", text=patch),
+        TurnEnded(outcome="completed"),
+    ]
+    turns = [None, None, *[0] * (len(bodies) - 2)]
+    expected = [
+        Record(body=b, ts=i * 1000, turn=t) for i, (b, t) in enumerate(zip(bodies, turns, strict=True))
+    ]
+    assert _records("function-calling.traj") == expected
+
+
+def test_function_calling_counts_and_skips() -> None:
+    report = read_transcript(FIXTURES / "function-calling.traj", "swe-agent")
+    assert (report.turns, report.tool_calls, report.unmatched_intents) == (1, 6, 0)
+    assert report.skipped == {"demonstration message": 1}
+
+
+def test_thought_action_run_pairs_action_with_next_observation_and_fails_on_exit_cost() -> None:
+    records = _records("thought-action.traj")
+    bodies = [r.body for r in records]
+    assert bodies[0] == ExecutionEnvironment(cwd="/repo")  # state stored as a JSON string
+    assert ToolIntent(call_id="action-0", tool="bash", args={"command": "find_file calc.py"}) in bodies
+    assert (
+        ToolResult(call_id="action-0", tool="bash", status="ok", output='Found 1 matches for "calc.py"')
+        in bodies
+    )
+    assert bodies[-2:] == [
+        Brief(status="failure", text="SWE-agent exit status: exit_cost"),
+        TurnEnded(outcome="failed", error="exit status: exit_cost"),
+    ]
+    assert sum(isinstance(b, TurnStarted) for b in bodies) == 1
+
+
+def test_same_bytes_give_byte_identical_records() -> None:
+    assert [encode_json_record(r) for r in _records("function-calling.traj")] == [
+        encode_json_record(r) for r in _records("function-calling.traj")
+    ]
+
+
+def test_missing_history_is_refused_with_a_hint() -> None:
+    with pytest.raises(InvalidRecord, match=r"no-history\.traj: not a SWE-agent trajectory \(no `history`\)"):
+        read_transcript(FIXTURES / "no-history.traj", "swe-agent")
+
+
+def test_wrong_shape_names_the_entry() -> None:
+    with pytest.raises(InvalidRecord) as info:
+        read_transcript(FIXTURES / "wrong-shape.traj", "swe-agent")
+    assert info.value.field == "history[2].tool_call_ids"
+    assert "expected an array, got a string" in str(info.value)
+
+
+def test_malformed_document_is_named() -> None:
+    with pytest.raises(InvalidRecord, match=r"malformed\.json: not a JSON document"):
+        read_transcript(FIXTURES.parent / "openai-chat" / "malformed.json", "swe-agent")
