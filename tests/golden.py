@@ -1,0 +1,158 @@
+"""Golden files: a small registry of generators, and the command that regenerates them all.
+
+``python -m tests.golden`` (``make golden``) rewrites every golden file under
+``fixtures/golden/``; review the diff, never edit by hand. ``python -m tests.golden
+--check`` only reports missing or stale files. A layer adds its own generator with
+:func:`golden`::
+
+    @golden("context")
+    def _context() -> dict[str, bytes]:
+        return {"<fixture>/prompt.txt": render(...)}
+
+A generator returns file contents keyed by path relative to ``fixtures/golden``; it
+must be deterministic (tests compare the bytes).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from holon import records as r
+from holon.projections import WorkingMemorySnapshot, apply, initial_state
+from tests.live import replay_live
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "fixtures" / "golden"
+LEDGERS = ROOT / "fixtures" / "ledgers"
+
+GoldenGenerator = Callable[[], dict[str, bytes]]
+
+#: generator name -> generator. Add with :func:`golden`.
+GENERATORS: dict[str, GoldenGenerator] = {}
+
+
+def golden(name: str) -> Callable[[GoldenGenerator], GoldenGenerator]:
+    """Register a golden-file generator under ``name``."""
+
+    def register(generator: GoldenGenerator) -> GoldenGenerator:
+        if name in GENERATORS:
+            raise ValueError(f"golden generator {name!r} is registered twice")
+        GENERATORS[name] = generator
+        return generator
+
+    return register
+
+
+def read_fixture(path: Path) -> list[r.Record]:
+    """The records of a fixture ledger (canonical JSONL)."""
+    lines = path.read_bytes().splitlines()
+    return [r.decode_json_record(line, where=f"line {i + 1} of {path.name}") for i, line in enumerate(lines)]
+
+
+def fixture_ledgers() -> list[Path]:
+    """Every fixture ledger, sorted by name."""
+    return sorted(LEDGERS.glob("*.jsonl"))
+
+
+def generate_all() -> dict[Path, bytes]:
+    """Every golden file's expected bytes, by absolute path."""
+    out: dict[Path, bytes] = {}
+    for name in sorted(GENERATORS):
+        for relative, data in GENERATORS[name]().items():
+            path = GOLDEN / relative
+            if path in out:
+                raise ValueError(f"golden file {relative} is produced by two generators")
+            out[path] = data
+    return out
+
+
+# --------------------------------------------------------------------------- projections
+
+
+class _TurnMemory(msgspec.Struct, frozen=True, omit_defaults=False):
+    """One line of memory.jsonl: working memory after a turn's post-turn refresh."""
+
+    turn: int | None
+    turn_ended_seq: int
+    outcome: str
+    revision: int
+    compression_epoch: int
+    pending_from: int | None
+    snapshot: object  # the full snapshot when this turn changed it, else None
+    delta: object
+    episode: object
+
+
+@golden("projections")
+def _projection_memory() -> dict[str, bytes]:
+    encoder = msgspec.json.Encoder()
+    files: dict[str, bytes] = {}
+    for path in fixture_ledgers():
+        live = replay_live(read_fixture(path))
+        records = live.records
+        lines: list[bytes] = []
+        state_snapshot: WorkingMemorySnapshot | None = None
+        state = initial_state()
+        i = 0
+        while i < len(records):
+            record = records[i]
+            state = apply(state, record)
+            i += 1
+            if not isinstance(record.body, r.TurnEnded):
+                continue
+            delta = episode = None
+            while i < len(records) and records[i].kind in r.DERIVED_KINDS:
+                state = apply(state, records[i])
+                body = records[i].body
+                if isinstance(body, r.WorkingMemoryDelta):
+                    delta = body
+                else:
+                    episode = body
+                i += 1
+            memory = state.memory
+            changed = memory.snapshot != state_snapshot
+            state_snapshot = memory.snapshot
+            entry = _TurnMemory(
+                turn=record.turn,
+                turn_ended_seq=record.seq,
+                outcome=record.body.outcome,
+                revision=memory.revision,
+                compression_epoch=memory.compression_epoch,
+                pending_from=memory.pending.from_revision if memory.pending is not None else None,
+                snapshot=memory.snapshot if changed else None,
+                delta=delta,
+                episode=episode,
+            )
+            lines.append(encoder.encode(entry))
+        files[f"{path.stem}/memory.jsonl"] = b"".join(line + b"\n" for line in lines)
+    return files
+
+
+def main(argv: list[str]) -> int:
+    """Regenerate (or with ``--check``, verify) every golden file; returns an exit code."""
+    check = "--check" in argv
+    stale = 0
+    for path, data in generate_all().items():
+        current = path.read_bytes() if path.exists() else None
+        if current == data:
+            continue
+        stale += 1
+        relative = path.relative_to(ROOT)
+        if check:
+            print(f"{'missing' if current is None else 'stale'}: {relative}")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            print(f"wrote {relative}")
+    if check and stale:
+        print(f"{stale} golden file(s) out of date; run `make golden` and review the diff")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
