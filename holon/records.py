@@ -321,7 +321,9 @@ class PromptRendered(_Body, frozen=True, kw_only=True):
     """A prompt was built and sent: the assembly plan's durable summary.
 
     Confirms that ``working_memory_revision`` was shown to the model, which clears a
-    pending delta with that target revision.
+    pending delta with that target revision. ``episodes`` lists the ids of the episodes
+    rendered, so the next render at the same revision and epoch can keep the same
+    selection (and a byte-identical cacheable prefix).
     """
 
     KIND: ClassVar[str] = "prompt_rendered"
@@ -335,6 +337,7 @@ class PromptRendered(_Body, frozen=True, kw_only=True):
     sections: tuple[SectionTokens, ...] = ()
     omitted: tuple[Omission, ...] = ()
     render_config: dict[str, JSON] = {}
+    episodes: tuple[int, ...] = ()
 
 
 # --------------------------------------------------------------------------- derived records

@@ -1,0 +1,66 @@
+"""Rendering: the pure, budgeted renderer from projection state to a cache-friendly prompt.
+
+No I/O, no clock, no randomness: the same ledger gives the same prompt bytes and cache
+key in any process. See docs/context-rendering.md.
+
+- :func:`build_context` (:class:`RenderConfig`, :class:`Budget`) → :class:`Prompt`
+  with :class:`PromptSection`\\ s, :class:`CacheIdentity` and :class:`AssemblyPlan`;
+  :func:`prompt_rendered` turns it into the ``PromptRendered`` record.
+- :class:`ContextInputs` / :func:`inputs_from_state` — what the sections read.
+- :func:`plan_budget` with :class:`Candidate` / :class:`Form` — the budget planner.
+- :class:`Estimator`, :func:`get_estimator` — token counting.
+- :class:`EpisodeIndex` — incremental BM25 over archived episodes.
+- :func:`parse_ref`, :func:`restore`, :func:`restore_bytes` — the restoration contract.
+- :func:`to_anthropic_messages`, :func:`to_openai_chat`, :func:`to_openai_responses`.
+"""
+
+from holon.context.adapters import to_anthropic_messages, to_openai_chat, to_openai_responses
+from holon.context.budget import Budget, Candidate, Form, plan_budget
+from holon.context.estimator import (
+    DEFAULT_ESTIMATOR,
+    BpeEstimator,
+    Estimator,
+    HeuristicEstimator,
+    available_estimators,
+    get_estimator,
+)
+from holon.context.inputs import ContextInputs, CurrentInput, inputs_from_state
+from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection, prompt_rendered
+from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
+from holon.context.render import RENDER_VERSION, RenderConfig, build_context, select_episodes
+from holon.context.search import EpisodeHit, EpisodeIndex
+
+__all__ = [
+    "DEFAULT_ESTIMATOR",
+    "RENDER_VERSION",
+    "AssemblyPlan",
+    "BpeEstimator",
+    "Budget",
+    "CacheIdentity",
+    "Candidate",
+    "ContextInputs",
+    "CurrentInput",
+    "EpisodeHit",
+    "EpisodeIndex",
+    "Estimator",
+    "Form",
+    "HeuristicEstimator",
+    "Prompt",
+    "PromptSection",
+    "Ref",
+    "RefSource",
+    "RenderConfig",
+    "available_estimators",
+    "build_context",
+    "get_estimator",
+    "inputs_from_state",
+    "parse_ref",
+    "plan_budget",
+    "prompt_rendered",
+    "restore",
+    "restore_bytes",
+    "select_episodes",
+    "to_anthropic_messages",
+    "to_openai_chat",
+    "to_openai_responses",
+]

@@ -1,0 +1,110 @@
+"""Provider adapters: a :class:`Prompt` as a plain request dict, no SDK needed.
+
+- :func:`to_anthropic_messages` — Anthropic Messages API: ``tools``, ``system`` as text
+  blocks (Stable first, then AgentScoped) with ``cache_control`` on each breakpoint
+  block (at most 4, the API's limit), and the TurnScoped sections as the user message.
+  Anthropic caches tools → system → messages in that order, so a breakpoint on the last
+  Stable system block also covers the tool definitions.
+- :func:`to_openai_chat` / :func:`to_openai_responses` — OpenAI Chat Completions /
+  Responses: one system message holding the cacheable prefix, one user message with the
+  rest, ``tools`` as function tools, and ``prompt_cache_key`` set to the agent's routing
+  key (OpenAI caches prefixes automatically; the key keeps one agent's requests on the
+  same cache).
+
+The tool definitions travel structured in ``tools``; their text section only counts
+their tokens and is not repeated in the system text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import holon.records as r
+from holon.context.prompt import SEPARATOR, Prompt, PromptSection
+
+__all__ = ["MAX_ANTHROPIC_BREAKPOINTS", "to_anthropic_messages", "to_openai_chat", "to_openai_responses"]
+
+#: Anthropic accepts at most four cache_control breakpoints per request.
+MAX_ANTHROPIC_BREAKPOINTS: Final = 4
+
+
+def _prefix(prompt: Prompt) -> list[PromptSection]:
+    return [s for s in prompt.sections if s.stability != "turn" and s.name != "tools"]
+
+
+def _turn_text(prompt: Prompt) -> str:
+    return SEPARATOR.join(s.text for s in prompt.sections if s.stability == "turn")
+
+
+def _breakpoint_after(prompt: Prompt, section: PromptSection) -> bool:
+    # The tools section is not a system block; its breakpoint moves to the last Stable
+    # system block before it (or after it), which covers the tools in Anthropic's order.
+    if section.breakpoint:
+        return True
+    tools = prompt.section("tools")
+    if tools is None or not tools.breakpoint or section.stability != "stable":
+        return False
+    stable = [s for s in _prefix(prompt) if s.stability == "stable"]
+    return bool(stable) and stable[-1] is section
+
+
+def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dict[str, Any]:
+    """An Anthropic Messages request body for this prompt."""
+    system: list[dict[str, Any]] = []
+    marks = 0
+    for section in _prefix(prompt):
+        block: dict[str, Any] = {"type": "text", "text": section.text}
+        if _breakpoint_after(prompt, section) and marks < MAX_ANTHROPIC_BREAKPOINTS:
+            block["cache_control"] = {"type": "ephemeral"}
+            marks += 1
+        system.append(block)
+    request: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    tools = prompt.tools
+    if tools:
+        request["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters or {"type": "object"}}
+            for t in tools
+        ]
+    if system:
+        request["system"] = system
+    request["messages"] = [{"role": "user", "content": [{"type": "text", "text": _turn_text(prompt)}]}]
+    request["metadata"] = {"user_id": prompt.identity.routing_key}
+    return request
+
+
+def _openai_tools(tools: tuple[r.ToolDefinition, ...], *, nested: bool) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        fn = {"name": t.name, "description": t.description, "parameters": t.parameters or {"type": "object"}}
+        out.append({"type": "function", "function": fn} if nested else {"type": "function", **fn})
+    return out
+
+
+def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
+    """An OpenAI Chat Completions request body for this prompt."""
+    messages: list[dict[str, Any]] = []
+    prefix = SEPARATOR.join(s.text for s in _prefix(prompt))
+    if prefix:
+        messages.append({"role": "system", "content": prefix})
+    messages.append({"role": "user", "content": _turn_text(prompt)})
+    request: dict[str, Any] = {"model": model, "messages": messages}
+    tools = prompt.tools
+    if tools:
+        request["tools"] = _openai_tools(tools, nested=True)
+    request["prompt_cache_key"] = prompt.identity.routing_key
+    return request
+
+
+def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
+    """An OpenAI Responses request body for this prompt."""
+    items: list[dict[str, Any]] = []
+    prefix = SEPARATOR.join(s.text for s in _prefix(prompt))
+    if prefix:
+        items.append({"role": "system", "content": prefix})
+    items.append({"role": "user", "content": _turn_text(prompt)})
+    request: dict[str, Any] = {"model": model, "input": items}
+    tools = prompt.tools
+    if tools:
+        request["tools"] = _openai_tools(tools, nested=False)
+    request["prompt_cache_key"] = prompt.identity.routing_key
+    return request

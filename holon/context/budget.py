@@ -1,0 +1,123 @@
+"""The budget planner: which form of each section fits the token budget.
+
+A :class:`Candidate` is a section offered in one or more :class:`Form`\\ s, best first
+(full, then compact, then truncated). :func:`plan_budget` admits candidates into an
+allowance:
+
+1. every pinned candidate gets its minimum (last) form; if those minimums alone do not
+   fit, :class:`~holon.errors.BudgetExceeded` is raised with both numbers;
+2. then, highest priority first (ties by section order), each candidate is upgraded
+   to the best form that still fits — or, when it is not pinned and nothing fits, it
+   is omitted.
+
+The outcome depends only on the set of candidates, never on the order they were
+passed in, and each choice is reported with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, Literal
+
+import msgspec
+
+import holon.records as r
+from holon.errors import BudgetExceeded
+
+__all__ = ["Budget", "Candidate", "Form", "FormKind", "Stability", "plan_budget"]
+
+FormKind = Literal["full", "compact", "truncated", "omitted"]
+Stability = Literal["stable", "agent", "turn"]
+
+_FORM_RANK: Final = {"full": 0, "compact": 1, "truncated": 2, "omitted": 3}
+
+
+class Budget(msgspec.Struct, frozen=True, kw_only=True):
+    """The token budget of one model call.
+
+    ``context_window`` is the model's window; ``output_reserve`` is kept free for the
+    answer and comes off first. ``prefix_share`` is the part of the rest the Stable and
+    AgentScoped sections may take before the TurnScoped ones are planned (so the
+    cacheable prefix does not depend on this turn's volume); ``episode_share`` is the
+    episode sub-budget as a share of the same rest.
+    """
+
+    context_window: int
+    output_reserve: int = 0
+    prefix_share: float = 0.5
+    episode_share: float = 0.15
+
+    def __post_init__(self) -> None:
+        if self.context_window <= 0 or self.output_reserve < 0:
+            raise ValueError("Budget: context_window must be positive and output_reserve non-negative")
+        if not (0.0 < self.prefix_share <= 1.0 and 0.0 <= self.episode_share <= 1.0):
+            raise ValueError("Budget: prefix_share must be in (0, 1] and episode_share in [0, 1]")
+
+    @property
+    def available(self) -> int:
+        """Tokens the prompt may use: the window minus the output reserve."""
+        return self.context_window - self.output_reserve
+
+
+class Form(msgspec.Struct, frozen=True, kw_only=True):
+    """One rendering of a section: its kind, text, token count and what it left out."""
+
+    kind: FormKind
+    text: str
+    tokens: int
+    omissions: tuple[r.Omission, ...] = ()
+
+
+class Candidate(msgspec.Struct, frozen=True, kw_only=True):
+    """A section offered to the planner: forms best first; pinned ones never drop below their last."""
+
+    name: str
+    order: int
+    stability: Stability
+    priority: int
+    pinned: bool
+    forms: tuple[Form, ...]
+
+    def __post_init__(self) -> None:
+        if not self.forms:
+            raise ValueError(f"candidate {self.name!r} has no forms")
+        ranks = [_FORM_RANK[f.kind] for f in self.forms]
+        if ranks != sorted(ranks):
+            raise ValueError(f"candidate {self.name!r}: forms must go full → compact → truncated")
+
+
+def _omitted(candidate: Candidate) -> Form:
+    return Form(kind="omitted", text="", tokens=0)
+
+
+def plan_budget(candidates: Iterable[Candidate], allowance: int, *, what: str = "prompt") -> dict[str, Form]:
+    """Choose a form for every candidate within ``allowance`` tokens.
+
+    Returns section name → chosen form (kind ``omitted`` with empty text for a dropped
+    section). Raises :class:`BudgetExceeded` when the pinned minimums exceed the
+    allowance.
+    """
+    ordered = sorted(candidates, key=lambda c: (-c.priority, c.order, c.name))
+    names = [c.name for c in ordered]
+    if len(set(names)) != len(names):
+        raise ValueError("plan_budget: section names must be unique")
+    chosen: dict[str, Form] = {}
+    used = 0
+    for c in ordered:
+        if c.pinned:
+            chosen[c.name] = c.forms[-1]
+            used += c.forms[-1].tokens
+    if used > allowance:
+        raise BudgetExceeded(f"{what} does not fit", available=allowance, required=used)
+    for c in ordered:
+        current = chosen.get(c.name)
+        held = current.tokens if current is not None else 0
+        for form in c.forms:
+            if used - held + form.tokens <= allowance:
+                chosen[c.name] = form
+                used += form.tokens - held
+                break
+        else:
+            if current is None:
+                chosen[c.name] = _omitted(c)
+    return chosen

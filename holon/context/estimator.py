@@ -1,0 +1,178 @@
+"""Token estimators: how many tokens a text will cost in a model's prompt.
+
+The budget planner needs a count for every candidate text. Two kinds are offered,
+selected by name through :func:`get_estimator`:
+
+``holon-heuristic`` (default, no dependency)
+    A linear model over a fast, o200k-like split of the text (word pieces, CJK
+    characters, digit groups, punctuation runs, whitespace runs, dense base64/hex
+    runs). Its weights were fitted on ``fixtures/corpus/`` against OpenAI's o200k
+    tokenizer and biased upward, because under-counting is what overflows a
+    prompt: it under-counts by more than 5% on at most 3% of the corpus and its
+    mean absolute error stays at or below 15% (tests/test_context_estimator.py).
+
+``o200k_base``, ``cl100k_base`` (exact, optional extra ``bpe-openai``)
+    The real BPE, imported lazily so holon runs without it.
+
+An estimator's ``name`` and ``version`` are part of the render configuration and
+are recorded in every ``PromptRendered``: a count is only reproducible with the same
+estimator, so changing the heuristic's weights must bump its version.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, Protocol, runtime_checkable
+
+__all__ = [
+    "DEFAULT_ESTIMATOR",
+    "BpeEstimator",
+    "Estimator",
+    "HeuristicEstimator",
+    "available_estimators",
+    "get_estimator",
+]
+
+DEFAULT_ESTIMATOR: Final = "holon-heuristic"
+
+
+@runtime_checkable
+class Estimator(Protocol):
+    """Counts the prompt tokens of a text; ``name`` + ``version`` identify the counting rule."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+# CJK ideographs, kana, hangul and their punctuation: o200k spends well under one token
+# per character on these, so they are counted per character, not per "word".
+_CJK: Final = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+)
+# One alternation, scanned once in C: the groups mirror o200k's pre-tokenizer closely
+# enough that a per-group weight captures most of the variance.
+_PIECE: Final = re.compile(
+    rf"([{_CJK}]+)"  # 1: CJK run
+    r"|([^\W\d_]*?[A-Z]*[a-z]+|[A-Z]+)"  # 2: word piece (camelCase splits like o200k)
+    r"|(\d+)"  # 3: digits (o200k groups them by three)
+    r"|([^\W\d_]+)"  # 4: other letters (accented, Cyrillic, ...)
+    r"|( +)"  # 5: run of spaces
+    r"|(\s+)"  # 6: newlines / tabs
+    r"|((?:[^\w\s]|_)+)"  # 7: punctuation run (underscores included)
+)
+# Base64, hex digests and similar: BPE finds few merges in them, so they cost extra.
+_DENSE: Final = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
+
+# Weights fitted on fixtures/corpus/ (see the module docstring); bump the version when
+# any of them changes.
+_W_WORD: Final = 1.08
+_W_CJK: Final = 0.78
+_W_DIGITS: Final = 1.28  # per group of up to three digits
+_W_PUNCT: Final = 0.70
+_W_PUNCT_LONG: Final = 0.55  # per character beyond the first in a punctuation run
+_W_SPACES: Final = 1.71  # per run of two or more spaces (indentation)
+_W_NEWLINE: Final = 0.97
+_W_OTHER: Final = 0.50  # per non-ASCII, non-CJK letter
+_W_DENSE: Final = 0.13  # per character of a dense run
+
+
+class HeuristicEstimator:
+    """The dependency-free default: a calibrated linear model over a regex split."""
+
+    name: Final = DEFAULT_ESTIMATOR
+    version: Final = "1"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        words = cjk = digits = punct = punct_long = spaces = newlines = other = 0
+        for g_cjk, g_word, g_num, g_other, g_spaces, g_ws, g_punct in _PIECE.findall(text):
+            if g_word:
+                words += 1
+            elif g_punct:
+                punct += 1
+                punct_long += len(g_punct) - 1
+            elif g_spaces:
+                if len(g_spaces) > 1:
+                    spaces += 1
+            elif g_num:
+                digits += (len(g_num) + 2) // 3
+            elif g_ws:
+                newlines += 1
+            elif g_cjk:
+                cjk += len(g_cjk)
+            else:
+                other += len(g_other)
+        dense = sum(len(m) for m in _DENSE.findall(text)) if len(text) >= 20 else 0
+        total = (
+            _W_WORD * words
+            + _W_CJK * cjk
+            + _W_DIGITS * digits
+            + _W_PUNCT * punct
+            + _W_PUNCT_LONG * punct_long
+            + _W_SPACES * spaces
+            + _W_NEWLINE * newlines
+            + _W_OTHER * other
+            + _W_DENSE * dense
+        )
+        # Round up: a prompt must never be under-budgeted by a rounding error.
+        return int(total) + (total > int(total))
+
+
+class BpeEstimator:
+    """Exact counts with OpenAI's BPE tables through the optional ``bpe-openai`` package."""
+
+    def __init__(self, encoding: str) -> None:
+        try:
+            import bpe_openai  # type: ignore[import-untyped]  # noqa: PLC0415 - optional extra, loaded on demand
+        except ImportError as exc:  # pragma: no cover - exercised only without the extra
+            raise ValueError(
+                f"estimator {encoding!r} needs the optional tokenizer extra: pip install 'holon[tokenizer]'"
+            ) from exc
+        self._encoding: Any = bpe_openai.get_encoding(encoding)
+        self._name = encoding
+        self._version = f"bpe-openai-{bpe_openai.__version__}"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def count(self, text: str) -> int:
+        # encode_ordinary: special-token text in a tool output is just text here.
+        return len(self._encoding.encode_ordinary(text)) if text else 0
+
+
+_EXACT: Final = ("o200k_base", "cl100k_base")
+_CACHE: dict[str, Estimator] = {}
+
+
+def available_estimators() -> tuple[str, ...]:
+    """Names :func:`get_estimator` accepts (the exact ones need the tokenizer extra)."""
+    return (DEFAULT_ESTIMATOR, *_EXACT)
+
+
+def get_estimator(name: str = DEFAULT_ESTIMATOR) -> Estimator:
+    """The estimator called ``name``; raises ``ValueError`` for an unknown name."""
+    cached = _CACHE.get(name)
+    if cached is not None:
+        return cached
+    estimator: Estimator
+    if name == DEFAULT_ESTIMATOR:
+        estimator = HeuristicEstimator()
+    elif name in _EXACT:
+        estimator = BpeEstimator(name)
+    else:
+        raise ValueError(f"unknown estimator {name!r}; expected one of {', '.join(available_estimators())}")
+    # Loading BPE tables takes ~0.1 s; estimators are immutable, so one per name is shared.
+    _CACHE[name] = estimator
+    return estimator

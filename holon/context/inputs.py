@@ -1,0 +1,132 @@
+"""What the renderer reads: a small, explicit view of the projection state.
+
+:class:`ContextInputs` lists exactly the facts the sections are built from, so each
+section builder can be tested on hand-made inputs; :func:`inputs_from_state` is the
+one adapter from :class:`~holon.projections.ProjectionState`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+import holon.records as r
+from holon.projections import (
+    BriefEntry,
+    MessageEntry,
+    PlanEntry,
+    ProjectionState,
+    ToolExecution,
+    WaitEntry,
+    WorkingMemorySnapshot,
+    WorkItemEntry,
+    queued_work,
+    waiting_work,
+)
+
+__all__ = ["ContextInputs", "CurrentInput", "inputs_from_state"]
+
+# Recently resolved waits shown as continuation context when the turn is a wake-up.
+_RESOLVED_SHOWN: Final = 4
+
+
+class CurrentInput(msgspec.Struct, frozen=True, kw_only=True):
+    """The input this turn answers: its text, what triggered it, and the seq it came from."""
+
+    text: str
+    trigger: str = "input"
+    seq: int | None = None
+
+
+class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a prompt is rendered from (one turn's view of the ledger).
+
+    - Stable: ``policy`` (system text and tool definitions).
+    - AgentScoped: ``snapshot`` at ``working_memory_revision``; ``episodes`` are the
+      archived episodes (or use an index, see :func:`~holon.context.build_context`);
+      ``context_summary`` (legacy, shown only when the snapshot is empty).
+    - TurnScoped: ``pending_delta``; the live ``active_work`` and ``plan``; ``queued``,
+      ``waiting`` work items and ``open_waits``; the recent ``messages``, ``briefs`` and
+      ``tools`` windows (with their seqs); ``current_input``; ``resolved_waits`` and
+      unknown-outcome calls (``tools`` entries without a result) as continuation context.
+    - ``previous`` is the last ``PromptRendered``: at an unchanged revision and epoch its
+      episode selection is reused, which keeps the cacheable prefix byte-identical.
+    """
+
+    agent_id: str
+    policy: r.SystemPolicy | None = None
+    snapshot: WorkingMemorySnapshot = WorkingMemorySnapshot()
+    working_memory_revision: int = 0
+    compression_epoch: int = 0
+    pending_delta: r.WorkingMemoryDelta | None = None
+    context_summary: r.ContextSummary | None = None
+    context_summary_seq: int | None = None
+    episodes: tuple[r.ContextEpisodeRecord, ...] = ()
+    active_work: WorkItemEntry | None = None
+    plan: PlanEntry | None = None
+    queued: tuple[WorkItemEntry, ...] = ()
+    waiting: tuple[WorkItemEntry, ...] = ()
+    open_waits: tuple[WaitEntry, ...] = ()
+    resolved_waits: tuple[WaitEntry, ...] = ()
+    environment: r.ExecutionEnvironment | None = None
+    messages: tuple[MessageEntry, ...] = ()
+    briefs: tuple[BriefEntry, ...] = ()
+    tools: tuple[ToolExecution, ...] = ()
+    current_input: CurrentInput | None = None
+    turn: int | None = None
+    previous: r.PromptRendered | None = None
+
+
+def inputs_from_state(
+    state: ProjectionState, *, agent_id: str, include_episodes: bool = True
+) -> ContextInputs:
+    """The renderer's view of a projection state.
+
+    ``include_episodes=False`` leaves ``episodes`` empty, for callers that keep an
+    incremental :class:`~holon.context.search.EpisodeIndex` instead (its cost does not
+    grow with the archive).
+    """
+    runtime = state.runtime
+    memory = state.memory
+    active = runtime.active_work_item
+    plan = runtime.plan_of(active.id) if active is not None else runtime.unscoped_plan
+    turn = runtime.turn
+    current: CurrentInput | None = None
+    if turn is not None and turn.input is not None:
+        current = CurrentInput(text=turn.input, trigger=turn.trigger, seq=turn.started_seq)
+    elif turn is not None and turn.open:
+        # No explicit input (a wake-up or timer): the newest operator/user message of
+        # this turn is what the agent answers.
+        for entry in reversed(runtime.messages):
+            if entry.turn == turn.index and entry.message.role in ("user", "operator", "channel"):
+                current = CurrentInput(text=entry.message.text, trigger=turn.trigger, seq=entry.seq)
+                break
+    since = memory.interval.from_seq
+    resolved = tuple(
+        w for w in runtime.resolved_waits if since is not None and (w.resolved_seq or -1) >= since
+    )[-_RESOLVED_SHOWN:]
+    return ContextInputs(
+        agent_id=agent_id,
+        policy=runtime.policy.policy if runtime.policy is not None else None,
+        snapshot=memory.snapshot,
+        working_memory_revision=memory.revision,
+        compression_epoch=memory.compression_epoch,
+        pending_delta=memory.pending,
+        context_summary=runtime.context_summary.summary if runtime.context_summary is not None else None,
+        context_summary_seq=runtime.context_summary.seq if runtime.context_summary is not None else None,
+        episodes=tuple(memory.archive) if include_episodes else (),
+        active_work=active,
+        plan=plan,
+        queued=queued_work(runtime),
+        waiting=waiting_work(runtime),
+        open_waits=tuple(runtime.waits.values()),
+        resolved_waits=resolved,
+        environment=runtime.environment.environment if runtime.environment is not None else None,
+        messages=runtime.messages,
+        briefs=runtime.briefs,
+        tools=runtime.tools,
+        current_input=current,
+        turn=turn.index if turn is not None else None,
+        previous=runtime.last_prompt.prompt if runtime.last_prompt is not None else None,
+    )

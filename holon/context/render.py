@@ -1,0 +1,335 @@
+"""`build_context`: the pure, budgeted renderer from projection state to a prompt.
+
+Algorithm (docs/context-rendering.md has the long form):
+
+1. ``available = context_window - output_reserve`` (the output reserve comes off first),
+   minus one token per section separator.
+2. The cacheable prefix (Stable + AgentScoped: system, tools, working memory or the
+   legacy summary, selected episodes) is planned on its own share of ``available``,
+   so its form never depends on this turn's volume.
+3. The TurnScoped sections are planned in what is left: current input, active work +
+   plan and pending delta get their minimum first (pinned), then everything is admitted
+   by priority, full → compact → truncated → omitted.
+4. If the TurnScoped pinned minimum does not fit beside the prefix, the whole prompt is
+   planned jointly (``plan.degraded``); if even all pinned minimums together do not fit,
+   :class:`~holon.errors.BudgetExceeded` is raised with the numbers.
+5. Recent history fills the remainder newest-first.
+
+Episode selection is recomputed only when the working-memory revision or the
+compression epoch moved (or the render config changed) since the previous
+``PromptRendered``; otherwise the previous selection is reused, so the prefix stays
+byte-identical while the recent window slides.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import blake3
+import msgspec
+
+import holon.records as r
+from holon.context.budget import Budget, Candidate, Form, plan_budget
+from holon.context.estimator import get_estimator
+from holon.context.inputs import ContextInputs, inputs_from_state
+from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
+from holon.context.search import EpisodeIndex, terms
+from holon.context.sections import (
+    SECTION_ORDER,
+    SECTION_STABILITY,
+    active_work_candidate,
+    context_summary_candidate,
+    current_input_candidate,
+    episodes_candidate,
+    history_units,
+    pending_delta_candidate,
+    queue_candidate,
+    render_history,
+    system_candidate,
+    tools_candidate,
+    working_memory_candidate,
+)
+from holon.errors import BudgetExceeded
+from holon.projections import ProjectionState
+
+__all__ = ["RENDER_VERSION", "RenderConfig", "build_context", "select_episodes"]
+
+#: Version of the rendered text format. Bump it when the same inputs would render
+#: different bytes, so a recorded prompt names the renderer that can reproduce it.
+RENDER_VERSION: Final = 1
+
+# Structural relevance next to BM25: an episode of the active work item, or one that
+# touched a working-set file, is relevant even when few words match.
+_SAME_WORK_BONUS: Final = 2.0
+_SHARED_FILE_BONUS: Final = 1.0
+_SHARED_FILE_MAX: Final = 3
+
+
+class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Every knob that changes the rendered bytes; recorded in ``PromptRendered.render_config``.
+
+    - ``estimator``: token estimator name (its version is recorded next to it).
+    - ``prompt_cache_key``: the caller's cache namespace (part of the cache identity).
+    - ``keep_tool_results`` (K): tool results newer than the newest K are never cleared
+      for age; ``tool_result_max_tokens`` clears any larger result; ``clear_batch_tokens``
+      is the least a clearing step removes; ``protected_tools`` are never cleared.
+    - ``message_max_tokens``: longer messages / arguments / inputs are truncated (with a ref).
+    - ``preview_chars``: head kept of a truncated item.
+    - ``episode_limit``: most episodes selected; ``max_postings``: postings read per query
+      term (keeps selection flat as the archive grows).
+    """
+
+    estimator: str = "holon-heuristic"
+    prompt_cache_key: str = "default"
+    keep_tool_results: int = 4
+    tool_result_max_tokens: int = 2000
+    clear_batch_tokens: int = 1500
+    protected_tools: tuple[str, ...] = ()
+    message_max_tokens: int = 2000
+    preview_chars: int = 300
+    episode_limit: int = 6
+    max_postings: int = 256
+    version: int = RENDER_VERSION
+
+    def __post_init__(self) -> None:
+        for name in ("keep_tool_results", "clear_batch_tokens", "preview_chars", "max_postings"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"RenderConfig.{name} must not be negative")
+        if self.tool_result_max_tokens < 1 or self.message_max_tokens < 1 or self.episode_limit < 0:
+            raise ValueError("RenderConfig: token caps must be positive and episode_limit non-negative")
+
+
+def _recorded_config(config: RenderConfig, budget: Budget, estimator_version: str) -> dict[str, Any]:
+    recorded: dict[str, Any] = msgspec.to_builtins(config)
+    recorded["estimator_version"] = estimator_version
+    recorded["budget"] = msgspec.to_builtins(budget)
+    return recorded
+
+
+def _window_floor(inputs: ContextInputs) -> int | None:
+    seqs = [m.seq for m in inputs.messages] + [b.seq for b in inputs.briefs]
+    seqs.extend(s for ex in inputs.tools for s in ex.seqs)
+    return min(seqs) if seqs else None
+
+
+def select_episodes(
+    inputs: ContextInputs, index: EpisodeIndex, *, limit: int, max_postings: int | None = None
+) -> list[r.ContextEpisodeRecord]:
+    """Relevant archived episodes, best first.
+
+    Candidates are episodes that end before the recent window starts. Score = BM25 of
+    the episode's structured text against the current input, the active objective,
+    scope and working-set files, plus structural matches (same work item, shared
+    files). Zero-relevance episodes are never selected; ties go to the more recent
+    episode, then the lower id.
+    """
+    if limit <= 0 or len(index) == 0:
+        return []
+    s = inputs.snapshot
+    query_parts = [
+        s.objective or "",
+        s.delivery_target or "",
+        *s.scope_constraints,
+        *(f.path for f in s.files),
+    ]
+    if inputs.current_input is not None:
+        query_parts.append(inputs.current_input.text[:4000])
+    scores = index.scores(terms("\n".join(query_parts)), max_postings=max_postings)
+    floor = _window_floor(inputs)
+    files = {f.path for f in s.files}
+    ranked: list[tuple[float, int, int, r.ContextEpisodeRecord]] = []
+    # Structural matches for the active item may have no matching words at all: look
+    # them up among the most recent episodes as well.
+    docs = set(scores)
+    if s.active_work_item_id is not None or files:
+        docs.update(range(max(0, len(index) - (max_postings or len(index))), len(index)))
+    for doc in sorted(docs):
+        episode = index.episode_at(doc)
+        if floor is not None and episode.to_seq >= floor:
+            continue
+        score = scores.get(doc, 0.0)
+        if s.active_work_item_id is not None and episode.work_item_id == s.active_work_item_id:
+            score += _SAME_WORK_BONUS
+        shared = sum(1 for f in episode.touched_files if f in files)
+        score += _SHARED_FILE_BONUS * min(shared, _SHARED_FILE_MAX)
+        if score <= 0.0:
+            continue
+        ranked.append((-score, -episode.to_seq, episode.episode_id, episode))
+    ranked.sort(key=lambda t: t[:3])
+    return [t[3] for t in ranked[:limit]]
+
+
+def _sticky_selection(
+    inputs: ContextInputs, index: EpisodeIndex, recorded: dict[str, Any]
+) -> list[r.ContextEpisodeRecord] | None:
+    prev = inputs.previous
+    if prev is None:
+        return None
+    if (prev.working_memory_revision, prev.compression_epoch) != (
+        inputs.working_memory_revision,
+        inputs.compression_epoch,
+    ) or prev.render_config != recorded:
+        return None
+    found = [index.get(i) for i in prev.episodes]
+    return [e for e in found if e is not None]
+
+
+def _section(name: str, form: Form) -> PromptSection:
+    return PromptSection(
+        name=name, stability=SECTION_STABILITY[name], text=form.text, tokens=form.tokens, form=form.kind
+    )
+
+
+def build_context(
+    source: ContextInputs | ProjectionState,
+    budget: Budget,
+    config: RenderConfig | None = None,
+    *,
+    agent_id: str | None = None,
+    index: EpisodeIndex | None = None,
+) -> Prompt:
+    """Render the prompt for the next model call.
+
+    ``source`` is a :class:`ContextInputs` or a projection state (then ``agent_id`` is
+    required). ``index``, when given, is the caller's incremental episode index and
+    replaces ``inputs.episodes`` (so selection cost does not grow with the archive).
+    Raises :class:`BudgetExceeded` when the pinned sections cannot fit.
+    """
+    config = config or RenderConfig()
+    if isinstance(source, ProjectionState):
+        if agent_id is None:
+            raise ValueError("build_context: agent_id is required when rendering from a ProjectionState")
+        inputs = inputs_from_state(source, agent_id=agent_id, include_episodes=index is None)
+    else:
+        inputs = source
+    estimator = get_estimator(config.estimator)
+    memo: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        n = memo.get(text)
+        if n is None:
+            n = memo[text] = estimator.count(text)
+        return n
+
+    recorded = _recorded_config(config, budget, estimator.version)
+    # One token per separator between sections, reserved up front.
+    available = budget.available - len(SECTION_ORDER)
+    if available <= 0:
+        raise BudgetExceeded(
+            "the output reserve leaves no room for a prompt", available=max(available, 0), required=1
+        )
+
+    # -- prefix (Stable + AgentScoped)
+    if index is None:
+        index = EpisodeIndex(inputs.episodes)
+    selected = _sticky_selection(inputs, index, recorded)
+    if selected is None:
+        selected = select_episodes(
+            inputs, index, limit=config.episode_limit, max_postings=config.max_postings
+        )
+    episode_budget = int(budget.available * budget.episode_share)
+    prefix = [
+        c
+        for c in (
+            system_candidate(inputs.policy, count),
+            tools_candidate(inputs.policy, count),
+            working_memory_candidate(inputs, count),
+            context_summary_candidate(inputs, count),
+            episodes_candidate(selected, episode_budget, count),
+        )
+        if c is not None
+    ]
+    turn: list[Candidate] = [
+        c
+        for c in (
+            pending_delta_candidate(inputs, count),
+            active_work_candidate(inputs, count),
+            queue_candidate(inputs, count),
+            current_input_candidate(inputs, count, max_tokens=config.message_max_tokens),
+        )
+        if c is not None
+    ]
+    degraded = False
+    try:
+        chosen = plan_budget(prefix, int(available * budget.prefix_share), what="cacheable prefix")
+        used = sum(f.tokens for f in chosen.values())
+        chosen.update(plan_budget(turn, available - used, what="turn sections"))
+    except BudgetExceeded:
+        degraded = True
+        chosen = plan_budget([*prefix, *turn], available, what="pinned sections")
+    used = sum(f.tokens for f in chosen.values())
+
+    # -- recent history fills what is left
+    units, dropped = history_units(
+        inputs,
+        count,
+        keep_tool_results=config.keep_tool_results,
+        tool_result_max_tokens=config.tool_result_max_tokens,
+        clear_batch_tokens=config.clear_batch_tokens,
+        protected_tools=frozenset(config.protected_tools),
+        message_max_tokens=config.message_max_tokens,
+        preview_chars=config.preview_chars,
+    )
+    history, history_omissions = render_history(units, available - used, count)
+    if history is not None:
+        chosen["history"] = history
+
+    sections: list[PromptSection] = []
+    omitted: list[r.Omission] = []
+    tokens: list[r.SectionTokens] = []
+    for name in SECTION_ORDER:
+        form = chosen.get(name)
+        if name == "history":
+            omitted.extend(dropped)
+            omitted.extend(history_omissions)
+        if form is None:
+            continue
+        tokens.append(r.SectionTokens(section=name, tokens=form.tokens, form=form.kind))
+        if form.kind == "omitted":
+            continue
+        omitted.extend(form.omissions)
+        sections.append(_section(name, form))
+    if "episodes" in chosen and chosen["episodes"].kind != "omitted":
+        shown = [e for e in selected if f"episode:{e.episode_id} " in chosen["episodes"].text]
+    else:
+        shown = []
+    # Mark cache breakpoints: after the last Stable and after the last AgentScoped section.
+    for stability in ("stable", "agent"):
+        last = max((i for i, s in enumerate(sections) if s.stability == stability), default=None)
+        if last is not None:
+            sections[last] = msgspec.structs.replace(sections[last], breakpoint=True)
+    block_names = {s.name for s in sections}
+    total = sum(s.tokens for s in sections) + max(0, len(sections) - 1)
+    block_hashes = {}
+    for stability in ("stable", "agent", "turn"):
+        text = "\n\n".join(s.text for s in sections if s.stability == stability)
+        if text:
+            block_hashes[stability] = _hash(text)
+    identity = CacheIdentity(
+        agent_id=inputs.agent_id,
+        prompt_cache_key=config.prompt_cache_key,
+        working_memory_revision=inputs.working_memory_revision,
+        compression_epoch=inputs.compression_epoch,
+        block_hashes=block_hashes,
+    )
+    plan = AssemblyPlan(
+        budget=budget.context_window,
+        available=budget.available,
+        total_tokens=total,
+        sections=tuple(tokens),
+        omitted=tuple(omitted),
+        episodes=tuple(e.episode_id for e in shown),
+        degraded=degraded,
+    )
+    return Prompt(
+        sections=tuple(sections),
+        identity=identity,
+        plan=plan,
+        estimator=estimator.name,
+        render_config=recorded,
+        tools=inputs.policy.tools if inputs.policy is not None and "tools" in block_names else (),
+    )
+
+
+def _hash(text: str) -> str:
+    return blake3.blake3(text.encode()).hexdigest()

@@ -1,0 +1,94 @@
+"""Budget planner: pinned minimums first, then by priority; order-independent; loud when it cannot fit."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from holon.context import Budget, Candidate, Form, plan_budget
+from holon.errors import BudgetExceeded
+
+
+def _cand(name: str, order: int, priority: int, sizes: tuple[int, ...], pinned: bool = False) -> Candidate:
+    kinds = ("full", "compact", "truncated")
+    forms = tuple(Form(kind=kinds[i], text=f"{name}:{kinds[i]}", tokens=n) for i, n in enumerate(sizes))  # type: ignore[arg-type]
+    return Candidate(name=name, order=order, stability="turn", priority=priority, pinned=pinned, forms=forms)
+
+
+def test_pinned_minimum_then_priority_upgrades() -> None:
+    cands = [
+        _cand("input", 0, 100, (50,), pinned=True),
+        _cand("memory", 1, 90, (400, 200, 80), pinned=True),
+        _cand("queue", 2, 50, (100, 30)),
+        _cand("extra", 3, 10, (500,)),
+    ]
+    chosen = plan_budget(cands, 340)
+    # memory: full (400) does not fit beside input; compact (200) does.
+    assert chosen["memory"].kind == "compact"
+    assert chosen["input"].kind == "full"
+    assert chosen["queue"].kind == "compact"  # 50 + 200 + 100 > 340, 50 + 200 + 30 fits
+    assert chosen["extra"].kind == "omitted" and chosen["extra"].text == ""
+    assert sum(f.tokens for f in chosen.values()) <= 340
+
+
+def test_higher_priority_is_served_before_lower() -> None:
+    cands = [_cand("low", 0, 10, (100,)), _cand("high", 1, 90, (100,))]
+    chosen = plan_budget(cands, 150)
+    assert chosen["high"].kind == "full" and chosen["low"].kind == "omitted"
+
+
+def test_budget_exceeded_carries_the_numbers() -> None:
+    cands = [_cand("a", 0, 100, (300, 120), pinned=True), _cand("b", 1, 90, (90,), pinned=True)]
+    with pytest.raises(BudgetExceeded) as info:
+        plan_budget(cands, 200)
+    assert info.value.available == 200 and info.value.required == 210
+    assert "210" in str(info.value) and "200" in str(info.value)
+    assert plan_budget(cands, 210)["a"].kind == "compact"
+
+
+sizes = st.lists(st.integers(0, 400), min_size=1, max_size=3).map(lambda xs: tuple(sorted(xs, reverse=True)))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 100), sizes, st.booleans()), min_size=1, max_size=8),
+    st.integers(0, 2000),
+    st.randoms(use_true_random=False),
+)
+def test_plan_is_independent_of_insertion_order_and_fits(specs, allowance, rnd) -> None:  # type: ignore[no-untyped-def]
+    cands = [_cand(f"s{i}", i, prio, sz, pinned) for i, (prio, sz, pinned) in enumerate(specs)]
+    shuffled = list(cands)
+    rnd.shuffle(shuffled)
+    pinned_min = sum(c.forms[-1].tokens for c in cands if c.pinned)
+    if pinned_min > allowance:
+        with pytest.raises(BudgetExceeded):
+            plan_budget(shuffled, allowance)
+        return
+    a, b = plan_budget(cands, allowance), plan_budget(shuffled, allowance)
+    assert a == b
+    assert sum(f.tokens for f in a.values()) <= allowance
+    for c in cands:
+        if c.pinned:
+            assert a[c.name].kind != "omitted"
+
+
+def test_forms_must_shrink_in_order_and_names_be_unique() -> None:
+    with pytest.raises(ValueError):
+        Candidate(
+            name="x",
+            order=0,
+            stability="turn",
+            priority=1,
+            pinned=False,
+            forms=(Form(kind="compact", text="", tokens=1), Form(kind="full", text="", tokens=2)),
+        )
+    with pytest.raises(ValueError):
+        plan_budget([_cand("x", 0, 1, (1,)), _cand("x", 1, 1, (1,))], 10)
+
+
+def test_budget_validates_and_reserves_output_first() -> None:
+    assert Budget(context_window=8000, output_reserve=1000).available == 7000
+    with pytest.raises(ValueError):
+        Budget(context_window=0)
+    with pytest.raises(ValueError):
+        Budget(context_window=100, prefix_share=0.0)

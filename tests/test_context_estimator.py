@@ -1,0 +1,89 @@
+"""Token estimators: the default is calibrated against o200k on the committed corpus; exact ones match BPE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bpe_openai
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from holon.context import BpeEstimator, HeuristicEstimator, available_estimators, get_estimator
+from tests.corpus import corpus
+
+CORPUS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "corpus").glob("*.txt"))
+
+
+def _errors() -> list[tuple[str, float]]:
+    heuristic, exact = get_estimator(), get_estimator("o200k_base")
+    out = []
+    for path in CORPUS:
+        text = path.read_text(encoding="utf-8")
+        truth = exact.count(text)
+        out.append((path.name, (heuristic.count(text) - truth) / truth))
+    return out
+
+
+def test_corpus_is_varied_and_committed() -> None:
+    kinds = {p.name.split("-")[0] for p in CORPUS}
+    assert {"prose", "code", "json", "shell", "cjk", "log"} <= kinds
+    assert len(CORPUS) >= 30
+
+
+def test_default_rarely_under_counts_against_o200k() -> None:
+    errors = _errors()
+    under = [name for name, e in errors if e < -0.05]
+    assert len(under) <= 0.03 * len(errors), f"under-counted by more than 5%: {under}"
+
+
+def test_default_mean_absolute_error_is_at_most_15_percent() -> None:
+    errors = _errors()
+    mae = sum(abs(e) for _, e in errors) / len(errors)
+    assert mae <= 0.15, f"mean absolute error {mae:.3f}"
+
+
+def test_corpus_matches_its_generator() -> None:
+    texts = corpus()
+    assert sorted(texts) == [p.name for p in CORPUS]
+    for path in CORPUS:
+        assert path.read_text(encoding="utf-8") == texts[path.name], (
+            f"{path.name}: run python -m tests.corpus"
+        )
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_exact_estimators_count_like_the_bpe(name: str) -> None:
+    estimator = get_estimator(name)
+    assert isinstance(estimator, BpeEstimator)
+    assert estimator.name == name and estimator.version.startswith("bpe-openai-")
+    encoding = bpe_openai.get_encoding(name)
+    for path in CORPUS[:8]:
+        text = path.read_text(encoding="utf-8")
+        assert estimator.count(text) == len(encoding.encode_ordinary(text))
+    # Special-token text in a tool output is ordinary text, never an error.
+    assert estimator.count("<|endoftext|>") > 1
+
+
+def test_get_estimator_by_name_and_unknown_name() -> None:
+    assert get_estimator().name == "holon-heuristic"
+    assert isinstance(get_estimator("holon-heuristic"), HeuristicEstimator)
+    assert set(available_estimators()) == {"holon-heuristic", "o200k_base", "cl100k_base"}
+    with pytest.raises(ValueError, match="unknown estimator"):
+        get_estimator("gpt-9")
+
+
+@given(st.text(max_size=300))
+def test_heuristic_is_deterministic_and_non_negative(text: str) -> None:
+    est = HeuristicEstimator()
+    n = est.count(text)
+    assert n == est.count(text) >= 0
+    if text.strip():
+        assert n > 0
+
+
+@given(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=200))
+def test_heuristic_is_roughly_additive(a: str, b: str) -> None:
+    # The renderer budgets sections separately and joins them with a blank line.
+    est = HeuristicEstimator()
+    assert est.count(a + "\n\n" + b) <= est.count(a) + est.count(b) + 1
