@@ -1,0 +1,179 @@
+"""Appending and reading back: every record kind, seq assignment, fsync policies, head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from holon.errors import InvalidRecord, NotALedger, RefNotFound, UsageError
+from holon.ledger import Ledger
+from holon.ledger.header import genesis_hash
+from holon.records import BODY_TYPES, Record
+from tests.ledger_support import (
+    AGENT,
+    assert_ledger_holds,
+    expected_head,
+    message,
+    scratch_dir,
+    with_real_blobs,
+)
+from tests.strategies import ledger_records, records
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledger_records(max_size=25))
+def test_every_record_round_trips_through_the_ledger(recs: list[Record]) -> None:
+    with scratch_dir() as root:
+        path = root / "l"
+        with Ledger.create(path, agent_id=AGENT, fsync="never") as ledger:
+            stored = [with_real_blobs(ledger, r) for r in recs]
+            assert ledger.append_many(stored) == list(range(len(stored)))
+            assert list(ledger.read()) == stored
+            assert ledger.head() == expected_head(AGENT, stored)
+        assert_ledger_holds(path, stored)
+
+
+@pytest.mark.parametrize("kind", sorted(BODY_TYPES))
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_each_kind_round_trips_one_by_one(kind: str, data: st.DataObject) -> None:
+    recs = data.draw(st.lists(records(kind), min_size=3, max_size=3))
+    with scratch_dir() as root, Ledger.create(root / "l", agent_id=AGENT, fsync="batch") as ledger:
+        stored = []
+        for generated in recs:
+            record = with_real_blobs(ledger, msgspec.structs.replace(generated, seq=-1))
+            seq = ledger.append(record)
+            stored.append(msgspec.structs.replace(record, seq=seq))
+        assert [ledger.get(i) for i in range(3)] == stored
+        ledger.flush()
+        assert_ledger_holds(root / "l", stored)
+
+
+def test_empty_ledger_head_is_the_genesis_hash(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id="a1") as ledger:
+        assert ledger.head() == (-1, genesis_hash("a1").hex())
+        assert list(ledger.read()) == []
+    with Ledger.open(tmp_path / "l", readonly=True) as reader:
+        assert reader.head() == (-1, genesis_hash("a1").hex())
+    assert genesis_hash("a1") != genesis_hash("a2")
+
+
+def test_seq_is_assigned_and_explicit_seq_must_be_next(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger:
+        assert ledger.append(message(0)) == 0
+        assert ledger.append(msgspec.structs.replace(message(1), seq=1)) == 1
+        with pytest.raises(InvalidRecord, match=r"seq 7.*next seq of this ledger is 2") as info:
+            ledger.append(msgspec.structs.replace(message(2), seq=7))
+        assert info.value.field == "seq"
+        assert ledger.append_many([message(2), message(3)]) == [2, 3]
+        assert ledger.get(3).seq == 3
+
+
+def test_append_many_appends_nothing_when_one_record_is_invalid(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+        bad = [message(1), msgspec.structs.replace(message(2), seq=99)]
+        with pytest.raises(InvalidRecord):
+            ledger.append_many(bad)
+        assert ledger.head()[0] == 0
+        assert ledger.append(message(1)) == 1
+
+
+def test_get_past_the_head_is_ref_not_found(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+        with pytest.raises(RefNotFound, match="past the end"):
+            ledger.get(1)
+        with pytest.raises(RefNotFound):
+            ledger.get(-1)
+
+
+def test_read_range_is_half_open(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT, segment_bytes=2048) as ledger:
+        ledger.append_many(message(i) for i in range(60))
+        assert [r.seq for r in ledger.read(10, 15)] == [10, 11, 12, 13, 14]
+        assert [r.seq for r in ledger.read(55)] == [55, 56, 57, 58, 59]
+        assert list(ledger.read(5, 5)) == []
+        assert list(ledger.read(60)) == []
+
+
+@pytest.mark.parametrize("policy", ["always", "batch", "never"])
+def test_fsync_policies_keep_every_flushed_record(tmp_path: Path, policy: str) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync=policy) as ledger:  # type: ignore[arg-type]
+        with ledger.batch():
+            ledger.append_many(message(i) for i in range(5))
+        ledger.append(message(5))
+        ledger.flush()
+    assert_ledger_holds(path, [msgspec.structs.replace(message(i), seq=i) for i in range(6)])
+
+
+def test_batch_policy_buffers_until_flush(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="batch") as ledger:
+        ledger.append(message(0))
+        with Ledger.open(path, readonly=True) as reader:
+            assert reader.head()[0] == -1  # buffered in the writer, not yet written
+            ledger.flush()
+            assert reader.head() == ledger.head()
+
+
+def test_always_policy_writes_before_append_returns(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="always") as ledger:
+        ledger.append(message(0))
+        with Ledger.open(path, readonly=True) as reader:
+            assert reader.head() == ledger.head()
+
+
+def test_read_only_and_closed_ledgers_refuse_appends(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    ledger = Ledger.create(path, agent_id=AGENT)
+    ledger.close()
+    ledger.close()
+    with pytest.raises(UsageError, match="closed"):
+        ledger.append(message(0))
+    with Ledger.open(path, readonly=True) as reader, pytest.raises(UsageError, match="read-only"):
+        reader.append(message(0))
+
+
+def test_open_names_what_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(NotALedger, match="does not exist"):
+        Ledger.open(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotALedger, match=r"no holon-ledger\.json"):
+        Ledger.open(tmp_path / "empty")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotALedger, match="not a directory"):
+        Ledger.open(tmp_path / "file")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "holon-ledger.json").write_text('{"format": "other"}')
+    with pytest.raises(NotALedger, match="not a holon ledger header"):
+        Ledger.open(tmp_path / "foreign")
+
+
+def test_create_refuses_an_existing_ledger_and_bad_settings(tmp_path: Path) -> None:
+    Ledger.create(tmp_path / "l", agent_id=AGENT).close()
+    with pytest.raises(UsageError, match="not an empty directory"):
+        Ledger.create(tmp_path / "l", agent_id=AGENT)
+    with pytest.raises(UsageError, match="agent_id"):
+        Ledger.create(tmp_path / "x", agent_id="")
+    with pytest.raises(UsageError, match="segment_bytes"):
+        Ledger.create(tmp_path / "y", agent_id=AGENT, segment_bytes=10)
+    with pytest.raises(UsageError, match="fsync policy"):
+        Ledger.open(tmp_path / "l", fsync="sometimes")  # type: ignore[arg-type]
+
+
+def test_reopened_writer_continues_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=2048) as ledger:
+        ledger.append_many(message(i) for i in range(30))
+    with Ledger.open(path) as ledger:
+        assert ledger.recovery == ()
+        assert ledger.head()[0] == 29
+        ledger.append_many(message(i) for i in range(30, 40))
+    assert_ledger_holds(path, [msgspec.structs.replace(message(i), seq=i) for i in range(40)])

@@ -1,0 +1,106 @@
+"""The blob store: round-trip, automatic moving of large outputs, rejection of bad refs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from holon.errors import InvalidRecord, InvalidRef, LedgerCorrupt, RefNotFound
+from holon.ledger import Ledger
+from holon.records import BlobRef, Record, TaskResult, ToolResult
+from tests.ledger_support import AGENT, blob_ref, scratch_dir, tool_output
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.binary(max_size=20000))
+def test_blob_round_trip(data: bytes) -> None:
+    with scratch_dir() as root, Ledger.create(root / "l", agent_id=AGENT, fsync="never") as ledger:
+        ref = ledger.put_blob(data)
+        assert ref == blob_ref(data)
+        assert ledger.get_blob(ref.hash) == data
+        assert ledger.put_blob(data).hash == ref.hash  # stored once
+
+
+def test_large_tool_output_moves_to_the_blob_store(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT, blob_threshold=4096) as ledger:
+        big = tool_output(0, 10_000)
+        small = tool_output(1, 4096)
+        ledger.append_many([big, small])
+        stored_big, stored_small = ledger.read()
+        assert isinstance(big.body, ToolResult) and isinstance(stored_big.body, ToolResult)
+        assert stored_big.body.output == ""
+        assert stored_big.body.blob is not None
+        assert stored_big.body.blob.size == 10_000
+        assert stored_big.body.blob.preview == big.body.output[:200]
+        assert ledger.get_blob(stored_big.body.blob.hash).decode() == big.body.output
+        assert stored_small.body == small.body  # at the threshold: stays inline
+        task = Record(body=TaskResult(id="t", status="ok", summary="s", output="é" * 3000), ts=1)
+        ledger.append(task)  # 3000 characters but 6000 UTF-8 bytes
+        stored_task = ledger.get(2).body
+        assert isinstance(stored_task, TaskResult) and stored_task.blob is not None
+        assert ledger.get_blob(stored_task.blob.hash).decode() == "é" * 3000
+        assert ledger.verify().blobs_checked == 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "abc",
+        "A" * 64,
+        "../" + "a" * 61,
+        "a" * 63 + "/",
+        "a" * 32 + "/" + "a" * 31,
+        "..",
+        "a" * 65,
+        "g" * 64,
+        "a" * 63 + "\n",
+        5,
+        None,
+    ],
+)
+def test_malformed_blob_hashes_are_invalid_refs(tmp_path: Path, bad: object) -> None:
+    with (
+        Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger,
+        pytest.raises(InvalidRef, match="malformed"),
+    ):
+        ledger.get_blob(bad)  # type: ignore[arg-type]
+
+
+def test_unknown_blob_is_ref_not_found(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger, pytest.raises(RefNotFound, match="not in"):
+        ledger.get_blob("0" * 64)
+
+
+def test_corrupted_blob_names_its_file(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger:
+        ref = ledger.put_blob(b"hello blob" * 100)
+        path = tmp_path / "l" / "blobs" / ref.hash[:2] / ref.hash
+        path.write_bytes(b"not zstd at all")
+        with pytest.raises(LedgerCorrupt, match="does not decompress") as info:
+            ledger.get_blob(ref.hash)
+        assert info.value.file == str(path)
+        # Valid zstd, wrong content: the hash check catches it.
+        other = ledger.put_blob(b"other bytes")
+        path.write_bytes((path.parent.parent / other.hash[:2] / other.hash).read_bytes())
+        with pytest.raises(LedgerCorrupt, match="hashes to") as info:
+            ledger.get_blob(ref.hash)
+        assert info.value.file == str(path)
+        report = ledger.verify()
+        assert not report.ok
+        assert [p.file for p in report.problems] == [str(path)]
+
+
+def test_append_refuses_a_reference_to_a_blob_it_does_not_hold(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger:
+        body = ToolResult(call_id="c", tool="t", status="ok", blob=BlobRef(hash="0" * 64, size=3))
+        with pytest.raises(InvalidRecord, match="put_blob") as info:
+            ledger.append(Record(body=body, ts=0))
+        assert info.value.field == "body.blob.hash"
+        bad = ToolResult(call_id="c", tool="t", status="ok", blob=BlobRef(hash="../x", size=3))
+        with pytest.raises(InvalidRecord):
+            ledger.append(Record(body=bad, ts=0))
+        assert ledger.head()[0] == -1

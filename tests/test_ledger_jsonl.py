@@ -1,0 +1,109 @@
+"""Canonical JSONL: lossless export/import, blobs beside the file, all-or-nothing import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from holon.errors import InvalidRecord
+from holon.ledger import Ledger, blobs_dir_for, export_jsonl, import_jsonl
+from holon.records import Record, decode_json_record
+from tests.ledger_support import AGENT, message, scratch_dir, tool_output, with_real_blobs
+from tests.strategies import ledger_records
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledger_records(max_size=20))
+def test_export_then_import_reproduces_every_record_and_the_head(recs: list[Record]) -> None:
+    with (
+        scratch_dir() as root,
+        Ledger.create(root / "a", agent_id=AGENT, fsync="never", segment_bytes=2048) as source,
+    ):
+        source.append_many(with_real_blobs(source, r) for r in recs)
+        source.append(tool_output(99, 9000))
+        assert export_jsonl(source, root / "x.jsonl") == len(recs) + 1
+        with Ledger.create(root / "b", agent_id=AGENT, fsync="never") as target:
+            assert import_jsonl(root / "x.jsonl", target) == list(range(len(recs) + 1))
+            assert list(target.read()) == list(source.read())
+            assert target.head() == source.head()
+            assert target.verify().ok
+            # And back again: the text form is byte-identical.
+            export_jsonl(target, root / "y.jsonl")
+            assert (root / "x.jsonl").read_bytes() == (root / "y.jsonl").read_bytes()
+
+
+def test_blobs_are_written_beside_the_jsonl(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "a", agent_id=AGENT) as ledger:
+        ledger.append(tool_output(0, 9000))
+        export_jsonl(ledger, tmp_path / "x.jsonl")
+        (stored,) = ledger.read()
+    line = decode_json_record((tmp_path / "x.jsonl").read_bytes().strip())
+    assert line == stored
+    blob = stored.body.blob  # type: ignore[union-attr]
+    assert blob is not None
+    blob_file = blobs_dir_for(tmp_path / "x.jsonl") / blob.hash
+    assert blob_file.read_bytes().decode() == tool_output(0, 9000).body.output  # type: ignore[union-attr]
+
+
+def _exported(tmp_path: Path, n: int = 5) -> Path:
+    with Ledger.create(tmp_path / "a", agent_id=AGENT) as ledger:
+        ledger.append_many(message(i) for i in range(n))
+        ledger.append(tool_output(n, 9000))
+        export_jsonl(ledger, tmp_path / "x.jsonl")
+    return tmp_path / "x.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("edit", "line", "pattern"),
+    [
+        (lambda lines: lines.__setitem__(2, b'{"seq": 2, "oops"'), 3, "malformed|truncated|invalid"),
+        (lambda lines: lines.__setitem__(3, lines[3].replace(b'"assistant"', b'"robot"')), 4, "role"),
+        (lambda lines: lines.__setitem__(1, b""), 2, "empty line"),
+        (lambda lines: lines.pop(2), 3, "seq 3 follows seq 1"),
+        (
+            lambda lines: lines.__setitem__(4, lines[4].replace(b'"kind":"message"', b'"kind":"nope"')),
+            5,
+            "kind",
+        ),
+    ],
+)
+def test_an_invalid_line_appends_nothing_and_is_named(
+    tmp_path: Path, edit: object, line: int, pattern: str
+) -> None:
+    path = _exported(tmp_path)
+    lines = path.read_bytes().split(b"\n")
+    edit(lines)  # type: ignore[operator]
+    path.write_bytes(b"\n".join(lines))
+    with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
+        with pytest.raises(InvalidRecord, match=pattern) as info:
+            import_jsonl(path, target)
+        assert f"line {line} of {path}" in str(info.value)
+        assert target.head()[0] == -1
+
+
+def test_missing_or_wrong_blob_file_is_named_and_appends_nothing(tmp_path: Path) -> None:
+    path = _exported(tmp_path)
+    (blob_file,) = blobs_dir_for(path).iterdir()
+    blob_file.write_bytes(b"tampered")
+    with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
+        with pytest.raises(InvalidRecord, match=r"line 6 of .*hashing to") as info:
+            import_jsonl(path, target)
+        assert info.value.field == "body.blob"
+        blob_file.unlink()
+        with pytest.raises(InvalidRecord, match=r"line 6 of .*does not exist"):
+            import_jsonl(path, target)
+        assert target.head()[0] == -1
+
+
+def test_import_into_a_non_empty_ledger_appends_after_its_head(tmp_path: Path) -> None:
+    path = _exported(tmp_path, n=3)
+    with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
+        target.append_many(message(i) for i in range(10))
+        assert import_jsonl(path, target) == [10, 11, 12, 13]
+        imported = list(target.read(10))
+        assert [r.seq for r in imported] == [10, 11, 12, 13]
+        assert [msgspec.structs.replace(r, seq=-1) for r in imported[:3]] == [message(i) for i in range(3)]
+        assert target.verify().ok

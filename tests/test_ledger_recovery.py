@@ -1,0 +1,81 @@
+"""A crash mid-append leaves a torn tail: a writer cuts it (and says so), a reader stops before it."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from holon.ledger import Ledger
+from tests.ledger_support import AGENT, active_segment, assert_ledger_holds, frame_offsets, message
+
+
+def _ledger(path: Path, n: int = 10) -> list:
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append_many(message(i, 80) for i in range(n))
+    return [msgspec.structs.replace(message(i, 80), seq=i) for i in range(n)]
+
+
+@pytest.mark.parametrize("keep", [1, 10, 15, 16, 47, 48, 60, -1])
+def test_truncated_final_frame_is_cut_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, keep: int
+) -> None:
+    path = tmp_path / "l"
+    records = _ledger(path)
+    seg = active_segment(path)
+    data = seg.read_bytes()
+    last = frame_offsets(data)[-1]
+    cut_at = last + keep if keep >= 0 else len(data) - 1
+    seg.write_bytes(data[:cut_at])
+    # A reader treats the torn frame as the end of the data: the writer may be mid-append.
+    assert_ledger_holds(path, records[:-1])
+    with caplog.at_level(logging.WARNING, logger="holon.ledger"), Ledger.open(path) as ledger:
+        (action,) = ledger.recovery
+        assert action.action == "truncated_torn_tail"
+        assert action.file == str(seg)
+        assert action.offset == last
+        assert action.bytes_cut == cut_at - last
+        assert ledger.head()[0] == 8
+        ledger.append(message(9, 80))
+    assert "truncated_torn_tail" in caplog.text and str(seg) in caplog.text
+    assert os.path.getsize(seg) == len(data)
+    assert_ledger_holds(path, records)
+
+
+def test_zero_filled_tail_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    records = _ledger(path)
+    seg = active_segment(path)
+    size = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(b"\0" * 4096)  # what a power loss can leave after a size update
+    assert_ledger_holds(path, records)
+    with Ledger.open(path) as ledger:
+        (action,) = ledger.recovery
+        assert (action.offset, action.bytes_cut) == (size, 4096)
+    assert seg.stat().st_size == size
+
+
+def test_complete_final_frame_with_bad_checksum_is_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    records = _ledger(path)
+    seg = active_segment(path)
+    data = bytearray(seg.read_bytes())
+    last = frame_offsets(bytes(data))[-1]
+    data[-3] ^= 0x55  # inside the last payload: as if its final page never reached the disk
+    seg.write_bytes(bytes(data))
+    with Ledger.open(path) as ledger:
+        (action,) = ledger.recovery
+        assert action.offset == last
+        assert "checksum" in action.detail
+    assert_ledger_holds(path, records[:-1])
+
+
+def test_clean_ledger_reports_no_recovery(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    _ledger(path)
+    with Ledger.open(path) as ledger:
+        assert ledger.recovery == ()
