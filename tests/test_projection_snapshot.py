@@ -109,7 +109,7 @@ def test_decisions_are_relevant_newest_first_and_capped() -> None:
     ]
 
 
-def test_follow_ups_rank_active_then_unscoped_then_other() -> None:
+def test_follow_ups_are_open_ones_newest_first() -> None:
     state = _state(
         r.WorkItem(id="A", objective="a", state="active"),
         r.FollowUp(id="f-other", text="x", work_item_id="B"),
@@ -120,7 +120,7 @@ def test_follow_ups_rank_active_then_unscoped_then_other() -> None:
     )
     snapshot = derive_snapshot(state)
     assert [f.id for f in snapshot.follow_ups] == ["f-a", "f-global", "f-other"]
-    assert snapshot.follow_ups[0].seqs == (3,)
+    assert snapshot.follow_ups[0].seqs == (3,) and snapshot.follow_ups[2].work_item_id == "B"
     assert [f.id for f in derive_snapshot(state, ProjectionConfig(follow_ups_cap=1)).follow_ups] == ["f-a"]
 
 

@@ -45,7 +45,6 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     briefs_window: int = 12
     tools_window: int = 24
     files_window: int = 64
-    decisions_window: int = 64
     finished_window: int = 16
     carried_window: int = 16
     # per-episode list caps

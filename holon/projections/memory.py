@@ -12,15 +12,16 @@ disk therefore reaches exactly the state the live agent had.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Final, Literal
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, Final, Literal, TypeAlias, cast
 
 import msgspec
 
 from holon import records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
 from holon.projections.snapshot import WorkingMemorySnapshot, derive_snapshot
-from holon.projections.state import PlanEntry, RuntimeState, WorkItemEntry
+from holon.projections.state import PlanEntry, RuntimeState, WorkItemEntry, one_line
 
 __all__ = [
     "ARCHIVE_CHUNK",
@@ -30,41 +31,18 @@ __all__ = [
     "TurnInterval",
     "WorkingMemoryState",
     "apply_memory",
-    "command_of",
-    "one_line",
 ]
 
 #: Episodes per archive chunk. Appending copies one chunk and the (short) chunk index,
 #: never the whole archive.
 ARCHIVE_CHUNK: Final = 64
 
-#: Substrings of a command (lowercased) that make its result a verification result.
+#: Substrings of a command (any case) that make its result a verification result.
 VERIFICATION_MARKERS: Final = ("pytest", "test", "mypy", "ruff", "lint", "check", "verify", "tsc")
-
-_COMMAND_CHARS: Final = 120
-
-
-def one_line(text: str, limit: int = 160) -> str:
-    """Collapse whitespace to single spaces and clip to ``limit`` characters (with ``…``)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+_VERIFICATION_RE: Final = re.compile("|".join(VERIFICATION_MARKERS), re.IGNORECASE)
 
 
-def command_of(intent: r.ToolIntent) -> str:
-    """A short, human-readable form of a tool call: the shell command, else ``tool path``."""
-    args = intent.args
-    for key in ("command", "cmd"):
-        value = args.get(key)
-        if isinstance(value, str) and value.strip():
-            return one_line(value, _COMMAND_CHARS)
-    for key in ("path", "file", "file_path", "filename"):
-        value = args.get(key)
-        if isinstance(value, str) and value.strip():
-            return one_line(f"{intent.tool} {value}", _COMMAND_CHARS)
-    return one_line(intent.tool, _COMMAND_CHARS)
-
-
-class EpisodeArchive(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class EpisodeArchive(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """The finalized episodes, in order, as an append-only chunked sequence.
 
     ``episode_id`` equals the index, so :meth:`get` is O(1) and :meth:`latest` reads
@@ -105,7 +83,7 @@ class EpisodeArchive(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         return self.count
 
 
-class TurnInterval(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class TurnInterval(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Evidence counters since the previous turn_ended: what the next refresh reacts to.
 
     ``after_outcome`` is the outcome of the turn that opened the interval (a turn that
@@ -125,7 +103,7 @@ class TurnInterval(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     outcome: Literal["completed", "waiting", "failed", "interrupted"] | None = None
 
 
-class ActiveEpisodeBuilder(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ActiveEpisodeBuilder(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Evidence of the episode in progress, merged record by record (every list bounded).
 
     ``work_item_id`` is the active work item when the episode began, or the first one
@@ -149,7 +127,7 @@ class ActiveEpisodeBuilder(msgspec.Struct, frozen=True, kw_only=True, forbid_unk
     results: tuple[str, ...] = ()
 
 
-class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Revisioned working memory and episode state.
 
     ``snapshot`` is the snapshot at ``revision``; ``pending`` the delta not yet confirmed
@@ -179,8 +157,11 @@ class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 
 def _keep_last(items: tuple[str, ...], item: str, cap: int) -> tuple[str, ...]:
     """Append ``item`` (moving an equal earlier one to the end), keeping the last ``cap``."""
+    if items and items[-1] == item:
+        return items
     if item in items:
-        items = tuple(i for i in items if i != item)
+        at = items.index(item)  # items never holds duplicates
+        items = items[:at] + items[at + 1 :]
     if len(items) >= cap:
         items = items[len(items) - cap + 1 :]
     return (*items, item)
@@ -228,11 +209,9 @@ def _merge_tool_result(
     command = body.tool
     for execution in reversed(runtime.tools):
         if execution.call_id == body.call_id:
-            if execution.intent is not None:
-                command = command_of(execution.intent)
+            command = execution.command
             break
-    lowered = command.lower()
-    if any(marker in lowered for marker in VERIFICATION_MARKERS):
+    if _VERIFICATION_RE.search(command):
         exit_part = f", exit {body.exit_code}" if body.exit_code is not None else ""
         verification = _keep_last(verification, f"{command}: {body.status}{exit_part}", cap)
     return msgspec.structs.replace(
@@ -244,6 +223,212 @@ def _merge_tool_result(
     )
 
 
+_Replace = msgspec.structs.replace
+
+
+def _on_delta(
+    memory: WorkingMemoryState, runtime: RuntimeState, record: r.Record, config: ProjectionConfig
+) -> WorkingMemoryState:
+    body = cast(r.WorkingMemoryDelta, record.body)
+    base = memory.pending_base if memory.pending is not None else memory.snapshot
+    return _Replace(
+        memory,
+        snapshot=derive_snapshot(runtime, config),
+        revision=body.to_revision,
+        pending=body,
+        pending_base=base,
+    )
+
+
+def _on_episode(
+    memory: WorkingMemoryState, runtime: RuntimeState, record: r.Record, config: ProjectionConfig
+) -> WorkingMemoryState:
+    body = cast(r.ContextEpisodeRecord, record.body)
+    return _Replace(
+        memory,
+        archive=memory.archive.append(body),
+        compression_epoch=memory.compression_epoch + 1,
+        builder=_fresh_builder(runtime),
+    )
+
+
+def _on_prompt(
+    memory: WorkingMemoryState, runtime: RuntimeState, record: r.Record, config: ProjectionConfig
+) -> WorkingMemoryState:
+    shown = cast(r.PromptRendered, record.body).working_memory_revision
+    confirmed = shown if memory.confirmed_revision is None else max(memory.confirmed_revision, shown)
+    if memory.pending is not None and shown >= memory.pending.to_revision:
+        return _Replace(memory, confirmed_revision=confirmed, pending=None, pending_base=None)
+    return _Replace(memory, confirmed_revision=confirmed)
+
+
+def _on_turn_ended(
+    memory: WorkingMemoryState, runtime: RuntimeState, record: r.Record, config: ProjectionConfig
+) -> WorkingMemoryState:
+    body = cast(r.TurnEnded, record.body)
+    builder = memory.builder
+    builder = _Replace(
+        builder,
+        from_seq=builder.from_seq if builder.from_seq is not None else record.seq,
+        first_turn=builder.first_turn if builder.first_turn is not None else record.turn,
+        last_turn=record.turn,
+        turns=builder.turns + 1,
+    )
+    interval = memory.interval
+    closed = _Replace(
+        interval,
+        from_seq=interval.from_seq if interval.from_seq is not None else record.seq,
+        to_seq=record.seq,
+        ended_ts=record.ts,
+        ended_turn=record.turn,
+        outcome=body.outcome,
+    )
+    return _Replace(
+        memory, builder=builder, interval=TurnInterval(after_outcome=body.outcome), closed_interval=closed
+    )
+
+
+# Evidence handlers merge one record into the episode builder and/or the turn interval;
+# they return the new pair (the same objects when nothing changed).
+_Merge: TypeAlias = Callable[
+    [ActiveEpisodeBuilder, TurnInterval, RuntimeState, r.Record, ProjectionConfig],
+    tuple[ActiveEpisodeBuilder, TurnInterval],
+]
+
+
+def _merge_intent(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    # The runtime fold has just pushed this call as the newest tool execution.
+    command = runtime.tools[-1].command
+    commands = _keep_last(builder.commands, command, config.episode_list_cap)
+    return _Replace(builder, tool_calls=builder.tool_calls + 1, commands=commands), interval
+
+
+def _merge_result(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    return _merge_tool_result(builder, runtime, cast(r.ToolResult, record.body), config), interval
+
+
+def _merge_turn_started(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    if builder.first_turn is None:
+        builder = _Replace(builder, first_turn=record.turn)
+    return builder, interval
+
+
+def _merge_work(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    return _track_work(builder, runtime), interval
+
+
+def _merge_decision(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    body = cast(r.Decision, record.body)
+    line = one_line(f"{body.id}: {body.text}")
+    return _Replace(builder, decisions=_keep_last(builder.decisions, line, config.episode_list_cap)), interval
+
+
+def _merge_brief(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    body = cast(r.Brief, record.body)
+    if body.status != "ack":
+        line = one_line(f"{body.status}: {body.text}")
+        builder = _Replace(builder, results=_keep_last(builder.results, line, config.episode_list_cap))
+    if body.status == "result":
+        interval = _Replace(interval, result_briefs=interval.result_briefs + 1)
+    return builder, interval
+
+
+def _merge_task_result(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    body = cast(r.TaskResult, record.body)
+    line = one_line(f"task {body.id} {body.status}: {body.summary}")
+    builder = _Replace(builder, results=_keep_last(builder.results, line, config.episode_list_cap))
+    return builder, _Replace(interval, task_results=interval.task_results + 1)
+
+
+def _merge_wait(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    return builder, _Replace(interval, waits_opened=interval.waits_opened + 1)
+
+
+def _merge_resolved(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    return builder, _Replace(interval, waits_resolved=interval.waits_resolved + 1)
+
+
+_MEMORY_HANDLERS: Final[
+    dict[
+        type[Any],
+        Callable[[WorkingMemoryState, RuntimeState, r.Record, ProjectionConfig], WorkingMemoryState],
+    ]
+] = {
+    r.WorkingMemoryDelta: _on_delta,
+    r.ContextEpisodeRecord: _on_episode,
+    r.PromptRendered: _on_prompt,
+    r.TurnEnded: _on_turn_ended,
+}
+
+_MERGES: Final[dict[type[Any], _Merge]] = {
+    r.ToolIntent: _merge_intent,
+    r.ToolResult: _merge_result,
+    r.TurnStarted: _merge_turn_started,
+    r.WorkItem: _merge_work,
+    r.WorkItemState: _merge_work,
+    r.WorkPlan: _merge_work,
+    r.Decision: _merge_decision,
+    r.Brief: _merge_brief,
+    r.TaskResult: _merge_task_result,
+    r.WaitingIntent: _merge_wait,
+    r.WaitingResolved: _merge_resolved,
+}
+
+
 def apply_memory(
     memory: WorkingMemoryState,
     runtime: RuntimeState,
@@ -251,98 +436,20 @@ def apply_memory(
     config: ProjectionConfig = DEFAULT_CONFIG,
 ) -> WorkingMemoryState:
     """Fold one record into working memory; ``runtime`` is the state *after* the record."""
-    body = record.body
-    kind = type(body)
-
-    if kind is r.WorkingMemoryDelta:
-        assert isinstance(body, r.WorkingMemoryDelta)
-        base = memory.pending_base if memory.pending is not None else memory.snapshot
-        return msgspec.structs.replace(
-            memory,
-            snapshot=derive_snapshot(runtime, config),
-            revision=body.to_revision,
-            pending=body,
-            pending_base=base,
-        )
-    if kind is r.ContextEpisodeRecord:
-        assert isinstance(body, r.ContextEpisodeRecord)
-        return msgspec.structs.replace(
-            memory,
-            archive=memory.archive.append(body),
-            compression_epoch=memory.compression_epoch + 1,
-            builder=_fresh_builder(runtime),
-        )
-    if kind is r.PromptRendered:
-        assert isinstance(body, r.PromptRendered)
-        shown = body.working_memory_revision
-        confirmed = shown if memory.confirmed_revision is None else max(memory.confirmed_revision, shown)
-        if memory.pending is not None and shown >= memory.pending.to_revision:
-            return msgspec.structs.replace(
-                memory, confirmed_revision=confirmed, pending=None, pending_base=None
-            )
-        return msgspec.structs.replace(memory, confirmed_revision=confirmed)
-
-    # Evidence and turn records: merge into the interval and the episode builder.
+    kind = type(record.body)
+    handler = _MEMORY_HANDLERS.get(kind)
+    if handler is not None:
+        return handler(memory, runtime, record, config)
+    # Evidence: the first one opens the episode's and the interval's seq range.
     builder = memory.builder
     interval = memory.interval
-    seq = record.seq
     if builder.from_seq is None:
-        builder = msgspec.structs.replace(builder, from_seq=seq)
+        builder = _Replace(builder, from_seq=record.seq)
     if interval.from_seq is None:
-        interval = msgspec.structs.replace(interval, from_seq=seq)
-    cap = config.episode_list_cap
-
-    if kind is r.ToolIntent:
-        assert isinstance(body, r.ToolIntent)
-        builder = msgspec.structs.replace(
-            builder,
-            tool_calls=builder.tool_calls + 1,
-            commands=_keep_last(builder.commands, command_of(body), cap),
-        )
-    elif kind is r.ToolResult:
-        assert isinstance(body, r.ToolResult)
-        builder = _merge_tool_result(builder, runtime, body, config)
-    elif kind is r.TurnStarted:
-        if builder.first_turn is None:
-            builder = msgspec.structs.replace(builder, first_turn=record.turn)
-    elif kind is r.TurnEnded:
-        assert isinstance(body, r.TurnEnded)
-        builder = msgspec.structs.replace(
-            builder,
-            first_turn=builder.first_turn if builder.first_turn is not None else record.turn,
-            last_turn=record.turn,
-            turns=builder.turns + 1,
-        )
-        closed = msgspec.structs.replace(
-            interval, to_seq=seq, ended_ts=record.ts, ended_turn=record.turn, outcome=body.outcome
-        )
-        return msgspec.structs.replace(
-            memory, builder=builder, interval=TurnInterval(after_outcome=body.outcome), closed_interval=closed
-        )
-    elif kind is r.WorkItem or kind is r.WorkItemState or kind is r.WorkPlan:
-        builder = _track_work(builder, runtime)
-    elif kind is r.Decision:
-        assert isinstance(body, r.Decision)
-        builder = msgspec.structs.replace(
-            builder, decisions=_keep_last(builder.decisions, one_line(f"{body.id}: {body.text}"), cap)
-        )
-    elif kind is r.Brief:
-        assert isinstance(body, r.Brief)
-        if body.status != "ack":
-            line = one_line(f"{body.status}: {body.text}")
-            builder = msgspec.structs.replace(builder, results=_keep_last(builder.results, line, cap))
-        if body.status == "result":
-            interval = msgspec.structs.replace(interval, result_briefs=interval.result_briefs + 1)
-    elif kind is r.TaskResult:
-        assert isinstance(body, r.TaskResult)
-        line = one_line(f"task {body.id} {body.status}: {body.summary}")
-        builder = msgspec.structs.replace(builder, results=_keep_last(builder.results, line, cap))
-        interval = msgspec.structs.replace(interval, task_results=interval.task_results + 1)
-    elif kind is r.WaitingIntent:
-        interval = msgspec.structs.replace(interval, waits_opened=interval.waits_opened + 1)
-    elif kind is r.WaitingResolved:
-        interval = msgspec.structs.replace(interval, waits_resolved=interval.waits_resolved + 1)
-
+        interval = _Replace(interval, from_seq=record.seq)
+    merge = _MERGES.get(kind)
+    if merge is not None:
+        builder, interval = merge(builder, interval, runtime, record, config)
     if builder is memory.builder and interval is memory.interval:
         return memory
-    return msgspec.structs.replace(memory, builder=builder, interval=interval)
+    return _Replace(memory, builder=builder, interval=interval)

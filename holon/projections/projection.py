@@ -20,7 +20,7 @@ from holon.projections.state import RuntimeState, apply_runtime
 __all__ = ["ProjectionState", "apply", "fold", "initial_state"]
 
 
-class ProjectionState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ProjectionState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Everything the projections know after folding records up to ``seq``.
 
     ``config`` and ``projection_version`` are stored with the state because derived

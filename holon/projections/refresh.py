@@ -22,9 +22,10 @@ from typing import Final, Literal, TypeAlias
 
 from holon import records as r
 from holon.errors import UsageError
-from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval, one_line
+from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval
 from holon.projections.projection import ProjectionState
 from holon.projections.snapshot import SNAPSHOT_FIELDS, WorkingMemorySnapshot, derive_snapshot
+from holon.projections.state import one_line
 
 __all__ = [
     "BOUNDARY_ORDER",
@@ -65,7 +66,9 @@ BOUNDARY_ORDER: Final[tuple[BoundaryReason, ...]] = (
 )
 
 _STEP_MARK: Final = {"pending": " ", "in_progress": ">", "done": "x", "blocked": "!", "skipped": "-"}
-_SCAN_FACTOR: Final = 8
+# Carry-forward follow-ups are picked from this many times the cap of the most recently
+# updated open ones, so finalizing costs the same however many are open.
+_SCAN_FACTOR: Final = 2
 
 
 def _closed_interval(state: ProjectionState) -> TurnInterval:
@@ -279,10 +282,18 @@ def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
     work_item_id = builder.work_item_id
     cap = config.episode_list_cap
 
-    open_follow_ups = islice(reversed(runtime.follow_ups.values()), cap * _SCAN_FACTOR)
-    carried = [f for f in open_follow_ups if f.work_item_id is None or f.work_item_id == work_item_id]
-    carried.sort(key=lambda f: (-f.seq, f.id))
-    waits = sorted(islice(reversed(runtime.waits.values()), cap * _SCAN_FACTOR), key=lambda w: (-w.seq, w.id))
+    # Both dicts are in last-update (seq) order: reading backwards is newest first.
+    carried = list(
+        islice(
+            (
+                f
+                for f in islice(reversed(runtime.follow_ups.values()), cap * _SCAN_FACTOR)
+                if f.work_item_id is None or f.work_item_id == work_item_id
+            ),
+            cap,
+        )
+    )
+    waits = list(islice(reversed(runtime.waits.values()), cap))
 
     first_turn = builder.first_turn if builder.first_turn is not None else closed.ended_turn
     last_turn = builder.last_turn if builder.last_turn is not None else closed.ended_turn
@@ -304,8 +315,8 @@ def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
         commands=builder.commands,
         verification=builder.verification,
         decisions=builder.decisions,
-        follow_ups=tuple(one_line(f"{f.id}: {f.text}") for f in carried[:cap]),
-        waiting=tuple(one_line(f"{w.id}: {w.waiting_on}") for w in waits[:cap]),
+        follow_ups=tuple(one_line(f"{f.id}: {f.text}") for f in carried),
+        waiting=tuple(one_line(f"{w.id}: {w.waiting_on}") for w in waits),
         projection_version=state.projection_version,
     )
     return (r.Record(body=episode, ts=closed.ended_ts, turn=closed.ended_turn),)

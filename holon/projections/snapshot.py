@@ -12,12 +12,14 @@ Derivation reads only bounded windows, so its cost does not grow with the ledger
 from __future__ import annotations
 
 from itertools import islice
-from typing import Final, Literal
+from operator import attrgetter
+from typing import Final, TypeAlias
 
 import msgspec
 
+from holon import records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
-from holon.projections.state import RuntimeState
+from holon.projections.state import DecisionEntry, FollowUpEntry, RuntimeState, WaitEntry
 
 __all__ = [
     "SNAPSHOT_FIELDS",
@@ -31,55 +33,32 @@ __all__ = [
     "snapshot_lines",
 ]
 
-# How many of the most recently updated open follow-ups / waits are ranked for the
-# snapshot, as a multiple of the cap: bounds derivation cost when many are open.
-_SCAN_FACTOR: Final = 8
+#: A plan step as shown in working memory: the record's own step type, shared rather
+#: than copied so deriving a snapshot does not rebuild the plan.
+SnapshotPlanStep: TypeAlias = r.PlanStep
 
 
-class SnapshotPlanStep(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One step of the current plan, as shown in working memory."""
-
-    id: str
-    text: str
-    status: Literal["pending", "in_progress", "done", "blocked", "skipped"]
-
-
-class FileRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class FileRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """A working-set file and the seq of the touch that brought it into the set."""
 
     path: str
     seq: int
 
 
-class DecisionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A relevant decision and the seq that declared it."""
+# Decisions, follow-ups and waits appear in working memory as the runtime state's own
+# entries: each changes only when its record is redeclared, so sharing them keeps the
+# snapshot stable and costs nothing to derive. (Files need FileRef: a FileTouch changes
+# at every touch.)
 
-    id: str
-    text: str
-    rationale: str | None = None
-    seq: int
-
-
-class FollowUpRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A pending (open) follow-up and the seqs that opened and last changed it."""
-
-    id: str
-    text: str
-    work_item_id: str | None = None
-    seqs: tuple[int, ...]
+#: A relevant decision (``id``, ``text``, ``rationale``, ``work_item_id``, ``seq``).
+DecisionRef: TypeAlias = DecisionEntry
+#: A pending follow-up (``id``, ``text``, ``work_item_id``, ``seqs``: opening and last update).
+FollowUpRef: TypeAlias = FollowUpEntry
+#: An open wait (``id``, ``waiting_on``, ``work_item_id``, ``resume_hint``, ``seq``).
+WaitRef: TypeAlias = WaitEntry
 
 
-class WaitRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Something the agent is waiting on, and the seq of the waiting intent."""
-
-    id: str
-    waiting_on: str
-    work_item_id: str | None = None
-    resume_hint: str | None = None
-    seq: int
-
-
-class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Structured working memory at one point of the ledger.
 
     Fields (caps from :class:`~holon.projections.ProjectionConfig`):
@@ -93,10 +72,10 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
       tail; ``plan_omitted`` counts what was dropped; ``plan_seq`` wrote the plan.
     - ``files``: the ``files_cap`` most recently used files of the active item,
       ordered by the seq that brought them into the set (newest first), then path.
-    - ``decisions``: the active item's and unscoped decisions, newest first, then id.
-    - ``follow_ups``: open follow-ups, the active item's first, then unscoped, then
-      others; within a group newest update first, then id.
-    - ``waiting_on``: open waits, newest first, then id.
+    - ``decisions``: the active item's and unscoped decisions, newest first (one per id).
+    - ``follow_ups``: open follow-ups of any work item (each names its item), newest
+      update first.
+    - ``waiting_on``: open waits, newest first.
     """
 
     active_work_item_id: str | None = None
@@ -121,6 +100,7 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
 
 
 _EMPTY: Final = WorkingMemorySnapshot()
+_by_seq: Final = attrgetter("seq")
 
 #: Snapshot field names in canonical order (the order of ``changed_fields`` in deltas).
 SNAPSHOT_FIELDS: Final[tuple[str, ...]] = WorkingMemorySnapshot.__struct_fields__
@@ -151,10 +131,7 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
     plan: tuple[SnapshotPlanStep, ...] = ()
     plan_omitted = 0
     if plan_entry is not None:
-        plan, plan_omitted = _plan_steps(
-            tuple(SnapshotPlanStep(id=s.id, text=s.text, status=s.status) for s in plan_entry.steps),
-            config.plan_cap,
-        )
+        plan, plan_omitted = _plan_steps(plan_entry.steps, config.plan_cap)
 
     # Membership: most recently used; order: when the file entered the set. A file that
     # keeps being used therefore does not reorder working memory (and bump the revision).
@@ -166,42 +143,20 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
         for f in sorted(recent_files, key=lambda f: (-f.first_seq, f.path))
     )
 
-    relevant = islice(
-        (d for d in reversed(state.decisions) if d.work_item_id is None or d.work_item_id == active),
-        config.decisions_cap,
-    )
-    decisions = tuple(
-        DecisionRef(id=d.id, text=d.text, rationale=d.rationale, seq=d.seq)
-        for d in sorted(relevant, key=lambda d: (-d.seq, d.id))
-    )
-
-    candidates = list(islice(reversed(state.follow_ups.values()), config.follow_ups_cap * _SCAN_FACTOR))
-    candidates.sort(
-        key=lambda f: (
-            0 if f.work_item_id == active and active is not None else 1 if f.work_item_id is None else 2,
-            -f.seq,
-            f.id,
-        )
-    )
-    follow_ups = tuple(
-        FollowUpRef(id=f.id, text=f.text, work_item_id=f.work_item_id, seqs=f.seqs)
-        for f in candidates[: config.follow_ups_cap]
-    )
-
-    waits = sorted(
-        islice(reversed(state.waits.values()), config.waiting_cap * _SCAN_FACTOR),
-        key=lambda w: (-w.seq, w.id),
-    )
-    waiting_on = tuple(
-        WaitRef(
-            id=w.id,
-            waiting_on=w.waiting_on,
-            work_item_id=w.work_item_id,
-            resume_hint=w.resume_hint,
-            seq=w.seq,
-        )
-        for w in waits[: config.waiting_cap]
-    )
+    # Decision buckets, the follow-ups dict and the waits dict are all kept in the order
+    # of their last update (seq order), so reading them backwards is "newest first".
+    cap = config.decisions_cap
+    own = state.decisions.get(active, ()) if active is not None else ()
+    candidates = sorted((*own[-cap:], *state.unscoped_decisions[-cap:]), key=_by_seq, reverse=True)
+    seen: set[str] = set()  # membership only: a decision redeclared under another scope
+    decisions_list: list[DecisionEntry] = []
+    for d in candidates:
+        if d.id not in seen and len(decisions_list) < cap:
+            seen.add(d.id)
+            decisions_list.append(d)
+    decisions = tuple(decisions_list)
+    follow_ups = tuple(islice(reversed(state.follow_ups.values()), config.follow_ups_cap))
+    waiting_on = tuple(islice(reversed(state.waits.values()), config.waiting_cap))
 
     return WorkingMemorySnapshot(
         active_work_item_id=active,

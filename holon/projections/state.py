@@ -43,7 +43,9 @@ __all__ = [
     "WaitEntry",
     "WorkItemEntry",
     "apply_runtime",
+    "command_of",
     "file_arguments",
+    "one_line",
     "queued_work",
     "waiting_work",
 ]
@@ -53,6 +55,7 @@ TERMINAL_WORK_STATES: Final = frozenset({"done", "abandoned"})
 
 #: Tool argument keys whose string (or list-of-strings) values name files.
 FILE_ARGUMENT_KEYS: Final = ("path", "file", "file_path", "filename", "paths", "files")
+_FILE_KEY_SET: Final = frozenset(FILE_ARGUMENT_KEYS)
 
 # A single tool argument can list many files; the working set only needs a handful.
 _MAX_ARGUMENT_FILES: Final = 8
@@ -60,7 +63,7 @@ _MAX_ARGUMENT_FILES: Final = 8
 WorkState: TypeAlias = Literal["queued", "active", "waiting", "done", "abandoned"]
 
 
-class _Entry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Entry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Base of state entries (frozen, keyword-only)."""
 
 
@@ -208,10 +211,12 @@ class ToolExecution(_Entry, frozen=True, kw_only=True):
     An intent without a result is in flight, or its outcome is unknown (the process
     died after the intent was written); a result without an intent in the window has
     ``intent`` ``None``. Both seqs are kept so a renderer can cite either record.
+    ``command`` is the short readable form of the call (see :func:`command_of`).
     """
 
     call_id: str
     tool: str
+    command: str
     turn: int | None
     ts: int
     intent_seq: int | None = None
@@ -285,14 +290,16 @@ class CarriedRecord(_Entry, frozen=True, kw_only=True):
     body: Any
 
 
-class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """What the agent knows now: the fold of every record up to ``seq``.
 
     Open things are held whole (``work_items`` holds only queued / active / waiting
     items; ``waits``, ``tasks`` and ``follow_ups`` only open ones), finished things go
-    to bounded windows. Dicts are in deterministic insertion order: for ``waits``,
-    ``tasks`` and ``follow_ups`` that is the order of their last update; for ``files``
-    it is least-recently touched first.
+    to bounded windows. ``decisions`` holds, per open work item, its newest
+    ``decisions_cap`` decisions (``unscoped_decisions`` those of no item), oldest first.
+    Dicts are in deterministic insertion order: for ``waits``, ``tasks`` and
+    ``follow_ups`` that is the order of their last update; for ``files`` it is
+    least-recently touched first.
     """
 
     seq: int = -1
@@ -307,7 +314,8 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     resolved_waits: tuple[WaitEntry, ...] = ()
     tasks: dict[str, TaskEntry] = {}
     finished_tasks: tuple[TaskEntry, ...] = ()
-    decisions: tuple[DecisionEntry, ...] = ()
+    decisions: dict[str, tuple[DecisionEntry, ...]] = {}
+    unscoped_decisions: tuple[DecisionEntry, ...] = ()
     follow_ups: dict[str, FollowUpEntry] = {}
     closed_follow_ups: tuple[FollowUpEntry, ...] = ()
     files: dict[str, FileTouch] = {}
@@ -365,8 +373,34 @@ def _work_in(state: RuntimeState, work_state: str) -> tuple[WorkItemEntry, ...]:
     return tuple(items)
 
 
+_COMMAND_CHARS: Final = 120
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """Collapse whitespace to single spaces and clip to ``limit`` characters (with ``…``)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def command_of(intent: r.ToolIntent) -> str:
+    """A short, human-readable form of a tool call: the shell command, else ``tool path``."""
+    args = intent.args
+    for key in ("command", "cmd"):
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return one_line(value, _COMMAND_CHARS)
+    for key in ("path", "file", "file_path", "filename"):
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return one_line(f"{intent.tool} {value}", _COMMAND_CHARS)
+    return one_line(intent.tool, _COMMAND_CHARS)
+
+
 def file_arguments(args: dict[str, Any]) -> tuple[str, ...]:
     """File paths named by a tool call's arguments (keys in :data:`FILE_ARGUMENT_KEYS`)."""
+    # Fast path: most calls name no file. (The intersection is only tested for emptiness.)
+    if not _FILE_KEY_SET.intersection(args):
+        return ()
     found: list[str] = []
     for key in FILE_ARGUMENT_KEYS:
         value = args.get(key)
@@ -380,7 +414,12 @@ def file_arguments(args: dict[str, Any]) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- the fold step
 
 _Changes: TypeAlias = dict[str, Any]
-_Handler: TypeAlias = Callable[[RuntimeState, r.Record, Any, ProjectionConfig], _Changes]
+_Handler: TypeAlias = Callable[[RuntimeState, r.Record, Any, ProjectionConfig], RuntimeState]
+_Replace = msgspec.structs.replace
+
+
+def _with(state: RuntimeState, record: r.Record, changes: _Changes) -> RuntimeState:
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, **changes)
 
 
 def _push(window: tuple[Any, ...], item: Any, cap: int) -> tuple[Any, ...]:
@@ -401,6 +440,8 @@ def _carry(state: RuntimeState, record: r.Record, note: str, config: ProjectionC
 
 
 def _normalize_path(path: str) -> str:
+    if path and not path[0].isspace() and not path[-1].isspace() and not path.startswith("./"):
+        return path  # the common case, without allocating
     path = path.strip()
     while path.startswith("./"):
         path = path[2:]
@@ -429,12 +470,15 @@ def _touch(
     return out
 
 
-def _on_message(state: RuntimeState, record: r.Record, body: r.Message, config: ProjectionConfig) -> _Changes:
+def _on_message(
+    state: RuntimeState, record: r.Record, body: r.Message, config: ProjectionConfig
+) -> RuntimeState:
     entry = MessageEntry(seq=record.seq, ts=record.ts, turn=record.turn, message=body)
-    return {"messages": _push(state.messages, entry, config.messages_window)}
+    messages = _push(state.messages, entry, config.messages_window)
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, messages=messages)
 
 
-def _on_brief(state: RuntimeState, record: r.Record, body: r.Brief, config: ProjectionConfig) -> _Changes:
+def _on_brief(state: RuntimeState, record: r.Record, body: r.Brief, config: ProjectionConfig) -> RuntimeState:
     entry = BriefEntry(seq=record.seq, ts=record.ts, turn=record.turn, brief=body)
     changes: _Changes = {"briefs": _push(state.briefs, entry, config.briefs_window)}
     if body.status == "result":
@@ -446,66 +490,71 @@ def _on_brief(state: RuntimeState, record: r.Record, body: r.Brief, config: Proj
             work_item_id=body.work_item_id,
             task_id=body.task_id,
         )
-    return changes
+    return _with(state, record, changes)
 
 
 def _on_tool_intent(
     state: RuntimeState, record: r.Record, body: r.ToolIntent, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     execution = ToolExecution(
         call_id=body.call_id,
         tool=body.tool,
+        command=command_of(body),
         turn=record.turn,
         ts=record.ts,
         intent_seq=record.seq,
         intent=body,
     )
-    changes: _Changes = {"tools": _push(state.tools, execution, config.tools_window)}
-    paths = file_arguments(body.args) if body.args else ()
+    tools = _push(state.tools, execution, config.tools_window)
+    paths = file_arguments(body.args)
+    files = state.files
     if paths:
-        changes["files"] = _touch(
-            state.files,
+        files = _touch(
+            files,
             paths,
             work_item_id=state.active_work_item_id,
             seq=record.seq,
             via="argument",
             cap=config.files_window,
         )
-    return changes
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, tools=tools, files=files)
 
 
 def _on_tool_result(
     state: RuntimeState, record: r.Record, body: r.ToolResult, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     tools = state.tools
     # The matching intent is almost always the newest entry, so scan from the end.
     for i in range(len(tools) - 1, -1, -1):
         found = tools[i]
         if found.call_id == body.call_id and found.result is None:
-            joined = msgspec.structs.replace(found, result_seq=record.seq, result=body)
-            new_tools = (*tools[:i], joined, *tools[i + 1 :])
+            joined = _Replace(found, result_seq=record.seq, result=body)
+            new_tools = (
+                (*tools[:-1], joined) if i == len(tools) - 1 else (*tools[:i], joined, *tools[i + 1 :])
+            )
             break
     else:
         orphan = ToolExecution(
             call_id=body.call_id,
             tool=body.tool,
+            command=one_line(body.tool, _COMMAND_CHARS),
             turn=record.turn,
             ts=record.ts,
             result_seq=record.seq,
             result=body,
         )
         new_tools = _push(tools, orphan, config.tools_window)
-    changes: _Changes = {"tools": new_tools}
+    files = state.files
     if body.touched_files:
-        changes["files"] = _touch(
-            state.files,
+        files = _touch(
+            files,
             body.touched_files,
             work_item_id=state.active_work_item_id,
             seq=record.seq,
             via="touched",
             cap=config.files_window,
         )
-    return changes
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, tools=new_tools, files=files)
 
 
 def _set_work(
@@ -526,6 +575,10 @@ def _set_work(
             plans = dict(state.plans)
             del plans[entry.id]
             changes["plans"] = plans
+        if entry.id in state.decisions:
+            decisions = dict(state.decisions)
+            del decisions[entry.id]
+            changes["decisions"] = decisions
         finished = changes.get("finished_work", state.finished_work)
         changes["finished_work"] = _push(finished, entry, config.finished_window)
     else:
@@ -544,7 +597,7 @@ def _set_work(
 
 def _on_work_item(
     state: RuntimeState, record: r.Record, body: r.WorkItem, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     prev = state.find_work_item(body.id)
     state_seq = prev.state_seq if prev is not None and prev.state == body.state else record.seq
     entry = WorkItemEntry(
@@ -558,36 +611,40 @@ def _on_work_item(
         state_seq=state_seq,
         state_reason=None if prev is None or prev.state != body.state else prev.state_reason,
     )
-    return _set_work(state, entry, prev, config)
+    return _with(state, record, _set_work(state, entry, prev, config))
 
 
 def _on_work_item_state(
     state: RuntimeState, record: r.Record, body: r.WorkItemState, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     prev = state.find_work_item(body.id)
     if prev is None:
-        return _carry(state, record, f"state change for unknown work item {body.id!r}", config)
+        return _with(
+            state, record, _carry(state, record, f"state change for unknown work item {body.id!r}", config)
+        )
     entry = msgspec.structs.replace(prev, state=body.state, state_seq=record.seq, state_reason=body.reason)
-    return _set_work(state, entry, prev, config)
+    return _with(state, record, _set_work(state, entry, prev, config))
 
 
 def _on_work_plan(
     state: RuntimeState, record: r.Record, body: r.WorkPlan, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     entry = PlanEntry(work_item_id=body.work_item_id, steps=body.steps, seq=record.seq)
     if body.work_item_id is None:
-        return {"unscoped_plan": entry}
+        return _with(state, record, {"unscoped_plan": entry})
     if body.work_item_id not in state.work_items and state.find_work_item(body.work_item_id) is not None:
         # Plans are kept for open work only, so finished work cannot pin state forever.
-        return _carry(state, record, f"plan for finished work item {body.work_item_id!r}", config)
+        return _with(
+            state, record, _carry(state, record, f"plan for finished work item {body.work_item_id!r}", config)
+        )
     plans = dict(state.plans)
     plans[body.work_item_id] = entry
-    return {"plans": plans}
+    return _with(state, record, {"plans": plans})
 
 
 def _on_waiting_intent(
     state: RuntimeState, record: r.Record, body: r.WaitingIntent, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     waits = dict(state.waits)
     waits.pop(body.id, None)
     waits[body.id] = WaitEntry(
@@ -597,35 +654,39 @@ def _on_waiting_intent(
         resume_hint=body.resume_hint,
         seq=record.seq,
     )
-    return {"waits": waits}
+    return _with(state, record, {"waits": waits})
 
 
 def _on_waiting_resolved(
     state: RuntimeState, record: r.Record, body: r.WaitingResolved, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     if body.id not in state.waits:
-        return _carry(state, record, f"resolution of unknown wait {body.id!r}", config)
+        return _with(state, record, _carry(state, record, f"resolution of unknown wait {body.id!r}", config))
     waits = dict(state.waits)
     done = msgspec.structs.replace(
         waits.pop(body.id), resolved_seq=record.seq, resolution=body.resolution, detail=body.detail
     )
-    return {"waits": waits, "resolved_waits": _push(state.resolved_waits, done, config.finished_window)}
+    return _with(
+        state,
+        record,
+        {"waits": waits, "resolved_waits": _push(state.resolved_waits, done, config.finished_window)},
+    )
 
 
 def _on_task_started(
     state: RuntimeState, record: r.Record, body: r.TaskStarted, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     tasks = dict(state.tasks)
     tasks.pop(body.id, None)
     tasks[body.id] = TaskEntry(
         id=body.id, description=body.description, work_item_id=body.work_item_id, started_seq=record.seq
     )
-    return {"tasks": tasks}
+    return _with(state, record, {"tasks": tasks})
 
 
 def _on_task_result(
     state: RuntimeState, record: r.Record, body: r.TaskResult, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     changes: _Changes = {}
     started = state.tasks.get(body.id)
     if started is not None:
@@ -646,22 +707,37 @@ def _on_task_result(
         work_item_id=started.work_item_id,
         task_id=body.id,
     )
-    return changes
+    return _with(state, record, changes)
 
 
 def _on_decision(
     state: RuntimeState, record: r.Record, body: r.Decision, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     entry = DecisionEntry(
         id=body.id, text=body.text, rationale=body.rationale, work_item_id=body.work_item_id, seq=record.seq
     )
-    kept = tuple(d for d in state.decisions if d.id != body.id)
-    return {"decisions": _push(kept, entry, config.decisions_window)}
+    cap = config.decisions_cap
+    unscoped = state.unscoped_decisions
+    if any(d.id == body.id for d in unscoped):
+        unscoped = tuple(d for d in unscoped if d.id != body.id)
+    if body.work_item_id is None:
+        return _with(state, record, {"unscoped_decisions": _push(unscoped, entry, cap)})
+    if body.work_item_id not in state.work_items and state.find_work_item(body.work_item_id) is not None:
+        # Decisions are kept per open work item; a finished item's live in its episodes.
+        return _with(
+            state,
+            record,
+            _carry(state, record, f"decision for finished work item {body.work_item_id!r}", config),
+        )
+    decisions = dict(state.decisions)
+    kept = tuple(d for d in decisions.get(body.work_item_id, ()) if d.id != body.id)
+    decisions[body.work_item_id] = _push(kept, entry, cap)
+    return _with(state, record, {"decisions": decisions, "unscoped_decisions": unscoped})
 
 
 def _on_follow_up(
     state: RuntimeState, record: r.Record, body: r.FollowUp, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     follow_ups = dict(state.follow_ups)
     prev = follow_ups.pop(body.id, None)
     entry = FollowUpEntry(
@@ -674,57 +750,64 @@ def _on_follow_up(
     )
     if body.status == "open":
         follow_ups[body.id] = entry
-        return {"follow_ups": follow_ups}
-    return {
-        "follow_ups": follow_ups,
-        "closed_follow_ups": _push(state.closed_follow_ups, entry, config.finished_window),
-    }
+        return _with(state, record, {"follow_ups": follow_ups})
+    return _with(
+        state,
+        record,
+        {
+            "follow_ups": follow_ups,
+            "closed_follow_ups": _push(state.closed_follow_ups, entry, config.finished_window),
+        },
+    )
 
 
 def _on_environment(
     state: RuntimeState, record: r.Record, body: r.ExecutionEnvironment, config: ProjectionConfig
-) -> _Changes:
-    return {"environment": EnvironmentEntry(seq=record.seq, environment=body)}
+) -> RuntimeState:
+    return _with(state, record, {"environment": EnvironmentEntry(seq=record.seq, environment=body)})
 
 
 def _on_policy(
     state: RuntimeState, record: r.Record, body: r.SystemPolicy, config: ProjectionConfig
-) -> _Changes:
-    return {"policy": PolicyEntry(seq=record.seq, policy=body)}
+) -> RuntimeState:
+    return _with(state, record, {"policy": PolicyEntry(seq=record.seq, policy=body)})
 
 
 def _on_context_summary(
     state: RuntimeState, record: r.Record, body: r.ContextSummary, config: ProjectionConfig
-) -> _Changes:
-    return {"context_summary": SummaryEntry(seq=record.seq, summary=body)}
+) -> RuntimeState:
+    return _with(state, record, {"context_summary": SummaryEntry(seq=record.seq, summary=body)})
 
 
 def _on_turn_started(
     state: RuntimeState, record: r.Record, body: r.TurnStarted, config: ProjectionConfig
-) -> _Changes:
-    return {
-        "turn": TurnState(index=record.turn, trigger=body.trigger, input=body.input, started_seq=record.seq)
-    }
+) -> RuntimeState:
+    turn = TurnState(index=record.turn, trigger=body.trigger, input=body.input, started_seq=record.seq)
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, turn=turn)
 
 
 def _on_turn_ended(
     state: RuntimeState, record: r.Record, body: r.TurnEnded, config: ProjectionConfig
-) -> _Changes:
+) -> RuntimeState:
     turn = state.turn
     if turn is None or not turn.open:
         turn = TurnState(index=record.turn, trigger="")
-    return {"turn": msgspec.structs.replace(turn, ended_seq=record.seq, outcome=body.outcome)}
+    turn = _Replace(turn, ended_seq=record.seq, outcome=body.outcome)
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, turn=turn)
 
 
 def _on_prompt_rendered(
     state: RuntimeState, record: r.Record, body: r.PromptRendered, config: ProjectionConfig
-) -> _Changes:
-    return {"last_prompt": PromptEntry(seq=record.seq, prompt=body)}
+) -> RuntimeState:
+    last_prompt = PromptEntry(seq=record.seq, prompt=body)
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, last_prompt=last_prompt)
 
 
-def _on_derived(state: RuntimeState, record: r.Record, body: r.Body, config: ProjectionConfig) -> _Changes:
+def _on_derived(
+    state: RuntimeState, record: r.Record, body: r.Body, config: ProjectionConfig
+) -> RuntimeState:
     # Derived records change working memory (see holon.projections.memory), not runtime state.
-    return {}
+    return _Replace(state, seq=record.seq, applied=state.applied + 1)
 
 
 _HANDLERS: Final[dict[type[Any], _Handler]] = {
@@ -762,7 +845,6 @@ def apply_runtime(
     """
     handler = _HANDLERS.get(type(record.body))
     if handler is None:
-        changes = _carry(state, record, f"kind {record.kind!r} is not placed by this projection", config)
-    else:
-        changes = handler(state, record, record.body, config)
-    return msgspec.structs.replace(state, seq=record.seq, applied=state.applied + 1, **changes)
+        note = f"kind {record.kind!r} is not placed by this projection"
+        return _with(state, record, _carry(state, record, note, config))
+    return handler(state, record, record.body, config)
