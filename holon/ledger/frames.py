@@ -117,7 +117,8 @@ class FrameWalk:
         active: bool,
         verify_chain: bool = True,
     ) -> None:
-        self._buf = buf
+        # bytes (not a view) so the hot loop can use bytes.startswith without copies.
+        self._buf = buf if isinstance(buf, bytes) else bytes(buf)
         self._end = end
         self._verify_chain = verify_chain
         self.file = file
@@ -128,8 +129,9 @@ class FrameWalk:
 
     def frames(self) -> Iterator[tuple[int, memoryview]]:
         """Yield ``(offset, payload)`` for each valid frame, in order."""
-        buf = self._buf
+        buf: bytes = self._buf
         mv = memoryview(buf)
+        startswith = buf.startswith
         end = self._end
         pos = self.pos
         prev = self.prev
@@ -157,16 +159,16 @@ class FrameWalk:
                     self._damage(pos, "the final frame's checksum does not match", incomplete=True)
                     return
                 self._damage(pos, "frame checksum mismatch")
-            if prev is not None and body[:HASH_SIZE] != prev:
+            if prev is not None and not startswith(prev, pos + head_size):
                 self._damage(
                     pos,
-                    f"broken hash chain: frame commits to {bytes(body[:HASH_SIZE]).hex()} "
+                    f"broken hash chain: frame commits to {buf[pos + head_size : pos + 48].hex()} "
                     f"but the previous record hashes to {prev.hex()}",
                 )
             prev = _blake3(body).digest() if verify_chain else None
             self.pos = stop
             self.prev = prev
-            yield pos, body[HASH_SIZE:]
+            yield pos, mv[pos + FRAME_OVERHEAD : stop]
             pos = stop
 
     def last_hash(self, last_offset: int) -> bytes:
@@ -177,13 +179,10 @@ class FrameWalk:
 
     def _zero_from(self, pos: int) -> bool:
         """True when every byte from ``pos`` to the end is zero (never-written space)."""
-        buf = self._buf
         end = self._end
         if pos >= end:
             return True
-        if isinstance(buf, memoryview):
-            return bytes(buf[pos:end]).count(0) == end - pos
-        return buf.count(0, pos, end) == end - pos
+        return self._buf.count(0, pos, end) == end - pos
 
     def _damage(self, pos: int, reason: str, *, incomplete: bool = False) -> None:
         """Record a torn tail (active segment, incomplete final frame) or raise."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -106,6 +107,7 @@ class Ledger:
         self._lock: WriterLock | None = None
         self._fd: int | None = None
         self._failed: BaseException | None = None
+        self._sealer: threading.Thread | None = None
         self._closed = False
         self._pending: list[bytes] = []
         self._pending_size = 0
@@ -221,38 +223,46 @@ class Ledger:
         be exactly the next one. Tool and task outputs over the blob threshold are moved
         to the blob store first: the stored record has ``output=""`` and ``blob=BlobRef``.
         """
-        return self.append_many((record,))[0]
+        self._check_writable()
+        seq = self._next_seq
+        payload = self._payload(record, seq)
+        self._commit((payload,))
+        return seq
 
     def append_many(self, records: Iterable[Record]) -> list[int]:
         """Append records in order and return their seqs; nothing is appended if one is invalid."""
         self._check_writable()
-        batch = list(records)
-        payloads: list[bytes] = []
-        seq = self._next_seq
-        threshold = self.header.blob_threshold
-        for given in batch:
-            record = given
-            if record.seq != seq:
-                if record.seq != -1:
-                    raise InvalidRecord(
-                        f"record carries seq {record.seq} but the next seq of this ledger is {seq}; "
-                        "build records with the default seq=-1 and let the ledger assign it",
-                        where=f"seq {record.seq}",
-                        field="seq",
-                    )
-                record = _replace(record, seq=seq)
-            body = record.body
-            if isinstance(body, _BLOB_KINDS):
-                record = self._place_output(record, body, threshold)
-            try:
-                payloads.append(encode_msgpack_record(record))
-            except (msgspec.EncodeError, TypeError, OverflowError) as exc:
-                raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
-            seq += 1
         first = self._next_seq
+        # Every record is checked and encoded before the first frame is staged.
+        payloads = [self._payload(record, seq) for seq, record in enumerate(records, first)]
+        self._commit(payloads)
+        return list(range(first, first + len(payloads)))
+
+    def _payload(self, record: Record, seq: int) -> bytes:
+        """Check a record's seq, move a large output to a blob, and encode it for seq ``seq``."""
+        if record.seq != seq:
+            if record.seq != -1:
+                raise InvalidRecord(
+                    f"record carries seq {record.seq} but the next seq of this ledger is {seq}; "
+                    "build records with the default seq=-1 and let the ledger assign it",
+                    where=f"seq {record.seq}",
+                    field="seq",
+                )
+            record = _replace(record, seq=seq)
+        body = record.body
+        if isinstance(body, _BLOB_KINDS):
+            record = self._place_output(record, body, self.header.blob_threshold)
         try:
+            return encode_msgpack_record(record)
+        except (msgspec.EncodeError, TypeError, OverflowError) as exc:
+            raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
+
+    def _commit(self, payloads: Iterable[bytes]) -> None:
+        """Stage encoded records and apply the fsync policy; a failed write poisons the writer."""
+        try:
+            stage = self._stage
             for payload in payloads:
-                self._stage(payload)
+                stage(payload)
             if self.fsync == "always":
                 self._sync()
             elif self._pending_size >= _WRITE_THRESHOLD:
@@ -260,7 +270,6 @@ class Ledger:
         except BaseException as exc:
             self._failed = exc
             raise
-        return list(range(first, seq))
 
     def _place_output(self, record: Record, body: ToolResult | TaskResult, threshold: int) -> Record:
         """Move a large output to the blob store, or check an existing blob reference."""
@@ -333,8 +342,31 @@ class Ledger:
         self._active_path = new_path
         self._active_start = self._next_seq
         self._active_size = SEGMENT_HEADER.size
-        seal_segment(old_path, old_path.read_bytes())
-        log.debug("ledger %s: sealed %s, new active segment %s", self.path, old_path.name, new_path.name)
+        # Compression takes longer than filling many frames, so it runs beside the appends
+        # (zstd releases the GIL). Until it finishes the plain file is a valid segment, and
+        # a crash before it finishes is completed by the next writer's recovery.
+        self._join_sealer()
+        self._sealer = threading.Thread(
+            target=self._seal, args=(old_path,), name=f"holon-seal-{old_path.name}", daemon=True
+        )
+        self._sealer.start()
+
+    def _seal(self, plain: Path) -> None:
+        """Seal one finished segment (runs in the sealing thread)."""
+        try:
+            seal_segment(plain, plain.read_bytes())
+            log.debug("ledger %s: sealed %s", self.path, plain.name)
+        except Exception:
+            # The plain segment stays valid and the next writer to open the ledger seals it.
+            log.exception(
+                "ledger %s: sealing %s failed; it stays plain until the next open", self.path, plain
+            )
+
+    def _join_sealer(self) -> None:
+        """Wait for a running seal (one at a time; and before the lock is released)."""
+        if self._sealer is not None:
+            self._sealer.join()
+            self._sealer = None
 
     def flush(self) -> None:
         """Write buffered appends and, unless the policy is ``never``, fsync them."""
@@ -603,6 +635,7 @@ class Ledger:
                 self.flush()
         finally:
             self._closed = True
+            self._join_sealer()
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None

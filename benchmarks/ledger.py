@@ -1,0 +1,301 @@
+"""Ledger benchmark: append and verified-scan throughput and zstd ratio, beside baselines.
+
+Run with ``python -m benchmarks.ledger`` (or ``make bench``). Every figure is measured in
+the same run as its baselines, on the same records:
+
+* append: ~300-byte records, fsync ``batch`` flushed every 100 records — holon's
+  ``append`` (one call per record) and ``append_many`` (one call per 100), against
+  stdlib sqlite3 (WAL, synchronous=FULL, commit every 100) and plain JSONL (holon's
+  canonical JSON line per record, flush + fsync every 100);
+* verified full scan: ``Ledger.read()`` (checksum, chain link and decode per record)
+  against sqlite3 and JSONL reading and decoding the same records;
+* zstd ratio: plain segment bytes / sealed segment bytes for tool-output-like records.
+
+Targets: append >= 1.5x both baselines, verified scan >= 250k records/s, ratio >= 4x.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from holon.ledger import Ledger
+from holon.ledger.segments import list_segments, load_segment
+from holon.records import (
+    Message,
+    Record,
+    ToolIntent,
+    ToolResult,
+    decode_json_record,
+    decode_msgpack_record,
+    encode_json_record,
+    encode_msgpack_record,
+)
+
+N_APPEND = 50_000
+BATCH = 100
+N_TOOL = 6_000
+REPEATS = 3
+
+_WORDS = [
+    "the",
+    "agent",
+    "reads",
+    "the",
+    "file",
+    "and",
+    "updates",
+    "the",
+    "plan",
+    "then",
+    "runs",
+    "the",
+    "tests",
+    "again",
+    "before",
+    "it",
+    "reports",
+    "the",
+    "result",
+    "to",
+    "the",
+    "operator",
+    "with",
+    "a",
+    "short",
+    "summary",
+    "of",
+    "what",
+    "changed",
+    "and",
+    "what",
+    "is",
+    "still",
+    "open",
+]
+
+
+def small_records(n: int, seed: int = 1) -> list[Record]:
+    """A turn-like mix of messages, tool intents and short tool results, ~300 bytes each."""
+    rng = random.Random(seed)
+    out: list[Record] = []
+    for i in range(n):
+        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(30, 42)))
+        kind = i % 3
+        if kind == 0:
+            body: Message | ToolIntent | ToolResult = Message(role="assistant", text=words)
+        elif kind == 1:
+            body = ToolIntent(
+                call_id=f"call-{i}",
+                tool="bash",
+                args={"command": f"pytest -q tests/test_{rng.randint(1, 80)}.py", "why": words[:170]},
+            )
+        else:
+            body = ToolResult(call_id=f"call-{i - 1}", tool="bash", status="ok", output=words, exit_code=0)
+        out.append(Record(body=body, ts=1_700_000_000_000 + i * 250, turn=i // 12))
+    return out
+
+
+def _tool_output(rng: random.Random) -> str:
+    """Output shaped like real tool runs: test logs, listings, git logs, compiler output."""
+    style = rng.randrange(4)
+    lines: list[str] = []
+    for n in range(rng.randint(15, 70)):
+        if style == 0:
+            status = rng.choice(["PASSED", "PASSED", "PASSED", "FAILED", "SKIPPED"])
+            lines.append(
+                f"tests/test_{rng.choice(_WORDS)}.py::test_{rng.choice(_WORDS)}_{n} {status} [{n * 2}%]"
+            )
+        elif style == 1:
+            lines.append(
+                f"-rw-r--r-- 1 agent agent {rng.randint(100, 99999):>6} Nov {rng.randint(1, 30):>2} "
+                f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} "
+                f"src/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}.py"
+            )
+        elif style == 2:
+            lines.append(f"{rng.getrandbits(28):07x} {rng.choice(_WORDS)}: {' '.join(rng.sample(_WORDS, 6))}")
+        else:
+            lines.append(
+                f"src/{rng.choice(_WORDS)}.c:{rng.randint(1, 900)}:{rng.randint(1, 80)}: warning: "
+                f"unused variable '{rng.choice(_WORDS)}' [-Wunused-variable]"
+            )
+    return "\n".join(lines)
+
+
+def tool_records(n: int, seed: int = 2) -> list[Record]:
+    """Tool results with inline outputs of 1-4 KB (below the blob threshold)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        text = _tool_output(rng)[:4000]
+        body = ToolResult(
+            call_id=f"c{i}", tool="bash", status="ok", output=text, exit_code=rng.choice([0, 0, 1])
+        )
+        out.append(Record(body=body, ts=i, turn=i // 5))
+    return out
+
+
+def _best(fn: Callable[[Path], float]) -> float:
+    """Best records/s over REPEATS runs in fresh directories (the machine is shared)."""
+    best = 0.0
+    for _ in range(REPEATS):
+        with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+            best = max(best, fn(Path(d)))
+    return best
+
+
+def append_holon(records: list[Record]) -> Callable[[Path], float]:
+    def run(root: Path) -> float:
+        with Ledger.create(root / "l", agent_id="bench", fsync="batch") as ledger:
+            append, flush = ledger.append, ledger.flush
+            start = time.perf_counter()
+            for i, record in enumerate(records, 1):
+                append(record)
+                if i % BATCH == 0:
+                    flush()
+            flush()
+            return len(records) / (time.perf_counter() - start)
+
+    return run
+
+
+def append_many_holon(records: list[Record]) -> Callable[[Path], float]:
+    def run(root: Path) -> float:
+        with Ledger.create(root / "l", agent_id="bench", fsync="batch") as ledger:
+            start = time.perf_counter()
+            for i in range(0, len(records), BATCH):
+                ledger.append_many(records[i : i + BATCH])
+                ledger.flush()
+            return len(records) / (time.perf_counter() - start)
+
+    return run
+
+
+def append_sqlite(records: list[Record]) -> Callable[[Path], float]:
+    def run(root: Path) -> float:
+        db = sqlite3.connect(root / "l.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE records (seq INTEGER PRIMARY KEY, kind TEXT, ts INTEGER, payload BLOB)")
+        insert = "INSERT INTO records VALUES (?, ?, ?, ?)"
+        replace = msgspec.structs.replace
+        start = time.perf_counter()
+        db.execute("BEGIN")
+        for seq, given in enumerate(records):
+            record = replace(given, seq=seq)
+            db.execute(insert, (seq, record.kind, record.ts, encode_msgpack_record(record)))
+            if (seq + 1) % BATCH == 0:
+                db.execute("COMMIT")
+                db.execute("BEGIN")
+        db.execute("COMMIT")
+        rate = len(records) / (time.perf_counter() - start)
+        db.close()
+        return rate
+
+    return run
+
+
+def append_jsonl(records: list[Record]) -> Callable[[Path], float]:
+    def run(root: Path) -> float:
+        replace = msgspec.structs.replace
+        with open(root / "l.jsonl", "wb") as f:
+            start = time.perf_counter()
+            for seq, record in enumerate(records):
+                f.write(encode_json_record(replace(record, seq=seq)) + b"\n")
+                if (seq + 1) % BATCH == 0:
+                    f.flush()
+                    os.fsync(f.fileno())
+            f.flush()
+            os.fsync(f.fileno())
+            return len(records) / (time.perf_counter() - start)
+
+    return run
+
+
+def scan_rates(records: list[Record]) -> tuple[float, float, float]:
+    """Records/s reading back every record: holon verified, sqlite3, JSONL (best of REPEATS)."""
+    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+        root = Path(d)
+        append_many_holon(records)(root)
+        append_sqlite(records)(root)
+        append_jsonl(records)(root)
+        holon = sqlite = jsonl = 0.0
+        for _ in range(REPEATS):
+            with Ledger.open(root / "l", readonly=True) as reader:
+                start = time.perf_counter()
+                count = sum(1 for _ in reader.read())
+                holon = max(holon, count / (time.perf_counter() - start))
+                assert count == len(records)
+            db = sqlite3.connect(root / "l.db")
+            start = time.perf_counter()
+            count = sum(
+                1
+                for (p,) in db.execute("SELECT payload FROM records ORDER BY seq")
+                if decode_msgpack_record(p)
+            )
+            sqlite = max(sqlite, count / (time.perf_counter() - start))
+            db.close()
+            start = time.perf_counter()
+            with open(root / "l.jsonl", "rb") as f:
+                count = sum(1 for line in f if decode_json_record(line))
+            jsonl = max(jsonl, count / (time.perf_counter() - start))
+        return holon, sqlite, jsonl
+
+
+def zstd_ratio(records: list[Record]) -> tuple[float, int, int]:
+    """Plain / sealed bytes over the sealed segments of a ledger of tool-output records."""
+    with tempfile.TemporaryDirectory(prefix="holon-bench-") as d:
+        path = Path(d) / "l"
+        with Ledger.create(path, agent_id="bench", fsync="never", segment_bytes=1 << 20) as ledger:
+            ledger.append_many(records)
+        plain = sealed = 0
+        for seg in list_segments(path / "segments"):
+            if seg.sealed is not None:
+                sealed += seg.sealed.stat().st_size
+                plain += len(load_segment(seg)[0])
+        return plain / sealed, plain, sealed
+
+
+def main() -> None:
+    """Print every figure beside its baselines, with the ratios the targets are about."""
+    records = small_records(N_APPEND)
+    sizes = [len(encode_msgpack_record(msgspec.structs.replace(r, seq=i))) for i, r in enumerate(records)]
+    mean = sum(sizes) / len(sizes)
+    print(f"records: {len(records)} (mean msgpack payload {mean:.0f} bytes), flush every {BATCH}")
+
+    holon = _best(append_holon(records))
+    holon_many = _best(append_many_holon(records))
+    sqlite = _best(append_sqlite(records))
+    jsonl = _best(append_jsonl(records))
+    print("append (fsync batch, flush/commit/fsync every 100 records), records/s:")
+    print(
+        f"  holon append()       {holon:>10,.0f}   x{holon / sqlite:.2f} sqlite   x{holon / jsonl:.2f} jsonl"
+    )
+    print(
+        f"  holon append_many()  {holon_many:>10,.0f}   x{holon_many / sqlite:.2f} sqlite   "
+        f"x{holon_many / jsonl:.2f} jsonl"
+    )
+    print(f"  sqlite3 WAL FULL     {sqlite:>10,.0f}")
+    print(f"  JSONL + fsync        {jsonl:>10,.0f}")
+    print("  target: >= 1.5x both baselines")
+
+    scan, scan_sqlite, scan_jsonl = scan_rates(records)
+    print("full scan (decode every record), records/s:")
+    print(f"  holon read() verified {scan:>10,.0f}   (target >= 250,000)")
+    print(f"  sqlite3 SELECT        {scan_sqlite:>10,.0f}   x{scan / scan_sqlite:.2f}")
+    print(f"  JSONL lines           {scan_jsonl:>10,.0f}   x{scan / scan_jsonl:.2f}")
+
+    ratio, plain, sealed = zstd_ratio(tool_records(N_TOOL))
+    print("zstd on tool-output records (sealed segments):")
+    print(f"  {plain:,} -> {sealed:,} bytes: ratio {ratio:.2f}x (target >= 4x)")
+
+
+if __name__ == "__main__":
+    main()
