@@ -18,7 +18,7 @@ from typing import Any, Final, Literal, TypeAlias, cast
 
 import msgspec
 
-from holon import records as r
+import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
 from holon.projections.snapshot import WorkingMemorySnapshot, derive_snapshot
 from holon.projections.state import PlanEntry, RuntimeState, WorkItemEntry, one_line

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from holon import records as r
+import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig
 from holon.projections.memory import WorkingMemoryState, apply_memory
 from holon.projections.state import RuntimeState, apply_runtime

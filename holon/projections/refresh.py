@@ -20,7 +20,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Final, Literal, TypeAlias
 
-from holon import records as r
+import holon.records as r
 from holon.errors import UsageError
 from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval
 from holon.projections.projection import ProjectionState

@@ -17,7 +17,7 @@ from typing import Final, TypeAlias
 
 import msgspec
 
-from holon import records as r
+import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
 from holon.projections.state import DecisionEntry, FollowUpEntry, RuntimeState, WaitEntry
 

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from holon import records as r
+import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
 
 __all__ = [

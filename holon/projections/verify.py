@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from holon import records as r
+import holon.records as r
 from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
 from holon.projections.projection import ProjectionState, apply, initial_state
 from holon.projections.refresh import post_turn_refresh
