@@ -131,6 +131,7 @@ def run_session(
     *,
     seed: int = 7,
     render: bool = True,
+    render_from: int = 1,
     on_prompt: Callable[[int, Prompt, Session], None] | None = None,
 ) -> Session:
     """Generate and render a session of ``turns`` turns (see the module docstring)."""
@@ -182,7 +183,7 @@ def run_session(
             live.state.memory.archive.get(i)
             for i in range(len(session.index), live.state.memory.archive.count)
         )
-        if render:
+        if render and turn >= render_from:
             prompt = build_context(live.state, budget, config, agent_id=AGENT, index=session.index)
             session.prompts[turn] = prompt
             if on_prompt is not None:

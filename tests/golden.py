@@ -22,6 +22,15 @@ from pathlib import Path
 import msgspec
 
 from holon import records as r
+from holon.context import (
+    Budget,
+    RenderConfig,
+    build_context,
+    prompt_rendered,
+    to_anthropic_messages,
+    to_openai_chat,
+    to_openai_responses,
+)
 from holon.projections import WorkingMemorySnapshot, apply, initial_state
 from tests.live import replay_live
 
@@ -129,6 +138,35 @@ def _projection_memory() -> dict[str, bytes]:
             )
             lines.append(encoder.encode(entry))
         files[f"{path.stem}/memory.jsonl"] = b"".join(line + b"\n" for line in lines)
+    return files
+
+
+# --------------------------------------------------------------------------- context
+
+#: Budget and config of the golden prompts (heuristic estimator: no optional dependency).
+GOLDEN_BUDGET = Budget(context_window=8_000, output_reserve=1_000)
+GOLDEN_RENDER = RenderConfig(prompt_cache_key="golden")
+
+
+def _json(value: object) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n"
+
+
+@golden("context")
+def _context_prompts() -> dict[str, bytes]:
+    """The prompt each fixture ledger renders to: text, both adapter forms, and the plan."""
+    files: dict[str, bytes] = {}
+    for path in fixture_ledgers():
+        live = replay_live(read_fixture(path))
+        agent = path.stem
+        prompt = build_context(live.state, GOLDEN_BUDGET, GOLDEN_RENDER, agent_id=agent)
+        files[f"{agent}/prompt.txt"] = prompt.text.encode() + b"\n"
+        files[f"{agent}/prompt.anthropic.json"] = _json(
+            to_anthropic_messages(prompt, model="claude-sonnet-4-5", max_tokens=1_000)
+        )
+        files[f"{agent}/prompt.openai-chat.json"] = _json(to_openai_chat(prompt, model="gpt-4.1"))
+        files[f"{agent}/prompt.openai-responses.json"] = _json(to_openai_responses(prompt, model="gpt-4.1"))
+        files[f"{agent}/prompt.rendered.json"] = _json(prompt_rendered(prompt))
     return files
 
 

@@ -151,6 +151,7 @@ BODY_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         sections=st.lists(section_tokens, max_size=4).map(tuple),
         omitted=st.lists(omissions, max_size=3).map(tuple),
         render_config=json_objects,
+        episodes=st.lists(st.integers(0, 10**4), max_size=3).map(tuple),
     ),
     "working_memory_delta": st.builds(
         r.WorkingMemoryDelta,

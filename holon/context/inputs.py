@@ -46,7 +46,8 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     - AgentScoped: ``snapshot`` at ``working_memory_revision``; ``episodes`` are the
       archived episodes (or use an index, see :func:`~holon.context.build_context`);
       ``context_summary`` (legacy, shown only when the snapshot is empty).
-    - TurnScoped: ``pending_delta``; the live ``active_work`` and ``plan``; ``queued``,
+    - TurnScoped: ``pending_delta``; the live ``active_work`` and ``plan``; ``suspended``
+      (still active, under the current one), ``queued``,
       ``waiting`` work items and ``open_waits``; the recent ``messages``, ``briefs`` and
       ``tools`` windows (with their seqs); ``current_input``; ``resolved_waits`` and
       unknown-outcome calls (``tools`` entries without a result) as continuation context.
@@ -65,6 +66,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     episodes: tuple[r.ContextEpisodeRecord, ...] = ()
     active_work: WorkItemEntry | None = None
     plan: PlanEntry | None = None
+    suspended: tuple[WorkItemEntry, ...] = ()
     queued: tuple[WorkItemEntry, ...] = ()
     waiting: tuple[WorkItemEntry, ...] = ()
     open_waits: tuple[WaitEntry, ...] = ()
@@ -118,6 +120,7 @@ def inputs_from_state(
         episodes=tuple(memory.archive) if include_episodes else (),
         active_work=active,
         plan=plan,
+        suspended=tuple(runtime.work_items[i] for i in reversed(runtime.active_stack[:-1])),
         queued=queued_work(runtime),
         waiting=waiting_work(runtime),
         open_waits=tuple(runtime.waits.values()),

@@ -52,7 +52,7 @@ from holon.context.sections import (
 from holon.errors import BudgetExceeded
 from holon.projections import ProjectionState
 
-__all__ = ["RENDER_VERSION", "RenderConfig", "build_context", "select_episodes"]
+__all__ = ["RENDER_VERSION", "RenderConfig", "build_context", "clear_count_cache", "select_episodes"]
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
@@ -63,6 +63,18 @@ RENDER_VERSION: Final = 1
 _SAME_WORK_BONUS: Final = 2.0
 _SHARED_FILE_BONUS: Final = 1.0
 _SHARED_FILE_MAX: Final = 3
+
+
+# Token counts by estimator, memoized across calls: consecutive turns render mostly the
+# same history items and sections. A count is a pure function of the text, so the
+# cache changes speed only, never the bytes.
+_COUNT_CACHE_SIZE: Final = 4096
+_COUNTS: dict[tuple[str, str], dict[str, int]] = {}
+
+
+def clear_count_cache() -> None:
+    """Forget memoized token counts (benchmarks use it to measure a cold render)."""
+    _COUNTS.clear()
 
 
 class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -203,11 +215,15 @@ def build_context(
     else:
         inputs = source
     estimator = get_estimator(config.estimator)
-    memo: dict[str, int] = {}
+    memo = _COUNTS.setdefault((estimator.name, estimator.version), {})
 
     def count(text: str) -> int:
         n = memo.get(text)
         if n is None:
+            if len(memo) >= _COUNT_CACHE_SIZE:
+                # Oldest first (dicts keep insertion order): consecutive turns share
+                # most texts, so the recent ones are the ones worth keeping.
+                del memo[next(iter(memo))]
             n = memo[text] = estimator.count(text)
         return n
 

@@ -25,6 +25,7 @@ TurnScoped. Every shortened or dropped item names the ref that restores it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -275,6 +276,8 @@ def context_summary_candidate(inputs: ContextInputs, count: Counter) -> Candidat
     return _candidate("context_summary", forms)
 
 
+# Episodes are immutable and selected again turn after turn: their texts are memoized.
+@functools.lru_cache(maxsize=1024)
 def episode_text_forms(episode: r.ContextEpisodeRecord) -> tuple[str, str]:
     """The full and compact text of one selected episode; both show its ref."""
     item = f", {episode.work_item_id}" if episode.work_item_id else ""
@@ -326,7 +329,9 @@ def episodes_candidate(
             used += cost
         if len(lines) == 1:
             return None
-        return _form(kind, lines, count)
+        # Tokens as the sum of the parts plus one per line break (an upper bound), so
+        # each episode text is counted once.
+        return Form(kind=kind, text="\n".join(lines), tokens=used - 1)
 
     forms = [
         f for f in (fill("full", len(selected)), fill("compact", len(selected)), fill("truncated", 1)) if f
@@ -431,10 +436,14 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
 
 def queue_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
     """Queued and waiting work items and open waits."""
-    if not (inputs.queued or inputs.waiting or inputs.open_waits):
+    if not (inputs.suspended or inputs.queued or inputs.waiting or inputs.open_waits):
         return None
     header = "## Queued and waiting work"
     full, compact = [header], [header]
+    for entry in inputs.suspended:
+        full.append(f"suspended {entry.id}: {entry.objective} {_refs(*entry.seqs)}")
+        full.extend(f"  scope: {c}" for c in entry.scope_constraints)
+        compact.append(f"suspended {entry.id}: {_clip(entry.objective, 60)}")
     for label, items in (("queued", inputs.queued), ("waiting", inputs.waiting)):
         for entry in items:
             full.append(f"{label} {entry.id}: {entry.objective} {_refs(*entry.seqs)}")
@@ -646,12 +655,15 @@ def history_units(
         else:
             body = res.output
         files = f" files: {', '.join(res.touched_files)}" if res.touched_files else ""
-        text = f"{call}\n[{ledger_ref(ex.result_seq)}] result {ex.call_id} {status}{files}:\n{body}"
+        head = f"{call}\n[{ledger_ref(ex.result_seq)}] result {ex.call_id} {status}{files}:"
+        # Counted in parts (an upper bound: joining adds at most one token per newline),
+        # so a large output is scanned once, not once per enclosing text.
+        body_tokens = out_tokens[ex.result_seq] if body is res.output else count(body)
         units.append(
             HistoryUnit(
                 seq=ex.intent_seq,
-                text=text,
-                tokens=count(text),
+                text=f"{head}\n{body}",
+                tokens=count(head) + body_tokens + 1,
                 refs=(ledger_ref(ex.intent_seq), ledger_ref(ex.result_seq)),
                 cleared=tuple(omissions),
             )
@@ -685,18 +697,22 @@ def render_history(
         shown = list(units[start:])
         left = units[:start]
         lines = [header]
+        tokens = header_tokens
         if left:
             first, last = left[0].refs[0], left[-1].refs[-1]
             lines.append(
                 f"[{len(left)} earlier history items omitted ({first} … {last}) — "
                 "restore with `holon get <ref>` or find them with `holon search`]"
             )
+            tokens += count(lines[-1]) + 1
         lines.extend(u.text for u in shown)
-        text = "\n".join(lines)
-        tokens = count(text)
+        # Section tokens are the sum of the parts plus one per line break: an upper
+        # bound for the estimator, which never merges tokens across a newline.
+        tokens += sum(u.tokens + 1 for u in shown)
         if tokens <= allowance or start >= len(units):
             break
-        start += 1  # the estimator is not exactly additive; drop one more and recount
+        start += 1  # the placeholder was longer than reserved; drop one more unit
+    text = "\n".join(lines)
     if not shown or tokens > allowance:
         omissions.extend(
             r.Omission(section="history", ref=ref, reason="history over budget", tokens=u.tokens)

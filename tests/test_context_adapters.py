@@ -1,0 +1,97 @@
+"""Provider adapters: plain request dicts with cache breakpoints (Anthropic) and cache keys (OpenAI)."""
+
+from __future__ import annotations
+
+import json
+
+import holon.records as r
+from holon.context import (
+    Budget,
+    ContextInputs,
+    CurrentInput,
+    Prompt,
+    build_context,
+    to_anthropic_messages,
+    to_openai_chat,
+    to_openai_responses,
+)
+from holon.projections import WorkingMemorySnapshot
+
+POLICY = r.SystemPolicy(
+    text="Be careful.",
+    tools=(r.ToolDefinition(name="bash", description="Run a command.", parameters={"type": "object"}),),
+)
+
+
+def _prompt() -> Prompt:
+    inputs = ContextInputs(
+        agent_id="a1",
+        policy=POLICY,
+        snapshot=WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="ship it"),
+        working_memory_revision=3,
+        compression_epoch=1,
+        current_input=CurrentInput(text="go on", seq=9),
+    )
+    return build_context(inputs, Budget(context_window=8_000, output_reserve=500))
+
+
+def test_anthropic_request_marks_breakpoints_on_system_blocks() -> None:
+    prompt = _prompt()
+    request = to_anthropic_messages(prompt, model="m", max_tokens=100)
+    json.dumps(request)  # plain data, no SDK objects
+    assert request["tools"] == [
+        {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object"}}
+    ]
+    system = request["system"]
+    assert [b["text"] for b in system] == [
+        s.text for s in prompt.sections if s.stability != "turn" and s.name != "tools"
+    ]
+    marked = [b for b in system if "cache_control" in b]
+    # One after the last Stable block (covers tools + system), one after the last AgentScoped block.
+    assert len(marked) == 2
+    assert marked[0]["text"] == "Be careful." and marked[1]["text"].startswith("## Working memory")
+    user = request["messages"][0]["content"][0]["text"]
+    assert "## Current input" in user and "go on" in user
+    assert "## Working memory" not in user
+
+
+def test_openai_requests_carry_prefix_first_and_a_cache_key() -> None:
+    prompt = _prompt()
+    chat = to_openai_chat(prompt, model="m")
+    responses = to_openai_responses(prompt, model="m")
+    json.dumps(chat), json.dumps(responses)
+    assert chat["messages"][0]["role"] == "system" and chat["messages"][0]["content"].startswith(
+        "Be careful."
+    )
+    assert chat["messages"][1]["role"] == "user"
+    assert chat["tools"][0] == {
+        "type": "function",
+        "function": {"name": "bash", "description": "Run a command.", "parameters": {"type": "object"}},
+    }
+    assert responses["tools"][0]["name"] == "bash" and responses["input"] == chat["messages"]
+    assert chat["prompt_cache_key"] == responses["prompt_cache_key"] == prompt.identity.routing_key
+
+
+def test_routing_key_is_stable_across_revisions_but_cache_key_is_not() -> None:
+    a = _prompt()
+    inputs = ContextInputs(
+        agent_id="a1",
+        policy=POLICY,
+        snapshot=WorkingMemorySnapshot(
+            active_work_item_id="w1", work_state="active", objective="ship it now"
+        ),
+        working_memory_revision=4,
+        compression_epoch=1,
+        current_input=CurrentInput(text="go on", seq=9),
+    )
+    b = build_context(inputs, Budget(context_window=8_000, output_reserve=500))
+    assert a.identity.routing_key == b.identity.routing_key
+    assert a.cache_key != b.cache_key
+
+
+def test_at_most_four_anthropic_breakpoints() -> None:
+    prompt = _prompt()
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    count = sum("cache_control" in b for b in request["system"])
+    count += sum("cache_control" in c for m in request["messages"] for c in m["content"])
+    assert count <= 4

@@ -1,0 +1,85 @@
+"""Refs: the syntax the renderer emits, and restoration to the original bytes."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import blake3
+import pytest
+
+import holon.records as r
+from holon.context import parse_ref, restore, restore_bytes
+from holon.errors import InvalidRef, RefNotFound
+
+DATA = b"large tool output\n" * 100
+DIGEST = blake3.blake3(DATA).hexdigest()
+EPISODE = r.ContextEpisodeRecord(
+    episode_id=0,
+    boundary_reason="turn_cap",
+    work_item_id=None,
+    first_turn=1,
+    last_turn=2,
+    from_seq=0,
+    to_seq=3,
+    projection_version=1,
+)
+
+
+class Source:
+    records: ClassVar[list[r.Record]] = [
+        r.Record(body=r.ToolResult(call_id="c1", tool="bash", status="ok", output="héllo"), ts=1, seq=0),
+        r.Record(
+            body=r.ToolResult(
+                call_id="c2", tool="bash", status="ok", blob=r.BlobRef(hash=DIGEST, size=len(DATA))
+            ),
+            ts=2,
+            seq=1,
+        ),
+        r.Record(body=r.Decision(id="d1", text="use zstd"), ts=3, seq=2),
+    ]
+
+    def record(self, seq: int) -> r.Record:
+        return self.records[seq]
+
+    def blob(self, blob_hash: str) -> bytes:
+        if blob_hash != DIGEST:
+            raise KeyError(blob_hash)
+        return DATA
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        if episode_id != 0:
+            raise RefNotFound(f"episode:{episode_id}")
+        return EPISODE
+
+
+def test_parse_ref_accepts_the_three_schemes() -> None:
+    assert str(parse_ref("ledger:12")) == "ledger:12"
+    assert parse_ref(f"blob:{DIGEST}").scheme == "blob"
+    assert parse_ref("episode:3").value == "3"
+    for bad in ("ledger:", "ledger:-1", "blob:xyz", "file:/etc/passwd", "episode:3x"):
+        with pytest.raises(InvalidRef):
+            parse_ref(bad)
+
+
+def test_restore_bytes_gives_back_the_original_bytes() -> None:
+    src = Source()
+    assert restore_bytes("ledger:0", src) == "héllo".encode()
+    assert restore_bytes("ledger:1", src) == DATA  # a blob-backed result restores its blob
+    assert restore_bytes(f"blob:{DIGEST}", src) == DATA
+    assert restore_bytes("ledger:2", src) == r.encode_json_record(Source.records[2])
+    assert restore("episode:0", src) == EPISODE
+
+
+def test_missing_or_tampered_targets_are_named() -> None:
+    src = Source()
+    with pytest.raises(RefNotFound):
+        restore("blob:" + "0" * 64, src)
+    with pytest.raises(RefNotFound):
+        restore("episode:5", src)
+
+    class Tampered(Source):
+        def blob(self, blob_hash: str) -> bytes:
+            return b"not it"
+
+    with pytest.raises(RefNotFound, match="does not hash"):
+        restore(f"blob:{DIGEST}", Tampered())

@@ -1,0 +1,91 @@
+"""Sections: order and stability, working memory vs legacy summary, pending delta until confirmed."""
+
+from __future__ import annotations
+
+import holon.records as r
+from holon.context import Budget, build_context, prompt_rendered
+from holon.context.sections import SECTION_ORDER, SECTION_STABILITY
+from holon.projections import PlanEntry, SnapshotPlanStep, WaitEntry, WorkingMemorySnapshot, WorkItemEntry
+from tests.context_inputs import inputs
+from tests.live import LiveLedger
+
+BUDGET = Budget(context_window=16_000, output_reserve=1_000)
+
+
+def test_sections_follow_the_rfc_order_and_stability() -> None:
+    assert [SECTION_STABILITY[n] for n in SECTION_ORDER] == sorted(
+        (SECTION_STABILITY[n] for n in SECTION_ORDER), key=["stable", "agent", "turn"].index
+    )
+    policy = r.SystemPolicy(text="sys", tools=(r.ToolDefinition(name="t"),))
+    prompt = build_context(inputs(policy=policy), BUDGET)
+    names = [s.name for s in prompt.sections]
+    assert names == sorted(names, key=SECTION_ORDER.index)
+    assert names[:3] == ["system", "tools", "working_memory"] and names[-1] == "current_input"
+    assert [s.name for s in prompt.sections if s.breakpoint] == ["tools", "working_memory"]
+
+
+def test_legacy_summary_only_without_working_memory() -> None:
+    summary = r.ContextSummary(text="Earlier we fixed the importer.", source="claude-code")
+    with_memory = build_context(inputs(context_summary=summary, context_summary_seq=3), BUDGET)
+    assert with_memory.section("context_summary") is None
+    without = build_context(
+        inputs(snapshot=WorkingMemorySnapshot(), context_summary=summary, context_summary_seq=3), BUDGET
+    )
+    assert without.section("working_memory") is None
+    section = without.section("context_summary")
+    assert (
+        section is not None
+        and "Earlier we fixed the importer." in section.text
+        and section.stability == "agent"
+    )
+
+
+def test_active_work_points_to_memory_when_unchanged_and_shows_live_changes() -> None:
+    steps = (r.PlanStep(id="s1", text="write the lexer", status="in_progress"),)
+    snap = WorkingMemorySnapshot(
+        active_work_item_id="w1",
+        work_state="active",
+        objective="ship the parser",
+        plan=tuple(SnapshotPlanStep(id=s.id, text=s.text, status=s.status) for s in steps),
+        plan_seq=4,
+    )
+    work = WorkItemEntry(id="w1", objective="ship the parser", state="active", declared_seq=1, state_seq=1)
+    same = build_context(
+        inputs(snapshot=snap, active_work=work, plan=PlanEntry(work_item_id="w1", steps=steps, seq=4)), BUDGET
+    )
+    active = same.section("active_work")
+    assert active is not None and "unchanged since working memory revision 2" in active.text
+    edited = (*steps, r.PlanStep(id="s2", text="write the parser tests"))
+    live = build_context(
+        inputs(snapshot=snap, active_work=work, plan=PlanEntry(work_item_id="w1", steps=edited, seq=9)),
+        BUDGET,
+    )
+    active = live.section("active_work")
+    assert active is not None and "write the parser tests" in active.text and "[ledger:9]" in active.text
+    # The live change is TurnScoped: the cacheable prefix did not move.
+    assert live.block_text("agent") == same.block_text("agent") and live.cache_key == same.cache_key
+
+
+def test_pending_delta_is_rendered_until_a_prompt_confirms_it() -> None:
+    live = LiveLedger()
+    live.start_turn("operator", "start")
+    live.append(r.WorkItem(id="w1", objective="ship the parser", state="active"))
+    live.end_turn()
+    assert live.state.memory.pending is not None
+    live.start_turn("operator", "next")
+    first = build_context(live.state, BUDGET, agent_id="a")
+    delta = first.section("pending_delta")
+    assert delta is not None and delta.stability == "turn"
+    live.append(prompt_rendered(first))
+    assert live.state.memory.pending is None
+    second = build_context(live.state, BUDGET, agent_id="a")
+    assert second.section("pending_delta") is None
+    assert second.section("working_memory") is not None
+
+
+def test_queue_shows_queued_waiting_and_open_waits() -> None:
+    queued = WorkItemEntry(id="w2", objective="write docs", state="queued", declared_seq=7, state_seq=7)
+    wait = WaitEntry(id="wait1", waiting_on="operator approval", seq=8)
+    prompt = build_context(inputs(queued=(queued,), open_waits=(wait,)), BUDGET)
+    queue = prompt.section("queue")
+    assert queue is not None and "queued w2: write docs" in queue.text and "open wait wait1" in queue.text
