@@ -16,6 +16,9 @@ ALLOWED_HOLON = {
     "ledger": {"records", "errors"},
     "projections": {"records", "errors"},
     "context": {"records", "errors", "projections"},
+    "importers": {"records", "errors"},
+    "audit": {"records", "errors", "ledger", "projections"},
+    "runtime": {"records", "errors", "ledger", "projections", "context"},
 }
 ALLOWED_THIRD_PARTY = {
     "records": {"msgspec"},
@@ -23,6 +26,9 @@ ALLOWED_THIRD_PARTY = {
     "ledger": {"msgspec", "zstandard", "blake3", "xxhash"},
     "projections": {"msgspec", "zstandard"},
     "context": {"msgspec", "blake3", "bpe_openai"},
+    "importers": {"msgspec"},
+    "audit": {"msgspec", "duckdb"},
+    "runtime": {"msgspec", "blake3"},
 }
 # Pure layers must not reach for clocks, randomness, the environment or the file system.
 IMPURE_MODULES = {"time", "datetime", "random", "uuid", "os", "secrets", "socket", "subprocess", "pathlib"}
