@@ -17,7 +17,7 @@ ALLOWED_HOLON = {
     "projections": {"records", "errors"},
     "context": {"records", "errors", "projections"},
     "importers": {"records", "errors"},
-    "audit": {"records", "errors", "ledger", "projections"},
+    "audit": {"records", "errors", "ledger", "projections", "context", "importers"},
     "runtime": {"records", "errors", "ledger", "projections", "context"},
 }
 ALLOWED_THIRD_PARTY = {
@@ -27,7 +27,7 @@ ALLOWED_THIRD_PARTY = {
     "projections": {"msgspec", "zstandard"},
     "context": {"msgspec", "blake3", "bpe_openai"},
     "importers": {"msgspec"},
-    "audit": {"msgspec", "duckdb"},
+    "audit": {"msgspec", "duckdb", "zstandard"},
     "runtime": {"msgspec", "blake3"},
 }
 # Pure layers must not reach for clocks, randomness, the environment or the file system.
