@@ -30,6 +30,10 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+## eval: context quality and cost of holon against baseline policies (no LLM involved)
+eval: $(STAMP)
+	$(PY) -m benchmarks.eval
+
 ## golden: regenerate every golden file (review the diff; never edit by hand)
 golden: $(STAMP)
 	$(PY) -m tests.golden

@@ -7,7 +7,7 @@ import sys
 import time
 
 # Order follows the layers: storage, memory, rendering, runtime, audit, evaluation.
-SUITES = ("ledger", "projections", "context", "runtime", "audit")
+SUITES = ("ledger", "projections", "context", "runtime", "audit", "eval")
 
 
 def main(argv: list[str]) -> int:
