@@ -14,7 +14,10 @@ $(STAMP): pyproject.toml
 
 ## demo: run holon's main job on the bundled example
 demo: $(STAMP)
-	$(PY) -m holon.demo
+	$(PY) examples/daemon.py --fresh --ledger .demo/ledger
+	$(VENV)/bin/holon verify .demo/ledger
+	$(VENV)/bin/holon replay .demo/ledger --check
+	$(VENV)/bin/holon render .demo/ledger
 
 ## test: the whole suite — lint (ruff, mypy --strict) then pytest
 test: lint pytest
@@ -39,4 +42,4 @@ golden: $(STAMP)
 	$(PY) -m tests.golden
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache build *.egg-info
