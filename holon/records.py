@@ -170,13 +170,15 @@ class ToolResult(_Body, frozen=True, kw_only=True):
     """The outcome of a tool call, joined to its intent by ``call_id``.
 
     Output is inline in ``output`` or, when large, stored as a blob (``blob``) with
-    ``output`` left empty.
+    ``output`` left empty. ``unknown`` is recorded by the runtime when it reopens a ledger
+    whose intent has no result (the process died during the side effect): whether the
+    effect happened is not known, and the call is never re-executed silently.
     """
 
     KIND: ClassVar[str] = "tool_result"
     call_id: str
     tool: str
-    status: Literal["ok", "error", "interrupted"]
+    status: Literal["ok", "error", "interrupted", "unknown"]
     output: str = ""
     blob: BlobRef | None = None
     exit_code: int | None = None
