@@ -463,7 +463,10 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
     header = f"## Current input ({trigger})"
     continuation: list[str] = []
     for ex in inputs.tools:
-        if ex.result is None and ex.intent is not None:
+        # No result yet, or the runtime recorded on resume that the outcome was lost in a
+        # crash (status "unknown"): either way the model must check before retrying.
+        unknown = ex.result is None or ex.result.status == "unknown"
+        if unknown and ex.intent is not None:
             args = _clip(msgspec.json.encode(ex.intent.args, order="sorted").decode(), 160)
             continuation.append(
                 f"- tool call {ex.call_id} ({ex.tool} {args}) was started {_refs(ex.intent_seq)} "

@@ -225,7 +225,7 @@ class ToolExecution(_Entry, frozen=True, kw_only=True):
     result: r.ToolResult | None = None
 
     @property
-    def outcome(self) -> Literal["in_flight", "ok", "error", "interrupted"]:
+    def outcome(self) -> Literal["in_flight", "ok", "error", "interrupted", "unknown"]:
         """``in_flight`` until the result arrives, then the result's status."""
         return "in_flight" if self.result is None else self.result.status
 
