@@ -1,0 +1,1374 @@
+"""The ``holon`` command line: create, fill, replay, render and inspect ledgers.
+
+Every command is a thin layer over the public library — :mod:`holon.ledger`,
+:mod:`holon.importers`, :mod:`holon.projections`, :mod:`holon.context`, and the edge
+modules :mod:`holon.replay` and :mod:`holon.search` — that parses options and prints.
+
+Conventions (docs/cli.md is generated from the ``--help`` texts below):
+
+- every command takes ``--json`` (output for scripts) and prints readable text otherwise;
+- read commands open the ledger read-only (no lock, no repair, no write);
+- long passes (replay, import, verify, export) show a progress bar on a terminal only;
+- errors are one line on stderr (``--debug`` adds the traceback); exit codes:
+  0 ok, 1 a check failed, 2 usage or bad input, 3 the ledger is corrupt or locked,
+  70 an internal error (a bug).
+
+Central error handling lives in :class:`HolonGroup`, so commands registered from other
+modules (``holon audit``) get the same exit codes and one-line messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import click
+import msgspec
+
+import holon.records as r
+from holon.context import (
+    Budget,
+    EpisodeIndex,
+    RenderConfig,
+    restore,
+    restore_bytes,
+    to_anthropic_messages,
+    to_openai_chat,
+    to_openai_responses,
+)
+from holon.context.estimator import available_estimators
+from holon.context.sections import SECTION_PRIORITY
+from holon.errors import HolonError, LedgerCorrupt, LedgerLocked, UsageError
+from holon.importers import FORMATS, IMPORTERS, read_transcript
+from holon.ledger import Ledger, export_jsonl, import_jsonl
+from holon.projections import verify_derivations
+from holon.replay import (
+    DEFAULT_BUDGET,
+    LedgerRefSource,
+    PromptAt,
+    TurnReplay,
+    append_evidence,
+    find_turn,
+    ledger_stats,
+    memory_at,
+    next_prompt,
+    prompt_at,
+    replay_turns,
+    state_after,
+    turn_spans,
+)
+from holon.search import MemorySearch
+
+__all__ = [
+    "EXIT_CHECK_FAILED",
+    "EXIT_CORRUPT",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CheckFailed",
+    "HolonGroup",
+    "main",
+]
+
+EXIT_OK: Final = 0
+EXIT_CHECK_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_CORRUPT: Final = 3
+EXIT_INTERNAL: Final = 70
+
+_DEBUG_KEY: Final = "holon.debug"
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class _Failure(click.ClickException):
+    """A failure shown as one line on stderr (``holon: error: ...``); subclasses set the exit code."""
+
+    exit_code = EXIT_USAGE
+    prefix = "error"
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"holon: {self.prefix}: {self.format_message()}", err=True)
+
+
+class CheckFailed(_Failure):
+    """A check a command was asked to make did not hold (exit code 1)."""
+
+    exit_code = EXIT_CHECK_FAILED
+    prefix = "check failed"
+
+
+class _Corrupt(_Failure):
+    exit_code = EXIT_CORRUPT
+
+
+class _Internal(_Failure):
+    exit_code = EXIT_INTERNAL
+
+
+_FAILURES: Final[dict[int, type[_Failure]]] = {
+    EXIT_CHECK_FAILED: CheckFailed,
+    EXIT_USAGE: _Failure,
+    EXIT_CORRUPT: _Corrupt,
+    EXIT_INTERNAL: _Internal,
+}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code of an error: 3 for a corrupt or locked ledger, 2 for other holon errors."""
+    if isinstance(exc, LedgerCorrupt | LedgerLocked):
+        return EXIT_CORRUPT
+    if isinstance(exc, HolonError | OSError):
+        return EXIT_USAGE
+    return EXIT_INTERNAL
+
+
+class HolonGroup(click.Group):
+    """A click group that turns holon errors into one stderr line and an exit code.
+
+    Every subcommand — including ones registered from other modules with
+    ``add_command`` — runs inside :meth:`invoke`, so none needs its own handling.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            raise click.Abort() from None
+        except BrokenPipeError:
+            # The reader went away (`holon replay L | head`): not an error. Point stdout at
+            # /dev/null so the interpreter's final flush does not fail again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(0) from None
+        except Exception as exc:
+            if ctx.meta.get(_DEBUG_KEY):
+                traceback.print_exc(file=sys.stderr)
+            code = exit_code_for(exc)
+            if isinstance(exc, OSError):
+                where = f"{exc.filename}: " if exc.filename else ""
+                message = f"{where}{exc.strerror or exc}"
+            elif code == EXIT_INTERNAL:
+                message = (
+                    f"internal error {type(exc).__name__}: {exc} — this is a bug in holon; "
+                    "rerun with --debug and report the traceback"
+                )
+            else:
+                message = str(exc)
+            raise _FAILURES[code](message) from None
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_DEBUG_KEY] = True
+
+
+_debug_option = click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_set_debug,
+    help="On error, print the full traceback too.",
+)
+_json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of text."
+)
+_path_argument = click.argument("path", type=click.Path(path_type=Path))
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _common(func: F) -> F:
+    """The options every command has: PATH first, then --json and --debug."""
+    return _path_argument(_json_option(_debug_option(func)))
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def _progress(items: Iterable[T], *, length: int | None, label: str) -> Iterator[T]:
+    """``items``, with a progress bar on stderr when it is a terminal (never in pipes or tests)."""
+    if not _stderr_is_terminal():
+        yield from items
+        return
+    with click.progressbar(items, length=length, label=label, file=sys.stderr) as bar:
+        yield from bar
+
+
+@contextmanager
+def _progress_callback(length: int, label: str) -> Iterator[Callable[[int], None] | None]:
+    """A ``progress(done)`` callback driving a bar on a terminal stderr; ``None`` elsewhere."""
+    if not _stderr_is_terminal():
+        yield None
+        return
+    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
+        shown = 0
+
+        def advance(done: int) -> None:
+            nonlocal shown
+            bar.update(done - shown)
+            shown = done
+
+        yield advance
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:
+    """Rows as aligned text columns; columns in ``right`` are right-aligned (numbers)."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = set(right)
+    out = []
+    for row in cells:
+        parts = [
+            c.rjust(w) if i in numeric else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  ".join(parts).rstrip())
+    return out
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def _clip(text: str | None, width: int = 70) -> str:
+    if text is None:
+        return "-"
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+# --------------------------------------------------------------------------- ledgers
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[Ledger]:
+    """Open a ledger read-only: no lock, no recovery, nothing written."""
+    ledger = Ledger.open(path, readonly=True)
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[Ledger]:
+    ledger = Ledger.open(path)
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def _records(ledger: Ledger, label: str = "reading") -> list[r.Record]:
+    length = ledger.head()[0] + 1 if _stderr_is_terminal() else None
+    return list(_progress(ledger.read(), length=length, label=label))
+
+
+def _budget(window: int | None, reserve: int | None) -> Budget | None:
+    if window is None and reserve is None:
+        return None
+    try:
+        return Budget(
+            context_window=window if window is not None else DEFAULT_BUDGET.context_window,
+            output_reserve=reserve if reserve is not None else DEFAULT_BUDGET.output_reserve,
+        )
+    except ValueError as exc:
+        raise UsageError(f"--budget/--output-reserve: {exc}") from None
+
+
+def _render_config(cache_key: str | None, estimator: str | None) -> RenderConfig | None:
+    if cache_key is None and estimator is None:
+        return None
+    return RenderConfig(
+        prompt_cache_key=cache_key if cache_key is not None else "default",
+        estimator=estimator if estimator is not None else "holon-heuristic",
+    )
+
+
+def _render_options(func: F) -> F:
+    """Options choosing which prompt to render and with which budget/config."""
+    options = [
+        click.option(
+            "--at-turn",
+            type=int,
+            metavar="N",
+            help="The prompt of turn N (default: the prompt for the next model call).",
+        ),
+        click.option(
+            "--call",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            metavar="K",
+            help="Which model call of the turn, when it recorded several prompts.",
+        ),
+        click.option(
+            "--budget",
+            "window",
+            type=click.IntRange(min=1),
+            metavar="TOKENS",
+            help=f"Context window to render into (default: the recorded one, else "
+            f"{DEFAULT_BUDGET.context_window:,}).",
+        ),
+        click.option(
+            "--output-reserve",
+            "reserve",
+            type=click.IntRange(min=0),
+            metavar="TOKENS",
+            help=f"Tokens kept free for the answer (default: the recorded one, else "
+            f"{DEFAULT_BUDGET.output_reserve:,}).",
+        ),
+        click.option(
+            "--cache-key", metavar="KEY", help="Prompt cache key (replaces the recorded render config)."
+        ),
+        click.option(
+            "--estimator",
+            type=click.Choice(available_estimators()),
+            help="Token estimator (replaces the recorded render config).",
+        ),
+        click.option(
+            "--no-check",
+            is_flag=True,
+            help="Render even when a recorded prompt cannot be reproduced; skip the hash check.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _resolve_prompt(
+    *,
+    path: Path,
+    at_turn: int | None,
+    call: int,
+    window: int | None,
+    reserve: int | None,
+    cache_key: str | None,
+    estimator: str | None,
+    no_check: bool,
+) -> PromptAt:
+    """Render the requested prompt and enforce the recorded-hash check."""
+    budget = _budget(window, reserve)
+    config = _render_config(cache_key, estimator)
+    with _reading(path) as ledger:
+        records = _records(ledger)
+        agent = ledger.agent_id
+    if at_turn is None:
+        return next_prompt(records, agent_id=agent, budget=budget, config=config)
+    found = prompt_at(records, at_turn, agent_id=agent, call=call, budget=budget, config=config)
+    if found.recorded is None or no_check:
+        return found
+    if not found.reproducible and budget is None and config is None:
+        raise CheckFailed(
+            f"the prompt recorded at seq {found.recorded_seq} (turn {at_turn}) cannot be reproduced: it has "
+            f"no render_config, so it was not rendered by holon.context (estimator "
+            f"{found.recorded.estimator!r}); pass --no-check or --budget to render the ledger at that point"
+        )
+    if found.checked and not found.matches:
+        reasons = found.mismatch_reasons()
+        why = f" ({'; '.join(reasons)})" if reasons else ""
+        raise CheckFailed(
+            f"turn {at_turn} call {call}: re-rendering the ledger up to seq {found.recorded_seq} gives "
+            f"prompt_hash {found.prompt.prompt_hash[:16]}…, but the record says "
+            f"{found.recorded.prompt_hash[:16]}…{why}; pass --no-check to see the re-rendered prompt"
+        )
+    return found
+
+
+def _prompt_header(found: PromptAt) -> str:
+    where = "the next model call" if found.turn is None and found.recorded is None else f"turn {found.turn}"
+    if found.recorded is None:
+        return f"prompt for {where}, rendered from seq 0..{found.before_seq - 1}"
+    status = (
+        "reproduced byte for byte (prompt_hash matches)"
+        if found.matches
+        else "not checked against the record"
+    )
+    return f"prompt of {where}, recorded at seq {found.recorded_seq}: {status}"
+
+
+# --------------------------------------------------------------------------- the group
+
+
+@click.group(
+    cls=HolonGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
+@click.option("--debug", is_flag=True, help="On error, print the full traceback too.")
+@click.version_option(package_name="holon", prog_name="holon")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Replay and inspect holon ledgers: what the agent remembered, what the model saw, and why.
+
+    A ledger is the directory an agent appends its records to. Read commands open it
+    read-only and never change it. Every command takes --json for scripts.
+
+    Exit codes: 0 ok, 1 a check failed, 2 usage error or bad input, 3 the ledger is
+    corrupt or locked, 70 internal error.
+    """
+    if debug:
+        ctx.meta[_DEBUG_KEY] = True
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@main.command()
+@_common
+@click.option(
+    "--agent-id",
+    required=True,
+    metavar="ID",
+    help="The agent this ledger belongs to (1-256 printable characters).",
+)
+@click.option(
+    "--blob-threshold",
+    type=click.IntRange(min=0),
+    default=4096,
+    show_default=True,
+    metavar="BYTES",
+    help="Tool and task outputs longer than this go to the blob store.",
+)
+def init(path: Path, as_json: bool, agent_id: str, blob_threshold: int) -> None:
+    """Create an empty ledger directory at PATH for one agent.
+
+    PATH must not exist or be an empty directory.
+
+    Example: holon init runs/agent-7 --agent-id agent-7
+    """
+    with Ledger.create(path, agent_id=agent_id, blob_threshold=blob_threshold) as ledger:
+        head = ledger.head()
+    if as_json:
+        _echo_json({"path": str(path), "agent_id": agent_id, "head_seq": head[0], "head_hash": head[1]})
+    else:
+        click.echo(f"created ledger {path} for agent {agent_id} (empty; genesis {head[1][:16]}…)")
+
+
+def _appended(as_json: bool, seqs: list[int], records: int, extra: dict[str, Any], ledger: Ledger) -> None:
+    head = ledger.head()
+    derived = len(seqs) - records
+    if as_json:
+        _echo_json(
+            {
+                **extra,
+                "appended": len(seqs),
+                "derived": derived,
+                "first_seq": seqs[0] if seqs else None,
+                "last_seq": seqs[-1] if seqs else None,
+                "head_seq": head[0],
+                "head_hash": head[1],
+            }
+        )
+        return
+    if not seqs:
+        click.echo("nothing to append: the input holds no records")
+        return
+    click.echo(
+        f"appended {_n(len(seqs))} records (seq {seqs[0]}..{seqs[-1]}), {derived} of them derived by the "
+        f"post-turn refresh; head seq {head[0]} ({head[1][:16]}…)"
+    )
+
+
+@main.command()
+@_common
+@click.argument("records_file", metavar="RECORDS.jsonl", type=click.Path(path_type=Path))
+def append(path: Path, as_json: bool, records_file: Path) -> None:
+    """Append evidence records from a JSONL file, as the agent runtime would.
+
+    Each line is one record in holon's canonical JSON envelope ({"seq", "ts", "turn",
+    "kind", "v", "body"}); seqs are reassigned from the ledger's head. After every
+    turn_ended the post-turn refresh appends its derived records (working-memory delta,
+    episode), so the ledger still verifies. Derived records in the input are refused.
+    Every line is checked first: on any error nothing is appended.
+
+    To copy a whole exported ledger (derived records and blobs included), use
+    `holon import PATH FILE --from jsonl`.
+    """
+    report = IMPORTERS["jsonl"].parse_bytes(_read_input(records_file), source=str(records_file))
+    with _writing(path) as ledger:
+        state = state_after(_records(ledger, "folding"))
+        seqs = append_evidence(ledger, report.records, state=state)
+        _appended(as_json, seqs, len(report.records), {"source": str(records_file)}, ledger)
+
+
+def _read_input(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+@main.command(name="import")
+@_common
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option(
+    "--from",
+    "fmt",
+    required=True,
+    type=click.Choice(FORMATS),
+    help="The transcript format of FILE: "
+    + "; ".join(f"{i.name}: {i.description}" for i in IMPORTERS.values()),
+)
+def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
+    """Import a transcript FILE of another agent tool (or a holon export) into the ledger at PATH.
+
+    Other tools' transcripts are mapped to holon records (see docs/importers.md) and
+    appended like `holon append`: the post-turn refresh adds the derived records after
+    every turn. `--from jsonl` copies a `holon export` file exactly — derived records,
+    timestamps and blobs (from FILE.blobs/) — after the ledger's head.
+
+    The whole file is checked before anything is written: a malformed line or a file
+    of another format is reported with its line, and nothing is appended.
+
+    Example: holon import runs/agent-7 session.jsonl --from claude-code
+    """
+    if fmt == "jsonl":
+        if not file.is_file():
+            raise UsageError(f"cannot read {file}: no such file")
+        with _writing(path) as ledger:
+            seqs = import_jsonl(file, ledger)
+            _appended(as_json, seqs, len(seqs), {"source": str(file), "format": fmt}, ledger)
+        return
+    report = read_transcript(file, fmt)
+    with _writing(path) as ledger:
+        state = state_after(_records(ledger, "folding"))
+        with _progress_callback(len(report.records), "importing") as advance:
+            seqs = append_evidence(ledger, report.records, state=state, progress=advance)
+        extra = {
+            "source": str(file),
+            "format": fmt,
+            "records": len(report.records),
+            "turns": report.turns,
+            "tool_calls": report.tool_calls,
+            "unmatched_intents": report.unmatched_intents,
+            "skipped": report.skipped,
+        }
+        if not as_json:
+            skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
+            click.echo(
+                f"read {file} ({fmt}): {_n(len(report.records))} records, {report.turns} turns, "
+                f"{report.tool_calls} tool calls ({report.unmatched_intents} without a result); "
+                f"skipped: {skipped}"
+            )
+        _appended(as_json, seqs, len(report.records), extra, ledger)
+
+
+class _ProgressLedger:
+    """A read-only ledger whose ``read`` reports progress; ``export_jsonl`` reads through it."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[r.Record]:
+        length = self._ledger.head()[0] + 1 if _stderr_is_terminal() else None
+        return _progress(self._ledger.read(from_seq, to_seq), length=length, label="exporting")
+
+    def get_blob(self, blob_hash: str) -> bytes:
+        return self._ledger.get_blob(blob_hash)
+
+
+@main.command()
+@_common
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "parquet"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one canonical record per line, blobs in OUT.blobs/ (lossless; `holon import --from jsonl` "
+    "reads it back). parquet: audit tables in the directory OUT (see docs/audit.md).",
+)
+def export(path: Path, as_json: bool, out: Path, fmt: str) -> None:
+    """Export the ledger at PATH to OUT as canonical JSONL or as Parquet audit tables.
+
+    Example: holon export runs/agent-7 agent-7.jsonl
+    """
+    if fmt == "parquet":
+        files = _export_parquet(path, out)
+        if as_json:
+            _echo_json({"format": fmt, "files": [str(f) for f in files]})
+        else:
+            click.echo(f"wrote {len(files)} Parquet file(s) to {out}")
+            for f in files:
+                click.echo(f"  {f}")
+        return
+    with _reading(path) as ledger:
+        # export_jsonl only reads records and blobs; the proxy adds the progress bar.
+        count = export_jsonl(_ProgressLedger(ledger), out)  # type: ignore[arg-type]
+    if as_json:
+        _echo_json({"format": fmt, "records": count, "path": str(out)})
+    else:
+        click.echo(f"wrote {_n(count)} records to {out}")
+
+
+def _export_parquet(path: Path, out: Path) -> list[Path]:
+    try:
+        # Imported on use: DuckDB and Parquet stay off the start-up path of every other command.
+        from holon.audit import export_parquet  # type: ignore[attr-defined,unused-ignore]  # noqa: PLC0415
+    except ImportError:
+        raise UsageError(
+            "Parquet export needs holon.audit.export_parquet, which this installation does not have"
+        ) from None
+    Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
+    files: list[Path] = export_parquet([path], out)
+    return files
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def _turn_lines(turn: TurnReplay) -> list[str]:
+    seqs = f"seq {turn.started_seq}..{turn.ended_seq if turn.ended_seq is not None else '…'}"
+    head = f"turn {turn.turn} · {seqs} · {turn.trigger}: {_clip(turn.input, 60)}"
+    head += f" · {turn.outcome or 'still open'}"
+    lines = [head]
+    for p in turn.prompts:
+        change = (
+            "first"
+            if p.previous_cache_key is None
+            else ("changed" if p.cache_key != p.previous_cache_key else "unchanged")
+        )
+        lines.append(
+            f"  prompt   seq {p.seq}: {_n(p.total_tokens)} of {_n(p.budget)} tokens · revision "
+            f"{p.working_memory_revision}, epoch {p.compression_epoch} · cache key {change}: {p.cache_key}"
+        )
+        if p.sections:
+            parts = [
+                f"{s.section} {_n(s.tokens)}" + ("" if s.form == "full" else f" ({s.form})")
+                for s in p.sections
+            ]
+            lines.append("           " + " · ".join(parts))
+        if p.omitted:
+            lines.append(f"           {p.omitted} item(s) left out or shortened (see `holon explain`)")
+    if turn.delta is not None:
+        d = turn.delta
+        lines.append(
+            f"  memory   revision {d.from_revision} → {d.to_revision} ({d.reason.replace('_', ' ')}; "
+            f"changed {', '.join(d.changed_fields)}; "
+            f"evidence ledger:{d.evidence_from_seq}..{d.evidence_to_seq})"
+        )
+        lines.extend(f"           {line}" for line in d.lines)
+    else:
+        lines.append(f"  memory   revision {turn.revision} (unchanged)")
+    for e in turn.episodes:
+        lines.append(
+            f"  episode  {e.episode_id} finalized ({e.boundary_reason.replace('_', ' ')}): turns "
+            f"{e.first_turn}-{e.last_turn}, {e.work_item_id or 'no work item'}, "
+            f"ledger:{e.from_seq}..{e.to_seq}"
+            f" — {_clip(e.objective, 50)}"
+        )
+        lines.append(f"           compression epoch → {turn.compression_epoch}")
+    return lines
+
+
+def _diff_lines(divergence: Any) -> list[str]:
+    lines: list[str] = []
+    for d in divergence.diffs:
+        want = msgspec.json.format(msgspec.json.encode(d.expected), indent=2).decode().splitlines()
+        got = msgspec.json.format(msgspec.json.encode(d.found), indent=2).decode().splitlines()
+        lines.append(f"  {d.field}:")
+        lines.extend(
+            "    " + line.rstrip("\n")
+            for line in difflib.unified_diff(
+                want,
+                got,
+                fromfile="re-derived by this holon",
+                tofile=f"ledger seq {divergence.seq}",
+                lineterm="",
+            )
+        )
+    return lines
+
+
+@main.command()
+@_common
+@click.option("--until-turn", type=int, metavar="N", help="Stop after turn N (and its post-turn refresh).")
+@click.option(
+    "--check", is_flag=True, help="Also re-derive every derived record and exit 1 at the first divergence."
+)
+def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> None:
+    """Fold the ledger turn by turn and show what happened to working memory.
+
+    For each turn: its input and outcome; each recorded prompt with its tokens by
+    section and whether the cache key changed; the working-memory revision and the
+    delta's reason and lines; episodes finalized and the compression epoch.
+
+    With --check, replay verification runs too: every derived record (delta, episode)
+    must equal what this holon derives from the evidence before it; otherwise the
+    command prints the first divergent seq with a diff and exits 1.
+
+    Example: holon replay runs/agent-7 --until-turn 40 --check
+    """
+    with _reading(path) as ledger:
+        records = _records(ledger, "replaying")
+        agent = ledger.agent_id
+    end = len(records)
+    if until_turn is not None:
+        end = find_turn(turn_spans(records), until_turn).end
+    records = records[:end]
+    turns = list(replay_turns(records))
+    final = state_after(records) if records else None
+    report = verify_derivations(_progress(records, length=len(records), label="verifying")) if check else None
+    head = (records[-1].seq, "") if records else (-1, "")
+    if as_json:
+        _echo_json(
+            {
+                "agent_id": agent,
+                "records": len(records),
+                "last_seq": head[0],
+                "turns": turns,
+                "revision": final.memory.revision if final else 0,
+                "compression_epoch": final.memory.compression_epoch if final else 0,
+                "episodes": final.memory.archived_episodes if final else 0,
+                "check": report,
+            }
+        )
+    else:
+        click.echo(f"agent {agent} · {_n(len(records))} records · {len(turns)} turns · last seq {head[0]}")
+        for turn in turns:
+            click.echo("")
+            for line in _turn_lines(turn):
+                click.echo(line)
+        click.echo("")
+        if final is not None:
+            memory = final.memory
+            click.echo(
+                f"after seq {final.seq}: working memory revision {memory.revision}, compression epoch "
+                f"{memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, pending delta: "
+                f"{'yes' if memory.pending is not None else 'no'}"
+            )
+        if report is not None:
+            if report.ok:
+                pending = (
+                    " (the last turn's refresh is still to be appended)" if report.pending_refresh else ""
+                )
+                click.echo(
+                    f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
+                    f"{report.derived_checked} "
+                    f"derived records equal what this holon derives (projection version "
+                    f"{report.projection_version}){pending}"
+                )
+            else:
+                assert report.divergence is not None
+                click.echo(
+                    f"replay check FAILED at seq {report.divergence.seq}: {report.divergence.describe()}"
+                )
+                for line in _diff_lines(report.divergence):
+                    click.echo(line)
+    if report is not None and not report.ok:
+        assert report.divergence is not None
+        raise CheckFailed(
+            f"derived records diverge at seq {report.divergence.seq} ({report.divergence.kind}); "
+            "the ledger was written by different projection code, or edited"
+        )
+
+
+# --------------------------------------------------------------------------- render / explain
+
+
+_FORMATS: Final = ("text", "json", "anthropic", "openai", "openai-responses")
+
+
+@main.command()
+@_common
+@_render_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(_FORMATS),
+    default="text",
+    show_default=True,
+    help="text: the exact prompt bytes; json: sections, cache identity and plan; anthropic / openai / "
+    "openai-responses: the provider request body.",
+)
+@click.option(
+    "--model", metavar="NAME", help="Model name for provider formats (default claude-sonnet-4-5 / gpt-4.1)."
+)
+def render(
+    *,
+    path: Path,
+    as_json: bool,
+    at_turn: int | None,
+    call: int,
+    window: int | None,
+    reserve: int | None,
+    cache_key: str | None,
+    estimator: str | None,
+    no_check: bool,
+    fmt: str,
+    model: str | None,
+) -> None:
+    """Print the prompt the model saw at a past turn, or the one for the next call.
+
+    With --at-turn N, the ledger is folded up to turn N's recorded prompt (its
+    prompt_rendered record) and rendered again with the recorded budget and render
+    config; the result must hash to the recorded prompt_hash, or the command exits 1.
+    A turn without a recorded prompt is rendered as its first model call would see it.
+    Without --at-turn, the prompt for the next model call is rendered from the whole
+    ledger (with the newest recorded config, or --budget etc.).
+
+    --format text writes exactly the prompt's bytes (a newline is added only on a
+    terminal), so `holon render L --at-turn 4 | b3sum` gives the recorded hash.
+
+    Example: holon render runs/agent-7 --at-turn 12 --format anthropic
+    """
+    found = _resolve_prompt(
+        path=path,
+        at_turn=at_turn,
+        call=call,
+        window=window,
+        reserve=reserve,
+        cache_key=cache_key,
+        estimator=estimator,
+        no_check=no_check,
+    )
+    prompt = found.prompt
+    if as_json:
+        fmt = "json"
+    if fmt == "text":
+        click.echo(prompt.text, nl=sys.stdout.isatty())
+        if _stderr_is_terminal():
+            click.echo(f"holon: {_prompt_header(found)}", err=True)
+        return
+    reserve_used = int(prompt.render_config.get("budget", {}).get("output_reserve") or 0)
+    max_tokens = reserve_used if reserve_used > 0 else 4096
+    if fmt == "json":
+        _echo_json(
+            {
+                "turn": found.turn,
+                "rendered_before_seq": found.before_seq,
+                "recorded_seq": found.recorded_seq,
+                "checked": found.checked,
+                "matches": found.matches,
+                "prompt_hash": prompt.prompt_hash,
+                "recorded_prompt_hash": found.recorded.prompt_hash if found.recorded else None,
+                "cache_key": prompt.cache_key,
+                "prompt": prompt,
+            }
+        )
+    elif fmt == "anthropic":
+        _echo_json(to_anthropic_messages(prompt, model=model or "claude-sonnet-4-5", max_tokens=max_tokens))
+    elif fmt == "openai":
+        _echo_json(to_openai_chat(prompt, model=model or "gpt-4.1"))
+    else:
+        _echo_json(to_openai_responses(prompt, model=model or "gpt-4.1"))
+
+
+class _SectionRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One section of an assembly plan, as `holon explain` shows it."""
+
+    section: str
+    stability: str
+    priority: int | None
+    tokens: int
+    form: str
+    status: str
+    cache_breakpoint: bool
+    why: str
+
+
+_STATUS: Final = {"full": "kept", "compact": "compacted", "truncated": "truncated", "omitted": "omitted"}
+
+
+@main.command()
+@_common
+@_render_options
+def explain(
+    *,
+    path: Path,
+    as_json: bool,
+    at_turn: int | None,
+    call: int,
+    window: int | None,
+    reserve: int | None,
+    cache_key: str | None,
+    estimator: str | None,
+    no_check: bool,
+) -> None:
+    """Show how a prompt was assembled: each section's tokens and form, and what was left out.
+
+    The prompt is chosen and checked exactly as in `holon render`. For each section:
+    stability class, priority, tokens and whether it was kept, compacted, truncated or
+    omitted, and why; then every omitted or shortened item with the ref that restores
+    it (`holon get PATH REF`).
+
+    Example: holon explain runs/agent-7 --at-turn 12
+    """
+    found = _resolve_prompt(
+        path=path,
+        at_turn=at_turn,
+        call=call,
+        window=window,
+        reserve=reserve,
+        cache_key=cache_key,
+        estimator=estimator,
+        no_check=no_check,
+    )
+    prompt = found.prompt
+    plan = prompt.plan
+    reasons: dict[str, list[str]] = {}
+    for o in plan.omitted:
+        bucket = reasons.setdefault(o.section, [])
+        if o.reason not in bucket:
+            bucket.append(o.reason)
+    rendered = {s.name: s for s in prompt.sections}
+    rows: list[_SectionRow] = []
+    for s in plan.sections:
+        section = rendered.get(s.section)
+        why = "; ".join(reasons.get(s.section, []))
+        if not why and s.form != "full":
+            why = "did not fit the budget in full"
+        rows.append(
+            _SectionRow(
+                section=s.section,
+                stability=section.stability if section else "-",
+                priority=SECTION_PRIORITY.get(s.section),
+                tokens=s.tokens,
+                form=s.form,
+                status=_STATUS[s.form],
+                cache_breakpoint=bool(section and section.breakpoint),
+                why=why,
+            )
+        )
+    if as_json:
+        _echo_json(
+            {
+                "turn": found.turn,
+                "recorded_seq": found.recorded_seq,
+                "checked": found.checked,
+                "matches": found.matches,
+                "cache_key": prompt.cache_key,
+                "working_memory_revision": prompt.identity.working_memory_revision,
+                "compression_epoch": prompt.identity.compression_epoch,
+                "budget": plan.budget,
+                "available": plan.available,
+                "total_tokens": plan.total_tokens,
+                "degraded": plan.degraded,
+                "episodes": plan.episodes,
+                "sections": rows,
+                "omitted": plan.omitted,
+                "evicted_refs": plan.evicted_refs,
+            }
+        )
+        return
+    click.echo(_prompt_header(found))
+    click.echo(
+        f"budget {_n(plan.budget)} - output reserve {_n(plan.budget - plan.available)} "
+        f"= {_n(plan.available)} "
+        f"available · used {_n(plan.total_tokens)} · estimator {prompt.estimator}"
+        + (" · DEGRADED (prefix planned jointly with the turn)" if plan.degraded else "")
+    )
+    click.echo(
+        f"cache key {prompt.cache_key} (revision {prompt.identity.working_memory_revision}, "
+        f"epoch {prompt.identity.compression_epoch})"
+    )
+    click.echo(f"episodes selected: {', '.join(f'episode:{e}' for e in plan.episodes) or 'none'}")
+    click.echo("")
+    for line in _table(
+        ["section", "stability", "priority", "tokens", "status", "why"],
+        [
+            [
+                row.section + (" ◆" if row.cache_breakpoint else ""),
+                row.stability,
+                row.priority if row.priority is not None else "-",
+                _n(row.tokens),
+                row.status,
+                row.why or "-",
+            ]
+            for row in rows
+        ],
+        right=(2, 3),
+    ):
+        click.echo(line)
+    click.echo("(◆ = cache breakpoint: the prefix up to here is what a provider caches)")
+    click.echo("")
+    if not plan.omitted:
+        click.echo("nothing was omitted or shortened")
+        return
+    click.echo(f"omitted or shortened ({len(plan.omitted)}); restore any with `holon get PATH REF`:")
+    for line in _table(
+        ["section", "ref", "tokens", "reason"],
+        [[o.section, o.ref, _n(o.tokens), o.reason] for o in plan.omitted],
+        right=(2,),
+    ):
+        click.echo("  " + line)
+
+
+# --------------------------------------------------------------------------- memory / episodes
+
+
+@main.command()
+@_common
+@click.option(
+    "--at-turn", type=int, metavar="N", help="Working memory after turn N's post-turn refresh (default: now)."
+)
+def memory(path: Path, as_json: bool, at_turn: int | None) -> None:
+    """Show working memory: the snapshot, the pending delta and the episode being built.
+
+    The snapshot lines cite the ledger seqs their facts came from ([ledger:<seq>]).
+
+    Example: holon memory runs/agent-7 --at-turn 12
+    """
+    with _reading(path) as ledger:
+        records = _records(ledger)
+    view = memory_at(records, at_turn)
+    if as_json:
+        _echo_json(view)
+        return
+    when = f"after turn {at_turn}" if at_turn is not None else "now"
+    confirmed = view.confirmed_revision if view.confirmed_revision is not None else "none"
+    click.echo(
+        f"working memory {when} (seq {view.after_seq}) · revision {view.revision} · compression epoch "
+        f"{view.compression_epoch} · last revision shown to the model: {confirmed} · "
+        f"{view.archived_episodes} episode(s) archived"
+    )
+    click.echo("")
+    click.echo("snapshot:")
+    for line in view.lines or ("(empty: no work item, plan or facts yet)",):
+        click.echo(f"  {line}")
+    click.echo("")
+    d = view.pending_delta
+    if d is None:
+        click.echo("pending delta: none (the model has seen the current revision)")
+    else:
+        click.echo(
+            f"pending delta: revision {d.from_revision} → {d.to_revision} ({d.reason.replace('_', ' ')}, "
+            f"evidence ledger:{d.evidence_from_seq}..{d.evidence_to_seq}) — shown until a prompt confirms it"
+        )
+        for line in d.lines:
+            click.echo(f"  {line}")
+    click.echo("")
+    b = view.builder
+    if b.turns == 0 and b.from_seq is None:
+        click.echo("active episode: nothing accumulated since the last episode")
+        return
+    turns = f"turns {b.first_turn}-{b.last_turn}" if b.first_turn is not None else "no turns yet"
+    click.echo(
+        f"active episode: {b.work_item_id or 'no work item'}, {turns} ({b.turns} turn(s)), from ledger:"
+        f"{b.from_seq}, {b.tool_calls} tool call(s), {b.failed_calls} failed"
+    )
+    for label, items in (
+        ("files", b.files),
+        ("commands", b.commands),
+        ("verification", b.verification),
+        ("decisions", b.decisions),
+        ("results", b.results),
+    ):
+        if items:
+            click.echo(f"  {label}: {'; '.join(items)}")
+
+
+@main.command()
+@_common
+@click.option("--search", "query", metavar="QUERY", help="Rank episodes by BM25 relevance to QUERY.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Most episodes shown with --search.",
+)
+def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
+    """List the archived episodes (finished stretches of work), or search them.
+
+    Each episode is an immutable record of turns, work item, files, commands and
+    results; restore one in full with `holon get PATH episode:<id>`.
+
+    Example: holon episodes runs/agent-7 --search "billing migration"
+    """
+    with _reading(path) as ledger:
+        archive = [rec.body for rec in _records(ledger) if isinstance(rec.body, r.ContextEpisodeRecord)]
+    if query is None:
+        if as_json:
+            _echo_json(archive)
+            return
+        if not archive:
+            click.echo("no episodes archived yet")
+            return
+        for line in _table(
+            ["id", "turns", "work", "boundary", "evidence", "objective"],
+            [
+                [
+                    e.episode_id,
+                    f"{e.first_turn}-{e.last_turn}",
+                    e.work_item_id or "-",
+                    e.boundary_reason,
+                    f"ledger:{e.from_seq}..{e.to_seq}",
+                    _clip(e.objective, 50),
+                ]
+                for e in archive
+            ],
+            right=(0,),
+        ):
+            click.echo(line)
+        return
+    hits = EpisodeIndex(archive).search(query, limit=limit)
+    if as_json:
+        _echo_json(
+            [
+                {
+                    "ref": f"episode:{h.episode.episode_id}",
+                    "score": round(h.score, 6),
+                    "matched": h.matched,
+                    "episode": h.episode,
+                }
+                for h in hits
+            ]
+        )
+        return
+    if not hits:
+        click.echo(f"no episode matches {query!r}")
+        return
+    for line in _table(
+        ["ref", "score", "turns", "work", "matched", "objective"],
+        [
+            [
+                f"episode:{h.episode.episode_id}",
+                f"{h.score:.3f}",
+                f"{h.episode.first_turn}-{h.episode.last_turn}",
+                h.episode.work_item_id or "-",
+                ", ".join(h.matched),
+                _clip(h.episode.objective, 40),
+            ]
+            for h in hits
+        ],
+        right=(1,),
+    ):
+        click.echo(line)
+
+
+# --------------------------------------------------------------------------- get / search
+
+
+@main.command()
+@_common
+@click.argument("ref")
+def get(path: Path, as_json: bool, ref: str) -> None:
+    """Restore REF to its original bytes: ledger:<seq>, blob:<hash> or episode:<id>.
+
+    Prints exactly what a prompt placeholder promises: a tool result's full output
+    (from its blob if it was moved), a message's text, a turn's input, an episode's
+    JSON, a blob's bytes; any other record as its canonical JSON line. With --json,
+    the whole record or episode (and a blob as text or base64).
+
+    Example: holon get runs/agent-7 ledger:1234 > output.txt
+    """
+    with _reading(path) as ledger:
+        source = LedgerRefSource(ledger)
+        if not as_json:
+            data = restore_bytes(ref, source)
+            click.echo(data, nl=sys.stdout.isatty() and not data.endswith(b"\n"))
+            return
+        found = restore(ref, source)
+    if isinstance(found, bytes):
+        try:
+            text: str | None = found.decode()
+        except UnicodeDecodeError:
+            text = None
+        _echo_json(
+            {
+                "ref": ref,
+                "blob": {
+                    "size": len(found),
+                    "text": text,
+                    "base64": None if text is not None else base64.b64encode(found).decode(),
+                },
+            }
+        )
+    elif isinstance(found, r.ContextEpisodeRecord):
+        _echo_json({"ref": ref, "episode": found})
+    else:
+        _echo_json({"ref": ref, "record": msgspec.json.decode(r.encode_json_record(found))})
+
+
+@main.command()
+@_common
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Most hits shown.")
+@click.option(
+    "--only",
+    type=click.Choice(["episodes", "evidence"]),
+    help="Search only archived episodes, or only evidence records.",
+)
+def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) -> None:
+    """Search episodes and evidence (messages, tool calls and results, plans, ...) with BM25.
+
+    Ranking is deterministic (ties go to the more recent record). Each hit shows the
+    ref that restores it and where it came from.
+
+    Example: holon search runs/agent-7 "flaky test_checkout"
+    """
+    with _reading(path) as ledger:
+        index = MemorySearch(_records(ledger))
+    hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]
+    if as_json:
+        _echo_json(hits)
+        return
+    if not hits:
+        click.echo(f"nothing matches {query!r}")
+        return
+    for i, hit in enumerate(hits, 1):
+        click.echo(f"{i:>2}. {hit.ref}  score {hit.score:.3f}  {hit.provenance}")
+        click.echo(f"    {hit.snippet}")
+        click.echo(f"    matched: {', '.join(hit.matched)}")
+
+
+# --------------------------------------------------------------------------- verify / stats
+
+
+@main.command()
+@_common
+def verify(path: Path, as_json: bool) -> None:
+    """Check the whole ledger: frames, hash chain, blobs, and derived records.
+
+    Every frame checksum and chain link, every referenced blob's hash, and replay
+    verification of every derived record. Exit code 0 only if all hold: 3 when stored
+    bytes are damaged (each problem is listed with its file and byte offset), 1 when
+    the bytes are intact but a derived record differs from what this holon derives.
+
+    Example: holon verify runs/agent-7
+    """
+    with _reading(path) as ledger:
+        report = ledger.verify()
+        check = None
+        if report.ok:
+            length = report.records_checked
+            check = verify_derivations(_progress(ledger.read(), length=length, label="verifying derivations"))
+    if as_json:
+        _echo_json(
+            {
+                "ok": report.ok and check is not None and check.ok,
+                "storage": {
+                    "ok": report.ok,
+                    "records_checked": report.records_checked,
+                    "blobs_checked": report.blobs_checked,
+                    "head_seq": report.head[0],
+                    "head_hash": report.head[1],
+                    "problems": [
+                        {"file": p.file, "offset": p.offset, "message": p.message} for p in report.problems
+                    ],
+                },
+                "derivations": check,
+            }
+        )
+    else:
+        if report.ok:
+            click.echo(
+                f"frames and chain  ok · {_n(report.records_checked)} records · head seq {report.head[0]} "
+                f"({report.head[1][:16]}…)"
+            )
+            click.echo(f"blobs             ok · {_n(report.blobs_checked)} checked")
+        else:
+            click.echo(f"storage           {len(report.problems)} problem(s):")
+            for p in report.problems:
+                click.echo(f"  {p}")
+        if check is not None:
+            if check.ok:
+                click.echo(
+                    f"derivations       ok · {check.refreshes} post-turn refreshes re-run · "
+                    f"{check.derived_checked} derived records equal"
+                )
+            else:
+                assert check.divergence is not None
+                click.echo(
+                    f"derivations       FAILED at seq {check.divergence.seq}: {check.divergence.describe()}"
+                )
+                for line in _diff_lines(check.divergence):
+                    click.echo(line)
+        else:
+            click.echo("derivations       not checked (the stored bytes must verify first)")
+    if not report.ok:
+        first = report.problems[0]
+        raise _Corrupt(f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}")
+    if check is not None and not check.ok:
+        assert check.divergence is not None
+        raise CheckFailed(f"derived records diverge at seq {check.divergence.seq} ({check.divergence.kind})")
+
+
+@main.command()
+@_common
+def stats(path: Path, as_json: bool) -> None:
+    """Summarize the ledger: records by kind, turns, prompt tokens per section, evictions, cache churn.
+
+    Token figures come from the recorded prompts (prompt_rendered records): min, median
+    and max per section over the prompts that rendered it. Cache-key changes count
+    consecutive prompts whose cacheable prefix changed; unknown outcomes are tool calls
+    with no recorded result.
+
+    Example: holon stats runs/agent-7
+    """
+    with _reading(path) as ledger:
+        records = _records(ledger)
+        agent = ledger.agent_id
+    s = ledger_stats(records)
+    if as_json:
+        _echo_json({"agent_id": agent, **msgspec.to_builtins(s)})
+        return
+    span = ""
+    if s.first_ts is not None and s.last_ts is not None:
+        span = f" · {(s.last_ts - s.first_ts) / 3_600_000:.1f} h of ledger time"
+    click.echo(f"agent {agent} · {_n(s.records)} records · {s.turns} turns{span}")
+    outcomes = ", ".join(f"{k} {v}" for k, v in s.outcomes.items()) or "none"
+    click.echo(f"turn outcomes: {outcomes}")
+    click.echo(
+        f"tool calls: {_n(s.tool_calls)} · unknown outcomes (no result): {s.unknown_outcomes} · "
+        f"outputs in blobs: {s.blobs}"
+    )
+    click.echo(
+        f"working memory revision {s.revision} · compression epoch {s.compression_epoch} · "
+        f"{s.episodes} episode(s)"
+    )
+    click.echo("")
+    click.echo("records by kind:")
+    for line in _table(["kind", "count"], [[k, _n(v)] for k, v in s.by_kind.items()], right=(1,)):
+        click.echo("  " + line)
+    click.echo("")
+    if not s.prompts:
+        click.echo("no recorded prompts (prompt_rendered records), so no token figures")
+        return
+    click.echo(
+        f"prompts: {s.prompts} · cache keys: {s.cache_keys} distinct, "
+        f"{s.cache_key_changes} change(s) between "
+        f"consecutive prompts · evictions: {_n(s.evictions)}"
+    )
+    rows = [
+        [x.section, x.prompts, _n(x.min), f"{x.median:,.0f}", _n(x.max), x.compacted, x.omitted]
+        for x in (*s.sections, *((s.prompt_tokens,) if s.prompt_tokens else ()))
+    ]
+    for line in _table(
+        ["section", "prompts", "min", "median", "max", "shortened", "omitted"], rows, right=(1, 2, 3, 4, 5, 6)
+    ):
+        click.echo("  " + line)
+    if s.evictions_by_reason:
+        click.echo("")
+        click.echo("evictions by reason:")
+        for line in _table(
+            ["reason", "count"], [[k, _n(v)] for k, v in s.evictions_by_reason.items()], right=(1,)
+        ):
+            click.echo("  " + line)
+
+
+if __name__ == "__main__":
+    main()

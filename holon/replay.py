@@ -1,0 +1,723 @@
+"""Replaying a ledger: memory turn by turn, past prompts, plans, statistics and restoration.
+
+This is the library behind ``holon replay``, ``render``, ``explain``, ``memory``,
+``episodes``, ``stats``, ``get``, ``append`` and ``import``; everything here is usable
+without the CLI. It is an edge module: it reads ledgers (I/O) and composes the pure
+layers — :mod:`holon.projections` folds, :mod:`holon.context` renders.
+
+- :class:`LedgerRefSource` — the :class:`~holon.context.RefSource` of a ledger, so
+  ``restore(ref, LedgerRefSource(ledger))`` gives back what a placeholder promises.
+- :func:`turn_spans` — where each turn's records start and end (derived records included).
+- :func:`replay_turns` — per turn: revision, delta, episodes finalized, epoch, prompts.
+- :func:`prompt_at` / :func:`next_prompt` — the prompt of a past turn, re-rendered from
+  the ledger up to its ``PromptRendered`` record with the recorded budget and config
+  (so its hash can be checked), or the prompt for the next model call.
+- :func:`memory_at` — working memory, pending delta and active episode builder after a turn.
+- :func:`ledger_stats` — records by kind, tokens per section, evictions, cache-key churn.
+- :func:`append_evidence` — append evidence the way the runtime does: after every
+  ``turn_ended`` the post-turn refresh's derived records follow, so the result verifies.
+
+Functions take records (any iterable, in seq order) rather than a ledger where they
+can, so a caller decides how to read them (all at once, with a progress bar, ...).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Final
+
+import msgspec
+
+import holon.records as r
+from holon.context.budget import Budget
+from holon.context.estimator import get_estimator
+from holon.context.prompt import Prompt
+from holon.context.render import RENDER_VERSION, RenderConfig, build_context
+from holon.errors import InvalidRecord, RefNotFound, UsageError
+from holon.ledger.store import Ledger
+from holon.projections import (
+    DEFAULT_CONFIG,
+    ActiveEpisodeBuilder,
+    ProjectionConfig,
+    ProjectionState,
+    WorkingMemorySnapshot,
+    apply,
+    initial_state,
+    post_turn_refresh,
+    snapshot_lines,
+)
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "LedgerRefSource",
+    "LedgerStats",
+    "MemoryView",
+    "PromptAt",
+    "PromptSummary",
+    "SectionStats",
+    "TurnReplay",
+    "TurnSpan",
+    "append_evidence",
+    "config_from_recorded",
+    "find_turn",
+    "ledger_stats",
+    "memory_at",
+    "next_prompt",
+    "prompt_at",
+    "replay_turns",
+    "state_after",
+    "turn_spans",
+]
+
+#: Budget used to render when neither the caller nor a recorded prompt gives one.
+DEFAULT_BUDGET: Final = Budget(context_window=200_000, output_reserve=8_000)
+
+# Roles whose messages are input to a turn (what the first model call of the turn
+# answers), as opposed to what the model itself produced.
+_INPUT_ROLES: Final = frozenset({"user", "operator", "channel", "system"})
+
+
+# --------------------------------------------------------------------------- restoration
+
+
+class LedgerRefSource:
+    """A :class:`~holon.context.RefSource` reading records, blobs and episodes from a ledger.
+
+    Episodes are found by scanning the ledger for ``context_episode`` records once, on
+    the first episode lookup.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._episodes: dict[int, r.ContextEpisodeRecord] | None = None
+
+    def record(self, seq: int) -> r.Record:
+        """The record at ``seq`` (RefNotFound past the head)."""
+        return self._ledger.get(seq)
+
+    def blob(self, blob_hash: str) -> bytes:
+        """A blob's original bytes, verified against its hash."""
+        return self._ledger.get_blob(blob_hash)
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        """The archived episode with this id (RefNotFound when the ledger holds none)."""
+        if self._episodes is None:
+            self._episodes = {
+                rec.body.episode_id: rec.body
+                for rec in self._ledger.read()
+                if isinstance(rec.body, r.ContextEpisodeRecord)
+            }
+        found = self._episodes.get(episode_id)
+        if found is None:
+            held = len(self._episodes)
+            raise RefNotFound(
+                f"episode:{episode_id} is not in ledger {self._ledger.path} "
+                f"({'no episodes yet' if not held else f'it holds episodes 0..{held - 1}'}); "
+                "list them with `holon episodes`"
+            )
+        return found
+
+
+# --------------------------------------------------------------------------- turns
+
+
+class TurnSpan(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one turn lies in a record sequence.
+
+    ``start`` is the index of its ``turn_started``; ``end`` the index just past its last
+    record, derived records of its post-turn refresh included (``records[start:end]``).
+    ``ended_seq`` is the seq of its ``turn_ended``, or ``None`` when the turn is still open.
+    """
+
+    turn: int
+    start: int
+    end: int
+    started_seq: int
+    ended_seq: int | None
+
+
+def turn_spans(records: Sequence[r.Record]) -> list[TurnSpan]:
+    """Every turn of ``records``, in order.
+
+    A turn runs from its ``turn_started`` through its ``turn_ended`` and the derived
+    records that directly follow it; an unterminated turn runs to the next
+    ``turn_started`` or the end.
+    """
+    spans: list[TurnSpan] = []
+    i, n = 0, len(records)
+    while i < n:
+        rec = records[i]
+        if not isinstance(rec.body, r.TurnStarted):
+            i += 1
+            continue
+        start, turn = i, rec.turn if rec.turn is not None else len(spans) + 1
+        ended: int | None = None
+        i += 1
+        while i < n and not isinstance(records[i].body, r.TurnStarted):
+            if isinstance(records[i].body, r.TurnEnded):
+                ended = records[i].seq
+                i += 1
+                while i < n and records[i].kind in r.DERIVED_KINDS:
+                    i += 1
+                break
+            i += 1
+        spans.append(TurnSpan(turn=turn, start=start, end=i, started_seq=rec.seq, ended_seq=ended))
+    return spans
+
+
+def find_turn(spans: Sequence[TurnSpan], turn: int) -> TurnSpan:
+    """The span of turn ``turn``; UsageError naming the turns there are when it is absent."""
+    for span in spans:
+        if span.turn == turn:
+            return span
+    if not spans:
+        raise UsageError(f"turn {turn} is not in this ledger: it has no turns yet")
+    raise UsageError(f"turn {turn} is not in this ledger: it holds turns {spans[0].turn}..{spans[-1].turn}")
+
+
+def state_after(records: Iterable[r.Record], config: ProjectionConfig = DEFAULT_CONFIG) -> ProjectionState:
+    """The projection state after folding ``records`` in order."""
+    state = initial_state(config)
+    for record in records:
+        state = apply(state, record)
+    return state
+
+
+class PromptSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A recorded ``PromptRendered``, as replay shows it.
+
+    ``previous_cache_key`` is the key of the prompt before it (``None`` for the first):
+    when it differs, the provider had to write a new cache prefix.
+    """
+
+    seq: int
+    cache_key: str
+    previous_cache_key: str | None
+    working_memory_revision: int
+    compression_epoch: int
+    total_tokens: int
+    budget: int
+    sections: tuple[r.SectionTokens, ...]
+    omitted: int
+
+
+class TurnReplay(msgspec.Struct, frozen=True, kw_only=True):
+    """One turn after its post-turn refresh: what happened to memory and the prompts."""
+
+    turn: int
+    started_seq: int
+    ended_seq: int | None
+    trigger: str
+    input: str | None
+    outcome: str | None
+    records: int
+    tool_calls: int
+    revision: int
+    compression_epoch: int
+    pending_delta: bool
+    delta: r.WorkingMemoryDelta | None
+    episodes: tuple[r.ContextEpisodeRecord, ...]
+    prompts: tuple[PromptSummary, ...]
+
+
+class _TurnBuilder:
+    """Collects one turn's facts while its records are folded."""
+
+    def __init__(self, record: r.Record, body: r.TurnStarted, turn: int) -> None:
+        self.turn = turn
+        self.started_seq = record.seq
+        self.ended_seq: int | None = None
+        self.trigger = body.trigger
+        self.input = body.input
+        self.outcome: str | None = None
+        self.records = 0
+        self.tool_calls = 0
+        self.delta: r.WorkingMemoryDelta | None = None
+        self.episodes: list[r.ContextEpisodeRecord] = []
+        self.prompts: list[PromptSummary] = []
+
+    def finish(self, state: ProjectionState) -> TurnReplay:
+        memory = state.memory
+        return TurnReplay(
+            turn=self.turn,
+            started_seq=self.started_seq,
+            ended_seq=self.ended_seq,
+            trigger=self.trigger,
+            input=self.input,
+            outcome=self.outcome,
+            records=self.records,
+            tool_calls=self.tool_calls,
+            revision=memory.revision,
+            compression_epoch=memory.compression_epoch,
+            pending_delta=memory.pending is not None,
+            delta=self.delta,
+            episodes=tuple(self.episodes),
+            prompts=tuple(self.prompts),
+        )
+
+
+def replay_turns(
+    records: Iterable[r.Record],
+    *,
+    until_turn: int | None = None,
+    config: ProjectionConfig = DEFAULT_CONFIG,
+) -> Iterator[TurnReplay]:
+    """Fold ``records`` and yield one :class:`TurnReplay` per turn, after its refresh.
+
+    A turn is reported once its derived records have been folded (revision and epoch
+    are the values after the refresh). With ``until_turn``, stops after that turn.
+    """
+    state = initial_state(config)
+    current: _TurnBuilder | None = None
+    last_key: str | None = None
+    started = 0
+    for record in records:
+        body = record.body
+        if current is not None and (
+            isinstance(body, r.TurnStarted)
+            or (current.outcome is not None and record.kind not in r.DERIVED_KINDS)
+        ):
+            done = current.finish(state)
+            current = None
+            yield done
+            if until_turn is not None and done.turn >= until_turn:
+                return
+        state = apply(state, record)
+        if isinstance(body, r.TurnStarted):
+            started += 1
+            current = _TurnBuilder(record, body, record.turn if record.turn is not None else started)
+        if current is None:
+            continue
+        current.records += 1
+        if isinstance(body, r.TurnEnded):
+            current.outcome, current.ended_seq = body.outcome, record.seq
+        elif isinstance(body, r.ToolIntent):
+            current.tool_calls += 1
+        elif isinstance(body, r.WorkingMemoryDelta):
+            current.delta = body
+        elif isinstance(body, r.ContextEpisodeRecord):
+            current.episodes.append(body)
+        elif isinstance(body, r.PromptRendered):
+            current.prompts.append(
+                PromptSummary(
+                    seq=record.seq,
+                    cache_key=body.cache_key,
+                    previous_cache_key=last_key,
+                    working_memory_revision=body.working_memory_revision,
+                    compression_epoch=body.compression_epoch,
+                    total_tokens=body.total_tokens,
+                    budget=body.budget,
+                    sections=body.sections,
+                    omitted=len(body.omitted),
+                )
+            )
+            last_key = body.cache_key
+    if current is not None:
+        yield current.finish(state)
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[Budget, RenderConfig]:
+    """The Budget and RenderConfig a ``PromptRendered.render_config`` records.
+
+    Raises InvalidRecord (naming ``where``) when the recorded config does not decode.
+    """
+    data = dict(render_config)
+    data.pop("estimator_version", None)
+    budget = data.pop("budget", None)
+    try:
+        if budget is None:
+            raise msgspec.ValidationError("the budget is missing")
+        return msgspec.convert(budget, Budget), msgspec.convert(data, RenderConfig)
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise InvalidRecord(
+            f"the recorded render_config does not decode ({exc})", where=where, field="body.render_config"
+        ) from None
+
+
+class PromptAt(msgspec.Struct, frozen=True, kw_only=True):
+    """A prompt re-rendered from a ledger, and the record it is checked against.
+
+    ``before_seq``: the prompt is rendered from every record with a smaller seq.
+    ``recorded`` / ``recorded_seq``: the ``PromptRendered`` it reproduces, if the turn
+    has one. ``checked`` is true when the recorded budget and config were used, so the
+    hashes must match; ``reproducible`` is false when the record carries no
+    ``render_config`` (it was not written by :func:`holon.context.prompt_rendered`).
+    """
+
+    turn: int | None
+    before_seq: int
+    prompt: Prompt
+    recorded: r.PromptRendered | None = None
+    recorded_seq: int | None = None
+    checked: bool = False
+    reproducible: bool = True
+
+    @property
+    def matches(self) -> bool:
+        """True when the prompt was checked and its hash equals the recorded one."""
+        recorded = self.recorded
+        return self.checked and recorded is not None and self.prompt.prompt_hash == recorded.prompt_hash
+
+    def mismatch_reasons(self) -> tuple[str, ...]:
+        """Why a checked prompt may differ: a renderer or estimator version changed since."""
+        if self.recorded is None:
+            return ()
+        reasons: list[str] = []
+        recorded = self.recorded.render_config
+        version = recorded.get("version")
+        if version is not None and version != RENDER_VERSION:
+            reasons.append(
+                f"recorded by renderer version {version}, this holon renders version {RENDER_VERSION}"
+            )
+        name = recorded.get("estimator")
+        if isinstance(name, str):
+            try:
+                current = get_estimator(name).version
+            except (KeyError, ValueError, ImportError):
+                current = None
+            if current is None:
+                reasons.append(f"estimator {name!r} is not available here")
+            elif recorded.get("estimator_version") != current:
+                reasons.append(
+                    f"estimator {name} was version {recorded.get('estimator_version')}, now {current}"
+                )
+        return tuple(reasons)
+
+
+def _input_end(records: Sequence[r.Record], span: TurnSpan) -> int:
+    """Index just past a turn's ``turn_started`` and the input messages right after it."""
+    i = span.start + 1
+    while i < span.end:
+        body = records[i].body
+        if not (isinstance(body, r.Message) and body.role in _INPUT_ROLES):
+            break
+        i += 1
+    return i
+
+
+def prompt_at(
+    records: Sequence[r.Record],
+    turn: int,
+    *,
+    agent_id: str,
+    call: int = 1,
+    budget: Budget | None = None,
+    config: RenderConfig | None = None,
+    projection: ProjectionConfig = DEFAULT_CONFIG,
+) -> PromptAt:
+    """The prompt of model call ``call`` (1-based) of turn ``turn``, re-rendered from the ledger.
+
+    When the turn has a ``PromptRendered`` for that call, the prompt is rendered from the
+    records before it. With neither ``budget`` nor ``config`` given, the recorded ones
+    are used and the result is ``checked``: its hash must equal the recorded
+    ``prompt_hash`` (see :attr:`PromptAt.matches`). A turn without recorded prompts is
+    rendered as its first call would have seen it: after its ``turn_started`` and input
+    messages, with ``budget`` / ``config`` or the defaults.
+    """
+    spans = turn_spans(records)
+    span = find_turn(spans, turn)
+    if call < 1:
+        raise UsageError(f"call {call} must be 1 or more (the first model call of a turn is 1)")
+    calls = [i for i in range(span.start, span.end) if isinstance(records[i].body, r.PromptRendered)]
+    if not calls:
+        if call != 1:
+            raise UsageError(f"turn {turn} has no recorded prompt, so it has no call {call}")
+        end = _input_end(records, span)
+        state = state_after(records[:end], projection)
+        prompt = build_context(state, budget or DEFAULT_BUDGET, config or RenderConfig(), agent_id=agent_id)
+        return PromptAt(turn=turn, before_seq=records[end - 1].seq + 1, prompt=prompt)
+    if call > len(calls):
+        raise UsageError(f"turn {turn} recorded {len(calls)} prompt(s); there is no call {call}")
+    index = calls[call - 1]
+    record = records[index]
+    recorded = record.body
+    assert isinstance(recorded, r.PromptRendered)
+    state = state_after(records[:index], projection)
+    use_recorded = budget is None and config is None
+    reproducible = bool(recorded.render_config)
+    if use_recorded and reproducible:
+        budget, config = config_from_recorded(recorded.render_config, where=f"seq {record.seq}")
+    prompt = build_context(state, budget or DEFAULT_BUDGET, config or RenderConfig(), agent_id=agent_id)
+    return PromptAt(
+        turn=turn,
+        before_seq=record.seq,
+        prompt=prompt,
+        recorded=recorded,
+        recorded_seq=record.seq,
+        checked=use_recorded and reproducible,
+        reproducible=reproducible,
+    )
+
+
+def next_prompt(
+    records: Sequence[r.Record],
+    *,
+    agent_id: str,
+    budget: Budget | None = None,
+    config: RenderConfig | None = None,
+    projection: ProjectionConfig = DEFAULT_CONFIG,
+) -> PromptAt:
+    """The prompt for the next model call, from the whole ledger.
+
+    Without ``budget`` / ``config``, the ones of the newest recorded prompt that has a
+    ``render_config`` are used (what the agent itself would render with), else the defaults.
+    """
+    if budget is None or config is None:
+        for record in reversed(records):
+            body = record.body
+            if isinstance(body, r.PromptRendered) and body.render_config:
+                recorded_budget, recorded_config = config_from_recorded(
+                    body.render_config, where=f"seq {record.seq}"
+                )
+                budget, config = budget or recorded_budget, config or recorded_config
+                break
+    state = state_after(records, projection)
+    prompt = build_context(state, budget or DEFAULT_BUDGET, config or RenderConfig(), agent_id=agent_id)
+    turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
+    return PromptAt(turn=turn, before_seq=records[-1].seq + 1 if records else 0, prompt=prompt)
+
+
+# --------------------------------------------------------------------------- memory
+
+
+class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
+    """Working memory at one point: snapshot, its lines, pending delta, episode builder."""
+
+    turn: int | None
+    after_seq: int
+    revision: int
+    compression_epoch: int
+    confirmed_revision: int | None
+    archived_episodes: int
+    snapshot: WorkingMemorySnapshot
+    lines: tuple[str, ...]
+    pending_delta: r.WorkingMemoryDelta | None
+    builder: ActiveEpisodeBuilder
+
+
+def memory_at(
+    records: Sequence[r.Record], turn: int | None = None, *, projection: ProjectionConfig = DEFAULT_CONFIG
+) -> MemoryView:
+    """Working memory after turn ``turn``'s post-turn refresh (or after the whole ledger)."""
+    upto = len(records) if turn is None else find_turn(turn_spans(records), turn).end
+    state = state_after(records[:upto], projection)
+    memory = state.memory
+    return MemoryView(
+        turn=turn,
+        after_seq=state.seq,
+        revision=memory.revision,
+        compression_epoch=memory.compression_epoch,
+        confirmed_revision=memory.confirmed_revision,
+        archived_episodes=memory.archived_episodes,
+        snapshot=memory.snapshot,
+        lines=snapshot_lines(memory.snapshot),
+        pending_delta=memory.pending,
+        builder=memory.builder,
+    )
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+class SectionStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens one section took across recorded prompts (prompts that rendered it)."""
+
+    section: str
+    prompts: int
+    min: int
+    median: float
+    max: int
+    compacted: int
+    omitted: int
+
+
+class LedgerStats(msgspec.Struct, frozen=True, kw_only=True):
+    """What a ledger holds, for ``holon stats``.
+
+    ``cache_key_changes`` counts consecutive recorded prompts whose cache key differs
+    (each one a cache rewrite at the provider); ``unknown_outcomes`` counts tool intents
+    with no result (calls whose effect the ledger cannot tell).
+    """
+
+    records: int
+    by_kind: dict[str, int]
+    turns: int
+    outcomes: dict[str, int]
+    tool_calls: int
+    unknown_outcomes: int
+    prompts: int
+    prompt_tokens: SectionStats | None
+    sections: tuple[SectionStats, ...]
+    evictions: int
+    evictions_by_reason: dict[str, int]
+    cache_keys: int
+    cache_key_changes: int
+    revision: int
+    compression_epoch: int
+    episodes: int
+    blobs: int
+    first_ts: int | None
+    last_ts: int | None
+
+
+def _section_stats(name: str, values: list[int], compacted: int, omitted: int) -> SectionStats:
+    return SectionStats(
+        section=name,
+        prompts=len(values),
+        min=min(values) if values else 0,
+        median=float(statistics.median(values)) if values else 0.0,
+        max=max(values) if values else 0,
+        compacted=compacted,
+        omitted=omitted,
+    )
+
+
+def ledger_stats(
+    records: Iterable[r.Record], *, projection: ProjectionConfig = DEFAULT_CONFIG
+) -> LedgerStats:
+    """Count what a ledger holds and summarize its recorded prompts."""
+    by_kind: dict[str, int] = {}
+    outcomes: dict[str, int] = {}
+    section_tokens: dict[str, list[int]] = {}
+    section_forms: dict[str, list[int]] = {}
+    totals: list[int] = []
+    reasons: dict[str, int] = {}
+    keys: set[str] = set()
+    changes = evictions = blobs = count = 0
+    last_key: str | None = None
+    intents: dict[str, int] = {}
+    answered: set[str] = set()
+    first_ts: int | None = None
+    last_ts: int | None = None
+    state = initial_state(projection)
+    for record in records:
+        state = apply(state, record)
+        count += 1
+        first_ts = record.ts if first_ts is None else first_ts
+        last_ts = record.ts
+        by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
+        body = record.body
+        if isinstance(body, r.TurnEnded):
+            outcomes[body.outcome] = outcomes.get(body.outcome, 0) + 1
+        elif isinstance(body, r.ToolIntent):
+            intents[body.call_id] = intents.get(body.call_id, 0) + 1
+        elif isinstance(body, r.ToolResult | r.TaskResult):
+            if isinstance(body, r.ToolResult):
+                answered.add(body.call_id)
+            blobs += body.blob is not None
+        elif isinstance(body, r.PromptRendered):
+            totals.append(body.total_tokens)
+            for s in body.sections:
+                section_tokens.setdefault(s.section, []).append(s.tokens)
+                forms = section_forms.setdefault(s.section, [0, 0])
+                forms[0] += s.form in ("compact", "truncated")
+                forms[1] += s.form == "omitted"
+            evictions += len(body.omitted)
+            for o in body.omitted:
+                reasons[o.reason] = reasons.get(o.reason, 0) + 1
+            keys.add(body.cache_key)
+            changes += last_key is not None and body.cache_key != last_key
+            last_key = body.cache_key
+    unknown = sum(n for call_id, n in intents.items() if call_id not in answered)
+    order = {name: i for i, name in enumerate(_SECTION_NAMES)}
+    sections = tuple(
+        _section_stats(name, section_tokens[name], *section_forms[name])
+        for name in sorted(section_tokens, key=lambda n: (order.get(n, len(order)), n))
+    )
+    return LedgerStats(
+        records=count,
+        by_kind=dict(sorted(by_kind.items())),
+        turns=by_kind.get(r.TurnStarted.KIND, 0),
+        outcomes=dict(sorted(outcomes.items())),
+        tool_calls=sum(intents.values()),
+        unknown_outcomes=unknown,
+        prompts=len(totals),
+        prompt_tokens=_section_stats("total", totals, 0, 0) if totals else None,
+        sections=sections,
+        evictions=evictions,
+        evictions_by_reason=dict(sorted(reasons.items())),
+        cache_keys=len(keys),
+        cache_key_changes=changes,
+        revision=state.memory.revision,
+        compression_epoch=state.memory.compression_epoch,
+        episodes=state.memory.archived_episodes,
+        blobs=blobs,
+        first_ts=first_ts,
+        last_ts=last_ts,
+    )
+
+
+_SECTION_NAMES: Final = (
+    "system",
+    "tools",
+    "working_memory",
+    "context_summary",
+    "episodes",
+    "pending_delta",
+    "active_work",
+    "queue",
+    "history",
+    "current_input",
+)
+
+
+# --------------------------------------------------------------------------- appending
+
+
+def append_evidence(
+    ledger: Ledger,
+    records: Iterable[r.Record],
+    *,
+    state: ProjectionState | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[int]:
+    """Append evidence records as the runtime would; returns the seqs written.
+
+    ``state`` must be the ledger folded so far (it is folded here when omitted). Each
+    record gets the next seq; after every ``turn_ended`` the post-turn refresh runs and
+    its derived records are appended right after it, and a refresh the ledger still
+    owes (its writer died after a ``turn_ended``) is appended first. Derived records in
+    the input are refused (they are the refresh's to write). Everything is checked and
+    derived before the first byte is written: on any error nothing is appended.
+    ``progress`` is called with the number of input records folded so far.
+    """
+    folded = state if state is not None else state_after(ledger.read())
+    next_seq = ledger.head()[0] + 1
+    if folded.seq != next_seq - 1:
+        raise UsageError(
+            f"append_evidence: the state is folded to seq {folded.seq} "
+            f"but the ledger's head is seq {next_seq - 1}"
+        )
+    out: list[r.Record] = []
+
+    def put(record: r.Record) -> None:
+        nonlocal folded
+        stored = msgspec.structs.replace(record, seq=next_seq + len(out))
+        folded = apply(folded, stored)
+        out.append(stored)
+
+    closed = folded.memory.closed_interval
+    if closed is not None and closed.to_seq == folded.seq:
+        for derived in post_turn_refresh(folded):
+            put(derived)
+    for number, record in enumerate(records, 1):
+        if record.kind in r.DERIVED_KINDS:
+            raise InvalidRecord(
+                f"{record.kind} is a derived record: the post-turn refresh appends it; "
+                "to copy a whole ledger use `holon import --from jsonl`",
+                where=f"input record {number}",
+                field="kind",
+            )
+        put(record)
+        if isinstance(record.body, r.TurnEnded):
+            for derived in post_turn_refresh(folded):
+                put(derived)
+        if progress is not None:
+            progress(number)
+    if not out:
+        return []
+    return ledger.append_many(out)

@@ -1,0 +1,56 @@
+"""Ledgers for CLI tests and golden files, built from the fixture ledgers.
+
+A fixture (``fixtures/ledgers/*.jsonl``) holds evidence and runtime records only, and
+its ``prompt_rendered`` records are placeholders. :func:`live_records` replays it the
+way the runtime would: derived records after every ``turn_ended``, and each
+``prompt_rendered`` replaced by the record of a real prompt, rendered with
+:data:`CLI_BUDGET` / :data:`CLI_RENDER` from the state at that point — so `holon render
+--at-turn N` has a recorded prompt_hash to reproduce.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from holon import records as r
+from holon.context import Budget, RenderConfig, build_context, prompt_rendered
+from holon.ledger import Ledger
+from tests.live import LiveLedger
+
+__all__ = ["CLI_BUDGET", "CLI_RENDER", "LEDGERS", "build_ledger", "fixture_names", "live_records"]
+
+ROOT = Path(__file__).resolve().parent.parent
+LEDGERS = ROOT / "fixtures" / "ledgers"
+
+#: Budget and render config of the prompts recorded in CLI test ledgers.
+CLI_BUDGET = Budget(context_window=8_000, output_reserve=1_000)
+CLI_RENDER = RenderConfig(prompt_cache_key="golden")
+
+
+def fixture_names() -> list[str]:
+    """The fixture ledgers' names (file stems), sorted."""
+    return sorted(p.stem for p in LEDGERS.glob("*.jsonl"))
+
+
+@functools.cache
+def live_records(name: str) -> tuple[r.Record, ...]:
+    """The records a live agent would have written for fixture ``name`` (agent id = ``name``)."""
+    live = LiveLedger()
+    path = LEDGERS / f"{name}.jsonl"
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
+        record = r.decode_json_record(line, where=f"line {number} of {path.name}")
+        if isinstance(record.body, r.PromptRendered):
+            prompt = build_context(live.state, CLI_BUDGET, CLI_RENDER, agent_id=name)
+            record = r.Record(body=prompt_rendered(prompt), ts=record.ts, turn=record.turn)
+        live._append(record)
+        if isinstance(record.body, r.TurnEnded):
+            live.refresh()
+    return tuple(live.records)
+
+
+def build_ledger(directory: Path, name: str) -> Path:
+    """Write fixture ``name`` as a live ledger at ``directory`` and return its path."""
+    with Ledger.create(directory, agent_id=name, fsync="never") as ledger:
+        ledger.append_many(live_records(name))
+    return directory
