@@ -1,0 +1,26 @@
+"""The runtime facade: :class:`Agent` composes ledger, projections and renderer for a daemon.
+
+- :class:`Agent` (``Agent.open(path, agent_id=..., config=...)``) — create or resume an
+  agent's ledger; ``agent.state``, ``agent.working_memory``, ``agent.episodes``.
+- :class:`Turn` (``with agent.turn(input=...) as turn``) — record a turn, render its
+  prompt (``turn.context()``), run tools through the write-ahead log (``turn.tool``).
+- :class:`ToolCall`, :class:`UnknownOutcome` — the tool WAL.
+- :class:`AgentConfig`, :class:`OpenReport`, :class:`TurnSummary`.
+
+See docs/daemon-guide.md.
+"""
+
+from holon.runtime.agent import Agent, AgentConfig, OpenReport, ToolCall, Turn, TurnSummary, wall_clock_ms
+from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "Agent",
+    "AgentConfig",
+    "OpenReport",
+    "ToolCall",
+    "Turn",
+    "TurnSummary",
+    "UnknownOutcome",
+    "wall_clock_ms",
+]

@@ -1,0 +1,1017 @@
+"""The runtime facade: one agent, its ledger, its projections and its renderer.
+
+:class:`Agent` is the only place that composes the layers. It appends input and runtime
+records to the ledger, folds each one into the live :class:`~holon.projections.ProjectionState`,
+and at every turn boundary runs the post-turn refresh and appends the derived records
+it returns — so the ledger alone reproduces everything the agent saw.
+
+>>> with Agent.open(".agent", agent_id="a1") as agent:  # doctest: +SKIP
+...     with agent.turn(input="summarise README.md") as turn:
+...         prompt = turn.context()
+...         call = turn.tool("read_file", {"path": "README.md"}, idempotency_key="r1")
+...         text = call.run(lambda: Path("README.md").read_text())
+...         turn.record_message("It describes holon.")
+
+See docs/daemon-guide.md for the integration, the tool WAL and the failure model.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal
+
+import msgspec
+
+import holon.records as r
+from holon.context import Budget, EpisodeIndex, Prompt, RenderConfig, build_context, prompt_rendered
+from holon.errors import NotALedger, UsageError
+from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
+from holon.projections import (
+    DEFAULT_CONFIG,
+    CheckpointRejected,
+    ProjectionConfig,
+    ProjectionState,
+    RuntimeState,
+    WorkingMemorySnapshot,
+    WorkingMemoryState,
+    apply,
+    initial_state,
+    post_turn_refresh,
+)
+from holon.runtime.checkpoints import (
+    ToolIndex,
+    UnknownOutcome,
+    list_checkpoints,
+    load_checkpoint,
+    prune_checkpoints,
+    write_checkpoint,
+)
+
+__all__ = ["Agent", "AgentConfig", "OpenReport", "ToolCall", "Turn", "TurnSummary"]
+
+log = logging.getLogger("holon.runtime")
+
+Outcome = Literal["completed", "waiting", "failed", "interrupted"]
+ToolStatus = Literal["ok", "error", "interrupted"]
+
+# Kinds only the runtime itself writes: a caller recording one would break the turn
+# structure or forge a derived record.
+_RUNTIME_KINDS: Final = frozenset(
+    {r.TurnStarted.KIND, r.TurnEnded.KIND, r.PromptRendered.KIND, *r.DERIVED_KINDS}
+)
+_INPUT_ROLES: Final = ("user", "operator", "channel")
+_PREVIEW_CHARS: Final = 200
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch: the default clock of an agent."""
+    return time.time_ns() // 1_000_000
+
+
+class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How an agent renders, stores and checkpoints.
+
+    - ``budget`` / ``render``: the prompt budget and render knobs for :meth:`Turn.context`.
+    - ``projection``: the projection config (part of every checkpoint's key).
+    - ``fsync``: the ledger's fsync policy. Whatever it is, the runtime flushes at every
+      turn end and before every tool side effect (the tool WAL); ``batch`` (default)
+      fsyncs exactly there, ``always`` also after every record, ``never`` hands bytes to
+      the OS without fsync (survives ``kill -9``, not a power loss).
+    - ``checkpoint_every``: write a checkpoint every N turns (0: never);
+      ``checkpoints_kept``: how many to keep.
+    - ``segment_bytes`` / ``blob_threshold``: used when the ledger is created.
+    """
+
+    budget: Budget = Budget(context_window=32_000, output_reserve=4_000)
+    render: RenderConfig = RenderConfig()
+    projection: ProjectionConfig = DEFAULT_CONFIG
+    fsync: FsyncPolicy = "batch"
+    checkpoint_every: int = 100
+    checkpoints_kept: int = 2
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    blob_threshold: int = DEFAULT_BLOB_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_every < 0 or self.checkpoints_kept < 1:
+            raise ValueError("AgentConfig: checkpoint_every must be >= 0 and checkpoints_kept >= 1")
+
+
+class OpenReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`Agent.open` found and did.
+
+    - ``created``: a new ledger was created.
+    - ``checkpoint_seq``: the seq of the checkpoint resumed from (``None``: full fold);
+      ``rejected``: checkpoints that were not trusted, newest first, with the reason.
+    - ``folded``: records folded on open (the tail after the checkpoint, or all).
+    - ``interrupted_turn``: the turn left open by a crash, closed now as interrupted.
+    - ``unknown_outcomes``: tool intents without a result, recorded now as ``unknown``.
+    - ``ledger_recovery``: what the ledger repaired (a torn tail cut, a seal finished).
+    """
+
+    created: bool
+    checkpoint_seq: int | None = None
+    rejected: tuple[tuple[str, CheckpointRejected], ...] = ()
+    folded: int = 0
+    interrupted_turn: int | None = None
+    unknown_outcomes: tuple[UnknownOutcome, ...] = ()
+    ledger_recovery: tuple[str, ...] = ()
+
+
+class TurnSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """How a turn ended and what its post-turn refresh derived."""
+
+    turn: int
+    outcome: Outcome
+    first_seq: int
+    last_seq: int
+    deltas: tuple[r.WorkingMemoryDelta, ...] = ()
+    episodes: tuple[r.ContextEpisodeRecord, ...] = ()
+    checkpoint_seq: int | None = None
+
+
+class Agent:
+    """A long-lived agent backed by one ledger; the single writer of that ledger.
+
+    Build one with :meth:`open`; close it (or use ``with``). Not thread-safe: one
+    thread drives an agent, one turn at a time.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        state: ProjectionState,
+        tools: ToolIndex,
+        *,
+        config: AgentConfig,
+        clock: Callable[[], int],
+    ) -> None:
+        """Use :meth:`open`."""
+        self._ledger = ledger
+        self._state = state
+        self._tools = tools
+        self.config = config
+        self._clock = clock
+        self._last_ts = 0
+        self._index: EpisodeIndex | None = None
+        self._turn: Turn | None = None
+        self._turns_since_checkpoint = 0
+        self._closed = False
+        self.report = OpenReport(created=False)
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        agent_id: str | None = None,
+        config: AgentConfig | None = None,
+        clock: Callable[[], int] | None = None,
+        policy: r.SystemPolicy | None = None,
+    ) -> Agent:
+        """Create the ledger at ``path``, or resume the one there.
+
+        A missing path or an empty directory gets a new ledger (``agent_id`` required).
+        An existing ledger is resumed from its newest valid checkpoint plus the records
+        after it (or a full fold); a turn left open by a crash is closed as
+        ``interrupted`` and tool intents without a result are recorded as ``unknown``
+        (see :attr:`report`). ``policy``, when given and different from the ledger's
+        current system policy, is recorded. ``clock`` returns milliseconds (default:
+        wall clock); timestamps never go backwards within a ledger.
+
+        Raises NotALedger (the path holds something else), LedgerLocked (another
+        process writes it), UsageError (``agent_id`` differs from the ledger's).
+        """
+        config = config or AgentConfig()
+        root = Path(path)
+        created = not root.exists() or (root.is_dir() and not any(root.iterdir()))
+        if created:
+            if agent_id is None:
+                raise UsageError(f"no ledger at {root}: pass agent_id=... to create one")
+            ledger = Ledger.create(
+                root,
+                agent_id=agent_id,
+                fsync=config.fsync,
+                segment_bytes=config.segment_bytes,
+                blob_threshold=config.blob_threshold,
+            )
+        else:
+            if not root.is_dir():
+                raise NotALedger(f"{root} is a file, not a holon ledger directory")
+            ledger = Ledger.open(root, fsync=config.fsync)
+        try:
+            if agent_id is not None and agent_id != ledger.agent_id:
+                raise UsageError(
+                    f"ledger {root} belongs to agent {ledger.agent_id!r}, not {agent_id!r}; "
+                    "open it without agent_id or with the right one"
+                )
+            agent = cls._resume(ledger, config, clock or wall_clock_ms, created=created)
+            if policy is not None:
+                current = agent._state.runtime.policy
+                if current is None or current.policy != policy:
+                    agent._append(policy, None)
+                    agent._ledger.flush()
+        except BaseException:
+            ledger.close()
+            raise
+        return agent
+
+    @classmethod
+    def _resume(
+        cls, ledger: Ledger, config: AgentConfig, clock: Callable[[], int], *, created: bool
+    ) -> Agent:
+        head = ledger.head()
+        rejected: list[tuple[str, CheckpointRejected]] = []
+        state: ProjectionState | None = None
+        tools = ToolIndex()
+        checkpoint_seq: int | None = None
+        folded = 0
+        last_ts = 0
+
+        def tail(seq: int) -> list[r.Record]:
+            return list(ledger.read(seq + 1))
+
+        for _seq, path in list_checkpoints(ledger.path):
+            loaded = load_checkpoint(path, head=head, tail=tail, config=config.projection)
+            if isinstance(loaded, CheckpointRejected):
+                rejected.append((path.name, loaded))
+                log.warning(
+                    "ledger %s: checkpoint %s rejected (%s: %s); trying an older one",
+                    ledger.path,
+                    path.name,
+                    loaded.reason,
+                    loaded.detail,
+                )
+                continue
+            state, tools, records = loaded
+            checkpoint_seq = state.seq
+            for record in records:
+                state = apply(state, record)
+                tools.apply(record)
+                last_ts = record.ts
+            folded = len(records)
+            break
+        if state is None:
+            if rejected:
+                log.warning("ledger %s: no valid checkpoint; folding all records", ledger.path)
+            state = initial_state(config.projection)
+            for record in ledger.read(0):
+                state = apply(state, record)
+                tools.apply(record)
+                last_ts = record.ts
+                folded += 1
+        agent = cls(ledger, state, tools, config=config, clock=clock)
+        agent._last_ts = last_ts if folded else agent._last_record_ts()
+        interrupted, unknown = agent._recover()
+        agent.report = OpenReport(
+            created=created,
+            checkpoint_seq=checkpoint_seq,
+            rejected=tuple(rejected),
+            folded=folded,
+            interrupted_turn=interrupted,
+            unknown_outcomes=unknown,
+            ledger_recovery=tuple(str(action) for action in ledger.recovery),
+        )
+        return agent
+
+    def _last_record_ts(self) -> int:
+        seq = self._state.seq
+        return self._ledger.get(seq).ts if seq >= 0 else 0
+
+    def _recover(self) -> tuple[int | None, tuple[UnknownOutcome, ...]]:
+        """Close what a crash left open, as records (recorded, not guessed)."""
+        turn = self._state.runtime.turn
+        open_turn = turn.index if turn is not None and turn.open and turn.started_seq is not None else None
+        pending = list(self._tools.pending.values())
+        if open_turn is None and not pending:
+            return None, ()
+        unknown: list[UnknownOutcome] = []
+        for intent in pending:
+            # Recorded in the open turn (the one that died), or outside any turn.
+            in_turn = open_turn
+            stored = self._append(
+                r.ToolResult(
+                    call_id=intent.call_id,
+                    tool=intent.tool,
+                    status="unknown",
+                    output=(
+                        "outcome unknown: the process ended after this call's intent was recorded and "
+                        "before its result was; check its effects before retrying"
+                    ),
+                ),
+                in_turn,
+            )
+            unknown.append(self._tools.unknown[-1])
+            assert self._tools.unknown[-1].recorded_seq == stored.seq
+        if open_turn is not None:
+            self._append(
+                r.TurnEnded(
+                    outcome="interrupted",
+                    error="the process ended while this turn was open; closed when the ledger was reopened",
+                ),
+                open_turn,
+            )
+            self._refresh()
+            log.warning(
+                "ledger %s: turn %d was left open, closed as interrupted; %d tool call(s) of unknown outcome",
+                self._ledger.path,
+                open_turn,
+                len(unknown),
+            )
+        self._ledger.flush()
+        return open_turn, tuple(unknown)
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def agent_id(self) -> str:
+        """The agent this ledger belongs to."""
+        return self._ledger.agent_id
+
+    @property
+    def ledger(self) -> Ledger:
+        """The underlying ledger (read from it freely; append only through the agent)."""
+        return self._ledger
+
+    @property
+    def path(self) -> Path:
+        """The ledger directory."""
+        return self._ledger.path
+
+    @property
+    def projection(self) -> ProjectionState:
+        """The whole projection state (runtime state and working memory), at :attr:`seq`."""
+        return self._state
+
+    @property
+    def state(self) -> RuntimeState:
+        """What the agent knows now (the runtime fold)."""
+        return self._state.runtime
+
+    @property
+    def memory(self) -> WorkingMemoryState:
+        """Working-memory bookkeeping: revision, pending delta, epoch, episode builder, archive."""
+        return self._state.memory
+
+    @property
+    def working_memory(self) -> WorkingMemorySnapshot:
+        """The working-memory snapshot at the current revision."""
+        return self._state.memory.snapshot
+
+    @property
+    def episodes(self) -> EpisodeIndex:
+        """The archived episodes, indexed for search (built on first use, then kept current)."""
+        if self._index is None:
+            self._index = EpisodeIndex(self._state.memory.archive)
+        return self._index
+
+    @property
+    def seq(self) -> int:
+        """The seq of the newest record (``-1`` for an empty ledger)."""
+        return self._state.seq
+
+    @property
+    def last_ts(self) -> int:
+        """The timestamp of the newest record this agent knows of."""
+        return self._last_ts
+
+    @property
+    def current_turn(self) -> Turn | None:
+        """The open turn, if any."""
+        return self._turn
+
+    @property
+    def next_turn_index(self) -> int:
+        """The index the next turn will get (turns count from 1)."""
+        turn = self._state.runtime.turn
+        return 1 if turn is None or turn.index is None else turn.index + 1
+
+    def unknown_outcomes(self) -> tuple[UnknownOutcome, ...]:
+        """Every tool call of this ledger whose outcome is unknown, oldest first.
+
+        A call lands here when the process ended between its durable intent and its
+        result; :meth:`open` records it as a ``tool_result`` with status ``unknown``
+        (``recorded_seq``) and the next prompts list it as continuation context. It is
+        never executed again by the runtime; retrying its idempotency key returns the
+        ``unknown`` result (see :meth:`Turn.tool`).
+        """
+        return tuple(self._tools.unknown)
+
+    def recorded_call(self, idempotency_key: str) -> r.ToolResult | None:
+        """The recorded result of the call made under ``idempotency_key``, if any."""
+        entry = self._tools.keys.get(idempotency_key)
+        if entry is None or entry.result_seq is None:
+            return None
+        body = self._ledger.get(entry.result_seq).body
+        assert isinstance(body, r.ToolResult)
+        return body
+
+    def output_of(self, result: r.ToolResult) -> str:
+        """A tool result's output text, read back from the blob store when it was moved there."""
+        if result.blob is None:
+            return result.output
+        return self._ledger.get_blob(result.blob.hash).decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ turns
+
+    def turn(self, input: str | None = None, *, trigger: str = "user", role: str = "user") -> Turn:
+        """Open the next turn: ``with agent.turn(input=..., trigger=...) as turn: ...``.
+
+        Appends ``turn_started`` and, when ``input`` is given, the input as a message of
+        ``role`` (user, operator or channel; it is the prompt's current input). Raises
+        UsageError while another turn is open.
+        """
+        self._check_open()
+        if self._turn is not None:
+            raise UsageError(
+                f"turn {self._turn.index} is still open; end it (leave its `with` block) before opening "
+                "another: turns do not nest"
+            )
+        if input is not None and role not in _INPUT_ROLES:
+            raise UsageError(f"input role {role!r} must be one of {', '.join(_INPUT_ROLES)}")
+        index = self.next_turn_index
+        turn = Turn(self, index)
+        self._turn = turn
+        try:
+            turn.first_seq = self._append(r.TurnStarted(trigger=trigger), index).seq
+            if input is not None:
+                self._append(r.Message(role=role, text=input), index)  # type: ignore[arg-type]
+        except BaseException:
+            self._turn = None
+            raise
+        return turn
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"agent on ledger {self._ledger.path} is closed; open it again")
+
+    def _now(self) -> int:
+        # Timestamps never go backwards in one ledger, even when the wall clock steps back.
+        ts = max(self._clock(), self._last_ts)
+        self._last_ts = ts
+        return ts
+
+    def _append(self, body: r.Body, turn: int | None) -> r.Record:
+        """Append one record, fold it, and return it exactly as stored (and as replay reads it)."""
+        record = r.Record(body=body, ts=self._now(), turn=turn)
+        if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is None:
+            record = self._place_output(record, body)
+        seq = self._ledger.append(record)
+        # Fold the decoded form, not the caller's object: a list where the schema says
+        # tuple would make the live state differ from a cold replay's.
+        stored = r.decode_msgpack_record(r.encode_msgpack_record(msgspec.structs.replace(record, seq=seq)))
+        self._state = apply(self._state, stored)
+        self._tools.apply(stored)
+        return stored
+
+    def _place_output(self, record: r.Record, body: r.ToolResult | r.TaskResult) -> r.Record:
+        """Move an output over the blob threshold to the blob store, keeping a preview."""
+        threshold = self._ledger.header.blob_threshold
+        output = body.output
+        if len(output) * 4 <= threshold:
+            return record
+        data = output.encode("utf-8")
+        if len(data) <= threshold:
+            return record
+        ref = self._ledger.put_blob(data, preview=output[:_PREVIEW_CHARS])
+        return msgspec.structs.replace(record, body=msgspec.structs.replace(body, output="", blob=ref))
+
+    def _refresh(self) -> tuple[r.Record, ...]:
+        """Run the post-turn refresh and append the derived records it returns."""
+        derived = tuple(self._append(record.body, record.turn) for record in post_turn_refresh(self._state))
+        if self._index is not None:
+            for record in derived:
+                if isinstance(record.body, r.ContextEpisodeRecord):
+                    self._index.add(record.body)
+        return derived
+
+    def _end_turn(self, turn: Turn, outcome: Outcome, error: str | None) -> TurnSummary:
+        try:
+            for call in list(turn.open_calls()):
+                call._abandon()
+            self._append(r.TurnEnded(outcome=outcome, error=error), turn.index)
+            derived = self._refresh()
+            self._ledger.flush()
+        finally:
+            self._turn = None
+        checkpoint_seq = None
+        self._turns_since_checkpoint += 1
+        every = self.config.checkpoint_every
+        if every and self._turns_since_checkpoint >= every:
+            checkpoint_seq = self.checkpoint()
+        return TurnSummary(
+            turn=turn.index,
+            outcome=outcome,
+            first_seq=turn.first_seq,
+            last_seq=self._state.seq,
+            deltas=tuple(d.body for d in derived if isinstance(d.body, r.WorkingMemoryDelta)),
+            episodes=tuple(d.body for d in derived if isinstance(d.body, r.ContextEpisodeRecord)),
+            checkpoint_seq=checkpoint_seq,
+        )
+
+    def checkpoint(self) -> int:
+        """Write a checkpoint of the current state now (between turns); returns its seq."""
+        self._check_open()
+        if self._turn is not None:
+            raise UsageError("checkpoints are written between turns; end the open turn first")
+        self._ledger.flush()
+        seq, head_hash = self._ledger.head()
+        write_checkpoint(self._ledger.path, self._state, self._tools, head_hash=head_hash)
+        prune_checkpoints(self._ledger.path, self.config.checkpoints_kept)
+        self._turns_since_checkpoint = 0
+        return seq
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush and release the ledger. A turn still open stays open in the ledger
+        (the next open closes it as interrupted); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._ledger.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.agent_id!r} at {self._ledger.path} seq={self.seq}>"
+
+
+class ToolCall:
+    """One tool call through the write-ahead log (built by :meth:`Turn.tool`).
+
+    Either the intent is durable and the call must be executed and finished
+    (``replayed`` false), or an earlier call with the same idempotency key already has
+    a result, which ``result`` holds (``replayed`` true) — do not execute it again.
+    Use it as a context manager (an exception records an ``error`` result) or through
+    :meth:`run`.
+    """
+
+    def __init__(
+        self,
+        turn: Turn,
+        *,
+        call_id: str,
+        tool: str,
+        args: dict[str, Any],
+        idempotency_key: str | None,
+        result: r.ToolResult | None,
+        intent_seq: int | None,
+    ) -> None:
+        self._turn = turn
+        self.call_id = call_id
+        self.tool = tool
+        self.args = args
+        self.idempotency_key = idempotency_key
+        self.intent_seq = intent_seq
+        self.result: r.ToolResult | None = result
+        self.result_seq: int | None = None
+        self.replayed = result is not None
+
+    @property
+    def done(self) -> bool:
+        """True once the call has a result (recorded now, or replayed from the ledger)."""
+        return self.result is not None
+
+    @property
+    def output(self) -> str:
+        """The result's output text (read back from the blob store when it was moved there)."""
+        if self.result is None:
+            raise UsageError(f"tool call {self.call_id} has no result yet")
+        return self._turn.agent.output_of(self.result)
+
+    def finish(
+        self,
+        output: str = "",
+        *,
+        status: ToolStatus = "ok",
+        exit_code: int | None = None,
+        touched_files: tuple[str, ...] = (),
+        duration_ms: int | None = None,
+    ) -> r.ToolResult:
+        """Record the result (after the side effect). Large outputs go to the blob store."""
+        if self.replayed:
+            raise UsageError(
+                f"tool call under idempotency key {self.idempotency_key!r} was replayed from the ledger; "
+                "it was not executed, so there is no new result to record"
+            )
+        if self.result is not None:
+            raise UsageError(f"tool call {self.call_id} already has a result")
+        self._turn._check_live()
+        stored = self._turn.agent._append(
+            r.ToolResult(
+                call_id=self.call_id,
+                tool=self.tool,
+                status=status,
+                output=output,
+                exit_code=exit_code,
+                touched_files=tuple(touched_files),
+                duration_ms=duration_ms,
+            ),
+            self._turn.index,
+        )
+        body = stored.body
+        assert isinstance(body, r.ToolResult)
+        self.result = body
+        self.result_seq = stored.seq
+        self._turn._rounds.append(self._round())
+        return body
+
+    def run(self, execute: Callable[[], str | tuple[str, int]]) -> r.ToolResult:
+        """Execute unless replayed, and record the result.
+
+        ``execute()`` returns the output, or ``(output, exit_code)`` (a non-zero exit
+        code records status ``error``). An exception records an ``error`` result and
+        propagates.
+        """
+        if self.result is not None:
+            return self.result
+        with self:
+            value = execute()
+            if isinstance(value, tuple):
+                output, code = value
+                self.finish(output, status="ok" if code == 0 else "error", exit_code=code)
+            else:
+                self.finish(value)
+        assert self.result is not None
+        return self.result
+
+    def _round(self) -> dict[str, Any]:
+        assert self.result is not None
+        return {
+            "role": "tool",
+            "call_id": self.call_id,
+            "name": self.tool,
+            "args": self.args,
+            "status": self.result.status,
+            "content": self.output,
+            "replayed": self.replayed,
+        }
+
+    def _abandon(self) -> None:
+        # The turn ends with this intent still open: the caller never said what happened,
+        # so the honest record is "unknown" — the same as after a crash.
+        stored = self._turn.agent._append(
+            r.ToolResult(
+                call_id=self.call_id,
+                tool=self.tool,
+                status="unknown",
+                output="outcome unknown: the turn ended before this call's result was recorded",
+            ),
+            self._turn.index,
+        )
+        assert isinstance(stored.body, r.ToolResult)
+        self.result = stored.body
+        self.result_seq = stored.seq
+
+    def __enter__(self) -> ToolCall:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.result is not None:
+            return
+        if exc is not None:
+            status: ToolStatus = "error" if isinstance(exc, Exception) else "interrupted"
+            self.finish(f"{type(exc).__name__}: {exc}", status=status)
+            return
+        self._abandon()
+        raise UsageError(
+            f"tool call {self.call_id} ({self.tool}) left its `with` block without finish(); "
+            "its outcome was recorded as unknown"
+        )
+
+    def __repr__(self) -> str:
+        state = "replayed" if self.replayed else ("done" if self.result is not None else "in flight")
+        return f"<ToolCall {self.call_id} {self.tool} {state}>"
+
+
+class Turn:
+    """An open turn of an :class:`Agent` (from :meth:`Agent.turn`); records go through it.
+
+    Leaving the ``with`` block appends ``turn_ended`` (``completed``; ``waiting`` after
+    :meth:`wait_for`; ``failed`` when an exception escapes, which is re-raised;
+    ``interrupted`` for KeyboardInterrupt and other BaseExceptions), runs the post-turn
+    refresh, appends its derived records and flushes. :attr:`summary` then holds the
+    outcome and what was derived.
+    """
+
+    def __init__(self, agent: Agent, index: int) -> None:
+        self.agent = agent
+        self.index = index
+        self.first_seq = -1
+        self.summary: TurnSummary | None = None
+        self._prompt: Prompt | None = None
+        self._rounds: list[dict[str, Any]] = []
+        self._calls: list[ToolCall] = []
+        self._outcome: Outcome | None = None
+        self._waiting = False
+        self._ended = False
+
+    # ------------------------------------------------------------------ context
+
+    def context(self) -> Prompt:
+        """The prompt for this turn's first model call (rendered once per turn).
+
+        Appends the ``prompt_rendered`` record, which confirms the working-memory
+        revision shown (clearing the pending delta) and records the episode selection.
+        Later calls return the same prompt: within a turn, new rounds are appended
+        after it (see :meth:`messages`) so the provider's prefix cache keeps hitting.
+        """
+        self._check_live()
+        if self._prompt is None:
+            agent = self.agent
+            prompt = build_context(
+                agent._state,
+                agent.config.budget,
+                agent.config.render,
+                agent_id=agent.agent_id,
+                index=agent.episodes,
+            )
+            agent._append(prompt_rendered(prompt), self.index)
+            self._prompt = prompt
+        return self._prompt
+
+    @property
+    def prompt(self) -> Prompt | None:
+        """The prompt rendered by :meth:`context`, if it was called."""
+        return self._prompt
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The turn's context followed by this turn's own rounds, in order.
+
+        Provider-neutral chat items: ``{"role": "system", "content": <Stable + AgentScoped
+        text>}``, ``{"role": "user", "content": <TurnScoped text>}``, then one item per
+        round recorded after the context: assistant messages (``{"role": "assistant",
+        ...}``) and tool calls with their results (``{"role": "tool", "call_id", "name",
+        "args", "status", "content", "replayed"}``). Append-only within a turn: each
+        call returns the previous list plus the new rounds.
+        """
+        prompt = self.context()
+        prefix = "\n\n".join(s.text for s in prompt.sections if s.stability != "turn")
+        head: list[dict[str, Any]] = []
+        if prefix:
+            head.append({"role": "system", "content": prefix})
+        head.append({"role": "user", "content": prompt.block_text("turn")})
+        return head + [dict(item) for item in self._rounds]
+
+    # ------------------------------------------------------------------ recording
+
+    def record(self, body: r.Body) -> r.Record:
+        """Append any evidence record in this turn (runtime and derived kinds are refused)."""
+        self._check_live()
+        if r.kind_of(body) in _RUNTIME_KINDS:
+            raise UsageError(
+                f"{r.kind_of(body)} records are written by the runtime itself "
+                "(turn boundaries, rendered prompts, derived memory); use the Turn methods"
+            )
+        if isinstance(body, r.ToolIntent | r.ToolResult):
+            raise UsageError("tool calls go through turn.tool(...), which keeps the write-ahead log")
+        return self.agent._append(body, self.index)
+
+    def record_message(
+        self, text: str, *, role: str = "assistant", name: str | None = None, channel: str | None = None
+    ) -> int:
+        """Record a message (default: the assistant's reply); returns its seq."""
+        seq = self.record(r.Message(role=role, text=text, name=name, channel=channel)).seq  # type: ignore[arg-type]
+        if self._prompt is not None:
+            item: dict[str, Any] = {"role": role, "content": text}
+            if name is not None:
+                item["name"] = name
+            self._rounds.append(item)
+        return seq
+
+    def record_plan(
+        self, steps: list[r.PlanStep] | tuple[r.PlanStep, ...], *, work_item_id: str | None = None
+    ) -> int:
+        """Replace the plan of a work item (default: the active one) whole."""
+        target = work_item_id if work_item_id is not None else self.agent.state.active_work_item_id
+        return self.record(r.WorkPlan(work_item_id=target, steps=tuple(steps))).seq
+
+    def record_decision(
+        self, id: str, text: str, *, rationale: str | None = None, work_item_id: str | None = None
+    ) -> int:
+        """Record a decision (scoped to the active work item unless given)."""
+        target = work_item_id if work_item_id is not None else self.agent.state.active_work_item_id
+        return self.record(r.Decision(id=id, text=text, rationale=rationale, work_item_id=target)).seq
+
+    def record_brief(
+        self,
+        status: Literal["ack", "result", "failure"],
+        text: str,
+        *,
+        work_item_id: str | None = None,
+        task_id: str | None = None,
+    ) -> int:
+        """Record a brief: acknowledgement, result or failure."""
+        return self.record(r.Brief(status=status, text=text, work_item_id=work_item_id, task_id=task_id)).seq
+
+    def follow_up(
+        self,
+        id: str,
+        text: str,
+        *,
+        status: Literal["open", "done", "dropped"] = "open",
+        work_item_id: str | None = None,
+    ) -> int:
+        """Declare (or close, with ``status``) a follow-up."""
+        return self.record(r.FollowUp(id=id, text=text, status=status, work_item_id=work_item_id)).seq
+
+    def wait_for(
+        self, id: str, waiting_on: str, *, work_item_id: str | None = None, resume_hint: str | None = None
+    ) -> int:
+        """Record a waiting intent; the turn then ends ``waiting`` (unless :meth:`end` says otherwise)."""
+        seq = self.record(
+            r.WaitingIntent(id=id, waiting_on=waiting_on, work_item_id=work_item_id, resume_hint=resume_hint)
+        ).seq
+        self._waiting = True
+        return seq
+
+    def resolve_wait(
+        self,
+        id: str,
+        *,
+        resolution: Literal["arrived", "cancelled", "timed_out"] = "arrived",
+        detail: str | None = None,
+    ) -> int:
+        """Record that a wait ended."""
+        return self.record(r.WaitingResolved(id=id, resolution=resolution, detail=detail)).seq
+
+    def add_work_item(
+        self,
+        id: str,
+        objective: str,
+        *,
+        state: Literal["queued", "active", "waiting", "done", "abandoned"] = "queued",
+        delivery_target: str | None = None,
+        scope_constraints: tuple[str, ...] = (),
+        summary: str | None = None,
+    ) -> int:
+        """Declare (or redeclare, replacing every field) a work item."""
+        return self.record(
+            r.WorkItem(
+                id=id,
+                objective=objective,
+                state=state,
+                delivery_target=delivery_target,
+                scope_constraints=tuple(scope_constraints),
+                summary=summary,
+            )
+        ).seq
+
+    def set_work_state(
+        self,
+        id: str,
+        state: Literal["queued", "active", "waiting", "done", "abandoned"],
+        *,
+        reason: str | None = None,
+    ) -> int:
+        """Move a work item to a new state (activate, wait, finish, abandon)."""
+        return self.record(r.WorkItemState(id=id, state=state, reason=reason)).seq
+
+    def activate(self, id: str, *, reason: str | None = None) -> int:
+        """Make a work item the active one."""
+        return self.set_work_state(id, "active", reason=reason)
+
+    def finish_work(self, id: str, *, reason: str | None = None) -> int:
+        """Mark a work item done."""
+        return self.set_work_state(id, "done", reason=reason)
+
+    def start_task(self, id: str, description: str, *, work_item_id: str | None = None) -> int:
+        """Record a background task started."""
+        return self.record(r.TaskStarted(id=id, description=description, work_item_id=work_item_id)).seq
+
+    def task_result(
+        self, id: str, *, status: Literal["ok", "error", "cancelled"], summary: str, output: str = ""
+    ) -> int:
+        """Record a background task's result rejoining the agent (large outputs go to a blob)."""
+        return self.record(r.TaskResult(id=id, status=status, summary=summary, output=output)).seq
+
+    def set_environment(
+        self,
+        *,
+        workspace: str | None = None,
+        cwd: str | None = None,
+        branch: str | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> int:
+        """Record where the agent works."""
+        return self.record(
+            r.ExecutionEnvironment(workspace=workspace, cwd=cwd, branch=branch, extra=dict(extra or {}))
+        ).seq
+
+    # ------------------------------------------------------------------ tools
+
+    def tool(self, name: str, args: dict[str, Any], *, idempotency_key: str | None = None) -> ToolCall:
+        """Start a tool call through the write-ahead log.
+
+        When ``idempotency_key`` names a call that already has a result, nothing is
+        appended and nothing must run: the returned call is ``replayed`` with that
+        result (an ``unknown`` result too: check its effects, then retry under a new
+        key). Otherwise the intent is appended and made durable (flushed and, unless
+        the fsync policy is ``never``, fsynced) *before* this returns, so the side effect
+        that follows is always preceded by its intent on disk.
+        """
+        self._check_live()
+        agent = self.agent
+        if idempotency_key is not None:
+            entry = agent._tools.keys.get(idempotency_key)
+            if entry is not None:
+                if entry.result_seq is None:
+                    raise UsageError(
+                        f"a call under idempotency key {idempotency_key!r} ({entry.call_id}) is still in "
+                        "flight; finish it before retrying"
+                    )
+                recorded = agent.recorded_call(idempotency_key)
+                assert recorded is not None
+                call = ToolCall(
+                    self,
+                    call_id=entry.call_id,
+                    tool=name,
+                    args=dict(args),
+                    idempotency_key=idempotency_key,
+                    result=recorded,
+                    intent_seq=entry.intent_seq,
+                )
+                if self._prompt is not None:
+                    self._rounds.append(call._round())
+                return call
+        call_id = f"c{self.index}.{len(self._calls) + 1}"
+        stored = agent._append(
+            r.ToolIntent(call_id=call_id, tool=name, args=dict(args), idempotency_key=idempotency_key),
+            self.index,
+        )
+        # The write-ahead rule: the intent reaches the disk before the side effect runs.
+        agent._ledger.flush()
+        body = stored.body
+        assert isinstance(body, r.ToolIntent)
+        call = ToolCall(
+            self,
+            call_id=call_id,
+            tool=name,
+            args=body.args,
+            idempotency_key=idempotency_key,
+            result=None,
+            intent_seq=stored.seq,
+        )
+        self._calls.append(call)
+        return call
+
+    def open_calls(self) -> Iterator[ToolCall]:
+        """Calls of this turn whose intent is recorded but whose result is not."""
+        return (c for c in self._calls if c.result is None)
+
+    # ------------------------------------------------------------------ ending
+
+    def end(self, outcome: Outcome) -> None:
+        """Choose how the turn ends when its block exits normally (default: completed/waiting)."""
+        self._check_live()
+        self._outcome = outcome
+
+    @property
+    def ended(self) -> bool:
+        """True once the turn's ``turn_ended`` record is written."""
+        return self._ended
+
+    def _check_live(self) -> None:
+        if self._ended:
+            raise UsageError(
+                f"turn {self.index} has ended; record inside `with agent.turn(...) as turn:` "
+                "(recording outside a turn is not allowed)"
+            )
+        self.agent._check_open()
+
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._ended:
+            return
+        error: str | None = None
+        if exc is None:
+            outcome: Outcome = self._outcome or ("waiting" if self._waiting else "completed")
+        elif isinstance(exc, Exception):
+            outcome, error = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            outcome, error = "interrupted", f"{type(exc).__name__}: {exc}"
+        self._ended = True
+        if self.agent._closed:
+            return
+        self.summary = self.agent._end_turn(self, outcome, error)

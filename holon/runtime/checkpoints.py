@@ -1,0 +1,301 @@
+"""Checkpoint files of a live agent: projection state plus the tool-call index, by seq.
+
+A checkpoint lets :meth:`holon.runtime.Agent.open` skip folding the whole ledger. It is
+two files under ``<ledger>/checkpoints/``, written at a turn boundary::
+
+    <seq:012d>.ckpt   holon.projections.encode_checkpoint(state, head_hash=...)
+    <seq:012d>.tools  b"HOLONTIX" + blake3(payload) + payload, payload = msgpack(ToolIndex)
+
+The ``.tools`` sidecar holds what the projections do not keep (they keep only bounded
+windows): every idempotency key with the seqs of its intent and result, intents still
+waiting for a result, and the calls whose outcome was recorded as unknown. Both files
+are written atomically (temp file, fsync, rename, directory fsync), the sidecar first,
+so a ``.ckpt`` file is never visible without its sidecar.
+
+Trust is earned, never assumed (:func:`load_checkpoint`): the projection checkpoint is
+checked by :func:`holon.projections.restore_checkpoint` (magic, version, config, zstd
+checksum), the sidecar by its blake3 digest and its key, and the key's ``head_hash`` by
+re-hashing the ledger's records after the checkpoint up to the ledger's head: the
+chain from the checkpoint's hash must reproduce the head hash, which proves the ledger
+still holds, at that seq, the record the checkpoint was made from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import blake3
+import msgspec
+
+import holon.records as r
+from holon.projections import (
+    CheckpointRejected,
+    ProjectionConfig,
+    ProjectionState,
+    encode_checkpoint,
+    read_checkpoint_key,
+    restore_checkpoint,
+)
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "KeyEntry",
+    "PendingIntent",
+    "ToolIndex",
+    "UnknownOutcome",
+    "chain_hash",
+    "list_checkpoints",
+    "load_checkpoint",
+    "prune_checkpoints",
+    "write_checkpoint",
+]
+
+#: Subdirectory of the ledger directory holding checkpoint files.
+CHECKPOINT_DIR: Final = "checkpoints"
+_TOOLS_MAGIC: Final = b"HOLONTIX"
+_DIGEST: Final = 32
+_CKPT: Final = ".ckpt"
+_TOOLS: Final = ".tools"
+_TMP: Final = ".tmp"
+
+
+class KeyEntry(msgspec.Struct, frozen=True, array_like=True):
+    """Where the call made under one idempotency key is recorded."""
+
+    call_id: str
+    intent_seq: int
+    result_seq: int | None = None
+
+
+class PendingIntent(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool intent with no result yet: in flight, or (after a crash) of unknown outcome."""
+
+    call_id: str
+    tool: str
+    args: dict[str, r.JSON]
+    idempotency_key: str | None
+    intent_seq: int
+    turn: int | None
+
+
+class UnknownOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call whose side effect may or may not have happened.
+
+    The intent was durable (seq ``intent_seq``) but the process ended before its result
+    was recorded. ``recorded_seq`` is the ``tool_result`` with status ``unknown`` that the
+    runtime appended on resume, or ``None`` while it is not recorded yet.
+    """
+
+    call_id: str
+    tool: str
+    args: dict[str, r.JSON]
+    idempotency_key: str | None
+    intent_seq: int
+    turn: int | None
+    recorded_seq: int | None = None
+
+
+class ToolIndex(msgspec.Struct, kw_only=True):
+    """The runtime's ledger-wide view of tool calls, folded record by record.
+
+    Unlike the projections' bounded windows it keeps every idempotency key: a retry
+    must find its earlier call however long ago it ran. ``seq`` and ``head_hash`` name
+    the ledger state it was folded to (``head_hash`` is set only when checkpointed).
+    """
+
+    seq: int = -1
+    head_hash: str = ""
+    keys: dict[str, KeyEntry] = {}
+    pending: dict[str, PendingIntent] = {}
+    unknown: list[UnknownOutcome] = []
+
+    def apply(self, record: r.Record) -> None:
+        """Fold one record in (only tool intents and results change the index)."""
+        self.seq = record.seq
+        body = record.body
+        if isinstance(body, r.ToolIntent):
+            self.pending[body.call_id] = PendingIntent(
+                call_id=body.call_id,
+                tool=body.tool,
+                args=body.args,
+                idempotency_key=body.idempotency_key,
+                intent_seq=record.seq,
+                turn=record.turn,
+            )
+            if body.idempotency_key is not None:
+                self.keys[body.idempotency_key] = KeyEntry(body.call_id, record.seq)
+        elif isinstance(body, r.ToolResult):
+            intent = self.pending.pop(body.call_id, None)
+            if intent is None:
+                return
+            key = intent.idempotency_key
+            if key is not None:
+                entry = self.keys.get(key)
+                if entry is not None and entry.call_id == body.call_id:
+                    self.keys[key] = KeyEntry(entry.call_id, entry.intent_seq, record.seq)
+            if body.status == "unknown":
+                self.unknown.append(
+                    UnknownOutcome(
+                        call_id=intent.call_id,
+                        tool=intent.tool,
+                        args=intent.args,
+                        idempotency_key=key,
+                        intent_seq=intent.intent_seq,
+                        turn=intent.turn,
+                        recorded_seq=record.seq,
+                    )
+                )
+
+
+_ENCODER: Final = msgspec.msgpack.Encoder()
+_INDEX_DECODER: Final = msgspec.msgpack.Decoder(ToolIndex)
+
+
+def chain_hash(prev_hex: str, records: list[r.Record]) -> str:
+    """The ledger hash after ``records``, continuing the chain from ``prev_hex``.
+
+    Each frame commits to ``blake3(previous hash + record payload)``; the payload is
+    the record's canonical msgpack encoding, so re-encoding the decoded records
+    reproduces the chain.
+    """
+    digest = bytes.fromhex(prev_hex)
+    for record in records:
+        digest = blake3.blake3(digest + r.encode_msgpack_record(record)).digest()
+    return digest.hex()
+
+
+def _name(seq: int) -> str:
+    return f"{seq:012d}"
+
+
+def list_checkpoints(ledger_dir: Path) -> list[tuple[int, Path]]:
+    """``(seq, .ckpt path)`` of every checkpoint file, newest first."""
+    folder = ledger_dir / CHECKPOINT_DIR
+    if not folder.is_dir():
+        return []
+    found: list[tuple[int, Path]] = []
+    for path in folder.iterdir():
+        if path.suffix == _CKPT and path.stem.isdigit():
+            found.append((int(path.stem), path))
+    found.sort(reverse=True)
+    return found
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + _TMP)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(ledger_dir: Path, state: ProjectionState, index: ToolIndex, *, head_hash: str) -> Path:
+    """Write the checkpoint of ``state`` (folded to the ledger's head, hash ``head_hash``)."""
+    if index.seq != state.seq:
+        raise ValueError(f"tool index is at seq {index.seq} but the state at seq {state.seq}")
+    folder = ledger_dir / CHECKPOINT_DIR
+    folder.mkdir(exist_ok=True)
+    index.head_hash = head_hash
+    payload = _ENCODER.encode(index)
+    tools = _TOOLS_MAGIC + blake3.blake3(payload).digest() + payload
+    stem = _name(state.seq)
+    _write_atomic(folder / (stem + _TOOLS), tools)
+    ckpt = folder / (stem + _CKPT)
+    _write_atomic(ckpt, encode_checkpoint(state, head_hash=head_hash))
+    _fsync_dir(folder)
+    return ckpt
+
+
+def prune_checkpoints(ledger_dir: Path, keep: int) -> None:
+    """Remove all but the newest ``keep`` checkpoints (and leftover temp files)."""
+    folder = ledger_dir / CHECKPOINT_DIR
+    for _seq, path in list_checkpoints(ledger_dir)[keep:]:
+        path.unlink(missing_ok=True)
+        path.with_suffix(_TOOLS).unlink(missing_ok=True)
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.name.endswith(_TMP):
+                path.unlink(missing_ok=True)
+
+
+def _read_index(path: Path) -> ToolIndex | str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return f"its tool index {path.name} is missing"
+    head = len(_TOOLS_MAGIC) + _DIGEST
+    if len(data) < head or not data.startswith(_TOOLS_MAGIC):
+        return f"tool index {path.name} is not a holon tool index (bad magic)"
+    payload = data[head:]
+    if blake3.blake3(payload).digest() != data[len(_TOOLS_MAGIC) : head]:
+        return f"tool index {path.name} fails its checksum"
+    try:
+        return _INDEX_DECODER.decode(payload)
+    except msgspec.DecodeError as exc:
+        return f"tool index {path.name} does not decode: {exc}"
+
+
+def load_checkpoint(
+    path: Path,
+    *,
+    head: tuple[int, str],
+    tail: Callable[[int], list[r.Record]],
+    config: ProjectionConfig,
+) -> tuple[ProjectionState, ToolIndex, list[r.Record]] | CheckpointRejected:
+    """A checkpoint's state and tool index with the ledger records after it, if valid.
+
+    ``head`` is the ledger's ``(seq, hash)``; ``tail(seq)`` returns the records after
+    ``seq``. Returns the reason when the checkpoint cannot be trusted.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return CheckpointRejected(reason="corrupt", detail=f"cannot read {path.name}: {exc}")
+    key = read_checkpoint_key(data)
+    if isinstance(key, CheckpointRejected):
+        return key
+    head_seq, head_hash = head
+    if key.seq > head_seq:
+        return CheckpointRejected(
+            reason="ledger_shorter",
+            detail=f"checkpoint is at seq {key.seq} but the ledger ends at seq {head_seq}",
+        )
+    records = tail(key.seq)
+    reached = chain_hash(key.head_hash, records)
+
+    def hash_at(seq: int) -> str | None:
+        # The chain from the checkpoint's hash through the tail reproduces the head hash
+        # only if the ledger's hash at ``seq`` is the checkpoint's (blake3 collision
+        # resistance); otherwise report the mismatch with the head it failed to reach.
+        if seq != key.seq:
+            return None
+        return key.head_hash if reached == head_hash else f"(unknown: chain does not reach head {head_hash})"
+
+    state = restore_checkpoint(data, hash_at=hash_at, config=config)
+    if isinstance(state, CheckpointRejected):
+        return state
+    index = _read_index(path.with_suffix(_TOOLS))
+    if isinstance(index, str):
+        return CheckpointRejected(reason="corrupt", detail=index)
+    if index.seq != key.seq or index.head_hash != key.head_hash:
+        return CheckpointRejected(
+            reason="corrupt",
+            detail=f"tool index is for seq {index.seq} ({index.head_hash[:12]}), checkpoint is for {key.seq}",
+        )
+    return state, index, records
