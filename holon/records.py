@@ -655,15 +655,15 @@ def _decode(
         except msgspec.DecodeError:
             # Re-decode to say precisely what is wrong (always raises for bad input).
             return _decode_slow(data, envelope, bodies, where)
-    except UnicodeError as exc:
+    except UnicodeDecodeError as exc:
         raise InvalidRecord(
-            f"the {form} holds text that is not valid UTF-8 ({exc}); re-encode the text as UTF-8",
+            f"the {form} holds text that is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "re-encode it as UTF-8",
             where=where,
         ) from None
     except RecursionError:
         raise InvalidRecord(
-            f"the {form} nests arrays/objects too deeply to decode; flatten the offending value",
-            where=where,
+            f"the {form} is nested too deeply to decode; flatten the offending value", where=where
         ) from None
     v = wire.v
     if v != SCHEMA_VERSION:
