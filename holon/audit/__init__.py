@@ -1,0 +1,27 @@
+"""holon.audit: ledgers as a DuckDB dataset — tables, canned reports, Parquet export.
+
+>>> con = connect(["ledgers/agent-1", "ledgers/agent-2"])  # doctest: +SKIP
+>>> run_report(con, "tools", window=3).rows  # doctest: +SKIP
+>>> export_parquet(["ledgers/agent-1"], "out/")  # doctest: +SKIP
+
+Ledgers are opened read-only; audit never writes to a ledger. See docs/audit.md for
+the table schemas, the reports and the fleet/Parquet story.
+"""
+
+from holon.audit.parquet import export_parquet
+from holon.audit.query import AuditError, QueryResult, run_sql
+from holon.audit.reports import REPORTS, Report, run_report
+from holon.audit.tables import TABLES, Table, connect
+
+__all__ = [
+    "REPORTS",
+    "TABLES",
+    "AuditError",
+    "QueryResult",
+    "Report",
+    "Table",
+    "connect",
+    "export_parquet",
+    "run_report",
+    "run_sql",
+]

@@ -1,0 +1,142 @@
+"""``holon audit``: query ledgers offline with SQL or a canned report.
+
+The command object :data:`audit` is registered on the ``holon`` CLI group. Errors are
+raised as holon errors (the group prints one line and picks the exit code) or as
+``click.UsageError`` for bad usage.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import click
+import msgspec
+
+from holon.audit.query import QueryResult, run_sql
+from holon.audit.reports import REPORTS, run_report
+from holon.audit.tables import TABLES, connect
+
+__all__ = ["audit", "format_table"]
+
+_MAX_CELL = 60
+
+
+def _cell(value: Any) -> str:
+    """One value as table text: NULL as empty, lists and dicts as JSON, long text cut."""
+    if value is None:
+        return ""
+    text = msgspec.json.encode(value).decode() if isinstance(value, list | dict | tuple) else str(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
+
+
+def format_table(result: QueryResult) -> str:
+    """Rows as an aligned text table with a header line, for people."""
+    cells = [[_cell(v) for v in row] for row in result.rows]
+    widths = [len(c) for c in result.columns]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(result.columns, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+    lines.append(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+    return "\n".join(lines)
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for what msgspec does not encode natively (DuckDB decimals, intervals, ...)."""
+    return str(value)
+
+
+def _format_csv(result: QueryResult) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(result.columns)
+    for row in result.rows:
+        writer.writerow(
+            "" if v is None else msgspec.json.encode(v).decode() if isinstance(v, list | dict) else v
+            for v in row
+        )
+    return out.getvalue().rstrip("\n")
+
+
+def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--param {item!r} is not KEY=VALUE (e.g. --param window=5)")
+        params[key] = value
+    return params
+
+
+_REPORT_HELP = "; ".join(f"{name}: {report.help}" for name, report in REPORTS.items())
+
+
+@click.command(name="audit")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--sql", "sql", metavar="QUERY", help="Run this SQL over the audit tables.")
+@click.option(
+    "--report",
+    "report",
+    type=click.Choice(list(REPORTS)),
+    help="Run a canned report: " + ", ".join(REPORTS) + ".",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Report parameter, e.g. --param window=5 (tools, duplicates).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON array of objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV with a header line.")
+def audit(
+    *,
+    paths: tuple[str, ...],
+    sql: str | None,
+    report: str | None,
+    params: tuple[str, ...],
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """Audit ledgers offline in DuckDB: SQL, canned reports, or a table summary.
+
+    PATHS are ledger directories (one per agent); they are opened read-only and loaded
+    into one in-memory DuckDB database whose tables all carry an agent_id column:
+    agents, records, messages, tool_calls, turns, prompts, prompt_sections, omissions,
+    deltas, episodes, plans (schemas in docs/audit.md). Without --sql or --report, lists
+    the tables and their row counts. Queries cannot write files.
+    """
+    if sql is not None and report is not None:
+        raise click.UsageError("pass either --sql or --report, not both")
+    if as_json and as_csv:
+        raise click.UsageError("pass either --json or --csv, not both")
+    if params and report is None:
+        raise click.UsageError("--param applies to --report only")
+    parsed = _parse_params(params)
+    con = connect(list(paths))
+    try:
+        # Loading is done: from here on no query may touch the file system, so audit
+        # SQL cannot write anywhere (COPY ... TO, ATTACH, ...).
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        if sql is not None:
+            result = run_sql(con, sql)
+        elif report is not None:
+            result = run_report(con, report, **parsed)
+        else:
+            counts = " UNION ALL ".join(
+                f"SELECT '{name}' AS \"table\", count(*) AS \"rows\" FROM {name}" for name in TABLES
+            )
+            result = run_sql(con, counts)
+    finally:
+        con.close()
+    if as_json:
+        click.echo(msgspec.json.encode(result.as_dicts(), enc_hook=_json_default).decode())
+    elif as_csv:
+        click.echo(_format_csv(result))
+    else:
+        click.echo(format_table(result))

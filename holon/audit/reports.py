@@ -1,0 +1,241 @@
+"""Canned audit reports: named SQL over the audit tables, with typed parameters.
+
+Each report answers one operator question about a ledger or a fleet (every report
+groups or lists by ``agent_id``). :func:`run_report` runs one by name; ``holon audit
+PATH --report NAME`` does the same from the shell.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import duckdb
+import msgspec
+
+from holon.audit.query import AuditError, QueryResult, run_sql
+
+__all__ = ["REPORTS", "Report", "run_report"]
+
+
+class Param(msgspec.Struct, frozen=True):
+    """A report parameter: an integer with a default and a minimum."""
+
+    default: int
+    minimum: int
+    help: str
+
+
+class Report(msgspec.Struct, frozen=True):
+    """A canned report: what it answers, its parameters (``$name`` in the SQL), its SQL."""
+
+    name: str
+    help: str
+    sql: str
+    params: dict[str, Param] = {}
+
+
+_WINDOW: Final = Param(
+    default=3,
+    minimum=0,
+    help="a call repeats an earlier one if the same tool ran with the same arguments at most "
+    "this many turns before (0: in the same turn)",
+)
+
+# A call is a duplicate when the previous call of the same agent, tool and arguments
+# (arguments are JSON with sorted keys, so equal arguments are equal text) was made at
+# most $window turns earlier. Calls outside any turn are never duplicates.
+_FLAGGED_CALLS: Final = """
+    WITH ordered AS (
+        SELECT *, coalesce(intent_seq, result_seq) AS call_seq,
+               lag(turn) OVER same AS previous_turn,
+               lag(call_id) OVER same AS previous_call_id
+        FROM tool_calls
+        WINDOW same AS (PARTITION BY agent_id, tool, args ORDER BY coalesce(intent_seq, result_seq))
+    ), flagged AS (
+        SELECT *, coalesce(args IS NOT NULL AND turn - previous_turn <= $window, false) AS duplicate
+        FROM ordered
+    )
+"""
+
+REPORTS: Final[dict[str, Report]] = {
+    report.name: report
+    for report in (
+        Report(
+            name="tokens",
+            help="tokens per section per turn (sections summed over a turn's prompts): "
+            "mean, percentiles, max; the (total) row is the whole prompt",
+            sql="""
+            WITH per_turn AS (
+                SELECT agent_id, turn, section, min(position) AS position, sum(tokens) AS tokens,
+                       bool_or(form <> 'full') AS shortened
+                FROM prompt_sections GROUP BY agent_id, turn, section
+                UNION ALL
+                SELECT agent_id, turn, '(total)', 1000000, sum(total_tokens), false
+                FROM prompts GROUP BY agent_id, turn
+            )
+            SELECT agent_id, section, count(*) AS turns, round(avg(tokens), 1) AS mean,
+                   quantile_disc(tokens, 0.5) AS p50, quantile_disc(tokens, 0.9) AS p90,
+                   quantile_disc(tokens, 0.99) AS p99, max(tokens) AS max, sum(tokens) AS total,
+                   count(*) FILTER (WHERE shortened) AS shortened_turns
+            FROM per_turn
+            GROUP BY agent_id, section
+            ORDER BY agent_id, min(position), section
+            """,
+        ),
+        Report(
+            name="tools",
+            help="per tool: calls, error rate, unknown outcomes, duplicate-call rate (same tool and "
+            "arguments within $window turns), duration percentiles and the slowest call",
+            params={"window": _WINDOW},
+            sql=_FLAGGED_CALLS
+            + """
+            SELECT agent_id, tool, count(*) AS calls,
+                   count(*) FILTER (WHERE status = 'error') AS errors,
+                   round(count(*) FILTER (WHERE status = 'error') / count(*), 4) AS error_rate,
+                   count(*) FILTER (WHERE status = 'interrupted') AS interrupted,
+                   count(*) FILTER (WHERE status = 'unknown') AS unknown,
+                   count(*) FILTER (WHERE duplicate) AS duplicates,
+                   round(count(*) FILTER (WHERE duplicate) / count(*), 4) AS duplicate_rate,
+                   quantile_disc(duration_ms, 0.5) AS p50_ms, quantile_disc(duration_ms, 0.95) AS p95_ms,
+                   max(duration_ms) AS max_ms, arg_max(call_id, duration_ms) AS slowest_call,
+                   sum(output_bytes) AS output_bytes
+            FROM flagged
+            GROUP BY agent_id, tool
+            ORDER BY agent_id, calls DESC, tool
+            """,
+        ),
+        Report(
+            name="duplicates",
+            help="each duplicate call (same tool and arguments within $window turns of the previous "
+            "one), with the call it repeats",
+            params={"window": _WINDOW},
+            sql=_FLAGGED_CALLS
+            + """
+            SELECT agent_id, turn, call_id, tool, args, status, previous_call_id, previous_turn,
+                   idempotency_key
+            FROM flagged WHERE duplicate
+            ORDER BY agent_id, call_seq
+            """,
+        ),
+        Report(
+            name="evictions",
+            help="what prompts left out or truncated, by section and reason: how often, how many "
+            "tokens, in how many prompts, first and last turn",
+            sql="""
+            SELECT agent_id, section, reason, count(*) AS omissions, count(DISTINCT seq) AS prompts,
+                   count(DISTINCT ref) AS distinct_refs, sum(tokens) AS tokens,
+                   min(turn) AS first_turn, max(turn) AS last_turn
+            FROM omissions
+            GROUP BY agent_id, section, reason
+            ORDER BY agent_id, omissions DESC, section, reason
+            """,
+        ),
+        Report(
+            name="cache",
+            help="each cache-key change between consecutive prompts: what changed (revision, epoch, "
+            "prefix), the records since the previous prompt that caused it, and the agent's "
+            "changes per 100 turns",
+            sql="""
+            WITH p AS (
+                SELECT agent_id, seq, turn, cache_key, revision, epoch,
+                       lag(seq) OVER w AS previous_seq, lag(cache_key) OVER w AS previous_key,
+                       lag(revision) OVER w AS previous_revision, lag(epoch) OVER w AS previous_epoch
+                FROM prompts WINDOW w AS (PARTITION BY agent_id ORDER BY seq)
+            ), changes AS (
+                SELECT * FROM p WHERE previous_key IS NOT NULL AND cache_key <> previous_key
+            ), causes AS (
+                -- records that move the cacheable prefix, each assigned to the next prompt
+                SELECT r.agent_id, p.seq AS prompt_seq,
+                       list(r.kind || '@' || r.seq ORDER BY r.seq) AS caused_by
+                FROM (SELECT agent_id, seq, kind FROM records
+                      WHERE kind IN ('working_memory_delta', 'context_episode', 'system_policy')) r
+                ASOF JOIN prompts p ON r.agent_id = p.agent_id AND r.seq < p.seq
+                GROUP BY r.agent_id, p.seq
+            ), rate AS (
+                SELECT a.agent_id,
+                       round(100.0 * (SELECT count(*) FROM changes c WHERE c.agent_id = a.agent_id)
+                             / greatest((SELECT count(*) FROM turns t WHERE t.agent_id = a.agent_id), 1), 2)
+                           AS changes_per_100_turns
+                FROM agents a
+            )
+            SELECT c.agent_id, c.turn, c.seq,
+                   concat_ws('+',
+                       CASE WHEN c.revision <> c.previous_revision THEN 'revision' END,
+                       CASE WHEN c.epoch <> c.previous_epoch THEN 'epoch' END,
+                       CASE WHEN c.revision = c.previous_revision AND c.epoch = c.previous_epoch
+                            THEN 'prefix' END) AS changed,
+                   c.previous_revision, c.revision, c.previous_epoch, c.epoch,
+                   c.previous_key, c.cache_key, coalesce(x.caused_by, []::VARCHAR[]) AS caused_by,
+                   rate.changes_per_100_turns
+            FROM changes c
+            LEFT JOIN causes x ON x.agent_id = c.agent_id AND x.prompt_seq = c.seq
+            JOIN rate ON rate.agent_id = c.agent_id
+            ORDER BY c.agent_id, c.seq
+            """,
+        ),
+        Report(
+            name="episodes",
+            help="finalized episodes by boundary reason: how many, and their length in turns and records",
+            sql="""
+            SELECT agent_id, boundary_reason, count(*) AS episodes,
+                   round(avg(turns), 1) AS mean_turns, quantile_disc(turns, 0.5) AS p50_turns,
+                   max(turns) AS max_turns, round(avg(records), 1) AS mean_records,
+                   max(records) AS max_records, min(episode_id) AS first_episode,
+                   max(episode_id) AS last_episode
+            FROM episodes
+            GROUP BY agent_id, boundary_reason
+            ORDER BY agent_id, episodes DESC, boundary_reason
+            """,
+        ),
+        Report(
+            name="unknown-outcomes",
+            help="tool intents with no result: the side effect may or may not have happened "
+            "(check before retrying; an idempotency key makes a retry safe)",
+            sql="""
+            SELECT c.agent_id, c.turn, c.call_id, c.tool, c.args, c.idempotency_key, c.intent_seq,
+                   c.intent_ts, t.outcome AS turn_outcome
+            FROM tool_calls c
+            LEFT JOIN turns t ON t.agent_id = c.agent_id AND t.turn = c.turn
+            WHERE c.status = 'unknown'
+            ORDER BY c.agent_id, c.intent_seq
+            """,
+        ),
+    )
+}
+
+
+def _coerce(report: Report, name: str, value: Any) -> int:
+    """A parameter value as the report's integer, checked against its minimum."""
+    param = report.params[name]
+    if isinstance(value, bool):
+        raise AuditError(f"report {report.name!r}: parameter {name!r} must be an integer, not {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise AuditError(
+            f"report {report.name!r}: parameter {name!r} must be an integer, not {value!r}"
+        ) from None
+    if number < param.minimum:
+        raise AuditError(
+            f"report {report.name!r}: parameter {name!r} must be >= {param.minimum}, not {number}"
+        )
+    return number
+
+
+def run_report(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> QueryResult:
+    """Run the canned report ``name`` on an audit connection.
+
+    ``params`` override the report's parameter defaults (values may be strings, as from
+    a command line). An unknown report or parameter raises :class:`AuditError`.
+    """
+    report = REPORTS.get(name)
+    if report is None:
+        raise AuditError(f"unknown report {name!r}; reports: {', '.join(REPORTS)}")
+    unknown = sorted(set(params) - set(report.params))
+    if unknown:
+        accepted = ", ".join(report.params) or "none"
+        raise AuditError(
+            f"report {name!r} has no parameter {', '.join(map(repr, unknown))} (it takes: {accepted})"
+        )
+    values = {key: _coerce(report, key, params.get(key, p.default)) for key, p in report.params.items()}
+    return run_sql(con, report.sql, values or None)

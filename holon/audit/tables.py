@@ -1,0 +1,532 @@
+"""The audit tables: ledgers loaded into one DuckDB connection, one ``agent_id`` per ledger.
+
+:func:`connect` reads each ledger (read-only, verified, see :mod:`holon.audit.extract`)
+into newline-delimited JSON in a temporary directory, then builds every table with one
+``CREATE TABLE ... AS SELECT ... FROM read_json(...)`` per table: DuckDB parses the
+files natively, in parallel, into typed columns. No row passes through Python twice and
+nothing is inserted row by row. The temporary files are gone when :func:`connect`
+returns; the tables live in the (in-memory) connection.
+
+The schema of every table is in :data:`TABLES` (and docs/audit.md). Fields a record
+left at their default (the wire form omits them) are filled with that default here, so
+a query never has to know about the omission.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Final
+
+import duckdb
+
+from holon.audit.extract import (
+    CHUNK_RECORDS,
+    Chunk,
+    ChunkResult,
+    LedgerInfo,
+    extract_chunk,
+    plan_chunks,
+    read_info,
+)
+from holon.audit.query import AuditError
+from holon.errors import UsageError
+
+__all__ = ["TABLES", "Table", "connect", "default_workers"]
+
+LedgerPaths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+
+
+class Table:
+    """One audit table: its name, what a row is, and the SQL that builds it."""
+
+    __slots__ = ("columns", "name", "row", "sql")
+
+    def __init__(self, name: str, row: str, columns: dict[str, str], sql: str) -> None:
+        self.name = name
+        self.row = row
+        #: column -> one-line description (the docs and ``holon audit`` list them).
+        self.columns = columns
+        self.sql = sql
+
+
+# Columns every record row in the JSON lines carries; ``body`` is typed per table.
+_ENVELOPE: Final = "seq: 'BIGINT', ts: 'BIGINT', turn: 'BIGINT', kind: 'VARCHAR', v: 'INTEGER'"
+
+# Body types as DuckDB reads them (field names follow holon/records.py).
+_BODY: Final = {
+    "message": "STRUCT(role VARCHAR, text VARCHAR, channel VARCHAR, name VARCHAR)",
+    "tool_intent": "STRUCT(call_id VARCHAR, tool VARCHAR, args JSON, idempotency_key VARCHAR)",
+    "tool_result": (
+        "STRUCT(call_id VARCHAR, tool VARCHAR, status VARCHAR, output VARCHAR, "
+        "blob STRUCT(hash VARCHAR, size BIGINT, preview VARCHAR), exit_code BIGINT, "
+        "touched_files VARCHAR[], duration_ms BIGINT)"
+    ),
+    "turn_started": "STRUCT(trigger VARCHAR, input VARCHAR)",
+    "turn_ended": "STRUCT(outcome VARCHAR, error VARCHAR)",
+    "prompt_rendered": (
+        "STRUCT(working_memory_revision BIGINT, compression_epoch BIGINT, cache_key VARCHAR, "
+        "prompt_hash VARCHAR, total_tokens BIGINT, budget BIGINT, estimator VARCHAR, "
+        "sections STRUCT(section VARCHAR, tokens BIGINT, form VARCHAR)[], "
+        "omitted STRUCT(section VARCHAR, ref VARCHAR, reason VARCHAR, tokens BIGINT)[], "
+        "render_config JSON, episodes BIGINT[])"
+    ),
+    "working_memory_delta": (
+        "STRUCT(from_revision BIGINT, to_revision BIGINT, reason VARCHAR, changed_fields VARCHAR[], "
+        "lines VARCHAR[], evidence_from_seq BIGINT, evidence_to_seq BIGINT, projection_version BIGINT)"
+    ),
+    "context_episode": (
+        "STRUCT(episode_id BIGINT, boundary_reason VARCHAR, work_item_id VARCHAR, first_turn BIGINT, "
+        "last_turn BIGINT, from_seq BIGINT, to_seq BIGINT, objective VARCHAR, delivery_target VARCHAR, "
+        "summary_lines VARCHAR[], scope_hints VARCHAR[], touched_files VARCHAR[], commands VARCHAR[], "
+        "verification VARCHAR[], decisions VARCHAR[], follow_ups VARCHAR[], waiting VARCHAR[], "
+        "projection_version BIGINT)"
+    ),
+    "work_plan": "STRUCT(work_item_id VARCHAR, steps STRUCT(id VARCHAR, text VARCHAR, status VARCHAR)[])",
+}
+
+
+def _source(kind: str | None) -> str:
+    """Placeholder for the rows of one kind (or of every record when ``kind`` is None)."""
+    return "{records}" if kind is None else "{" + kind + "}"
+
+
+# Each table's SQL reads its kinds through ``{kind}`` placeholders, which connect()
+# replaces by a read_json over that kind's files (or an empty typed relation). Rows come
+# out ordered by agent and seq, so a plain SELECT reads like the ledger.
+TABLES: Final[dict[str, Table]] = {
+    t.name: t
+    for t in (
+        Table(
+            "agents",
+            "one loaded ledger",
+            {
+                "agent_id": "the ledger's agent id",
+                "path": "absolute path of the ledger directory",
+                "records": "records loaded (the head seq + 1 when loading began)",
+                "head_seq": "seq of the newest record loaded (-1 when empty)",
+                "head_hash": "chain hash of that record: names the ledger state audited",
+            },
+            "SELECT agent_id, path, records, head_seq, head_hash FROM _fleet ORDER BY agent_id",
+        ),
+        Table(
+            "records",
+            "one ledger record (every kind)",
+            {
+                "agent_id": "agent of the ledger",
+                "seq": "record seq (0-based, gapless per agent)",
+                "ts": "caller-supplied time, integer ms since the epoch (epoch_ms(ts) for a TIMESTAMP)",
+                "turn": "turn index, NULL outside a turn",
+                "kind": "record kind (message, tool_intent, ...)",
+                "v": "record schema version",
+                "body": "the body as JSON, fields at their default omitted",
+            },
+            """
+            SELECT f.agent_id, r.seq, r.ts, r.turn, r.kind, r.v, r.body
+            FROM {records} r JOIN _fleet f USING (agent_ix)
+            ORDER BY f.agent_id, r.seq
+            """,
+        ),
+        Table(
+            "messages",
+            "one message record",
+            {
+                "agent_id": "agent",
+                "seq": "record seq",
+                "ts": "time (ms)",
+                "turn": "turn index",
+                "role": "user, operator, assistant, system or channel",
+                "channel": "channel name, if any",
+                "name": "sender name, if any",
+                "text": "message text",
+                "chars": "length of the text in characters",
+            },
+            """
+            SELECT f.agent_id, m.seq, m.ts, m.turn, m.body.role AS role, m.body.channel AS channel,
+                   m.body.name AS name, m.body.text AS text, length(m.body.text) AS chars
+            FROM {message} m JOIN _fleet f USING (agent_ix)
+            ORDER BY f.agent_id, m.seq
+            """,
+        ),
+        Table(
+            "tool_calls",
+            "one tool call: its intent joined to its result by call id",
+            {
+                "agent_id": "agent",
+                "call_id": "call id shared by intent and result",
+                "tool": "tool name",
+                "args": "arguments as JSON with sorted keys (equal arguments are equal text)",
+                "idempotency_key": "idempotency key of the intent, if any",
+                "turn": "turn of the intent (of the result when there is no intent)",
+                "intent_seq": "seq of the intent, NULL for a result without an intent",
+                "result_seq": "seq of the result, NULL when the outcome is unknown",
+                "intent_ts": "time of the intent (ms)",
+                "result_ts": "time of the result (ms)",
+                "status": "ok, error, interrupted, or unknown (an intent with no result)",
+                "exit_code": "exit code, if reported",
+                "duration_ms": "reported duration, else result ts - intent ts",
+                "output_bytes": "UTF-8 bytes of the output (inline or blob)",
+                "blob_hash": "blob holding the output, if it was moved to the blob store",
+                "touched_files": "files the result reports touching",
+            },
+            """
+            WITH intents AS (
+                SELECT f.agent_id, i.seq, i.ts, i.turn, i.body.call_id AS call_id, i.body.tool AS tool,
+                       coalesce(i.body.args, '{{}}'::JSON) AS args, i.body.idempotency_key AS idempotency_key,
+                       row_number() OVER (PARTITION BY f.agent_id, i.body.call_id ORDER BY i.seq) AS nth
+                FROM {tool_intent} i JOIN _fleet f USING (agent_ix)
+            ), results AS (
+                SELECT f.agent_id, x.seq, x.ts, x.turn, x.body.call_id AS call_id, x.body.tool AS tool,
+                       x.body.status AS status, x.body.exit_code AS exit_code,
+                       x.body.duration_ms AS duration_ms, x.body.blob.hash AS blob_hash,
+                       coalesce(x.body.blob.size, strlen(coalesce(x.body.output, ''))) AS output_bytes,
+                       coalesce(x.body.touched_files, []::VARCHAR[]) AS touched_files,
+                       row_number() OVER (PARTITION BY f.agent_id, x.body.call_id ORDER BY x.seq) AS nth
+                FROM {tool_result} x JOIN _fleet f USING (agent_ix)
+            )
+            SELECT coalesce(i.agent_id, x.agent_id) AS agent_id, coalesce(i.call_id, x.call_id) AS call_id,
+                   coalesce(i.tool, x.tool) AS tool, i.args, i.idempotency_key,
+                   coalesce(i.turn, x.turn) AS turn, i.seq AS intent_seq, x.seq AS result_seq,
+                   i.ts AS intent_ts, x.ts AS result_ts, coalesce(x.status, 'unknown') AS status,
+                   x.exit_code, coalesce(x.duration_ms, x.ts - i.ts) AS duration_ms, x.output_bytes,
+                   x.blob_hash, x.touched_files
+            FROM intents i FULL OUTER JOIN results x
+                 ON i.agent_id = x.agent_id AND i.call_id = x.call_id AND i.nth = x.nth
+                    AND i.seq < x.seq
+            ORDER BY 1, coalesce(i.seq, x.seq)
+            """,
+        ),
+        Table(
+            "turns",
+            "one turn: its start joined to its end",
+            {
+                "agent_id": "agent",
+                "turn": "turn index",
+                "trigger": "what woke the agent",
+                "input": "the turn's input, if any",
+                "started_seq": "seq of turn_started (NULL if the ledger has only the end)",
+                "ended_seq": "seq of turn_ended, NULL for an open (or abandoned) turn",
+                "started_ts": "start time (ms)",
+                "ended_ts": "end time (ms)",
+                "outcome": "completed, waiting, failed or interrupted; NULL while open",
+                "error": "error text of a failed turn",
+                "duration_ms": "ended_ts - started_ts",
+                "records": "records carrying this turn index",
+                "tool_calls": "tool intents in the turn",
+                "prompts": "prompts rendered in the turn",
+            },
+            """
+            WITH s AS (
+                SELECT f.agent_id, t.turn, t.seq, t.ts, t.body.trigger AS trigger, t.body.input AS input
+                FROM {turn_started} t JOIN _fleet f USING (agent_ix)
+            ), e AS (
+                SELECT f.agent_id, t.turn, t.seq, t.ts, t.body.outcome AS outcome, t.body.error AS error
+                FROM {turn_ended} t JOIN _fleet f USING (agent_ix)
+            ), counts AS (
+                SELECT agent_id, turn, count(*) AS records,
+                       count(*) FILTER (WHERE kind = 'tool_intent') AS tool_calls,
+                       count(*) FILTER (WHERE kind = 'prompt_rendered') AS prompts
+                FROM records WHERE turn IS NOT NULL GROUP BY ALL
+            )
+            SELECT coalesce(s.agent_id, e.agent_id) AS agent_id, coalesce(s.turn, e.turn) AS turn,
+                   s.trigger, s.input, s.seq AS started_seq, e.seq AS ended_seq, s.ts AS started_ts,
+                   e.ts AS ended_ts, e.outcome, e.error, e.ts - s.ts AS duration_ms,
+                   coalesce(c.records, 0) AS records, coalesce(c.tool_calls, 0) AS tool_calls,
+                   coalesce(c.prompts, 0) AS prompts
+            FROM s FULL OUTER JOIN e ON s.agent_id = e.agent_id AND s.turn = e.turn
+            LEFT JOIN counts c
+                 ON c.agent_id = coalesce(s.agent_id, e.agent_id) AND c.turn = coalesce(s.turn, e.turn)
+            ORDER BY 1, 2
+            """,
+        ),
+        Table(
+            "prompts",
+            "one rendered prompt (a prompt_rendered record)",
+            {
+                "agent_id": "agent",
+                "seq": "record seq",
+                "ts": "time (ms)",
+                "turn": "turn index",
+                "revision": "working_memory_revision shown",
+                "epoch": "compression_epoch shown",
+                "cache_key": "cache key of the prompt's cacheable prefix",
+                "prompt_hash": "hash of the prompt bytes",
+                "total_tokens": "estimated tokens of the whole prompt",
+                "budget": "token budget it was rendered for",
+                "estimator": "token estimator used",
+                "sections": "list of {section, tokens, form} in render order",
+                "omitted_count": "items omitted or truncated (each has a ref)",
+                "omitted_tokens": "tokens those items would have taken, where known",
+                "episodes": "ids of the episodes rendered",
+            },
+            """
+            SELECT f.agent_id, p.seq, p.ts, p.turn, p.body.working_memory_revision AS revision,
+                   p.body.compression_epoch AS epoch, p.body.cache_key AS cache_key,
+                   p.body.prompt_hash AS prompt_hash, p.body.total_tokens AS total_tokens,
+                   p.body.budget AS budget, p.body.estimator AS estimator,
+                   list_transform(coalesce(p.body.sections, []),
+                       lambda s: {{'section': s.section, 'tokens': s.tokens,
+                                   'form': coalesce(s.form, 'full')}}) AS sections,
+                   len(coalesce(p.body.omitted, [])) AS omitted_count,
+                   coalesce(list_sum(list_transform(p.body.omitted, lambda o: coalesce(o.tokens, 0))), 0)
+                       AS omitted_tokens,
+                   coalesce(p.body.episodes, []::BIGINT[]) AS episodes
+            FROM {prompt_rendered} p JOIN _fleet f USING (agent_ix)
+            ORDER BY f.agent_id, p.seq
+            """,
+        ),
+        Table(
+            "prompt_sections",
+            "one section of one rendered prompt",
+            {
+                "agent_id": "agent",
+                "seq": "seq of the prompt_rendered record",
+                "turn": "turn index",
+                "position": "1-based position of the section in the prompt",
+                "section": "section name",
+                "tokens": "tokens the section took",
+                "form": "full, compact, truncated or omitted",
+            },
+            """
+            SELECT agent_id, seq, turn, position, s.section AS section, s.tokens AS tokens, s.form AS form
+            FROM (SELECT agent_id, seq, turn, unnest(sections) AS s,
+                         unnest(range(1, len(sections) + 1)) AS position FROM prompts)
+            ORDER BY agent_id, seq, position
+            """,
+        ),
+        Table(
+            "omissions",
+            "one item a rendered prompt omitted or truncated (an eviction)",
+            {
+                "agent_id": "agent",
+                "seq": "seq of the prompt_rendered record",
+                "turn": "turn index",
+                "section": "section the item belonged to",
+                "ref": "ref that restores it (ledger:<seq>, blob:<hash>, episode:<id>)",
+                "reason": "why it was left out",
+                "tokens": "tokens it would have taken (0 when not reported)",
+            },
+            """
+            SELECT agent_id, seq, turn, o.section AS section, o.ref AS ref, o.reason AS reason,
+                   coalesce(o.tokens, 0) AS tokens
+            FROM (SELECT f.agent_id, p.seq, p.turn, unnest(p.body.omitted) AS o
+                  FROM {prompt_rendered} p JOIN _fleet f USING (agent_ix))
+            ORDER BY agent_id, seq
+            """,
+        ),
+        Table(
+            "deltas",
+            "one working-memory delta (derived record)",
+            {
+                "agent_id": "agent",
+                "seq": "record seq",
+                "ts": "time (ms)",
+                "turn": "turn index",
+                "from_revision": "revision before",
+                "to_revision": "revision after",
+                "reason": "why working memory changed",
+                "changed_fields": "snapshot fields that changed",
+                "lines": "the delta's summary lines",
+                "evidence_from_seq": "first seq of the evidence it came from",
+                "evidence_to_seq": "last seq of that evidence",
+                "projection_version": "projection code version that derived it",
+            },
+            """
+            SELECT f.agent_id, d.seq, d.ts, d.turn, d.body.from_revision AS from_revision,
+                   d.body.to_revision AS to_revision, d.body.reason AS reason,
+                   d.body.changed_fields AS changed_fields, d.body.lines AS lines,
+                   d.body.evidence_from_seq AS evidence_from_seq, d.body.evidence_to_seq AS evidence_to_seq,
+                   d.body.projection_version AS projection_version
+            FROM {working_memory_delta} d JOIN _fleet f USING (agent_ix)
+            ORDER BY f.agent_id, d.seq
+            """,
+        ),
+        Table(
+            "episodes",
+            "one finalized context episode (derived record)",
+            {
+                "agent_id": "agent",
+                "seq": "seq of the context_episode record",
+                "ts": "time (ms)",
+                "episode_id": "episode id (0-based per agent)",
+                "boundary_reason": "boundary that closed it",
+                "work_item_id": "work item it served",
+                "first_turn": "first turn in it",
+                "last_turn": "last turn in it",
+                "turns": "last_turn - first_turn + 1",
+                "from_seq": "first evidence seq",
+                "to_seq": "last evidence seq",
+                "records": "to_seq - from_seq + 1",
+                "objective": "objective of the work item",
+                "delivery_target": "delivery target",
+                "summary_lines": "summary lines",
+                "touched_files": "files touched",
+                "commands": "commands run",
+                "verification": "verification results",
+                "decisions": "decisions",
+                "follow_ups": "follow-ups",
+                "waiting": "waits",
+                "projection_version": "projection code version that derived it",
+            },
+            """
+            SELECT f.agent_id, e.seq, e.ts, e.body.episode_id AS episode_id,
+                   e.body.boundary_reason AS boundary_reason, e.body.work_item_id AS work_item_id,
+                   e.body.first_turn AS first_turn, e.body.last_turn AS last_turn,
+                   e.body.last_turn - e.body.first_turn + 1 AS turns,
+                   e.body.from_seq AS from_seq, e.body.to_seq AS to_seq,
+                   e.body.to_seq - e.body.from_seq + 1 AS records,
+                   e.body.objective AS objective, e.body.delivery_target AS delivery_target,
+                   coalesce(e.body.summary_lines, []::VARCHAR[]) AS summary_lines,
+                   coalesce(e.body.touched_files, []::VARCHAR[]) AS touched_files,
+                   coalesce(e.body.commands, []::VARCHAR[]) AS commands,
+                   coalesce(e.body.verification, []::VARCHAR[]) AS verification,
+                   coalesce(e.body.decisions, []::VARCHAR[]) AS decisions,
+                   coalesce(e.body.follow_ups, []::VARCHAR[]) AS follow_ups,
+                   coalesce(e.body.waiting, []::VARCHAR[]) AS waiting,
+                   e.body.projection_version AS projection_version
+            FROM {context_episode} e JOIN _fleet f USING (agent_ix)
+            ORDER BY f.agent_id, e.seq
+            """,
+        ),
+        Table(
+            "plans",
+            "one work plan record (a plan replaces its work item's earlier plan)",
+            {
+                "agent_id": "agent",
+                "seq": "record seq",
+                "ts": "time (ms)",
+                "turn": "turn index",
+                "work_item_id": "work item the plan belongs to (NULL: unscoped plan)",
+                "steps": "list of {id, text, status}",
+                "step_count": "number of steps",
+                "done": "steps done",
+                "in_progress": "steps in progress",
+                "pending": "steps pending",
+                "blocked": "steps blocked",
+                "skipped": "steps skipped",
+            },
+            """
+            SELECT agent_id, seq, ts, turn, work_item_id, steps, len(steps) AS step_count,
+                   len(list_filter(steps, lambda s: s.status = 'done')) AS done,
+                   len(list_filter(steps, lambda s: s.status = 'in_progress')) AS in_progress,
+                   len(list_filter(steps, lambda s: s.status = 'pending')) AS pending,
+                   len(list_filter(steps, lambda s: s.status = 'blocked')) AS blocked,
+                   len(list_filter(steps, lambda s: s.status = 'skipped')) AS skipped
+            FROM (SELECT f.agent_id, w.seq, w.ts, w.turn, w.body.work_item_id AS work_item_id,
+                         list_transform(coalesce(w.body.steps, []),
+                             lambda s: {{'id': s.id, 'text': s.text,
+                                         'status': coalesce(s.status, 'pending')}}) AS steps
+                  FROM {work_plan} w JOIN _fleet f USING (agent_ix))
+            ORDER BY agent_id, seq
+            """,
+        ),
+    )
+}
+
+
+def _ledger_paths(paths: LedgerPaths) -> list[Path]:
+    if isinstance(paths, str | os.PathLike):
+        return [Path(paths)]
+    out = [Path(p) for p in paths]
+    if not out:
+        raise UsageError("no ledger paths given; pass at least one ledger directory")
+    return out
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _read_json(files: str, body: str | None) -> str:
+    """A read_json over JSON-lines record files, the body typed as ``body`` (JSON when None)."""
+    columns = f"{{{_ENVELOPE}, body: {_sql_string(body or 'JSON')}}}"
+    return (
+        f"read_json({_sql_string(files)}, format='newline_delimited', hive_partitioning=true, "
+        f"hive_types={{'agent_ix': 'INTEGER'}}, columns={columns})"
+    )
+
+
+def _empty(body: str) -> str:
+    """An empty relation with the columns a read_json of that kind would have."""
+    return (
+        "(SELECT NULL::BIGINT AS seq, NULL::BIGINT AS ts, NULL::BIGINT AS turn, NULL::VARCHAR AS kind, "
+        f"NULL::INTEGER AS v, NULL::{body} AS body, NULL::INTEGER AS agent_ix WHERE false)"
+    )
+
+
+def _extract_all(chunks: list[Chunk], out_dir: str, workers: int) -> list[ChunkResult]:
+    """Run every chunk, in worker processes when more than one worker is asked for."""
+    if workers <= 1 or len(chunks) <= 1:
+        return [extract_chunk(chunk, out_dir) for chunk in chunks]
+    # "spawn": the parent may hold DuckDB threads, which a forked child must not inherit.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        return list(pool.map(extract_chunk, chunks, [out_dir] * len(chunks)))
+
+
+def default_workers(records: int) -> int:
+    """Worker processes for a load of ``records`` records: one per CPU for large loads."""
+    if records < 2 * CHUNK_RECORDS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, records // CHUNK_RECORDS))
+
+
+def connect(paths: LedgerPaths, *, workers: int | None = None) -> duckdb.DuckDBPyConnection:
+    """Load one ledger or a fleet of ledgers into a new in-memory DuckDB connection.
+
+    ``paths`` is a ledger directory or an iterable of them; each is opened read-only
+    (audit never writes to a ledger) and loaded up to its head at the time of the call.
+    Every table has an ``agent_id`` column; see :data:`TABLES` for the schema.
+    ``workers`` processes read the ledgers (default: one per CPU for large loads, none
+    for small ones).
+
+    Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
+    AuditError when two ledgers belong to the same agent.
+    """
+    roots = _ledger_paths(paths)
+    fleet = [read_info(root, ix) for ix, root in enumerate(roots)]
+    seen: dict[str, str] = {}
+    for info in fleet:
+        if info.agent_id in seen:
+            raise AuditError(
+                f"ledgers {seen[info.agent_id]} and {info.path} both belong to agent {info.agent_id!r}; "
+                "their seqs would collide: audit them one at a time"
+            )
+        seen[info.agent_id] = info.path
+    chunks = [chunk for info in fleet for chunk in plan_chunks(info)]
+    total = sum(info.records for info in fleet)
+    con = duckdb.connect(":memory:")
+    try:
+        with tempfile.TemporaryDirectory(prefix="holon-audit-") as tmp:
+            _extract_all(chunks, tmp, default_workers(total) if workers is None else workers)
+            _build(con, fleet, Path(tmp))
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _build(con: duckdb.DuckDBPyConnection, fleet: Sequence[LedgerInfo], tmp: Path) -> None:
+    """Create every table from the extracted files."""
+    con.execute(
+        "CREATE TEMP TABLE _fleet (agent_ix INTEGER, agent_id VARCHAR, path VARCHAR, records BIGINT, "
+        "head_seq BIGINT, head_hash VARCHAR)"
+    )
+    con.executemany(
+        "INSERT INTO _fleet VALUES (?, ?, ?, ?, ?, ?)",
+        [(i.agent_ix, i.agent_id, i.path, i.records, i.head_seq, i.head_hash) for i in fleet],
+    )
+    present: set[str] = set()  # kinds with at least one file
+    for agent_dir in tmp.iterdir():
+        present.update(name.split(".", 1)[0] for name in os.listdir(agent_dir))
+    sources: dict[str, str] = {}
+    for kind, body in _BODY.items():
+        files = str(tmp / "*" / f"{kind}.*.jsonl")
+        sources[kind] = _read_json(files, body) if kind in present else _empty(body)
+    sources["records"] = _read_json(str(tmp / "*" / "*.jsonl"), None) if present else _empty("JSON")
+    for table in TABLES.values():
+        con.execute(f"CREATE TABLE {table.name} AS {table.sql.format(**sources)}")
+    con.execute("DROP TABLE _fleet")
