@@ -11,14 +11,28 @@ way the runtime would: derived records after every ``turn_ended``, and each
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 
+from click.testing import CliRunner, Result
+
 from holon import records as r
+from holon.cli import main as holon_cli
 from holon.context import Budget, RenderConfig, build_context, prompt_rendered
 from holon.ledger import Ledger
 from tests.live import LiveLedger
 
-__all__ = ["CLI_BUDGET", "CLI_RENDER", "LEDGERS", "build_ledger", "fixture_names", "live_records"]
+__all__ = [
+    "CLI_BUDGET",
+    "CLI_RENDER",
+    "LEDGERS",
+    "build_ledger",
+    "fixture_names",
+    "invoke",
+    "live_records",
+    "tree_bytes",
+    "write_jsonl",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 LEDGERS = ROOT / "fixtures" / "ledgers"
@@ -54,3 +68,21 @@ def build_ledger(directory: Path, name: str) -> Path:
     with Ledger.create(directory, agent_id=name, fsync="never") as ledger:
         ledger.append_many(live_records(name))
     return directory
+
+
+def invoke(*args: str | Path, input: bytes | None = None) -> Result:
+    """Run ``holon`` with ``args`` in-process (stdout and stderr kept apart)."""
+    return CliRunner().invoke(holon_cli, [str(a) for a in args], input=input)
+
+
+def tree_bytes(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` with its bytes: to prove a command wrote nothing."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()
+    }
+
+
+def write_jsonl(path: Path, records: Iterable[r.Record]) -> Path:
+    """Write records as canonical JSONL lines."""
+    path.write_bytes(b"".join(r.encode_json_record(rec) + b"\n" for rec in records))
+    return path

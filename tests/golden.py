@@ -16,12 +16,15 @@ must be deterministic (tests compare the bytes).
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
+from click.testing import CliRunner
 
 from holon import records as r
+from holon.cli import main as holon_cli
 from holon.context import (
     Budget,
     RenderConfig,
@@ -32,6 +35,8 @@ from holon.context import (
     to_openai_responses,
 )
 from holon.projections import WorkingMemorySnapshot, apply, initial_state
+from holon.replay import turn_spans
+from tests.cli_support import build_ledger, live_records
 from tests.live import replay_live
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,6 +172,77 @@ def _context_prompts() -> dict[str, bytes]:
         files[f"{agent}/prompt.openai-chat.json"] = _json(to_openai_chat(prompt, model="gpt-4.1"))
         files[f"{agent}/prompt.openai-responses.json"] = _json(to_openai_responses(prompt, model="gpt-4.1"))
         files[f"{agent}/prompt.rendered.json"] = _json(prompt_rendered(prompt))
+    return files
+
+
+# --------------------------------------------------------------------------- cli
+
+#: Golden CLI runs per fixture ledger: file name -> arguments after the ledger path.
+#: ``{turn}`` is the last turn with a recorded prompt (so `render --at-turn` is checked
+#: against a real prompt_hash).
+CLI_RUNS: dict[str, tuple[str, ...]] = {
+    "cli-replay.txt": ("replay", "{path}", "--check"),
+    "cli-render.txt": ("render", "{path}"),
+    "cli-render.json": ("render", "{path}", "--format", "json"),
+    "cli-render.anthropic.json": ("render", "{path}", "--format", "anthropic"),
+    "cli-render.openai.json": ("render", "{path}", "--format", "openai"),
+    "cli-render.openai-responses.json": ("render", "{path}", "--format", "openai-responses"),
+    "cli-render-at-turn.txt": ("render", "{path}", "--at-turn", "{turn}"),
+    "cli-render-at-turn.json": ("render", "{path}", "--at-turn", "{turn}", "--format", "json"),
+    "cli-explain.txt": ("explain", "{path}", "--at-turn", "{turn}"),
+    "cli-explain.json": ("explain", "{path}", "--at-turn", "{turn}", "--json"),
+    # A tight budget, so the plan shows compaction, omissions and their refs.
+    "cli-explain-tight.txt": (
+        "explain",
+        "{path}",
+        "--at-turn",
+        "{turn}",
+        "--budget",
+        "1500",
+        "--output-reserve",
+        "100",
+    ),
+    "cli-memory.txt": ("memory", "{path}"),
+    "cli-memory-at-turn.txt": ("memory", "{path}", "--at-turn", "{turn}"),
+    "cli-memory.json": ("memory", "{path}", "--json"),
+}
+
+
+def last_prompted_turn(name: str) -> int:
+    """The last turn of fixture ``name`` that recorded a prompt."""
+    records = live_records(name)
+    turns = [
+        span.turn
+        for span in turn_spans(records)
+        if any(isinstance(records[i].body, r.PromptRendered) for i in range(span.start, span.end))
+    ]
+    if not turns:
+        raise ValueError(f"fixture {name} records no prompt; CLI goldens need one")
+    return turns[-1]
+
+
+def cli_outputs(name: str, directory: Path) -> dict[str, bytes]:
+    """Every golden CLI output of fixture ``name``, run on a ledger built under ``directory``."""
+    ledger = build_ledger(directory / name, name)
+    values = {"path": str(ledger), "turn": str(last_prompted_turn(name))}
+    runner = CliRunner()
+    out: dict[str, bytes] = {}
+    for file, template in CLI_RUNS.items():
+        args = [part.format(**values) for part in template]
+        result = runner.invoke(holon_cli, args, catch_exceptions=False)
+        if result.exit_code != 0:
+            raise RuntimeError(f"holon {' '.join(args)} exited {result.exit_code}: {result.stderr.strip()}")
+        out[f"{name}/{file}"] = result.stdout_bytes
+    return out
+
+
+@golden("cli")
+def _cli() -> dict[str, bytes]:
+    """`holon replay`, `render` (every format, next prompt and a past turn), `explain`, `memory`."""
+    files: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="holon-golden-") as tmp:
+        for path in fixture_ledgers():
+            files.update(cli_outputs(path.stem, Path(tmp)))
     return files
 
 
