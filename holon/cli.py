@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import importlib
 import os
 import sys
 import traceback
@@ -136,8 +137,34 @@ class HolonGroup(click.Group):
     """A click group that turns holon errors into one stderr line and an exit code.
 
     Every subcommand — including ones registered from other modules with
-    ``add_command`` — runs inside :meth:`invoke`, so none needs its own handling.
+    ``add_command`` or :meth:`add_lazy_command` — runs inside :meth:`invoke`, so none
+    needs its own handling.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy: dict[str, str] = {}
+
+    def add_lazy_command(self, name: str, target: str) -> None:
+        """Register ``name`` as the click command at ``"module:attribute"``, imported on first use.
+
+        Keeps heavy dependencies (DuckDB for ``holon audit``) off every other command's start-up.
+        """
+        self._lazy[name] = target
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in self._lazy:
+            return command
+        module_name, _, attribute = self._lazy[cmd_name].partition(":")
+        loaded = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(loaded, click.Command):
+            raise TypeError(f"{self._lazy[cmd_name]} is not a click command")
+        self.add_command(loaded, cmd_name)
+        return loaded
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -624,13 +651,9 @@ def export(path: Path, as_json: bool, out: Path, fmt: str) -> None:
 
 
 def _export_parquet(path: Path, out: Path) -> list[Path]:
-    try:
-        # Imported on use: DuckDB and Parquet stay off the start-up path of every other command.
-        from holon.audit import export_parquet  # type: ignore[attr-defined,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        raise UsageError(
-            "Parquet export needs holon.audit.export_parquet, which this installation does not have"
-        ) from None
+    # Imported on use: DuckDB stays off the start-up path of every other command.
+    from holon.audit import export_parquet  # noqa: PLC0415
+
     Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
     files: list[Path] = export_parquet([path], out)
     return files
@@ -1368,6 +1391,10 @@ def stats(path: Path, as_json: bool) -> None:
             ["reason", "count"], [[k, _n(v)] for k, v in s.evictions_by_reason.items()], right=(1,)
         ):
             click.echo("  " + line)
+
+
+# `holon audit PATH... [--sql Q | --report NAME]` lives with the audit layer (docs/audit.md).
+main.add_lazy_command("audit", "holon.audit.commands:audit")
 
 
 if __name__ == "__main__":
