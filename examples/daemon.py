@@ -1,0 +1,482 @@
+"""A long-running agent daemon on holon, with a scripted "model" and real local tools.
+
+Run it (no API key, no network)::
+
+    python examples/daemon.py                      # ~200 turns into .demo/ledger
+    python examples/daemon.py --fresh --turns 400  # start over, longer
+    python examples/daemon.py                      # after kill -9: resumes where it stopped
+
+The job: inventory a generated source tree, module by module. Each module is a work
+item with a plan (survey, read, count, checksum, load data, aggregate, sometimes an
+operator review wait or a background build, report, verify, deliver). The "model" is a
+deterministic script that reads the agent's working memory (active work item, plan,
+open waits, running tasks) to decide its next action, so it continues correctly after
+being killed at any point. Tools really run: read a file, list a directory, and run a
+shell command in the workspace (a directory next to the ledger).
+
+Every tool call goes through the write-ahead log with an idempotency key
+(``<work item>:<step>``): a step redone after a crash gets its recorded result back
+instead of running twice; a call whose outcome was lost in the crash comes back as
+``unknown``, and the script checks the workspace and retries under a new key.
+
+Per turn it prints prompt tokens by stability class (Stable / AgentScoped /
+TurnScoped), the working-memory revision and compression epoch, whether the cache key
+changed, and episodes finalized; at the end a summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from holon.records import PlanStep, SystemPolicy, ToolDefinition
+from holon.runtime import Agent, AgentConfig, Turn
+
+#: Scripted time: every record is one second after the previous one, from this instant.
+START_TS = 1_700_000_000_000
+STEP_MS = 1_000
+
+MODULES = (
+    "ledger", "parser", "scheduler", "billing", "gateway", "search", "auth", "mailer",
+    "metrics", "storage", "router", "cache", "importer", "exporter", "planner", "notifier",
+)  # fmt: skip
+WORDS = (
+    "alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "token", "frame", "chain",
+    "hash", "seq", "blob", "turn", "plan", "step", "work", "wait", "task", "epoch",
+)  # fmt: skip
+
+POLICY = SystemPolicy(
+    text=(
+        "You are an inventory agent. Work through the queued modules one work item at a time: "
+        "follow the plan, use the tools, record decisions, and deliver a report per module. "
+        "Never re-run a tool call whose outcome is unknown without checking its effects first."
+    ),
+    tools=(
+        ToolDefinition(
+            name="read_file",
+            description="Read a text file in the workspace.",
+            parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        ),
+        ToolDefinition(
+            name="list_dir",
+            description="List a directory of the workspace (sorted; directories end in /).",
+            parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        ),
+        ToolDefinition(
+            name="shell",
+            description="Run a POSIX shell command in the workspace; returns stdout+stderr and the exit code.",
+            parameters={"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- workspace and tools
+
+
+def workspace_for(ledger: Path) -> Path:
+    """The tools' workspace: a directory next to the ledger."""
+    return ledger.with_name(ledger.name + "-workspace")
+
+
+def module_of(seed: int, k: int) -> str:
+    """The module work item ``W<k>`` inventories."""
+    return MODULES[(k - 1 + seed) % len(MODULES)] + ("" if k <= len(MODULES) else str(k))
+
+
+def prepare_workspace(ws: Path, seed: int, k: int) -> None:
+    """Create module ``k``'s source files (deterministic from the seed; kept if present)."""
+    mod = ws / "src" / module_of(seed, k)
+    if mod.exists():
+        return
+    rng = random.Random(f"{seed}:{k}")
+    tmp = mod.with_name(mod.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for part in (1, 2, 3):
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))) for _ in range(rng.randint(5, 14))]
+        (tmp / f"part{part}.txt").write_text("\n".join(lines) + "\n")
+    rows = [f"{rng.choice(WORDS)}-{i},{rng.randint(1, 999)},{rng.choice(WORDS)}" for i in range(260)]
+    (tmp / "data.csv").write_text("name,value,tag\n" + "\n".join(rows) + "\n")
+    tmp.rename(mod)
+
+
+@dataclass
+class Tools:
+    """The real local tools. Every execution is logged to ``.effects.log`` by idempotency key."""
+
+    ws: Path
+    executed: int = 0
+
+    def execute(self, name: str, args: dict[str, Any], key: str | None) -> tuple[str, int]:
+        with (self.ws / ".effects.log").open("a") as log:
+            log.write(f"{key}\n")
+        self.executed += 1
+        if name == "read_file":
+            path = self.ws / args["path"]
+            try:
+                return path.read_text(), 0
+            except OSError as exc:
+                return f"{type(exc).__name__}: {exc.strerror}", 1
+        if name == "list_dir":
+            path = self.ws / args["path"]
+            if not path.is_dir():
+                return f"not a directory: {args['path']}", 1
+            names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir() if not p.name.startswith("."))
+            return "\n".join(names), 0
+        if name == "shell":
+            proc = subprocess.run(
+                ["/bin/sh", "-c", args["cmd"]],
+                cwd=self.ws,
+                capture_output=True,
+                text=True,
+                timeout=20,
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+            )
+            return proc.stdout + proc.stderr, proc.returncode
+        return f"unknown tool {name}", 127
+
+
+# --------------------------------------------------------------------------- the scripted model
+
+
+def plan_for(seed: int, k: int) -> tuple[PlanStep, ...]:
+    """The plan of work item ``W<k>``: tool steps, and some review waits and builds."""
+    steps = [
+        ("survey", "list the module's files"),
+        ("read1", "read part1.txt"),
+        ("read2", "read part2.txt"),
+        ("count", "count lines of every part"),
+        ("checksum", "checksum every part and record the fingerprint"),
+        ("load", "load data.csv (large: goes to the blob store)"),
+        ("aggregate", "sum the value column"),
+    ]
+    if k % 3 == 1:
+        steps.append(("review", "ask the operator to review the numbers"))
+    if k % 4 == 2:
+        steps.append(("build", "start a background build of the module"))
+    steps += [
+        ("report", "write reports/<item>.md"),
+        ("verify", "read the report back"),
+        ("deliver", "send the result brief"),
+    ]
+    return tuple(PlanStep(id=s, text=t, status="in_progress" if i == 0 else "pending") for i, (s, t) in enumerate(steps))
+
+
+def tool_for(step: str, mod: str, wid: str) -> tuple[str, dict[str, Any]] | None:
+    """The tool call a plan step makes (``None`` for steps without one)."""
+    src = f"src/{mod}"
+    return {
+        "survey": ("list_dir", {"path": src}),
+        "read1": ("read_file", {"path": f"{src}/part1.txt"}),
+        "read2": ("read_file", {"path": f"{src}/part2.txt"}),
+        "count": ("shell", {"cmd": f"wc -l {src}/*.txt | sort"}),
+        "checksum": ("shell", {"cmd": f"sha256sum {src}/*.txt | cut -c1-16 | sort"}),
+        "load": ("shell", {"cmd": f"cat {src}/data.csv"}),
+        "aggregate": ("shell", {"cmd": f"awk -F, 'NR>1 {{s+=$2}} END {{print s}}' {src}/data.csv"}),
+        "report": (
+            "shell",
+            {
+                "cmd": f"mkdir -p reports && {{ echo '# {wid}: {mod}'; wc -l {src}/*.txt | tail -n 1; "
+                f"awk -F, 'NR>1 {{s+=$2}} END {{print \"total value\", s}}' {src}/data.csv; }} "
+                f"> reports/{wid}.md && echo wrote reports/{wid}.md"
+            },
+        ),
+        "verify": ("read_file", {"path": f"reports/{wid}.md"}),
+    }.get(step)
+
+
+def _advance(steps: tuple[PlanStep, ...], done: str) -> list[PlanStep]:
+    out: list[PlanStep] = []
+    started = False
+    for s in steps:
+        if s.id == done:
+            out.append(PlanStep(id=s.id, text=s.text, status="done"))
+        elif not started and s.status == "pending":
+            out.append(PlanStep(id=s.id, text=s.text, status="in_progress"))
+            started = True
+        else:
+            out.append(s)
+    return out
+
+
+def _item_number(agent: Agent) -> int:
+    st = agent.state
+    ids = [w for w in st.work_items] + [w.id for w in st.finished_work]
+    return max((int(w[1:]) for w in ids if w[1:].isdigit()), default=0)
+
+
+def _run_tool(turn: Turn, tools: Tools, name: str, args: dict[str, Any], key: str) -> tuple[str, str, bool]:
+    """Run one step's tool through the WAL; returns (status, output, replayed).
+
+    A result recorded as ``unknown`` (the process died during the call) is never
+    re-executed blindly: the script checks the workspace, then retries under a new key.
+    """
+    attempt = 0
+    while True:
+        call = turn.tool(name, args, idempotency_key=key if attempt == 0 else f"{key}:retry{attempt}")
+        if not call.replayed:
+            call.run(lambda: tools.execute(name, args, call.idempotency_key))
+        assert call.result is not None
+        if call.result.status != "unknown":
+            return call.result.status, call.output, call.replayed
+        check = turn.tool("list_dir", {"path": "."}, idempotency_key=f"{key}:check{attempt}")
+        if not check.replayed:
+            check.run(lambda: tools.execute("list_dir", {"path": "."}, check.idempotency_key))
+        turn.record_message(f"call {call.call_id} has an unknown outcome; checked the workspace, retrying")
+        attempt += 1
+
+
+@dataclass
+class TurnLine:
+    """What one turn printed."""
+
+    turn: int
+    action: str
+    stable: int
+    agent_scoped: int
+    turn_scoped: int
+    revision: int
+    epoch: int
+    key_changed: bool
+    episodes: int
+    outcome: str
+
+
+@dataclass
+class RunStats:
+    """Totals for the summary table."""
+
+    lines: list[TurnLine] = field(default_factory=list)
+    replayed: int = 0
+    executed: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+
+def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | None) -> TurnLine:
+    """One turn of the scripted model: pick the trigger, render, act, update the plan."""
+    st = agent.state
+    index = agent.next_turn_index
+    wait = next(iter(st.waits.values()), None)
+    due = next((t for t in st.tasks.values() if int(t.id.rsplit("due", 1)[1]) <= index), None)
+    if wait is not None:
+        trigger, text, role = "operator", f"operator: reviewed {wait.work_item_id}, numbers approved", "operator"
+    elif due is not None:
+        trigger, text, role = "task", f"background task {due.id} finished", "channel"
+    elif index % 4 == 0 and st.active_work_item is not None:
+        # The operator asks for a status now and then: a turn that changes nothing in
+        # working memory, so its cacheable prefix (and cache key) is the previous one's.
+        trigger, text, role = "operator", "operator: status?", "operator"
+    else:
+        trigger, text, role = "timer", None, "user"
+    action = trigger
+    status_only = trigger == "operator" and wait is None
+    with agent.turn(input=text, trigger=trigger, role=role) as turn:
+        if wait is not None:
+            turn.resolve_wait(wait.id, detail="approved")
+        if due is not None:
+            mod = due.description.split()[-1]
+            turn.task_result(due.id, status="ok", summary=f"build of {mod} passed", output=f"built {mod}: 0 errors\n")
+        prompt = turn.context()
+        active = agent.state.active_work_item
+        if status_only and active is not None:
+            plan = agent.state.plan_of(active.id)
+            done = sum(1 for s in plan.steps if s.status == "done") if plan is not None else 0
+            total = len(plan.steps) if plan is not None else 0
+            turn.record_message(f"{active.id}: {done}/{total} steps done; continuing")
+            action = f"{active.id} status"
+        elif active is None:
+            k = _item_number(agent) + 1
+            wid, mod = f"W{k}", module_of(seed, k)
+            prepare_workspace(tools.ws, seed, k)
+            turn.add_work_item(
+                wid,
+                f"inventory module {mod}: line counts, checksums, value total, report",
+                state="active",
+                delivery_target=f"reports/{wid}.md",
+                scope_constraints=(f"only read src/{mod}", "write only under reports/"),
+            )
+            turn.record_plan(plan_for(seed, k), work_item_id=wid)
+            turn.record_message(f"starting {wid} ({mod})")
+            action = f"{wid} plan"
+        else:
+            wid = active.id
+            k = int(wid[1:])
+            mod = module_of(seed, k)
+            prepare_workspace(tools.ws, seed, k)
+            plan = agent.state.plan_of(wid)
+            steps = plan.steps if plan is not None else ()
+            if not steps:
+                turn.record_plan(plan_for(seed, k), work_item_id=wid)
+                steps = plan_for(seed, k)
+            step = next((s for s in steps if s.status not in ("done", "skipped")), None)
+            action = f"{wid} {step.id if step else 'done'}"
+            if step is None or step.id == "deliver":
+                turn.record_brief("result", f"{wid}: report for {mod} delivered to reports/{wid}.md", work_item_id=wid)
+                turn.record_plan([PlanStep(id=s.id, text=s.text, status="done") for s in steps], work_item_id=wid)
+                turn.finish_work(wid, reason="report delivered")
+            elif step.id == "review":
+                if wait is None:
+                    turn.wait_for(f"review-{wid}", f"operator review of {wid}", work_item_id=wid, resume_hint="approve")
+                    turn.record_message(f"asked the operator to review {wid}")
+                else:
+                    turn.record_plan(_advance(steps, "review"), work_item_id=wid)
+            elif step.id == "build":
+                ids = [t.id for t in agent.state.tasks.values()] + [t.id for t in agent.state.finished_tasks]
+                if not any(t.startswith(f"T{k}-") for t in ids):
+                    turn.start_task(f"T{k}-due{index + 2}", f"build module {mod}", work_item_id=wid)
+                turn.record_plan(_advance(steps, "build"), work_item_id=wid)
+            else:
+                call = tool_for(step.id, mod, wid)
+                assert call is not None
+                status, output, replayed = _run_tool(turn, tools, call[0], call[1], f"{wid}:{step.id}")
+                turn.messages()  # the model's second call sees the tool round appended
+                first = output.strip().splitlines()[:1]
+                turn.record_message(f"{step.id}: {status}, {len(output)} chars{': ' + first[0] if first else ''}")
+                if step.id == "checksum":
+                    turn.record_decision(f"{wid}-fp", f"fingerprint of {mod}: {output.split()[0] if output else '-'}")
+                turn.record_plan(_advance(steps, step.id), work_item_id=wid)
+                if replayed:
+                    action += " (replayed)"
+    summary = turn.summary
+    assert summary is not None
+    tokens = {"stable": 0, "agent": 0, "turn": 0}
+    for section in prompt.sections:
+        tokens[section.stability] += section.tokens
+    return TurnLine(
+        turn=index,
+        action=action,
+        stable=tokens["stable"],
+        agent_scoped=tokens["agent"],
+        turn_scoped=tokens["turn"],
+        revision=prompt.identity.working_memory_revision,
+        epoch=prompt.identity.compression_epoch,
+        key_changed=prompt.cache_key != previous_key,
+        episodes=len(summary.episodes),
+        outcome=summary.outcome,
+    )
+
+
+# --------------------------------------------------------------------------- driver
+
+
+class TickClock:
+    """Deterministic time: each reading is ``STEP_MS`` after the previous one."""
+
+    def __init__(self, start: int = START_TS) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        self.now += STEP_MS
+        return self.now
+
+
+def run(
+    ledger: Path,
+    *,
+    turns: int,
+    seed: int = 7,
+    fresh: bool = False,
+    quiet: bool = False,
+    out: Callable[[str], None] = print,
+    on_turn: Callable[[Agent, TurnLine], None] | None = None,
+    config: AgentConfig | None = None,
+) -> RunStats:
+    """Drive the agent until the ledger holds ``turns`` turns; returns the run's stats."""
+    ws = workspace_for(ledger)
+    if fresh:
+        shutil.rmtree(ledger, ignore_errors=True)
+        shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir(parents=True, exist_ok=True)
+    clock = TickClock()
+    config = config or AgentConfig(checkpoint_every=50)
+    stats = RunStats()
+    tools = Tools(ws)
+    with Agent.open(ledger, agent_id="inventory-agent", config=config, clock=clock, policy=POLICY) as agent:
+        clock.now = max(clock.now, agent.last_ts)
+        report = agent.report
+        if not quiet:
+            where = "created" if report.created else f"resumed at seq {agent.seq}"
+            via = f"checkpoint seq {report.checkpoint_seq}" if report.checkpoint_seq is not None else "full fold"
+            out(f"ledger {ledger}: {where} ({via}, {report.folded} records folded)")
+            for name, why in report.rejected:
+                out(f"  checkpoint {name} rejected: {why.reason}: {why.detail}")
+            if report.interrupted_turn is not None:
+                out(f"  turn {report.interrupted_turn} was left open by a crash: closed as interrupted")
+            for unknown in report.unknown_outcomes:
+                out(f"  unknown outcome: {unknown.call_id} {unknown.tool} (key {unknown.idempotency_key})")
+            out(f"{'turn':>5} {'action':<22} {'stable':>6} {'agent':>6} {'turn':>6} {'rev':>4} {'ep':>3} key   episodes")
+        last = agent.state.last_prompt
+        previous_key = last.prompt.cache_key if last is not None else None
+        while agent.next_turn_index <= turns:
+            line = scripted_turn(agent, tools, seed, previous_key)
+            stats.lines.append(line)
+            last = agent.state.last_prompt
+            previous_key = last.prompt.cache_key if last is not None else None
+            if on_turn is not None:
+                on_turn(agent, line)
+            if not quiet:
+                out(
+                    f"{line.turn:>5} {line.action:<22} {line.stable:>6} {line.agent_scoped:>6} "
+                    f"{line.turn_scoped:>6} {line.revision:>4} {line.epoch:>3} "
+                    f"{'NEW ' if line.key_changed else 'same'}  {'+' + str(line.episodes) if line.episodes else ''}"
+                    f"{'  (' + line.outcome + ')' if line.outcome != 'completed' else ''}"
+                )
+        stats.executed = tools.executed
+        if not quiet:
+            _summary(agent, stats, out)
+    return stats
+
+
+def _summary(agent: Agent, stats: RunStats, out: Callable[[str], None]) -> None:
+    lines = stats.lines
+    n = max(len(lines), 1)
+    st = agent.state
+    mem = agent.memory
+    reused = sum(1 for line in lines if not line.key_changed)
+    rows = [
+        ("turns run now / in ledger", f"{len(lines)} / {agent.next_turn_index - 1}"),
+        ("records in ledger", f"{agent.seq + 1}"),
+        ("work items finished (recent)", f"{len(st.finished_work)}"),
+        ("tool executions this run", f"{stats.executed}"),
+        ("unknown outcomes recorded", f"{len(agent.unknown_outcomes())}"),
+        ("episodes archived", f"{len(mem.archive)}"),
+        ("working-memory revision / epoch", f"{mem.revision} / {mem.compression_epoch}"),
+        ("turns with unchanged cache key", f"{reused} of {len(lines)} ({100 * reused / n:.0f}%)"),
+        (
+            "mean prompt tokens S / A / T",
+            f"{sum(x.stable for x in lines) // n} / {sum(x.agent_scoped for x in lines) // n} / "
+            f"{sum(x.turn_scoped for x in lines) // n}",
+        ),
+        ("wall time", f"{time.perf_counter() - stats.started:.1f} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    out("")
+    out("summary")
+    out("-" * (width + 24))
+    for key, value in rows:
+        out(f"{key:<{width}}  {value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ledger", type=Path, default=Path(".demo/ledger"), help="ledger directory")
+    parser.add_argument("--turns", type=int, default=200, help="run until the ledger holds this many turns")
+    parser.add_argument("--fresh", action="store_true", help="remove an existing ledger (and workspace) first")
+    parser.add_argument("--quiet", action="store_true", help="print nothing per turn, and no summary")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the generated job")
+    args = parser.parse_args(argv)
+    run(args.ledger, turns=args.turns, seed=args.seed, fresh=args.fresh, quiet=args.quiet)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
