@@ -72,7 +72,7 @@ POLICY = SystemPolicy(
         ),
         ToolDefinition(
             name="shell",
-            description="Run a POSIX shell command in the workspace; returns stdout+stderr and the exit code.",
+            description="Run a POSIX shell command in the workspace; returns its output and exit code.",
             parameters={"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
         ),
     ),
@@ -102,7 +102,9 @@ def prepare_workspace(ws: Path, seed: int, k: int) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for part in (1, 2, 3):
-        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))) for _ in range(rng.randint(5, 14))]
+        lines = [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))) for _ in range(rng.randint(5, 14))
+        ]
         (tmp / f"part{part}.txt").write_text("\n".join(lines) + "\n")
     rows = [f"{rng.choice(WORDS)}-{i},{rng.randint(1, 999)},{rng.choice(WORDS)}" for i in range(260)]
     (tmp / "data.csv").write_text("name,value,tag\n" + "\n".join(rows) + "\n")
@@ -130,11 +132,14 @@ class Tools:
             path = self.ws / args["path"]
             if not path.is_dir():
                 return f"not a directory: {args['path']}", 1
-            names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir() if not p.name.startswith("."))
+            names = sorted(
+                p.name + ("/" if p.is_dir() else "") for p in path.iterdir() if not p.name.startswith(".")
+            )
             return "\n".join(names), 0
         if name == "shell":
             proc = subprocess.run(
                 ["/bin/sh", "-c", args["cmd"]],
+                check=False,
                 cwd=self.ws,
                 capture_output=True,
                 text=True,
@@ -168,7 +173,10 @@ def plan_for(seed: int, k: int) -> tuple[PlanStep, ...]:
         ("verify", "read the report back"),
         ("deliver", "send the result brief"),
     ]
-    return tuple(PlanStep(id=s, text=t, status="in_progress" if i == 0 else "pending") for i, (s, t) in enumerate(steps))
+    return tuple(
+        PlanStep(id=s, text=t, status="in_progress" if i == 0 else "pending")
+        for i, (s, t) in enumerate(steps)
+    )
 
 
 def tool_for(step: str, mod: str, wid: str) -> tuple[str, dict[str, Any]] | None:
@@ -222,15 +230,17 @@ def _run_tool(turn: Turn, tools: Tools, name: str, args: dict[str, Any], key: st
     """
     attempt = 0
     while True:
-        call = turn.tool(name, args, idempotency_key=key if attempt == 0 else f"{key}:retry{attempt}")
+        attempt_key = key if attempt == 0 else f"{key}:retry{attempt}"
+        call = turn.tool(name, args, idempotency_key=attempt_key)
         if not call.replayed:
-            call.run(lambda: tools.execute(name, args, call.idempotency_key))
+            call.run(lambda: tools.execute(name, args, attempt_key))  # noqa: B023 (runs now)
         assert call.result is not None
         if call.result.status != "unknown":
             return call.result.status, call.output, call.replayed
-        check = turn.tool("list_dir", {"path": "."}, idempotency_key=f"{key}:check{attempt}")
+        check_key = f"{key}:check{attempt}"
+        check = turn.tool("list_dir", {"path": "."}, idempotency_key=check_key)
         if not check.replayed:
-            check.run(lambda: tools.execute("list_dir", {"path": "."}, check.idempotency_key))
+            check.run(lambda: tools.execute("list_dir", {"path": "."}, check_key))  # noqa: B023 (runs now)
         turn.record_message(f"call {call.call_id} has an unknown outcome; checked the workspace, retrying")
         attempt += 1
 
@@ -268,7 +278,11 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
     wait = next(iter(st.waits.values()), None)
     due = next((t for t in st.tasks.values() if int(t.id.rsplit("due", 1)[1]) <= index), None)
     if wait is not None:
-        trigger, text, role = "operator", f"operator: reviewed {wait.work_item_id}, numbers approved", "operator"
+        trigger, text, role = (
+            "operator",
+            f"operator: reviewed {wait.work_item_id}, numbers approved",
+            "operator",
+        )
     elif due is not None:
         trigger, text, role = "task", f"background task {due.id} finished", "channel"
     elif index % 4 == 0 and st.active_work_item is not None:
@@ -284,7 +298,9 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
             turn.resolve_wait(wait.id, detail="approved")
         if due is not None:
             mod = due.description.split()[-1]
-            turn.task_result(due.id, status="ok", summary=f"build of {mod} passed", output=f"built {mod}: 0 errors\n")
+            turn.task_result(
+                due.id, status="ok", summary=f"build of {mod} passed", output=f"built {mod}: 0 errors\n"
+            )
         prompt = turn.context()
         active = agent.state.active_work_item
         if status_only and active is not None:
@@ -320,12 +336,18 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
             step = next((s for s in steps if s.status not in ("done", "skipped")), None)
             action = f"{wid} {step.id if step else 'done'}"
             if step is None or step.id == "deliver":
-                turn.record_brief("result", f"{wid}: report for {mod} delivered to reports/{wid}.md", work_item_id=wid)
-                turn.record_plan([PlanStep(id=s.id, text=s.text, status="done") for s in steps], work_item_id=wid)
+                turn.record_brief(
+                    "result", f"{wid}: report for {mod} delivered to reports/{wid}.md", work_item_id=wid
+                )
+                turn.record_plan(
+                    [PlanStep(id=s.id, text=s.text, status="done") for s in steps], work_item_id=wid
+                )
                 turn.finish_work(wid, reason="report delivered")
             elif step.id == "review":
                 if wait is None:
-                    turn.wait_for(f"review-{wid}", f"operator review of {wid}", work_item_id=wid, resume_hint="approve")
+                    turn.wait_for(
+                        f"review-{wid}", f"operator review of {wid}", work_item_id=wid, resume_hint="approve"
+                    )
                     turn.record_message(f"asked the operator to review {wid}")
                 else:
                     turn.record_plan(_advance(steps, "review"), work_item_id=wid)
@@ -340,9 +362,13 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
                 status, output, replayed = _run_tool(turn, tools, call[0], call[1], f"{wid}:{step.id}")
                 turn.messages()  # the model's second call sees the tool round appended
                 first = output.strip().splitlines()[:1]
-                turn.record_message(f"{step.id}: {status}, {len(output)} chars{': ' + first[0] if first else ''}")
+                turn.record_message(
+                    f"{step.id}: {status}, {len(output)} chars{': ' + first[0] if first else ''}"
+                )
                 if step.id == "checksum":
-                    turn.record_decision(f"{wid}-fp", f"fingerprint of {mod}: {output.split()[0] if output else '-'}")
+                    turn.record_decision(
+                        f"{wid}-fp", f"fingerprint of {mod}: {output.split()[0] if output else '-'}"
+                    )
                 turn.record_plan(_advance(steps, step.id), work_item_id=wid)
                 if replayed:
                     action += " (replayed)"
@@ -405,7 +431,11 @@ def run(
         report = agent.report
         if not quiet:
             where = "created" if report.created else f"resumed at seq {agent.seq}"
-            via = f"checkpoint seq {report.checkpoint_seq}" if report.checkpoint_seq is not None else "full fold"
+            via = (
+                f"checkpoint seq {report.checkpoint_seq}"
+                if report.checkpoint_seq is not None
+                else "full fold"
+            )
             out(f"ledger {ledger}: {where} ({via}, {report.folded} records folded)")
             for name, why in report.rejected:
                 out(f"  checkpoint {name} rejected: {why.reason}: {why.detail}")
@@ -413,7 +443,10 @@ def run(
                 out(f"  turn {report.interrupted_turn} was left open by a crash: closed as interrupted")
             for unknown in report.unknown_outcomes:
                 out(f"  unknown outcome: {unknown.call_id} {unknown.tool} (key {unknown.idempotency_key})")
-            out(f"{'turn':>5} {'action':<22} {'stable':>6} {'agent':>6} {'turn':>6} {'rev':>4} {'ep':>3} key   episodes")
+            out(
+                f"{'turn':>5} {'action':<22} {'stable':>6} {'agent':>6} {'turn':>6} {'rev':>4} {'ep':>3} "
+                "key   episodes"
+            )
         last = agent.state.last_prompt
         previous_key = last.prompt.cache_key if last is not None else None
         while agent.next_turn_index <= turns:
@@ -427,7 +460,8 @@ def run(
                 out(
                     f"{line.turn:>5} {line.action:<22} {line.stable:>6} {line.agent_scoped:>6} "
                     f"{line.turn_scoped:>6} {line.revision:>4} {line.epoch:>3} "
-                    f"{'NEW ' if line.key_changed else 'same'}  {'+' + str(line.episodes) if line.episodes else ''}"
+                    f"{'NEW ' if line.key_changed else 'same'}  "
+                    f"{'+' + str(line.episodes) if line.episodes else ''}"
                     f"{'  (' + line.outcome + ')' if line.outcome != 'completed' else ''}"
                 )
         stats.executed = tools.executed
@@ -470,7 +504,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ledger", type=Path, default=Path(".demo/ledger"), help="ledger directory")
     parser.add_argument("--turns", type=int, default=200, help="run until the ledger holds this many turns")
-    parser.add_argument("--fresh", action="store_true", help="remove an existing ledger (and workspace) first")
+    parser.add_argument(
+        "--fresh", action="store_true", help="remove an existing ledger (and workspace) first"
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing per turn, and no summary")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated job")
     args = parser.parse_args(argv)
