@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import os
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
@@ -153,7 +152,7 @@ def plan_chunks(info: LedgerInfo, chunk_records: int = CHUNK_RECORDS) -> list[Ch
     ]
 
 
-def _payloads(ledger: Ledger, chunk: Chunk) -> Iterator[memoryview]:
+def _payloads(ledger: Ledger, chunk: Chunk) -> list[memoryview]:
     """The chunk's verified msgpack payloads, in seq order.
 
     The walk is the ledger's own (``Ledger._walk``: checksum, chain link and seq of
@@ -162,9 +161,8 @@ def _payloads(ledger: Ledger, chunk: Chunk) -> Iterator[memoryview]:
     one extra frame is walked (and dropped) to check the link into the next chunk.
     """
     to_seq = chunk.to_seq + 1 if chunk.link_next else chunk.to_seq
-    for seq, payload, _walk in ledger._walk(chunk.from_seq, to_seq, None):
-        if seq < chunk.to_seq:
-            yield payload
+    end = chunk.to_seq
+    return [payload for seq, payload, _walk in ledger._walk(chunk.from_seq, to_seq, None) if seq < end]
 
 
 def _array(parts: list[memoryview]) -> bytes:
@@ -189,7 +187,7 @@ def extract_chunk(chunk: Chunk, out_dir: str) -> ChunkResult:
     bytes, InvalidRecord for a record that does not decode.
     """
     with Ledger.open(chunk.path, readonly=True) as ledger:
-        payloads = list(_payloads(ledger, chunk))
+        payloads = _payloads(ledger, chunk)
     if len(payloads) != chunk.to_seq - chunk.from_seq:
         raise LedgerCorrupt(
             f"expected records {chunk.from_seq}..{chunk.to_seq - 1} but the ledger ends after "

@@ -18,7 +18,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
 from typing import Final
 
@@ -462,8 +462,12 @@ def _extract_all(chunks: list[Chunk], out_dir: str, workers: int) -> list[ChunkR
     """Run every chunk, in worker processes when more than one worker is asked for."""
     if workers <= 1 or len(chunks) <= 1:
         return [extract_chunk(chunk, out_dir) for chunk in chunks]
-    # "spawn": the parent may hold DuckDB threads, which a forked child must not inherit.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    # Fork where there is one: a worker starts in milliseconds and needs no importable
+    # __main__ (spawn would re-run a script that calls connect() without a main guard).
+    # Workers run only the ledger and msgspec code of holon.audit.extract, never DuckDB,
+    # so DuckDB threads in the parent do not matter to them.
+    method = "fork" if "fork" in get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=get_context(method)) as pool:
         return list(pool.map(extract_chunk, chunks, [out_dir] * len(chunks)))
 
 
