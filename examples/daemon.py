@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from holon.context import Prompt
 from holon.records import PlanStep, SystemPolicy, ToolDefinition
 from holon.runtime import Agent, AgentConfig, Turn
 
@@ -259,6 +260,7 @@ class TurnLine:
     key_changed: bool
     episodes: int
     outcome: str
+    prompt: Prompt
 
 
 @dataclass
@@ -388,6 +390,7 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
         key_changed=prompt.cache_key != previous_key,
         episodes=len(summary.episodes),
         outcome=summary.outcome,
+        prompt=prompt,
     )
 
 

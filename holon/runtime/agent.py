@@ -459,9 +459,12 @@ class Agent:
         self._last_ts = ts
         return ts
 
-    def _append(self, body: r.Body, turn: int | None) -> r.Record:
-        """Append one record, fold it, and return it exactly as stored (and as replay reads it)."""
-        record = r.Record(body=body, ts=self._now(), turn=turn)
+    def _append(self, body: r.Body, turn: int | None, *, ts: int | None = None) -> r.Record:
+        """Append one record, fold it, and return it exactly as stored (and as replay reads it).
+
+        ``ts`` defaults to the clock; derived records carry their turn_ended's ``ts``.
+        """
+        record = r.Record(body=body, ts=self._now() if ts is None else ts, turn=turn)
         if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is None:
             record = self._place_output(record, body)
         seq = self._ledger.append(record)
@@ -486,7 +489,9 @@ class Agent:
 
     def _refresh(self) -> tuple[r.Record, ...]:
         """Run the post-turn refresh and append the derived records it returns."""
-        derived = tuple(self._append(record.body, record.turn) for record in post_turn_refresh(self._state))
+        derived = tuple(
+            self._append(record.body, record.turn, ts=record.ts) for record in post_turn_refresh(self._state)
+        )
         if self._index is not None:
             for record in derived:
                 if isinstance(record.body, r.ContextEpisodeRecord):
