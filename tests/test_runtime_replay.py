@@ -31,7 +31,7 @@ def _check_replay(path: Path, live_prompts: dict[int, str]) -> int:
     for record, prompt, _state in cold_replay(path, CONFIG):
         body = record.body
         assert isinstance(body, r.PromptRendered)
-        assert same_record(prompt_rendered(prompt), body), f"prompt at seq {record.seq} differs from the record"
+        assert same_record(prompt_rendered(prompt), body), f"seq {record.seq}: re-rendered prompt differs"
         assert record.turn is not None
         assert prompt.text == live_prompts[record.turn], f"turn {record.turn}: cold prompt differs from live"
         checked += 1
@@ -74,7 +74,9 @@ def test_a_run_split_across_restarts_equals_one_run(tmp_path: Path) -> None:
     assert split_prompts == whole_prompts
     _, whole_records = fold_ledger(whole, CONFIG)
     _, split_records = fold_ledger(split, CONFIG)
-    assert [(x.kind, x.turn, x.body) for x in split_records] == [(x.kind, x.turn, x.body) for x in whole_records]
+    assert [(x.kind, x.turn, x.body) for x in split_records] == [
+        (x.kind, x.turn, x.body) for x in whole_records
+    ]
     assert _check_replay(split, split_prompts) == 130
 
 
