@@ -1,0 +1,49 @@
+"""docs/evaluation.md, written from the measured runs (never edited by hand)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.eval.metrics import PolicyRun
+from benchmarks.eval.report import Verdict, markdown_tables
+
+__all__ = ["write_doc"]
+
+_TEMPLATE = Path(__file__).with_name("template.md")
+
+
+def write_doc(
+    path: Path,
+    *,
+    generated: Sequence[PolicyRun],
+    samples: Sequence[PolicyRun],
+    sample_note: str,
+    checks: Sequence[Verdict],
+    digest: str,
+    chart: str,
+    elapsed: float,
+) -> None:
+    """Write the evaluation page from the runs."""
+    minutes = f"{elapsed / 60:.1f} min"
+    parts = [
+        _TEMPLATE.read_text(encoding="utf-8").format(minutes=minutes, digest=digest, sample_note=sample_note)
+    ]
+    parts.append("## Targets\n")
+    parts.append("Checked on the generated scenarios, from the figures below:\n")
+    for check in checks:
+        parts.append(f"- **{'met' if check.met else 'missed'}** — {check.target}: {check.detail}")
+    parts.append("\n## Results: generated scenarios\n")
+    parts.append(f"![tokens per call and cached share over the run, {chart}](evaluation.svg)\n")
+    parts.append(markdown_tables(generated, facts=True))
+    parts.append("\n\n## Results: real transcripts\n")
+    parts.append(markdown_tables(samples, facts=False) if samples else f"\n{sample_note}\n")
+    parts.append("\n" + ANALYSIS)
+    path.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
+
+
+ANALYSIS = """\
+## Reading the results
+
+(See the findings below.)
+"""

@@ -1,0 +1,488 @@
+"""The four context policies compared: three common baselines and holon's ``build_context``.
+
+Each policy turns a :class:`~benchmarks.eval.scenario.Scenario` and a
+:class:`~holon.context.Budget` into the exact prompt of every model call
+(:class:`~benchmarks.eval.trace.CallPrompt`), and says whether an item it evicted can be
+restored (:meth:`restore`).
+
+Baselines see the evidence as a chat transcript (:func:`~benchmarks.eval.trace.transcript_text`):
+the latest system policy and tool definitions first (never dropped), then one item per
+record, oldest first.
+
+- ``full-history`` — everything, truncated oldest-first (whole items) when it exceeds the
+  window, as a provider's automatic truncation does. If the newest item alone is larger
+  than the window, only its tail is kept.
+- ``rolling-window`` — the newest ``available`` tokens of the transcript, cut at a line
+  boundary inside the oldest item kept (a token-budget buffer memory).
+- ``tool-clearing`` — Anthropic's ``clear_tool_uses`` context edit: once the prompt passes
+  ``trigger`` tokens, the oldest tool results (except the newest ``keep`` tool uses) are
+  replaced by a placeholder, oldest first, until at least ``clear_at_least`` tokens were
+  reclaimed; cleared results stay cleared. If the prompt still exceeds the window it is
+  truncated oldest-first like ``full-history`` (the API would otherwise reject it).
+- ``holon`` — the runtime's loop: every evidence record is appended to a ledger and
+  folded, the post-turn refresh appends its derived records, and at each model call
+  ``build_context`` renders the prompt from the fold so far and its ``PromptRendered``
+  record is appended. Large tool outputs go to the blob store as the ledger would put
+  them (over 4,096 bytes).
+
+Nothing a baseline evicts leaves a reference, so its evictions are not restorable. holon's
+evictions are the refs of its assembly plan and every ``restore with ref`` placeholder in
+the text; each is restored through a :class:`~holon.context.RefSource` over the ledger
+records and checked byte for byte against the original evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol
+
+import blake3
+import msgspec
+
+import holon.records as r
+from benchmarks.eval.scenario import Scenario
+from benchmarks.eval.trace import CallPrompt, TokenCounter, transcript_text
+from holon.context import (
+    Budget,
+    EpisodeIndex,
+    RenderConfig,
+    build_context,
+    prompt_rendered,
+    restore,
+    restore_bytes,
+)
+from holon.errors import HolonError, RefNotFound
+from holon.ledger.blobs import BLOB_PREVIEW_CHARS
+from holon.ledger.store import DEFAULT_BLOB_THRESHOLD
+from holon.projections import ProjectionState, apply, initial_state, post_turn_refresh
+
+__all__ = [
+    "POLICIES",
+    "FullHistory",
+    "HolonPolicy",
+    "Policy",
+    "RestoreOutcome",
+    "RollingWindow",
+    "ToolClearing",
+]
+
+RestoreOutcome = Literal["restored", "mismatch", "no ref"]
+
+AGENT: Final = "eval-agent"
+PLACEHOLDER: Final = "[tool result cleared]"
+_REF_IN_TEXT: Final = re.compile(r"restore with ref ((?:ledger|blob|episode):[0-9a-f]+)")
+
+
+class Policy(Protocol):
+    """A context policy bound to one scenario and budget."""
+
+    name: str
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        """The prompt of every model call of the scenario, in order."""
+        ...
+
+    def restore(self, key: str) -> RestoreOutcome:
+        """Whether an evicted item (a key from ``CallPrompt.evicted``) restores to its original bytes."""
+        ...
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+@dataclass(slots=True)
+class _Item:
+    """One transcript item: the record it shows, its lines, and its tokens plus its line break."""
+
+    index: int
+    lines: list[str]
+    tokens: int
+    tool_result: bool
+    tool: str = ""
+
+
+class _Transcript:
+    """The chat transcript of a scenario, grown call by call (shared by the baselines)."""
+
+    name = "transcript"
+
+    def __init__(self, scenario: Scenario, budget: Budget, counter: TokenCounter) -> None:
+        self.scenario = scenario
+        self.available = budget.available
+        self.counter = counter
+        self.head: list[str] = []
+        self.head_tokens = 0
+        self.items: list[_Item] = []
+        self._read = 0
+        self._evicted: set[int] = set()
+
+    def _advance(self, position: int) -> None:
+        records = self.scenario.records
+        while self._read < position:
+            i = self._read
+            body = records[i].body
+            self._read += 1
+            if isinstance(body, r.SystemPolicy):
+                head = [body.text]
+                if body.tools:
+                    head.append("## Tools")
+                    head.extend(
+                        msgspec.json.encode(
+                            {"name": t.name, "description": t.description, "parameters": t.parameters},
+                            order="sorted",
+                        ).decode()
+                        for t in body.tools
+                    )
+                self.head = head
+                self.head_tokens = self.counter.count("\n".join(head)) + 1
+                continue
+            text = transcript_text(body)
+            if text is None:
+                continue
+            tool = body.tool if isinstance(body, r.ToolResult) else ""
+            tokens = self.counter.count(text) + 1
+            self.items.append(_Item(i, text.split("\n"), tokens, isinstance(body, r.ToolResult), tool))
+
+    def _evict(self, indices: list[int]) -> tuple[str, ...]:
+        """Keys of the items evicted now for the first time."""
+        new = [i for i in indices if i not in self._evicted]
+        self._evicted.update(new)
+        return tuple(f"record:{i}" for i in new)
+
+    def _block(self, lines: list[str]) -> tuple[list[str], int]:
+        return lines, self.counter.count("\n".join(lines))
+
+    def _prompt(self, blocks: list[tuple[list[str], int]], evicted: tuple[str, ...]) -> CallPrompt:
+        if self.head:
+            blocks = [(self.head, self.head_tokens - 1), *blocks]
+        lines, costs = self.counter.assemble(blocks)
+        marks = tuple(sorted({len(self.head), len(lines)} - {0}))
+        return CallPrompt(lines=lines, costs=costs, breakpoints=marks, evicted=evicted)
+
+    def _tail(self, item: _Item, room: int) -> tuple[list[str], int] | None:
+        """The newest part of an item that fits in ``room`` tokens (``None`` if nothing does)."""
+        count = self.counter.count
+        kept: list[str] = []
+        used = 0
+        for line in reversed(item.lines):
+            cost = count(line) + 1
+            if used + cost > room:
+                break
+            kept.append(line)
+            used += cost
+        kept.reverse()
+        if not kept:
+            # Not even the last line fits: keep the end of it.
+            line = item.lines[-1]
+            keep = min(len(line), max(0, room) * 2)
+            while keep > 0 and count(line[-keep:]) > room:
+                keep = keep * 3 // 4
+            if keep <= 0:
+                return None
+            kept = [line[-keep:]]
+        block = self._block(kept)
+        while block[1] > room and len(kept) > 1:  # per-line counts are an estimate of the whole
+            kept = kept[1:]
+            block = self._block(kept)
+        return block if block[1] <= room else None
+
+    def restore(self, key: str) -> RestoreOutcome:
+        # A chat transcript keeps no reference to what it dropped.
+        return "no ref"
+
+
+class FullHistory(_Transcript):
+    """(a) The whole transcript, truncated oldest-first when it exceeds the window."""
+
+    name = "full-history"
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        start = 0
+        window = 0  # tokens of items[start:]
+        for position in self.scenario.calls:
+            before = len(self.items)
+            self._advance(position)
+            window += sum(item.tokens for item in self.items[before:])
+            dropped: list[int] = []
+            while self.head_tokens + window > self.available and start < len(self.items) - 1:
+                window -= self.items[start].tokens
+                dropped.append(self.items[start].index)
+                start += 1
+            blocks = [(item.lines, item.tokens - 1) for item in self.items[start:]]
+            if self.head_tokens + window > self.available and self.items:
+                last = self.items[-1]
+                tail = self._tail(last, self.available - self.head_tokens)
+                blocks = [tail] if tail else []
+                dropped.append(last.index)
+            yield self._prompt(blocks, self._evict(dropped))
+
+
+class RollingWindow(_Transcript):
+    """(b) The newest ``available`` tokens of the transcript, cut inside the oldest item kept."""
+
+    name = "rolling-window"
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        full_start = 0
+        for position in self.scenario.calls:
+            self._advance(position)
+            room = self.available - self.head_tokens
+            start = len(self.items)
+            used = 0
+            while start > full_start and used + self.items[start - 1].tokens <= room:
+                start -= 1
+                used += self.items[start].tokens
+            blocks: list[tuple[list[str], int]] = []
+            dropped = [item.index for item in self.items[full_start:start]]
+            if start > 0 and room - used > 1:
+                partial = self.items[start - 1]
+                tail = self._tail(partial, room - used - 1)
+                if tail is not None:
+                    blocks.append(tail)
+                if (tail is None or len(tail[0]) < len(partial.lines)) and partial.index not in dropped:
+                    dropped.append(partial.index)
+            blocks.extend((item.lines, item.tokens - 1) for item in self.items[start:])
+            full_start = start
+            yield self._prompt(blocks, self._evict(dropped))
+
+
+class ToolClearing(_Transcript):
+    """(c) Anthropic-style ``clear_tool_uses``: clear old tool results past a trigger."""
+
+    name = "tool-clearing"
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        budget: Budget,
+        counter: TokenCounter,
+        *,
+        trigger_share: float = 0.5,
+        keep: int = 3,
+        clear_at_least_share: float = 0.1,
+        exclude_tools: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(scenario, budget, counter)
+        self.trigger = int(self.available * trigger_share)
+        self.keep = keep
+        self.clear_at_least = int(self.available * clear_at_least_share)
+        self.exclude = frozenset(exclude_tools)
+
+    def _cleared(self, item: _Item) -> list[str]:
+        return [item.lines[0], PLACEHOLDER]
+
+    def _cost(self, item: _Item, cleared: set[int]) -> int:
+        if item.index in cleared:
+            return self.counter.count("\n".join(self._cleared(item))) + 1
+        return item.tokens
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        cleared: set[int] = set()
+        start = 0
+        for position in self.scenario.calls:
+            self._advance(position)
+            items = self.items
+            total = self.head_tokens + sum(self._cost(item, cleared) for item in items[start:])
+            newly: list[int] = []
+            if total > self.trigger:
+                results = [i for i in items[start:] if i.tool_result]
+                candidates = results[: -self.keep] if self.keep else results
+                reclaimed = 0
+                for item in candidates:
+                    if item.index in cleared or item.tool in self.exclude:
+                        continue
+                    saved = item.tokens - self._cost(item, {item.index})
+                    cleared.add(item.index)
+                    newly.append(item.index)
+                    reclaimed += saved
+                    if self.clear_at_least and reclaimed >= self.clear_at_least:
+                        break
+                total -= reclaimed
+            dropped: list[int] = []
+            while total > self.available and start < len(items) - 1:
+                total -= self._cost(items[start], cleared)
+                if items[start].index not in cleared:
+                    dropped.append(items[start].index)
+                start += 1
+            blocks: list[tuple[list[str], int]] = []
+            for item in items[start:]:
+                if item.index in cleared:
+                    blocks.append((self._cleared(item), self._cost(item, cleared) - 1))
+                else:
+                    blocks.append((item.lines, item.tokens - 1))
+            if total > self.available and items:
+                last = items[-1]
+                tail = self._tail(last, self.available - self.head_tokens)
+                blocks = [tail] if tail else []
+                dropped.append(last.index)
+            yield self._prompt(blocks, self._evict(newly + dropped))
+
+
+# --------------------------------------------------------------------------- holon
+
+
+class _LedgerSource:
+    """A RefSource over the in-memory ledger, its blob store and its episode index."""
+
+    def __init__(self, records: list[r.Record], blobs: dict[str, bytes], index: EpisodeIndex) -> None:
+        self.records = records
+        self.blobs = blobs
+        self.index = index
+
+    def record(self, seq: int) -> r.Record:
+        if not 0 <= seq < len(self.records):
+            raise RefNotFound(f"ledger:{seq} is past the end of the ledger")
+        return self.records[seq]
+
+    def blob(self, blob_hash: str) -> bytes:
+        try:
+            return self.blobs[blob_hash]
+        except KeyError:
+            raise RefNotFound(f"blob:{blob_hash} is not in the blob store") from None
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        found = self.index.get(episode_id)
+        if found is None:
+            raise RefNotFound(f"episode:{episode_id} is not archived")
+        return found
+
+
+class HolonPolicy:
+    """(d) holon: ``build_context`` over the fold of the ledger, as the runtime renders it."""
+
+    name = "holon"
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        budget: Budget,
+        counter: TokenCounter,
+        config: RenderConfig | None = None,
+        *,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+    ) -> None:
+        self.scenario = scenario
+        self.budget = budget
+        self.counter = counter
+        self.config = config or RenderConfig(prompt_cache_key="eval", estimator=counter.estimator.name)
+        self.blob_threshold = blob_threshold
+        self.records: list[r.Record] = []
+        self.blobs: dict[str, bytes] = {}
+        self.index = EpisodeIndex()
+        self.source = _LedgerSource(self.records, self.blobs, self.index)
+        self.state: ProjectionState = initial_state()
+        self.evidence_of: dict[int, int] = {}  # ledger seq -> scenario record index
+        self.blob_origin: dict[str, int] = {}  # blob hash -> scenario record index
+        self.prompt_tokens: list[int] = []  # build_context's own total per call
+        self.degraded = 0
+        self._seen: set[str] = set()
+
+    def _append(self, body: r.Body, ts: int, turn: int | None) -> int:
+        seq = len(self.records)
+        record = r.Record(body=body, ts=ts, turn=turn, seq=seq)
+        self.records.append(record)
+        self.state = apply(self.state, record)
+        return seq
+
+    def _place(self, body: r.Body) -> r.Body:
+        """Move a large output to the blob store, as ``Ledger.append`` does."""
+        if not isinstance(body, r.ToolResult | r.TaskResult) or body.blob is not None:
+            return body
+        data = body.output.encode()
+        if len(data) <= self.blob_threshold:
+            return body
+        digest = blake3.blake3(data).hexdigest()
+        self.blobs[digest] = data
+        blob = r.BlobRef(hash=digest, size=len(data), preview=body.output[:BLOB_PREVIEW_CHARS])
+        return msgspec.structs.replace(body, output="", blob=blob)
+
+    def _feed(self, record: r.Record, index: int) -> None:
+        body = self._place(record.body)
+        seq = self._append(body, record.ts, record.turn)
+        self.evidence_of[seq] = index
+        if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is not None:
+            self.blob_origin.setdefault(body.blob.hash, index)
+        if record.kind == r.TurnEnded.KIND:
+            for derived in post_turn_refresh(self.state):
+                self._append(derived.body, derived.ts, derived.turn)
+            # Keep the incremental episode index in step with the archive, as the runtime does.
+            archive = self.state.memory.archive
+            self.index.extend(archive.get(i) for i in range(len(self.index), archive.count))
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        records = self.scenario.records
+        read = 0
+        for position in self.scenario.calls:
+            while read < position:
+                self._feed(records[read], read)
+                read += 1
+            prompt = build_context(self.state, self.budget, self.config, agent_id=AGENT, index=self.index)
+            self.prompt_tokens.append(prompt.total_tokens)
+            self.degraded += prompt.plan.degraded
+            last = self.records[-1]
+            self._append(
+                prompt_rendered(prompt),
+                last.ts,
+                self.state.runtime.turn.index if self.state.runtime.turn else None,
+            )
+            # One block per section, counted as the renderer counted it; the blank line of
+            # each separator belongs to the section before it (one token per separator).
+            blocks: list[tuple[list[str], int]] = []
+            marks: list[int] = []
+            n_lines = 0
+            last_section = len(prompt.sections) - 1
+            for i, section in enumerate(prompt.sections):
+                block = section.text.split("\n")
+                n_lines += len(block)
+                if section.breakpoint:
+                    marks.append(n_lines)
+                if i < last_section:
+                    block.append("")
+                    n_lines += 1
+                blocks.append((block, section.tokens))
+            lines, costs = self.counter.assemble(blocks)
+            refs = dict.fromkeys(prompt.plan.evicted_refs)
+            refs.update(dict.fromkeys(_REF_IN_TEXT.findall(prompt.text)))
+            new = tuple(ref for ref in refs if ref not in self._seen)
+            self._seen.update(new)
+            yield CallPrompt(lines=lines, costs=costs, breakpoints=tuple(marks), evicted=new)
+
+    def restore(self, key: str) -> RestoreOutcome:
+        """Restore a ref and compare it with the original evidence, byte for byte."""
+        try:
+            found = restore(key, self.source)
+            data = restore_bytes(key, self.source)
+        except HolonError:
+            return "mismatch"
+        if isinstance(found, r.ContextEpisodeRecord):
+            return "restored" if found == self.index.get(found.episode_id) else "mismatch"
+        expected = self._original(key, found)
+        return "restored" if expected is None or data == expected else "mismatch"
+
+    def _original(self, key: str, found: r.Record | bytes) -> bytes | None:
+        """The bytes a ref promises, taken from the scenario's evidence (not from the ledger)."""
+        if isinstance(found, bytes):
+            origin = self.blob_origin.get(key.removeprefix("blob:"))
+            if origin is None:
+                return b"\x00no evidence record holds this blob"
+            original = self.scenario.records[origin].body
+            assert isinstance(original, r.ToolResult | r.TaskResult)
+            return original.output.encode()
+        index = self.evidence_of.get(found.seq)
+        if index is None:
+            return None  # a runtime or derived record: restore_bytes is its canonical JSON line
+        original = self.scenario.records[index].body
+        if isinstance(original, r.ToolResult):
+            return original.output.encode()
+        if isinstance(original, r.Message | r.Brief):
+            return original.text.encode()
+        if isinstance(original, r.TurnStarted) and original.input is not None:
+            return original.input.encode()
+        if found.body != original and found.body != self._place(original):
+            return b"\x00different record"
+        return None
+
+
+POLICIES: Final = (FullHistory, RollingWindow, ToolClearing, HolonPolicy)

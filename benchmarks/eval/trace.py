@@ -1,0 +1,214 @@
+"""What every policy produces and every metric reads: one model call's exact prompt.
+
+A :class:`CallPrompt` is the prompt text of one model call, kept as its lines with the
+token cost of each line, the cache breakpoints the policy would mark, and the items the
+policy has evicted (dropped, truncated or cleared) so far. Token costs come from one
+:class:`TokenCounter` shared by all policies, so every figure is counted the same way.
+
+:func:`call_positions` says where an agent makes its model calls in a record stream: a
+call precedes each run of model output (an assistant message, a tool call, a plan or
+decision the agent declares), after the input it answers. The generated scenarios and
+the imported real transcripts go through the same rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import msgspec
+
+import holon.records as r
+from holon.context import DEFAULT_ESTIMATOR, get_estimator
+
+__all__ = [
+    "CallPrompt",
+    "TokenCounter",
+    "call_positions",
+    "is_model_output",
+    "transcript_text",
+]
+
+# Bodies a model call produces. Everything else is input (operator messages, tool and
+# task results, resolved waits), runtime bookkeeping or neutral context.
+_OUTPUT_KINDS: Final = frozenset(
+    {
+        r.ToolIntent.KIND,
+        r.WorkItem.KIND,
+        r.WorkItemState.KIND,
+        r.WorkPlan.KIND,
+        r.Decision.KIND,
+        r.WaitingIntent.KIND,
+        r.TaskStarted.KIND,
+        r.FollowUp.KIND,
+        r.Brief.KIND,
+    }
+)
+# Records that neither answer nor ask: they never start or end a run of output.
+_NEUTRAL_KINDS: Final = frozenset({r.ExecutionEnvironment.KIND, r.TurnEnded.KIND})
+
+
+def is_model_output(body: r.Body) -> bool:
+    """Whether a record body is something the model wrote (so a call came before it)."""
+    if isinstance(body, r.Message):
+        return body.role == "assistant"
+    return type(body).KIND in _OUTPUT_KINDS
+
+
+def call_positions(records: Sequence[r.Record]) -> tuple[int, ...]:
+    """Indices ``p`` such that a model call is made with ``records[:p]`` in the ledger.
+
+    A call happens right before a model output whose previous (non-neutral) record was
+    not itself output of the same response — e.g. an assistant message followed by two
+    tool calls is one call, and each tool result is answered by the next call.
+    """
+    positions: list[int] = []
+    previous_output = False
+    for i, record in enumerate(records):
+        kind = record.kind
+        if kind in _NEUTRAL_KINDS:
+            if kind == r.TurnEnded.KIND:
+                previous_output = False
+            continue
+        output = is_model_output(record.body)
+        if output and not previous_output:
+            positions.append(i)
+        previous_output = output
+    return tuple(positions)
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value, order="sorted").decode()
+
+
+def transcript_text(body: r.Body) -> str | None:
+    """How an evidence record reads in a plain conversation transcript (``None``: not shown).
+
+    This is what the baseline policies put in their prompts: every record as the line(s)
+    a chat-style agent would have had in its message list — tool calls with their
+    arguments, tool results with their full output, plans and decisions as the agent's
+    tool calls declared them.
+    """
+    if isinstance(body, r.TurnStarted):
+        return f"user ({body.trigger}): {body.input}" if body.input is not None else None
+    if isinstance(body, r.Message):
+        who = body.role + (f" {body.name}" if body.name else "")
+        return f"{who}: {body.text}"
+    if isinstance(body, r.ToolIntent):
+        return f"assistant → tool call {body.call_id} {body.tool} {_json(body.args)}"
+    if isinstance(body, r.ToolResult):
+        status = body.status + (f", exit {body.exit_code}" if body.exit_code is not None else "")
+        output = body.output if body.blob is None else body.blob.preview
+        return f"tool result {body.call_id} ({status}):\n{output}"
+    if isinstance(body, r.WorkItem):
+        lines = [f"assistant → work item {body.id} ({body.state}): {body.objective}"]
+        if body.delivery_target:
+            lines.append(f"delivery target: {body.delivery_target}")
+        lines.extend(f"scope: {c}" for c in body.scope_constraints)
+        return "\n".join(lines)
+    if isinstance(body, r.WorkItemState):
+        reason = f" ({body.reason})" if body.reason else ""
+        return f"assistant → work item {body.id} is now {body.state}{reason}"
+    if isinstance(body, r.WorkPlan):
+        marks = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "blocked": "[!]", "skipped": "[-]"}
+        lines = [f"assistant → plan for {body.work_item_id or '(no work item)'}:"]
+        lines.extend(f"  {marks[s.status]} {s.id}: {s.text}" for s in body.steps)
+        return "\n".join(lines)
+    if isinstance(body, r.Decision):
+        why = f" — because {body.rationale}" if body.rationale else ""
+        return f"assistant → decision {body.id}: {body.text}{why}"
+    if isinstance(body, r.FollowUp):
+        return f"assistant → follow-up {body.id} ({body.status}): {body.text}"
+    if isinstance(body, r.WaitingIntent):
+        return f"assistant → waiting ({body.id}): {body.waiting_on}"
+    if isinstance(body, r.WaitingResolved):
+        detail = f": {body.detail}" if body.detail else ""
+        return f"wait {body.id} {body.resolution}{detail}"
+    if isinstance(body, r.TaskStarted):
+        return f"assistant → background task {body.id}: {body.description}"
+    if isinstance(body, r.TaskResult):
+        output = body.output if body.blob is None else body.blob.preview
+        return f"task {body.id} {body.status}: {body.summary}" + (f"\n{output}" if output else "")
+    if isinstance(body, r.Brief):
+        return f"assistant ({body.status} brief): {body.text}"
+    if isinstance(body, r.ContextSummary):
+        return f"summary of earlier context: {body.text}"
+    if isinstance(body, r.ExecutionEnvironment):
+        parts = [f"{k}={v}" for k, v in (("cwd", body.cwd), ("branch", body.branch)) if v]
+        return "environment: " + " ".join(parts) if parts else None
+    # SystemPolicy is the prompt head, TurnEnded and derived/runtime records are not conversation.
+    return None
+
+
+class TokenCounter:
+    """Tokens with one estimator (``holon.context.get_estimator``), memoized by text.
+
+    A prompt is assembled from *blocks* — a transcript item, or one of holon's sections —
+    each counted whole, plus one token per line break joining two blocks: the estimators
+    never merge tokens across a newline, and this is how holon's renderer counts its
+    sections, so every policy is measured the same way. Within a block, the position of
+    a line (needed by the cache models) is apportioned from per-line counts.
+    """
+
+    def __init__(self, estimator: str = DEFAULT_ESTIMATOR) -> None:
+        self.estimator = get_estimator(estimator)
+        self._memo: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        n = self._memo.get(text)
+        if n is None:
+            n = self._memo[text] = self.estimator.count(text)
+        return n
+
+    def block_costs(self, lines: Sequence[str], tokens: int) -> list[int]:
+        """Per-line costs of a block of ``tokens`` tokens; they sum to exactly ``tokens``.
+
+        Each line gets its own count plus one for its line break; the last line absorbs
+        the difference to the whole-block count (so cumulative positions are exact at
+        block boundaries and approximate inside a block).
+        """
+        count = self.count
+        out = [count(line) + 1 for line in lines]
+        if out:
+            out[-1] += tokens - sum(out)
+        return out
+
+    def assemble(self, blocks: Sequence[tuple[Sequence[str], int]]) -> tuple[list[str], list[int]]:
+        """Lines and per-line costs of blocks joined by one line break each."""
+        lines: list[str] = []
+        costs: list[int] = []
+        for i, (block, tokens) in enumerate(blocks):
+            lines.extend(block)
+            costs.extend(self.block_costs(block, tokens + (1 if i < len(blocks) - 1 else 0)))
+        return lines, costs
+
+
+@dataclass(slots=True)
+class CallPrompt:
+    """One model call's prompt: exact lines, per-line token cost, breakpoints, evictions.
+
+    - ``lines``: the prompt text is ``"\\n".join(lines)``.
+    - ``costs``: tokens of each line including its trailing line break (see
+      :meth:`TokenCounter.assemble`); ``tokens`` is their sum.
+    - ``breakpoints``: line counts ``k`` where the policy marks a cache breakpoint (the
+      prefix of ``k`` lines), in increasing order.
+    - ``evicted``: keys of the items this policy has dropped, truncated or cleared in
+      this prompt for the first time in the run (each item is counted once).
+    """
+
+    lines: list[str]
+    costs: list[int]
+    breakpoints: tuple[int, ...]
+    evicted: tuple[str, ...] = ()
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.costs)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+        return self._text
