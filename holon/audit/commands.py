@@ -129,7 +129,7 @@ def audit(
             result = run_report(con, report, **parsed)
         else:
             counts = " UNION ALL ".join(
-                f"SELECT '{name}' AS \"table\", count(*) AS \"rows\" FROM {name}" for name in TABLES
+                f'SELECT \'{name}\' AS "table", count(*) AS "rows" FROM {name}' for name in TABLES
             )
             result = run_sql(con, counts)
     finally:

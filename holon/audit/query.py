@@ -48,9 +48,7 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | N
         description = cursor.description
         rows = cursor.fetchall() if description is not None else []
     except duckdb.Error as exc:
-        raise AuditError(
-            f"SQL error: {_first_line(exc)} (tables: {', '.join(_table_names(con))})"
-        ) from None
+        raise AuditError(f"SQL error: {_first_line(exc)} (tables: {', '.join(_table_names(con))})") from None
     columns = tuple(str(column[0]) for column in description or ())
     return QueryResult(columns=columns, rows=[tuple(row) for row in rows])
 

@@ -34,7 +34,7 @@ from holon.audit.extract import (
     read_info,
 )
 from holon.audit.query import AuditError
-from holon.errors import UsageError
+from holon.errors import HolonError, UsageError
 
 __all__ = ["TABLES", "Table", "connect", "default_workers"]
 
@@ -458,6 +458,19 @@ def _empty(body: str) -> str:
     )
 
 
+def _extract_in_worker(chunk: Chunk, out_dir: str) -> ChunkResult | None:
+    """extract_chunk for a worker process; ``None`` when the chunk raised a holon error.
+
+    Holon errors carry keyword-only fields (file, offset, where, ...) that do not survive
+    pickling back to the parent, so the parent re-reads a failed chunk itself to raise
+    the very same error.
+    """
+    try:
+        return extract_chunk(chunk, out_dir)
+    except HolonError:
+        return None
+
+
 def _extract_all(chunks: list[Chunk], out_dir: str, workers: int) -> list[ChunkResult]:
     """Run every chunk, in worker processes when more than one worker is asked for."""
     if workers <= 1 or len(chunks) <= 1:
@@ -468,24 +481,26 @@ def _extract_all(chunks: list[Chunk], out_dir: str, workers: int) -> list[ChunkR
     # so DuckDB threads in the parent do not matter to them.
     method = "fork" if "fork" in get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=get_context(method)) as pool:
-        return list(pool.map(extract_chunk, chunks, [out_dir] * len(chunks)))
+        results = list(pool.map(_extract_in_worker, chunks, [out_dir] * len(chunks)))
+    return [extract_chunk(c, out_dir) if r is None else r for c, r in zip(chunks, results, strict=True)]
 
 
-def default_workers(records: int) -> int:
-    """Worker processes for a load of ``records`` records: one per CPU for large loads."""
-    if records < 2 * CHUNK_RECORDS:
-        return 1
-    return max(1, min(os.cpu_count() or 1, records // CHUNK_RECORDS))
+def default_workers(chunks: int) -> int:
+    """Worker processes for a load of ``chunks`` chunks: one per CPU, none for one chunk."""
+    return 1 if chunks <= 1 else max(1, min(os.cpu_count() or 1, chunks))
 
 
-def connect(paths: LedgerPaths, *, workers: int | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    paths: LedgerPaths, *, workers: int | None = None, chunk_records: int = CHUNK_RECORDS
+) -> duckdb.DuckDBPyConnection:
     """Load one ledger or a fleet of ledgers into a new in-memory DuckDB connection.
 
     ``paths`` is a ledger directory or an iterable of them; each is opened read-only
     (audit never writes to a ledger) and loaded up to its head at the time of the call.
     Every table has an ``agent_id`` column; see :data:`TABLES` for the schema.
-    ``workers`` processes read the ledgers (default: one per CPU for large loads, none
-    for small ones).
+    Ledgers are read in chunks of whole segments of about ``chunk_records`` records,
+    by ``workers`` processes (default: one per CPU when there is more than one chunk;
+    1 reads in this process).
 
     Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
     AuditError when two ledgers belong to the same agent.
@@ -500,16 +515,18 @@ def connect(paths: LedgerPaths, *, workers: int | None = None) -> duckdb.DuckDBP
                 "their seqs would collide: audit them one at a time"
             )
         seen[info.agent_id] = info.path
-    chunks = [chunk for info in fleet for chunk in plan_chunks(info)]
-    total = sum(info.records for info in fleet)
-    con = duckdb.connect(":memory:")
-    try:
-        with tempfile.TemporaryDirectory(prefix="holon-audit-") as tmp:
-            _extract_all(chunks, tmp, default_workers(total) if workers is None else workers)
+    if chunk_records < 1:
+        raise UsageError(f"chunk_records {chunk_records} must be >= 1")
+    chunks = [chunk for info in fleet for chunk in plan_chunks(info, chunk_records)]
+    with tempfile.TemporaryDirectory(prefix="holon-audit-") as tmp:
+        # Workers are forked before this process opens DuckDB (and its threads).
+        _extract_all(chunks, tmp, default_workers(len(chunks)) if workers is None else workers)
+        con = duckdb.connect(":memory:")
+        try:
             _build(con, fleet, Path(tmp))
-    except BaseException:
-        con.close()
-        raise
+        except BaseException:
+            con.close()
+            raise
     return con
 
 

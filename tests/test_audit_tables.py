@@ -1,0 +1,399 @@
+"""The audit tables hold exactly what the ledgers hold: checked against the records and a fold."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import msgspec
+import pytest
+
+from holon import records as r
+from holon.audit import TABLES, AuditError, connect
+from holon.errors import LedgerCorrupt, NotALedger
+from holon.ledger import Ledger
+from holon.projections import ProjectionState, fold
+from tests.test_audit_support import fixture_names, fixture_records, session_records, write_ledger
+
+SESSION = "agent-7"
+
+
+class Fleet(msgspec.Struct):
+    paths: dict[str, Path]
+    records: dict[str, list[r.Record]]
+    states: dict[str, ProjectionState]
+    con: duckdb.DuckDBPyConnection
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    root = tmp_path_factory.mktemp("fleet")
+    paths: dict[str, Path] = {}
+    stored: dict[str, list[r.Record]] = {}
+    for name in fixture_names():
+        paths[name] = root / name
+        stored[name] = write_ledger(paths[name], name, fixture_records(name))
+    records, blobs = session_records()
+    paths[SESSION] = root / SESSION
+    stored[SESSION] = write_ledger(paths[SESSION], SESSION, records, blobs=blobs)
+    con = connect(list(paths.values()))
+    return Fleet(paths=paths, records=stored, states={a: fold(rs) for a, rs in stored.items()}, con=con)
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return con.execute(sql, list(params)).fetchall()
+
+
+def of_kind(records: list[r.Record], cls: type[Any]) -> list[r.Record]:
+    return [rec for rec in records if isinstance(rec.body, cls)]
+
+
+def test_every_table_exists_with_its_documented_columns(fleet: Fleet) -> None:
+    for name, table in TABLES.items():
+        columns = [row[0] for row in rows(fleet.con, f"DESCRIBE {name}")]
+        assert columns == list(table.columns), name
+
+
+def test_agents_name_each_ledger_and_its_head(fleet: Fleet) -> None:
+    got = {row[0]: row[1:] for row in rows(fleet.con, "SELECT * FROM agents")}
+    assert sorted(got) == sorted(fleet.paths)
+    for agent, path in fleet.paths.items():
+        with Ledger.open(path, readonly=True) as ledger:
+            head_seq, head_hash = ledger.head()
+        assert got[agent] == (str(path.resolve()), head_seq + 1, head_seq, head_hash)
+
+
+def test_records_hold_every_record_with_its_body(fleet: Fleet) -> None:
+    for agent, records in fleet.records.items():
+        got = rows(fleet.con, "SELECT seq, ts, turn, kind, v, body FROM records WHERE agent_id = ?", agent)
+        assert [g[:5] for g in got] == [(x.seq, x.ts, x.turn, x.kind, x.v) for x in records], agent
+        # The body column is the record body's JSON (key order aside): decode it back.
+        for (*_, body), rec in zip(got, records, strict=True):
+            assert json.loads(body) == json.loads(msgspec.json.encode(rec.body)), (agent, rec.seq)
+    counts = dict(rows(fleet.con, "SELECT kind, count(*) FROM records GROUP BY kind"))
+    assert counts == dict(Counter(rec.kind for recs in fleet.records.values() for rec in recs))
+
+
+def test_messages(fleet: Fleet) -> None:
+    for agent, records in fleet.records.items():
+        want = [
+            (x.seq, x.turn, x.body.role, x.body.channel, x.body.text, len(x.body.text))
+            for x in of_kind(records, r.Message)
+        ]
+        got = rows(
+            fleet.con, "SELECT seq, turn, role, channel, text, chars FROM messages WHERE agent_id = ?", agent
+        )
+        assert got == want, agent
+    assert rows(fleet.con, "SELECT count(*) FROM messages WHERE agent_id = ?", SESSION)[0][0] > 10
+
+
+def _expected_calls(records: list[r.Record]) -> list[tuple[Any, ...]]:
+    intents = {x.body.call_id: x for x in of_kind(records, r.ToolIntent)}
+    results = {x.body.call_id: x for x in of_kind(records, r.ToolResult)}
+    out = []
+    for call_id in sorted(intents.keys() | results.keys(), key=lambda c: (intents.get(c) or results[c]).seq):
+        i, x = intents.get(call_id), results.get(call_id)
+        res: r.ToolResult | None = x.body if x else None
+        duration = None
+        if res is not None:
+            duration = res.duration_ms if res.duration_ms is not None else (x.ts - i.ts if i and x else None)
+        out.append(
+            (
+                call_id,
+                (i or x).body.tool,
+                i.seq if i else None,
+                x.seq if x else None,
+                res.status if res else "unknown",
+                duration,
+                (res.blob.size if res.blob else len(res.output.encode())) if res else None,
+                res.blob.hash if res and res.blob else None,
+                json.loads(msgspec.json.encode(i.body.args)) if i else None,
+            )
+        )
+    return out
+
+
+def test_tool_calls_join_each_intent_to_its_result(fleet: Fleet) -> None:
+    for agent, records in fleet.records.items():
+        got = rows(
+            fleet.con,
+            "SELECT call_id, tool, intent_seq, result_seq, status, duration_ms, output_bytes, blob_hash, "
+            "args "
+            "FROM tool_calls WHERE agent_id = ?",
+            agent,
+        )
+        got = [(*g[:-1], None if g[-1] is None else json.loads(g[-1])) for g in got]
+        assert got == _expected_calls(records), agent
+    # The session moves large outputs to blobs: those rows name the blob and its size.
+    blob_rows = rows(fleet.con, "SELECT count(*) FROM tool_calls WHERE blob_hash IS NOT NULL")[0][0]
+    assert blob_rows > 0
+
+
+def test_tool_calls_agree_with_the_folded_tool_window(fleet: Fleet) -> None:
+    for agent, state in fleet.states.items():
+        for ex in state.runtime.tools:
+            status = "unknown" if ex.result is None else ex.result.status
+            got = rows(
+                fleet.con,
+                "SELECT tool, intent_seq, result_seq, status FROM tool_calls "
+                "WHERE agent_id = ? AND call_id = ?",
+                agent,
+                ex.call_id,
+            )
+            assert got == [(ex.tool, ex.intent_seq, ex.result_seq, status)], (agent, ex.call_id)
+
+
+def test_an_intent_without_result_is_an_unknown_outcome(tmp_path: Path) -> None:
+    records = [
+        r.Record(body=r.TurnStarted(trigger="user"), ts=1, turn=1),
+        r.Record(
+            body=r.ToolIntent(call_id="a", tool="deploy", args={"env": "prod"}, idempotency_key="k1"),
+            ts=2,
+            turn=1,
+        ),
+        r.Record(body=r.ToolIntent(call_id="b", tool="ls"), ts=3, turn=1),
+        r.Record(body=r.ToolResult(call_id="b", tool="ls", status="error", output="no"), ts=9, turn=1),
+        r.Record(body=r.ToolResult(call_id="orphan", tool="ls", status="ok", duration_ms=4), ts=10, turn=1),
+    ]
+    write_ledger(tmp_path / "l", "solo", records)
+    con = connect(tmp_path / "l")
+    got = rows(
+        con,
+        "SELECT call_id, status, idempotency_key, intent_seq, result_seq, duration_ms, output_bytes "
+        "FROM tool_calls",
+    )
+    assert got == [
+        ("a", "unknown", "k1", 1, None, None, None),
+        ("b", "error", None, 2, 3, 6, 2),
+        ("orphan", "ok", None, None, 4, 4, 0),
+    ]
+
+
+def test_turns_match_their_start_and_end_records_and_the_fold(fleet: Fleet) -> None:
+    for agent, records in fleet.records.items():
+        ends = {x.turn: x for x in of_kind(records, r.TurnEnded)}
+        want = []
+        for start in of_kind(records, r.TurnStarted):
+            end = ends.get(start.turn)
+            want.append(
+                (
+                    start.turn,
+                    start.body.trigger,
+                    start.seq,
+                    end.seq if end else None,
+                    end.body.outcome if end else None,
+                    end.ts - start.ts if end else None,
+                    sum(1 for x in records if x.turn == start.turn),
+                    sum(1 for x in records if x.turn == start.turn and isinstance(x.body, r.ToolIntent)),
+                )
+            )
+        got = rows(
+            fleet.con,
+            "SELECT turn, trigger, started_seq, ended_seq, outcome, duration_ms, records, tool_calls "
+            "FROM turns WHERE agent_id = ?",
+            agent,
+        )
+        assert got == want, agent
+        last = fleet.states[agent].runtime.turn
+        assert last is not None
+        assert got[-1][0] == last.index and got[-1][4] == last.outcome
+
+
+def test_prompts_sections_and_omissions(fleet: Fleet) -> None:
+    for agent, records in fleet.records.items():
+        prompts = of_kind(records, r.PromptRendered)
+        got = rows(
+            fleet.con,
+            "SELECT seq, revision, epoch, cache_key, total_tokens, omitted_count, omitted_tokens, episodes "
+            "FROM prompts WHERE agent_id = ?",
+            agent,
+        )
+        want = [
+            (
+                x.seq,
+                x.body.working_memory_revision,
+                x.body.compression_epoch,
+                x.body.cache_key,
+                x.body.total_tokens,
+                len(x.body.omitted),
+                sum(o.tokens for o in x.body.omitted),
+                list(x.body.episodes),
+            )
+            for x in prompts
+        ]
+        assert got == want, agent
+        sections = rows(
+            fleet.con,
+            "SELECT seq, position, section, tokens, form FROM prompt_sections WHERE agent_id = ?",
+            agent,
+        )
+        assert sections == [
+            (x.seq, i, s.section, s.tokens, s.form) for x in prompts for i, s in enumerate(x.body.sections, 1)
+        ]
+        omissions = rows(
+            fleet.con, "SELECT seq, section, ref, reason, tokens FROM omissions WHERE agent_id = ?", agent
+        )
+        assert sorted(omissions) == sorted(
+            (x.seq, o.section, o.ref, o.reason, o.tokens) for x in prompts for o in x.body.omitted
+        )
+        last = fleet.states[agent].runtime.last_prompt
+        if last is not None:
+            assert got[-1][0] == last.seq and got[-1][3] == last.prompt.cache_key
+    # The rendered session really exercises sections and evictions.
+    assert rows(fleet.con, "SELECT count(*) FROM prompt_sections WHERE agent_id = ?", SESSION)[0][0] > 100
+    assert rows(fleet.con, "SELECT count(*) FROM omissions WHERE agent_id = ?", SESSION)[0][0] > 0
+
+
+def test_deltas_end_at_the_folded_revision(fleet: Fleet) -> None:
+    for agent, records in fleet.records.items():
+        deltas = of_kind(records, r.WorkingMemoryDelta)
+        got = rows(
+            fleet.con,
+            "SELECT seq, from_revision, to_revision, reason, changed_fields, evidence_from_seq, "
+            "evidence_to_seq "
+            "FROM deltas WHERE agent_id = ?",
+            agent,
+        )
+        assert got == [
+            (
+                x.seq,
+                x.body.from_revision,
+                x.body.to_revision,
+                x.body.reason,
+                list(x.body.changed_fields),
+                x.body.evidence_from_seq,
+                x.body.evidence_to_seq,
+            )
+            for x in deltas
+        ], agent
+        assert (got[-1][2] if got else 0) == fleet.states[agent].memory.revision
+    assert rows(fleet.con, "SELECT count(*) FROM deltas")[0][0] > 0
+
+
+def test_episodes_equal_the_folded_archive(fleet: Fleet) -> None:
+    for agent, state in fleet.states.items():
+        got = rows(
+            fleet.con,
+            "SELECT episode_id, boundary_reason, work_item_id, first_turn, last_turn, turns, from_seq, "
+            "to_seq, "
+            "records, objective, touched_files, commands FROM episodes WHERE agent_id = ?",
+            agent,
+        )
+        assert got == [
+            (
+                e.episode_id,
+                e.boundary_reason,
+                e.work_item_id,
+                e.first_turn,
+                e.last_turn,
+                e.last_turn - e.first_turn + 1,
+                e.from_seq,
+                e.to_seq,
+                e.to_seq - e.from_seq + 1,
+                e.objective,
+                list(e.touched_files),
+                list(e.commands),
+            )
+            for e in state.memory.archive
+        ], agent
+        assert len(got) == state.memory.compression_epoch
+    reasons = {row[0] for row in rows(fleet.con, "SELECT DISTINCT boundary_reason FROM episodes")}
+    assert reasons == {
+        "active_work_switched",
+        "wait_boundary",
+        "task_rejoined",
+        "result_checkpoint",
+        "turn_cap",
+    }
+
+
+def test_latest_plan_per_work_item_equals_the_folded_plan(fleet: Fleet) -> None:
+    for agent, state in fleet.states.items():
+        latest = rows(
+            fleet.con,
+            "SELECT work_item_id, seq, steps, step_count, done FROM plans WHERE agent_id = ? "
+            "QUALIFY row_number() OVER (PARTITION BY work_item_id ORDER BY seq DESC) = 1",
+            agent,
+        )
+        by_item = {row[0]: row[1:] for row in latest}
+        for item, entry in state.runtime.plans.items():
+            seq, steps, count, done = by_item[item]
+            assert seq == entry.seq
+            assert steps == [{"id": s.id, "text": s.text, "status": s.status} for s in entry.steps]
+            assert count == len(entry.steps)
+            assert done == sum(1 for s in entry.steps if s.status == "done")
+
+
+def _dump(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]:
+    return {name: rows(con, f"SELECT * FROM {name} ORDER BY ALL") for name in TABLES if name != "agents"}
+
+
+def test_parallel_chunked_load_equals_a_serial_load(tmp_path: Path) -> None:
+    records, blobs = session_records(40)
+    path = tmp_path / "small-segments"
+    write_ledger(path, SESSION, records, blobs=blobs, segment_bytes=4096)
+    assert len(list((path / "segments").iterdir())) > 10
+    serial = connect(path, workers=1)
+    parallel = connect(path, workers=2, chunk_records=100)
+    assert _dump(parallel) == _dump(serial)
+    assert rows(parallel, "SELECT count(*) FROM records")[0][0] == len(records)
+
+
+def _tree_digest(path: Path) -> dict[str, tuple[str, int]]:
+    return {
+        str(p.relative_to(path)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_audit_reads_without_writing_even_beside_a_live_writer(tmp_path: Path) -> None:
+    path = tmp_path / "live"
+    write_ledger(path, "live", fixture_records("boundary_wait_boundary"))
+    with Ledger.open(path, fsync="never") as writer:  # holds the writer lock
+        writer.append(r.Record(body=r.Message(role="user", text="still here"), ts=99))
+        writer.flush()
+        before = _tree_digest(path)
+        con = connect(path)
+        assert rows(con, "SELECT count(*) FROM records")[0][0] == writer.head()[0] + 1
+        assert _tree_digest(path) == before
+
+
+def test_an_empty_ledger_gives_empty_tables(tmp_path: Path) -> None:
+    Ledger.create(tmp_path / "empty", agent_id="nobody").close()
+    con = connect(tmp_path / "empty")
+    assert rows(con, "SELECT agent_id, records, head_seq FROM agents") == [("nobody", 0, -1)]
+    for name in TABLES:
+        if name != "agents":
+            assert rows(con, f"SELECT count(*) FROM {name}") == [(0,)], name
+
+
+def test_two_ledgers_of_one_agent_are_refused(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        write_ledger(tmp_path / name, "same-agent", fixture_records("boundary_turn_cap"))
+    with pytest.raises(AuditError, match="both belong to agent 'same-agent'"):
+        connect([tmp_path / "a", tmp_path / "b"])
+
+
+def test_a_directory_that_is_not_a_ledger_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NotALedger):
+        connect(tmp_path)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_damage_in_a_middle_segment_is_named_not_skipped(tmp_path: Path, workers: int) -> None:
+    records, blobs = session_records(30)
+    path = tmp_path / "damaged"
+    write_ledger(path, SESSION, records, blobs=blobs, segment_bytes=4096)
+    plain = sorted((path / "segments").glob("*.seg"))
+    sealed = sorted((path / "segments").glob("*.seg.zst"))
+    victim = sealed[len(sealed) // 2] if sealed else plain[len(plain) // 2]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with pytest.raises(LedgerCorrupt, match=victim.name.split(".")[0]):
+        connect(path, workers=workers, chunk_records=50)
