@@ -440,7 +440,9 @@ def _prompt_header(found: PromptAt) -> str:
 
 
 @click.group(
-    cls=HolonGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+    name="holon",
+    cls=HolonGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.option("--debug", is_flag=True, help="On error, print the full traceback too.")
 @click.version_option(package_name="holon", prog_name="holon")

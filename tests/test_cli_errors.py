@@ -1,0 +1,180 @@
+"""Errors: one line on stderr, no traceback (unless --debug), and the documented exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERNAL, EXIT_USAGE, HolonGroup
+from holon.cli import main as holon_cli
+from holon.errors import LedgerCorrupt
+from holon.ledger import Ledger
+from tests.cli_support import build_ledger, invoke
+
+READ_COMMANDS = [
+    ("replay",),
+    ("render",),
+    ("explain",),
+    ("memory",),
+    ("episodes",),
+    ("get", "ledger:0"),
+    ("search", "payments"),
+    ("verify",),
+    ("stats",),
+]
+
+
+def _one_line_error(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one error line, got:\n{stderr}"
+    assert lines[0].startswith("holon: "), lines[0]
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_ledger(tmp_path_factory.mktemp("errors") / "L", "boundary_turn_cap")
+
+
+def _corrupt_ledger(target: Path) -> Path:
+    """A fixture ledger at ``target`` with one byte flipped in the middle of its active segment."""
+    build_ledger(target, "boundary_turn_cap")
+    segment = sorted((target / "segments").glob("*.seg"))[-1]
+    data = bytearray(segment.read_bytes())
+    middle = len(data) // 2
+    data[middle] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    return target
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_missing_path_is_a_usage_error(command: tuple[str, ...], tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    result = invoke(command[0], missing, *command[1:])
+    assert result.exit_code == EXIT_USAGE
+    line = _one_line_error(result.stderr)
+    assert str(missing) in line and "does not exist" in line
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
+def test_a_directory_that_is_not_a_ledger_is_a_usage_error(command: tuple[str, ...], tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    result = invoke(command[0], tmp_path, *command[1:])
+    assert result.exit_code == EXIT_USAGE
+    line = _one_line_error(result.stderr)
+    assert "not a holon ledger" in line
+
+
+@pytest.mark.parametrize("command", [c for c in READ_COMMANDS if c[0] != "verify"], ids=lambda c: c[0])
+def test_a_corrupt_segment_exits_3_naming_the_file(command: tuple[str, ...], tmp_path: Path) -> None:
+    target = _corrupt_ledger(tmp_path / "L")
+    result = invoke(command[0], target, *command[1:])
+    assert result.exit_code == EXIT_CORRUPT, result.output
+    line = _one_line_error(result.stderr)
+    assert "ledger corrupt" in line and ".seg" in line and "at byte" in line
+
+
+def test_verify_lists_corruption_and_exits_3(tmp_path: Path) -> None:
+    target = _corrupt_ledger(tmp_path / "L")
+    result = invoke("verify", target)
+    assert result.exit_code == EXIT_CORRUPT
+    assert "problem(s)" in result.stdout and ".seg at byte" in result.stdout
+    assert "not checked" in result.stdout
+    assert _one_line_error(result.stderr).startswith("holon: error: ledger")
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    for args in (["--debug", "replay", str(tmp_path / "nope")], ["replay", str(tmp_path / "nope"), "--debug"]):
+        result = invoke(*args)
+        assert result.exit_code == EXIT_USAGE
+        assert "Traceback (most recent call last)" in result.stderr
+        assert "NotALedger" in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith("holon: error:")
+
+
+def test_at_turn_beyond_the_end_names_the_turns_there_are(ledger: Path) -> None:
+    for command in ("render", "explain", "memory"):
+        result = invoke(command, ledger, "--at-turn", "99")
+        assert result.exit_code == EXIT_USAGE, command
+        line = _one_line_error(result.stderr)
+        assert "turn 99 is not in this ledger" in line and "turns 1..14" in line
+    result = invoke("replay", ledger, "--until-turn", "15")
+    assert result.exit_code == EXIT_USAGE
+    assert "turn 15 is not in this ledger" in _one_line_error(result.stderr)
+
+
+def test_bad_refs(ledger: Path) -> None:
+    result = invoke("get", ledger, "ledger:nine")
+    assert result.exit_code == EXIT_USAGE
+    assert "malformed ref" in _one_line_error(result.stderr)
+    result = invoke("get", ledger, "ledger:100000")
+    assert result.exit_code == EXIT_USAGE
+    assert "past the end" in _one_line_error(result.stderr)
+    result = invoke("get", ledger, "episode:77")
+    assert result.exit_code == EXIT_USAGE
+    assert "episode:77 is not in ledger" in _one_line_error(result.stderr)
+    result = invoke("get", ledger, "blob:" + "0" * 64)
+    assert result.exit_code == EXIT_USAGE
+    assert _one_line_error(result.stderr)
+
+
+def test_a_budget_too_small_is_a_usage_error(ledger: Path) -> None:
+    result = invoke("render", ledger, "--budget", "60", "--output-reserve", "0")
+    assert result.exit_code == EXIT_USAGE
+    line = _one_line_error(result.stderr)
+    assert "tokens but only" in line
+
+
+def test_click_usage_errors_exit_2(ledger: Path) -> None:
+    assert invoke("render", ledger, "--format", "yaml").exit_code == EXIT_USAGE
+    assert invoke("frobnicate").exit_code == EXIT_USAGE
+    assert invoke("get", ledger).exit_code == EXIT_USAGE
+
+
+def test_a_locked_ledger_exits_3_for_writers_but_reads_fine(ledger: Path, tmp_path: Path) -> None:
+    records = tmp_path / "r.jsonl"
+    records.write_text("")
+    with Ledger.open(ledger):
+        result = invoke("append", ledger, records)
+        assert result.exit_code == EXIT_CORRUPT
+        assert "locked for writing" in _one_line_error(result.stderr)
+        assert invoke("replay", ledger).exit_code == 0
+        assert invoke("verify", ledger).exit_code == 0
+
+
+def test_commands_registered_elsewhere_get_the_same_handling() -> None:
+    group = HolonGroup(name="holon")
+
+    @click.command()
+    def corrupt() -> None:
+        """A command from another module that meets a damaged ledger."""
+        raise LedgerCorrupt("bad checksum", file="segments/x.seg", offset=12)
+
+    @click.command()
+    def bug() -> None:
+        """A command with a bug."""
+        raise ZeroDivisionError("division by zero")
+
+    group.add_command(corrupt)
+    group.add_command(bug)
+    result = CliRunner().invoke(group, ["corrupt"])
+    assert result.exit_code == EXIT_CORRUPT
+    assert "segments/x.seg at byte 12" in _one_line_error(result.stderr)
+    result = CliRunner().invoke(group, ["bug"])
+    assert result.exit_code == EXIT_INTERNAL
+    assert "internal error ZeroDivisionError" in _one_line_error(result.stderr)
+
+
+def test_the_audit_command_is_registered() -> None:
+    result = CliRunner().invoke(holon_cli, ["audit", "--help"])
+    assert result.exit_code == 0
+    assert "Usage: holon audit" in result.stdout
+
+
+def test_exit_code_constants_are_the_documented_ones() -> None:
+    assert (EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_CORRUPT) == (1, 2, 3)
