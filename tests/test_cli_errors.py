@@ -89,7 +89,8 @@ def test_verify_lists_corruption_and_exits_3(tmp_path: Path) -> None:
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
-    for args in (["--debug", "replay", str(tmp_path / "nope")], ["replay", str(tmp_path / "nope"), "--debug"]):
+    missing = str(tmp_path / "nope")
+    for args in (["--debug", "replay", missing], ["replay", missing, "--debug"]):
         result = invoke(*args)
         assert result.exit_code == EXIT_USAGE
         assert "Traceback (most recent call last)" in result.stderr

@@ -78,7 +78,8 @@ def test_import_appends_a_ledger_that_verifies(fmt: str, name: str, tmp_path: Pa
 @pytest.mark.parametrize(("fmt", "name", "where"), MALFORMED)
 def test_a_malformed_or_foreign_file_appends_nothing(fmt: str, name: str, where: str, tmp_path: Path) -> None:
     ledger = _init(tmp_path / "L")
-    assert invoke("import", ledger, IMPORTERS / "claude-code" / "session.jsonl", "--from", "claude-code").exit_code == 0
+    session = IMPORTERS / "claude-code" / "session.jsonl"
+    assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
     before = tree_bytes(ledger)
     result = invoke("import", ledger, IMPORTERS / fmt / name, "--from", fmt)
     assert result.exit_code == 2
@@ -91,7 +92,8 @@ def test_a_malformed_or_foreign_file_appends_nothing(fmt: str, name: str, where:
 def test_import_with_the_wrong_format_names_the_file_and_the_flag(tmp_path: Path) -> None:
     ledger = _init(tmp_path / "L")
     before = tree_bytes(ledger)
-    result = invoke("import", ledger, IMPORTERS / "swe-agent" / "function-calling.traj", "--from", "claude-code")
+    trajectory = IMPORTERS / "swe-agent" / "function-calling.traj"
+    result = invoke("import", ledger, trajectory, "--from", "claude-code")
     assert result.exit_code == 2
     assert "function-calling.traj" in result.stderr and "--from claude-code" in result.stderr
     assert tree_bytes(ledger) == before
