@@ -1,0 +1,294 @@
+"""Canned reports on a planted ledger whose answers are known by construction.
+
+The planted agent runs 12 turns (prompts in turns 1-11; turn 12 fails before rendering):
+
+- tools: ``make test`` with the same arguments (keys in another order) at turns 2 and 4
+  (a duplicate within 3 turns, not within 1) and again at turn 9 (5 turns later: not a
+  duplicate); ``read_file a.py`` twice in turn 3 (a duplicate even within 0 turns);
+  ``deploy`` fails after 5000 ms at turn 6 (the slowest call), ``lint`` fails at turn 7;
+  ``migrate`` at turn 10 has an intent and no result (unknown outcome; the turn ends
+  interrupted);
+- tokens: each prompt has ``system`` = 100 tokens and ``history`` = 10 x turn tokens
+  (history truncated at turn 5);
+- evictions: turns 5 and 6 omit ``ledger:3`` from history (40 tokens each); turn 6 also
+  leaves a decision out of working memory;
+- cache: the key changes at turn 4 (a delta after turn 3: revision), turn 8 (a delta
+  and an episode after turn 7: revision + epoch) and turn 11 (a new system policy in
+  turn 10: prefix), so 3 changes in 12 turns = 25 per 100 turns;
+- episodes: turns 1-7 closed by ``active_work_switched``, turns 8-11 by ``wait_boundary``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from holon import records as r
+from holon.audit import REPORTS, AuditError, QueryResult, connect, run_report, run_sql
+from holon.ledger import Ledger
+from tests.test_audit_support import write_ledger
+
+TURNS = 12
+HISTORY_EVICTION = r.Omission(section="history", ref="ledger:3", reason="history over budget", tokens=40)
+DECISION_EVICTION = r.Omission(section="working_memory", ref="ledger:2", reason="decision d1 not shown")
+
+
+class Planter:
+    """Appends hand-made records turn by turn, remembering the seq of each."""
+
+    def __init__(self) -> None:
+        self.records: list[r.Record] = []
+        self.turn: int | None = None
+        self.ts = 1_700_000_000_000
+
+    def add(self, body: r.Body, *, ms: int = 10) -> int:
+        self.ts += ms
+        self.records.append(r.Record(body=body, ts=self.ts, turn=self.turn, seq=len(self.records)))
+        return len(self.records) - 1
+
+    def call(self, call_id: str, tool: str, args: dict[str, Any], status: str | None, ms: int = 0) -> None:
+        self.add(r.ToolIntent(call_id=call_id, tool=tool, args=args, idempotency_key=f"key-{call_id}"))
+        if status is not None:
+            self.add(r.ToolResult(call_id=call_id, tool=tool, status=status, output="out", duration_ms=ms))  # type: ignore[arg-type]
+
+
+def planted() -> tuple[list[r.Record], dict[str, Any]]:
+    """The planted ledger and the seqs of the records that caused each cache change."""
+    p = Planter()
+    causes: dict[int, list[str]] = {}
+    revision = epoch = policy = 0
+    p.add(r.SystemPolicy(text="policy v0"))
+    for turn in range(1, TURNS + 1):
+        p.turn = turn
+        p.add(r.TurnStarted(trigger="operator", input=f"turn {turn}"))
+        if turn <= 11:
+            omitted: tuple[r.Omission, ...] = ()
+            if turn in (5, 6):
+                omitted = (
+                    r.Omission(section="history", ref="ledger:3", reason="history over budget", tokens=40),
+                )
+            if turn == 6:
+                omitted += (
+                    r.Omission(section="working_memory", ref="ledger:2", reason="decision d1 not shown"),
+                )
+            p.add(
+                r.PromptRendered(
+                    working_memory_revision=revision,
+                    compression_epoch=epoch,
+                    cache_key=f"k:r{revision}:e{epoch}:p{policy}",
+                    prompt_hash=f"h{turn}",
+                    total_tokens=100 + 10 * turn,
+                    budget=8000,
+                    estimator="test",
+                    sections=(
+                        r.SectionTokens(section="system", tokens=100),
+                        r.SectionTokens(
+                            section="history", tokens=10 * turn, form="truncated" if turn == 5 else "full"
+                        ),
+                    ),
+                    omitted=omitted,
+                )
+            )
+        if turn == 2:
+            p.call("c-test-1", "bash", {"cmd": "make test", "cwd": "/w"}, "ok", 100)
+        if turn == 3:
+            p.call("c-read-1", "read_file", {"path": "a.py"}, "ok", 5)
+            p.call("c-read-2", "read_file", {"path": "a.py"}, "ok", 7)
+        if turn == 4:
+            p.call("c-test-2", "bash", {"cwd": "/w", "cmd": "make test"}, "ok", 120)
+        if turn == 6:
+            p.call("c-deploy", "bash", {"cmd": "deploy"}, "error", 5000)
+        if turn == 7:
+            p.call("c-lint", "bash", {"cmd": "lint"}, "error", 50)
+        if turn == 9:
+            p.call("c-test-3", "bash", {"cmd": "make test", "cwd": "/w"}, "ok", 110)
+        if turn == 10:
+            p.call("c-migrate", "bash", {"cmd": "migrate"}, None)
+            policy += 1
+            causes[11] = [f"system_policy@{p.add(r.SystemPolicy(text='policy v1'))}"]
+        outcome = {10: "interrupted", 12: "failed"}.get(turn, "completed")
+        p.add(r.TurnEnded(outcome=outcome))  # type: ignore[arg-type]
+        p.turn = None
+        if turn in (3, 7):
+            seq = p.add(_delta(revision, revision + 1, p))
+            revision += 1
+            causes[turn + 1] = [f"working_memory_delta@{seq}"]
+        if turn in (7, 11):
+            first = 1 if turn == 7 else 8
+            seq = p.add(_episode(epoch, first, turn))
+            epoch += 1
+            if turn == 7:
+                causes[8].append(f"context_episode@{seq}")
+    return p.records, causes
+
+
+def _delta(old: int, new: int, p: Planter) -> r.WorkingMemoryDelta:
+    return r.WorkingMemoryDelta(
+        from_revision=old,
+        to_revision=new,
+        reason="turn_completed",
+        changed_fields=("plan",),
+        lines=("plan changed",),
+        evidence_from_seq=0,
+        evidence_to_seq=len(p.records) - 1,
+        projection_version=1,
+    )
+
+
+def _episode(episode_id: int, first: int, last: int) -> r.ContextEpisodeRecord:
+    return r.ContextEpisodeRecord(
+        episode_id=episode_id,
+        boundary_reason="active_work_switched" if episode_id == 0 else "wait_boundary",
+        work_item_id="w1",
+        first_turn=first,
+        last_turn=last,
+        from_seq=10 * first,
+        to_seq=10 * last + 9,
+        projection_version=1,
+    )
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
+    root = tmp_path_factory.mktemp("planted")
+    records, _ = planted()
+    # Two agents with the same history: every report must answer per agent.
+    write_ledger(root / "a", "planted-a", records)
+    write_ledger(root / "b", "planted-b", records)
+    return connect([root / "a", root / "b"])
+
+
+def by_agent(result: QueryResult, agent: str = "planted-a") -> list[dict[str, Any]]:
+    out = [row for row in result.as_dicts() if row["agent_id"] == agent]
+    other = [row for row in result.as_dicts() if row["agent_id"] == "planted-b"]
+    assert [{**row, "agent_id": None} for row in out] == [{**row, "agent_id": None} for row in other]
+    return out
+
+
+def test_every_report_runs_and_says_what_it_answers(con: duckdb.DuckDBPyConnection) -> None:
+    assert set(REPORTS) >= {"tokens", "tools", "evictions", "cache", "episodes", "unknown-outcomes"}
+    for name, report in REPORTS.items():
+        assert report.help, name
+        result = run_report(con, name)
+        assert result.columns[0] == "agent_id", name
+
+
+def test_tools_report_error_rate_duplicates_and_slowest(con: duckdb.DuckDBPyConnection) -> None:
+    tools = {row["tool"]: row for row in by_agent(run_report(con, "tools"))}
+    bash, read = tools["bash"], tools["read_file"]
+    assert (bash["calls"], bash["errors"], bash["unknown"], bash["duplicates"]) == (6, 2, 1, 1)
+    assert bash["error_rate"] == pytest.approx(2 / 6, abs=1e-4)
+    assert bash["duplicate_rate"] == pytest.approx(1 / 6, abs=1e-4)
+    assert (bash["slowest_call"], bash["max_ms"]) == ("c-deploy", 5000)
+    assert (read["calls"], read["errors"], read["duplicates"], read["slowest_call"]) == (2, 0, 1, "c-read-2")
+    # Within 1 turn, turn 4 no longer repeats turn 2; the same-turn read still repeats.
+    narrow = {row["tool"]: row["duplicates"] for row in by_agent(run_report(con, "tools", window=1))}
+    assert narrow == {"bash": 0, "read_file": 1}
+    wide = {row["tool"]: row["duplicates"] for row in by_agent(run_report(con, "tools", window=5))}
+    assert wide == {"bash": 2, "read_file": 1}
+
+
+def test_duplicates_report_names_the_call_and_what_it_repeats(con: duckdb.DuckDBPyConnection) -> None:
+    got = [
+        (row["turn"], row["call_id"], row["previous_call_id"], row["previous_turn"])
+        for row in by_agent(run_report(con, "duplicates"))
+    ]
+    assert got == [(3, "c-read-2", "c-read-1", 3), (4, "c-test-2", "c-test-1", 2)]
+
+
+def test_tokens_report_percentiles_per_section(con: duckdb.DuckDBPyConnection) -> None:
+    rows = {row["section"]: row for row in by_agent(run_report(con, "tokens"))}
+    assert list(rows) == ["system", "history", "(total)"]  # render order, total last
+    history = rows["history"]
+    # history tokens are 10, 20, ..., 110 over the 11 rendered turns.
+    assert (history["turns"], history["mean"], history["p50"], history["max"], history["total"]) == (
+        11,
+        60.0,
+        60,
+        110,
+        660,
+    )
+    assert history["p90"] == 100 and history["shortened_turns"] == 1
+    assert (rows["system"]["p50"], rows["system"]["p99"], rows["system"]["shortened_turns"]) == (100, 100, 0)
+    assert (rows["(total)"]["max"], rows["(total)"]["total"]) == (210, 1760)
+
+
+def test_evictions_report(con: duckdb.DuckDBPyConnection) -> None:
+    got = [
+        (
+            row["section"],
+            row["reason"],
+            row["omissions"],
+            row["prompts"],
+            row["distinct_refs"],
+            row["tokens"],
+            row["first_turn"],
+            row["last_turn"],
+        )
+        for row in by_agent(run_report(con, "evictions"))
+    ]
+    assert got == [
+        ("history", "history over budget", 2, 2, 1, 80, 5, 6),
+        ("working_memory", "decision d1 not shown", 1, 1, 1, 0, 6, 6),
+    ]
+
+
+def test_cache_report_names_each_change_and_its_cause(con: duckdb.DuckDBPyConnection) -> None:
+    _, causes = planted()
+    got = [
+        (row["turn"], row["changed"], row["caused_by"], row["changes_per_100_turns"])
+        for row in by_agent(run_report(con, "cache"))
+    ]
+    assert got == [
+        (4, "revision", causes[4], 25.0),
+        (8, "revision+epoch", causes[8], 25.0),
+        (11, "prefix", causes[11], 25.0),
+    ]
+
+
+def test_episodes_report(con: duckdb.DuckDBPyConnection) -> None:
+    got = [
+        (row["boundary_reason"], row["episodes"], row["mean_turns"], row["max_turns"], row["mean_records"])
+        for row in by_agent(run_report(con, "episodes"))
+    ]
+    assert got == [("active_work_switched", 1, 7.0, 7, 70.0), ("wait_boundary", 1, 4.0, 4, 40.0)]
+
+
+def test_unknown_outcomes_report(con: duckdb.DuckDBPyConnection) -> None:
+    got = by_agent(run_report(con, "unknown-outcomes"))
+    assert [(row["turn"], row["call_id"], row["idempotency_key"], row["turn_outcome"]) for row in got] == [
+        (10, "c-migrate", "key-c-migrate", "interrupted")
+    ]
+
+
+def test_report_usage_errors_are_one_clear_audit_error(con: duckdb.DuckDBPyConnection) -> None:
+    with pytest.raises(AuditError, match="unknown report 'nope'; reports: tokens, tools"):
+        run_report(con, "nope")
+    with pytest.raises(AuditError, match="has no parameter 'turns'"):
+        run_report(con, "tools", turns=3)
+    with pytest.raises(AuditError, match="must be an integer, not 'three'"):
+        run_report(con, "tools", window="three")
+    with pytest.raises(AuditError, match="must be >= 0"):
+        run_report(con, "tools", window=-1)
+    assert run_report(con, "tools", window="2").rows == run_report(con, "tools", window=2).rows
+
+
+def test_sql_errors_become_one_line(con: duckdb.DuckDBPyConnection) -> None:
+    with pytest.raises(AuditError) as info:
+        run_sql(con, "SELECT no_such_column FROM tool_calls")
+    message = str(info.value)
+    assert "\n" not in message and "no_such_column" in message and "tool_calls" in message
+    with pytest.raises(AuditError, match="empty"):
+        run_sql(con, "  ")
+    result = run_sql(con, "SELECT tool, count(*) AS n FROM tool_calls GROUP BY tool ORDER BY tool")
+    assert result.columns == ("tool", "n") and result.rows == [("bash", 12), ("read_file", 4)]
+
+
+def test_every_report_on_an_empty_ledger_is_empty(tmp_path: Path) -> None:
+    Ledger.create(tmp_path / "empty", agent_id="empty").close()
+    empty = connect(tmp_path / "empty")
+    for name in REPORTS:
+        assert run_report(empty, name).rows == [], name
