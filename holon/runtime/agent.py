@@ -82,7 +82,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
       turn end and before every tool side effect (the tool WAL); ``batch`` (default)
       fsyncs exactly there, ``always`` also after every record, ``never`` hands bytes to
       the OS without fsync (survives ``kill -9``, not a power loss).
-    - ``checkpoint_every``: write a checkpoint every N turns (0: never);
+    - ``checkpoint_every``: write a checkpoint after every turn whose index is a
+      multiple of N (0: never);
       ``checkpoints_kept``: how many to keep.
     - ``segment_bytes`` / ``blob_threshold``: used when the ledger is created.
     """
@@ -159,7 +160,6 @@ class Agent:
         self._last_ts = 0
         self._index: EpisodeIndex | None = None
         self._turn: Turn | None = None
-        self._turns_since_checkpoint = 0
         self._closed = False
         self.report = OpenReport(created=False)
 
@@ -508,9 +508,10 @@ class Agent:
         finally:
             self._turn = None
         checkpoint_seq = None
-        self._turns_since_checkpoint += 1
         every = self.config.checkpoint_every
-        if every and self._turns_since_checkpoint >= every:
+        # By turn index, not by turns since open: the same turns checkpoint however
+        # often the daemon was restarted.
+        if every and turn.index % every == 0:
             checkpoint_seq = self.checkpoint()
         return TurnSummary(
             turn=turn.index,
@@ -531,7 +532,6 @@ class Agent:
         seq, head_hash = self._ledger.head()
         write_checkpoint(self._ledger.path, self._state, self._tools, head_hash=head_hash)
         prune_checkpoints(self._ledger.path, self.config.checkpoints_kept)
-        self._turns_since_checkpoint = 0
         return seq
 
     # ------------------------------------------------------------------ closing

@@ -230,7 +230,10 @@ def prune_checkpoints(ledger_dir: Path, keep: int) -> None:
         path.with_suffix(_TOOLS).unlink(missing_ok=True)
     if folder.is_dir():
         for path in folder.iterdir():
-            if path.name.endswith(_TMP):
+            # Debris of a crash mid-write: a temp file, or a tool index whose checkpoint
+            # was never renamed into place.
+            orphan = path.suffix == _TOOLS and not path.with_suffix(_CKPT).exists()
+            if path.name.endswith(_TMP) or orphan:
                 path.unlink(missing_ok=True)
 
 

@@ -1,0 +1,319 @@
+"""The Agent facade: turns, prompts, the tool write-ahead log, checkpoints and resume."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from holon import records as r
+from holon.errors import UsageError
+from holon.ledger import Ledger
+from holon.runtime import Agent, AgentConfig
+from holon.runtime.checkpoints import CHECKPOINT_DIR, list_checkpoints
+from tests.runtime_support import Tick, fold_ledger
+
+POLICY = r.SystemPolicy(
+    text="You are a test agent.",
+    tools=(r.ToolDefinition(name="bash", description="run a command"),),
+)
+CONFIG = AgentConfig(checkpoint_every=3, checkpoints_kept=2)
+
+
+def _open(path: Path, config: AgentConfig = CONFIG, **kw: object) -> Agent:
+    return Agent.open(path, agent_id="t1", config=config, clock=Tick(), policy=POLICY, **kw)  # type: ignore[arg-type]
+
+
+def _work_turns(agent: Agent, n: int) -> None:
+    for i in range(n):
+        with agent.turn(input=f"step {i}") as turn:
+            if agent.state.active_work_item is None:
+                turn.add_work_item("W1", "build the parser", state="active")
+            turn.record_plan(
+                [
+                    r.PlanStep(id=f"s{j}", text=f"step {j}", status="done" if j < i else "pending")
+                    for j in range(n)
+                ]
+            )
+            turn.context()
+            call = turn.tool("bash", {"cmd": f"echo {i}"}, idempotency_key=f"echo-{i}")
+            call.run(lambda i=i: (f"{i}\n", 0))  # type: ignore[misc]
+            turn.record_message(f"did step {i}")
+
+
+def test_a_turn_records_its_boundaries_input_prompt_and_derived_memory(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent:
+        assert agent.report.created
+        with agent.turn(input="please build the parser", trigger="operator", role="operator") as turn:
+            turn.add_work_item("W1", "build the parser", state="active", delivery_target="src/parser.py")
+            turn.record_plan([r.PlanStep(id="s1", text="write the grammar")])
+            prompt = turn.context()
+            assert "please build the parser" in prompt.text
+            turn.record_message("on it")
+        assert turn.summary is not None and turn.summary.outcome == "completed"
+        assert turn.summary.deltas, "the new work item changes working memory"
+        kinds = [rec.kind for rec in agent.ledger.read(0)]
+        assert kinds[:1] == ["system_policy"]
+        assert kinds[1:] == [
+            "turn_started",
+            "message",
+            "work_item",
+            "work_plan",
+            "prompt_rendered",
+            "message",
+            "turn_ended",
+            "working_memory_delta",
+        ]
+        assert agent.working_memory.active_work_item_id == "W1"
+        assert agent.memory.pending is not None  # shown by the next prompt, which confirms it
+        with agent.turn(input="continue") as turn:
+            prompt = turn.context()
+            assert prompt.section("pending_delta") is not None
+        assert agent.memory.pending is None
+        assert agent.memory.revision == agent.state.last_prompt.prompt.working_memory_revision  # type: ignore[union-attr]
+
+
+def test_messages_are_the_context_then_this_turns_rounds_append_only(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent, agent.turn(input="count files") as turn:
+        first = turn.messages()
+        assert [m["role"] for m in first] == ["system", "user"]
+        assert "count files" in first[1]["content"]
+        turn.tool("bash", {"cmd": "ls | wc -l"}).run(lambda: ("3\n", 0))
+        second = turn.messages()
+        turn.record_message("there are 3 files")
+        third = turn.messages()
+        assert second[: len(first)] == first and third[: len(second)] == second
+        assert second[-1]["role"] == "tool" and second[-1]["content"] == "3\n"
+        assert third[-1] == {"role": "assistant", "content": "there are 3 files"}
+        assert turn.context() is turn.context()  # rendered once per turn
+    prompts = [rec for rec in agent.ledger.read(0) if rec.kind == "prompt_rendered"]
+    assert len(prompts) == 1
+
+
+def test_the_intent_is_on_disk_before_the_side_effect_runs(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    seen: list[r.Record] = []
+
+    def side_effect() -> str:
+        with Ledger.open(path, readonly=True) as reader:
+            seen.append(list(reader.read(0))[-1])
+        return "done"
+
+    with _open(path) as agent, agent.turn(input="go") as turn:
+        call = turn.tool("deploy", {"env": "staging"}, idempotency_key="deploy-1")
+        result = call.run(side_effect)
+    assert isinstance(seen[0].body, r.ToolIntent) and seen[0].body.idempotency_key == "deploy-1"
+    assert result.status == "ok" and result.output == "done"
+
+
+def test_a_retry_with_the_same_idempotency_key_returns_the_recorded_result(tmp_path: Path) -> None:
+    runs: list[int] = []
+    with _open(tmp_path / "l") as agent:
+        with agent.turn(input="a") as turn:
+            turn.tool("charge", {"amount": 5}, idempotency_key="charge-42").run(
+                lambda: str(runs.append(1) or "charged")
+            )
+        before = agent.seq
+        with agent.turn(input="again") as turn:
+            call = turn.tool("charge", {"amount": 5}, idempotency_key="charge-42")
+            assert call.replayed and call.done
+            assert call.run(lambda: str(runs.append(2) or "twice")).output == "charged"
+            with pytest.raises(UsageError, match="replayed"):
+                call.finish("x")
+        intents = [rec for rec in agent.ledger.read(before + 1) if rec.kind == "tool_intent"]
+    assert runs == [1] and intents == []
+
+
+def test_retrying_a_key_whose_call_is_in_flight_is_refused(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent, agent.turn(input="a") as turn:
+        call = turn.tool("bash", {"cmd": "sleep 1"}, idempotency_key="k")
+        with pytest.raises(UsageError, match="in flight"):
+            turn.tool("bash", {"cmd": "sleep 1"}, idempotency_key="k")
+        call.finish("slept")
+
+
+def test_large_outputs_go_to_the_blob_store(tmp_path: Path) -> None:
+    big = "line of output\n" * 2000
+    with _open(tmp_path / "l") as agent:
+        with agent.turn(input="dump") as turn:
+            call = turn.tool("cat", {"path": "big.log"}, idempotency_key="cat")
+            result = call.run(lambda: big)
+            assert result.blob is not None and result.output == ""
+            assert call.output == big
+        stored = [rec.body for rec in agent.ledger.read(0) if isinstance(rec.body, r.ToolResult)]
+        assert stored[0].blob is not None and agent.ledger.get_blob(stored[0].blob.hash).decode() == big
+        with agent.turn(input="dump again") as turn:
+            assert turn.tool("cat", {"path": "big.log"}, idempotency_key="cat").output == big
+
+
+def test_an_exception_fails_the_turn_and_the_call_and_is_reraised(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent:
+        with (
+            pytest.raises(RuntimeError, match="disk full"),
+            agent.turn(input="write") as turn,
+            turn.tool("write", {"path": "a.txt"}),
+        ):
+            raise RuntimeError("disk full")
+        records = list(agent.ledger.read(0))
+        result = next(rec.body for rec in records if isinstance(rec.body, r.ToolResult))
+        ended = next(rec.body for rec in records if isinstance(rec.body, r.TurnEnded))
+        assert result.status == "error" and "disk full" in result.output
+        assert ended.outcome == "failed" and ended.error is not None and "disk full" in ended.error
+        assert agent.current_turn is None
+        with agent.turn(input="next") as turn:  # the agent goes on
+            turn.record_message("recovered")
+
+
+def test_a_call_left_without_a_result_is_recorded_as_unknown(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent:
+        with (
+            pytest.raises(UsageError, match="without finish"),
+            agent.turn(input="x") as turn,
+            turn.tool("a", {}),
+        ):
+            pass
+        with agent.turn(input="y") as turn:
+            turn.tool("b", {})  # never finished: the turn end records it
+        statuses = [
+            (rec.body.tool, rec.body.status)
+            for rec in agent.ledger.read(0)
+            if isinstance(rec.body, r.ToolResult)
+        ]
+        assert statuses == [("a", "unknown"), ("b", "unknown")]
+
+
+def test_waiting_turns_end_waiting(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent:
+        with agent.turn(input="deploy?") as turn:
+            turn.wait_for("approval", "operator approval of the deploy")
+        assert turn.summary is not None and turn.summary.outcome == "waiting"
+        with agent.turn(input="approved", role="operator") as turn:
+            turn.resolve_wait("approval", detail="go")
+        assert agent.state.waits == {}
+
+
+def test_resume_after_a_crash_closes_the_turn_and_records_unknown_outcomes(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    agent = _open(path)
+    with agent.turn(input="ok turn") as turn:
+        turn.tool("bash", {"cmd": "true"}, idempotency_key="ok").run(lambda: "")
+    turn = agent.turn(input="migrate the database")
+    turn.tool("migrate", {"db": "prod"}, idempotency_key="migrate-7")
+    crashed_turn = turn.index
+    # Closing the ledger without ending the turn leaves exactly the bytes a kill -9
+    # after the intent's fsync leaves: an open turn and an intent without a result.
+    agent.ledger.close()
+    agent._closed = True
+
+    with _open(path) as agent:
+        report = agent.report
+        assert report.interrupted_turn == crashed_turn
+        assert [u.call_id for u in report.unknown_outcomes] == [f"c{crashed_turn}.1"]
+        assert agent.unknown_outcomes() == report.unknown_outcomes
+        (unknown,) = report.unknown_outcomes
+        assert unknown.idempotency_key == "migrate-7" and unknown.args == {"db": "prod"}
+        tail = list(agent.ledger.read(unknown.intent_seq + 1))
+        assert [rec.kind for rec in tail[:2]] == ["tool_result", "turn_ended"]
+        assert tail[0].body.status == "unknown"  # type: ignore[union-attr]
+        assert tail[1].body.outcome == "interrupted"  # type: ignore[union-attr]
+        with agent.turn(input="what happened?") as turn:
+            text = turn.context().text
+            assert "migrate" in text and "outcome is unknown: check its effects before retrying" in text
+            retry = turn.tool("migrate", {"db": "prod"}, idempotency_key="migrate-7")
+            assert retry.replayed and retry.result is not None and retry.result.status == "unknown"
+    with _open(path) as agent:  # recorded once: reopening again repairs nothing
+        assert agent.report.interrupted_turn is None and agent.report.unknown_outcomes == ()
+        assert len(agent.unknown_outcomes()) == 1
+
+
+def test_checkpoints_are_written_every_n_turns_and_resumed_from(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with _open(path) as agent:
+        _work_turns(agent, 8)
+    found = list_checkpoints(path)
+    assert [seq for seq, _ in found] and len(found) == CONFIG.checkpoints_kept
+    cold, _ = fold_ledger(path, CONFIG)
+    with _open(path) as agent:
+        assert agent.report.checkpoint_seq == found[0][0]
+        assert agent.report.folded == cold.seq - found[0][0]
+        assert agent.projection == cold
+        with agent.turn(input="after resume") as turn:
+            assert turn.tool("bash", {"cmd": "echo 3"}, idempotency_key="echo-3").replayed
+
+
+def _damage(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_checkpoint_is_rejected_and_an_older_one_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "l"
+    with _open(path) as agent:
+        _work_turns(agent, 7)
+    (_newest, newest_path), (older, _) = list_checkpoints(path)
+    _damage(newest_path)
+    cold, _ = fold_ledger(path, CONFIG)
+    with _open(path) as agent:
+        assert agent.report.checkpoint_seq == older
+        ((name, why),) = agent.report.rejected
+        assert name == newest_path.name and why.reason == "corrupt"
+        assert agent.projection == cold
+    assert "rejected" in caplog.text
+
+
+def test_without_a_valid_checkpoint_the_whole_ledger_is_folded(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with _open(path) as agent:
+        _work_turns(agent, 7)
+    for _seq, ckpt in list_checkpoints(path):
+        ckpt.with_suffix(".tools").unlink()  # a checkpoint without its tool index is not trusted
+    cold, _ = fold_ledger(path, CONFIG)
+    with _open(path) as agent:
+        assert agent.report.checkpoint_seq is None
+        assert [why.reason for _, why in agent.report.rejected] == ["corrupt", "corrupt"]
+        assert agent.projection == cold
+        with agent.turn(input="x") as turn:  # the tool index was rebuilt by the fold
+            assert turn.tool("bash", {"cmd": "echo 1"}, idempotency_key="echo-1").replayed
+
+
+def test_a_checkpoint_of_another_ledger_or_config_is_rejected(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    with _open(a) as agent:
+        _work_turns(agent, 3)
+    with Agent.open(b, agent_id="t1", config=CONFIG, clock=Tick(start=5), policy=POLICY) as agent:
+        _work_turns(agent, 3)
+    (seq_b, ckpt_b), *_ = list_checkpoints(b)
+    (seq_a, ckpt_a), *_ = list_checkpoints(a)
+    assert seq_a == seq_b  # same shape, different bytes (other timestamps)
+    shutil.copy(ckpt_b, ckpt_a)
+    shutil.copy(ckpt_b.with_suffix(".tools"), ckpt_a.with_suffix(".tools"))
+    with _open(a) as agent:
+        assert [why.reason for _, why in agent.report.rejected] == ["head_hash"]
+    other = AgentConfig(checkpoint_every=3, projection=msgspec_replace_turn_cap(CONFIG))
+    with _open(b, config=other) as agent:
+        assert agent.report.rejected and all(why.reason == "config" for _, why in agent.report.rejected)
+        assert agent.report.checkpoint_seq is None
+
+
+def msgspec_replace_turn_cap(config: AgentConfig) -> object:
+    return msgspec.structs.replace(config.projection, turn_cap=config.projection.turn_cap + 1)
+
+
+def test_policy_is_recorded_once_and_timestamps_never_go_backwards(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with _open(path) as agent:
+        _work_turns(agent, 2)
+    readings = iter([10, 5, 1, 0] + [0] * 100)
+    with Agent.open(path, config=CONFIG, clock=lambda: next(readings), policy=POLICY) as agent:
+        with agent.turn(input="late") as turn:
+            turn.record_message("clock went backwards")
+        records = list(agent.ledger.read(0))
+    assert sum(1 for rec in records if rec.kind == "system_policy") == 1
+    stamps = [rec.ts for rec in records]
+    assert stamps == sorted(stamps)
+    assert (path / CHECKPOINT_DIR).is_dir()
