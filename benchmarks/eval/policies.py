@@ -183,6 +183,18 @@ class _Transcript:
                 return None
             kept = [line[-keep:]]
         block = self._block(kept)
+        if block[1] < room and len(kept) < len(item.lines) and used:
+            # Per-line counts round up each line; scale them by what the whole block
+            # really costs and take the older lines that still fit.
+            ratio = block[1] / used
+            spare = room - block[1]
+            for line in reversed(item.lines[: len(item.lines) - len(kept)]):
+                cost = (count(line) + 1) * ratio
+                if cost > spare:
+                    break
+                kept.insert(0, line)
+                spare -= cost
+            block = self._block(kept)
         while block[1] > room and len(kept) > 1:  # per-line counts are an estimate of the whole
             kept = kept[1:]
             block = self._block(kept)

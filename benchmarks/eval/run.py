@@ -3,7 +3,7 @@
 ``python -m benchmarks.eval`` (``make eval``) prints the table, writes docs/evaluation.md
 and docs/evaluation.svg; ``--samples DIR`` points at the real transcripts (default
 ``../shared/samples`` next to the repository), ``--quick`` runs short scenarios,
-``--no-docs`` only prints.
+``--turns N`` runs one generated scenario of N turns, ``--no-docs`` only prints.
 """
 
 from __future__ import annotations
@@ -81,12 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.eval", description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES, help="folder of real transcripts")
     parser.add_argument("--quick", action="store_true", help="short generated scenarios only (a smoke run)")
+    parser.add_argument("--turns", type=int, help="one generated scenario of this many turns instead")
     parser.add_argument("--no-docs", action="store_true", help="print only; do not write docs/evaluation.*")
     args = parser.parse_args(list(argv) if argv is not None else [])
     started = time.perf_counter()
 
     generated: list[PolicyRun] = []
-    for name, turns, seed, rounds in QUICK if args.quick else GENERATED:
+    plan = QUICK if args.quick else GENERATED
+    if args.turns:
+        plan = ((f"generated-{args.turns}", args.turns, 8, 6),)
+    for name, turns, seed, rounds in plan:
         scenario = generate(name, turns, seed=seed, max_rounds=rounds)
         t0 = time.perf_counter()
         generated += run_scenario(scenario)
@@ -117,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(f"\nfingerprint {digest} (same seed and code → same figures); {elapsed:.0f}s")
 
-    if not args.no_docs and not args.quick:
+    if not (args.no_docs or args.quick or args.turns):
         chart = generated[0].scenario
         (ROOT / "docs" / "evaluation.svg").write_text(svg_chart(generated, chart), encoding="utf-8")
         write_doc(

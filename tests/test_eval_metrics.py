@@ -1,0 +1,140 @@
+"""Evaluation metrics on a hand-made trace with known retention, carry-over and cache hits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.eval.metrics import (
+    BreakpointCache,
+    PrefixCache,
+    block_floor,
+    common_prefix,
+    evaluate,
+)
+from benchmarks.eval.policies import POLICIES, RestoreOutcome
+from benchmarks.eval.scenario import Fact, Scenario, generate
+from benchmarks.eval.trace import CallPrompt, TokenCounter
+from holon.context import Budget
+
+# Three calls; each line is given an exact token cost.
+#   call 0: SYS RULE-A STEP-B        600 + 500 + 100 = 1,200   breakpoint after 3 lines
+#   call 1: the same + NEW           + 300          = 1,500   breakpoints after 2 and 4 lines
+#   call 2: SYS OTHER                600 + 900      = 1,500   breakpoint after 2 lines
+TRACE = (
+    CallPrompt(lines=["SYS", "RULE-A", "STEP-B"], costs=[600, 500, 100], breakpoints=(3,)),
+    CallPrompt(
+        lines=["SYS", "RULE-A", "STEP-B", "NEW OLD-C"],
+        costs=[600, 500, 100, 300],
+        breakpoints=(2, 4),
+        evicted=("k1",),
+    ),
+    CallPrompt(lines=["SYS", "OTHER"], costs=[600, 900], breakpoints=(2,), evicted=("k2", "k3")),
+)
+FACTS = (Fact(0, "constraint", "RULE-A"), Fact(1, "plan", "STEP-B"), Fact(2, "abandoned", "OLD-C"))
+
+
+class _Scripted:
+    """A policy that replays TRACE; k3 does not restore."""
+
+    name = "scripted"
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        yield from TRACE
+
+    def restore(self, key: str) -> RestoreOutcome:
+        return "mismatch" if key == "k3" else "restored"
+
+
+def _scenario() -> Scenario:
+    return Scenario(
+        name="tiny",
+        description="hand-made",
+        records=(),
+        calls=(0, 1, 2),
+        facts=FACTS,
+        live=(frozenset({0, 1}), frozenset({0, 1}), frozenset({0, 1})),
+        stale=(frozenset(), frozenset({2}), frozenset({2})),
+    )
+
+
+def test_block_floor_counts_whole_blocks_from_the_minimum() -> None:
+    assert block_floor(1023) == 0
+    assert block_floor(1024) == 1024
+    assert block_floor(1151) == 1024
+    assert block_floor(1152) == 1152
+    assert block_floor(5000, minimum=2048, step=256) == 2048 + 11 * 256
+
+
+def test_common_prefix_counts_leading_equal_lines() -> None:
+    assert common_prefix(["a", "b", "c"], ["a", "b", "x"]) == 2
+    assert common_prefix(["a", "b"], ["a", "b", "c"]) == 2
+    assert common_prefix([], ["a"]) == 0
+    assert common_prefix(["x"], ["a"]) == 0
+
+
+def test_prefix_cache_reads_the_shared_prefix_in_blocks() -> None:
+    cache = PrefixCache()
+    assert [cache.call(p) for p in TRACE] == [0, 1152, 0]
+    # Writes: what each call adds to the cache, rounded down to blocks.
+    assert (cache.totals.total, cache.totals.cached, cache.totals.written) == (4200, 1152, 1152 + 256 + 1408)
+    assert cache.totals.cost == pytest.approx(0.1 * 1152 + 1.25 * 2816 + (4200 - 1152 - 2816))
+
+
+def test_breakpoint_cache_reads_only_prefixes_written_at_earlier_breakpoints() -> None:
+    cache = BreakpointCache()
+    # Call 1 reads call 0's 3-line prefix (its breakpoint), not its own 2-line mark.
+    assert [cache.call(p) for p in TRACE] == [0, 1200, 0]
+    assert (cache.totals.total, cache.totals.cached, cache.totals.written) == (4200, 1200, 1200 + 300 + 1500)
+
+
+def test_breakpoint_cache_never_caches_below_the_minimum() -> None:
+    cache = BreakpointCache()
+    small = CallPrompt(lines=["a", "b"], costs=[500, 400], breakpoints=(2,))
+    assert [cache.call(small), cache.call(small)] == [0, 0]
+    assert cache.totals.written == 0
+
+
+def test_evaluate_counts_retention_carry_over_and_restorations() -> None:
+    run = evaluate(_Scripted(), _scenario(), window=2000, available=1400)
+    assert run.tokens == [1200, 1500, 1500]
+    assert run.over_budget == 2
+    # constraint kept in calls 0 and 1, lost in call 2; the plan likewise.
+    assert run.required == {"constraint": 3, "objective": 0, "plan": 3, "waiting": 0, "decision": 0}
+    assert run.retained["constraint"] == 2 and run.retained["plan"] == 2
+    assert run.retention() == pytest.approx(4 / 6)
+    assert run.retention("objective") is None
+    assert run.first_loss == {"constraint": 2, "plan": 2}
+    # OLD-C is stale in calls 1 and 2 and only call 1 carries it.
+    assert (run.stale_calls, run.carried_calls, run.carried["abandoned"]) == (2, 1, 1)
+    assert run.carry_over == pytest.approx(0.5)
+    assert run.evictions == 3 and run.restores == {"restored": 2, "mismatch": 1, "no ref": 0}
+    assert run.evictions_per_100 == pytest.approx(100.0)
+    assert run.prefix.per_call == [0, 1152, 0] and run.breakpoints.per_call == [0, 1200, 0]
+
+
+def test_previous_call_prefix_equals_the_best_over_all_earlier_calls() -> None:
+    # The prefix model compares with the previous call only; for these policies no older
+    # call ever shares a longer prefix, so the simplification loses nothing.
+    scenario = generate("small", 25, seed=3)
+    budget = Budget(context_window=8_000, output_reserve=1_000)
+    for policy in POLICIES:
+        seen: list[list[str]] = []
+        for prompt in policy(scenario, budget, TokenCounter()).prompts():
+            if seen:
+                best = max(common_prefix(old, prompt.lines) for old in seen)
+                assert common_prefix(seen[-1], prompt.lines) == best, policy.name
+            seen.append(prompt.lines)
+
+
+def test_token_counter_assembles_blocks_to_their_whole_counts() -> None:
+    counter = TokenCounter()
+    first, second = "alpha beta\ngamma", "delta"
+    lines, costs = counter.assemble(
+        [(first.split("\n"), counter.count(first)), (["delta"], counter.count(second))]
+    )
+    assert lines == ["alpha beta", "gamma", "delta"]
+    # Each block counts whole, plus one token for the line break joining them.
+    assert sum(costs) == counter.count(first) + 1 + counter.count(second)
+    assert sum(costs[:2]) == counter.count(first) + 1

@@ -1,0 +1,115 @@
+"""Evaluation policies: budgets, what each keeps and drops, holon's restorations, determinism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import holon.records as r
+from benchmarks.eval.metrics import evaluate
+from benchmarks.eval.policies import (
+    PLACEHOLDER,
+    POLICIES,
+    FullHistory,
+    HolonPolicy,
+    RollingWindow,
+    ToolClearing,
+)
+from benchmarks.eval.run import budget_for, fingerprint, main, run_scenario
+from benchmarks.eval.scenario import CONSTRAINT, Scenario, generate
+from benchmarks.eval.trace import TokenCounter, transcript_text
+
+BUDGET = budget_for(8_000)
+
+
+@pytest.fixture(scope="module")
+def scenario() -> Scenario:
+    return generate("small", 40, seed=11)
+
+
+def test_every_policy_fits_the_budget_at_every_call(scenario: Scenario) -> None:
+    for policy in POLICIES:
+        prompts = list(policy(scenario, BUDGET, TokenCounter()).prompts())
+        assert len(prompts) == len(scenario.calls), policy.name
+        assert max(p.tokens for p in prompts) <= BUDGET.available, policy.name
+        assert all(p.text == "\n".join(p.lines) for p in prompts)
+
+
+def test_full_history_drops_the_oldest_items_first(scenario: Scenario) -> None:
+    prompts = list(FullHistory(scenario, BUDGET, TokenCounter()).prompts())
+    for position, prompt in zip(scenario.calls, prompts, strict=True):
+        # The newest transcript item is always the end of the prompt.
+        newest = next(
+            t for rec in reversed(scenario.records[:position]) if (t := transcript_text(rec.body)) is not None
+        )
+        assert prompt.text.endswith(newest.split("\n")[-1])
+    evicted = [key for p in prompts for key in p.evicted]
+    assert evicted == sorted(evicted, key=lambda k: int(k.split(":")[1])), "oldest first"
+    assert CONSTRAINT in prompts[0].text and CONSTRAINT not in prompts[-1].text
+
+
+def test_rolling_window_fills_the_window_by_cutting_inside_an_item(scenario: Scenario) -> None:
+    prompts = list(RollingWindow(scenario, BUDGET, TokenCounter()).prompts())
+    full = [p for p in prompts if p.evicted or CONSTRAINT not in p.text]
+    assert full, "the run outgrows the window"
+    # Once the transcript outgrows the window, every prompt is filled to within a line of it.
+    assert min(p.tokens for p in full[5:]) > BUDGET.available - 200
+
+
+def test_tool_clearing_keeps_the_newest_tool_results(scenario: Scenario) -> None:
+    policy = ToolClearing(scenario, BUDGET, TokenCounter(), keep=3)
+    cleared_any = False
+    for prompt in policy.prompts():
+        lines = prompt.lines
+        cleared = [
+            i + 1 < len(lines) and lines[i + 1] == PLACEHOLDER
+            for i, line in enumerate(lines)
+            if line.startswith("tool result c")
+        ]
+        cleared_any |= any(cleared)
+        assert not any(cleared[-3:]), "the newest 3 tool results are never cleared"
+    assert cleared_any
+
+
+def test_holon_appends_a_prompt_rendered_per_call_and_every_eviction_restores(scenario: Scenario) -> None:
+    policy = HolonPolicy(scenario, BUDGET, TokenCounter())
+    run = evaluate(policy, scenario, window=8_000, available=BUDGET.available)
+    rendered = [rec for rec in policy.records if rec.kind == r.PromptRendered.KIND]
+    assert len(rendered) == len(scenario.calls) == run.calls
+    assert max(policy.prompt_tokens) <= BUDGET.available
+    assert run.evictions > 0 and run.restores["restored"] == run.evictions
+    assert any(rec.kind == r.ContextEpisodeRecord.KIND for rec in policy.records)
+    assert policy.blobs, "large outputs were moved to the blob store"
+
+
+def test_holon_restoration_detects_damaged_bytes(scenario: Scenario) -> None:
+    policy = HolonPolicy(scenario, BUDGET, TokenCounter())
+    blob_refs = [key for p in policy.prompts() for key in p.evicted if key.startswith("blob:")]
+    assert blob_refs
+    digest = blob_refs[0].removeprefix("blob:")
+    assert policy.restore(blob_refs[0]) == "restored"
+    policy.blobs[digest] = policy.blobs[digest] + b"!"
+    assert policy.restore(blob_refs[0]) == "mismatch"
+    assert policy.restore("ledger:999999999") == "mismatch"
+
+
+def test_baseline_evictions_leave_no_reference(scenario: Scenario) -> None:
+    for policy in POLICIES[:3]:
+        bound = policy(scenario, BUDGET, TokenCounter())
+        keys = [key for p in bound.prompts() for key in p.evicted]
+        assert keys and {bound.restore(k) for k in keys} == {"no ref"}
+
+
+def test_same_seed_same_figures() -> None:
+    first = run_scenario(generate("d", 15, seed=2), windows=(8_000,))
+    again = run_scenario(generate("d", 15, seed=2), windows=(8_000,))
+    other = run_scenario(generate("d", 15, seed=3), windows=(8_000,))
+    assert fingerprint(first) == fingerprint(again) != fingerprint(other)
+
+
+def test_main_says_when_the_samples_are_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--turns", "8", "--no-docs", "--samples", str(tmp_path / "absent")]) == 0
+    out = capsys.readouterr().out
+    assert "absent does not exist — samples skipped" in out
+    assert "holon" in out and "fingerprint" in out
