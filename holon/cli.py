@@ -35,9 +35,7 @@ import msgspec
 
 import holon.records as r
 from holon.context import (
-    Budget,
     EpisodeIndex,
-    RenderConfig,
     restore,
     restore_bytes,
     to_anthropic_messages,
@@ -54,6 +52,7 @@ from holon.replay import (
     DEFAULT_BUDGET,
     LedgerRefSource,
     PromptAt,
+    RenderOverrides,
     TurnReplay,
     append_evidence,
     find_turn,
@@ -312,27 +311,6 @@ def _records(ledger: Ledger, label: str = "reading") -> list[r.Record]:
     return list(_progress(ledger.read(), length=length, label=label))
 
 
-def _budget(window: int | None, reserve: int | None) -> Budget | None:
-    if window is None and reserve is None:
-        return None
-    try:
-        return Budget(
-            context_window=window if window is not None else DEFAULT_BUDGET.context_window,
-            output_reserve=reserve if reserve is not None else DEFAULT_BUDGET.output_reserve,
-        )
-    except ValueError as exc:
-        raise UsageError(f"--budget/--output-reserve: {exc}") from None
-
-
-def _render_config(cache_key: str | None, estimator: str | None) -> RenderConfig | None:
-    if cache_key is None and estimator is None:
-        return None
-    return RenderConfig(
-        prompt_cache_key=cache_key if cache_key is not None else "default",
-        estimator=estimator if estimator is not None else "holon-heuristic",
-    )
-
-
 def _render_options(func: F) -> F:
     """Options choosing which prompt to render and with which budget/config."""
     options = [
@@ -355,24 +333,24 @@ def _render_options(func: F) -> F:
             "window",
             type=click.IntRange(min=1),
             metavar="TOKENS",
-            help=f"Context window to render into (default: the recorded one, else "
-            f"{DEFAULT_BUDGET.context_window:,}).",
+            help="Context window to render into (default: the newest recorded one, else "
+            f"{DEFAULT_BUDGET.context_window:,}). Overrides skip the hash check.",
         ),
         click.option(
             "--output-reserve",
             "reserve",
             type=click.IntRange(min=0),
             metavar="TOKENS",
-            help=f"Tokens kept free for the answer (default: the recorded one, else "
+            help="Tokens kept free for the answer (default: the newest recorded one, else "
             f"{DEFAULT_BUDGET.output_reserve:,}).",
         ),
         click.option(
-            "--cache-key", metavar="KEY", help="Prompt cache key (replaces the recorded render config)."
+            "--cache-key", metavar="KEY", help="Prompt cache key to render with (default: the recorded one)."
         ),
         click.option(
             "--estimator",
             type=click.Choice(available_estimators()),
-            help="Token estimator (replaces the recorded render config).",
+            help="Token estimator to render with (default: the recorded one).",
         ),
         click.option(
             "--no-check",
@@ -397,17 +375,18 @@ def _resolve_prompt(
     no_check: bool,
 ) -> PromptAt:
     """Render the requested prompt and enforce the recorded-hash check."""
-    budget = _budget(window, reserve)
-    config = _render_config(cache_key, estimator)
+    overrides = RenderOverrides(
+        context_window=window, output_reserve=reserve, prompt_cache_key=cache_key, estimator=estimator
+    )
     with _reading(path) as ledger:
         records = _records(ledger)
         agent = ledger.agent_id
     if at_turn is None:
-        return next_prompt(records, agent_id=agent, budget=budget, config=config)
-    found = prompt_at(records, at_turn, agent_id=agent, call=call, budget=budget, config=config)
+        return next_prompt(records, agent_id=agent, overrides=overrides)
+    found = prompt_at(records, at_turn, agent_id=agent, call=call, overrides=overrides)
     if found.recorded is None or no_check:
         return found
-    if not found.reproducible and budget is None and config is None:
+    if not found.reproducible and overrides.empty:
         raise CheckFailed(
             f"the prompt recorded at seq {found.recorded_seq} (turn {at_turn}) cannot be reproduced: it has "
             f"no render_config, so it was not rendered by holon.context (estimator "

@@ -55,6 +55,7 @@ __all__ = [
     "MemoryView",
     "PromptAt",
     "PromptSummary",
+    "RenderOverrides",
     "SectionStats",
     "TurnReplay",
     "TurnSpan",
@@ -399,24 +400,71 @@ def _input_end(records: Sequence[r.Record], span: TurnSpan) -> int:
     return i
 
 
+class RenderOverrides(msgspec.Struct, frozen=True, kw_only=True):
+    """Changes to the budget and render config a prompt is rendered with; ``None`` keeps a value.
+
+    They apply on top of the recorded budget and config (or the defaults when there
+    are none), so ``RenderOverrides(context_window=4000)`` keeps the recorded output
+    reserve and everything else.
+    """
+
+    context_window: int | None = None
+    output_reserve: int | None = None
+    prompt_cache_key: str | None = None
+    estimator: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing is overridden."""
+        return self == RenderOverrides()
+
+    def apply(self, budget: Budget, config: RenderConfig) -> tuple[Budget, RenderConfig]:
+        """``budget`` and ``config`` with the overridden values replaced."""
+        if self.context_window is not None or self.output_reserve is not None:
+            budget = Budget(
+                context_window=self.context_window
+                if self.context_window is not None
+                else budget.context_window,
+                output_reserve=self.output_reserve
+                if self.output_reserve is not None
+                else budget.output_reserve,
+                prefix_share=budget.prefix_share,
+                episode_share=budget.episode_share,
+            )
+        if self.prompt_cache_key is not None:
+            config = msgspec.structs.replace(config, prompt_cache_key=self.prompt_cache_key)
+        if self.estimator is not None:
+            config = msgspec.structs.replace(config, estimator=self.estimator)
+        return budget, config
+
+
+_NO_OVERRIDES: Final = RenderOverrides()
+
+
+def _recorded_settings(record: r.Record) -> tuple[Budget, RenderConfig] | None:
+    body = record.body
+    if isinstance(body, r.PromptRendered) and body.render_config:
+        return config_from_recorded(body.render_config, where=f"seq {record.seq}")
+    return None
+
+
 def prompt_at(
     records: Sequence[r.Record],
     turn: int,
     *,
     agent_id: str,
     call: int = 1,
-    budget: Budget | None = None,
-    config: RenderConfig | None = None,
+    overrides: RenderOverrides = _NO_OVERRIDES,
     projection: ProjectionConfig = DEFAULT_CONFIG,
 ) -> PromptAt:
     """The prompt of model call ``call`` (1-based) of turn ``turn``, re-rendered from the ledger.
 
     When the turn has a ``PromptRendered`` for that call, the prompt is rendered from the
-    records before it. With neither ``budget`` nor ``config`` given, the recorded ones
-    are used and the result is ``checked``: its hash must equal the recorded
-    ``prompt_hash`` (see :attr:`PromptAt.matches`). A turn without recorded prompts is
-    rendered as its first call would have seen it: after its ``turn_started`` and input
-    messages, with ``budget`` / ``config`` or the defaults.
+    records before it with the budget and config recorded in it. Without ``overrides``
+    the result is ``checked``: its hash must equal the recorded ``prompt_hash`` (see
+    :attr:`PromptAt.matches`). A turn without recorded prompts is rendered as its first
+    call would have seen it — after its ``turn_started`` and input messages — with the
+    newest budget and config recorded before it (or the defaults).
     """
     spans = turn_spans(records)
     span = find_turn(spans, turn)
@@ -427,9 +475,8 @@ def prompt_at(
         if call != 1:
             raise UsageError(f"turn {turn} has no recorded prompt, so it has no call {call}")
         end = _input_end(records, span)
-        state = state_after(records[:end], projection)
-        prompt = build_context(state, budget or DEFAULT_BUDGET, config or RenderConfig(), agent_id=agent_id)
-        return PromptAt(turn=turn, before_seq=records[end - 1].seq + 1, prompt=prompt)
+        found = next_prompt(records[:end], agent_id=agent_id, overrides=overrides, projection=projection)
+        return msgspec.structs.replace(found, turn=turn)
     if call > len(calls):
         raise UsageError(f"turn {turn} recorded {len(calls)} prompt(s); there is no call {call}")
     index = calls[call - 1]
@@ -437,19 +484,17 @@ def prompt_at(
     recorded = record.body
     assert isinstance(recorded, r.PromptRendered)
     state = state_after(records[:index], projection)
-    use_recorded = budget is None and config is None
-    reproducible = bool(recorded.render_config)
-    if use_recorded and reproducible:
-        budget, config = config_from_recorded(recorded.render_config, where=f"seq {record.seq}")
-    prompt = build_context(state, budget or DEFAULT_BUDGET, config or RenderConfig(), agent_id=agent_id)
+    settings = _recorded_settings(record)
+    budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
+    prompt = build_context(state, budget, config, agent_id=agent_id)
     return PromptAt(
         turn=turn,
         before_seq=record.seq,
         prompt=prompt,
         recorded=recorded,
         recorded_seq=record.seq,
-        checked=use_recorded and reproducible,
-        reproducible=reproducible,
+        checked=settings is not None and overrides.empty,
+        reproducible=settings is not None,
     )
 
 
@@ -457,26 +502,23 @@ def next_prompt(
     records: Sequence[r.Record],
     *,
     agent_id: str,
-    budget: Budget | None = None,
-    config: RenderConfig | None = None,
+    overrides: RenderOverrides = _NO_OVERRIDES,
     projection: ProjectionConfig = DEFAULT_CONFIG,
 ) -> PromptAt:
-    """The prompt for the next model call, from the whole ledger.
+    """The prompt for the next model call after ``records``.
 
-    Without ``budget`` / ``config``, the ones of the newest recorded prompt that has a
-    ``render_config`` are used (what the agent itself would render with), else the defaults.
+    Rendered with the budget and config of the newest recorded prompt that has a
+    ``render_config`` (what the agent itself renders with), else the defaults, with
+    ``overrides`` applied.
     """
-    if budget is None or config is None:
-        for record in reversed(records):
-            body = record.body
-            if isinstance(body, r.PromptRendered) and body.render_config:
-                recorded_budget, recorded_config = config_from_recorded(
-                    body.render_config, where=f"seq {record.seq}"
-                )
-                budget, config = budget or recorded_budget, config or recorded_config
-                break
+    settings = None
+    for record in reversed(records):
+        settings = _recorded_settings(record)
+        if settings is not None:
+            break
+    budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
     state = state_after(records, projection)
-    prompt = build_context(state, budget or DEFAULT_BUDGET, config or RenderConfig(), agent_id=agent_id)
+    prompt = build_context(state, budget, config, agent_id=agent_id)
     turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
     return PromptAt(turn=turn, before_seq=records[-1].seq + 1 if records else 0, prompt=prompt)
 

@@ -69,7 +69,8 @@ holon get runs/agent-7 ledger:1234                              # restore someth
 
 `holon render PATH --at-turn N` folds the ledger up to turn N's `prompt_rendered`
 record and renders it again with the budget and render config recorded in that record
-(`render_config`). The output must hash (blake3) to the recorded `prompt_hash`; if it
+(`render_config`). `--budget`, `--output-reserve`, `--cache-key` and `--estimator`
+change single values of that recorded config (and skip the check). The output must hash (blake3) to the recorded `prompt_hash`; if it
 does not — the ledger was edited, or the renderer or estimator changed since — the
 command exits 1 and says which. `--format text` writes exactly the prompt's bytes (a
 trailing newline only on a terminal). A `prompt_rendered` record without a
@@ -77,7 +78,8 @@ trailing newline only on a terminal). A `prompt_rendered` record without a
 says so and exits 1; `--no-check` (or an explicit `--budget`) renders the ledger at that
 point anyway. A turn with several model calls recorded several prompts: `--call K`
 picks one. A turn with no recorded prompt is rendered as its first model call would have
-seen it (after its `turn_started` and input messages).
+seen it (after its `turn_started` and input messages), with the newest budget and config
+recorded before it.
 
 Without `--at-turn`, `render` and `explain` show the prompt for the next model call,
 rendered with the newest recorded budget and config (or `--budget`, `--output-reserve`,

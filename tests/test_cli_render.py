@@ -1,0 +1,150 @@
+"""`holon render` and `holon explain`: past prompts reproduced byte for byte, or a loud failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import blake3
+import msgspec
+import pytest
+
+from holon import records as r
+from holon.ledger import Ledger
+from tests.cli_support import build_ledger, invoke, live_records
+from tests.golden import read_fixture
+from tests.live import replay_live
+
+
+@pytest.fixture(scope="module")
+def ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("render")
+    return {
+        name: build_ledger(base / name, name) for name in ("session_multi_work", "boundary_wait_boundary")
+    }
+
+
+def _prompts(path: Path) -> list[r.Record]:
+    with Ledger.open(path, readonly=True) as ledger:
+        return [rec for rec in ledger.read() if isinstance(rec.body, r.PromptRendered)]
+
+
+def test_render_at_turn_writes_exactly_the_recorded_prompt(ledgers: dict[str, Path]) -> None:
+    path = ledgers["session_multi_work"]
+    by_turn = {rec.turn: rec.body for rec in _prompts(path)}
+    assert {3, 50, 217, 220} <= set(by_turn)
+    for turn in (3, 50, 217, 220):
+        result = invoke("render", path, "--at-turn", str(turn))
+        assert result.exit_code == 0, result.stderr
+        recorded = by_turn[turn]
+        assert isinstance(recorded, r.PromptRendered)
+        assert blake3.blake3(result.stdout_bytes).hexdigest() == recorded.prompt_hash
+        assert result.stdout_bytes.startswith(b"You are holon's long-session test agent.")
+        doc = json.loads(invoke("render", path, "--at-turn", str(turn), "--json").stdout)
+        assert doc["checked"] is True and doc["matches"] is True
+        assert doc["recorded_prompt_hash"] == doc["prompt_hash"] == recorded.prompt_hash
+        assert doc["prompt"]["identity"]["working_memory_revision"] == recorded.working_memory_revision
+
+
+def test_a_ledger_edited_before_a_prompt_fails_the_check(tmp_path: Path) -> None:
+    records = list(live_records("boundary_wait_boundary"))
+    first_message = next(i for i, rec in enumerate(records) if isinstance(rec.body, r.Message))
+    body = records[first_message].body
+    assert isinstance(body, r.Message)
+    records[first_message] = msgspec.structs.replace(
+        records[first_message], body=msgspec.structs.replace(body, text="Rotate the API keys. (edited)")
+    )
+    with Ledger.create(tmp_path / "L", agent_id="boundary_wait_boundary", fsync="never") as ledger:
+        ledger.append_many(records)
+    turn = next(rec.turn for rec in records if isinstance(rec.body, r.PromptRendered))
+    result = invoke("render", tmp_path / "L", "--at-turn", str(turn))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    line = result.stderr.strip()
+    assert line.startswith(f"holon: check failed: turn {turn} call 1:") and "prompt_hash" in line
+    assert "--no-check" in line
+    shown = invoke("render", tmp_path / "L", "--at-turn", str(turn), "--no-check")
+    assert shown.exit_code == 0 and b"(edited)" in shown.stdout_bytes
+    assert invoke("explain", tmp_path / "L", "--at-turn", str(turn)).exit_code == 1
+
+
+def test_a_prompt_not_rendered_by_holon_cannot_be_reproduced(tmp_path: Path) -> None:
+    # The fixtures' own prompt_rendered records are placeholders without a render_config.
+    name = "boundary_wait_boundary"
+    with Ledger.create(tmp_path / "L", agent_id=name, fsync="never") as ledger:
+        ledger.append_many(
+            replay_live(
+                read_fixture(Path(__file__).parent.parent / "fixtures" / "ledgers" / f"{name}.jsonl")
+            ).records
+        )
+    result = invoke("render", tmp_path / "L", "--at-turn", "2")
+    assert result.exit_code == 1
+    assert "cannot be reproduced" in result.stderr and "'chars/4'" in result.stderr
+    assert invoke("render", tmp_path / "L", "--at-turn", "2", "--no-check").exit_code == 0
+    assert invoke("render", tmp_path / "L", "--at-turn", "2", "--budget", "9000").exit_code == 0
+
+
+def test_a_turn_without_a_recorded_prompt_renders_its_first_call(ledgers: dict[str, Path]) -> None:
+    path = ledgers["boundary_wait_boundary"]
+    assert all(rec.turn != 1 for rec in _prompts(path))
+    result = invoke("render", path, "--at-turn", "1", "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["recorded_seq"] is None and doc["checked"] is False
+    sections = {s["name"]: s["text"] for s in doc["prompt"]["sections"]}
+    assert "Rotate the API keys." in sections["current_input"]
+    # Rendered before the model acted in turn 1: no tool call of that turn is in the history.
+    assert "vault list keys" not in doc["prompt"]["sections"][-1]["text"]
+    assert all("vault" not in text for text in sections.values())
+    assert invoke("render", path, "--at-turn", "1", "--call", "2").exit_code == 2
+
+
+def test_provider_formats(ledgers: dict[str, Path]) -> None:
+    path = ledgers["session_multi_work"]
+    anthropic = json.loads(invoke("render", path, "--at-turn", "217", "--format", "anthropic").stdout)
+    assert anthropic["model"] == "claude-sonnet-4-5" and anthropic["max_tokens"] == 1000
+    assert sum("cache_control" in block for block in anthropic["system"]) == 2
+    openai = json.loads(invoke("render", path, "--format", "openai", "--model", "gpt-x").stdout)
+    assert openai["model"] == "gpt-x" and openai["prompt_cache_key"] == "holon:session_multi_work:golden"
+    responses = json.loads(invoke("render", path, "--format", "openai-responses").stdout)
+    assert responses["prompt_cache_key"] == openai["prompt_cache_key"]
+
+
+def test_next_prompt_uses_the_newest_recorded_config_unless_overridden(ledgers: dict[str, Path]) -> None:
+    path = ledgers["session_multi_work"]
+    doc = json.loads(invoke("render", path, "--json").stdout)
+    assert doc["turn"] is None and doc["recorded_seq"] is None
+    assert doc["prompt"]["render_config"]["budget"]["context_window"] == 8000
+    assert doc["prompt"]["identity"]["prompt_cache_key"] == "golden"
+    doc = json.loads(invoke("render", path, "--json", "--budget", "4000", "--cache-key", "k").stdout)
+    assert doc["prompt"]["render_config"]["budget"]["context_window"] == 4000
+    assert doc["prompt"]["identity"]["prompt_cache_key"] == "k"
+
+
+def test_explain_lists_every_eviction_with_a_ref_that_restores(ledgers: dict[str, Path]) -> None:
+    path = ledgers["session_multi_work"]
+    args = ("--at-turn", "217", "--budget", "1500", "--output-reserve", "100")
+    doc = json.loads(invoke("explain", path, *args, "--json").stdout)
+    assert doc["checked"] is False and doc["omitted"]
+    assert {s["section"] for s in doc["sections"]} >= {"system", "working_memory", "history", "current_input"}
+    assert doc["total_tokens"] <= doc["available"]
+    text = invoke("explain", path, *args).stdout
+    assert f"omitted or shortened ({len(doc['omitted'])})" in text
+    with Ledger.open(path, readonly=True) as ledger:
+        for ref in doc["evicted_refs"][:10]:
+            assert ref in text
+            restored = invoke("get", path, ref)
+            assert restored.exit_code == 0 and restored.stdout_bytes, ref
+            if ref.startswith("ledger:"):
+                body = ledger.get(int(ref.split(":")[1])).body
+                if isinstance(body, r.ToolResult):
+                    assert restored.stdout_bytes == body.output.encode()
+
+
+def test_explain_at_a_checked_turn(ledgers: dict[str, Path]) -> None:
+    result = invoke("explain", ledgers["session_multi_work"], "--at-turn", "217")
+    assert result.exit_code == 0
+    out = result.stdout
+    assert out.startswith("prompt of turn 217, recorded at seq 1971: reproduced byte for byte")
+    assert "episodes ◆" in out and "system ◆" in out
+    assert "budget 8,000 - output reserve 1,000 = 7,000 available" in out
