@@ -69,11 +69,12 @@ holon get runs/agent-7 ledger:1234                              # restore someth
 
 `holon render PATH --at-turn N` folds the ledger up to turn N's `prompt_rendered`
 record and renders it again with the budget and render config recorded in that record
-(`render_config`). `--budget`, `--output-reserve`, `--cache-key` and `--estimator`
-change single values of that recorded config (and skip the check). The output must hash (blake3) to the recorded `prompt_hash`; if it
+(`render_config`). The output must hash (blake3) to the recorded `prompt_hash`; if it
 does not — the ledger was edited, or the renderer or estimator changed since — the
-command exits 1 and says which. `--format text` writes exactly the prompt's bytes (a
-trailing newline only on a terminal). A `prompt_rendered` record without a
+command exits 1 and says which. `--budget`, `--output-reserve`, `--cache-key` and
+`--estimator` change single values of the recorded config (and skip the check).
+`--format text` writes exactly the prompt's bytes (a trailing newline only on a
+terminal). A `prompt_rendered` record without a
 `render_config` was not written by `holon.context` and cannot be reproduced: the command
 says so and exits 1; `--no-check` (or an explicit `--budget`) renders the ledger at that
 point anyway. A turn with several model calls recorded several prompts: `--call K`

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def test_replay_json_matches_the_recorded_prompts(session: Path) -> None:
         assert p["cache_key"] == recorded.cache_key and p["total_tokens"] == recorded.total_tokens
         assert [s["section"] for s in p["sections"]] == [s.section for s in recorded.sections]
     assert shown[0]["previous_cache_key"] is None
-    assert all(b["previous_cache_key"] == a["cache_key"] for a, b in zip(shown, shown[1:], strict=False))
+    assert all(b["previous_cache_key"] == a["cache_key"] for a, b in itertools.pairwise(shown))
 
 
 def test_check_passes_on_an_untouched_ledger(session: Path) -> None:
