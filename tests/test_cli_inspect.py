@@ -1,0 +1,152 @@
+"""`holon memory`, `episodes`, `get`, `search`, `stats` and `verify` on a live fixture ledger."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from holon import records as r
+from holon.ledger import Ledger
+from holon.replay import memory_at
+from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_ledger(tmp_path_factory.mktemp("inspect") / "L", "session_multi_work")
+
+
+def _records(path: Path) -> list[r.Record]:
+    with Ledger.open(path, readonly=True) as ledger:
+        return list(ledger.read())
+
+
+def test_memory_now_and_at_a_turn(session: Path) -> None:
+    records = _records(session)
+    doc = json.loads(invoke("memory", session, "--json").stdout)
+    expected = msgspec.to_builtins(memory_at(records))
+    assert doc == json.loads(msgspec.json.encode(expected))
+    assert doc["revision"] == 166 and doc["archived_episodes"] == 52
+    text = invoke("memory", session, "--at-turn", "5").stdout
+    assert text.startswith("working memory after turn 5 (seq ")
+    assert "  active work: W1 (active) — Deliver feature 1 [ledger:4]" in text
+    assert "pending delta: revision 4 → 5" in text
+    assert "active episode: W1" in text
+
+
+def test_memory_of_an_empty_ledger(tmp_path: Path) -> None:
+    assert invoke("init", tmp_path / "L", "--agent-id", "a").exit_code == 0
+    text = invoke("memory", tmp_path / "L").stdout
+    assert "(empty: no work item, plan or facts yet)" in text and "pending delta: none" in text
+
+
+def test_episodes_lists_and_searches_the_archive(session: Path) -> None:
+    archived = [rec.body for rec in _records(session) if isinstance(rec.body, r.ContextEpisodeRecord)]
+    listed = json.loads(invoke("episodes", session, "--json").stdout)
+    assert [e["episode_id"] for e in listed] == [e.episode_id for e in archived] == list(range(52))
+    table = invoke("episodes", session).stdout.splitlines()
+    assert table[0].split() == ["id", "turns", "work", "boundary", "evidence", "objective"]
+    assert len(table) == 53
+    hits = json.loads(invoke("episodes", session, "--search", "W3 feature", "--limit", "3", "--json").stdout)
+    assert len(hits) == 3 and hits[0]["episode"]["work_item_id"] == "W3"
+    assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
+    assert "no episode matches" in invoke("episodes", session, "--search", "zebra").stdout
+
+
+def test_get_restores_records_episodes_and_blobs(tmp_path: Path, session: Path) -> None:
+    records = _records(session)
+    message = next(rec for rec in records if isinstance(rec.body, r.TurnStarted) and rec.body.input)
+    assert isinstance(message.body, r.TurnStarted)
+    assert invoke("get", session, f"ledger:{message.seq}").stdout_bytes == message.body.input.encode()
+    result = next(rec for rec in records if isinstance(rec.body, r.ToolResult))
+    assert isinstance(result.body, r.ToolResult)
+    assert invoke("get", session, f"ledger:{result.seq}").stdout_bytes == result.body.output.encode()
+    episode = json.loads(invoke("get", session, "episode:7").stdout)
+    stored = next(
+        rec.body
+        for rec in records
+        if isinstance(rec.body, r.ContextEpisodeRecord) and rec.body.episode_id == 7
+    )
+    assert episode == json.loads(msgspec.json.encode(stored))
+    doc = json.loads(invoke("get", session, f"ledger:{result.seq}", "--json").stdout)
+    assert doc["record"]["kind"] == "tool_result" and doc["record"]["seq"] == result.seq
+    # A large output moved to the blob store restores through its record and its blob ref.
+    output = "line of output\n" * 1000
+    big = r.Record(body=r.ToolResult(call_id="c1", tool="bash", status="ok", output=output), ts=1)
+    assert invoke("init", tmp_path / "B", "--agent-id", "b").exit_code == 0
+    assert invoke("append", tmp_path / "B", write_jsonl(tmp_path / "in.jsonl", [big])).exit_code == 0
+    stored_big = _records(tmp_path / "B")[0].body
+    assert isinstance(stored_big, r.ToolResult) and stored_big.blob is not None and stored_big.output == ""
+    assert invoke("get", tmp_path / "B", "ledger:0").stdout_bytes == output.encode()
+    assert invoke("get", tmp_path / "B", f"blob:{stored_big.blob.hash}").stdout_bytes == output.encode()
+    blob = json.loads(invoke("get", tmp_path / "B", f"blob:{stored_big.blob.hash}", "--json").stdout)
+    assert blob["blob"] == {"size": len(output), "text": output, "base64": None}
+
+
+def test_search_finds_episodes_and_evidence_with_refs(session: Path) -> None:
+    hits = json.loads(invoke("search", session, "feature 3 PR 103", "--json").stdout)
+    assert hits and hits == json.loads(invoke("search", session, "feature 3 PR 103", "--json").stdout)
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    for hit in hits:
+        assert invoke("get", session, hit["ref"]).exit_code == 0
+    only = json.loads(invoke("search", session, "feature 3", "--only", "episodes", "--json").stdout)
+    assert only and all(h["ref"].startswith("episode:") and h["source"] == "episode" for h in only)
+    evidence = json.loads(invoke("search", session, "pytest", "--only", "evidence", "--json").stdout)
+    assert evidence and all(h["ref"].startswith("ledger:") for h in evidence)
+    text = invoke("search", session, "pytest", "--limit", "2").stdout
+    assert text.startswith(" 1. ledger:") and "matched: pytest" in text
+    assert "nothing matches" in invoke("search", session, "zebra").stdout
+
+
+def test_stats_counts_what_the_ledger_holds(session: Path) -> None:
+    records = _records(session)
+    doc = json.loads(invoke("stats", session, "--json").stdout)
+    assert doc["records"] == len(records) == 1996
+    kinds: dict[str, int] = {}
+    for rec in records:
+        kinds[rec.kind] = kinds.get(rec.kind, 0) + 1
+    assert doc["by_kind"] == kinds
+    assert doc["turns"] == 220 and doc["prompts"] == 186 and doc["episodes"] == 52
+    keys = [rec.body.cache_key for rec in records if isinstance(rec.body, r.PromptRendered)]
+    assert doc["cache_keys"] == len(set(keys))
+    assert doc["cache_key_changes"] == sum(a != b for a, b in itertools.pairwise(keys))
+    history = next(s for s in doc["sections"] if s["section"] == "history")
+    assert history["min"] <= history["median"] <= history["max"]
+    text = invoke("stats", session).stdout
+    assert "records by kind:" in text and "prompts: 186" in text
+
+
+def test_stats_counts_unknown_outcomes(tmp_path: Path) -> None:
+    intent = r.Record(body=r.ToolIntent(call_id="c9", tool="bash", args={"command": "deploy"}), ts=1, turn=1)
+    assert invoke("init", tmp_path / "L", "--agent-id", "a").exit_code == 0
+    assert invoke("append", tmp_path / "L", write_jsonl(tmp_path / "in.jsonl", [intent])).exit_code == 0
+    doc = json.loads(invoke("stats", tmp_path / "L", "--json").stdout)
+    assert doc["unknown_outcomes"] == 1 and doc["prompts"] == 0 and doc["prompt_tokens"] is None
+
+
+def test_verify_ok_and_divergent(tmp_path: Path, session: Path) -> None:
+    result = invoke("verify", session)
+    assert result.exit_code == 0
+    assert "frames and chain  ok · 1,996 records" in result.stdout
+    assert "derivations       ok · 220 post-turn refreshes re-run" in result.stdout
+    doc = json.loads(invoke("verify", session, "--json").stdout)
+    assert doc["ok"] is True and doc["storage"]["problems"] == []
+    records = list(live_records("boundary_task_rejoined"))
+    index = next(i for i, rec in enumerate(records) if isinstance(rec.body, r.ContextEpisodeRecord))
+    body = records[index].body
+    assert isinstance(body, r.ContextEpisodeRecord)
+    records[index] = msgspec.structs.replace(
+        records[index], body=msgspec.structs.replace(body, objective="rewritten")
+    )
+    with Ledger.create(tmp_path / "L", agent_id="x", fsync="never") as ledger:
+        ledger.append_many(records)
+    result = invoke("verify", tmp_path / "L")
+    assert result.exit_code == 1
+    assert f"derivations       FAILED at seq {records[index].seq}" in result.stdout
+    assert "body.objective" in result.stdout
+    assert result.stderr.startswith("holon: check failed: derived records diverge")
