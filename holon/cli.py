@@ -645,7 +645,8 @@ def _export_parquet(path: Path, out: Path) -> list[Path]:
 
 def _turn_lines(turn: TurnReplay) -> list[str]:
     seqs = f"seq {turn.started_seq}..{turn.ended_seq if turn.ended_seq is not None else '…'}"
-    head = f"turn {turn.turn} · {seqs} · {turn.trigger}: {_clip(turn.input, 60)}"
+    said = _clip(turn.input, 60) if turn.input else "(no input)"
+    head = f"turn {turn.turn} · {seqs} · {turn.trigger}: {said}"
     head += f" · {turn.outcome or 'still open'}"
     lines = [head]
     for p in turn.prompts:

@@ -204,7 +204,11 @@ class PromptSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TurnReplay(msgspec.Struct, frozen=True, kw_only=True):
-    """One turn after its post-turn refresh: what happened to memory and the prompts."""
+    """One turn after its post-turn refresh: what happened to memory and the prompts.
+
+    ``input`` is the turn's input, or (when ``turn_started`` carries none) the text of
+    its first user, operator, channel or system message.
+    """
 
     turn: int
     started_seq: int
@@ -295,6 +299,9 @@ def replay_turns(
             current.outcome, current.ended_seq = body.outcome, record.seq
         elif isinstance(body, r.ToolIntent):
             current.tool_calls += 1
+        elif isinstance(body, r.Message) and body.role in _INPUT_ROLES and current.input is None:
+            # A wake-up without explicit input answers the turn's first input message.
+            current.input = body.text
         elif isinstance(body, r.WorkingMemoryDelta):
             current.delta = body
         elif isinstance(body, r.ContextEpisodeRecord):
