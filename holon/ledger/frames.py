@@ -104,7 +104,7 @@ class FrameWalk:
     frames and :attr:`prev` the chain hash of the last one.
     """
 
-    __slots__ = ("_buf", "_end", "_verify_chain", "active", "file", "pos", "prev", "torn")
+    __slots__ = ("_base", "_buf", "_end", "_verify_chain", "active", "file", "pos", "prev", "torn")
 
     def __init__(
         self,
@@ -116,9 +116,13 @@ class FrameWalk:
         prev: bytes | None,
         active: bool,
         verify_chain: bool = True,
+        base: int = 0,
     ) -> None:
         # bytes (not a view) so the hot loop can use bytes.startswith without copies.
         self._buf = buf if isinstance(buf, bytes) else bytes(buf)
+        # Offset of buf[0] in the file: errors and torn tails name file offsets even when
+        # ``buf`` is a chunk read from the middle of a segment.
+        self._base = base
         self._end = end
         self._verify_chain = verify_chain
         self.file = file
@@ -137,6 +141,10 @@ class FrameWalk:
         prev = self.prev
         verify_chain = self._verify_chain
         head_size = FRAME_HEAD.size
+        # One hasher reused per walk: constructing a blake3 object costs more than hashing
+        # a few hundred bytes.
+        hasher = _blake3()
+        update, digest, reset = hasher.update, hasher.digest, hasher.reset
         while pos < end:
             if end - pos < head_size:
                 self._damage(pos, "the data ends inside a frame head", incomplete=True)
@@ -165,7 +173,12 @@ class FrameWalk:
                     f"broken hash chain: frame commits to {buf[pos + head_size : pos + 48].hex()} "
                     f"but the previous record hashes to {prev.hex()}",
                 )
-            prev = _blake3(body).digest() if verify_chain else None
+            if verify_chain:
+                update(body)
+                prev = digest()
+                reset()
+            else:
+                prev = None
             self.pos = stop
             self.prev = prev
             yield pos, mv[pos + FRAME_OVERHEAD : stop]
@@ -187,6 +200,6 @@ class FrameWalk:
     def _damage(self, pos: int, reason: str, *, incomplete: bool = False) -> None:
         """Record a torn tail (active segment, incomplete final frame) or raise."""
         if incomplete and self.active:
-            self.torn = TornTail(pos, self._end - pos, reason)
+            self.torn = TornTail(pos + self._base, self._end - pos, reason)
             return
-        raise LedgerCorrupt(reason, file=self.file, offset=pos)
+        raise LedgerCorrupt(reason, file=self.file, offset=pos + self._base)

@@ -26,7 +26,6 @@ from holon.ledger.segments import (
     SegmentFile,
     decompress_segment,
     list_segments,
-    load_segment,
     parse_segment_header,
     seal_segment,
 )
@@ -130,6 +129,13 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
             "the ledger has no segment files (a new ledger has one); restore them from a backup",
             file=str(seg_dir),
         )
+    if segs[0].start_seq != 0:
+        raise LedgerCorrupt(
+            f"the first segment starts at seq {segs[0].start_seq}, so seqs 0..{segs[0].start_seq - 1} "
+            "are missing: a segment was deleted; restore it from a backup",
+            file=segs[0].name,
+            offset=0,
+        )
     last = segs[-1]
     if last.plain is None:
         raise LedgerCorrupt(
@@ -137,12 +143,17 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
             "plain segment after it; restore the deleted segment from a backup",
             file=last.name,
         )
-    for seg in segs[:-1]:
+    # (end seq, last chain hash) of the segment before the active one, when it had to be read.
+    predecessor: tuple[int, bytes] | None = None
+    for position, seg in enumerate(segs[:-1]):
         if seg.plain is None:
             continue
         plain = seg.plain
         data = plain.read_bytes()
-        _walk_end(data, seg, str(plain), active=False)
+        walk, end_seq = _walk_end(data, seg, str(plain), active=False)
+        if position == len(segs) - 2:
+            assert walk.prev is not None
+            predecessor = (end_seq, walk.prev)
         if seg.sealed is not None:
             sealed_ok = False
             try:
@@ -177,9 +188,9 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
     buf = active_path.read_bytes()
     walk, next_seq = _walk_end(buf, last, str(active_path), active=True)
     header_prev = parse_segment_header(buf, file=str(active_path)).prev_hash
-    if len(segs) > 1:
-        _check_predecessor(segs[-2], last, header_prev)
-    elif last.start_seq != 0 or header_prev != header.genesis:
+    if predecessor is not None:
+        _check_predecessor(predecessor, last, header_prev)
+    elif len(segs) == 1 and (last.start_seq != 0 or header_prev != header.genesis):
         raise LedgerCorrupt(
             f"the only segment starts at seq {last.start_seq} and does not commit to this agent's genesis "
             "hash; earlier segments are missing or the segment belongs to another ledger",
@@ -209,19 +220,14 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
     )
 
 
-def _check_predecessor(prev_seg: SegmentFile, active: SegmentFile, active_prev: bytes) -> None:
-    """The segment before the active one must end where the active one starts, hash-linked."""
-    buf, file, _sealed = load_segment(prev_seg)
-    walk = FrameWalk(
-        buf, file=file, pos=SEGMENT_HEADER.size, end=len(buf), prev=None, active=False, verify_chain=False
-    )
-    parse_segment_header(buf, file=file)
-    count = 0
-    last_offset = -1
-    for offset, _payload in walk.frames():
-        count += 1
-        last_offset = offset
-    end_seq = prev_seg.start_seq + count
+def _check_predecessor(predecessor: tuple[int, bytes], active: SegmentFile, active_prev: bytes) -> None:
+    """The plain segment before the active one must end where the active one starts, hash-linked.
+
+    Only a predecessor that recovery read anyway (still plain: the writer died before
+    sealing it) is checked here; a sealed one is not decompressed on open. Its link is
+    checked by every read that crosses it and by ``verify()``.
+    """
+    end_seq, last_hash = predecessor
     if end_seq != active.start_seq:
         raise LedgerCorrupt(
             f"segment ends before seq {end_seq} but the next segment starts at seq {active.start_seq}; "
@@ -229,9 +235,6 @@ def _check_predecessor(prev_seg: SegmentFile, active: SegmentFile, active_prev: 
             file=active.name,
             offset=0,
         )
-    last_hash = (
-        walk.last_hash(last_offset) if last_offset >= 0 else parse_segment_header(buf, file=file).prev_hash
-    )
     if last_hash != active_prev:
         raise LedgerCorrupt(
             "broken hash chain across segments: the active segment does not commit to the last record "

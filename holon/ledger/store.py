@@ -32,7 +32,7 @@ import xxhash
 from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound, UsageError
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS, BlobStore, check_blob_hash
 from holon.ledger.files import sync_file
-from holon.ledger.frames import FRAME_HEAD, FrameWalk
+from holon.ledger.frames import FRAME_HEAD, FRAME_OVERHEAD, HASH_SIZE, MAX_PAYLOAD, FrameWalk
 from holon.ledger.header import LedgerHeader, read_header, write_header
 from holon.ledger.lock import WriterLock
 from holon.ledger.recovery import RecoveryAction, recover
@@ -53,7 +53,7 @@ from holon.records import (
     TaskResult,
     ToolResult,
     decode_msgpack_record,
-    encode_msgpack_record,
+    encode_msgpack_record_into,
 )
 
 __all__ = ["DEFAULT_BLOB_THRESHOLD", "DEFAULT_SEGMENT_BYTES", "FsyncPolicy", "Ledger"]
@@ -72,11 +72,34 @@ _WRITE_THRESHOLD: Final = 1 << 20
 _SEALED_CACHE_SIZE: Final = 2
 _LENGTH_MASK: Final = 0xFFFFFFFF
 
+# The active segment's offset index is extended by reading this much past its end at a time.
+_INDEX_CHUNK: Final = 1 << 16
+# Records that do not encode raise one of these from the codec.
+_ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, KeyError, ValueError)
+
 _pack_head = FRAME_HEAD.pack
+_unpack_head = FRAME_HEAD.unpack_from
+_HEAD_SIZE: Final = FRAME_HEAD.size
 _xxh3 = xxhash.xxh3_64_intdigest
-_blake3 = blake3.blake3
 _replace = msgspec.structs.replace
-_BLOB_KINDS: Final = (ToolResult, TaskResult)
+_encode_into = encode_msgpack_record_into
+_BLOB_KINDS: Final = frozenset({ToolResult, TaskResult})
+
+
+class _ActiveIndex:
+    """Offsets of the frames of one plain segment, extended incrementally as it grows.
+
+    ``get`` on the active segment reads only the bytes appended since the last call,
+    instead of loading and walking the whole segment each time.
+    """
+
+    __slots__ = ("end", "offsets", "path", "start_seq")
+
+    def __init__(self, start_seq: int, path: Path) -> None:
+        self.start_seq = start_seq
+        self.path = path
+        self.offsets: list[int] = []
+        self.end = SEGMENT_HEADER.size
 
 
 class Ledger:
@@ -103,21 +126,30 @@ class Ledger:
         self._seg_dir = path / "segments"
         self.blobs = BlobStore(path / "blobs", durable=fsync != "never")
         self._sealed_cache: OrderedDict[int, tuple[bytes, str, list[int] | None]] = OrderedDict()
+        self._segs: list[SegmentFile] | None = None
+        self._active_index: _ActiveIndex | None = None
         self._recovery: tuple[RecoveryAction, ...] = ()
         self._lock: WriterLock | None = None
         self._fd: int | None = None
         self._failed: BaseException | None = None
         self._sealer: threading.Thread | None = None
         self._closed = False
-        self._pending: list[bytes] = []
-        self._pending_size = 0
+        # Framed records not yet handed to the OS, and the record being framed: the chain
+        # hash it commits to (32 bytes) followed by its payload, i.e. exactly the bytes its
+        # checksum and its own chain hash cover.
+        self._buf = bytearray()
+        self._scratch = bytearray(header.genesis)
+        self._hasher = blake3.blake3()
+        self._segment_bytes = header.segment_bytes
         self._active_path = self._seg_dir
         self._active_start = 0
         self._active_size = 0
         self._next_seq = 0
         self._head_hash = header.genesis
+        self._writable = False
         if not readonly:
             self._start_writer()
+            self._writable = True
 
     # ------------------------------------------------------------------ opening
 
@@ -183,7 +215,8 @@ class Ledger:
             self._active_size = state.active_size
             self._next_seq = state.next_seq
             self._head_hash = state.head_hash
-            self._fd = os.open(state.active_path, os.O_WRONLY | os.O_APPEND)
+            self._scratch[:] = state.head_hash
+            self._fd = os.open(state.active_path, os.O_WRONLY)
         except BaseException:
             self._lock.release()
             raise
@@ -223,10 +256,26 @@ class Ledger:
         be exactly the next one. Tool and task outputs over the blob threshold are moved
         to the blob store first: the stored record has ``output=""`` and ``blob=BlobRef``.
         """
-        self._check_writable()
+        if not self._writable:
+            self._check_writable()
         seq = self._next_seq
-        payload = self._payload(record, seq)
-        self._commit((payload,))
+        if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
+            record = self._prepare(record, seq)
+        scratch = self._scratch
+        try:
+            _encode_into(record, scratch, seq)
+        except _ENCODE_ERRORS as exc:
+            del scratch[HASH_SIZE:]
+            raise InvalidRecord(f"record does not encode ({exc!r})", where=f"seq {seq}") from None
+        try:
+            self._stage()
+            if self.fsync == "always":
+                self._sync()
+            elif len(self._buf) >= _WRITE_THRESHOLD:
+                self._write_pending()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
         return seq
 
     def append_many(self, records: Iterable[Record]) -> list[int]:
@@ -234,42 +283,48 @@ class Ledger:
         self._check_writable()
         first = self._next_seq
         # Every record is checked and encoded before the first frame is staged.
-        payloads = [self._payload(record, seq) for seq, record in enumerate(records, first)]
-        self._commit(payloads)
-        return list(range(first, first + len(payloads)))
-
-    def _payload(self, record: Record, seq: int) -> bytes:
-        """Check a record's seq, move a large output to a blob, and encode it for seq ``seq``."""
-        if record.seq != seq:
-            if record.seq != -1:
-                raise InvalidRecord(
-                    f"record carries seq {record.seq} but the next seq of this ledger is {seq}; "
-                    "build records with the default seq=-1 and let the ledger assign it",
-                    where=f"seq {record.seq}",
-                    field="seq",
-                )
-            record = _replace(record, seq=seq)
-        body = record.body
-        if isinstance(body, _BLOB_KINDS):
-            record = self._place_output(record, body, self.header.blob_threshold)
+        payloads = bytearray()
+        ends: list[int] = []
+        for seq, given in enumerate(records, first):
+            record = given
+            if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
+                record = self._prepare(record, seq)
+            try:
+                _encode_into(record, payloads, seq)
+            except _ENCODE_ERRORS as exc:
+                raise InvalidRecord(f"record does not encode ({exc!r})", where=f"seq {seq}") from None
+            ends.append(len(payloads))
         try:
-            return encode_msgpack_record(record)
-        except (msgspec.EncodeError, TypeError, OverflowError) as exc:
-            raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
-
-    def _commit(self, payloads: Iterable[bytes]) -> None:
-        """Stage encoded records and apply the fsync policy; a failed write poisons the writer."""
-        try:
+            scratch = self._scratch
             stage = self._stage
-            for payload in payloads:
-                stage(payload)
+            start = 0
+            with memoryview(payloads) as view:
+                for end in ends:
+                    scratch[HASH_SIZE:] = view[start:end]
+                    stage()
+                    start = end
             if self.fsync == "always":
                 self._sync()
-            elif self._pending_size >= _WRITE_THRESHOLD:
+            elif len(self._buf) >= _WRITE_THRESHOLD:
                 self._write_pending()
         except BaseException as exc:
-            self._failed = exc
+            self._fail(exc)
             raise
+        return list(range(first, first + len(ends)))
+
+    def _prepare(self, record: Record, seq: int) -> Record:
+        """Check a record's seq and move a large output to a blob (the uncommon cases of append)."""
+        if record.seq not in (seq, -1):
+            raise InvalidRecord(
+                f"record carries seq {record.seq} but the next seq of this ledger is {seq}; "
+                "build records with the default seq=-1 and let the ledger assign it",
+                where=f"seq {record.seq}",
+                field="seq",
+            )
+        body = record.body
+        if isinstance(body, ToolResult | TaskResult):
+            record = self._place_output(record, body, self.header.blob_threshold)
+        return record
 
     def _place_output(self, record: Record, body: ToolResult | TaskResult, threshold: int) -> Record:
         """Move a large output to the blob store, or check an existing blob reference."""
@@ -295,30 +350,47 @@ class Ledger:
         ref = self.blobs.put(data, preview=output[:BLOB_PREVIEW_CHARS])
         return _replace(record, body=_replace(body, output="", blob=ref))
 
-    def _stage(self, payload: bytes) -> None:
-        """Frame one payload onto the pending buffer and advance seq and head hash."""
-        n = len(payload)
-        body = self._head_hash + payload
-        self._pending.append(_pack_head(n, n ^ _LENGTH_MASK, _xxh3(body, n)))
-        self._pending.append(body)
-        self._pending_size += FRAME_HEAD.size + len(body)
-        self._head_hash = _blake3(body).digest()
+    def _stage(self) -> None:
+        """Frame the record in the scratch buffer onto the pending buffer; advance seq and head.
+
+        The scratch buffer holds ``prev || payload``: the checksum and the new chain hash are
+        both computed over it in place, and it is left holding the new head hash.
+        """
+        scratch = self._scratch
+        n = len(scratch) - HASH_SIZE
+        buf = self._buf
+        buf += _pack_head(n, n ^ _LENGTH_MASK, _xxh3(scratch, n))
+        buf += scratch
+        hasher = self._hasher
+        hasher.update(scratch)
+        head = hasher.digest()
+        hasher.reset()
+        del scratch[HASH_SIZE:]
+        scratch[:] = head
+        self._head_hash = head
         self._next_seq += 1
-        if self._active_size + self._pending_size >= self.header.segment_bytes:
+        if self._active_size + len(buf) >= self._segment_bytes:
             self._rollover()
+
+    def _fail(self, exc: BaseException) -> None:
+        """A write failed: its state on disk is unknown, so this writer refuses more appends."""
+        self._failed = exc
+        self._writable = False
 
     def _write_pending(self) -> None:
         """Hand buffered frames to the OS (visible to readers; durable only after a sync)."""
-        if not self._pending:
+        buf = self._buf
+        if not buf:
             return
         assert self._fd is not None
-        data = memoryview(b"".join(self._pending))
-        self._pending.clear()
-        self._pending_size = 0
-        while data:
-            written = os.write(self._fd, data)
-            self._active_size += written
-            data = data[written:]
+        offset = self._active_size
+        written = os.pwrite(self._fd, buf, offset)
+        if written < len(buf):
+            with memoryview(buf) as view:
+                while written < len(view):
+                    written += os.pwrite(self._fd, view[written:], offset + written)
+        self._active_size = offset + written
+        buf.clear()
 
     def _sync(self) -> None:
         self._write_pending()
@@ -329,19 +401,21 @@ class Ledger:
         """Seal the full active segment and start the next one, crash-safely.
 
         The old segment is made durable before the new one (which claims the next seq)
-        exists, and the new one exists before the old one is sealed, so the newest
-        segment on disk is always a plain, appendable file.
+        exists, and the new one exists before the old one is sealed, so the newest segment
+        on disk is always a plain, appendable file.
         """
         self._sync()
-        assert self._fd is not None
+        fd = self._fd
+        assert fd is not None
         old_path = self._active_path
         new_path = create_segment(self._seg_dir, self._next_seq, self._head_hash)
-        os.close(self._fd)
+        os.close(fd)
         self._fd = None
-        self._fd = os.open(new_path, os.O_WRONLY | os.O_APPEND)
+        self._fd = os.open(new_path, os.O_WRONLY)
         self._active_path = new_path
         self._active_start = self._next_seq
         self._active_size = SEGMENT_HEADER.size
+        self._segs = None
         # Compression takes longer than filling many frames, so it runs beside the appends
         # (zstd releases the GIL). Until it finishes the plain file is a valid segment, and
         # a crash before it finishes is completed by the next writer's recovery.
@@ -377,7 +451,7 @@ class Ledger:
             else:
                 self._sync()
         except BaseException as exc:
-            self._failed = exc
+            self._fail(exc)
             raise
 
     @contextmanager
@@ -429,37 +503,103 @@ class Ledger:
         Checksums and chain links are checked as frames are read; damage raises
         LedgerCorrupt naming the segment file and byte offset. Without ``to_seq`` the
         iteration runs to the end of the data visible when it gets there (records a
-        concurrent writer appends meanwhile are included).
+        concurrent writer appends meanwhile are included). Reading starts in the segment
+        holding ``from_seq`` (found from the file names); earlier segments are not read.
         """
         if from_seq < 0:
             raise UsageError(f"from_seq {from_seq} must be >= 0")
         self._publish()
+        return self._records(from_seq, to_seq)
+
+    def _records(self, from_seq: int, to_seq: int | None) -> Iterator[Record]:
+        """Verified, decoded records: the body of :meth:`read`.
+
+        The frame loop is inlined here (it is the whole cost of a scan); at the first frame
+        that is not plainly valid it hands over to FrameWalk, which raises LedgerCorrupt
+        naming the damage or, at the end of the active segment, stops at a torn tail.
+        """
         decode = decode_msgpack_record
-        for seq, payload, walk in self._walk(from_seq, to_seq, None):
-            try:
-                record = decode(payload)
-            except InvalidRecord:
-                decode(payload, where=f"seq {seq} ({walk.file} at byte {walk.pos - len(payload) - 48})")
-                raise
-            if record.seq != seq:
-                raise LedgerCorrupt(
-                    f"frame holds seq {record.seq} where seq {seq} belongs",
-                    file=walk.file,
-                    offset=walk.pos - len(payload) - 48,
-                )
-            yield record
+        unpack = _unpack_head
+        xxh3 = _xxh3
+        hasher = blake3.blake3()
+        update, digest, reset = hasher.update, hasher.digest, hasher.reset
+        for span in self._spans(from_seq, to_seq, None):
+            buf = span.buf
+            mv = memoryview(buf)
+            startswith = buf.startswith
+            pos, prev, expected, end = span.pos, span.prev, span.expected, len(buf)
+            while True:
+                while pos + _HEAD_SIZE <= end:
+                    n, guard, checksum = unpack(buf, pos)
+                    stop = pos + FRAME_OVERHEAD + n
+                    if guard != n ^ _LENGTH_MASK or n == 0 or n > MAX_PAYLOAD or stop > end:
+                        break
+                    body = mv[pos + _HEAD_SIZE : stop]
+                    if xxh3(body, n) != checksum or not startswith(prev, pos + _HEAD_SIZE):
+                        break
+                    update(body)
+                    prev = digest()
+                    reset()
+                    if expected >= from_seq:
+                        try:
+                            record = decode(mv[pos + FRAME_OVERHEAD : stop])
+                        except InvalidRecord:
+                            decode(
+                                mv[pos + FRAME_OVERHEAD : stop],
+                                where=f"seq {expected} ({span.file} at byte {pos})",
+                            )
+                            raise
+                        if record.seq != expected:
+                            raise LedgerCorrupt(
+                                f"frame holds seq {record.seq} where seq {expected} belongs",
+                                file=span.file,
+                                offset=pos,
+                            )
+                        yield record
+                    expected += 1
+                    pos = stop
+                    if to_seq is not None and expected >= to_seq:
+                        span.done = True
+                        return
+                if pos >= end:
+                    break
+                # Not a plainly valid frame: FrameWalk raises, or marks a torn tail and stops.
+                walk = FrameWalk(buf, file=span.file, pos=pos, end=end, prev=prev, active=span.active)
+                for _offset, _payload in walk.frames():
+                    break  # a frame the fast loop refused but FrameWalk accepts: re-read it
+                else:
+                    pos, prev = walk.pos, walk.prev or prev
+                    break
+                raise LedgerCorrupt("frame check disagreement", file=span.file, offset=pos)
+            mv.release()
+            span.pos, span.prev, span.expected = pos, prev, expected
 
     def get(self, seq: int) -> Record:
         """The record with this seq (random access through the segment index).
 
+        The segment is found from the file names; in a sealed segment the frame through an
+        offset table cached per segment, in the active segment through an offset index
+        that is extended by reading only what was appended since the last call.
         Raises RefNotFound when ``seq`` is beyond the head.
         """
         if seq < 0:
             raise RefNotFound(f"seq {seq} does not exist: seqs start at 0")
         self._publish()
-        segs = self._listing()
+        if self._fd is not None and seq >= self._active_start:
+            # The writer knows its active segment without listing the directory.
+            if seq >= self._next_seq:
+                raise RefNotFound(
+                    f"seq {seq} is past the end of ledger {self.path} (next seq is {self._next_seq})"
+                )
+            return self._get_active(SegmentFile(self._active_start, self._active_path, None), seq)
+        segs = self._segs
+        if segs is None or seq >= segs[-1].start_seq:
+            # The newest listed segment may have rolled over since the listing was taken.
+            segs = self._segs = self._listing()
         index = bisect.bisect_right([s.start_seq for s in segs], seq) - 1
         seg = segs[index]
+        if index == len(segs) - 1 and seg.plain is not None:
+            return self._get_active(seg, seq)
         buf, file, offsets = self._indexed(seg)
         k = seq - seg.start_seq
         if k >= len(offsets):
@@ -475,15 +615,90 @@ class Ledger:
                 offset=0,
             )
         pos = offsets[k]
-        walk = FrameWalk(buf, file=file, pos=pos, end=len(buf), prev=None, active=False, verify_chain=False)
+        return self._frame_record(buf, pos, seq, file)
+
+    def _frame_record(self, buf: bytes, pos: int, seq: int, file: str, base: int = 0) -> Record:
+        """Check the frame at ``pos`` of ``buf`` (``base`` = file offset of buf[0]) and decode it."""
+        walk = FrameWalk(
+            buf, file=file, pos=pos, end=len(buf), prev=None, active=False, verify_chain=False, base=base
+        )
         for _offset, payload in walk.frames():
-            record = decode_msgpack_record(payload, where=f"seq {seq} ({file} at byte {pos})")
+            record = decode_msgpack_record(payload, where=f"seq {seq} ({file} at byte {base + pos})")
             if record.seq != seq:
                 raise LedgerCorrupt(
-                    f"frame holds seq {record.seq} where seq {seq} belongs", file=file, offset=pos
+                    f"frame holds seq {record.seq} where seq {seq} belongs", file=file, offset=base + pos
                 )
             return record
-        raise LedgerCorrupt(f"no frame at the indexed offset of seq {seq}", file=file, offset=pos)
+        raise LedgerCorrupt(f"no frame at the indexed offset of seq {seq}", file=file, offset=base + pos)
+
+    def _get_active(self, seg: SegmentFile, seq: int) -> Record:
+        """``get`` in the newest (plain) segment, through its incremental offset index."""
+        assert seg.plain is not None
+        index = self._active_index
+        if index is None or index.start_seq != seg.start_seq:
+            index = self._active_index = _ActiveIndex(seg.start_seq, seg.plain)
+        k = seq - seg.start_seq
+        file = str(index.path)
+        try:
+            fd = os.open(index.path, os.O_RDONLY)
+        except FileNotFoundError:
+            # Sealed (by the writer) since it was listed: look it up again.
+            self._segs = None
+            self._active_index = None
+            if self._fd is not None:
+                raise
+            return self.get(seq)
+        try:
+            if k >= len(index.offsets):
+                self._extend_index(index, fd)
+            if k >= len(index.offsets):
+                if self._fd is None:
+                    fresh = self._listing()
+                    if fresh[-1].start_seq != seg.start_seq:
+                        # The writer rolled over meanwhile: this segment is complete now.
+                        self._segs = None
+                        self._active_index = None
+                        return self.get(seq)
+                raise RefNotFound(
+                    f"seq {seq} is past the end of ledger {self.path} "
+                    f"(next seq is {seg.start_seq + len(index.offsets)})"
+                )
+            pos = index.offsets[k]
+            head = os.pread(fd, _INDEX_CHUNK, pos)
+            if len(head) >= _HEAD_SIZE:
+                n = _unpack_head(head, 0)[0]
+                if FRAME_OVERHEAD + n > len(head):
+                    head = os.pread(fd, FRAME_OVERHEAD + n, pos)
+        finally:
+            os.close(fd)
+        return self._frame_record(head, 0, seq, file, base=pos)
+
+    def _extend_index(self, index: _ActiveIndex, fd: int) -> None:
+        """Index the complete frames appended to a plain segment since the last call."""
+        pos = index.end
+        want = _INDEX_CHUNK
+        file = str(index.path)
+        while True:
+            chunk = os.pread(fd, want, pos)
+            if len(chunk) < _HEAD_SIZE:
+                break
+            walk = FrameWalk(
+                chunk, file=file, pos=0, end=len(chunk), prev=None, active=True, verify_chain=False, base=pos
+            )
+            offsets = index.offsets
+            for offset, _payload in walk.frames():
+                offsets.append(pos + offset)
+            if walk.pos:
+                pos += walk.pos
+                want = _INDEX_CHUNK
+                continue
+            # No complete frame here: one longer than the chunk, or the end of the data.
+            n, guard, _checksum = _unpack_head(chunk, 0)
+            if guard == n ^ _LENGTH_MASK and 0 < n <= MAX_PAYLOAD and len(chunk) == want < FRAME_OVERHEAD + n:
+                want = FRAME_OVERHEAD + n
+                continue
+            break
+        index.end = pos
 
     def verify(self) -> VerifyReport:
         """Check every frame, the whole chain and every blob; report problems instead of raising."""
@@ -492,11 +707,11 @@ class Ledger:
 
     def _publish(self) -> None:
         """Let this writer's own reads see its buffered appends."""
-        if not self.readonly and not self._closed and self._failed is None and self._pending:
+        if self._writable and self._buf:
             try:
                 self._write_pending()
             except BaseException as exc:
-                self._failed = exc
+                self._fail(exc)
                 raise
 
     def _listing(self) -> list[SegmentFile]:
@@ -552,11 +767,30 @@ class Ledger:
     def _walk(
         self, from_seq: int, to_seq: int | None, segs: list[SegmentFile] | None
     ) -> Iterator[tuple[int, memoryview, FrameWalk]]:
-        """Yield ``(seq, payload, walk)`` for verified frames from ``from_seq``.
+        """Yield ``(seq, payload, walk)`` for verified frames from ``from_seq`` (see _spans)."""
+        for span in self._spans(from_seq, to_seq, segs):
+            walk = FrameWalk(
+                span.buf, file=span.file, pos=span.pos, end=len(span.buf), prev=span.prev, active=span.active
+            )
+            expected = span.expected
+            for _offset, payload in walk.frames():
+                if expected >= from_seq:
+                    yield expected, payload, walk
+                expected += 1
+                if to_seq is not None and expected >= to_seq:
+                    span.done = True
+                    return
+            span.pos, span.prev, span.expected = walk.pos, walk.prev or span.prev, expected
 
-        Crossing into the next segment checks that seqs continue and the chain links. When
-        the newest segment runs out, the listing is refreshed: if the writer rolled over
-        meanwhile, the rest of the (now complete) segment and the next ones are read too.
+    def _spans(self, from_seq: int, to_seq: int | None, segs: list[SegmentFile] | None) -> Iterator[_Span]:
+        """Yield the segment bytes to walk for ``from_seq`` onward, one span at a time.
+
+        The consumer walks the frames of each span from ``span.pos`` (checking links from
+        ``span.prev``) and leaves ``pos``, ``prev`` and ``expected`` where it stopped, or
+        sets ``done``. Crossing into the next segment checks that seqs continue and the
+        chain links. When the newest segment runs out, the listing is refreshed: if the
+        writer rolled over meanwhile, the rest of the (now complete) segment and the next
+        ones are yielded too.
         """
         if to_seq is not None and to_seq <= from_seq:
             return
@@ -590,17 +824,13 @@ class Ledger:
                     file=file,
                     offset=24,
                 )
-            pos, prev = SEGMENT_HEADER.size, header.prev_hash
             last = index == len(segs) - 1
+            span = _Span(buf, file, SEGMENT_HEADER.size, header.prev_hash, expected, last and not sealed)
             while True:
-                walk = FrameWalk(buf, file=file, pos=pos, end=len(buf), prev=prev, active=last and not sealed)
-                for _offset, payload in walk.frames():
-                    if expected >= from_seq:
-                        yield expected, payload, walk
-                    expected += 1
-                    if to_seq is not None and expected >= to_seq:
-                        return
-                pos, prev = walk.pos, walk.prev
+                yield span
+                if span.done:
+                    return
+                pos, prev, expected = span.pos, span.prev, span.expected
                 if not last:
                     break
                 # The newest segment ran out: did the writer roll over meanwhile?
@@ -622,6 +852,7 @@ class Ledger:
                 last = False
                 seg = segs[index]
                 buf, file, sealed = self._load(seg)
+                span = _Span(buf, file, pos, prev, expected, False)
             index += 1
 
     # ------------------------------------------------------------------ closing
@@ -635,6 +866,7 @@ class Ledger:
                 self.flush()
         finally:
             self._closed = True
+            self._writable = False
             self._join_sealer()
             if self._fd is not None:
                 os.close(self._fd)
@@ -643,6 +875,8 @@ class Ledger:
                 self._lock.release()
                 self._lock = None
             self._sealed_cache.clear()
+            self._active_index = None
+            self._segs = None
 
     def __enter__(self) -> Ledger:
         return self
@@ -655,3 +889,20 @@ class Ledger:
     def __repr__(self) -> str:
         mode = "read-only" if self.readonly else f"writer, fsync={self.fsync}"
         return f"<Ledger {self.path} agent={self.agent_id!r} {mode}>"
+
+
+class _Span:
+    """A stretch of one segment's bytes for a reader to walk (see ``Ledger._spans``)."""
+
+    __slots__ = ("active", "buf", "done", "expected", "file", "pos", "prev")
+
+    def __init__(  # noqa: PLR0917 - a private record of six positions
+        self, buf: bytes, file: str, pos: int, prev: bytes, expected: int, active: bool
+    ) -> None:
+        self.buf = buf
+        self.file = file
+        self.pos = pos
+        self.prev = prev
+        self.expected = expected
+        self.active = active
+        self.done = False
