@@ -59,17 +59,38 @@ def test_parquet_files_are_zstd_compressed(ledgers: list[Path], tmp_path: Path) 
     assert codecs == [("ZSTD",)]
 
 
-def test_export_refuses_to_mix_with_an_earlier_export_unless_asked(
-    ledgers: list[Path], tmp_path: Path
-) -> None:
+def _read_back(out: Path, name: str) -> list[tuple[Any, ...]]:
+    columns = list(TABLES[name].columns)
+    return _rows(
+        duckdb.connect(), f"read_parquet('{out / name}/*/*.parquet', hive_partitioning = true)", columns
+    )
+
+
+def test_agents_exported_one_at_a_time_build_the_fleet_dataset(ledgers: list[Path], tmp_path: Path) -> None:
+    export_parquet(ledgers, tmp_path / "fleet")
+    for path in ledgers:
+        export_parquet([path], tmp_path / "shared")
+    for name in TABLES:
+        assert _read_back(tmp_path / "shared", name) == _read_back(tmp_path / "fleet", name), name
+    assert not [p for p in (tmp_path / "shared").iterdir() if p.name.startswith(".")]  # no staging left
+
+
+def test_an_agent_already_exported_is_refused_unless_overwrite(ledgers: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     export_parquet(ledgers, out)
-    with pytest.raises(AuditError, match="already holds exported tables"):
+    before = {p: p.read_bytes() for p in out.rglob("*.parquet")}
+    with pytest.raises(AuditError, match="already holds these agents' tables"):
         export_parquet(ledgers[:1], out)
-    # overwrite replaces each table whole: the second agent's partitions are gone.
+    assert {p: p.read_bytes() for p in out.rglob("*.parquet")} == before  # nothing touched
+    # overwrite replaces that agent's partitions only; the other agent's stay as they were.
     files = export_parquet(ledgers[:1], out, overwrite=True)
     assert {f.parent.name for f in files} == {"agent_id=agent-7"}
-    assert {d.name for d in (out / "records").iterdir()} == {"agent_id=agent-7"}
+    assert {d.name for d in (out / "records").iterdir()} == {
+        "agent_id=agent-7",
+        "agent_id=ops%2Fagent%3D2%20b",
+    }
+    other = {p: b for p, b in before.items() if "agent-7" not in p.parent.name}
+    assert other and all(p.read_bytes() == b for p, b in other.items())
 
 
 def test_export_to_a_file_is_refused(ledgers: list[Path], tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from holon.audit.query import AuditError
@@ -24,35 +25,53 @@ def export_parquet(
     Layout: ``out_dir/<table>/agent_id=<id>/data_<n>.parquet`` (Hive partitioning; the
     agent id is URL-encoded in the directory name and restored by readers that
     understand Hive partitions, e.g. ``read_parquet('out/tool_calls/*/*.parquet',
-    hive_partitioning=true)`` in DuckDB, or Spark and Trino over the same tree). A table
-    without rows writes no files. An existing ``out_dir/<table>`` directory is an error
-    unless ``overwrite`` is set, which replaces it.
+    hive_partitioning=true)`` in DuckDB, or Spark and Trino over the same tree).
+
+    Other agents' partitions already in ``out_dir`` are left alone, so agents can be
+    exported one at a time into one tree. An agent that already has a partition there
+    is an error unless ``overwrite`` is set, which replaces all of that agent's
+    partitions. A table without rows for an agent writes no file for it.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise AuditError(f"cannot export to {out}: it exists and is not a directory")
-    if not overwrite:
-        taken = [name for name in TABLES if (out / name).exists()]
-        if taken:
-            raise AuditError(
-                f"{out} already holds exported tables ({', '.join(taken)}); "
-                "choose an empty directory or pass overwrite=True (--overwrite)"
-            )
     con = connect(paths, workers=workers)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        written: list[Path] = []
-        for name in TABLES:
-            target = out / name
-            if target.exists():  # only with overwrite (checked above): stale agents must go too
-                shutil.rmtree(target)
-            con.execute(
-                f"COPY {name} TO '{_quote(str(target))}' "
-                "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (agent_id))"
-            )
-            if target.exists():
-                written.extend(sorted(target.rglob("*.parquet")))
-        return written
+        # Written beside the target first, then moved in per agent: a failed export leaves
+        # the tree as it was, and no name for an agent's partition has to be guessed.
+        staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))
+        try:
+            for name in TABLES:
+                con.execute(
+                    f"COPY {name} TO '{_quote(str(staging / name))}' "
+                    "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (agent_id))"
+                )
+            # Every agent has a row in `agents`, so its partitions name every agent exported.
+            partitions = sorted(p.name for p in (staging / "agents").iterdir())
+            taken = [
+                f"{name}/{part}" for name in TABLES for part in partitions if (out / name / part).exists()
+            ]
+            if taken and not overwrite:
+                shown = ", ".join(taken[:3]) + (f" and {len(taken) - 3} more" if len(taken) > 3 else "")
+                raise AuditError(
+                    f"{out} already holds these agents' tables ({shown}); choose another directory "
+                    "or pass overwrite=True to replace them"
+                )
+            written: list[Path] = []
+            for name in TABLES:
+                for part in partitions:
+                    target = out / name / part
+                    if target.exists():
+                        shutil.rmtree(target)
+                    source = staging / name / part
+                    if source.exists():
+                        target.parent.mkdir(exist_ok=True)
+                        source.rename(target)
+                        written.extend(sorted(target.glob("*.parquet")))
+            return written
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     finally:
         con.close()
 

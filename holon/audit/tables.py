@@ -273,7 +273,7 @@ TABLES: Final[dict[str, Table]] = {
                                    'form': coalesce(s.form, 'full')}}) AS sections,
                    len(coalesce(p.body.omitted, [])) AS omitted_count,
                    coalesce(list_sum(list_transform(p.body.omitted, lambda o: coalesce(o.tokens, 0))), 0)
-                       AS omitted_tokens,
+                       ::BIGINT AS omitted_tokens,
                    coalesce(p.body.episodes, []::BIGINT[]) AS episodes
             FROM {prompt_rendered} p JOIN _fleet f USING (agent_ix)
             ORDER BY f.agent_id, p.seq
