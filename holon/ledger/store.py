@@ -93,13 +93,15 @@ class _ActiveIndex:
     instead of loading and walking the whole segment each time.
     """
 
-    __slots__ = ("end", "offsets", "path", "start_seq")
+    __slots__ = ("damage", "end", "offsets", "path", "start_seq")
 
     def __init__(self, start_seq: int, path: Path) -> None:
         self.start_seq = start_seq
         self.path = path
         self.offsets: list[int] = []
         self.end = SEGMENT_HEADER.size
+        #: Damage found where indexing stopped: raised for seqs at or beyond it only.
+        self.damage: LedgerCorrupt | None = None
 
 
 class Ledger:
@@ -652,6 +654,8 @@ class Ledger:
             if k >= len(index.offsets):
                 self._extend_index(index, fd)
             if k >= len(index.offsets):
+                if index.damage is not None:
+                    raise index.damage
                 if self._fd is None:
                     fresh = self._listing()
                     if fresh[-1].start_seq != seg.start_seq:
@@ -675,6 +679,8 @@ class Ledger:
 
     def _extend_index(self, index: _ActiveIndex, fd: int) -> None:
         """Index the complete frames appended to a plain segment since the last call."""
+        if index.damage is not None:
+            return
         pos = index.end
         want = _INDEX_CHUNK
         file = str(index.path)
@@ -686,8 +692,14 @@ class Ledger:
                 chunk, file=file, pos=0, end=len(chunk), prev=None, active=True, verify_chain=False, base=pos
             )
             offsets = index.offsets
-            for offset, _payload in walk.frames():
-                offsets.append(pos + offset)
+            try:
+                for offset, _payload in walk.frames():
+                    offsets.append(pos + offset)
+            except LedgerCorrupt as exc:
+                # Frames before the damage stay reachable; asking for one after it raises.
+                index.damage = exc
+                pos += walk.pos
+                break
             if walk.pos:
                 pos += walk.pos
                 want = _INDEX_CHUNK
