@@ -115,7 +115,15 @@ def _recorded_config(config: RenderConfig, budget: Budget, estimator_version: st
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     recorded["estimator_version"] = estimator_version
     recorded["budget"] = msgspec.to_builtins(budget)
-    return recorded
+    # In the form a PromptRendered read back from a ledger holds (tuples decode as
+    # lists): the sticky episode selection compares it with the previous record's
+    # render_config, and ``() != []`` would make selection never sticky after a replay.
+    normalized: dict[str, Any] = _CONFIG_DECODER.decode(_CONFIG_ENCODER.encode(recorded))
+    return normalized
+
+
+_CONFIG_ENCODER: Final = msgspec.msgpack.Encoder()
+_CONFIG_DECODER: Final = msgspec.msgpack.Decoder(dict[str, Any])
 
 
 def _window_floor(inputs: ContextInputs) -> int | None:
