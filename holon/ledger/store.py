@@ -124,7 +124,8 @@ class Ledger:
         self.path = path
         self.header = header
         self.readonly = readonly
-        self.fsync: FsyncPolicy = fsync
+        self._fsync: FsyncPolicy = fsync
+        self._sync_each = fsync == "always"
         self._seg_dir = path / "segments"
         self.blobs = BlobStore(path / "blobs", durable=fsync != "never")
         self._sealed_cache: OrderedDict[int, tuple[bytes, str, list[int] | None]] = OrderedDict()
@@ -226,6 +227,11 @@ class Ledger:
     # ------------------------------------------------------------------ properties
 
     @property
+    def fsync(self) -> FsyncPolicy:
+        """The fsync policy this ledger was opened with (fixed for the life of the object)."""
+        return self._fsync
+
+    @property
     def agent_id(self) -> str:
         """The agent this ledger belongs to."""
         return self.header.agent_id
@@ -270,10 +276,22 @@ class Ledger:
             del scratch[HASH_SIZE:]
             raise InvalidRecord(f"record does not encode ({exc!r})", where=f"seq {seq}") from None
         try:
-            self._stage()
-            if self.fsync == "always":
+            # _stage, inlined: this is the whole per-record cost of the common append.
+            n = len(scratch) - HASH_SIZE
+            buf = self._buf
+            buf += _pack_head(n, n ^ _LENGTH_MASK, _xxh3(scratch, n))
+            buf += scratch
+            hasher = self._hasher
+            hasher.update(scratch)
+            head = self._head_hash = hasher.digest()
+            hasher.reset()
+            scratch[:] = head
+            self._next_seq = seq + 1
+            if self._active_size + len(buf) >= self._segment_bytes:
+                self._rollover()
+            if self._sync_each:
                 self._sync()
-            elif len(self._buf) >= _WRITE_THRESHOLD:
+            elif len(buf) >= _WRITE_THRESHOLD:
                 self._write_pending()
         except BaseException as exc:
             self._fail(exc)
@@ -305,7 +323,7 @@ class Ledger:
                     scratch[HASH_SIZE:] = view[start:end]
                     stage()
                     start = end
-            if self.fsync == "always":
+            if self._sync_each:
                 self._sync()
             elif len(self._buf) >= _WRITE_THRESHOLD:
                 self._write_pending()
@@ -365,11 +383,9 @@ class Ledger:
         buf += scratch
         hasher = self._hasher
         hasher.update(scratch)
-        head = hasher.digest()
+        head = self._head_hash = hasher.digest()
         hasher.reset()
-        del scratch[HASH_SIZE:]
         scratch[:] = head
-        self._head_hash = head
         self._next_seq += 1
         if self._active_size + len(buf) >= self._segment_bytes:
             self._rollover()
