@@ -22,6 +22,7 @@ would.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import struct
@@ -186,6 +187,19 @@ def extract_chunk(chunk: Chunk, out_dir: str) -> ChunkResult:
     Raises what ``Ledger.read`` raises for the same records: LedgerCorrupt for damaged
     bytes, InvalidRecord for a record that does not decode.
     """
+    # A chunk allocates a few hundred thousand objects and frees them all at the end:
+    # cyclic garbage collection would only traverse them again and again (~20% of the
+    # extraction time, measured), and the records hold no reference cycles.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _extract(chunk, out_dir)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _extract(chunk: Chunk, out_dir: str) -> ChunkResult:
     with Ledger.open(chunk.path, readonly=True) as ledger:
         payloads = _payloads(ledger, chunk)
     if len(payloads) != chunk.to_seq - chunk.from_seq:
