@@ -7,11 +7,16 @@ the same run as its baselines, on the same records:
   ``append`` (one call per record) and ``append_many`` (one call per 100), against
   stdlib sqlite3 (WAL, synchronous=FULL, commit every 100) and plain JSONL (holon's
   canonical JSON line per record, flush + fsync every 100);
-* verified full scan: ``Ledger.read()`` (checksum, chain link and decode per record)
-  against sqlite3 and JSONL reading and decoding the same records;
-* zstd ratio: plain segment bytes / sealed segment bytes for tool-output-like records.
+* verified full scan: ``Ledger.read()`` yielding every ``Record`` (xxh3 checksum and
+  blake3 chain link verified, payload decoded and validated into a Record per frame)
+  against sqlite3 and JSONL reading and decoding the same records into Records;
+* zstd ratio: plain segment bytes / sealed segment bytes for tool-output-like records;
+* a 1M-record ledger (~40 sealed 8 MiB segments): ``Ledger.open`` for writing (lock and
+  torn-tail recovery of the active segment) and read-only, ``read(from_seq=last-1000)``
+  to the end, and ``get(seq)`` in the active and in a sealed segment.
 
-Targets: append >= 1.5x both baselines, verified scan >= 250k records/s, ratio >= 4x.
+Targets: append >= 1.5x both baselines, verified scan >= 250k records/s, ratio >= 4x,
+open + read of the last 1000 records of a 1M-record ledger < 1 s.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,6 +49,7 @@ N_APPEND = 50_000
 BATCH = 100
 N_TOOL = 6_000
 REPEATS = 3
+N_LARGE = 1_000_000
 
 _WORDS = [
     "the",
@@ -270,6 +277,57 @@ def zstd_ratio(records: list[Record]) -> tuple[float, int, int]:
         return plain / sealed, plain, sealed
 
 
+def _median_seconds(fn: Callable[[], object], runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def large_ledger(records: list[Record]) -> dict[str, float]:
+    """Seconds for open / tail read / get on a ledger of N_LARGE records (median of 5)."""
+    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+        path = Path(d) / "l"
+        with Ledger.create(path, agent_id="bench", fsync="never") as ledger:
+            for _ in range(N_LARGE // len(records)):
+                ledger.append_many(records)
+        last = N_LARGE - 1
+        out: dict[str, float] = {}
+
+        def open_writer() -> None:
+            Ledger.open(path).close()
+
+        def open_reader() -> None:
+            Ledger.open(path, readonly=True).close()
+
+        def open_and_tail() -> None:
+            with Ledger.open(path) as ledger:
+                tail = list(ledger.read(from_seq=last - 1000))
+                assert len(tail) == 1001 and tail[-1].seq == last
+
+        out["open (writer)"] = _median_seconds(open_writer)
+        out["open (read-only)"] = _median_seconds(open_reader)
+        out["open + read(from_seq=last-1000)"] = _median_seconds(open_and_tail)
+        with Ledger.open(path, readonly=True) as reader:
+            segs = list_segments(path / "segments")
+            sealed_seq = segs[len(segs) // 2].start_seq + 17
+            active_seq = last - 5
+            out["first get() in a sealed segment"] = _median_seconds(
+                lambda: Ledger.open(path, readonly=True).get(sealed_seq), runs=3
+            )
+            reader.get(active_seq)
+            reader.get(sealed_seq)
+            rng = random.Random(3)
+            active = [rng.randrange(segs[-1].start_seq, last + 1) for _ in range(1000)]
+            out["get() x1000 in the active segment (indexed)"] = _median_seconds(
+                lambda: [reader.get(seq) for seq in active]
+            )
+            out["segments"] = float(len(segs))
+        return out
+
+
 def main() -> None:
     """Print every figure beside its baselines, with the ratios the targets are about."""
     records = small_records(N_APPEND)
@@ -301,6 +359,12 @@ def main() -> None:
     ratio, plain, sealed = zstd_ratio(tool_records(N_TOOL))
     print("zstd on tool-output records (sealed segments):")
     print(f"  {plain:,} -> {sealed:,} bytes: ratio {ratio:.2f}x (target >= 4x)")
+
+    large = large_ledger(records)
+    print(f"{N_LARGE:,}-record ledger ({large.pop('segments'):.0f} segments), median seconds:")
+    for name, seconds in large.items():
+        print(f"  {name:<44} {seconds * 1000:>9.1f} ms")
+    print("  target: open + read of the last 1000 records < 1 s")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,8 @@ _LENGTH_MASK: Final = 0xFFFFFFFF
 
 # The active segment's offset index is extended by reading this much past its end at a time.
 _INDEX_CHUNK: Final = 1 << 16
+# A get reads this much at a frame's offset first: one read for all but large frames.
+_FRAME_READ: Final = 4096
 # Records that do not encode raise one of these from the codec.
 _ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, KeyError, ValueError)
 
@@ -93,15 +95,23 @@ class _ActiveIndex:
     instead of loading and walking the whole segment each time.
     """
 
-    __slots__ = ("damage", "end", "offsets", "path", "start_seq")
+    __slots__ = ("damage", "end", "fd", "offsets", "path", "start_seq")
 
     def __init__(self, start_seq: int, path: Path) -> None:
         self.start_seq = start_seq
         self.path = path
+        # Kept open: if the writer seals and unlinks the file, the open file still reads the
+        # same (now complete) bytes.
+        self.fd = os.open(path, os.O_RDONLY)
         self.offsets: list[int] = []
         self.end = SEGMENT_HEADER.size
         #: Damage found where indexing stopped: raised for seqs at or beyond it only.
         self.damage: LedgerCorrupt | None = None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class Ledger:
@@ -611,8 +621,7 @@ class Ledger:
                 )
             return self._get_active(SegmentFile(self._active_start, self._active_path, None), seq)
         segs = self._segs
-        if segs is None or seq >= segs[-1].start_seq:
-            # The newest listed segment may have rolled over since the listing was taken.
+        if segs is None:
             segs = self._segs = self._listing()
         index = bisect.bisect_right([s.start_seq for s in segs], seq) - 1
         seg = segs[index]
@@ -650,48 +659,52 @@ class Ledger:
         raise LedgerCorrupt(f"no frame at the indexed offset of seq {seq}", file=file, offset=base + pos)
 
     def _get_active(self, seg: SegmentFile, seq: int) -> Record:
-        """``get`` in the newest (plain) segment, through its incremental offset index."""
+        """``get`` in the newest (plain) segment, through its incremental offset index.
+
+        A reader's listing may be stale: a seq beyond the indexed data makes it list the
+        directory again, and if the writer rolled over meanwhile, look the seq up afresh.
+        """
         assert seg.plain is not None
         index = self._active_index
         if index is None or index.start_seq != seg.start_seq:
-            index = self._active_index = _ActiveIndex(seg.start_seq, seg.plain)
+            try:
+                fresh = _ActiveIndex(seg.start_seq, seg.plain)
+            except FileNotFoundError:
+                # Sealed since it was listed: look it up again.
+                if self._fd is not None:
+                    raise
+                self._segs = None
+                return self.get(seq)
+            self._drop_index()
+            index = self._active_index = fresh
         k = seq - seg.start_seq
-        file = str(index.path)
-        try:
-            fd = os.open(index.path, os.O_RDONLY)
-        except FileNotFoundError:
-            # Sealed (by the writer) since it was listed: look it up again.
-            self._segs = None
+        if k >= len(index.offsets):
+            self._extend_index(index, index.fd)
+        if k >= len(index.offsets):
+            if index.damage is not None:
+                raise index.damage
+            if self._fd is None:
+                segs = self._segs = self._listing()
+                if segs[-1].start_seq != seg.start_seq:
+                    # The writer rolled over meanwhile: this segment is complete now.
+                    self._drop_index()
+                    return self.get(seq)
+            raise RefNotFound(
+                f"seq {seq} is past the end of ledger {self.path} "
+                f"(next seq is {seg.start_seq + len(index.offsets)})"
+            )
+        pos = index.offsets[k]
+        frame = os.pread(index.fd, _FRAME_READ, pos)
+        if len(frame) >= _HEAD_SIZE:
+            n = _unpack_head(frame, 0)[0]
+            if FRAME_OVERHEAD + n > len(frame):
+                frame = os.pread(index.fd, FRAME_OVERHEAD + n, pos)
+        return self._frame_record(frame, 0, seq, str(index.path), base=pos)
+
+    def _drop_index(self) -> None:
+        if self._active_index is not None:
+            self._active_index.close()
             self._active_index = None
-            if self._fd is not None:
-                raise
-            return self.get(seq)
-        try:
-            if k >= len(index.offsets):
-                self._extend_index(index, fd)
-            if k >= len(index.offsets):
-                if index.damage is not None:
-                    raise index.damage
-                if self._fd is None:
-                    fresh = self._listing()
-                    if fresh[-1].start_seq != seg.start_seq:
-                        # The writer rolled over meanwhile: this segment is complete now.
-                        self._segs = None
-                        self._active_index = None
-                        return self.get(seq)
-                raise RefNotFound(
-                    f"seq {seq} is past the end of ledger {self.path} "
-                    f"(next seq is {seg.start_seq + len(index.offsets)})"
-                )
-            pos = index.offsets[k]
-            head = os.pread(fd, _INDEX_CHUNK, pos)
-            if len(head) >= _HEAD_SIZE:
-                n = _unpack_head(head, 0)[0]
-                if FRAME_OVERHEAD + n > len(head):
-                    head = os.pread(fd, FRAME_OVERHEAD + n, pos)
-        finally:
-            os.close(fd)
-        return self._frame_record(head, 0, seq, file, base=pos)
 
     def _extend_index(self, index: _ActiveIndex, fd: int) -> None:
         """Index the complete frames appended to a plain segment since the last call."""
@@ -903,7 +916,7 @@ class Ledger:
                 self._lock.release()
                 self._lock = None
             self._sealed_cache.clear()
-            self._active_index = None
+            self._drop_index()
             self._segs = None
 
     def __enter__(self) -> Ledger:
