@@ -551,31 +551,31 @@ class Ledger:
         xxh3 = _xxh3
         hasher = blake3.blake3()
         update, digest, reset = hasher.update, hasher.digest, hasher.reset
+        head_size, overhead, mask, max_payload = _HEAD_SIZE, FRAME_OVERHEAD, _LENGTH_MASK, MAX_PAYLOAD
+        last = to_seq - 1 if to_seq is not None else -1
         for span in self._spans(from_seq, to_seq, None):
             buf = span.buf
             mv = memoryview(buf)
             startswith = buf.startswith
             pos, prev, expected, end = span.pos, span.prev, span.expected, len(buf)
             while True:
-                while pos + _HEAD_SIZE <= end:
+                while pos + head_size <= end:
                     n, guard, checksum = unpack(buf, pos)
-                    stop = pos + FRAME_OVERHEAD + n
-                    if guard != n ^ _LENGTH_MASK or n == 0 or n > MAX_PAYLOAD or stop > end:
+                    stop = pos + overhead + n
+                    if guard != n ^ mask or n == 0 or n > max_payload or stop > end:
                         break
-                    body = mv[pos + _HEAD_SIZE : stop]
-                    if xxh3(body, n) != checksum or not startswith(prev, pos + _HEAD_SIZE):
+                    body = mv[pos + head_size : stop]
+                    if xxh3(body, n) != checksum or not startswith(prev, pos + head_size):
                         break
                     update(body)
                     prev = digest()
                     reset()
                     if expected >= from_seq:
+                        payload = body[HASH_SIZE:]
                         try:
-                            record = decode(mv[pos + FRAME_OVERHEAD : stop])
+                            record = decode(payload)
                         except InvalidRecord:
-                            decode(
-                                mv[pos + FRAME_OVERHEAD : stop],
-                                where=f"seq {expected} ({span.file} at byte {pos})",
-                            )
+                            decode(payload, where=f"seq {expected} ({span.file} at byte {pos})")
                             raise
                         if record.seq != expected:
                             raise LedgerCorrupt(
@@ -584,11 +584,11 @@ class Ledger:
                                 offset=pos,
                             )
                         yield record
+                        if expected == last:
+                            span.done = True
+                            return
                     expected += 1
                     pos = stop
-                    if to_seq is not None and expected >= to_seq:
-                        span.done = True
-                        return
                 if pos >= end:
                     break
                 # Not a plainly valid frame: FrameWalk raises, or marks a torn tail and stops.
