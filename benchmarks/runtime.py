@@ -1,0 +1,291 @@
+"""Runtime benchmark: holon's per-turn overhead stays flat; a 1M-record ledger opens fast.
+
+Run: ``python -m benchmarks.runtime`` (also part of ``make bench``).
+
+Measured, side by side in one run:
+
+- **Per-turn overhead** of :class:`holon.runtime.Agent` at turn 100 and at turn 10,000
+  of the same generated session (fixtures/make_session.py, through the live append
+  loop, written to a real ledger): a probe of identical turns is driven through the
+  Agent — open the turn, one tool call through the WAL (intent fsynced, result
+  appended; the tool itself is instantaneous), ``turn.context()`` at a 32k budget, a
+  reply, sometimes a plan update or a result brief, then the turn end (post-turn refresh,
+  derived records, flush). There is no model, so the whole turn is holon's overhead.
+  fsync policy ``batch``: one fsync per tool intent and one per turn end. Targets: p50
+  under 5 ms, ratio (turn 10,000 / turn 100) ≤ 1.3. Baseline: a stateless runtime that
+  re-folds the whole ledger and renders each turn.
+- **Cold open**: ``Agent.open`` on a generated ledger of ≥ 1,000,000 records with a
+  checkpoint at its head (target < 1 s), beside the same open without a checkpoint
+  (a full fold).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import msgspec
+
+import holon.records as r
+from holon.context import build_context
+from holon.ledger import Ledger
+from holon.projections import DEFAULT_CONFIG, ProjectionState, apply, initial_state, post_turn_refresh
+from holon.runtime import Agent, AgentConfig
+from holon.runtime.checkpoints import ToolIndex, write_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+EARLY, LATE = 100, 10_000
+PROBE = 60
+ROUNDS = 2
+NAIVE_TURNS = 3
+TURN_P50_TARGET_MS = 5.0
+RATIO_TARGET = 1.3
+OPEN_TARGET_S = 1.0
+MILLION = 1_000_000
+CONFIG = AgentConfig(fsync="batch", checkpoint_every=0)
+
+
+def _make_session() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_session", ROOT / "fixtures" / "make_session.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Clock:
+    """Deterministic milliseconds, continuing after the generated session."""
+
+    def __init__(self, start: int) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        self.now += 1000
+        return self.now
+
+
+def _session_ledger(path: Path, turns: int) -> int:
+    """Write the generated session of ``turns`` turns to a ledger; returns its last ts."""
+    records = _make_session().session_multi_work(turns).records
+    with Ledger.create(path, agent_id="bench", fsync="never") as ledger:
+        for start in range(0, len(records), 10_000):
+            ledger.append_many(
+                r.Record(body=x.body, ts=x.ts, turn=x.turn) for x in records[start : start + 10_000]
+            )
+    return int(records[-1].ts)
+
+
+def _probe_turn(agent: Agent, i: int) -> tuple[float, float]:
+    """One probe turn through the Agent: (holon overhead, whole turn) in seconds.
+
+    The overhead is the turn without its tool call: open the turn, render the context,
+    record the reply (and plan / brief), end the turn (refresh, derived records, flush).
+    The whole turn adds the tool call through the WAL (intent fsynced, result appended).
+    """
+    clock = time.perf_counter
+    started = clock()
+    with agent.turn(input=f"probe {i}: check the build output and continue the plan") as turn:
+        if i == 0:
+            turn.add_work_item("PROBE", "keep the build green while the probe runs", state="active")
+        turn.context()
+        tool_started = clock()
+        call = turn.tool("bash", {"cmd": f"make check --part {i % 7}"}, idempotency_key=f"probe-{i}")
+        call.finish(f"part {i % 7}: 41 passed, 0 failed\n", exit_code=0)
+        tool_span = clock() - tool_started
+        turn.record_message(f"part {i % 7} is green; moving on")
+        if i % 3 == 0:
+            steps = [
+                r.PlanStep(id=f"p{j}", text=f"check part {j}", status="done" if j <= i % 7 else "pending")
+                for j in range(7)
+            ]
+            turn.record_plan([*steps, r.PlanStep(id="ship", text="ship the build")], work_item_id="PROBE")
+        if i % 10 == 9:
+            turn.record_brief("result", f"probe checkpoint {i}: all parts green", work_item_id="PROBE")
+    whole = clock() - started
+    return whole - tool_span, whole
+
+
+def _fdatasync_latency(tmp: Path) -> float:
+    """Median seconds of one 4 KiB append + fdatasync on this disk (what a flush costs)."""
+    path = tmp / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    samples = []
+    try:
+        for _ in range(50):
+            started = time.perf_counter()
+            os.write(fd, b"x" * 4096)
+            os.fdatasync(fd)
+            samples.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+    return statistics.median(samples)
+
+
+def _naive_turn(path: Path, agent_id: str) -> float:
+    """A stateless runtime's turn: fold the whole ledger from scratch, then render."""
+    started = time.perf_counter()
+    with Ledger.open(path, readonly=True) as ledger:
+        state = initial_state(CONFIG.projection)
+        for record in ledger.read(0):
+            state = apply(state, record)
+    build_context(state, CONFIG.budget, CONFIG.render, agent_id=agent_id)
+    return time.perf_counter() - started
+
+
+Samples = tuple[list[float], list[float]]
+
+
+def _per_turn(tmp: Path, config: AgentConfig) -> tuple[Samples, Samples]:
+    """(overhead, whole) probe-turn durations at turn 100 and at turn 10,000 under ``config``."""
+    paths = {EARLY: tmp / f"early-{config.fsync}", LATE: tmp / f"late-{config.fsync}"}
+    agents: dict[int, Agent] = {}
+    for turns, path in paths.items():
+        last_ts = _session_ledger(path, turns)
+        agents[turns] = Agent.open(path, config=config, clock=Clock(last_ts))
+    samples: dict[int, Samples] = {EARLY: ([], []), LATE: ([], [])}
+    gc.collect()
+    for round_no in range(ROUNDS):
+        # Interleaved, so drift on a shared machine hits both sides alike.
+        for turns, agent in agents.items():
+            for i in range(round_no * PROBE, (round_no + 1) * PROBE):
+                overhead, whole = _probe_turn(agent, i)
+                samples[turns][0].append(overhead)
+                samples[turns][1].append(whole)
+    for agent in agents.values():
+        agent.close()
+    return samples[EARLY], samples[LATE]
+
+
+def _naive(tmp: Path) -> tuple[float, float]:
+    """The stateless baseline's turn at both depths (median of a few)."""
+    return tuple(  # type: ignore[return-value]
+        statistics.median(_naive_turn(tmp / f"{side}-batch", "bench") for _ in range(NAIVE_TURNS))
+        for side in ("early", "late")
+    )
+
+
+def _row(label: str, early: float, late: float, unit: str = "ms") -> None:
+    print(f"  {label:<44}{early:>9.2f} {unit}{late:>11.2f} {unit}{late / early:>9.2f}")
+
+
+def _million_records(make: ModuleType) -> Iterator[r.Record]:
+    """Evidence of the generated session repeated (turns shifted) until ≥ 1M records with derived."""
+    template = [x for x in make.session_multi_work(10_000).records if x.kind not in r.DERIVED_KINDS]
+    turns = max(x.turn for x in template if x.turn is not None)
+    span = template[-1].ts - template[0].ts + 1000
+    rep = 0
+    while True:
+        for x in template:
+            turn = None if x.turn is None else x.turn + rep * turns
+            yield r.Record(body=x.body, ts=x.ts + rep * span, turn=turn)
+        rep += 1
+
+
+def _big_ledger(path: Path) -> tuple[int, float]:
+    """A ≥1M-record ledger built by the live append loop, checkpointed at its head."""
+    started = time.perf_counter()
+    state: ProjectionState = initial_state(DEFAULT_CONFIG)
+    tools = ToolIndex()
+    batch: list[r.Record] = []
+    seq = 0
+    with Ledger.create(path, agent_id="bench", fsync="never") as ledger:
+
+        def add(record: r.Record) -> None:
+            nonlocal state, seq
+            stored = r.Record(body=record.body, ts=record.ts, turn=record.turn, seq=seq)
+            seq += 1
+            state = apply(state, stored)
+            tools.apply(stored)
+            batch.append(stored)
+
+        for record in _million_records(_make_session()):
+            add(record)
+            if isinstance(record.body, r.TurnEnded):
+                for derived in post_turn_refresh(state):
+                    add(derived)
+                if len(batch) >= 20_000:
+                    ledger.append_many(batch)
+                    batch.clear()
+                if seq >= MILLION:
+                    break
+        ledger.append_many(batch)
+        ledger.flush()
+        head_seq, head_hash = ledger.head()
+        assert head_seq == state.seq
+        write_checkpoint(path, state, tools, head_hash=head_hash)
+    return seq, time.perf_counter() - started
+
+
+def _timed_open(path: Path) -> tuple[float, Agent]:
+    started = time.perf_counter()
+    agent = Agent.open(path, config=CONFIG)
+    return time.perf_counter() - started, agent
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="holon-bench-runtime-"))
+    try:
+        (early, early_whole), (late, late_whole) = _per_turn(tmp, CONFIG)
+        (cpu_early, _), (cpu_late, _) = _per_turn(tmp, msgspec.structs.replace(CONFIG, fsync="never"))
+        naive_early, naive_late = _naive(tmp)
+        p50_early, p50_late = _p50(early), _p50(late)
+        ratio = p50_late / p50_early
+        print(f"per-turn overhead ({len(early)} probe turns at each depth, 32k budget)")
+        print(f"  {'':<44}{'turn 100':>12}{'turn 10,000':>14}{'ratio':>9}")
+        _row("overhead p50, fsync=batch (target)", p50_early, p50_late)
+        _row("overhead p90, fsync=batch", _p90(early), _p90(late))
+        _row("overhead p50, fsync=never (CPU only)", _p50(cpu_early), _p50(cpu_late))
+        _row("whole turn p50 incl. tool WAL, fsync=batch", _p50(early_whole), _p50(late_whole))
+        _row("baseline: re-fold ledger + render", naive_early * 1e3, naive_late * 1e3)
+        print(f"  (one 4 KiB append + fdatasync on this disk: {_fdatasync_latency(tmp) * 1e3:.2f} ms)")
+
+        big = tmp / "million"
+        count, built = _big_ledger(big)
+        print()
+        print(f"cold open: {count:,} records (built and checkpointed in {built:.1f}s)")
+        opens = []
+        for _ in range(3):
+            seconds, agent = _timed_open(big)
+            assert agent.report.checkpoint_seq == agent.seq, agent.report
+            agent.close()
+            opens.append(seconds)
+        open_s = statistics.median(opens)
+        for ckpt in (big / "checkpoints").iterdir():
+            ckpt.rename(ckpt.with_name("moved-" + ckpt.name))
+        full_s, agent = _timed_open(big)
+        assert agent.report.checkpoint_seq is None and agent.seq == count - 1
+        agent.close()
+        print(f"  {'Agent.open with checkpoint, median of 3':<44}{open_s:>9.3f} s")
+        print(f"  {'baseline: Agent.open, full fold':<44}{full_s:>9.3f} s  ({full_s / open_s:.0f}x)")
+        print()
+        worst = max(p50_early, p50_late)
+        ok_turn = _verdict(worst < TURN_P50_TARGET_MS)
+        print(f"turn p50 {worst:.2f} ms (target < {TURN_P50_TARGET_MS} ms): {ok_turn}")
+        print(f"turn ratio {ratio:.2f} (target <= {RATIO_TARGET}): {_verdict(ratio <= RATIO_TARGET)}")
+        print(f"cold open {open_s:.3f} s (target < {OPEN_TARGET_S} s): {_verdict(open_s < OPEN_TARGET_S)}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _p50(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def _p90(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=10)[-1] * 1e3
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISSED"
+
+
+if __name__ == "__main__":
+    main()
