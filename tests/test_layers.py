@@ -19,6 +19,21 @@ ALLOWED_HOLON = {
     "importers": {"records", "errors"},
     "audit": {"records", "errors", "ledger", "projections", "context", "importers"},
     "runtime": {"records", "errors", "ledger", "projections", "context"},
+    # Edges: I/O-backed library modules the CLI and users share, and the CLI itself.
+    "replay": {"records", "errors", "ledger", "projections", "context"},
+    "search": {"records", "errors", "projections", "context"},
+    "cli": {
+        "records",
+        "errors",
+        "ledger",
+        "projections",
+        "context",
+        "importers",
+        "audit",
+        "runtime",
+        "replay",
+        "search",
+    },
 }
 ALLOWED_THIRD_PARTY = {
     "records": {"msgspec"},
@@ -27,8 +42,11 @@ ALLOWED_THIRD_PARTY = {
     "projections": {"msgspec", "zstandard"},
     "context": {"msgspec", "blake3", "bpe_openai"},
     "importers": {"msgspec"},
-    "audit": {"msgspec", "duckdb", "zstandard"},
+    "audit": {"msgspec", "duckdb", "zstandard", "click"},
     "runtime": {"msgspec", "blake3"},
+    "replay": {"msgspec"},
+    "search": {"msgspec"},
+    "cli": {"msgspec", "click"},
 }
 # Pure layers must not reach for clocks, randomness, the environment or the file system.
 IMPURE_MODULES = {"time", "datetime", "random", "uuid", "os", "secrets", "socket", "subprocess", "pathlib"}
