@@ -14,8 +14,8 @@ import pytest
 
 from holon import records as r
 from holon.audit import TABLES, AuditError, connect
-from holon.errors import LedgerCorrupt, NotALedger
-from holon.ledger import Ledger
+from holon.errors import InvalidRecord, LedgerCorrupt, NotALedger
+from holon.ledger import Ledger, encode_frame
 from holon.projections import ProjectionState, fold
 from tests.test_audit_support import fixture_names, fixture_records, session_records, write_ledger
 
@@ -397,3 +397,32 @@ def test_damage_in_a_middle_segment_is_named_not_skipped(tmp_path: Path, workers
     victim.write_bytes(bytes(data))
     with pytest.raises(LedgerCorrupt, match=victim.name.split(".")[0]):
         connect(path, workers=workers, chunk_records=50)
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "field"),
+    [
+        ({"call_id": "x", "tool": "t", "status": "maybe"}, "tool_result", "body.status"),
+        ({"text": "hi"}, "no_such_kind", "kind"),
+    ],
+)
+def test_a_record_that_does_not_decode_is_named_by_seq(
+    tmp_path: Path, body: dict[str, Any], kind: str, field: str
+) -> None:
+    path = tmp_path / "bad"
+    stored = write_ledger(path, "bad", fixture_records("boundary_turn_cap"))
+    with Ledger.open(path, readonly=True) as ledger:
+        _, head = ledger.head()
+    # A frame no holon writer would produce, chained correctly after the head.
+    seq = len(stored)
+    payload = msgspec.msgpack.encode({"seq": seq, "ts": 1, "turn": None, "kind": kind, "v": 1, "body": body})
+    frame, _ = encode_frame(bytes.fromhex(head), payload)
+    segment = sorted((path / "segments").glob("*.seg"))[-1]
+    with segment.open("ab") as out:
+        out.write(frame)
+    with Ledger.open(path, readonly=True) as ledger, pytest.raises(InvalidRecord) as by_read:
+        list(ledger.read())
+    with pytest.raises(InvalidRecord) as by_audit:
+        connect(path)
+    assert f"seq {seq}" in str(by_audit.value) and by_audit.value.field == field
+    assert by_read.value.field == by_audit.value.field
