@@ -152,13 +152,13 @@ def _per_turn(tmp: Path, config: AgentConfig) -> tuple[Samples, Samples]:
         agents[turns] = Agent.open(path, config=config, clock=Clock(last_ts))
     samples: dict[int, Samples] = {EARLY: ([], []), LATE: ([], [])}
     gc.collect()
-    for round_no in range(ROUNDS):
-        # Interleaved, so drift on a shared machine hits both sides alike.
+    for i in range(ROUNDS * PROBE):
+        # Interleaved turn by turn, so drift on a shared machine (another process's
+        # I/O slowing fsync) hits both depths alike.
         for turns, agent in agents.items():
-            for i in range(round_no * PROBE, (round_no + 1) * PROBE):
-                overhead, whole = _probe_turn(agent, i)
-                samples[turns][0].append(overhead)
-                samples[turns][1].append(whole)
+            overhead, whole = _probe_turn(agent, i)
+            samples[turns][0].append(overhead)
+            samples[turns][1].append(whole)
     for agent in agents.values():
         agent.close()
     return samples[EARLY], samples[LATE]
