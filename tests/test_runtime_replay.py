@@ -38,6 +38,30 @@ def _check_replay(path: Path, live_prompts: dict[int, str]) -> int:
     return checked
 
 
+def _check_cache_stability(path: Path) -> None:
+    """At an unchanged revision and epoch the cacheable prefix and the cache key do not move."""
+    previous = None
+    reused = 0
+    for _record, prompt, _state in cold_replay(path, CONFIG):
+        identity = prompt.identity
+        if (
+            previous is not None
+            and not prompt.plan.degraded
+            and (
+                identity.working_memory_revision,
+                identity.compression_epoch,
+            )
+            == (previous.identity.working_memory_revision, previous.identity.compression_epoch)
+        ):
+            assert prompt.cache_key == previous.cache_key
+            assert prompt.block_text("stable") + prompt.block_text("agent") == previous.block_text(
+                "stable"
+            ) + previous.block_text("agent")
+            reused += 1
+        previous = prompt
+    assert reused >= 20, f"only {reused} turns kept the previous cacheable prefix"
+
+
 def test_scripted_run_replays_cold_to_the_same_state_and_prompts(tmp_path: Path) -> None:
     path = tmp_path / "ledger"
     prompts: dict[int, str] = {}
@@ -45,6 +69,7 @@ def test_scripted_run_replays_cold_to_the_same_state_and_prompts(tmp_path: Path)
     assert len(prompts) == 200
 
     assert _check_replay(path, prompts) == 200
+    _check_cache_stability(path)
     cold, records = fold_ledger(path, CONFIG)
     with Agent.open(path, config=CONFIG) as agent:
         # Resumed from a checkpoint plus the tail: the same state as the cold fold.
