@@ -564,11 +564,15 @@ def encode_msgpack_record_into(record: Record, buf: bytearray, seq: int | None =
     """Append a record's msgpack wire form to ``buf``; return its length in bytes.
 
     ``seq`` overrides ``record.seq`` (the ledger assigns seqs without copying the record).
-    Raises KeyError for a body that is not a record kind, and msgspec.EncodeError /
+    Raises TypeError for a body that is not a record kind, and msgspec.EncodeError /
     TypeError / OverflowError for values msgpack cannot hold.
     """
     start = len(buf)
     body = record.body
+    try:
+        kind_and_v_key = _KIND_AND_V_KEY[type(body)]
+    except KeyError:
+        raise TypeError(f"{type(body).__name__} is not a record body class") from None
     _encode_into(
         (
             _KEY_SEQ,
@@ -577,7 +581,7 @@ def encode_msgpack_record_into(record: Record, buf: bytearray, seq: int | None =
             record.ts,
             _KEY_TURN,
             record.turn,
-            _KIND_AND_V_KEY[type(body)],
+            kind_and_v_key,
             record.v,
             _KEY_BODY,
             body,

@@ -77,7 +77,7 @@ _INDEX_CHUNK: Final = 1 << 16
 # A get reads this much at a frame's offset first: one read for all but large frames.
 _FRAME_READ: Final = 4096
 # Records that do not encode raise one of these from the codec.
-_ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, KeyError, ValueError)
+_ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, ValueError)
 
 _pack_head = FRAME_HEAD.pack
 _unpack_head = FRAME_HEAD.unpack_from
@@ -95,7 +95,7 @@ class _ActiveIndex:
     instead of loading and walking the whole segment each time.
     """
 
-    __slots__ = ("damage", "end", "fd", "offsets", "path", "start_seq")
+    __slots__ = ("end", "fd", "offsets", "path", "start_seq")
 
     def __init__(self, start_seq: int, path: Path) -> None:
         self.start_seq = start_seq
@@ -105,8 +105,6 @@ class _ActiveIndex:
         self.fd = os.open(path, os.O_RDONLY)
         self.offsets: list[int] = []
         self.end = SEGMENT_HEADER.size
-        #: Damage found where indexing stopped: raised for seqs at or beyond it only.
-        self.damage: LedgerCorrupt | None = None
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -284,7 +282,7 @@ class Ledger:
             _encode_into(record, scratch, seq)
         except _ENCODE_ERRORS as exc:
             del scratch[HASH_SIZE:]
-            raise InvalidRecord(f"record does not encode ({exc!r})", where=f"seq {seq}") from None
+            raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
         try:
             # _stage, inlined: this is the whole per-record cost of the common append.
             n = len(scratch) - HASH_SIZE
@@ -322,7 +320,7 @@ class Ledger:
             try:
                 _encode_into(record, payloads, seq)
             except _ENCODE_ERRORS as exc:
-                raise InvalidRecord(f"record does not encode ({exc!r})", where=f"seq {seq}") from None
+                raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
             ends.append(len(payloads))
         try:
             scratch = self._scratch
@@ -681,8 +679,6 @@ class Ledger:
         if k >= len(index.offsets):
             self._extend_index(index, index.fd)
         if k >= len(index.offsets):
-            if index.damage is not None:
-                raise index.damage
             if self._fd is None:
                 segs = self._segs = self._listing()
                 if segs[-1].start_seq != seg.start_seq:
@@ -707,9 +703,11 @@ class Ledger:
             self._active_index = None
 
     def _extend_index(self, index: _ActiveIndex, fd: int) -> None:
-        """Index the complete frames appended to a plain segment since the last call."""
-        if index.damage is not None:
-            return
+        """Index the complete frames appended to a plain segment since the last call.
+
+        Damage in those bytes raises LedgerCorrupt (naming the file and offset), on this
+        call and every later one: a damaged segment is reported, not partly served.
+        """
         pos = index.end
         want = _INDEX_CHUNK
         file = str(index.path)
@@ -720,15 +718,8 @@ class Ledger:
             walk = FrameWalk(
                 chunk, file=file, pos=0, end=len(chunk), prev=None, active=True, verify_chain=False, base=pos
             )
-            offsets = index.offsets
-            try:
-                for offset, _payload in walk.frames():
-                    offsets.append(pos + offset)
-            except LedgerCorrupt as exc:
-                # Frames before the damage stay reachable; asking for one after it raises.
-                index.damage = exc
-                pos += walk.pos
-                break
+            found = [pos + offset for offset, _payload in walk.frames()]
+            index.offsets += found
             if walk.pos:
                 pos += walk.pos
                 want = _INDEX_CHUNK
