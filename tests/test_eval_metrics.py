@@ -138,3 +138,29 @@ def test_token_counter_assembles_blocks_to_their_whole_counts() -> None:
     # Each block counts whole, plus one token for the line break joining them.
     assert sum(costs) == counter.count(first) + 1 + counter.count(second)
     assert sum(costs[:2]) == counter.count(first) + 1
+
+
+def _reference_breakpoint_reads(prompts: list[CallPrompt], minimum: int = 1024) -> list[int]:
+    """Brute force: a store of every written prefix (as a tuple of lines), searched in full."""
+    store: set[tuple[str, ...]] = set()
+    reads = []
+    for prompt in prompts:
+        cum = [0]
+        for c in prompt.costs:
+            cum.append(cum[-1] + c)
+        marks = [k for k in prompt.breakpoints if cum[k] >= minimum]
+        read = 0
+        if marks:
+            read = max((k for k in range(1, marks[-1] + 1) if tuple(prompt.lines[:k]) in store), default=0)
+            store.update(tuple(prompt.lines[:k]) for k in marks if k > read)
+        reads.append(cum[read])
+    return reads
+
+
+def test_breakpoint_cache_matches_a_brute_force_store() -> None:
+    scenario = generate("small", 20, seed=9)
+    budget = Budget(context_window=8_000, output_reserve=1_000)
+    for policy in POLICIES:
+        prompts = list(policy(scenario, budget, TokenCounter()).prompts())
+        cache = BreakpointCache()
+        assert [cache.call(p) for p in prompts] == _reference_breakpoint_reads(prompts), policy.name

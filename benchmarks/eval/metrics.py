@@ -11,9 +11,10 @@ Two provider cache models, both fed every call's exact prompt in order:
   assumed to be within the cache lifetime) and writes the prefix up to its own last
   breakpoint; a prefix under ``minimum`` tokens is never cached.
 
-Comparing with the previous call only (prefix model) loses nothing for these policies:
-their prompts change from the front or the middle, so an older prompt never shares a
-longer prefix (tests/test_eval_metrics.py checks this against every earlier call).
+Both rest on one property of these policies: no earlier call shares a longer prefix
+with the current call than the previous call does (prompts change from the front or
+the middle, never back). tests/test_eval_metrics.py checks it against every earlier
+call, and checks the breakpoint model against a brute-force store of prefix hashes.
 
 Cost, in uncached-token equivalents: reads at 0.1x, writes at 1.25x, the rest at 1x.
 Lines are compared whole; the tokens of a partly matching line are not counted as cached.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Final
 
 from benchmarks.eval.policies import Policy
@@ -95,12 +97,7 @@ class CacheTotals:
 
 
 def _cumulative(costs: Sequence[int]) -> list[int]:
-    out = [0]
-    total = 0
-    for c in costs:
-        total += c
-        out.append(total)
-    return out
+    return [0, *accumulate(costs)]
 
 
 class PrefixCache:
@@ -113,10 +110,14 @@ class PrefixCache:
         self._previous: list[str] = []
         self._stored = 0
 
-    def call(self, prompt: CallPrompt) -> int:
-        """Account one call; returns the tokens read from cache."""
-        cum = _cumulative(prompt.costs)
-        shared = common_prefix(self._previous, prompt.lines)
+    def call(self, prompt: CallPrompt, cum: Sequence[int] | None = None, shared: int | None = None) -> int:
+        """Account one call; returns the tokens read from cache.
+
+        ``cum`` (cumulative line costs) and ``shared`` (lines in common with the previous
+        call) may be passed in when another model already computed them.
+        """
+        cum = _cumulative(prompt.costs) if cum is None else cum
+        shared = common_prefix(self._previous, prompt.lines) if shared is None else shared
         cached = min(block_floor(cum[shared], self.minimum, self.step), self._stored)
         stored = block_floor(cum[-1], self.minimum, self.step)
         self.totals.add(cum[-1], cached, max(0, stored - cached))
@@ -126,39 +127,37 @@ class PrefixCache:
 
 
 class BreakpointCache:
-    """Anthropic-style caching at explicit breakpoints (prefix hashes of earlier calls)."""
+    """Anthropic-style caching at explicit breakpoints.
+
+    Cache entries are prefixes written at earlier calls' breakpoints. Because no earlier
+    call shares a longer prefix with the current one than the previous call does (see
+    the module docstring), an entry is usable exactly when it is a prefix of the previous
+    call of at most the shared length: so the live entries are kept as line counts along
+    the previous prompt, and no prefix needs hashing.
+    """
 
     def __init__(self, minimum: int = 1024) -> None:
         self.minimum = minimum
         self.totals = CacheTotals()
-        self._store: set[int] = set()  # chain hashes of prefixes written so far
         self._lines: list[str] = []
-        self._chain: list[int] = []
+        self._entries: list[int] = []  # line counts of cached prefixes of the previous prompt, ascending
 
-    def call(self, prompt: CallPrompt) -> int:
-        cum = _cumulative(prompt.costs)
-        shared = common_prefix(self._lines, prompt.lines)
-        # chain[k-1] identifies the prefix of k lines; reuse the shared part of the last chain.
-        chain = self._chain[:shared]
-        h = chain[-1] if chain else 0
-        for line in prompt.lines[shared:]:
-            h = hash((h, line))
-            chain.append(h)
+    def call(self, prompt: CallPrompt, cum: Sequence[int] | None = None, shared: int | None = None) -> int:
+        cum = _cumulative(prompt.costs) if cum is None else cum
+        shared = common_prefix(self._lines, prompt.lines) if shared is None else shared
+        entries = [k for k in self._entries if k <= shared]
         marks = [k for k in prompt.breakpoints if cum[k] >= self.minimum]
         read = 0
         if marks:
-            for k in range(marks[-1], 0, -1):
-                if chain[k - 1] in self._store:
-                    read = k
-                    break
+            read = max((k for k in entries if k <= marks[-1]), default=0)
         cached = cum[read]
         written = 0
         if marks and marks[-1] > read:
             written = cum[marks[-1]] - cached
-            self._store.update(chain[k - 1] for k in marks if k > read)
+            entries = sorted({*entries, *(k for k in marks if k > read)})
         self.totals.add(cum[-1], cached, written)
         self._lines = prompt.lines
-        self._chain = chain
+        self._entries = entries
         return cached
 
 
@@ -225,12 +224,16 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
     for k in STALE_KINDS:
         run.carried[k] = 0
     outcomes: dict[str, int] = {"restored": 0, "mismatch": 0, "no ref": 0}
+    previous: list[str] = []
     for call, prompt in enumerate(policy.prompts()):
         tokens = prompt.tokens
         run.tokens.append(tokens)
         run.over_budget += tokens > available
-        prefix.call(prompt)
-        breakpoints.call(prompt)
+        cum = _cumulative(prompt.costs)
+        shared = common_prefix(previous, prompt.lines)
+        prefix.call(prompt, cum, shared)
+        breakpoints.call(prompt, cum, shared)
+        previous = prompt.lines
         if facts:
             text = prompt.text
             for fid in scenario.live[call]:

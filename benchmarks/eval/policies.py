@@ -43,7 +43,7 @@ import msgspec
 
 import holon.records as r
 from benchmarks.eval.scenario import Scenario
-from benchmarks.eval.trace import CallPrompt, TokenCounter, transcript_text
+from benchmarks.eval.trace import Block, CallPrompt, TokenCounter, transcript_text
 from holon.context import (
     Budget,
     EpisodeIndex,
@@ -94,13 +94,20 @@ class Policy(Protocol):
 
 @dataclass(slots=True)
 class _Item:
-    """One transcript item: the record it shows, its lines, and its tokens plus its line break."""
+    """One transcript item: the record it shows, its lines, its tokens plus its line break.
+
+    ``costs`` apportions ``tokens`` over the lines (see ``TokenCounter.block_costs``).
+    """
 
     index: int
     lines: list[str]
     tokens: int
+    costs: list[int]
     tool_result: bool
     tool: str = ""
+
+    def block(self) -> Block:
+        return self.lines, self.tokens - 1, self.costs
 
 
 class _Transcript:
@@ -141,9 +148,14 @@ class _Transcript:
             text = transcript_text(body)
             if text is None:
                 continue
-            tool = body.tool if isinstance(body, r.ToolResult) else ""
-            tokens = self.counter.count(text) + 1
-            self.items.append(_Item(i, text.split("\n"), tokens, isinstance(body, r.ToolResult), tool))
+            self.items.append(self._item(i, text, body))
+
+    def _item(self, index: int, text: str, body: r.Body) -> _Item:
+        lines = text.split("\n")
+        tokens = self.counter.count(text) + 1
+        tool = body.tool if isinstance(body, r.ToolResult) else ""
+        costs = self.counter.block_costs(lines, tokens)
+        return _Item(index, lines, tokens, costs, isinstance(body, r.ToolResult), tool)
 
     def _evict(self, indices: list[int]) -> tuple[str, ...]:
         """Keys of the items evicted now for the first time."""
@@ -151,54 +163,35 @@ class _Transcript:
         self._evicted.update(new)
         return tuple(f"record:{i}" for i in new)
 
-    def _block(self, lines: list[str]) -> tuple[list[str], int]:
-        return lines, self.counter.count("\n".join(lines))
-
-    def _prompt(self, blocks: list[tuple[list[str], int]], evicted: tuple[str, ...]) -> CallPrompt:
+    def _prompt(self, blocks: list[Block], evicted: tuple[str, ...]) -> CallPrompt:
         if self.head:
             blocks = [(self.head, self.head_tokens - 1), *blocks]
         lines, costs = self.counter.assemble(blocks)
         marks = tuple(sorted({len(self.head), len(lines)} - {0}))
         return CallPrompt(lines=lines, costs=costs, breakpoints=marks, evicted=evicted)
 
-    def _tail(self, item: _Item, room: int) -> tuple[list[str], int] | None:
-        """The newest part of an item that fits in ``room`` tokens (``None`` if nothing does)."""
-        count = self.counter.count
-        kept: list[str] = []
+    def _tail(self, item: _Item, room: int) -> Block | None:
+        """The newest part of an item that fits in ``room`` tokens (``None`` if nothing does).
+
+        Its tokens are the item's apportioned line costs (``_Item.costs``), so a cut item
+        is counted consistently with the whole one.
+        """
+        n = len(item.lines)
         used = 0
-        for line in reversed(item.lines):
-            cost = count(line) + 1
-            if used + cost > room:
-                break
-            kept.append(line)
-            used += cost
-        kept.reverse()
-        if not kept:
-            # Not even the last line fits: keep the end of it.
-            line = item.lines[-1]
-            keep = min(len(line), max(0, room) * 2)
-            while keep > 0 and count(line[-keep:]) > room:
-                keep = keep * 3 // 4
-            if keep <= 0:
-                return None
-            kept = [line[-keep:]]
-        block = self._block(kept)
-        if block[1] < room and len(kept) < len(item.lines) and used:
-            # Per-line counts round up each line; scale them by what the whole block
-            # really costs and take the older lines that still fit.
-            ratio = block[1] / used
-            spare = room - block[1]
-            for line in reversed(item.lines[: len(item.lines) - len(kept)]):
-                cost = (count(line) + 1) * ratio
-                if cost > spare:
-                    break
-                kept.insert(0, line)
-                spare -= cost
-            block = self._block(kept)
-        while block[1] > room and len(kept) > 1:  # per-line counts are an estimate of the whole
-            kept = kept[1:]
-            block = self._block(kept)
-        return block if block[1] <= room else None
+        start = n
+        while start > 0 and used + item.costs[start - 1] <= room:
+            start -= 1
+            used += item.costs[start]
+        if start < n:
+            return item.lines[start:], used - 1, item.costs[start:]
+        # Not even the last line fits: keep the end of it.
+        line = item.lines[-1]
+        keep = min(len(line), max(0, room) * 2)
+        while keep > 0 and self.counter.count(line[-keep:]) > room - 1:
+            keep = keep * 3 // 4
+        if keep <= 0:
+            return None
+        return [line[-keep:]], self.counter.count(line[-keep:])
 
     def restore(self, key: str) -> RestoreOutcome:
         # A chat transcript keeps no reference to what it dropped.
@@ -222,7 +215,7 @@ class FullHistory(_Transcript):
                 window -= self.items[start].tokens
                 dropped.append(self.items[start].index)
                 start += 1
-            blocks = [(item.lines, item.tokens - 1) for item in self.items[start:]]
+            blocks = [item.block() for item in self.items[start:]]
             if self.head_tokens + window > self.available and self.items:
                 last = self.items[-1]
                 tail = self._tail(last, self.available - self.head_tokens)
@@ -246,7 +239,7 @@ class RollingWindow(_Transcript):
             while start > full_start and used + self.items[start - 1].tokens <= room:
                 start -= 1
                 used += self.items[start].tokens
-            blocks: list[tuple[list[str], int]] = []
+            blocks: list[Block] = []
             dropped = [item.index for item in self.items[full_start:start]]
             if start > 0 and room - used > 1:
                 partial = self.items[start - 1]
@@ -255,7 +248,7 @@ class RollingWindow(_Transcript):
                     blocks.append(tail)
                 if (tail is None or len(tail[0]) < len(partial.lines)) and partial.index not in dropped:
                     dropped.append(partial.index)
-            blocks.extend((item.lines, item.tokens - 1) for item in self.items[start:])
+            blocks.extend(item.block() for item in self.items[start:])
             full_start = start
             yield self._prompt(blocks, self._evict(dropped))
 
@@ -281,14 +274,20 @@ class ToolClearing(_Transcript):
         self.keep = keep
         self.clear_at_least = int(self.available * clear_at_least_share)
         self.exclude = frozenset(exclude_tools)
+        self._cleared_items: dict[int, _Item] = {}
 
-    def _cleared(self, item: _Item) -> list[str]:
-        return [item.lines[0], PLACEHOLDER]
+    def _cleared(self, item: _Item) -> _Item:
+        """The item as shown once cleared: its header line and the placeholder."""
+        found = self._cleared_items.get(item.index)
+        if found is None:
+            text = f"{item.lines[0]}\n{PLACEHOLDER}"
+            found = self._cleared_items[item.index] = self._item(
+                item.index, text, r.Message(role="system", text="")
+            )
+        return found
 
     def _cost(self, item: _Item, cleared: set[int]) -> int:
-        if item.index in cleared:
-            return self.counter.count("\n".join(self._cleared(item))) + 1
-        return item.tokens
+        return self._cleared(item).tokens if item.index in cleared else item.tokens
 
     def prompts(self) -> Iterator[CallPrompt]:
         cleared: set[int] = set()
@@ -318,12 +317,9 @@ class ToolClearing(_Transcript):
                 if items[start].index not in cleared:
                     dropped.append(items[start].index)
                 start += 1
-            blocks: list[tuple[list[str], int]] = []
-            for item in items[start:]:
-                if item.index in cleared:
-                    blocks.append((self._cleared(item), self._cost(item, cleared) - 1))
-                else:
-                    blocks.append((item.lines, item.tokens - 1))
+            blocks = [
+                (self._cleared(item) if item.index in cleared else item).block() for item in items[start:]
+            ]
             if total > self.available and items:
                 last = items[-1]
                 tail = self._tail(last, self.available - self.head_tokens)
@@ -441,7 +437,7 @@ class HolonPolicy:
             )
             # One block per section, counted as the renderer counted it; the blank line of
             # each separator belongs to the section before it (one token per separator).
-            blocks: list[tuple[list[str], int]] = []
+            blocks: list[Block] = []
             marks: list[int] = []
             n_lines = 0
             last_section = len(prompt.sections) - 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeAlias
 
 import msgspec
 
@@ -23,6 +23,7 @@ import holon.records as r
 from holon.context import DEFAULT_ESTIMATOR, get_estimator
 
 __all__ = [
+    "Block",
     "CallPrompt",
     "TokenCounter",
     "call_positions",
@@ -141,6 +142,10 @@ def transcript_text(body: r.Body) -> str | None:
     return None
 
 
+Block: TypeAlias = tuple[Sequence[str], int] | tuple[Sequence[str], int, Sequence[int]]
+"""Lines of one prompt block and its tokens (optionally with per-line costs precomputed)."""
+
+
 class TokenCounter:
     """Tokens with one estimator (``holon.context.get_estimator``), memoized by text.
 
@@ -174,13 +179,21 @@ class TokenCounter:
             out[-1] += tokens - sum(out)
         return out
 
-    def assemble(self, blocks: Sequence[tuple[Sequence[str], int]]) -> tuple[list[str], list[int]]:
-        """Lines and per-line costs of blocks joined by one line break each."""
+    def assemble(self, blocks: Sequence[Block]) -> tuple[list[str], list[int]]:
+        """Lines and per-line costs of blocks joined by one line break each.
+
+        A block is ``(lines, tokens)``, or ``(lines, tokens, costs)`` with its per-line
+        costs (including the joining line break) already computed.
+        """
         lines: list[str] = []
         costs: list[int] = []
-        for i, (block, tokens) in enumerate(blocks):
-            lines.extend(block)
-            costs.extend(self.block_costs(block, tokens + (1 if i < len(blocks) - 1 else 0)))
+        last = len(blocks) - 1
+        for i, block in enumerate(blocks):
+            lines.extend(block[0])
+            if len(block) == 3 and i < last:
+                costs.extend(block[2])
+            else:
+                costs.extend(self.block_costs(block[0], block[1] + (1 if i < last else 0)))
         return lines, costs
 
 
