@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from holon import records as r
-from holon.errors import LedgerLocked, NotALedger, UsageError
+from holon.errors import InvalidRecord, LedgerLocked, NotALedger, UsageError
+from holon.ledger import Ledger
 from holon.runtime import Agent
 from tests.ledger_support import child_env
 from tests.runtime_support import ROOT, Tick
@@ -117,3 +118,17 @@ def test_a_closed_agent_refuses_turns(tmp_path: Path) -> None:
 def test_checkpointing_inside_a_turn_is_refused(tmp_path: Path) -> None:
     with _agent(tmp_path / "l") as agent, agent.turn(input="x"), pytest.raises(UsageError, match="between"):
         agent.checkpoint()
+
+
+def test_an_invalid_record_is_refused_before_it_reaches_the_ledger(tmp_path: Path) -> None:
+    with _agent(tmp_path / "l") as agent, agent.turn(input="x") as turn:
+        seq = agent.seq
+        with pytest.raises(InvalidRecord, match="role"):
+            turn.record_message("hi", role="robot")
+        with pytest.raises(InvalidRecord):
+            turn.tool("bash", {"cmd": object()})
+        assert agent.seq == seq
+        turn.record_message("still fine")
+    with Ledger.open(tmp_path / "l", readonly=True) as ledger:  # and the ledger reads back cleanly
+        texts = [rec.body.text for rec in ledger.read(0) if isinstance(rec.body, r.Message)]
+    assert texts == ["x", "still fine"]

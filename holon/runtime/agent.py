@@ -29,7 +29,7 @@ import msgspec
 
 import holon.records as r
 from holon.context import Budget, EpisodeIndex, Prompt, RenderConfig, build_context, prompt_rendered
-from holon.errors import NotALedger, UsageError
+from holon.errors import InvalidRecord, NotALedger, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
 from holon.projections import (
     DEFAULT_CONFIG,
@@ -467,10 +467,16 @@ class Agent:
         record = r.Record(body=body, ts=self._now() if ts is None else ts, turn=turn)
         if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is None:
             record = self._place_output(record, body)
-        seq = self._ledger.append(record)
-        # Fold the decoded form, not the caller's object: a list where the schema says
-        # tuple would make the live state differ from a cold replay's.
-        stored = r.decode_msgpack_record(r.encode_msgpack_record(msgspec.structs.replace(record, seq=seq)))
+        # Validate by a round trip through the wire form *before* appending (struct
+        # constructors do not check Literal fields), and fold the decoded form, not the
+        # caller's object: a list where the schema says tuple would make the live state
+        # differ from a cold replay's.
+        try:
+            checked = r.decode_msgpack_record(r.encode_msgpack_record(record), where="the record to append")
+        except (msgspec.EncodeError, TypeError, OverflowError) as exc:
+            raise InvalidRecord(f"record does not encode ({exc})", where="the record to append") from None
+        seq = self._ledger.append(checked)
+        stored = msgspec.structs.replace(checked, seq=seq)
         self._state = apply(self._state, stored)
         self._tools.apply(stored)
         return stored
