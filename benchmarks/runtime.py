@@ -43,7 +43,7 @@ from holon.runtime.checkpoints import ToolIndex, write_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 EARLY, LATE = 100, 10_000
-PROBE = 60
+PROBE = 150
 ROUNDS = 2
 NAIVE_TURNS = 3
 TURN_P50_TARGET_MS = 5.0
