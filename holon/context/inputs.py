@@ -14,6 +14,7 @@ import msgspec
 import holon.records as r
 from holon.projections import (
     BriefEntry,
+    DecisionEntry,
     MessageEntry,
     PlanEntry,
     ProjectionState,
@@ -50,7 +51,9 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
       (still active, under the current one), ``queued``,
       ``waiting`` work items and ``open_waits``; the recent ``messages``, ``briefs`` and
       ``tools`` windows (with their seqs); ``current_input``; ``resolved_waits`` and
-      unknown-outcome calls (``tools`` entries without a result) as continuation context.
+      unknown-outcome calls (``tools`` entries without a result) as continuation context;
+      ``new_decisions`` — decisions of the active item (or of none) declared since working
+      memory was derived, which the snapshot cannot show until the next revision.
     - ``previous`` is the last ``PromptRendered``: at an unchanged revision and epoch its
       episode selection is reused, which keeps the cacheable prefix byte-identical.
     """
@@ -66,6 +69,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     episodes: tuple[r.ContextEpisodeRecord, ...] = ()
     active_work: WorkItemEntry | None = None
     plan: PlanEntry | None = None
+    new_decisions: tuple[DecisionEntry, ...] = ()
     suspended: tuple[WorkItemEntry, ...] = ()
     queued: tuple[WorkItemEntry, ...] = ()
     waiting: tuple[WorkItemEntry, ...] = ()
@@ -108,6 +112,18 @@ def inputs_from_state(
     resolved = tuple(
         w for w in runtime.resolved_waits if since is not None and (w.resolved_seq or -1) >= since
     )[-_RESOLVED_SHOWN:]
+    # Decisions made this turn: working memory shows them only after the post-turn refresh.
+    shown = {(d.id, d.text) for d in memory.snapshot.decisions}
+    live = (
+        *(runtime.decisions.get(active.id, ()) if active is not None else ()),
+        *runtime.unscoped_decisions,
+    )
+    new_decisions = tuple(
+        sorted(
+            (d for d in live if since is not None and d.seq >= since and (d.id, d.text) not in shown),
+            key=lambda d: d.seq,
+        )
+    )
     return ContextInputs(
         agent_id=agent_id,
         policy=runtime.policy.policy if runtime.policy is not None else None,
@@ -120,6 +136,7 @@ def inputs_from_state(
         episodes=tuple(memory.archive) if include_episodes else (),
         active_work=active,
         plan=plan,
+        new_decisions=new_decisions,
         suspended=tuple(runtime.work_items[i] for i in reversed(runtime.active_stack[:-1])),
         queued=queued_work(runtime),
         waiting=waiting_work(runtime),

@@ -392,20 +392,28 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
     """The live active work item and its current plan (pinned).
 
     When they equal working memory's, a one-line pointer avoids paying for them twice;
-    a mid-revision change (a plan edited this turn) is shown here in full at once.
+    a mid-revision change (a plan edited, a decision made this turn) is shown here in full
+    at once.
     """
     header = "## Active work item"
     work, plan = inputs.active_work, inputs.plan
     env = _environment_line(inputs.environment)
+    decided = [
+        f"decision {d.id} (made this turn, after working memory revision {inputs.working_memory_revision}): "
+        f"{d.text}" + (f" — because {d.rationale}" if d.rationale else "") + f" {_refs(d.seq)}"
+        for d in inputs.new_decisions
+    ]
     if work is None and plan is None:
-        return _candidate("active_work", [_form("full", [header, "No active work item.", *env], count)])
+        return _candidate(
+            "active_work", [_form("full", [header, "No active work item.", *decided, *env], count)]
+        )
     if _live_matches_snapshot(inputs):
         assert work is not None
         line = (
             f"{work.id}: unchanged since working memory revision {inputs.working_memory_revision} "
             "(objective, scope and plan are shown there)."
         )
-        return _candidate("active_work", [_form("full", [header, line, *env], count)])
+        return _candidate("active_work", [_form("full", [header, line, *decided, *env], count)])
 
     def lines(collapse: bool) -> list[str]:
         out = [header]
@@ -426,6 +434,7 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
                 out.append(f"  {_MARK[step.status]} {step.id}: {step.text}")
             if done:
                 out.append(f"  ({done} finished steps not shown)")
+        out.extend(decided)
         out.extend(env)
         return out
 

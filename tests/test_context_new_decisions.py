@@ -1,0 +1,63 @@
+"""A decision made mid-turn is in the very next prompt, before working memory shows it."""
+
+from __future__ import annotations
+
+from holon import records as r
+from holon.context import Budget, RenderConfig, build_context, prompt_rendered
+from tests.live import LiveLedger
+
+BUDGET = Budget(context_window=8_000, output_reserve=1_000)
+CONFIG = RenderConfig(prompt_cache_key="t")
+
+
+def _render(live: LiveLedger) -> str:
+    prompt = build_context(live.state, BUDGET, CONFIG, agent_id="a")
+    live.append(prompt_rendered(prompt))
+    return prompt.text
+
+
+def _section(text: str, name: str) -> str:
+    start = text.index(name)
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_a_decision_made_this_turn_is_shown_until_working_memory_has_it() -> None:
+    live = LiveLedger()
+    live.start_turn("operator", "migrate the database")
+    live.append(r.WorkItem(id="w", objective="migrate the database", state="active"))
+    live.end_turn()
+
+    live.start_turn("operator", "continue")
+    _render(live)
+    live.append(r.Decision(id="d1", text="use logical replication", work_item_id="w"))
+    live.append(r.ToolIntent(call_id="c1", tool="bash", args={"command": "ls"}))
+    live.append(r.ToolResult(call_id="c1", tool="bash", status="ok", output="x"))
+    text = _render(live)  # the next model call of the same turn
+    active = _section(text, "## Active work item")
+    assert "decision d1 (made this turn" in active and "use logical replication" in active
+    assert "use logical replication" not in _section(text, "## Working memory")
+
+    # A revision of the decision in the same turn shows the new text, not the old one.
+    live.append(r.Decision(id="d1", text="use dump and restore", work_item_id="w"))
+    text = _render(live)
+    active = _section(text, "## Active work item")
+    assert "use dump and restore" in active and "use logical replication" not in active
+    live.end_turn()
+
+    # After the post-turn refresh, working memory carries it and it is not repeated.
+    live.start_turn("operator", "continue")
+    text = _render(live)
+    assert "use dump and restore" in _section(text, "## Working memory")
+    assert "made this turn" not in text
+
+
+def test_decisions_of_another_work_item_are_not_shown_as_new() -> None:
+    live = LiveLedger()
+    live.start_turn("operator", "two things")
+    live.append(r.WorkItem(id="w", objective="main work", state="active"))
+    live.append(r.WorkItem(id="other", objective="queued work", state="queued"))
+    live.end_turn()
+    live.start_turn("operator", "continue")
+    live.append(r.Decision(id="d9", text="only for the queued item", work_item_id="other"))
+    assert "only for the queued item" not in _render(live)
