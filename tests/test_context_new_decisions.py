@@ -1,9 +1,10 @@
-"""A decision made mid-turn is in the very next prompt, before working memory shows it."""
+"""Decisions in the prompt: made mid-turn, shown at once; revised since an episode, not repeated."""
 
 from __future__ import annotations
 
 from holon import records as r
-from holon.context import Budget, RenderConfig, build_context, prompt_rendered
+from holon.context import Budget, RenderConfig, build_context, get_estimator, prompt_rendered
+from holon.context.sections import episodes_candidate
 from tests.live import LiveLedger
 
 BUDGET = Budget(context_window=8_000, output_reserve=1_000)
@@ -61,3 +62,33 @@ def test_decisions_of_another_work_item_are_not_shown_as_new() -> None:
     live.start_turn("operator", "continue")
     live.append(r.Decision(id="d9", text="only for the queued item", work_item_id="other"))
     assert "only for the queued item" not in _render(live)
+
+
+def _episode(*decisions: str) -> r.ContextEpisodeRecord:
+    return r.ContextEpisodeRecord(
+        episode_id=3,
+        boundary_reason="turn_cap",
+        work_item_id="w",
+        first_turn=1,
+        last_turn=12,
+        from_seq=0,
+        to_seq=90,
+        objective="migrate the database",
+        decisions=decisions,
+        projection_version=1,
+    )
+
+
+def test_an_archived_episode_does_not_repeat_a_decision_revised_since() -> None:
+    count = get_estimator().count
+    episode = _episode("d1: use logical replication", "d2: keep the old cluster read-only")
+    current = {"d1": "use dump and restore", "d2": "keep the old cluster read-only"}
+    candidate = episodes_candidate([episode], 4_000, count, current)
+    assert candidate is not None
+    text = candidate.forms[0].text
+    assert "use logical replication" not in text
+    assert "d1: (revised since; the current decision is in working memory)" in text
+    assert "d2: keep the old cluster read-only" in text
+    # Unrevised (or unknown) decisions are shown as archived.
+    plain = episodes_candidate([episode], 4_000, count, {"d2": "keep the old cluster read-only"})
+    assert plain is not None and "d1: use logical replication" in plain.forms[0].text

@@ -259,7 +259,9 @@ def build_context(
             tools_candidate(inputs.policy, count),
             working_memory_candidate(inputs, count),
             context_summary_candidate(inputs, count),
-            episodes_candidate(selected, episode_budget, count),
+            episodes_candidate(
+                selected, episode_budget, count, {d.id: d.text for d in inputs.snapshot.decisions}
+            ),
         )
         if c is not None
     ]

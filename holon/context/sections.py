@@ -36,6 +36,7 @@ from holon.context.budget import Candidate, Form, FormKind, Stability
 from holon.context.inputs import ContextInputs
 from holon.context.refs import blob_ref, episode_ref, ledger_ref
 from holon.projections import ToolExecution, WorkingMemorySnapshot
+from holon.projections.state import one_line
 
 __all__ = [
     "SECTION_ORDER",
@@ -307,10 +308,42 @@ def episode_text_forms(episode: r.ContextEpisodeRecord) -> tuple[str, str]:
     return "\n".join(lines), _clip(compact, 240)
 
 
+def _revised_decisions(episode_text: str, episode: r.ContextEpisodeRecord, current: dict[str, str]) -> str:
+    """An episode's text with decisions revised since it was archived marked as such.
+
+    An archived episode lists its decisions as ``<id>: <text>``; when working memory now
+    holds a different text for that id, repeating the old text would present a reversed
+    decision as valid.
+    """
+    stale = [
+        line
+        for line in episode.decisions
+        if (did := line.split(": ", 1)[0]) in current and line != one_line(f"{did}: {current[did]}")
+    ]
+    if not stale:
+        return episode_text
+    kept = [
+        f"{line.split(': ', 1)[0]}: (revised since; the current decision is in working memory)"
+        if line in stale
+        else line
+        for line in episode.decisions
+    ]
+    return episode_text.replace(
+        "  decisions: " + "; ".join(episode.decisions), "  decisions: " + "; ".join(kept)
+    )
+
+
 def episodes_candidate(
-    selected: Sequence[r.ContextEpisodeRecord], sub_budget: int, count: Counter
+    selected: Sequence[r.ContextEpisodeRecord],
+    sub_budget: int,
+    count: Counter,
+    current_decisions: dict[str, str] | None = None,
 ) -> Candidate | None:
-    """Selected episodes, best first, filling their own sub-budget; each shows its ref."""
+    """Selected episodes, best first, filling their own sub-budget; each shows its ref.
+
+    ``current_decisions`` (decision id → text in working memory) marks decisions an
+    episode lists that were revised since.
+    """
     if not selected or sub_budget <= 0:
         return None
     header = "## Relevant earlier episodes (restore any with `holon get episode:<id>`)"
@@ -321,6 +354,8 @@ def episodes_candidate(
         used = header_tokens
         for episode in selected[:limit]:
             full, compact = episode_text_forms(episode)
+            if current_decisions:
+                full = _revised_decisions(full, episode, current_decisions)
             text = full if kind == "full" else compact
             cost = count(text) + 1
             if used + cost > sub_budget:
