@@ -72,9 +72,6 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     return params
 
 
-_REPORT_HELP = "; ".join(f"{name}: {report.help}" for name, report in REPORTS.items())
-
-
 @click.command(name="audit")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--sql", "sql", metavar="QUERY", help="Run this SQL over the audit tables.")
