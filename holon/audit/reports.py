@@ -69,7 +69,7 @@ REPORTS: Final[dict[str, Report]] = {
                 SELECT agent_id, turn, section, min(position) AS position, sum(tokens) AS tokens,
                        bool_or(form <> 'full') AS shortened
                 FROM prompt_sections GROUP BY agent_id, turn, section
-                UNION ALL
+                UNION ALL  -- whole prompts, sorted after every section
                 SELECT agent_id, turn, '(total)', 1000000, sum(total_tokens), false
                 FROM prompts GROUP BY agent_id, turn
             )
