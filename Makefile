@@ -41,5 +41,9 @@ eval: $(STAMP)
 golden: $(STAMP)
 	$(PY) -m tests.golden
 
+## docs: regenerate docs/cli.md from the commands' --help output
+docs: $(STAMP)
+	$(PY) -m tests.cli_docs
+
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache build *.egg-info
