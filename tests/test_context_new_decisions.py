@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from holon import records as r
-from holon.context import Budget, RenderConfig, build_context, get_estimator, prompt_rendered
+from holon.context import Budget, EpisodeIndex, RenderConfig, build_context, get_estimator, prompt_rendered
 from holon.context.sections import episodes_candidate
 from tests.live import LiveLedger
 
@@ -87,8 +89,17 @@ def test_an_archived_episode_does_not_repeat_a_decision_revised_since() -> None:
     assert candidate is not None
     text = candidate.forms[0].text
     assert "use logical replication" not in text
-    assert "d1: (revised since; the current decision is in working memory)" in text
+    assert "d1: (revised since; see working memory or a later episode)" in text
     assert "d2: keep the old cluster read-only" in text
     # Unrevised (or unknown) decisions are shown as archived.
     plain = episodes_candidate([episode], 4_000, count, {"d2": "keep the old cluster read-only"})
     assert plain is not None and "d1: use logical replication" in plain.forms[0].text
+
+
+def test_a_later_episode_revising_a_decision_marks_the_earlier_one() -> None:
+    first = _episode("d1: use logical replication")
+    later = msgspec.structs.replace(first, episode_id=4, from_seq=91, to_seq=120, decisions=("d1: use dump",))
+    index = EpisodeIndex([first, later])
+    assert index.decisions == {"d1": "use dump"}
+    candidate = episodes_candidate([first], 4_000, get_estimator().count, index.decisions)
+    assert candidate is not None and "use logical replication" not in candidate.forms[0].text

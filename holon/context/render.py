@@ -252,6 +252,10 @@ def build_context(
             inputs, index, limit=config.episode_limit, max_postings=config.max_postings
         )
     episode_budget = int(budget.available * budget.episode_share)
+    # What each decision says now: the latest archived text, overridden by working memory.
+    # Both change only with the epoch or the revision, so the prefix stays stable.
+    current_decisions = index.decisions
+    current_decisions.update((d.id, d.text) for d in inputs.snapshot.decisions)
     prefix = [
         c
         for c in (
@@ -259,9 +263,7 @@ def build_context(
             tools_candidate(inputs.policy, count),
             working_memory_candidate(inputs, count),
             context_summary_candidate(inputs, count),
-            episodes_candidate(
-                selected, episode_budget, count, {d.id: d.text for d in inputs.snapshot.decisions}
-            ),
+            episodes_candidate(selected, episode_budget, count, current_decisions),
         )
         if c is not None
     ]

@@ -92,6 +92,8 @@ class EpisodeIndex:
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._total_length = 0
         self._by_id: dict[int, r.ContextEpisodeRecord] = {}
+        # Decision id -> its text as the most recently added episode lists it.
+        self._decisions: dict[str, str] = {}
         for episode in episodes:
             self.add(episode)
 
@@ -118,6 +120,9 @@ class EpisodeIndex:
         length = sum(counts.values())
         self._lengths.append(length)
         self._total_length += length
+        for line in episode.decisions:
+            did, _, text = line.partition(": ")
+            self._decisions[did] = text
 
     def extend(self, episodes: Iterable[r.ContextEpisodeRecord]) -> None:
         """Index several episodes in order."""
@@ -142,6 +147,11 @@ class EpisodeIndex:
                 norm = tf * (_K1 + 1.0) / (tf + _K1 * (1.0 - _B + _B * self._lengths[doc] / avg))
                 out[doc] = out.get(doc, 0.0) + idf * norm
         return out
+
+    @property
+    def decisions(self) -> dict[str, str]:
+        """Decision id → its text in the latest indexed episode that lists it (a copy)."""
+        return dict(self._decisions)
 
     def get(self, episode_id: int) -> r.ContextEpisodeRecord | None:
         """The indexed episode with this id, if any."""

@@ -311,9 +311,9 @@ def episode_text_forms(episode: r.ContextEpisodeRecord) -> tuple[str, str]:
 def _revised_decisions(episode_text: str, episode: r.ContextEpisodeRecord, current: dict[str, str]) -> str:
     """An episode's text with decisions revised since it was archived marked as such.
 
-    An archived episode lists its decisions as ``<id>: <text>``; when working memory now
-    holds a different text for that id, repeating the old text would present a reversed
-    decision as valid.
+    An archived episode lists its decisions as ``<id>: <text>``; when the decision now
+    reads differently (in working memory or a later episode), repeating the old text would
+    present a reversed decision as valid.
     """
     stale = [
         line
@@ -323,7 +323,7 @@ def _revised_decisions(episode_text: str, episode: r.ContextEpisodeRecord, curre
     if not stale:
         return episode_text
     kept = [
-        f"{line.split(': ', 1)[0]}: (revised since; the current decision is in working memory)"
+        f"{line.split(': ', 1)[0]}: (revised since; see working memory or a later episode)"
         if line in stale
         else line
         for line in episode.decisions
@@ -341,8 +341,8 @@ def episodes_candidate(
 ) -> Candidate | None:
     """Selected episodes, best first, filling their own sub-budget; each shows its ref.
 
-    ``current_decisions`` (decision id → text in working memory) marks decisions an
-    episode lists that were revised since.
+    ``current_decisions`` (decision id → its current text: working memory's, else the
+    latest archived) marks decisions an episode lists that were revised since.
     """
     if not selected or sub_budget <= 0:
         return None
