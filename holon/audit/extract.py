@@ -38,9 +38,9 @@ from holon.records import BODY_TYPES, SCHEMA_VERSION, ToolIntent, decode_msgpack
 
 __all__ = ["CHUNK_RECORDS", "Chunk", "ChunkResult", "LedgerInfo", "extract_chunk", "plan_chunks", "read_info"]
 
-#: A chunk holds whole segments and at least this many records (the last one may hold
-#: fewer): fewer, larger chunks keep the per-process start-up cost small.
-CHUNK_RECORDS: Final = 120_000
+#: Fewest records worth a chunk of their own: below twice this, a load runs in one
+#: process (forking workers and verifying the link between chunks cost more).
+CHUNK_RECORDS: Final = 50_000
 
 _ARRAY32: Final = struct.Struct(">BI")
 _B = TypeVar("_B")
@@ -128,17 +128,18 @@ def read_info(path: str | os.PathLike[str], agent_ix: int) -> LedgerInfo:
 def plan_chunks(info: LedgerInfo, chunk_records: int = CHUNK_RECORDS) -> list[Chunk]:
     """Cut a ledger into chunks of whole segments holding about ``chunk_records`` records.
 
-    Chunk bounds sit on segment starts, so no worker walks frames it does not keep.
+    Chunk bounds sit on segment starts, so no worker walks frames it does not keep; each
+    bound is the segment start nearest to ``chunk_records`` after the previous one, so
+    chunks come out about equal (workers finish together).
     """
     if info.records == 0:
         return []
+    starts = [s for s in info.segment_starts if 0 < s < info.records] + [info.records]
     bounds = [0]
-    for start in info.segment_starts[1:]:
-        if start >= info.records:
-            break
-        if start - bounds[-1] >= chunk_records:
-            bounds.append(start)
-    if info.records - bounds[-1] < chunk_records // 4 and len(bounds) > 1:
+    for here, after in itertools.pairwise(starts):
+        if abs(here - bounds[-1] - chunk_records) <= abs(after - bounds[-1] - chunk_records):
+            bounds.append(here)
+    if len(bounds) > 1 and info.records - bounds[-1] < chunk_records // 4:
         bounds.pop()  # fold a small tail into the chunk before it
     bounds.append(info.records)
     return [

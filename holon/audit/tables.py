@@ -36,7 +36,7 @@ from holon.audit.extract import (
 from holon.audit.query import AuditError
 from holon.errors import HolonError, UsageError
 
-__all__ = ["TABLES", "Table", "connect", "default_workers"]
+__all__ = ["TABLES", "Table", "connect", "default_chunk_records", "default_workers"]
 
 LedgerPaths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
@@ -490,17 +490,28 @@ def default_workers(chunks: int) -> int:
     return 1 if chunks <= 1 else max(1, min(os.cpu_count() or 1, chunks))
 
 
+def default_chunk_records(records: int, workers: int | None) -> int:
+    """Chunk size for a load: two chunks per worker, so a slow worker is evened out.
+
+    Never below :data:`CHUNK_RECORDS`: smaller chunks cost more (an extra segment read
+    per chunk bound) than they balance.
+    """
+    cpus = workers if workers is not None else os.cpu_count() or 1
+    return max(CHUNK_RECORDS, -(-records // (2 * max(cpus, 1))))
+
+
 def connect(
-    paths: LedgerPaths, *, workers: int | None = None, chunk_records: int = CHUNK_RECORDS
+    paths: LedgerPaths, *, workers: int | None = None, chunk_records: int | None = None
 ) -> duckdb.DuckDBPyConnection:
     """Load one ledger or a fleet of ledgers into a new in-memory DuckDB connection.
 
     ``paths`` is a ledger directory or an iterable of them; each is opened read-only
     (audit never writes to a ledger) and loaded up to its head at the time of the call.
     Every table has an ``agent_id`` column; see :data:`TABLES` for the schema.
-    Ledgers are read in chunks of whole segments of about ``chunk_records`` records,
-    by ``workers`` processes (default: one per CPU when there is more than one chunk;
-    1 reads in this process).
+    Ledgers are read in chunks of whole segments of about ``chunk_records`` records
+    (default: two chunks per worker, at least 50,000 records each), by ``workers``
+    processes (default: one per CPU when there is more than one chunk; 1 reads in this
+    process).
 
     Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
     AuditError when two ledgers belong to the same agent.
@@ -515,6 +526,8 @@ def connect(
                 "their seqs would collide: audit them one at a time"
             )
         seen[info.agent_id] = info.path
+    if chunk_records is None:
+        chunk_records = default_chunk_records(sum(info.records for info in fleet), workers)
     if chunk_records < 1:
         raise UsageError(f"chunk_records {chunk_records} must be >= 1")
     chunks = [chunk for info in fleet for chunk in plan_chunks(info, chunk_records)]
