@@ -560,14 +560,18 @@ def _to_wire(record: Record) -> _WireOut:
     return _WireOut(record.seq, record.ts, record.turn, type(record.body).KIND, record.v, record.body)
 
 
-def encode_msgpack_record_into(record: Record, buf: bytearray, seq: int | None = None) -> int:
-    """Append a record's msgpack wire form to ``buf``; return its length in bytes.
+def encode_msgpack_record_into(
+    record: Record, buf: bytearray, seq: int | None = None, *, offset: int | None = None
+) -> int:
+    """Write a record's msgpack wire form into ``buf``; return its length in bytes.
 
-    ``seq`` overrides ``record.seq`` (the ledger assigns seqs without copying the record).
+    The bytes go at ``offset`` (default: the end of ``buf``) and ``buf`` ends right after
+    them. ``seq`` overrides ``record.seq`` (the ledger assigns seqs without copying the
+    record).
     Raises TypeError for a body that is not a record kind, and msgspec.EncodeError /
     TypeError / OverflowError for values msgpack cannot hold.
     """
-    start = len(buf)
+    start = len(buf) if offset is None else offset
     body = record.body
     try:
         kind_and_v_key = _KIND_AND_V_KEY[type(body)]

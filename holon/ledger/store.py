@@ -69,6 +69,7 @@ _MIN_SEGMENT_BYTES: Final = 1024
 # Under ``batch``/``never``, buffered frames are handed to the OS once they pass this size,
 # so memory stays bounded between flushes (they are fsynced at the next flush).
 _WRITE_THRESHOLD: Final = 1 << 20
+_PENDING_START: Final = 1 << 16
 _SEALED_CACHE_SIZE: Final = 2
 _LENGTH_MASK: Final = 0xFFFFFFFF
 
@@ -79,7 +80,7 @@ _FRAME_READ: Final = 4096
 # Records that do not encode raise one of these from the codec.
 _ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, ValueError)
 
-_pack_head = FRAME_HEAD.pack
+_pack_into = FRAME_HEAD.pack_into
 _unpack_head = FRAME_HEAD.unpack_from
 _HEAD_SIZE: Final = FRAME_HEAD.size
 _xxh3 = xxhash.xxh3_64_intdigest
@@ -145,10 +146,13 @@ class Ledger:
         self._failed: BaseException | None = None
         self._sealer: threading.Thread | None = None
         self._closed = False
-        # Framed records not yet handed to the OS, and the record being framed: the chain
-        # hash it commits to (32 bytes) followed by its payload, i.e. exactly the bytes its
-        # checksum and its own chain hash cover.
-        self._buf = bytearray()
+        # Framed records not yet handed to the OS: the first _pend_len bytes of _pend, a
+        # buffer kept at its size (appending by slice assignment never reallocates it).
+        self._pend = bytearray(_PENDING_START if not readonly else 0)
+        self._pend_len = 0
+        # The record being framed: the chain hash it commits to (32 bytes) then its payload,
+        # i.e. exactly the bytes its checksum and its own chain hash cover. Between appends
+        # it starts with the head hash; the payload is encoded in place after it.
         self._scratch = bytearray(header.genesis)
         self._hasher = blake3.blake3()
         self._segment_bytes = header.segment_bytes
@@ -279,27 +283,31 @@ class Ledger:
             record = self._prepare(record, seq)
         scratch = self._scratch
         try:
-            _encode_into(record, scratch, seq)
+            _encode_into(record, scratch, seq, offset=HASH_SIZE)
         except _ENCODE_ERRORS as exc:
-            del scratch[HASH_SIZE:]
             raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
         try:
             # _stage, inlined: this is the whole per-record cost of the common append.
             n = len(scratch) - HASH_SIZE
-            buf = self._buf
-            buf += _pack_head(n, n ^ _LENGTH_MASK, _xxh3(scratch, n))
-            buf += scratch
+            start = self._pend_len
+            end = start + _HEAD_SIZE + HASH_SIZE + n
+            pend = self._pend
+            if end > len(pend):
+                pend = self._grow_pending(end)
+            _pack_into(pend, start, n, n ^ _LENGTH_MASK, _xxh3(scratch, n))
+            pend[start + _HEAD_SIZE : end] = scratch
+            self._pend_len = end
             hasher = self._hasher
             hasher.update(scratch)
             head = self._head_hash = hasher.digest()
             hasher.reset()
-            scratch[:] = head
+            scratch[:HASH_SIZE] = head
             self._next_seq = seq + 1
-            if self._active_size + len(buf) >= self._segment_bytes:
+            if self._active_size + end >= self._segment_bytes:
                 self._rollover()
             if self._sync_each:
                 self._sync()
-            elif len(buf) >= _WRITE_THRESHOLD:
+            elif end >= _WRITE_THRESHOLD:
                 self._write_pending()
         except BaseException as exc:
             self._fail(exc)
@@ -333,7 +341,7 @@ class Ledger:
                     start = end
             if self._sync_each:
                 self._sync()
-            elif len(self._buf) >= _WRITE_THRESHOLD:
+            elif self._pend_len >= _WRITE_THRESHOLD:
                 self._write_pending()
         except BaseException as exc:
             self._fail(exc)
@@ -382,21 +390,32 @@ class Ledger:
         """Frame the record in the scratch buffer onto the pending buffer; advance seq and head.
 
         The scratch buffer holds ``prev || payload``: the checksum and the new chain hash are
-        both computed over it in place, and it is left holding the new head hash.
+        both computed over it in place, and it is left starting with the new head hash.
         """
         scratch = self._scratch
         n = len(scratch) - HASH_SIZE
-        buf = self._buf
-        buf += _pack_head(n, n ^ _LENGTH_MASK, _xxh3(scratch, n))
-        buf += scratch
+        start = self._pend_len
+        end = start + _HEAD_SIZE + HASH_SIZE + n
+        pend = self._pend
+        if end > len(pend):
+            pend = self._grow_pending(end)
+        _pack_into(pend, start, n, n ^ _LENGTH_MASK, _xxh3(scratch, n))
+        pend[start + _HEAD_SIZE : end] = scratch
+        self._pend_len = end
         hasher = self._hasher
         hasher.update(scratch)
         head = self._head_hash = hasher.digest()
         hasher.reset()
-        scratch[:] = head
+        scratch[:HASH_SIZE] = head
         self._next_seq += 1
-        if self._active_size + len(buf) >= self._segment_bytes:
+        if self._active_size + end >= self._segment_bytes:
             self._rollover()
+
+    def _grow_pending(self, needed: int) -> bytearray:
+        """Enlarge the pending buffer (in place) to hold ``needed`` bytes."""
+        pend = self._pend
+        pend.extend(bytes(max(needed, 2 * len(pend)) - len(pend)))
+        return pend
 
     def _fail(self, exc: BaseException) -> None:
         """A write failed: its state on disk is unknown, so this writer refuses more appends."""
@@ -405,18 +424,18 @@ class Ledger:
 
     def _write_pending(self) -> None:
         """Hand buffered frames to the OS (visible to readers; durable only after a sync)."""
-        buf = self._buf
-        if not buf:
+        size = self._pend_len
+        if not size:
             return
-        assert self._fd is not None
+        fd = self._fd
+        assert fd is not None
         offset = self._active_size
-        written = os.pwrite(self._fd, buf, offset)
-        if written < len(buf):
-            with memoryview(buf) as view:
-                while written < len(view):
-                    written += os.pwrite(self._fd, view[written:], offset + written)
-        self._active_size = offset + written
-        buf.clear()
+        written = 0
+        with memoryview(self._pend) as view:
+            while written < size:
+                written += os.pwrite(fd, view[written:size], offset + written)
+        self._active_size = offset + size
+        self._pend_len = 0
 
     def _sync(self) -> None:
         self._write_pending()
@@ -739,7 +758,7 @@ class Ledger:
 
     def _publish(self) -> None:
         """Let this writer's own reads see its buffered appends."""
-        if self._writable and self._buf:
+        if self._writable and self._pend_len:
             try:
                 self._write_pending()
             except BaseException as exc:
