@@ -112,6 +112,11 @@ class _ActiveIndex:
             os.close(self.fd)
             self.fd = -1
 
+    def __del__(self) -> None:
+        # A reader that is never closed (``Ledger.open(p, readonly=True).get(n)``) must not
+        # leak the descriptor.
+        self.close()
+
 
 class Ledger:
     """An open ledger: the single writer, or a read-only view.
