@@ -275,7 +275,7 @@ def main() -> None:
         agent.close()
         print(f"  {'Agent.open with checkpoint, median of 3':<44}{open_s:>9.3f} s")
         print(f"  {'baseline: Agent.open, full fold':<44}{full_s:>9.3f} s  ({full_s / open_s:.0f}x)")
-        print(f"  {f'first turn after open ({episodes:,} episodes indexed)':<44}{first:>9.3f} s")
+        print(f"  {f'first turn after open ({episodes:,} episodes)':<44}{first:>9.3f} s")
         print(f"  {'second turn after open':<44}{second * 1e3:>9.2f} ms")
         print()
         worst = max(p50_early, p50_late)
