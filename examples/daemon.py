@@ -27,6 +27,7 @@ changed, and episodes finalized; at the end a summary table.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -513,7 +514,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print nothing per turn, and no summary")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated job")
     args = parser.parse_args(argv)
-    run(args.ledger, turns=args.turns, seed=args.seed, fresh=args.fresh, quiet=args.quiet)
+    try:
+        run(args.ledger, turns=args.turns, seed=args.seed, fresh=args.fresh, quiet=args.quiet)
+    except BrokenPipeError:
+        # Output piped into `head` and closed: the ledger is consistent (the agent was
+        # closed on the way out); stop quietly, like any well-behaved CLI.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (interpreter shutdown flushes it)
+        return 1
     return 0
 
 
