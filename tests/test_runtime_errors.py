@@ -132,3 +132,20 @@ def test_an_invalid_record_is_refused_before_it_reaches_the_ledger(tmp_path: Pat
     with Ledger.open(tmp_path / "l", readonly=True) as ledger:  # and the ledger reads back cleanly
         texts = [rec.body.text for rec in ledger.read(0) if isinstance(rec.body, r.Message)]
     assert texts == ["x", "still fine"]
+
+
+def test_an_idempotency_key_reused_for_a_different_call_is_refused(tmp_path: Path) -> None:
+    with _agent(tmp_path / "l") as agent:
+        with agent.turn(input="refund") as turn:
+            turn.tool("refund", {"order": "8812", "amount": 5}, idempotency_key="refund-8812").run(
+                lambda: "ok"
+            )
+        with agent.turn(input="again") as turn:
+            seq = agent.seq
+            with pytest.raises(UsageError, match="a key names one effect"):
+                turn.tool("refund", {"order": "8812", "amount": 50}, idempotency_key="refund-8812")
+            with pytest.raises(UsageError, match="a key names one effect"):
+                turn.tool("charge", {"order": "8812", "amount": 5}, idempotency_key="refund-8812")
+            assert agent.seq == seq
+            same = turn.tool("refund", {"amount": 5, "order": "8812"}, idempotency_key="refund-8812")
+            assert same.replayed and same.output == "ok"

@@ -948,6 +948,21 @@ class Turn:
                         f"a call under idempotency key {idempotency_key!r} ({entry.call_id}) is still in "
                         "flight; finish it before retrying"
                     )
+                intent = agent._ledger.get(entry.intent_seq).body
+                assert isinstance(intent, r.ToolIntent)
+                # Compared in wire form, as the intent was stored (tuples read back as lists).
+                asked = r.decode_msgpack_record(
+                    r.encode_msgpack_record(
+                        r.Record(body=r.ToolIntent(call_id="", tool=name, args=args), ts=0)
+                    )
+                ).body
+                assert isinstance(asked, r.ToolIntent)
+                if (intent.tool, intent.args) != (asked.tool, asked.args):
+                    raise UsageError(
+                        f"idempotency key {idempotency_key!r} was used for {intent.tool} {intent.args!r} "
+                        f"(ledger:{entry.intent_seq}), not {name} {args!r}: a key names one effect; "
+                        "use a new key for a different call"
+                    )
                 recorded = agent.recorded_call(idempotency_key)
                 assert recorded is not None
                 call = ToolCall(
