@@ -15,10 +15,11 @@ a query never has to know about the omission.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_all_start_methods, get_context
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Final
 
@@ -475,11 +476,11 @@ def _extract_all(chunks: list[Chunk], out_dir: str, workers: int) -> list[ChunkR
     """Run every chunk, in worker processes when more than one worker is asked for."""
     if workers <= 1 or len(chunks) <= 1:
         return [extract_chunk(chunk, out_dir) for chunk in chunks]
-    # Fork where there is one: a worker starts in milliseconds and needs no importable
-    # __main__ (spawn would re-run a script that calls connect() without a main guard).
-    # Workers run only the ledger and msgspec code of holon.audit.extract, never DuckDB,
-    # so DuckDB threads in the parent do not matter to them.
-    method = "fork" if "fork" in get_all_start_methods() else "spawn"
+    # Fork on Linux: a worker starts in milliseconds and needs no importable __main__
+    # (spawn re-runs a script that calls connect() without a main guard). Workers run only
+    # the ledger and msgspec code of holon.audit.extract, never DuckDB, so DuckDB threads
+    # in the parent do not matter to them. Elsewhere (macOS) fork is unsafe: spawn.
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
     with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=get_context(method)) as pool:
         results = list(pool.map(_extract_in_worker, chunks, [out_dir] * len(chunks)))
     return [extract_chunk(c, out_dir) if r is None else r for c, r in zip(chunks, results, strict=True)]
