@@ -11,7 +11,8 @@ Measured, side by side in one run:
   appended; the tool itself is instantaneous), ``turn.context()`` at a 32k budget, a
   reply, sometimes a plan update or a result brief, then the turn end (post-turn refresh,
   derived records, flush). There is no model, so the whole turn is holon's overhead.
-  fsync policy ``batch``: one fsync per tool intent and one per turn end. Targets: p50
+  fsync policy ``batch``: one fsync after the context is rendered (before the model
+  call), one per tool intent and one per turn end. Targets: p50
   under 5 ms, ratio (turn 10,000 / turn 100) ≤ 1.3. Baseline: a stateless runtime that
   re-folds the whole ledger and renders each turn.
 - **Cold open**: ``Agent.open`` on a generated ledger of ≥ 1,000,000 records with a

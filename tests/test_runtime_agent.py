@@ -317,3 +317,12 @@ def test_policy_is_recorded_once_and_timestamps_never_go_backwards(tmp_path: Pat
     stamps = [rec.ts for rec in records]
     assert stamps == sorted(stamps)
     assert (path / CHECKPOINT_DIR).is_dir()
+
+
+def test_the_input_and_the_prompt_record_are_on_disk_before_the_model_call(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with _open(path) as agent, agent.turn(input="summarise the incident") as turn:
+        turn.context()
+        with Ledger.open(path, readonly=True) as reader:
+            tail = [rec.kind for rec in reader.read(0)][-3:]
+        assert tail == ["turn_started", "message", "prompt_rendered"]

@@ -78,10 +78,11 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     - ``budget`` / ``render``: the prompt budget and render knobs for :meth:`Turn.context`.
     - ``projection``: the projection config (part of every checkpoint's key).
-    - ``fsync``: the ledger's fsync policy. Whatever it is, the runtime flushes at every
-      turn end and before every tool side effect (the tool WAL); ``batch`` (default)
-      fsyncs exactly there, ``always`` also after every record, ``never`` hands bytes to
-      the OS without fsync (survives ``kill -9``, not a power loss).
+    - ``fsync``: the ledger's fsync policy. Whatever it is, the runtime flushes when a
+      turn's context is rendered (before the model call), before every tool side effect
+      (the tool WAL) and at every turn end; ``batch`` (default) fsyncs exactly there,
+      ``always`` also after every record, ``never`` hands bytes to the OS without fsync
+      (survives ``kill -9``, not a power loss).
     - ``checkpoint_every``: write a checkpoint after every turn whose index is a
       multiple of N (0: never);
       ``checkpoints_kept``: how many to keep.
@@ -740,7 +741,8 @@ class Turn:
         """The prompt for this turn's first model call (rendered once per turn).
 
         Appends the ``prompt_rendered`` record, which confirms the working-memory
-        revision shown (clearing the pending delta) and records the episode selection.
+        revision shown (clearing the pending delta) and records the episode selection,
+        and flushes: the input and the prompt record are durable before the model call.
         Later calls return the same prompt: within a turn, new rounds are appended
         after it (see :meth:`messages`) so the provider's prefix cache keeps hitting.
         """
@@ -755,6 +757,10 @@ class Turn:
                 index=agent.episodes,
             )
             agent._append(prompt_rendered(prompt), self.index)
+            # The model is called next, often for seconds: make the turn's input and the
+            # record of what the model is shown durable first, so a crash during the
+            # call leaves an interrupted turn with its input, not a lost one.
+            agent._ledger.flush()
             self._prompt = prompt
         return self._prompt
 
