@@ -23,11 +23,20 @@ __all__ = ["audit", "format_table"]
 _MAX_CELL = 60
 
 
+def _json_default(value: Any) -> Any:
+    """JSON for what msgspec does not encode natively (any other DuckDB value: its text)."""
+    return str(value)
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value, enc_hook=_json_default).decode()
+
+
 def _cell(value: Any) -> str:
     """One value as table text: NULL as empty, lists and dicts as JSON, long text cut."""
     if value is None:
         return ""
-    text = msgspec.json.encode(value).decode() if isinstance(value, list | dict | tuple) else str(value)
+    text = _json(value) if isinstance(value, list | dict | tuple) else str(value)
     text = text.replace("\n", "\\n")
     return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
 
@@ -45,20 +54,12 @@ def format_table(result: QueryResult) -> str:
     return "\n".join(lines)
 
 
-def _json_default(value: Any) -> Any:
-    """JSON for what msgspec does not encode natively (DuckDB decimals, intervals, ...)."""
-    return str(value)
-
-
 def _format_csv(result: QueryResult) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(result.columns)
     for row in result.rows:
-        writer.writerow(
-            "" if v is None else msgspec.json.encode(v).decode() if isinstance(v, list | dict) else v
-            for v in row
-        )
+        writer.writerow("" if v is None else _json(v) if isinstance(v, list | dict) else v for v in row)
     return out.getvalue().rstrip("\n")
 
 
