@@ -516,6 +516,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run(args.ledger, turns=args.turns, seed=args.seed, fresh=args.fresh, quiet=args.quiet)
+    except KeyboardInterrupt:
+        # The open turn was recorded as interrupted on the way out; the next run resumes.
+        print("\ninterrupted: run the same command again to resume", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # Output piped into `head` and closed: the ledger is consistent (the agent was
         # closed on the way out); stop quietly, like any well-behaved CLI.
