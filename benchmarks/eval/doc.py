@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.eval.metrics import PolicyRun
-from benchmarks.eval.report import Verdict, markdown_tables
+from benchmarks.eval.report import Verdict, breaks_table, markdown_tables
 
 __all__ = ["write_doc"]
 
 _TEMPLATE = Path(__file__).with_name("template.md")
+_ANALYSIS = Path(__file__).with_name("analysis.md")
 
 
 def write_doc(
@@ -38,12 +39,12 @@ def write_doc(
     parts.append(markdown_tables(generated, facts=True))
     parts.append("\n\n## Results: real transcripts\n")
     parts.append(markdown_tables(samples, facts=False) if samples else f"\n{sample_note}\n")
-    parts.append("\n" + ANALYSIS)
+    parts.append("\n\n## Where holon's cacheable prefix breaks\n")
+    parts.append(
+        "For each holon run: the section in which a call's prompt first differs from the previous "
+        "call's, as the share of calls / the share of prompt tokens from that point on (what the "
+        "prefix cache cannot serve).\n"
+    )
+    parts.append(breaks_table(generated))
+    parts.append("\n" + _ANALYSIS.read_text(encoding="utf-8").format(digest=digest))
     path.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
-
-
-ANALYSIS = """\
-## Reading the results
-
-(See the findings below.)
-"""

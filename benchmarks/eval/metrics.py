@@ -181,6 +181,9 @@ class PolicyRun:
     evictions: int = 0
     restores: dict[str, int] = field(default_factory=dict)
     over_budget: int = 0
+    # For sectioned prompts: section where the prefix shared with the previous call ends
+    # -> [calls, prompt tokens after that point].
+    breaks: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def calls(self) -> int:
@@ -233,6 +236,11 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
         shared = common_prefix(previous, prompt.lines)
         prefix.call(prompt, cum, shared)
         breakpoints.call(prompt, cum, shared)
+        if prompt.sections and previous:
+            where = next((name for name, end in prompt.sections if shared < end), "(identical)")
+            tally = run.breaks.setdefault(where, [0, 0])
+            tally[0] += 1
+            tally[1] += cum[-1] - cum[shared]
         previous = prompt.lines
         if facts:
             text = prompt.text

@@ -439,6 +439,7 @@ class HolonPolicy:
             # each separator belongs to the section before it (one token per separator).
             blocks: list[Block] = []
             marks: list[int] = []
+            ends: list[tuple[str, int]] = []
             n_lines = 0
             last_section = len(prompt.sections) - 1
             for i, section in enumerate(prompt.sections):
@@ -446,6 +447,7 @@ class HolonPolicy:
                 n_lines += len(block)
                 if section.breakpoint:
                     marks.append(n_lines)
+                ends.append((section.name, n_lines))
                 if i < last_section:
                     block.append("")
                     n_lines += 1
@@ -455,7 +457,9 @@ class HolonPolicy:
             refs.update(dict.fromkeys(_REF_IN_TEXT.findall(prompt.text)))
             new = tuple(ref for ref in refs if ref not in self._seen)
             self._seen.update(new)
-            yield CallPrompt(lines=lines, costs=costs, breakpoints=tuple(marks), evicted=new)
+            yield CallPrompt(
+                lines=lines, costs=costs, breakpoints=tuple(marks), evicted=new, sections=tuple(ends)
+            )
 
     def restore(self, key: str) -> RestoreOutcome:
         """Restore a ref and compare it with the original evidence, byte for byte."""

@@ -14,7 +14,7 @@ from typing import Final
 from benchmarks.eval.metrics import PolicyRun
 from benchmarks.eval.scenario import LIVE_KINDS, STALE_KINDS
 
-__all__ = ["COLORS", "Verdict", "markdown_tables", "svg_chart", "terminal_table", "verdicts"]
+__all__ = ["COLORS", "Verdict", "breaks_table", "markdown_tables", "svg_chart", "terminal_table", "verdicts"]
 
 COLORS: Final = {
     "full-history": "#d1495b",
@@ -132,6 +132,24 @@ def markdown_tables(runs: Sequence[PolicyRun], *, facts: bool) -> str:
                     f"{k} {c:,}" for k, c in sorted(run.first_loss.items(), key=lambda kv: kv[1])
                 )
                 out.append(f"| {run.policy} | " + " | ".join(cells) + f" | {loss or '—'} |")
+    return "\n".join(out)
+
+
+def breaks_table(runs: Sequence[PolicyRun]) -> str:
+    """For each sectioned (holon) run: in which section the prefix shared with the previous call ends."""
+    sectioned = [run for run in runs if run.breaks]
+    if not sectioned:
+        return ""
+    names = sorted({name for run in sectioned for name in run.breaks})
+    out = ["| run | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for run in sectioned:
+        calls = sum(v[0] for v in run.breaks.values())
+        total = sum(v[1] for v in run.breaks.values())
+        cells = []
+        for name in names:
+            n, tokens = run.breaks.get(name, [0, 0])
+            cells.append(f"{n / calls:.0%} / {tokens / total:.0%}" if n else "—")
+        out.append(f"| {run.scenario} @ {run.window // 1000}k | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -79,6 +80,12 @@ def fingerprint(runs: Sequence[PolicyRun]) -> str:
     return h.hexdigest()
 
 
+def _shown(path: Path) -> str:
+    """A path as the docs show it: relative to the repository when that is shorter."""
+    relative = os.path.relpath(path.resolve(), ROOT)
+    return relative if len(relative) < len(str(path)) else str(path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.eval", description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES, help="folder of real transcripts")
@@ -107,10 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = list(load_samples(args.samples))
         for scenario in found:
             samples += run_scenario(scenario)
-        sample_note = f"{len(found)} real transcripts from {args.samples}"
+        sample_note = f"{len(found)} real transcripts from {_shown(args.samples)}"
     else:
         sample_note = (
-            f"real transcripts: {args.samples} does not exist — samples skipped (pass --samples DIR)"
+            f"real transcripts: {_shown(args.samples)} does not exist — samples skipped (pass --samples DIR)"
         )
     print(sample_note)
 

@@ -208,12 +208,15 @@ class CallPrompt:
       prefix of ``k`` lines), in increasing order.
     - ``evicted``: keys of the items this policy has dropped, truncated or cleared in
       this prompt for the first time in the run (each item is counted once).
+    - ``sections``: for a sectioned prompt (holon), each section's name and the line
+      count at its end — used to report where the cacheable prefix breaks.
     """
 
     lines: list[str]
     costs: list[int]
     breakpoints: tuple[int, ...]
     evicted: tuple[str, ...] = ()
+    sections: tuple[tuple[str, int], ...] = ()
     _text: str | None = field(default=None, repr=False)
 
     @property
