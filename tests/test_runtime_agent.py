@@ -326,3 +326,23 @@ def test_the_input_and_the_prompt_record_are_on_disk_before_the_model_call(tmp_p
         with Ledger.open(path, readonly=True) as reader:
             tail = [rec.kind for rec in reader.read(0)][-3:]
         assert tail == ["turn_started", "message", "prompt_rendered"]
+
+
+def test_a_checkpoint_beyond_the_ledgers_end_is_rejected(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    with _open(a) as agent:
+        _work_turns(agent, 3)
+    shutil.copytree(a, b)  # b is a's prefix: its checkpoint at turn 3 is valid for both
+    with _open(a) as agent:
+        for _ in range(3):
+            with agent.turn(input="more") as turn:
+                turn.record_message("more work")
+    (newest, ckpt), *_ = list_checkpoints(a)
+    shutil.copy(ckpt, b / CHECKPOINT_DIR / ckpt.name)
+    shutil.copy(ckpt.with_suffix(".tools"), b / CHECKPOINT_DIR / ckpt.with_suffix(".tools").name)
+    cold, _ = fold_ledger(b, CONFIG)
+    with _open(b) as agent:
+        ((name, why),) = agent.report.rejected
+        assert name == ckpt.name and why.reason == "ledger_shorter"
+        assert agent.report.checkpoint_seq is not None and agent.report.checkpoint_seq < newest
+        assert agent.projection == cold
