@@ -121,7 +121,10 @@ def markdown_tables(runs: Sequence[PolicyRun], *, facts: bool) -> str:
             cells = [c for h, c in zip(_HEAD, row, strict=True) if h in head]
             out.append("| " + " | ".join(cells) + " |")
         if facts:
-            out.append("")
+            out.append(
+                "\nPer kind: share of (call, live fact) pairs kept; for stale kinds, (call, fact) "
+                "pairs carried over; and the first call that lost a live fact of each kind.\n"
+            )
             kinds = [*LIVE_KINDS, *STALE_KINDS]
             out.append("| policy | " + " | ".join(f"{k}" for k in kinds) + " | first loss (call) |")
             out.append("|---|" + "---:|" * len(kinds) + "---|")
@@ -196,7 +199,8 @@ def verdicts(runs: Sequence[PolicyRun]) -> list[Verdict]:
             Verdict(
                 f"{where}: holon false carry-over is 0",
                 holon.carried_calls == 0,
-                f"{holon.carried_calls} of {holon.stale_calls:,} calls ("
+                f"{holon.carried_calls} of {holon.stale_calls:,} calls carried a stale fact "
+                "((call, fact) pairs: "
                 + ", ".join(f"{k} {holon.carried.get(k, 0)}" for k in STALE_KINDS)
                 + ")",
             )
