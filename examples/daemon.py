@@ -283,7 +283,7 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
     if wait is not None:
         trigger, text, role = (
             "operator",
-            f"operator: reviewed {wait.work_item_id}, numbers approved",
+            f"reviewed {wait.work_item_id}: numbers approved",
             "operator",
         )
     elif due is not None:
@@ -291,7 +291,7 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
     elif index % 4 == 0 and st.active_work_item is not None:
         # The operator asks for a status now and then: a turn that changes nothing in
         # working memory, so its cacheable prefix (and cache key) is the previous one's.
-        trigger, text, role = "operator", "operator: status?", "operator"
+        trigger, text, role = "operator", "status?", "operator"
     else:
         trigger, text, role = "timer", None, "user"
     action = trigger
