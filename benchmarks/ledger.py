@@ -7,6 +7,8 @@ the same run as its baselines, on the same records:
   ``append`` (one call per record) and ``append_many`` (one call per 100), against
   stdlib sqlite3 (WAL, synchronous=FULL, commit every 100) and plain JSONL (holon's
   canonical JSON line per record, flush + fsync every 100);
+* CPU per record of the append loops without fsync (process time, which other
+  processes' load hardly moves): holon ``append()`` against the JSONL baseline;
 * verified full scan: ``Ledger.read()`` yielding every ``Record`` (xxh3 checksum and
   blake3 chain link verified, payload decoded and validated into a Record per frame)
   against sqlite3 and JSONL reading and decoding the same records into Records;
@@ -237,6 +239,37 @@ def append_jsonl(records: list[Record]) -> Callable[[Path], float]:
     return run
 
 
+def cpu_per_record(records: list[Record]) -> tuple[float, float]:
+    """Process CPU µs per record of the append loops without fsync: holon, JSONL (median of 5).
+
+    Process time (all threads, kernel time included) hardly moves with other processes'
+    load, unlike wall time; it shows what each side costs apart from the shared fsync.
+    """
+    holon: list[float] = []
+    jsonl: list[float] = []
+    replace = msgspec.structs.replace
+    for _ in range(5):
+        with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+            with Ledger.create(Path(d) / "l", agent_id="bench", fsync="never") as ledger:
+                append, flush = ledger.append, ledger.flush
+                start = time.process_time()
+                for i, record in enumerate(records, 1):
+                    append(record)
+                    if i % BATCH == 0:
+                        flush()
+                flush()
+                holon.append((time.process_time() - start) / len(records) * 1e6)
+            with open(Path(d) / "l.jsonl", "wb") as f:
+                start = time.process_time()
+                for seq, record in enumerate(records):
+                    f.write(encode_json_record(replace(record, seq=seq)) + b"\n")
+                    if (seq + 1) % BATCH == 0:
+                        f.flush()
+                f.flush()
+                jsonl.append((time.process_time() - start) / len(records) * 1e6)
+    return statistics.median(holon), statistics.median(jsonl)
+
+
 def scan_rates(records: list[Record]) -> tuple[float, float, float]:
     """Records/s reading back every record: holon verified, sqlite3, JSONL (best of REPEATS)."""
     with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
@@ -356,6 +389,11 @@ def main() -> None:
     print(f"  sqlite3 WAL FULL     {median(r[2] for r in rounds):>10,.0f}")
     print(f"  JSONL + fsync        {median(r[3] for r in rounds):>10,.0f}")
     print("  target: >= 1.5x both baselines")
+    cpu_holon, cpu_jsonl = cpu_per_record(records)
+    print(
+        f"  CPU per record without fsync (process time, median of 5): holon append() {cpu_holon:.2f} µs, "
+        f"JSONL {cpu_jsonl:.2f} µs"
+    )
 
     scan, scan_sqlite, scan_jsonl = scan_rates(records)
     print("full scan into Records (best of 3), records/s:")
