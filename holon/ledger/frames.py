@@ -184,12 +184,6 @@ class FrameWalk:
             yield pos, mv[pos + FRAME_OVERHEAD : stop]
             pos = stop
 
-    def last_hash(self, last_offset: int) -> bytes:
-        """Chain hash of the frame at ``last_offset`` (for walks that skip hashing)."""
-        n = _unpack_head(self._buf, last_offset)[0]
-        start = last_offset + FRAME_HEAD.size
-        return _blake3(memoryview(self._buf)[start : start + HASH_SIZE + n]).digest()
-
     def _zero_from(self, pos: int) -> bool:
         """True when every byte from ``pos`` to the end is zero (never-written space)."""
         end = self._end
