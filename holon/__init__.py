@@ -86,10 +86,21 @@ from holon.records import (
     WorkItemState,
     WorkPlan,
 )
+from holon.runtime import (
+    Agent,
+    AgentConfig,
+    OpenReport,
+    ToolCall,
+    Turn,
+    TurnSummary,
+    UnknownOutcome,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "AgentConfig",
     "AssemblyPlan",
     "BlobRef",
     "Brief",
@@ -117,6 +128,7 @@ __all__ = [
     "LedgerLocked",
     "Message",
     "NotALedger",
+    "OpenReport",
     "PROJECTION_VERSION",
     "PlanStep",
     "ProjectionConfig",
@@ -134,11 +146,15 @@ __all__ = [
     "SystemPolicy",
     "TaskResult",
     "TaskStarted",
+    "ToolCall",
     "ToolDefinition",
     "ToolIntent",
     "ToolResult",
+    "Turn",
     "TurnEnded",
     "TurnStarted",
+    "TurnSummary",
+    "UnknownOutcome",
     "UsageError",
     "VerificationReport",
     "VerifyReport",
