@@ -221,7 +221,7 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
     prefix = PrefixCache()
     breakpoints = BreakpointCache()
     facts = scenario.facts
-    for k in (*LIVE_KINDS,):
+    for k in LIVE_KINDS:
         run.required[k] = 0
         run.retained[k] = 0
     for k in STALE_KINDS:

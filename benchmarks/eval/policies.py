@@ -384,7 +384,6 @@ class HolonPolicy:
         self.evidence_of: dict[int, int] = {}  # ledger seq -> scenario record index
         self.blob_origin: dict[str, int] = {}  # blob hash -> scenario record index
         self.prompt_tokens: list[int] = []  # build_context's own total per call
-        self.degraded = 0
         self._seen: set[str] = set()
 
     def _append(self, body: r.Body, ts: int, turn: int | None) -> int:
@@ -428,7 +427,6 @@ class HolonPolicy:
                 read += 1
             prompt = build_context(self.state, self.budget, self.config, agent_id=AGENT, index=self.index)
             self.prompt_tokens.append(prompt.total_tokens)
-            self.degraded += prompt.plan.degraded
             last = self.records[-1]
             self._append(
                 prompt_rendered(prompt),

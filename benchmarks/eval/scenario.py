@@ -32,7 +32,7 @@ when the policy kept the record or holon's projection of it.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -546,8 +546,3 @@ def load_samples(samples_dir: Path) -> Iterator[Scenario]:
             records=records,
             calls=call_positions(records),
         )
-
-
-def live_facts(scenario: Scenario, call: int) -> Sequence[Fact]:
-    """The facts call ``call`` must carry (helper for reports and tests)."""
-    return [scenario.facts[i] for i in sorted(scenario.live[call])]
