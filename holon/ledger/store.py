@@ -323,27 +323,26 @@ class Ledger:
         """Append records in order and return their seqs; nothing is appended if one is invalid."""
         self._check_writable()
         first = self._next_seq
-        # Every record is checked and encoded before the first frame is staged.
-        payloads = bytearray()
-        ends: list[int] = []
+        # Every record is checked and encoded before the first frame is staged: each payload
+        # is encoded after a gap for its frame head and chain hash, filled by _stage_frames.
+        frames = bytearray()
+        starts: list[int] = []
         for seq, given in enumerate(records, first):
             record = given
             if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
                 record = self._prepare(record, seq)
+            start = len(frames)
+            starts.append(start)
             try:
-                _encode_into(record, payloads, seq)
+                # Encoding past the end leaves a gap of unspecified bytes: _stage_frames
+                # overwrites all of them.
+                _encode_into(record, frames, seq, offset=start + FRAME_OVERHEAD)
             except _ENCODE_ERRORS as exc:
                 raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
-            ends.append(len(payloads))
+        count = len(starts)
+        starts.append(len(frames))
         try:
-            scratch = self._scratch
-            stage = self._stage
-            start = 0
-            with memoryview(payloads) as view:
-                for end in ends:
-                    scratch[HASH_SIZE:] = view[start:end]
-                    stage()
-                    start = end
+            self._stage_frames(frames, starts)
             if self._sync_each:
                 self._sync()
             elif self._pend_len >= _WRITE_THRESHOLD:
@@ -351,7 +350,51 @@ class Ledger:
         except BaseException as exc:
             self._fail(exc)
             raise
-        return list(range(first, first + len(ends)))
+        return list(range(first, first + count))
+
+    def _stage_frames(self, frames: bytearray, starts: list[int]) -> None:
+        """Complete the frames laid out in ``frames`` (head and chain hash gaps) and stage them.
+
+        Frame ``i`` spans ``starts[i]:starts[i + 1]``. Each gets the current head hash and
+        its checksum in place; completed frames go to the pending buffer in one copy, or
+        in one copy per segment when the batch crosses a rollover.
+        """
+        hasher = self._hasher
+        update, digest, reset = hasher.update, hasher.digest, hasher.reset
+        head = self._head_hash
+        seq = self._next_seq
+        segment_bytes = self._segment_bytes
+        chunk = starts[0]
+        with memoryview(frames) as view:
+            for index in range(len(starts) - 1):
+                start, stop = starts[index], starts[index + 1]
+                n = stop - start - FRAME_OVERHEAD
+                view[start + _HEAD_SIZE : start + FRAME_OVERHEAD] = head
+                body = view[start + _HEAD_SIZE : stop]
+                _pack_into(frames, start, n, n ^ _LENGTH_MASK, _xxh3(body, n))
+                update(body)
+                head = digest()
+                reset()
+                seq += 1
+                if self._active_size + self._pend_len + stop - chunk >= segment_bytes:
+                    self._pend_frames(view[chunk:stop])
+                    chunk = stop
+                    self._head_hash, self._next_seq = head, seq
+                    self._rollover()
+            if chunk < starts[-1]:
+                self._pend_frames(view[chunk : starts[-1]])
+        self._head_hash, self._next_seq = head, seq
+        self._scratch[:HASH_SIZE] = head
+
+    def _pend_frames(self, data: memoryview) -> None:
+        """Copy complete frames to the end of the pending buffer."""
+        start = self._pend_len
+        end = start + len(data)
+        pend = self._pend
+        if end > len(pend):
+            pend = self._grow_pending(end)
+        pend[start:end] = data
+        self._pend_len = end
 
     def _prepare(self, record: Record, seq: int) -> Record:
         """Check a record's seq and move a large output to a blob (the uncommon cases of append)."""
@@ -390,31 +433,6 @@ class Ledger:
             return record
         ref = self.blobs.put(data, preview=output[:BLOB_PREVIEW_CHARS])
         return _replace(record, body=_replace(body, output="", blob=ref))
-
-    def _stage(self) -> None:
-        """Frame the record in the scratch buffer onto the pending buffer; advance seq and head.
-
-        The scratch buffer holds ``prev || payload``: the checksum and the new chain hash are
-        both computed over it in place, and it is left starting with the new head hash.
-        """
-        scratch = self._scratch
-        n = len(scratch) - HASH_SIZE
-        start = self._pend_len
-        end = start + _HEAD_SIZE + HASH_SIZE + n
-        pend = self._pend
-        if end > len(pend):
-            pend = self._grow_pending(end)
-        _pack_into(pend, start, n, n ^ _LENGTH_MASK, _xxh3(scratch, n))
-        pend[start + _HEAD_SIZE : end] = scratch
-        self._pend_len = end
-        hasher = self._hasher
-        hasher.update(scratch)
-        head = self._head_hash = hasher.digest()
-        hasher.reset()
-        scratch[:HASH_SIZE] = head
-        self._next_seq += 1
-        if self._active_size + end >= self._segment_bytes:
-            self._rollover()
 
     def _grow_pending(self, needed: int) -> bytearray:
         """Enlarge the pending buffer (in place) to hold ``needed`` bytes."""
