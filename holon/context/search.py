@@ -10,20 +10,30 @@ For the renderer, a query may cap the postings it reads per term to the most rec
 ``max_postings`` episodes: frequent terms carry little BM25 weight anyway, and the cap
 keeps selection cost flat as the archive grows (rare terms, the informative ones, have
 short postings and still reach old episodes).
+
+An index can be saved and restored without re-tokenizing its episodes
+(:meth:`EpisodeIndex.export`, :meth:`EpisodeIndex.restore`): bytes in, bytes out, no
+I/O here (the runtime stores them beside its checkpoints). A restored index is the
+same index: same scores, same selection, same ``export()`` bytes as one built from the
+episodes. Postings are kept as flat ``(doc, tf)`` pairs of unsigned 32-bit integers, so
+a restored index reads the saved buffer in place and copies a term's postings only when
+a new episode adds to that term.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
+from array import array
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
 import holon.records as r
 
-__all__ = ["EpisodeHit", "EpisodeIndex", "episode_text", "terms"]
+__all__ = ["EpisodeHit", "EpisodeIndex", "EpisodeIndexRejected", "episode_text", "terms"]
 
 _TERM: Final = re.compile(r"[0-9a-z]+(?:[_-][0-9a-z]+)*")
 _STOP: Final = frozenset(
@@ -35,6 +45,69 @@ _STOP: Final = frozenset(
 )
 _K1: Final = 1.2
 _B: Final = 0.75
+
+#: Version of the exported index layout *and* of what it was built with. Bump it when
+#: :func:`terms` or :func:`episode_text` change what an episode is indexed under: an
+#: index saved by other tokenizing code is then rejected as stale instead of used.
+INDEX_FORMAT: Final = 1
+# What else a saved index depends on: the term pattern and the stop words.
+_TOKENIZER: Final = f"{INDEX_FORMAT}|{_TERM.pattern}|{' '.join(sorted(_STOP))}"
+# Array type codes of exactly 4 and 8 bytes (C types vary by platform; the format does not).
+_U32: Final = next(code for code in "IL" if array(code).itemsize == 4)
+_U64: Final = next(code for code in "LQ" if array(code).itemsize == 8)
+# How many of the newest saved episodes restore() re-tokenizes to check the saved postings.
+_SPOT_CHECK: Final = 16
+
+Postings: TypeAlias = "array[int] | memoryview"
+"""Flat ``doc, tf, doc, tf, ...`` pairs of one term, in document order."""
+
+
+class EpisodeIndexRejected(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a saved episode index was not used; rebuild the index from the episodes instead.
+
+    ``reason`` is ``corrupt`` (the bytes do not decode or are inconsistent), ``stale``
+    (saved by other tokenizing code, or for other episodes than the ones given) or
+    ``missing`` (reported by a caller that found no saved index; :meth:`EpisodeIndex.restore`
+    itself never returns it).
+    """
+
+    reason: Literal["corrupt", "stale", "missing"]
+    detail: str
+
+
+class _SavedIndex(msgspec.Struct, frozen=True, array_like=True):
+    """The exported layout (msgpack). Integer columns are little-endian arrays."""
+
+    tokenizer: str
+    count: int
+    total_length: int
+    ids: bytes  # u64 episode_id per document
+    to_seqs: bytes  # u64 to_seq per document
+    lengths: bytes  # u32 term count per document
+    terms: list[str]  # in first-indexed order
+    offsets: bytes  # u32 per term plus one: start of the term's pairs in ``postings``
+    postings: bytes  # u32 doc, tf pairs
+    decisions: dict[str, str]
+
+
+_SAVED_ENCODER: Final = msgspec.msgpack.Encoder()
+_SAVED_DECODER: Final = msgspec.msgpack.Decoder(_SavedIndex)
+
+
+def _le(values: array[int]) -> bytes:
+    if sys.byteorder == "little":
+        return values.tobytes()
+    swapped = array(values.typecode, values)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _from_le(code: str, data: bytes) -> array[int]:
+    values = array(code)
+    values.frombytes(data)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
 
 
 def terms(text: str) -> list[str]:
@@ -72,6 +145,14 @@ def episode_text(episode: r.ContextEpisodeRecord) -> str:
     return "\n".join(parts)
 
 
+def _counts(episode: r.ContextEpisodeRecord) -> dict[str, int]:
+    """Term frequencies of an episode's text, in first-occurrence order."""
+    counts: dict[str, int] = {}
+    for term in terms(episode_text(episode)):
+        counts[term] = counts.get(term, 0) + 1
+    return counts
+
+
 class EpisodeHit(msgspec.Struct, frozen=True, kw_only=True):
     """One search result: the episode, its BM25 score, and the terms that matched."""
 
@@ -88,8 +169,16 @@ class EpisodeIndex:
 
     def __init__(self, episodes: Iterable[r.ContextEpisodeRecord] = ()) -> None:
         self._episodes: list[r.ContextEpisodeRecord] = []
-        self._lengths: list[int] = []
-        self._postings: dict[str, list[tuple[int, int]]] = {}
+        self._lengths: array[int] = array(_U32)
+        # Postings a term got since construction or restore (or copied out of the
+        # restored buffer when a new episode added to the term), in first-indexed order.
+        self._postings: dict[str, array[int]] = {}
+        # A restored index's saved postings, read in place: term -> slot, and the slot's
+        # bounds in ``_base`` (pairs flattened). Empty for an index built from episodes.
+        self._base_terms: list[str] = []
+        self._base_slots: dict[str, int] = {}
+        self._base_offsets: array[int] = array(_U32, [0])
+        self._base: memoryview = memoryview(array(_U32))
         self._total_length = 0
         self._by_id: dict[int, r.ContextEpisodeRecord] = {}
         # Decision id -> its text as the most recently added episode lists it.
@@ -105,6 +194,26 @@ class EpisodeIndex:
         """The indexed episodes, in the order they were added."""
         return tuple(self._episodes)
 
+    def _read(self, term: str) -> Postings | None:
+        postings = self._postings.get(term)
+        if postings is not None:
+            return postings
+        slot = self._base_slots.get(term)
+        if slot is None:
+            return None
+        return self._base[self._base_offsets[slot] : self._base_offsets[slot + 1]]
+
+    def _writable(self, term: str) -> array[int]:
+        postings = self._postings.get(term)
+        if postings is None:
+            postings = array(_U32)
+            slot = self._base_slots.get(term)
+            if slot is not None:
+                start, end = self._base_offsets[slot], self._base_offsets[slot + 1]
+                postings.frombytes(self._base[start:end].tobytes())
+            self._postings[term] = postings
+        return postings
+
     def add(self, episode: r.ContextEpisodeRecord) -> None:
         """Index one archived episode (adding the same episode id twice is a no-op)."""
         if episode.episode_id in self._by_id:
@@ -112,11 +221,11 @@ class EpisodeIndex:
         doc = len(self._episodes)
         self._by_id[episode.episode_id] = episode
         self._episodes.append(episode)
-        counts: dict[str, int] = {}
-        for term in terms(episode_text(episode)):
-            counts[term] = counts.get(term, 0) + 1
+        counts = _counts(episode)
         for term, tf in counts.items():
-            self._postings.setdefault(term, []).append((doc, tf))
+            postings = self._writable(term)
+            postings.append(doc)
+            postings.append(tf)
         length = sum(counts.values())
         self._lengths.append(length)
         self._total_length += length
@@ -135,18 +244,148 @@ class EpisodeIndex:
         if n == 0:
             return {}
         avg = self._total_length / n if self._total_length else 1.0
+        lengths = self._lengths
         out: dict[int, float] = {}
         for term in sorted(set(query_terms)):
-            postings = self._postings.get(term)
+            postings = self._read(term)
             if not postings:
                 continue
-            df = len(postings)
+            df = len(postings) // 2
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            scan = postings if max_postings is None else postings[-max_postings:]
-            for doc, tf in scan:
-                norm = tf * (_K1 + 1.0) / (tf + _K1 * (1.0 - _B + _B * self._lengths[doc] / avg))
+            scan = iter(postings if max_postings is None else postings[-2 * max_postings :])
+            for doc, tf in zip(scan, scan, strict=True):
+                norm = tf * (_K1 + 1.0) / (tf + _K1 * (1.0 - _B + _B * lengths[doc] / avg))
                 out[doc] = out.get(doc, 0.0) + idf * norm
         return out
+
+    # ------------------------------------------------------------------ saving
+
+    def _ordered_terms(self) -> Iterable[tuple[str, Postings]]:
+        """Every term with its postings, in the order a fresh build would first index it."""
+        for term in self._base_terms:
+            postings = self._read(term)
+            assert postings is not None
+            yield term, postings
+        for term, postings in self._postings.items():
+            if term not in self._base_slots:
+                yield term, postings
+
+    def export(self) -> bytes:
+        """The index as bytes for :meth:`restore` (deterministic: equal indexes, equal bytes)."""
+        names: list[str] = []
+        offsets = array(_U32, [0])
+        flat = array(_U32)
+        for term, postings in self._ordered_terms():
+            names.append(term)
+            if isinstance(postings, memoryview):
+                flat.frombytes(postings.tobytes())  # a C copy; extend() would iterate
+            else:
+                flat.extend(postings)
+            offsets.append(len(flat))
+        saved = _SavedIndex(
+            tokenizer=_TOKENIZER,
+            count=len(self._episodes),
+            total_length=self._total_length,
+            ids=_le(array(_U64, [e.episode_id for e in self._episodes])),
+            to_seqs=_le(array(_U64, [e.to_seq for e in self._episodes])),
+            lengths=_le(self._lengths),
+            terms=names,
+            offsets=_le(offsets),
+            postings=_le(flat),
+            decisions=self._decisions,
+        )
+        return _SAVED_ENCODER.encode(saved)
+
+    @classmethod
+    def restore(
+        cls, data: bytes, episodes: Iterable[r.ContextEpisodeRecord]
+    ) -> EpisodeIndex | EpisodeIndexRejected:
+        """The index :meth:`export` saved, for ``episodes`` (the same ones, plus any newer).
+
+        ``episodes`` are all the episodes the index must cover, in order: the saved ones
+        first (checked by id and ``to_seq``), then any archived since, which are indexed
+        now. Only the newest few saved episodes are re-tokenized, as a check that the
+        saved postings are theirs. Returns why the bytes cannot be used when they do not
+        decode, were saved by other tokenizing code, or belong to other episodes.
+        """
+        try:
+            saved = _SAVED_DECODER.decode(data)
+        except msgspec.DecodeError as exc:
+            return EpisodeIndexRejected(reason="corrupt", detail=f"saved index does not decode: {exc}")
+        if saved.tokenizer != _TOKENIZER:
+            return EpisodeIndexRejected(
+                reason="stale", detail="saved episode index was built by other tokenizing code (INDEX_FORMAT)"
+            )
+        count, nterms = saved.count, len(saved.terms)
+        sizes = (len(saved.ids), len(saved.to_seqs), len(saved.lengths), len(saved.offsets))
+        expected = (8 * count, 8 * count, 4 * count, 4 * (nterms + 1))
+        if count < 0 or sizes != expected or len(saved.postings) % 8:
+            return EpisodeIndexRejected(reason="corrupt", detail="saved episode index has inconsistent sizes")
+        index = cls()
+        docs: list[r.ContextEpisodeRecord] = []
+        later: list[r.ContextEpisodeRecord] = []
+        by_id = index._by_id
+        for episode in episodes:
+            if episode.episode_id in by_id:
+                continue  # as add() does: a repeated id is not a new document
+            by_id[episode.episode_id] = episode
+            (docs if len(docs) < count else later).append(episode)
+        if len(docs) < count:
+            return EpisodeIndexRejected(
+                reason="stale", detail=f"saved episode index covers {count} episodes, only {len(docs)} given"
+            )
+        try:
+            same = _le(array(_U64, [e.episode_id for e in docs])) == saved.ids and saved.to_seqs == _le(
+                array(_U64, [e.to_seq for e in docs])
+            )
+        except OverflowError:
+            same = False
+        if not same:
+            return EpisodeIndexRejected(
+                reason="stale", detail="saved episode index is for other episodes (ids or to_seq differ)"
+            )
+        lengths = _from_le(_U32, saved.lengths)
+        offsets = _from_le(_U32, saved.offsets)
+        flat = _from_le(_U32, saved.postings)
+        bounds_ok = offsets[0] == 0 and offsets[-1] == len(flat) and sum(lengths) == saved.total_length
+        if not bounds_ok:
+            return EpisodeIndexRejected(reason="corrupt", detail="saved index has inconsistent offsets")
+        index._episodes = docs
+        index._lengths = lengths
+        index._total_length = saved.total_length
+        index._base_terms = saved.terms
+        index._base_slots = dict(zip(saved.terms, range(nterms), strict=True))
+        index._base_offsets = offsets
+        index._base = memoryview(flat)
+        index._decisions = saved.decisions
+        if len(index._base_slots) != nterms:
+            return EpisodeIndexRejected(reason="corrupt", detail="saved episode index repeats a term")
+        problem = index._spot_check()
+        if problem is not None:
+            return EpisodeIndexRejected(reason="stale", detail=problem)
+        index.extend(later)
+        return index
+
+    def _spot_check(self) -> str | None:
+        """Re-tokenize the newest saved episodes; their postings must be what is saved."""
+        for doc in range(max(0, len(self._episodes) - _SPOT_CHECK), len(self._episodes)):
+            episode = self._episodes[doc]
+            counts = _counts(episode)
+            if sum(counts.values()) != self._lengths[doc]:
+                return f"saved index disagrees with episode {episode.episode_id}'s text (length)"
+            for term, tf in counts.items():
+                postings = self._read(term)
+                at = (len(postings) if postings is not None else 0) - 2
+                while postings is not None and at >= 0 and postings[at] > doc:
+                    at -= 2
+                if postings is None or at < 0 or postings[at] != doc or postings[at + 1] != tf:
+                    return f"saved index disagrees with episode {episode.episode_id}'s text ({term!r})"
+        if self._episodes:
+            for line in self._episodes[-1].decisions:
+                did, _, text = line.partition(": ")
+                if self._decisions.get(did) != text:
+                    return f"saved episode index has another text for decision {did!r}"
+        return None
 
     @property
     def decisions(self) -> dict[str, str]:
