@@ -326,10 +326,13 @@ class EpisodeIndex:
         later: list[r.ContextEpisodeRecord] = []
         by_id = index._by_id
         for episode in episodes:
-            if episode.episode_id in by_id:
-                continue  # as add() does: a repeated id is not a new document
-            by_id[episode.episode_id] = episode
-            (docs if len(docs) < count else later).append(episode)
+            if len(docs) < count:
+                if episode.episode_id in by_id:
+                    continue  # as add() does: a repeated id is not a new document
+                by_id[episode.episode_id] = episode
+                docs.append(episode)
+            else:
+                later.append(episode)  # add() indexes these (and skips repeated ids)
         if len(docs) < count:
             return EpisodeIndexRejected(
                 reason="stale", detail=f"saved episode index covers {count} episodes, only {len(docs)} given"

@@ -29,6 +29,7 @@ import msgspec
 
 import holon.records as r
 from holon.context import Budget, EpisodeIndex, Prompt, RenderConfig, build_context, prompt_rendered
+from holon.context.search import EpisodeIndexRejected
 from holon.errors import InvalidRecord, NotALedger, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
 from holon.projections import (
@@ -48,6 +49,7 @@ from holon.runtime.checkpoints import (
     UnknownOutcome,
     list_checkpoints,
     load_checkpoint,
+    load_episode_index,
     prune_checkpoints,
     write_checkpoint,
 )
@@ -113,6 +115,11 @@ class OpenReport(msgspec.Struct, frozen=True, kw_only=True):
     - ``interrupted_turn``: the turn left open by a crash, closed now as interrupted.
     - ``unknown_outcomes``: tool intents without a result, recorded now as ``unknown``.
     - ``ledger_recovery``: what the ledger repaired (a torn tail cut, a seal finished).
+    - ``episode_index``: ``restored`` (the BM25 episode index was read from the
+      checkpoint's ``.episodes`` file, plus the episodes archived after it) or ``built``
+      (it is built from the whole archive on first use: no checkpoint was used, or its
+      index file was rejected); ``episode_index_rejected``: why the checkpoint's index
+      file was not used (``missing``, ``corrupt`` or ``stale``).
     """
 
     created: bool
@@ -122,6 +129,8 @@ class OpenReport(msgspec.Struct, frozen=True, kw_only=True):
     interrupted_turn: int | None = None
     unknown_outcomes: tuple[UnknownOutcome, ...] = ()
     ledger_recovery: tuple[str, ...] = ()
+    episode_index: Literal["restored", "built"] = "built"
+    episode_index_rejected: EpisodeIndexRejected | None = None
 
 
 class TurnSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -232,6 +241,7 @@ class Agent:
         state: ProjectionState | None = None
         tools = ToolIndex()
         checkpoint_seq: int | None = None
+        checkpoint: tuple[Path, str] | None = None
         folded = 0
         last_ts = 0
 
@@ -252,6 +262,7 @@ class Agent:
                 continue
             state, tools, records = loaded
             checkpoint_seq = state.seq
+            checkpoint = (path, tools.head_hash)
             for record in records:
                 state = apply(state, record)
                 tools.apply(record)
@@ -269,6 +280,23 @@ class Agent:
                 folded += 1
         agent = cls(ledger, state, tools, config=config, clock=clock)
         agent._last_ts = last_ts if folded else agent._last_record_ts()
+        index_rejected: EpisodeIndexRejected | None = None
+        if checkpoint is not None and checkpoint_seq is not None:
+            # Restored before recovery, so episodes its refresh archives are added to it.
+            restored = load_episode_index(
+                checkpoint[0], seq=checkpoint_seq, head_hash=checkpoint[1], episodes=state.memory.archive
+            )
+            if isinstance(restored, EpisodeIndexRejected):
+                index_rejected = restored
+                log.warning(
+                    "ledger %s: saved episode index not used (%s: %s); it is rebuilt from %d episodes",
+                    ledger.path,
+                    restored.reason,
+                    restored.detail,
+                    state.memory.archive.count,
+                )
+            else:
+                agent._index = restored
         interrupted, unknown = agent._recover()
         agent.report = OpenReport(
             created=created,
@@ -278,6 +306,8 @@ class Agent:
             interrupted_turn=interrupted,
             unknown_outcomes=unknown,
             ledger_recovery=tuple(str(action) for action in ledger.recovery),
+            episode_index="built" if agent._index is None else "restored",
+            episode_index_rejected=index_rejected,
         )
         return agent
 
@@ -367,7 +397,11 @@ class Agent:
 
     @property
     def episodes(self) -> EpisodeIndex:
-        """The archived episodes, indexed for search (built on first use, then kept current)."""
+        """The archived episodes, indexed for search, kept current as episodes are archived.
+
+        Restored on open from the checkpoint's saved index when it is valid (see
+        ``report.episode_index``); otherwise built from the whole archive on first use.
+        """
         if self._index is None:
             self._index = EpisodeIndex(self._state.memory.archive)
         return self._index
@@ -537,7 +571,11 @@ class Agent:
             raise UsageError("checkpoints are written between turns; end the open turn first")
         self._ledger.flush()
         seq, head_hash = self._ledger.head()
-        write_checkpoint(self._ledger.path, self._state, self._tools, head_hash=head_hash)
+        # The episode index is saved too (built now if this process never needed it), so
+        # the first turn after the next open does not re-tokenize the whole archive.
+        write_checkpoint(
+            self._ledger.path, self._state, self._tools, head_hash=head_hash, episodes=self.episodes
+        )
         prune_checkpoints(self._ledger.path, self.config.checkpoints_kept)
         return seq
 

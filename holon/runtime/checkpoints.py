@@ -1,16 +1,23 @@
 """Checkpoint files of a live agent: projection state plus the tool-call index, by seq.
 
 A checkpoint lets :meth:`holon.runtime.Agent.open` skip folding the whole ledger. It is
-two files under ``<ledger>/checkpoints/``, written at a turn boundary::
+three files under ``<ledger>/checkpoints/``, written at a turn boundary::
 
-    <seq:012d>.ckpt   holon.projections.encode_checkpoint(state, head_hash=...)
-    <seq:012d>.tools  b"HOLONTIX" + blake3(payload) + payload, payload = msgpack(ToolIndex)
+    <seq:012d>.ckpt      holon.projections.encode_checkpoint(state, head_hash=...)
+    <seq:012d>.tools     b"HOLONTIX" + blake3(payload) + payload, payload = msgpack(ToolIndex)
+    <seq:012d>.episodes  b"HOLONEPX" + blake3(payload) + payload,
+                         payload = msgpack([seq, head_hash, EpisodeIndex.export()])
 
 The ``.tools`` sidecar holds what the projections do not keep (they keep only bounded
 windows): every idempotency key with the seqs of its intent and result, intents still
 waiting for a result, and the calls whose outcome was recorded as unknown. Both files
-are written atomically (temp file, fsync, rename, directory fsync), the sidecar first,
-so a ``.ckpt`` file is never visible without its sidecar.
+are written atomically (temp file, fsync, rename, directory fsync), the sidecars first,
+so a ``.ckpt`` file is never visible without its sidecars.
+
+The ``.episodes`` sidecar is the agent's BM25 episode index, so the first turn after
+an open does not re-tokenize every archived episode. It is a cache: when it is missing,
+damaged or for another ledger state (:func:`load_episode_index`), the checkpoint is
+still used and the index is rebuilt from the archive instead.
 
 Trust is earned, never assumed (:func:`load_checkpoint`): the projection checkpoint is
 checked by :func:`holon.projections.restore_checkpoint` (magic, version, config, zstd
@@ -23,7 +30,7 @@ still holds, at that seq, the record the checkpoint was made from.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
@@ -31,6 +38,7 @@ import blake3
 import msgspec
 
 import holon.records as r
+from holon.context.search import EpisodeIndex, EpisodeIndexRejected
 from holon.projections import (
     CheckpointRejected,
     ProjectionConfig,
@@ -49,6 +57,7 @@ __all__ = [
     "chain_hash",
     "list_checkpoints",
     "load_checkpoint",
+    "load_episode_index",
     "prune_checkpoints",
     "write_checkpoint",
 ]
@@ -59,6 +68,8 @@ _TOOLS_MAGIC: Final = b"HOLONTIX"
 _DIGEST: Final = 32
 _CKPT: Final = ".ckpt"
 _TOOLS: Final = ".tools"
+_EPISODES_MAGIC: Final = b"HOLONEPX"
+_EPISODES: Final = ".episodes"
 _TMP: Final = ".tmp"
 
 
@@ -150,8 +161,17 @@ class ToolIndex(msgspec.Struct, kw_only=True):
                 )
 
 
+class _SavedEpisodes(msgspec.Struct, frozen=True, array_like=True):
+    """The ``.episodes`` payload: the exported index and the ledger state it was saved at."""
+
+    seq: int
+    head_hash: str
+    index: bytes
+
+
 _ENCODER: Final = msgspec.msgpack.Encoder()
 _INDEX_DECODER: Final = msgspec.msgpack.Decoder(ToolIndex)
+_EPISODES_DECODER: Final = msgspec.msgpack.Decoder(_SavedEpisodes)
 
 
 def chain_hash(prev_hex: str, records: list[r.Record]) -> str:
@@ -205,10 +225,25 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_checkpoint(ledger_dir: Path, state: ProjectionState, index: ToolIndex, *, head_hash: str) -> Path:
-    """Write the checkpoint of ``state`` (folded to the ledger's head, hash ``head_hash``)."""
+def write_checkpoint(
+    ledger_dir: Path,
+    state: ProjectionState,
+    index: ToolIndex,
+    *,
+    head_hash: str,
+    episodes: EpisodeIndex | None = None,
+) -> Path:
+    """Write the checkpoint of ``state`` (folded to the ledger's head, hash ``head_hash``).
+
+    ``episodes``, the episode index over ``state``'s archive, is saved beside it (without
+    it no ``.episodes`` file is written and the next open rebuilds the index).
+    """
     if index.seq != state.seq:
         raise ValueError(f"tool index is at seq {index.seq} but the state at seq {state.seq}")
+    if episodes is not None and len(episodes) != state.memory.archive.count:
+        raise ValueError(
+            f"episode index holds {len(episodes)} episodes, the state's archive {state.memory.archive.count}"
+        )
     folder = ledger_dir / CHECKPOINT_DIR
     folder.mkdir(exist_ok=True)
     index.head_hash = head_hash
@@ -216,6 +251,9 @@ def write_checkpoint(ledger_dir: Path, state: ProjectionState, index: ToolIndex,
     tools = _TOOLS_MAGIC + blake3.blake3(payload).digest() + payload
     stem = _name(state.seq)
     _write_atomic(folder / (stem + _TOOLS), tools)
+    if episodes is not None:
+        saved = _ENCODER.encode(_SavedEpisodes(seq=state.seq, head_hash=head_hash, index=episodes.export()))
+        _write_atomic(folder / (stem + _EPISODES), _EPISODES_MAGIC + blake3.blake3(saved).digest() + saved)
     ckpt = folder / (stem + _CKPT)
     _write_atomic(ckpt, encode_checkpoint(state, head_hash=head_hash))
     _fsync_dir(folder)
@@ -228,11 +266,13 @@ def prune_checkpoints(ledger_dir: Path, keep: int) -> None:
     for _seq, path in list_checkpoints(ledger_dir)[keep:]:
         path.unlink(missing_ok=True)
         path.with_suffix(_TOOLS).unlink(missing_ok=True)
+        path.with_suffix(_EPISODES).unlink(missing_ok=True)
     if folder.is_dir():
         for path in folder.iterdir():
-            # Debris of a crash mid-write: a temp file, or a tool index whose checkpoint
+            # Debris of a crash mid-write: a temp file, or a sidecar whose checkpoint
             # was never renamed into place.
-            orphan = path.suffix == _TOOLS and not path.with_suffix(_CKPT).exists()
+            sidecar = path.suffix in (_TOOLS, _EPISODES)
+            orphan = sidecar and not path.with_suffix(_CKPT).exists()
             if path.name.endswith(_TMP) or orphan:
                 path.unlink(missing_ok=True)
 
@@ -302,3 +342,42 @@ def load_checkpoint(
             detail=f"tool index is for seq {index.seq} ({index.head_hash[:12]}), checkpoint is for {key.seq}",
         )
     return state, index, records
+
+
+def load_episode_index(
+    path: Path, *, seq: int, head_hash: str, episodes: Iterable[r.ContextEpisodeRecord]
+) -> EpisodeIndex | EpisodeIndexRejected:
+    """The episode index saved beside checkpoint ``path`` (``.ckpt``), if it can be trusted.
+
+    ``seq`` and ``head_hash`` are the checkpoint's (the index must have been saved at the
+    same ledger state); ``episodes`` is the archive now, which may have grown since (the
+    newer episodes are indexed on restore). Otherwise returns why the saved index is not
+    used: ``missing``, ``corrupt`` (magic, checksum, msgpack) or ``stale`` (another seq or
+    ledger, other tokenizing code, other episodes).
+    """
+    side = path.with_suffix(_EPISODES)
+    try:
+        data = side.read_bytes()
+    except FileNotFoundError:
+        return EpisodeIndexRejected(reason="missing", detail=f"no saved episode index {side.name}")
+    except OSError as exc:
+        return EpisodeIndexRejected(reason="corrupt", detail=f"cannot read {side.name}: {exc}")
+    head = len(_EPISODES_MAGIC) + _DIGEST
+    if len(data) < head or not data.startswith(_EPISODES_MAGIC):
+        return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} has a bad magic")
+    payload = memoryview(data)[head:]
+    if blake3.blake3(payload).digest() != data[len(_EPISODES_MAGIC) : head]:
+        return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} fails its checksum")
+    try:
+        saved = _EPISODES_DECODER.decode(payload)
+    except msgspec.DecodeError as exc:
+        return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} does not decode: {exc}")
+    if (saved.seq, saved.head_hash) != (seq, head_hash):
+        return EpisodeIndexRejected(
+            reason="stale",
+            detail=f"{side.name} was saved at seq {saved.seq} ({saved.head_hash[:12]}), not {seq}",
+        )
+    restored = EpisodeIndex.restore(saved.index, episodes)
+    if isinstance(restored, EpisodeIndexRejected):
+        return EpisodeIndexRejected(reason=restored.reason, detail=f"{side.name}: {restored.detail}")
+    return restored
