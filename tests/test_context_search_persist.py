@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.context import Budget, CurrentInput, EpisodeIndex, build_context
-from holon.context.search import EpisodeIndexRejected
+from holon.context import Budget, CurrentInput, EpisodeIndex, EpisodeIndexRejected, build_context
 from holon.projections import WorkingMemorySnapshot
 from tests.context_inputs import inputs
 

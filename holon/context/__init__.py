@@ -9,7 +9,8 @@ key in any process. See docs/context-rendering.md.
 - :class:`ContextInputs` / :func:`inputs_from_state` — what the sections read.
 - :func:`plan_budget` with :class:`Candidate` / :class:`Form` — the budget planner.
 - :class:`Estimator`, :func:`get_estimator` — token counting.
-- :class:`EpisodeIndex` — incremental BM25 over archived episodes.
+- :class:`EpisodeIndex` — incremental BM25 over archived episodes (export / restore as bytes;
+  :class:`EpisodeIndexRejected` says why saved bytes were not used).
 - :func:`parse_ref`, :func:`restore`, :func:`restore_bytes` — the restoration contract.
 - :func:`to_anthropic_messages`, :func:`to_openai_chat`, :func:`to_openai_responses`.
 """
@@ -28,7 +29,7 @@ from holon.context.inputs import ContextInputs, CurrentInput, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection, prompt_rendered
 from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
 from holon.context.render import RENDER_VERSION, RenderConfig, build_context, select_episodes
-from holon.context.search import EpisodeHit, EpisodeIndex
+from holon.context.search import EpisodeHit, EpisodeIndex, EpisodeIndexRejected
 
 __all__ = [
     "DEFAULT_ESTIMATOR",
@@ -42,6 +43,7 @@ __all__ = [
     "CurrentInput",
     "EpisodeHit",
     "EpisodeIndex",
+    "EpisodeIndexRejected",
     "Estimator",
     "Form",
     "HeuristicEstimator",

@@ -28,8 +28,15 @@ from typing import Any, Final, Literal
 import msgspec
 
 import holon.records as r
-from holon.context import Budget, EpisodeIndex, Prompt, RenderConfig, build_context, prompt_rendered
-from holon.context.search import EpisodeIndexRejected
+from holon.context import (
+    Budget,
+    EpisodeIndex,
+    EpisodeIndexRejected,
+    Prompt,
+    RenderConfig,
+    build_context,
+    prompt_rendered,
+)
 from holon.errors import InvalidRecord, NotALedger, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
 from holon.projections import (

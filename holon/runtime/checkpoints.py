@@ -38,7 +38,7 @@ import blake3
 import msgspec
 
 import holon.records as r
-from holon.context.search import EpisodeIndex, EpisodeIndexRejected
+from holon.context import EpisodeIndex, EpisodeIndexRejected
 from holon.projections import (
     CheckpointRejected,
     ProjectionConfig,
