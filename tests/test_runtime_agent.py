@@ -13,6 +13,7 @@ from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import CHECKPOINT_DIR, list_checkpoints
+from holon.projections import verify_derivations
 from tests.runtime_support import Tick, fold_ledger
 
 POLICY = r.SystemPolicy(
@@ -346,3 +347,34 @@ def test_a_checkpoint_beyond_the_ledgers_end_is_rejected(tmp_path: Path) -> None
         assert name == ckpt.name and why.reason == "ledger_shorter"
         assert agent.report.checkpoint_seq is not None and agent.report.checkpoint_seq < newest
         assert agent.projection == cold
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+def test_a_post_turn_refresh_cut_short_by_a_crash_is_completed_on_open(tmp_path: Path, kept: int) -> None:
+    # A segment rollover can make a turn_ended durable before its derived records are
+    # written; a crash then leaves the turn closed with fewer derived records than its
+    # refresh derives. Opening appends the rest, so the ledger verifies again.
+    live = tmp_path / "live"
+    with _open(live) as agent:
+        with agent.turn(input="start") as turn:
+            turn.add_work_item("W1", "build the parser", state="active")
+        with agent.turn(input="switch") as turn:
+            turn.add_work_item("W2", "fix the lexer", state="active")
+        summary = turn.summary
+        assert summary is not None and summary.deltas and summary.episodes  # two derived records
+    with Ledger.open(live, readonly=True) as ledger:
+        records = list(ledger.read(0))
+    ended = max(i for i, rec in enumerate(records) if rec.kind == "turn_ended")
+    assert [rec.kind for rec in records[ended + 1 :]] == ["working_memory_delta", "context_episode"]
+
+    crashed = tmp_path / "crashed"
+    with Ledger.create(crashed, agent_id="t1") as ledger:
+        ledger.append_many(records[: ended + 1 + kept])
+    with _open(crashed) as agent:
+        assert agent.report.interrupted_turn is None
+        assert agent.seq == len(records) - 1
+    state, reopened = fold_ledger(crashed, CONFIG)
+    assert [(rec.kind, rec.body) for rec in reopened] == [(rec.kind, rec.body) for rec in records]
+    assert verify_derivations(reopened, config=CONFIG.projection).ok
+    with _open(crashed) as agent:  # repaired once: nothing left to append
+        assert agent.seq == len(records) - 1

@@ -149,3 +149,15 @@ def test_an_idempotency_key_reused_for_a_different_call_is_refused(tmp_path: Pat
             assert agent.seq == seq
             same = turn.tool("refund", {"amount": 5, "order": "8812"}, idempotency_key="refund-8812")
             assert same.replayed and same.output == "ok"
+
+
+def test_a_bad_turn_input_appends_nothing(tmp_path: Path) -> None:
+    with _agent(tmp_path / "l") as agent:
+        seq = agent.seq
+        with pytest.raises(InvalidRecord):
+            agent.turn(input=12345)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match="input role"):
+            agent.turn(input="hi", role="robot")
+        assert agent.seq == seq and agent.current_turn is None
+        with agent.turn(input="a real input") as turn:  # and the next turn opens normally
+            assert turn.index == 1

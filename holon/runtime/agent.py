@@ -77,9 +77,52 @@ _INPUT_ROLES: Final = ("user", "operator", "channel")
 _PREVIEW_CHARS: Final = 200
 
 
+def _checked(record: r.Record) -> r.Record:
+    """The record as it will be stored, validated by a round trip through the wire form.
+
+    Struct constructors do not check ``Literal`` fields, so this runs *before* anything
+    is appended; the decoded form is what gets folded, not the caller's object (a list
+    where the schema says tuple would make the live state differ from a cold replay's).
+    """
+    try:
+        return r.decode_msgpack_record(r.encode_msgpack_record(record), where="the record to append")
+    except (msgspec.EncodeError, TypeError, OverflowError) as exc:
+        raise InvalidRecord(f"record does not encode ({exc})", where="the record to append") from None
+
+
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch: the default clock of an agent."""
     return time.time_ns() // 1_000_000
+
+
+class _RefreshTracker:
+    """Notices, while a ledger is folded on open, a post-turn refresh that was cut short.
+
+    The runtime appends a turn_ended and then the derived records its refresh returns;
+    a crash in between (a segment rollover can make the turn_ended durable on its own)
+    leaves fewer derived records than the refresh derives. :meth:`missing` names the ones
+    still to append.
+    """
+
+    def __init__(self) -> None:
+        # The state right after the last turn_ended, while only derived records follow it
+        # (states are immutable, so keeping one is free; the refresh runs once, at the end).
+        self._ended: ProjectionState | None = None
+        self._found = 0
+
+    def see(self, state: ProjectionState, record: r.Record) -> None:
+        if record.kind == r.TurnEnded.KIND:
+            self._ended, self._found = state, 0
+        elif record.kind in r.DERIVED_KINDS and self._ended is not None:
+            self._found += 1
+        else:
+            self._ended = None
+
+    def missing(self) -> tuple[r.Record, ...]:
+        if self._ended is None:
+            return ()
+        expected = post_turn_refresh(self._ended)
+        return expected[self._found :] if self._found < len(expected) else ()
 
 
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -177,6 +220,7 @@ class Agent:
         self._last_ts = 0
         self._index: EpisodeIndex | None = None
         self._turn: Turn | None = None
+        self._unfinished_refresh: tuple[r.Record, ...] = ()
         self._closed = False
         self.report = OpenReport(created=False)
 
@@ -251,6 +295,7 @@ class Agent:
         checkpoint: tuple[Path, str] | None = None
         folded = 0
         last_ts = 0
+        refresh = _RefreshTracker()
 
         def tail(seq: int) -> list[r.Record]:
             return list(ledger.read(seq + 1))
@@ -273,6 +318,7 @@ class Agent:
             for record in records:
                 state = apply(state, record)
                 tools.apply(record)
+                refresh.see(state, record)
                 last_ts = record.ts
             folded = len(records)
             break
@@ -283,9 +329,11 @@ class Agent:
             for record in ledger.read(0):
                 state = apply(state, record)
                 tools.apply(record)
+                refresh.see(state, record)
                 last_ts = record.ts
                 folded += 1
         agent = cls(ledger, state, tools, config=config, clock=clock)
+        agent._unfinished_refresh = refresh.missing()
         agent._last_ts = last_ts if folded else agent._last_record_ts()
         index_rejected: EpisodeIndexRejected | None = None
         if checkpoint is not None and checkpoint_seq is not None:
@@ -324,6 +372,19 @@ class Agent:
 
     def _recover(self) -> tuple[int | None, tuple[UnknownOutcome, ...]]:
         """Close what a crash left open, as records (recorded, not guessed)."""
+        if self._unfinished_refresh:
+            # The process died after a turn_ended reached the disk and before (all of)
+            # its derived records did: append the rest, exactly as the refresh derives them.
+            for record in self._unfinished_refresh:
+                self._append(record.body, record.turn, ts=record.ts)
+            log.warning(
+                "ledger %s: the post-turn refresh of the last turn was cut short; appended its %d "
+                "missing derived record(s)",
+                self._ledger.path,
+                len(self._unfinished_refresh),
+            )
+            self._unfinished_refresh = ()
+            self._ledger.flush()
         turn = self._state.runtime.turn
         open_turn = turn.index if turn is not None and turn.open and turn.started_seq is not None else None
         pending = list(self._tools.pending.values())
@@ -478,12 +539,20 @@ class Agent:
         if input is not None and role not in _INPUT_ROLES:
             raise UsageError(f"input role {role!r} must be one of {', '.join(_INPUT_ROLES)}")
         index = self.next_turn_index
+        # Both records are validated before either is appended: a bad input must not
+        # leave a turn_started behind that no turn_ended will ever close.
+        started = _checked(r.Record(body=r.TurnStarted(trigger=trigger), ts=self._now(), turn=index))
+        message = (
+            _checked(r.Record(body=r.Message(role=role, text=input), ts=self._now(), turn=index))  # type: ignore[arg-type]
+            if input is not None
+            else None
+        )
         turn = Turn(self, index)
         self._turn = turn
         try:
-            turn.first_seq = self._append(r.TurnStarted(trigger=trigger), index).seq
-            if input is not None:
-                self._append(r.Message(role=role, text=input), index)  # type: ignore[arg-type]
+            turn.first_seq = self._append_checked(started).seq
+            if message is not None:
+                self._append_checked(message)
         except BaseException:
             self._turn = None
             raise
@@ -509,14 +578,10 @@ class Agent:
         record = r.Record(body=body, ts=self._now() if ts is None else ts, turn=turn)
         if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is None:
             record = self._place_output(record, body)
-        # Validate by a round trip through the wire form *before* appending (struct
-        # constructors do not check Literal fields), and fold the decoded form, not the
-        # caller's object: a list where the schema says tuple would make the live state
-        # differ from a cold replay's.
-        try:
-            checked = r.decode_msgpack_record(r.encode_msgpack_record(record), where="the record to append")
-        except (msgspec.EncodeError, TypeError, OverflowError) as exc:
-            raise InvalidRecord(f"record does not encode ({exc})", where="the record to append") from None
+        return self._append_checked(_checked(record))
+
+    def _append_checked(self, checked: r.Record) -> r.Record:
+        """Append a record already validated by :func:`_checked`, fold it, return it as stored."""
         seq = self._ledger.append(checked)
         stored = msgspec.structs.replace(checked, seq=seq)
         self._state = apply(self._state, stored)
