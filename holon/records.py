@@ -40,6 +40,7 @@ __all__ = [
     "Decision",
     "ExecutionEnvironment",
     "FollowUp",
+    "HistoryAnchor",
     "Message",
     "Omission",
     "PlanStep",
@@ -70,7 +71,7 @@ __all__ = [
 
 #: Version of the record schema written into every envelope (``v``). Readers accept
 #: every version up to this one; a newer version is refused with a clear error.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 JSON: TypeAlias = Any
 """A JSON-compatible value (tool arguments, tool schemas)."""
@@ -320,13 +321,27 @@ class TurnEnded(_Body, frozen=True, kw_only=True):
     error: str | None = None
 
 
+class HistoryAnchor(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """Where a prompt's recent history began, and through which seq tool results were cleared.
+
+    The next render keeps both while the history still fits, so between two moves the
+    history only grows at its end (docs/context-rendering.md, "Stable history").
+    """
+
+    from_seq: int
+    cleared_through: int = -1
+
+
 class PromptRendered(_Body, frozen=True, kw_only=True):
     """A prompt was built and sent: the assembly plan's durable summary.
 
     Confirms that ``working_memory_revision`` was shown to the model, which clears a
     pending delta with that target revision. ``episodes`` lists the ids of the episodes
     rendered, so the next render at the same revision and epoch can keep the same
-    selection (and a byte-identical cacheable prefix).
+    selection (and a byte-identical cacheable prefix); ``history`` is where the recent
+    history started, which the next render keeps while it can (schema version 2).
     """
 
     KIND: ClassVar[str] = "prompt_rendered"
@@ -341,6 +356,7 @@ class PromptRendered(_Body, frozen=True, kw_only=True):
     omitted: tuple[Omission, ...] = ()
     render_config: dict[str, JSON] = {}
     episodes: tuple[int, ...] = ()
+    history: HistoryAnchor | None = None
 
 
 # --------------------------------------------------------------------------- derived records
@@ -361,7 +377,12 @@ class WorkingMemoryDelta(_Body, frozen=True, kw_only=True):
 
 
 class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
-    """An immutable archive of a finished stretch of work (derived, post-turn)."""
+    """An immutable archive of a finished stretch of work (derived, post-turn).
+
+    ``work_state`` is the state of ``work_item_id`` when the episode was finalized
+    (schema version 2; ``None`` in older records): episode selection leaves out the
+    episodes of abandoned work.
+    """
 
     KIND: ClassVar[str] = "context_episode"
     episode_id: int
@@ -384,6 +405,7 @@ class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
     follow_ups: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
     projection_version: int
+    work_state: Literal["queued", "active", "waiting", "done", "abandoned"] | None = None
 
 
 Body: TypeAlias = (

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from holon.projections import PROJECTION_VERSION
 from tests.cli_support import fixture_names
 from tests.golden import CLI_RUNS, GOLDEN, cli_outputs
 
@@ -44,4 +45,4 @@ def test_golden_replay_shows_memory_and_prompts() -> None:
     assert "memory   revision" in text and "→" in text
     assert "episode  " in text and "finalized" in text
     assert "cache key changed" in text and "cache key unchanged" in text
-    assert text.rstrip().endswith("(projection version 1)")
+    assert text.rstrip().endswith(f"(projection version {PROJECTION_VERSION})")

@@ -16,6 +16,7 @@ from holon.context import (
     to_openai_responses,
 )
 from holon.projections import WorkingMemorySnapshot
+from tests.context_inputs import message
 
 POLICY = r.SystemPolicy(
     text="Be careful.",
@@ -50,9 +51,34 @@ def test_anthropic_request_marks_breakpoints_on_system_blocks() -> None:
     # One after the last Stable block (covers tools + system), one after the last AgentScoped block.
     assert len(marked) == 2
     assert marked[0]["text"] == "Be careful." and marked[1]["text"].startswith("## Working memory")
-    user = request["messages"][0]["content"][0]["text"]
-    assert "## Current input" in user and "go on" in user
-    assert "## Working memory" not in user
+    (block,) = request["messages"][0]["content"]
+    assert block["text"] == prompt.block_text("turn")
+    assert "## Current input" in block["text"] and "go on" in block["text"]
+    assert "## Working memory" not in block["text"]
+    # The end of the prompt is a breakpoint too: the turn's next calls append after it.
+    assert block["cache_control"] == {"type": "ephemeral"}
+
+
+def test_anthropic_user_message_is_cut_after_the_history() -> None:
+    # The next turn's prompt extends this history (its anchor holds), so everything up to
+    # its end is a cache entry of its own; the current input follows in another block.
+    inputs = ContextInputs(
+        agent_id="a1",
+        policy=POLICY,
+        snapshot=WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="ship it"),
+        working_memory_revision=3,
+        messages=(message(5, "earlier question"), message(6, "earlier answer", role="assistant")),
+        current_input=CurrentInput(text="go on", seq=9),
+    )
+    prompt = build_context(inputs, Budget(context_window=8_000, output_reserve=500))
+    request = to_anthropic_messages(prompt, model="m", max_tokens=100)
+    blocks = request["messages"][0]["content"]
+    assert [("cache_control" in b) for b in blocks] == [True, True]
+    assert blocks[0]["text"].rstrip().endswith("assistant: earlier answer")
+    assert blocks[1]["text"].startswith("## Current input")
+    assert "".join(b["text"] for b in blocks) == prompt.block_text("turn")
+    marks = sum("cache_control" in b for b in request["system"]) + len(blocks)
+    assert marks == 4
 
 
 def test_openai_requests_carry_prefix_first_and_a_cache_key() -> None:

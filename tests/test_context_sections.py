@@ -21,7 +21,8 @@ def test_sections_follow_the_rfc_order_and_stability() -> None:
     names = [s.name for s in prompt.sections]
     assert names == sorted(names, key=SECTION_ORDER.index)
     assert names[:3] == ["system", "tools", "working_memory"] and names[-1] == "current_input"
-    assert [s.name for s in prompt.sections if s.breakpoint] == ["tools", "working_memory"]
+    # After the last Stable and AgentScoped sections, and at the end (no history here).
+    assert [s.name for s in prompt.sections if s.breakpoint] == ["tools", "working_memory", "current_input"]
 
 
 def test_legacy_summary_only_without_working_memory() -> None:

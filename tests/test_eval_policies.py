@@ -72,12 +72,15 @@ def test_tool_clearing_keeps_the_newest_tool_results(scenario: Scenario) -> None
     assert cleared_any
 
 
-def test_holon_appends_a_prompt_rendered_per_call_and_every_eviction_restores(scenario: Scenario) -> None:
+def test_holon_renders_per_turn_appends_rounds_and_every_eviction_restores(scenario: Scenario) -> None:
     policy = HolonPolicy(scenario, BUDGET, TokenCounter())
     run = evaluate(policy, scenario, window=8_000, available=BUDGET.available)
     rendered = [rec for rec in policy.records if rec.kind == r.PromptRendered.KIND]
-    assert len(rendered) == len(scenario.calls) == run.calls
+    turns_with_calls = {scenario.records[p - 1].turn for p in scenario.calls}
+    # At least one render per turn with a model call, more when rounds outgrew the budget.
+    assert len(turns_with_calls) <= len(rendered) < len(scenario.calls) == run.calls
     assert max(policy.prompt_tokens) <= BUDGET.available
+    assert run.over_budget == 0  # what each call is sent, rounds included, fits the budget
     assert run.evictions > 0 and run.restores["restored"] == run.evictions
     assert any(rec.kind == r.ContextEpisodeRecord.KIND for rec in policy.records)
     assert policy.blobs, "large outputs were moved to the blob store"
@@ -113,3 +116,18 @@ def test_main_says_when_the_samples_are_absent(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "absent does not exist — samples skipped" in out
     assert "holon" in out and "fingerprint" in out
+
+
+def test_holon_calls_in_a_turn_extend_the_previous_call_until_it_renders_again(scenario: Scenario) -> None:
+    policy = HolonPolicy(scenario, BUDGET, TokenCounter())
+    previous: list[str] = []
+    renders = 0
+    extended = 0
+    for prompt in policy.prompts():
+        if prompt.sections[-1][0] == "rounds":
+            assert prompt.lines[: len(previous)] == previous  # append-only within the turn
+            extended += 1
+        else:
+            renders += 1
+        previous = prompt.lines
+    assert renders and extended > renders

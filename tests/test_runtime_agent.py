@@ -9,11 +9,13 @@ import msgspec
 import pytest
 
 from holon import records as r
+from holon.context import Budget, get_estimator
 from holon.errors import UsageError
 from holon.ledger import Ledger
+from holon.projections import verify_derivations
+from holon.replay import prompt_at
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import CHECKPOINT_DIR, list_checkpoints
-from holon.projections import verify_derivations
 from tests.runtime_support import Tick, fold_ledger
 
 POLICY = r.SystemPolicy(
@@ -88,9 +90,56 @@ def test_messages_are_the_context_then_this_turns_rounds_append_only(tmp_path: P
         assert second[: len(first)] == first and third[: len(second)] == second
         assert second[-1]["role"] == "tool" and second[-1]["content"] == "3\n"
         assert third[-1] == {"role": "assistant", "content": "there are 3 files"}
-        assert turn.context() is turn.context()  # rendered once per turn
+        turn.record_plan([r.PlanStep(id="s1", text="count the files", status="done")])
+        fourth = turn.messages()
+        assert fourth[: len(third)] == third
+        assert fourth[-1]["role"] == "assistant" and "[x] s1: count the files" in fourth[-1]["content"]
+        assert turn.context() is turn.context()  # rendered once while the rounds fit
+        assert turn.prompts_rendered == 1
     prompts = [rec for rec in agent.ledger.read(0) if rec.kind == "prompt_rendered"]
     assert len(prompts) == 1
+
+
+def test_a_call_finished_before_the_first_prompt_is_in_the_prompt_not_in_the_rounds(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent, agent.turn(input="look around") as turn:
+        turn.tool("bash", {"cmd": "ls"}).run(lambda: ("a.txt\n", 0))
+        turn.record_message("I looked")
+        messages = turn.messages()
+        assert [m["role"] for m in messages] == ["system", "user"]
+        assert "a.txt" in messages[1]["content"] and "I looked" in messages[1]["content"]
+
+
+def test_rounds_that_outgrow_the_budget_make_the_prompt_render_again(tmp_path: Path) -> None:
+    config = AgentConfig(budget=Budget(context_window=6_000, output_reserve=1_000), checkpoint_every=0)
+    with _open(tmp_path / "l", config) as agent, agent.turn(input="read the logs") as turn:
+        first = turn.context()
+        held = first
+        renders = [first]
+        for i in range(12):
+            output = "".join(f"log line {i}.{j} status ok\n" for j in range(60))  # ~700 tokens
+            turn.tool("bash", {"cmd": f"cat log{i}"}).run(lambda output=output: (output, 0))  # type: ignore[misc]
+            prompt = turn.context()
+            messages = turn.messages()
+            if prompt is not held:
+                # Rendered again: this turn's calls are now history, and the rounds start over.
+                renders.append(prompt)
+                held = prompt
+                assert [m["role"] for m in messages] == ["system", "user"]
+                assert f"cat log{i}" in prompt.text
+            # What the next model call is sent always fits the budget.
+            sent = prompt.total_tokens + sum(
+                get_estimator().count(str(m["content"])) + 1 for m in messages[2:]
+            )
+            assert sent <= config.budget.available
+        assert len(renders) >= 2 and turn.prompts_rendered == len(renders)
+        assert all(p.total_tokens <= config.budget.available for p in renders)
+    records = list(agent.ledger.read(0))
+    prompts = [rec for rec in records if rec.kind == "prompt_rendered"]
+    assert len(prompts) == len(renders)
+    # Every one of them is reproducible from the ledger, byte for byte (`holon render --call`).
+    for call, _record in enumerate(prompts, 1):
+        again = prompt_at(records, 1, agent_id="t1", call=call)
+        assert again.matches and again.prompt.text == renders[call - 1].text
 
 
 def test_the_intent_is_on_disk_before_the_side_effect_runs(tmp_path: Path) -> None:
@@ -373,7 +422,7 @@ def test_a_post_turn_refresh_cut_short_by_a_crash_is_completed_on_open(tmp_path:
     with _open(crashed) as agent:
         assert agent.report.interrupted_turn is None
         assert agent.seq == len(records) - 1
-    state, reopened = fold_ledger(crashed, CONFIG)
+    _state, reopened = fold_ledger(crashed, CONFIG)
     assert [(rec.kind, rec.body) for rec in reopened] == [(rec.kind, rec.body) for rec in records]
     assert verify_derivations(reopened, config=CONFIG.projection).ok
     with _open(crashed) as agent:  # repaired once: nothing left to append

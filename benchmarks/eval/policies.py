@@ -19,11 +19,16 @@ record, oldest first.
   replaced by a placeholder, oldest first, until at least ``clear_at_least`` tokens were
   reclaimed; cleared results stay cleared. If the prompt still exceeds the window it is
   truncated oldest-first like ``full-history`` (the API would otherwise reject it).
-- ``holon`` — the runtime's loop: every evidence record is appended to a ledger and
-  folded, the post-turn refresh appends its derived records, and at each model call
-  ``build_context`` renders the prompt from the fold so far and its ``PromptRendered``
-  record is appended. Large tool outputs go to the blob store as the ledger would put
-  them (over 4,096 bytes).
+- ``holon`` — what ``holon.Agent`` sends (``Turn.context()`` / ``Turn.messages()``):
+  every evidence record is appended to a ledger and folded, the post-turn refresh
+  appends its derived records; a turn's first model call gets the prompt
+  ``build_context`` renders from the fold so far (its ``PromptRendered`` record is
+  appended), and the turn's later calls get that prompt with the turn's *rounds* since
+  it appended (:func:`holon.context.rounds.round_text`, full tool outputs) — until the
+  rounds no longer fit the budget (:func:`holon.context.rounds.rounds_fit`), when the
+  prompt is rendered again. Large tool outputs go to the blob store as the ledger would
+  put them (over 4,096 bytes). A daemon marks a cache breakpoint on the last block of
+  every request, so each call's end is one too.
 
 Nothing a baseline evicts leaves a reference, so its evictions are not restorable. holon's
 evictions are the refs of its assembly plan and every ``restore with ref`` placeholder in
@@ -53,6 +58,7 @@ from holon.context import (
     restore,
     restore_bytes,
 )
+from holon.context.rounds import round_text, rounds_fit
 from holon.errors import HolonError, RefNotFound
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS
 from holon.ledger.store import DEFAULT_BLOB_THRESHOLD
@@ -418,45 +424,101 @@ class HolonPolicy:
             archive = self.state.memory.archive
             self.index.extend(archive.get(i) for i in range(len(self.index), archive.count))
 
+    def _render(self) -> tuple[CallPrompt, int]:
+        """Render the prompt now (appending its record): the call prompt and its tokens."""
+        prompt = build_context(self.state, self.budget, self.config, agent_id=AGENT, index=self.index)
+        self.prompt_tokens.append(prompt.total_tokens)
+        self._append(
+            prompt_rendered(prompt),
+            self.records[-1].ts,
+            self.state.runtime.turn.index if self.state.runtime.turn else None,
+        )
+        # One block per section, counted as the renderer counted it; the blank line of
+        # each separator belongs to the section before it (one token per separator).
+        blocks: list[Block] = []
+        marks: list[int] = []
+        ends: list[tuple[str, int]] = []
+        n_lines = 0
+        last_section = len(prompt.sections) - 1
+        for i, section in enumerate(prompt.sections):
+            block = section.text.split("\n")
+            n_lines += len(block)
+            if section.breakpoint:
+                marks.append(n_lines)
+            ends.append((section.name, n_lines))
+            if i < last_section:
+                block.append("")
+                n_lines += 1
+            blocks.append((block, section.tokens))
+        lines, costs = self.counter.assemble(blocks)
+        refs = dict.fromkeys(prompt.plan.evicted_refs)
+        refs.update(dict.fromkeys(_REF_IN_TEXT.findall(prompt.text)))
+        new = tuple(ref for ref in refs if ref not in self._seen)
+        self._seen.update(new)
+        call = CallPrompt(
+            lines=lines, costs=costs, breakpoints=tuple(marks), evicted=new, sections=tuple(ends)
+        )
+        return call, prompt.total_tokens
+
+    def _round(self, seq: int) -> tuple[list[str], list[int], int] | None:
+        """Lines, per-line costs and tokens of the round of record ``seq`` (``None``: no round)."""
+        record = self.records[seq]
+        body = record.body
+        output = None
+        if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is not None:
+            output = self.blobs[body.blob.hash].decode()
+        text = round_text(record, output=output)
+        if text is None:
+            return None
+        lines = text.split("\n")
+        tokens = self.counter.count(text) + 1
+        return lines, self.counter.block_costs(lines, tokens), tokens
+
     def prompts(self) -> Iterator[CallPrompt]:
         records = self.scenario.records
         read = 0
+        base: CallPrompt | None = None
+        base_tokens = 0
+        base_turn: int | None = None
+        lines: list[str] = []
+        costs: list[int] = []
+        round_tokens = 0
+        rounded = 0  # ledger records up to here are in the prompt or its rounds
         for position in self.scenario.calls:
             while read < position:
                 self._feed(records[read], read)
                 read += 1
-            prompt = build_context(self.state, self.budget, self.config, agent_id=AGENT, index=self.index)
-            self.prompt_tokens.append(prompt.total_tokens)
-            last = self.records[-1]
-            self._append(
-                prompt_rendered(prompt),
-                last.ts,
-                self.state.runtime.turn.index if self.state.runtime.turn else None,
-            )
-            # One block per section, counted as the renderer counted it; the blank line of
-            # each separator belongs to the section before it (one token per separator).
-            blocks: list[Block] = []
-            marks: list[int] = []
-            ends: list[tuple[str, int]] = []
-            n_lines = 0
-            last_section = len(prompt.sections) - 1
-            for i, section in enumerate(prompt.sections):
-                block = section.text.split("\n")
-                n_lines += len(block)
-                if section.breakpoint:
-                    marks.append(n_lines)
-                ends.append((section.name, n_lines))
-                if i < last_section:
-                    block.append("")
-                    n_lines += 1
-                blocks.append((block, section.tokens))
-            lines, costs = self.counter.assemble(blocks)
-            refs = dict.fromkeys(prompt.plan.evicted_refs)
-            refs.update(dict.fromkeys(_REF_IN_TEXT.findall(prompt.text)))
-            new = tuple(ref for ref in refs if ref not in self._seen)
-            self._seen.update(new)
+            turn = self.state.runtime.turn.index if self.state.runtime.turn else None
+            for seq in range(rounded, len(self.records)):
+                got = self._round(seq)
+                if got is not None:
+                    lines += got[0]
+                    costs += got[1]
+                    round_tokens += got[2]
+            rounded = len(self.records)
+            if (
+                base is None
+                or turn is None
+                or turn != base_turn
+                or not rounds_fit(base_tokens, round_tokens, self.budget.available)
+            ):
+                base, base_tokens = self._render()
+                base_turn = turn
+                lines, costs, round_tokens = list(base.lines), list(base.costs), 0
+                rounded = len(self.records)
+                yield CallPrompt(
+                    lines=list(lines),
+                    costs=list(costs),
+                    breakpoints=base.breakpoints,
+                    evicted=base.evicted,
+                    sections=base.sections,
+                )
+                continue
             yield CallPrompt(
-                lines=lines, costs=costs, breakpoints=tuple(marks), evicted=new, sections=tuple(ends)
+                lines=list(lines),
+                costs=list(costs),
+                breakpoints=tuple(sorted({*base.breakpoints, len(lines)})),
+                sections=(*base.sections, ("rounds", len(lines))),
             )
 
     def restore(self, key: str) -> RestoreOutcome:

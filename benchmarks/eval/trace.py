@@ -21,6 +21,7 @@ import msgspec
 
 import holon.records as r
 from holon.context import DEFAULT_ESTIMATOR, get_estimator
+from holon.context.rounds import is_model_output
 
 __all__ = [
     "Block",
@@ -31,30 +32,8 @@ __all__ = [
     "transcript_text",
 ]
 
-# Bodies a model call produces. Everything else is input (operator messages, tool and
-# task results, resolved waits), runtime bookkeeping or neutral context.
-_OUTPUT_KINDS: Final = frozenset(
-    {
-        r.ToolIntent.KIND,
-        r.WorkItem.KIND,
-        r.WorkItemState.KIND,
-        r.WorkPlan.KIND,
-        r.Decision.KIND,
-        r.WaitingIntent.KIND,
-        r.TaskStarted.KIND,
-        r.FollowUp.KIND,
-        r.Brief.KIND,
-    }
-)
 # Records that neither answer nor ask: they never start or end a run of output.
 _NEUTRAL_KINDS: Final = frozenset({r.ExecutionEnvironment.KIND, r.TurnEnded.KIND})
-
-
-def is_model_output(body: r.Body) -> bool:
-    """Whether a record body is something the model wrote (so a call came before it)."""
-    if isinstance(body, r.Message):
-        return body.role == "assistant"
-    return type(body).KIND in _OUTPUT_KINDS
 
 
 def call_positions(records: Sequence[r.Record]) -> tuple[int, ...]:

@@ -220,7 +220,7 @@ def _extract(chunk: Chunk, out_dir: str) -> ChunkResult:
             raise LedgerCorrupt(
                 f"frame holds seq {envelope.seq} where seq {expected} belongs", file=chunk.path
             )
-        if envelope.v != SCHEMA_VERSION or envelope.kind not in _ROWS:
+        if not 1 <= envelope.v <= SCHEMA_VERSION or envelope.kind not in _ROWS:
             # Unsupported version or unknown kind: let the codec say which, and where.
             decode_msgpack_record(payload, where=f"seq {expected}")
         group = groups.get(envelope.kind)

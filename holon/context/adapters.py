@@ -1,10 +1,13 @@
 """Provider adapters: a :class:`Prompt` as a plain request dict, no SDK needed.
 
 - :func:`to_anthropic_messages` — Anthropic Messages API: ``tools``, ``system`` as text
-  blocks (Stable first, then AgentScoped) with ``cache_control`` on each breakpoint
-  block (at most 4, the API's limit), and the TurnScoped sections as the user message.
-  Anthropic caches tools → system → messages in that order, so a breakpoint on the last
-  Stable system block also covers the tool definitions.
+  blocks (Stable first, then AgentScoped) and the TurnScoped sections as the user
+  message, one text block per run of sections up to a breakpoint, with
+  ``cache_control`` on each breakpoint block (at most 4, the API's limit). Anthropic
+  caches tools → system → messages in that order, so a breakpoint on the last Stable
+  system block also covers the tool definitions; the one after the history lets the
+  next turn's prompt, which extends that history, read everything before it; the one at
+  the end lets the turn's later calls, which append their rounds, read the whole prompt.
 - :func:`to_openai_chat` / :func:`to_openai_responses` — OpenAI Chat Completions /
   Responses: one system message holding the cacheable prefix, one user message with the
   rest, ``tools`` as function tools, and ``prompt_cache_key`` set to the agent's routing
@@ -48,6 +51,25 @@ def _breakpoint_after(prompt: Prompt, section: PromptSection) -> bool:
     return bool(stable) and stable[-1] is section
 
 
+def _turn_blocks(prompt: Prompt) -> list[tuple[str, bool]]:
+    """The TurnScoped text cut after each breakpoint: (text, ends at a breakpoint)."""
+    blocks: list[tuple[str, bool]] = []
+    run: list[str] = []
+    for section in prompt.sections:
+        if section.stability != "turn":
+            continue
+        run.append(section.text)
+        if section.breakpoint:
+            blocks.append((SEPARATOR.join(run), True))
+            run = []
+    if run:
+        blocks.append((SEPARATOR.join(run), False))
+    # Blocks are joined back by the API's block boundary, not by a blank line: keep the
+    # separator inside the text so the model reads the same characters either way.
+    last = len(blocks) - 1
+    return [(text + (SEPARATOR if i < last else ""), mark) for i, (text, mark) in enumerate(blocks)]
+
+
 def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dict[str, Any]:
     """An Anthropic Messages request body for this prompt."""
     system: list[dict[str, Any]] = []
@@ -58,6 +80,13 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
             block["cache_control"] = {"type": "ephemeral"}
             marks += 1
         system.append(block)
+    content: list[dict[str, Any]] = []
+    for text, mark in _turn_blocks(prompt):
+        block = {"type": "text", "text": text}
+        if mark and marks < MAX_ANTHROPIC_BREAKPOINTS:
+            block["cache_control"] = {"type": "ephemeral"}
+            marks += 1
+        content.append(block)
     request: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     tools = prompt.tools
     if tools:
@@ -67,7 +96,7 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
         ]
     if system:
         request["system"] = system
-    request["messages"] = [{"role": "user", "content": [{"type": "text", "text": _turn_text(prompt)}]}]
+    request["messages"] = [{"role": "user", "content": content}]
     request["metadata"] = {"user_id": prompt.identity.routing_key}
     return request
 

@@ -55,7 +55,15 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
       ``new_decisions`` — decisions of the active item (or of none) declared since working
       memory was derived, which the snapshot cannot show until the next revision.
     - ``previous`` is the last ``PromptRendered``: at an unchanged revision and epoch its
-      episode selection is reused, which keeps the cacheable prefix byte-identical.
+      episode selection is reused, which keeps the cacheable prefix byte-identical, and
+      its history anchor is kept while it can be (see :mod:`holon.context.history`).
+    - ``history_floor``: the recent windows hold every message, brief and tool call from
+      this seq on (0: they never dropped anything); an anchor before it cannot be kept.
+      ``history_slack``: the middle of the windows that have started dropping — a new
+      anchor is placed at or after it, so the windows slide a long way before they
+      reach it.
+    - ``abandoned_work``: recently finished work items that were abandoned (their
+      episodes are not selected).
     """
 
     agent_id: str
@@ -82,6 +90,20 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     current_input: CurrentInput | None = None
     turn: int | None = None
     previous: r.PromptRendered | None = None
+    history_floor: int = 0
+    history_slack: int = 0
+    abandoned_work: frozenset[str] = frozenset()
+
+
+def _window_marks(seqs: list[int], cap: int) -> tuple[int, int]:
+    """(floor, slack) of one recent window, given its entries' first seqs, oldest first.
+
+    A window shorter than its cap has never dropped an entry, so it is complete from the
+    beginning (0, 0); a full one may have, so it is complete only from its oldest entry.
+    """
+    if len(seqs) < cap or not seqs:
+        return 0, 0
+    return seqs[0], seqs[len(seqs) // 2]
 
 
 def inputs_from_state(
@@ -124,6 +146,12 @@ def inputs_from_state(
             key=lambda d: d.seq,
         )
     )
+    config = state.config
+    marks = (
+        _window_marks([m.seq for m in runtime.messages], config.messages_window),
+        _window_marks([b.seq for b in runtime.briefs], config.briefs_window),
+        _window_marks([min(ex.seqs) for ex in runtime.tools if ex.seqs], config.tools_window),
+    )
     return ContextInputs(
         agent_id=agent_id,
         policy=runtime.policy.policy if runtime.policy is not None else None,
@@ -149,4 +177,9 @@ def inputs_from_state(
         current_input=current,
         turn=turn.index if turn is not None else None,
         previous=runtime.last_prompt.prompt if runtime.last_prompt is not None else None,
+        abandoned_work=frozenset(
+            w.id for w in runtime.finished_work if w.state == "abandoned" and w.id not in runtime.work_items
+        ),
+        history_floor=max(floor for floor, _ in marks),
+        history_slack=max(slack for _, slack in marks),
     )

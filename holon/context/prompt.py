@@ -88,7 +88,8 @@ class AssemblyPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     ``degraded`` is true when the TurnScoped pinned minimum did not fit next to the
     prefix planned on its own share, and the whole prompt was planned jointly (the
-    cacheable prefix may then differ from the previous turn's).
+    cacheable prefix may then differ from the previous turn's). ``history`` is where the
+    recent history started and how far its results were cleared (kept by the next render).
     """
 
     budget: int
@@ -98,6 +99,7 @@ class AssemblyPlan(msgspec.Struct, frozen=True, kw_only=True):
     omitted: tuple[r.Omission, ...]
     episodes: tuple[int, ...] = ()
     degraded: bool = False
+    history: r.HistoryAnchor | None = None
 
     @property
     def evicted_refs(self) -> tuple[str, ...]:
@@ -170,4 +172,5 @@ def prompt_rendered(prompt: Prompt) -> r.PromptRendered:
         omitted=prompt.plan.omitted,
         render_config=prompt.render_config,
         episodes=prompt.plan.episodes,
+        history=prompt.plan.history,
     )

@@ -13,7 +13,9 @@ Algorithm (docs/context-rendering.md has the long form):
 4. If the TurnScoped pinned minimum does not fit beside the prefix, the whole prompt is
    planned jointly (``plan.degraded``); if even all pinned minimums together do not fit,
    :class:`~holon.errors.BudgetExceeded` is raised with the numbers.
-5. Recent history fills the remainder newest-first.
+5. Recent history fills the remainder: it starts where the previous prompt's history
+   started and grows at its end, and moves (clearing old tool results, starting later)
+   only when it must — see :mod:`holon.context.history`.
 
 Episode selection is recomputed only when the working-memory revision or the
 compression epoch moved (or the render config changed) since the previous
@@ -31,6 +33,7 @@ import msgspec
 import holon.records as r
 from holon.context.budget import Budget, Candidate, Form, plan_budget
 from holon.context.estimator import get_estimator
+from holon.context.history import HistoryRules, plan_history
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
 from holon.context.search import EpisodeIndex, terms
@@ -41,10 +44,8 @@ from holon.context.sections import (
     context_summary_candidate,
     current_input_candidate,
     episodes_candidate,
-    history_units,
     pending_delta_candidate,
     queue_candidate,
-    render_history,
     system_candidate,
     tools_candidate,
     working_memory_candidate,
@@ -56,7 +57,7 @@ __all__ = ["RENDER_VERSION", "RenderConfig", "build_context", "clear_count_cache
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 2
+RENDER_VERSION: Final = 3
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -89,6 +90,9 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     - ``preview_chars``: head kept of a truncated item.
     - ``episode_limit``: most episodes selected; ``max_postings``: postings read per query
       term (keeps selection flat as the archive grows).
+    - ``history_refill``: when the recent history has to start again later (it no longer
+      fits), the share of its room it is refilled to; the rest is room to grow into
+      before the next move (each move rewrites the provider's cache from there on).
     """
 
     estimator: str = "holon-heuristic"
@@ -101,6 +105,7 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     preview_chars: int = 300
     episode_limit: int = 6
     max_postings: int = 256
+    history_refill: float = 0.5
     version: int = RENDER_VERSION
 
     def __post_init__(self) -> None:
@@ -109,6 +114,21 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                 raise ValueError(f"RenderConfig.{name} must not be negative")
         if self.tool_result_max_tokens < 1 or self.message_max_tokens < 1 or self.episode_limit < 0:
             raise ValueError("RenderConfig: token caps must be positive and episode_limit non-negative")
+        if not 0.0 < self.history_refill <= 1.0:
+            raise ValueError(f"RenderConfig.history_refill must be in (0, 1], got {self.history_refill}")
+
+    @property
+    def history_rules(self) -> HistoryRules:
+        """The knobs the recent history depends on."""
+        return HistoryRules(
+            keep_tool_results=self.keep_tool_results,
+            tool_result_max_tokens=self.tool_result_max_tokens,
+            clear_batch_tokens=self.clear_batch_tokens,
+            protected_tools=frozenset(self.protected_tools),
+            message_max_tokens=self.message_max_tokens,
+            preview_chars=self.preview_chars,
+            history_refill=self.history_refill,
+        )
 
 
 def _recorded_config(config: RenderConfig, budget: Budget, estimator_version: str) -> dict[str, Any]:
@@ -137,7 +157,9 @@ def select_episodes(
 ) -> list[r.ContextEpisodeRecord]:
     """Relevant archived episodes, best first.
 
-    Candidates are episodes that end before the recent window starts. Score = BM25 of
+    Candidates are episodes that end before the recent window starts, except those of
+    abandoned work (abandoned when its latest episode was finalized, or among the recently
+    finished items) unless the current input names the work item. Score = BM25 of
     the episode's structured text against the current input, the active objective,
     scope and working-set files, plus structural matches (same work item, shared
     files). Zero-relevance episodes are never selected; ties go to the more recent
@@ -157,6 +179,10 @@ def select_episodes(
     scores = index.scores(terms("\n".join(query_parts)), max_postings=max_postings)
     floor = _window_floor(inputs)
     files = {f.path for f in s.files}
+    # Abandoned work stays out of the prompt (its objective is no longer true) unless the
+    # operator brings it up again by name; `holon search` still finds it.
+    named = inputs.current_input.text if inputs.current_input is not None else ""
+    abandoned = {w for w in index.abandoned_work | inputs.abandoned_work if w not in named}
     ranked: list[tuple[float, int, int, r.ContextEpisodeRecord]] = []
     # Structural matches for the active item may have no matching words at all: look
     # them up among the most recent episodes as well.
@@ -166,6 +192,8 @@ def select_episodes(
     for doc in sorted(docs):
         episode = index.episode_at(doc)
         if floor is not None and episode.to_seq >= floor:
+            continue
+        if episode.work_item_id in abandoned:
             continue
         score = scores.get(doc, 0.0)
         if s.active_work_item_id is not None and episode.work_item_id == s.active_work_item_id:
@@ -288,19 +316,9 @@ def build_context(
     used = sum(f.tokens for f in chosen.values())
 
     # -- recent history fills what is left
-    units, dropped = history_units(
-        inputs,
-        count,
-        keep_tool_results=config.keep_tool_results,
-        tool_result_max_tokens=config.tool_result_max_tokens,
-        clear_batch_tokens=config.clear_batch_tokens,
-        protected_tools=frozenset(config.protected_tools),
-        message_max_tokens=config.message_max_tokens,
-        preview_chars=config.preview_chars,
-    )
-    history, history_omissions = render_history(units, available - used, count)
-    if history is not None:
-        chosen["history"] = history
+    history = plan_history(inputs, count, config.history_rules, allowance=available - used)
+    if history.form is not None:
+        chosen["history"] = history.form
 
     sections: list[PromptSection] = []
     omitted: list[r.Omission] = []
@@ -308,8 +326,7 @@ def build_context(
     for name in SECTION_ORDER:
         form = chosen.get(name)
         if name == "history":
-            omitted.extend(dropped)
-            omitted.extend(history_omissions)
+            omitted.extend(history.omissions)
         if form is None:
             continue
         tokens.append(r.SectionTokens(section=name, tokens=form.tokens, form=form.kind))
@@ -321,11 +338,19 @@ def build_context(
         shown = [e for e in selected if f"episode:{e.episode_id} " in chosen["episodes"].text]
     else:
         shown = []
-    # Mark cache breakpoints: after the last Stable and after the last AgentScoped section.
-    for stability in ("stable", "agent"):
-        last = max((i for i, s in enumerate(sections) if s.stability == stability), default=None)
-        if last is not None:
-            sections[last] = msgspec.structs.replace(sections[last], breakpoint=True)
+    # Mark cache breakpoints (four at most, Anthropic's limit): after the last Stable and
+    # the last AgentScoped section (they change with the revision and the epoch), after
+    # the history (the next turn's prompt extends it while its anchor holds) and at the
+    # end (the turn's next model call appends its rounds after it).
+    marked = {
+        max((i for i, s in enumerate(sections) if s.stability == stability), default=None)
+        for stability in ("stable", "agent")
+    }
+    marked.update(i for i, s in enumerate(sections) if s.name == "history")
+    if sections:
+        marked.add(len(sections) - 1)
+    for i in sorted(m for m in marked if m is not None):
+        sections[i] = msgspec.structs.replace(sections[i], breakpoint=True)
     block_names = {s.name for s in sections}
     total = sum(s.tokens for s in sections) + max(0, len(sections) - 1)
     block_hashes = {}
@@ -348,6 +373,7 @@ def build_context(
         omitted=tuple(omitted),
         episodes=tuple(e.episode_id for e in shown),
         degraded=degraded,
+        history=history.anchor,
     )
     return Prompt(
         sections=tuple(sections),

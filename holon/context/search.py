@@ -49,7 +49,7 @@ _B: Final = 0.75
 #: Version of the exported index layout *and* of what it was built with. Bump it when
 #: :func:`terms` or :func:`episode_text` change what an episode is indexed under: an
 #: index saved by other tokenizing code is then rejected as stale instead of used.
-INDEX_FORMAT: Final = 1
+INDEX_FORMAT: Final = 2
 # What else a saved index depends on: the term pattern and the stop words.
 _TOKENIZER: Final = f"{INDEX_FORMAT}|{_TERM.pattern}|{' '.join(sorted(_STOP))}"
 # Array type codes of exactly 4 and 8 bytes (C types vary by platform; the format does not).
@@ -88,6 +88,7 @@ class _SavedIndex(msgspec.Struct, frozen=True, array_like=True):
     offsets: bytes  # u32 per term plus one: start of the term's pairs in ``postings``
     postings: bytes  # u32 doc, tf pairs
     decisions: dict[str, str]
+    work_states: dict[str, str]
 
 
 _SAVED_ENCODER: Final = msgspec.msgpack.Encoder()
@@ -183,6 +184,8 @@ class EpisodeIndex:
         self._by_id: dict[int, r.ContextEpisodeRecord] = {}
         # Decision id -> its text as the most recently added episode lists it.
         self._decisions: dict[str, str] = {}
+        # Work item id -> its state when its most recently added episode was finalized.
+        self._work_states: dict[str, str] = {}
         for episode in episodes:
             self.add(episode)
 
@@ -232,6 +235,8 @@ class EpisodeIndex:
         for line in episode.decisions:
             did, _, text = line.partition(": ")
             self._decisions[did] = text
+        if episode.work_item_id is not None and episode.work_state is not None:
+            self._work_states[episode.work_item_id] = episode.work_state
 
     def extend(self, episodes: Iterable[r.ContextEpisodeRecord]) -> None:
         """Index several episodes in order."""
@@ -293,6 +298,7 @@ class EpisodeIndex:
             offsets=_le(offsets),
             postings=_le(flat),
             decisions=self._decisions,
+            work_states=self._work_states,
         )
         return _SAVED_ENCODER.encode(saved)
 
@@ -361,6 +367,7 @@ class EpisodeIndex:
         index._base_offsets = offsets
         index._base = memoryview(flat)
         index._decisions = saved.decisions
+        index._work_states = saved.work_states
         if len(index._base_slots) != nterms:
             return EpisodeIndexRejected(reason="corrupt", detail="saved episode index repeats a term")
         problem = index._spot_check()
@@ -384,16 +391,25 @@ class EpisodeIndex:
                 if postings is None or at < 0 or postings[at] != doc or postings[at + 1] != tf:
                     return f"saved index disagrees with episode {episode.episode_id}'s text ({term!r})"
         if self._episodes:
-            for line in self._episodes[-1].decisions:
+            newest = self._episodes[-1]
+            for line in newest.decisions:
                 did, _, text = line.partition(": ")
                 if self._decisions.get(did) != text:
                     return f"saved episode index has another text for decision {did!r}"
+            work = newest.work_item_id
+            if work is not None and newest.work_state not in (None, self._work_states.get(work)):
+                return f"saved episode index has another state for work item {work!r}"
         return None
 
     @property
     def decisions(self) -> dict[str, str]:
         """Decision id → its text in the latest indexed episode that lists it (a copy)."""
         return dict(self._decisions)
+
+    @property
+    def abandoned_work(self) -> frozenset[str]:
+        """Work items whose most recent episode was finalized with the item abandoned."""
+        return frozenset(w for w, state in self._work_states.items() if state == "abandoned")
 
     def get(self, episode_id: int) -> r.ContextEpisodeRecord | None:
         """The indexed episode with this id, if any."""

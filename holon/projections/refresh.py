@@ -318,6 +318,7 @@ def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
         follow_ups=tuple(one_line(f"{f.id}: {f.text}") for f in carried),
         waiting=tuple(one_line(f"{w.id}: {w.waiting_on}") for w in waits),
         projection_version=state.projection_version,
+        work_state=work.state if work is not None else None,
     )
     return (r.Record(body=episode, ts=closed.ended_ts, turn=closed.ended_turn),)
 

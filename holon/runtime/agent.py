@@ -35,8 +35,10 @@ from holon.context import (
     Prompt,
     RenderConfig,
     build_context,
+    get_estimator,
     prompt_rendered,
 )
+from holon.context.rounds import call_line, is_model_output, result_head, round_text, rounds_fit
 from holon.errors import InvalidRecord, NotALedger, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
 from holon.projections import (
@@ -750,7 +752,7 @@ class ToolCall:
         assert isinstance(body, r.ToolResult)
         self.result = body
         self.result_seq = stored.seq
-        self._turn._rounds.append(self._round())
+        self._turn._add_tool_round(self)
         return body
 
     def run(self, execute: Callable[[], str | tuple[str, int]]) -> r.ToolResult:
@@ -839,7 +841,10 @@ class Turn:
         self.first_seq = -1
         self.summary: TurnSummary | None = None
         self._prompt: Prompt | None = None
+        self._prompts = 0
+        # Rounds recorded since the prompt was rendered, and their estimated tokens.
         self._rounds: list[dict[str, Any]] = []
+        self._round_tokens = 0
         self._calls: list[ToolCall] = []
         self._outcome: Outcome | None = None
         self._waiting = False
@@ -848,16 +853,24 @@ class Turn:
     # ------------------------------------------------------------------ context
 
     def context(self) -> Prompt:
-        """The prompt for this turn's first model call (rendered once per turn).
+        """The prompt for this turn's next model call; call it before every model call.
 
-        Appends the ``prompt_rendered`` record, which confirms the working-memory
-        revision shown (clearing the pending delta) and records the episode selection,
-        and flushes: the input and the prompt record are durable before the model call.
-        Later calls return the same prompt: within a turn, new rounds are appended
-        after it (see :meth:`messages`) so the provider's prefix cache keeps hitting.
+        The first call renders the prompt and appends its ``prompt_rendered`` record, which
+        confirms the working-memory revision shown (clearing the pending delta) and records
+        the episode selection and the history anchor; then the ledger is flushed, so the
+        turn's input and the record of what the model is about to see are durable before
+        the model call. Later calls return the *same* prompt while the rounds recorded
+        since it (see :meth:`messages`) still fit the budget after it: the rounds are
+        appended after the prompt, so the provider's prefix cache keeps hitting round
+        after round. Once they no longer fit, the prompt is rendered again — this turn's
+        calls are then in its recent history, cleared and placed like any history — and
+        the rounds start over. A daemon compares the returned prompt with the one it
+        holds (``is not``) and, when it changed, starts its message list again from it.
         """
         self._check_live()
-        if self._prompt is None:
+        prompt = self._prompt
+        available = self.agent.config.budget.available
+        if prompt is None or not rounds_fit(prompt.total_tokens, self._round_tokens, available):
             agent = self.agent
             prompt = build_context(
                 agent._state,
@@ -872,22 +885,32 @@ class Turn:
             # call leaves an interrupted turn with its input, not a lost one.
             agent._ledger.flush()
             self._prompt = prompt
-        return self._prompt
+            self._prompts += 1
+            self._rounds, self._round_tokens = [], 0
+        return prompt
 
     @property
     def prompt(self) -> Prompt | None:
-        """The prompt rendered by :meth:`context`, if it was called."""
+        """The prompt :meth:`context` rendered last, if it was called."""
         return self._prompt
 
+    @property
+    def prompts_rendered(self) -> int:
+        """How many times this turn's prompt was rendered (1 + re-renders when rounds outgrew it)."""
+        return self._prompts
+
     def messages(self) -> list[dict[str, Any]]:
-        """The turn's context followed by this turn's own rounds, in order.
+        """The prompt for the next model call followed by the rounds recorded after it, in order.
 
         Provider-neutral chat items: ``{"role": "system", "content": <Stable + AgentScoped
         text>}``, ``{"role": "user", "content": <TurnScoped text>}``, then one item per
-        round recorded after the context: assistant messages (``{"role": "assistant",
-        ...}``) and tool calls with their results (``{"role": "tool", "call_id", "name",
-        "args", "status", "content", "replayed"}``). Append-only within a turn: each
-        call returns the previous list plus the new rounds.
+        round recorded after the prompt: messages (``{"role": <role>, "content": ...}``),
+        tool calls with their results (``{"role": "tool", "call_id", "name", "args",
+        "status", "content", "replayed"}``) and the model's other records — plans,
+        decisions, waits — as ``{"role": "assistant", "content": <the record as a line>}``
+        (input such as a task result as ``"user"``). Append-only while the prompt holds;
+        it calls :meth:`context`, so when the rounds no longer fit, the list starts over
+        from the new prompt.
         """
         prompt = self.context()
         prefix = "\n\n".join(s.text for s in prompt.sections if s.stability != "turn")
@@ -896,6 +919,22 @@ class Turn:
             head.append({"role": "system", "content": prefix})
         head.append({"role": "user", "content": prompt.block_text("turn")})
         return head + [dict(item) for item in self._rounds]
+
+    def _count(self, text: str) -> int:
+        return get_estimator(self.agent.config.render.estimator).count(text)
+
+    def _add_round(self, item: dict[str, Any], text: str) -> None:
+        if self._prompt is not None:  # before the first prompt, the prompt itself shows it
+            self._rounds.append(item)
+            self._round_tokens += self._count(text) + 1
+
+    def _add_tool_round(self, call: ToolCall) -> None:
+        assert call.result is not None and call.intent_seq is not None
+        output = call.output
+        text = call_line(call.intent_seq, r.ToolIntent(call_id=call.call_id, tool=call.tool, args=call.args))
+        if call.result_seq is not None:
+            text += "\n" + result_head(call.result_seq, call.result)
+        self._add_round(call._round(), f"{text}\n{output}")
 
     # ------------------------------------------------------------------ recording
 
@@ -909,19 +948,24 @@ class Turn:
             )
         if isinstance(body, r.ToolIntent | r.ToolResult):
             raise UsageError("tool calls go through turn.tool(...), which keeps the write-ahead log")
-        return self.agent._append(body, self.index)
+        stored = self.agent._append(body, self.index)
+        # A large task output is in the blob store now; the round shows what the caller gave.
+        text = round_text(stored, output=body.output if isinstance(body, r.TaskResult) else None)
+        if text is not None:
+            if isinstance(body, r.Message):
+                item: dict[str, Any] = {"role": body.role, "content": body.text}
+                if body.name is not None:
+                    item["name"] = body.name
+            else:
+                item = {"role": "assistant" if is_model_output(body) else "user", "content": text}
+            self._add_round(item, text)
+        return stored
 
     def record_message(
         self, text: str, *, role: str = "assistant", name: str | None = None, channel: str | None = None
     ) -> int:
         """Record a message (default: the assistant's reply); returns its seq."""
-        seq = self.record(r.Message(role=role, text=text, name=name, channel=channel)).seq  # type: ignore[arg-type]
-        if self._prompt is not None:
-            item: dict[str, Any] = {"role": role, "content": text}
-            if name is not None:
-                item["name"] = name
-            self._rounds.append(item)
-        return seq
+        return self.record(r.Message(role=role, text=text, name=name, channel=channel)).seq  # type: ignore[arg-type]
 
     def record_plan(
         self, steps: list[r.PlanStep] | tuple[r.PlanStep, ...], *, work_item_id: str | None = None
@@ -1090,8 +1134,7 @@ class Turn:
                     result=recorded,
                     intent_seq=entry.intent_seq,
                 )
-                if self._prompt is not None:
-                    self._rounds.append(call._round())
+                self._add_tool_round(call)
                 return call
         call_id = f"c{self.index}.{len(self._calls) + 1}"
         stored = agent._append(

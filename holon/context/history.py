@@ -1,0 +1,359 @@
+"""Recent history: indivisible units, tool-result clearing, and the stable history anchor.
+
+The history section is most of a long agent's prompt, and it is TurnScoped: it sits
+after the cacheable prefix, so a provider's prefix cache keeps hitting inside it only
+while its start stays byte-identical from one prompt to the next. A history re-filled
+newest-first on every render would start one item later each time a tool call pushed
+an old one out — a cache rewrite of the whole history on every model call. So the
+history is *anchored*:
+
+- Every ``PromptRendered`` records a :class:`~holon.records.HistoryAnchor`: the seq the
+  history started at (``from_seq``) and the seq through which tool results were cleared
+  for age (``cleared_through``).
+- The next render starts at the same seq and clears through the same seq, so the units
+  already shown render to the same bytes and new units are appended after them: between
+  two moves the history only grows at its end.
+- It moves only when it has to, and then far: a *clearing step* when the results older
+  than the newest ``keep_tool_results`` that are not cleared yet add up to
+  ``clear_batch_tokens``; a *re-layout* when the history no longer fits its room, or
+  the projection's recent windows no longer reach back to the anchor. A re-layout
+  clears every result it may and, if that is not enough, starts the history again at
+  the newest units that fill ``history_refill`` of the room — the rest of the room is
+  what the history grows into before the next move. Inside windows that have started
+  dropping old entries, the new start is also kept in the newer half of the window,
+  so the window slides a long way before it reaches the anchor again.
+
+Everything is a pure function of the inputs (the previous anchor is part of them), so a
+replay renders the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import msgspec
+
+import holon.records as r
+from holon.context.budget import Form, FormKind
+from holon.context.inputs import ContextInputs
+from holon.context.refs import blob_ref, ledger_ref
+from holon.context.rounds import call_line, result_head
+from holon.projections import ToolExecution
+
+__all__ = [
+    "HISTORY_HEADER",
+    "HistoryPlan",
+    "HistoryRules",
+    "HistoryUnit",
+    "clearing_cut",
+    "history_units",
+    "orphan_omissions",
+    "plan_history",
+    "render_units",
+]
+
+Counter = Callable[[str], int]
+
+HISTORY_HEADER: Final = "## Recent history (oldest first)"
+
+
+class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
+    """One indivisible history item: a message, a brief, or a tool call with its result."""
+
+    seq: int
+    text: str
+    tokens: int
+    refs: tuple[str, ...]
+    cleared: tuple[r.Omission, ...] = ()
+
+
+class HistoryRules(msgspec.Struct, frozen=True, kw_only=True):
+    """The render knobs the history depends on (see :class:`~holon.context.RenderConfig`)."""
+
+    keep_tool_results: int
+    tool_result_max_tokens: int
+    clear_batch_tokens: int
+    protected_tools: frozenset[str]
+    message_max_tokens: int
+    preview_chars: int
+    history_refill: float
+
+
+class HistoryPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """The rendered history (``None`` if nothing fits), its omissions and its anchor."""
+
+    form: Form | None
+    omissions: tuple[r.Omission, ...]
+    anchor: r.HistoryAnchor | None
+
+
+def _output_size(result: r.ToolResult) -> int:
+    return result.blob.size if result.blob is not None else len(result.output.encode())
+
+
+def _result_ref(ex: ToolExecution) -> str:
+    assert ex.result is not None and ex.result_seq is not None
+    return blob_ref(ex.result.blob.hash) if ex.result.blob is not None else ledger_ref(ex.result_seq)
+
+
+def _pairs(inputs: ContextInputs) -> list[ToolExecution]:
+    return [ex for ex in inputs.tools if ex.intent is not None and ex.result is not None]
+
+
+def clearing_cut(
+    pairs: Sequence[ToolExecution],
+    out_tokens: dict[int, int],
+    *,
+    previous: int,
+    rules: HistoryRules,
+    batch: int,
+) -> int:
+    """The seq through which tool results are cleared for age, moved on from ``previous``.
+
+    Eligible are results after ``previous`` that are not among the newest
+    ``keep_tool_results``, not of a protected tool and not over the size cap (those are
+    cleared anyway). When they add up to ``batch`` tokens, the cut moves to the newest
+    of them (all of them are cleared at once); otherwise it stays where it was.
+    """
+    keep = rules.keep_tool_results
+    newest = {ex.result_seq for ex in pairs[-keep:]} if keep > 0 else set()
+    eligible: list[int] = []
+    tokens = 0
+    for ex in pairs:
+        seq = ex.result_seq
+        assert seq is not None
+        if seq <= previous or seq in newest or ex.tool in rules.protected_tools:
+            continue
+        if out_tokens[seq] > rules.tool_result_max_tokens:
+            continue
+        eligible.append(seq)
+        tokens += out_tokens[seq]
+    if eligible and tokens >= batch:
+        return eligible[-1]
+    return previous
+
+
+def orphan_omissions(inputs: ContextInputs) -> list[r.Omission]:
+    """Results whose call fell out of the window: they cannot be shown as a pair."""
+    return [
+        r.Omission(
+            section="history",
+            ref=ledger_ref(ex.result_seq),
+            reason=f"result of {ex.call_id} without its call",
+        )
+        for ex in inputs.tools
+        if ex.intent is None and ex.result is not None and ex.result_seq is not None
+    ]
+
+
+def history_units(
+    inputs: ContextInputs, count: Counter, rules: HistoryRules, *, cleared_through: int
+) -> list[HistoryUnit]:
+    """The recent windows as indivisible units in ledger order, tool results cleared.
+
+    A result is cleared when it is over ``tool_result_max_tokens`` (its preview is kept),
+    or when its seq is at or before ``cleared_through`` and its tool is not protected.
+    Calls without a result are left to the current input's continuation context, and
+    results without their call to :func:`orphan_omissions`, so no call appears here
+    without its result or vice versa.
+    """
+    units: list[HistoryUnit] = []
+    current_seq = inputs.current_input.seq if inputs.current_input is not None else None
+    preview_chars = rules.preview_chars
+
+    for m in inputs.messages:
+        if m.seq == current_seq:
+            continue
+        who = m.message.role + (f" {m.message.name}" if m.message.name else "")
+        text = m.message.text
+        cleared: tuple[r.Omission, ...] = ()
+        if count(text) > rules.message_max_tokens:
+            ref = ledger_ref(m.seq)
+            note = f"[message truncated: {len(text):,} chars — restore with ref {ref}]"
+            text = text[: preview_chars * 2] + "\n" + note
+            cleared = (r.Omission(section="history", ref=ref, reason="message over its cap"),)
+        line = f"[{ledger_ref(m.seq)}] {who}: {text}"
+        units.append(
+            HistoryUnit(seq=m.seq, text=line, tokens=count(line), refs=(ledger_ref(m.seq),), cleared=cleared)
+        )
+    for b in inputs.briefs:
+        scope = f" ({b.brief.work_item_id})" if b.brief.work_item_id else ""
+        line = f"[{ledger_ref(b.seq)}] brief {b.brief.status}{scope}: {b.brief.text}"
+        units.append(HistoryUnit(seq=b.seq, text=line, tokens=count(line), refs=(ledger_ref(b.seq),)))
+
+    cap = rules.tool_result_max_tokens
+    for ex in _pairs(inputs):
+        assert ex.intent is not None and ex.result is not None and ex.intent_seq is not None
+        assert ex.result_seq is not None
+        res = ex.result
+        out_tokens = count(res.output)
+        args = msgspec.json.encode(ex.intent.args, order="sorted").decode()
+        omissions: list[r.Omission] = []
+        if count(args) > rules.message_max_tokens:
+            ref = ledger_ref(ex.intent_seq)
+            args = args[: preview_chars * 2] + f"… [arguments truncated — restore with ref {ref}]"
+            omissions.append(
+                r.Omission(section="history", ref=ref, reason=f"arguments of {ex.call_id} over the cap")
+            )
+        call = call_line(ex.intent_seq, ex.intent, args)
+        ref = _result_ref(ex)
+        size = _output_size(res)
+        over_cap = out_tokens > cap
+        if over_cap or (ex.result_seq <= cleared_through and ex.tool not in rules.protected_tools):
+            reason = "over the size cap" if over_cap else "older than the newest results"
+            body = (
+                f"[tool result cleared: {ex.tool} call {ex.call_id}, {size:,} bytes — restore with ref {ref}]"
+            )
+            if over_cap and preview_chars:
+                body = res.output[:preview_chars] + "\n" + body
+            omissions.append(
+                r.Omission(section="history", ref=ref, reason=f"tool result {reason}", tokens=out_tokens)
+            )
+        elif res.blob is not None:
+            preview = res.output or res.blob.preview
+            body = (preview + "\n" if preview else "") + (
+                f"[output stored as blob, {size:,} bytes — restore with ref {ref}]"
+            )
+        else:
+            body = res.output
+        head = f"{call}\n{result_head(ex.result_seq, res)}"
+        # Counted in parts (an upper bound: joining adds at most one token per newline),
+        # so a large output is scanned once, not once per enclosing text.
+        body_tokens = out_tokens if body is res.output else count(body)
+        units.append(
+            HistoryUnit(
+                seq=ex.intent_seq,
+                text=f"{head}\n{body}",
+                tokens=count(head) + body_tokens + 1,
+                refs=(ledger_ref(ex.intent_seq), ledger_ref(ex.result_seq)),
+                cleared=tuple(omissions),
+            )
+        )
+    units.sort(key=lambda u: u.seq)
+    return units
+
+
+def _placeholder(anchor: int) -> str:
+    # Names only the anchor, so it reads the same for as long as the anchor holds.
+    return (
+        f"[earlier history (before ledger:{anchor}) is not shown — restore any ref with "
+        "`holon get <ref>` or find it with `holon search`]"
+    )
+
+
+def render_units(
+    units: Sequence[HistoryUnit], start: int, count: Counter, *, anchor: int | None
+) -> tuple[Form, list[r.Omission]]:
+    """The history section showing ``units[start:]``, and the omissions it implies.
+
+    ``anchor`` is set when evidence older than the shown units exists (in the windows or
+    already dropped from them): a placeholder line then says where it went.
+    """
+    shown = units[start:]
+    lines = [HISTORY_HEADER]
+    if anchor is not None:
+        lines.append(_placeholder(anchor))
+    lines.extend(u.text for u in shown)
+    # Section tokens are the sum of the parts plus one per line break: an upper bound
+    # for the estimator, which never merges tokens across a newline.
+    tokens = sum(count(line) + 1 for line in lines[: 2 if anchor is not None else 1])
+    tokens += sum(u.tokens + 1 for u in shown)
+    omissions = [
+        r.Omission(section="history", ref=ref, reason="before the history anchor", tokens=u.tokens)
+        for u in units[:start]
+        for ref in u.refs
+    ]
+    for u in shown:
+        omissions.extend(u.cleared)
+    kind: FormKind = "full" if anchor is None and not any(u.cleared for u in shown) else "truncated"
+    return Form(kind=kind, text="\n".join(lines), tokens=tokens), omissions
+
+
+def _start_of(units: Sequence[HistoryUnit], seq: int) -> int:
+    return next((i for i, u in enumerate(units) if u.seq >= seq), len(units))
+
+
+class _Layout:
+    """The units under one clearing cut, and the tokens of the history from each start."""
+
+    def __init__(self, inputs: ContextInputs, count: Counter, rules: HistoryRules, cut: int) -> None:
+        self.cut = cut
+        self.units = history_units(inputs, count, rules, cleared_through=cut)
+        self._floor = inputs.history_floor
+        self._count = count
+        # suffix[i]: tokens of units[i:] plus one per line break.
+        self._suffix = [0] * (len(self.units) + 1)
+        for i in range(len(self.units) - 1, -1, -1):
+            self._suffix[i] = self._suffix[i + 1] + self.units[i].tokens + 1
+
+    def anchor_at(self, start: int, anchor: int) -> int | None:
+        """The anchor a placeholder names when the history starts at ``start``, if any."""
+        return anchor if start > 0 or self._floor > 0 else None
+
+    def tokens(self, start: int, anchor: int) -> int:
+        count = self._count
+        tokens = count(HISTORY_HEADER) + 1 + self._suffix[start]
+        named = self.anchor_at(start, anchor)
+        if named is not None:
+            tokens += count(_placeholder(named)) + 1
+        return tokens
+
+
+def plan_history(
+    inputs: ContextInputs, count: Counter, rules: HistoryRules, *, allowance: int
+) -> HistoryPlan:
+    """The history section within ``allowance`` tokens, keeping the previous anchor if it can."""
+    previous = inputs.previous.history if inputs.previous is not None else None
+    cut = previous.cleared_through if previous is not None else -1
+    kept = previous.from_seq if previous is not None and previous.from_seq >= inputs.history_floor else None
+    pairs = _pairs(inputs)
+    out_tokens: dict[int, int] = {}
+    for ex in pairs:
+        assert ex.result is not None and ex.result_seq is not None
+        out_tokens[ex.result_seq] = count(ex.result.output)
+    dropped = orphan_omissions(inputs)
+
+    if kept is not None:
+        step = clearing_cut(pairs, out_tokens, previous=cut, rules=rules, batch=rules.clear_batch_tokens)
+        layout = _Layout(inputs, count, rules, step)
+        start = _start_of(layout.units, kept)
+        if layout.tokens(start, kept) <= allowance:
+            return _plan(layout, start, kept, count, dropped)
+
+    # A re-layout: clear every result that may be cleared; keep the anchor if that is enough.
+    layout = _Layout(
+        inputs, count, rules, clearing_cut(pairs, out_tokens, previous=cut, rules=rules, batch=0)
+    )
+    units = layout.units
+    if kept is not None:
+        start = _start_of(units, kept)
+        if layout.tokens(start, kept) <= allowance:
+            return _plan(layout, start, kept, count, dropped)
+    # Start again at the newest units that fill the refill share of the room (or, if not
+    # even one does, the whole room), inside the newer half of any window that has
+    # started dropping entries.
+    oldest = _start_of(units, inputs.history_slack)
+    for target in (int(allowance * rules.history_refill), allowance):
+        start = len(units)
+        while start > oldest and layout.tokens(start - 1, units[start - 1].seq) <= target:
+            start -= 1
+        if start < len(units):
+            return _plan(layout, start, units[start].seq, count, dropped)
+    omissions = [
+        r.Omission(section="history", ref=ref, reason="history over budget", tokens=u.tokens)
+        for u in units
+        for ref in u.refs
+    ]
+    return HistoryPlan(form=None, omissions=(*dropped, *omissions), anchor=None)
+
+
+def _plan(
+    layout: _Layout, start: int, anchor: int, count: Counter, dropped: Sequence[r.Omission]
+) -> HistoryPlan:
+    recorded = r.HistoryAnchor(from_seq=anchor, cleared_through=layout.cut)
+    if start >= len(layout.units):
+        # Nothing at or after the anchor yet: keep it, show nothing.
+        return HistoryPlan(form=None, omissions=tuple(dropped), anchor=recorded)
+    form, omissions = render_units(layout.units, start, count, anchor=layout.anchor_at(start, anchor))
+    return HistoryPlan(form=form, omissions=(*dropped, *omissions), anchor=recorded)
