@@ -363,12 +363,19 @@ class PromptRendered(_Body, frozen=True, kw_only=True):
 
 
 class WorkingMemoryDelta(_Body, frozen=True, kw_only=True):
-    """What changed in working memory between two revisions (derived, post-turn)."""
+    """What changed in working memory between two revisions (derived).
+
+    Appended after a turn_ended (the post-turn refresh), or right before a mid-turn
+    prompt when evidence of the turn made something working memory shows untrue
+    (reason ``superseded``, or the reason of what changed; schema version 2).
+    """
 
     KIND: ClassVar[str] = "working_memory_delta"
     from_revision: int
     to_revision: int
-    reason: Literal["active_work_changed", "task_rejoined", "wake_resumed", "plan_changed", "turn_completed"]
+    reason: Literal[
+        "active_work_changed", "task_rejoined", "wake_resumed", "plan_changed", "superseded", "turn_completed"
+    ]
     changed_fields: tuple[str, ...]
     lines: tuple[str, ...]
     evidence_from_seq: int

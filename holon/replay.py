@@ -45,6 +45,7 @@ from holon.projections import (
     apply,
     initial_state,
     post_turn_refresh,
+    refresh_before_prompt,
     snapshot_lines,
 )
 
@@ -525,6 +526,9 @@ def next_prompt(
             break
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
     state = state_after(records, projection)
+    # As the runtime would: refresh first what the open turn made untrue (folded, not appended).
+    for derived in refresh_before_prompt(state, ts=records[-1].ts if records else 0):
+        state = apply(state, msgspec.structs.replace(derived, seq=state.seq + 1))
     prompt = build_context(state, budget, config, agent_id=agent_id)
     turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
     return PromptAt(turn=turn, before_seq=records[-1].seq + 1 if records else 0, prompt=prompt)
@@ -717,6 +721,11 @@ _SECTION_NAMES: Final = (
 # --------------------------------------------------------------------------- appending
 
 
+def _tail_ts(ledger: Ledger) -> int:
+    seq = ledger.head()[0]
+    return ledger.get(seq).ts if seq >= 0 else 0
+
+
 def append_evidence(
     ledger: Ledger,
     records: Iterable[r.Record],
@@ -728,8 +737,9 @@ def append_evidence(
 
     ``state`` must be the ledger folded so far (it is folded here when omitted). Each
     record gets the next seq; after every ``turn_ended`` the post-turn refresh runs and
-    its derived records are appended right after it, and a refresh the ledger still
-    owes (its writer died after a ``turn_ended``) is appended first. Derived records in
+    its derived records are appended right after it (and before a ``prompt_rendered``,
+    the refresh the runtime runs before a prompt), and a refresh the ledger still owes
+    (its writer died after a ``turn_ended``) is appended first. Derived records in
     the input are refused (they are the refresh's to write). Everything is checked and
     derived before the first byte is written: on any error nothing is appended.
     ``progress`` is called with the number of input records folded so far.
@@ -761,6 +771,9 @@ def append_evidence(
                 where=f"input record {number}",
                 field="kind",
             )
+        if isinstance(record.body, r.PromptRendered):
+            for derived in refresh_before_prompt(folded, ts=out[-1].ts if out else _tail_ts(ledger)):
+                put(derived)
         put(record)
         if isinstance(record.body, r.TurnEnded):
             for derived in post_turn_refresh(folded):

@@ -184,6 +184,7 @@ def run_session(
             for i in range(len(session.index), live.state.memory.archive.count)
         )
         if render and turn >= render_from:
+            live.before_prompt()
             prompt = build_context(live.state, budget, config, agent_id=AGENT, index=session.index)
             session.prompts[turn] = prompt
             if on_prompt is not None:

@@ -3,7 +3,8 @@
 :class:`LiveLedger` appends records the way the agent daemon does: it assigns gapless
 seqs and caller-supplied timestamps, folds each record, runs the post-turn refresh
 after every turn_ended and appends the derived records it returns right away, and can
-append a prompt_rendered confirming the revision and epoch current at that point.
+append a prompt_rendered confirming the revision and epoch current at that point (after
+the refresh the runtime runs before a prompt).
 :func:`replay_live` does the same for an evidence stream read from a fixture (evidence
 and runtime records only): it is how a fixture becomes the ledger a live agent had.
 """
@@ -21,6 +22,7 @@ from holon.projections import (
     apply,
     initial_state,
     post_turn_refresh,
+    refresh_before_prompt,
 )
 
 __all__ = ["LiveLedger", "evidence_of", "replay_live"]
@@ -56,8 +58,14 @@ class LiveLedger:
         self.turn = self.turns
         return self.append(r.TurnStarted(trigger=trigger, input=text))
 
+    def before_prompt(self) -> tuple[r.Record, ...]:
+        """Run the refresh the runtime runs before rendering a prompt; append what it returns."""
+        ts = self.records[-1].ts if self.records else self.ts
+        return tuple(self._append(record) for record in refresh_before_prompt(self.state, ts=ts))
+
     def render(self) -> r.Record:
         """Append a prompt_rendered confirming the current revision and epoch."""
+        self.before_prompt()
         memory = self.state.memory
         digest = hashlib.blake2b(f"{self.turn}:{memory.revision}".encode(), digest_size=16).hexdigest()
         return self.append(
@@ -94,6 +102,8 @@ def replay_live(evidence: Iterable[r.Record], config: ProjectionConfig = DEFAULT
     """Append an evidence stream as the live runtime would, inserting derived records."""
     live = LiveLedger(config)
     for record in evidence:
+        if record.kind == r.PromptRendered.KIND:
+            live.before_prompt()
         live._append(record)
         if record.kind == r.TurnEnded.KIND:
             live.refresh()

@@ -14,6 +14,7 @@ CONFIG = RenderConfig(prompt_cache_key="t")
 
 
 def _render(live: LiveLedger) -> str:
+    live.before_prompt()
     prompt = build_context(live.state, BUDGET, CONFIG, agent_id="a")
     live.append(prompt_rendered(prompt))
     return prompt.text

@@ -8,10 +8,16 @@ from holon import records as r
 from holon.errors import UsageError
 from holon.projections import (
     DELTA_REASON_PRECEDENCE,
+    DecisionRef,
     ProjectionConfig,
+    SnapshotPlanStep,
+    WaitRef,
+    WorkingMemorySnapshot,
     delta_lines,
     post_turn_refresh,
+    refresh_before_prompt,
     refresh_working_memory,
+    superseded_fields,
 )
 from tests.live import LiveLedger
 
@@ -24,11 +30,13 @@ def _turn(
     live: LiveLedger, *bodies: r.Body, outcome: str = "completed", render: bool = True
 ) -> list[r.WorkingMemoryDelta]:
     live.start_turn()
+    before: tuple[r.Record, ...] = ()
     if render:
+        before = live.before_prompt()  # what the turn's prompt must not show any more
         live.render()
     for body in bodies:
         live.append(body)
-    return _deltas(live.end_turn(outcome))
+    return _deltas(before + live.end_turn(outcome))
 
 
 def _working(live: LiveLedger) -> None:
@@ -73,11 +81,14 @@ def test_reason_wake_resumed_by_a_resolved_wait() -> None:
     live = LiveLedger()
     _working(live)
     _turn(live, r.WaitingIntent(id="w", waiting_on="ci"))
+    _turn(live, outcome="waiting")  # its prompt showed "waiting on ci"
     live.append(r.WaitingResolved(id="w"), in_turn=False)
+    # Working memory still says "waiting on ci": the wake turn's first prompt refreshes it.
     (delta,) = _turn(live)
     assert delta.reason == "wake_resumed"
     assert delta.changed_fields == ("waiting_on",)
     assert delta.lines == ("-waiting on w",)
+    assert live.records[-1].kind == "turn_ended"  # nothing left for the post-turn refresh
 
 
 def test_reason_plan_changed() -> None:
@@ -191,3 +202,100 @@ def test_refresh_outside_a_turn_end_is_a_usage_error() -> None:
     live.append(r.Message(role="user", text="late"), in_turn=False)
     with pytest.raises(UsageError):
         post_turn_refresh(live.state)
+
+
+# --------------------------------------------------------------------------- before a prompt
+
+
+def _snapshot(**fields: object) -> WorkingMemorySnapshot:
+    base: dict[str, object] = {
+        "active_work_item_id": "W1",
+        "work_state": "active",
+        "objective": "migrate",
+        "scope_constraints": ("no downtime",),
+        "plan": (
+            SnapshotPlanStep(id="a", text="export", status="done"),
+            SnapshotPlanStep(id="b", text="copy"),
+        ),
+        "decisions": (DecisionRef(id="d1", text="dump", seq=3),),
+        "waiting_on": (WaitRef(id="w", waiting_on="ci", seq=4),),
+    }
+    base.update(fields)
+    return WorkingMemorySnapshot(**base)  # type: ignore[arg-type]
+
+
+def test_progress_and_additions_do_not_supersede_working_memory() -> None:
+    before = _snapshot()
+    after = _snapshot(
+        plan=(
+            SnapshotPlanStep(id="b", text="copy", status="done"),  # finished; the done step "a" dropped
+            SnapshotPlanStep(id="c", text="verify"),
+        ),
+        decisions=(DecisionRef(id="d2", text="replicate", seq=9), DecisionRef(id="d1", text="dump", seq=3)),
+        waiting_on=(WaitRef(id="w", waiting_on="ci", seq=4), WaitRef(id="w2", waiting_on="dba", seq=8)),
+        scope_constraints=("no downtime", "py311"),
+    )
+    assert superseded_fields(before, after) == ()
+    assert superseded_fields(WorkingMemorySnapshot(), before) == ()  # a first active item is an addition
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"active_work_item_id": "W2"}, "active_work_item_id"),
+        ({"objective": "migrate twice"}, "objective"),
+        ({"scope_constraints": ()}, "scope_constraints"),
+        (
+            {
+                "plan": (
+                    SnapshotPlanStep(id="a", text="export", status="done"),
+                    SnapshotPlanStep(id="b", text="X"),
+                )
+            },
+            "plan",
+        ),
+        (
+            {"plan": (SnapshotPlanStep(id="a", text="export", status="done"),)},
+            "plan",
+        ),  # an open step withdrawn
+        ({"decisions": (DecisionRef(id="d1", text="replicate", seq=9),)}, "decisions"),
+        ({"waiting_on": ()}, "waiting_on"),
+    ],
+)
+def test_a_withdrawn_or_changed_statement_supersedes_it(change: dict[str, object], field: str) -> None:
+    assert field in superseded_fields(_snapshot(), _snapshot(**change))
+
+
+def test_before_a_prompt_a_revised_decision_is_refreshed_out_of_working_memory() -> None:
+    live = LiveLedger()
+    _turn(
+        live,
+        r.WorkItem(id="W1", objective="o", state="active"),
+        r.Decision(id="d1", text="dump", work_item_id="W1"),
+    )
+    live.start_turn()
+    live.render()
+    revision = live.state.memory.revision
+    assert refresh_before_prompt(live.state, ts=1) == ()  # nothing superseded yet
+    live.append(r.Decision(id="d1", text="replicate", work_item_id="W1"))
+    (record,) = refresh_before_prompt(live.state, ts=123)
+    delta = record.body
+    assert isinstance(delta, r.WorkingMemoryDelta)
+    assert (record.ts, record.turn, record.seq) == (123, live.turn, -1)
+    assert delta.reason == "superseded" and delta.to_revision == revision + 1
+    assert delta.lines == ("+decision d1: replicate",)
+    live.before_prompt()
+    assert [d.text for d in live.state.memory.snapshot.decisions] == ["replicate"]
+    live.end_turn()
+    assert live.records[-1].kind == "turn_ended"  # the turn end has nothing more to say
+
+
+def test_no_refresh_before_a_prompt_outside_a_turn() -> None:
+    live = LiveLedger()
+    _turn(
+        live,
+        r.WorkItem(id="W1", objective="o", state="active"),
+        r.Decision(id="d1", text="dump", work_item_id="W1"),
+    )
+    live.append(r.Decision(id="d1", text="replicate", work_item_id="W1"), in_turn=False)
+    assert refresh_before_prompt(live.state, ts=1) == ()

@@ -105,3 +105,58 @@ def test_verification_resumes_from_a_state() -> None:
     assert report.divergence is not None and report.divergence.diffs[0].field == "ts"
     with pytest.raises(ValueError, match="config"):
         verify_derivations(records, state=state, config=ProjectionConfig())
+
+
+# --------------------------------------------------------------------------- before a prompt
+
+
+def _revised_mid_turn() -> list[r.Record]:
+    """A decision revised in the middle of a turn, then another prompt of the same turn."""
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="migrate", state="active"))
+    live.append(r.Decision(id="d1", text="dump and restore", work_item_id="W1"))
+    live.end_turn()
+    live.start_turn()
+    live.render()
+    live.append(r.Decision(id="d1", text="logical replication", work_item_id="W1"))
+    live.render()  # the refresh before it derives the delta that drops "dump and restore"
+    live.end_turn()
+    return renumbered(live.records)
+
+
+def renumbered(records: list[r.Record]) -> list[r.Record]:
+    return [msgspec.structs.replace(rec, seq=i) for i, rec in enumerate(records)]
+
+
+def test_a_refresh_before_a_prompt_verifies() -> None:
+    records = _revised_mid_turn()
+    i = max(i for i, rec in enumerate(records) if rec.kind == "prompt_rendered")
+    derived = records[i - 1]
+    assert isinstance(derived.body, r.WorkingMemoryDelta) and derived.body.reason == "superseded"
+    assert derived.ts == records[i - 2].ts and derived.turn == records[i].turn
+    report = verify_derivations(records)
+    assert report.ok, report.divergence
+
+
+def test_a_prompt_without_its_refresh_is_missing_it() -> None:
+    records = _revised_mid_turn()
+    i = max(i for i, rec in enumerate(records) if rec.kind == "prompt_rendered")
+    del records[i - 1]
+    records = renumbered(records)
+    report = verify_derivations(records)
+    divergence = report.divergence
+    assert divergence is not None and (divergence.kind, divergence.seq) == ("missing", i - 1)
+    assert (divergence.expected_kind, divergence.found_kind) == ("working_memory_delta", "prompt_rendered")
+
+
+def test_a_refresh_where_nothing_was_superseded_is_unexpected() -> None:
+    records = _revised_mid_turn()
+    i = max(i for i, rec in enumerate(records) if rec.kind == "prompt_rendered")
+    extra = records[i - 1]
+    # The same delta again, before the turn ends: nothing is superseded any more.
+    records.insert(i + 1, extra)
+    records = renumbered(records)
+    report = verify_derivations(records)
+    divergence = report.divergence
+    assert divergence is not None and (divergence.kind, divergence.seq) == ("unexpected", i + 1)

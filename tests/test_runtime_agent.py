@@ -427,3 +427,25 @@ def test_a_post_turn_refresh_cut_short_by_a_crash_is_completed_on_open(tmp_path:
     assert verify_derivations(reopened, config=CONFIG.projection).ok
     with _open(crashed) as agent:  # repaired once: nothing left to append
         assert agent.seq == len(records) - 1
+
+
+def test_a_decision_revised_mid_turn_is_never_shown_beside_its_old_text(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent:
+        with agent.turn(input="plan the migration") as turn:
+            turn.add_work_item("W1", "migrate the database", state="active")
+            turn.record_decision("d1", "copy with dump and restore")
+        with agent.turn(input="go on") as turn:
+            first = turn.context()
+            assert "copy with dump and restore" in first.text
+            turn.record_decision("d1", "copy with logical replication")
+            second = turn.context()
+            # Working memory was refreshed before this prompt, so it was rendered again.
+            assert second is not first and turn.prompts_rendered == 2
+            assert "copy with logical replication" in second.text
+            assert "copy with dump and restore" not in second.text
+            assert [m["role"] for m in turn.messages()] == ["system", "user"]
+            assert turn.context() is second  # nothing new superseded: the prompt holds
+    _, records = fold_ledger(tmp_path / "l", CONFIG)
+    assert verify_derivations(records, config=CONFIG.projection).ok
+    deltas = [rec.body for rec in records if isinstance(rec.body, r.WorkingMemoryDelta)]
+    assert any(d.reason == "superseded" for d in deltas)

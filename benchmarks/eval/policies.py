@@ -26,9 +26,11 @@ record, oldest first.
   appended), and the turn's later calls get that prompt with the turn's *rounds* since
   it appended (:func:`holon.context.rounds.round_text`, full tool outputs) — until the
   rounds no longer fit the budget (:func:`holon.context.rounds.rounds_fit`), when the
-  prompt is rendered again. Large tool outputs go to the blob store as the ledger would
-  put them (over 4,096 bytes). A daemon marks a cache breakpoint on the last block of
-  every request, so each call's end is one too.
+  prompt is rendered again, or until the turn made something working memory states
+  untrue (:func:`holon.projections.refresh_before_prompt` refreshes it first). Large
+  tool outputs go to the blob store as the ledger would put them (over 4,096 bytes). A
+  daemon marks a cache breakpoint on the last block of every request, so each call's
+  end is one too.
 
 Nothing a baseline evicts leaves a reference, so its evictions are not restorable. holon's
 evictions are the refs of its assembly plan and every ``restore with ref`` placeholder in
@@ -62,7 +64,13 @@ from holon.context.rounds import round_text, rounds_fit
 from holon.errors import HolonError, RefNotFound
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS
 from holon.ledger.store import DEFAULT_BLOB_THRESHOLD
-from holon.projections import ProjectionState, apply, initial_state, post_turn_refresh
+from holon.projections import (
+    ProjectionState,
+    apply,
+    initial_state,
+    post_turn_refresh,
+    refresh_before_prompt,
+)
 
 __all__ = [
     "POLICIES",
@@ -489,6 +497,11 @@ class HolonPolicy:
                 self._feed(records[read], read)
                 read += 1
             turn = self.state.runtime.turn.index if self.state.runtime.turn else None
+            # The refresh the runtime runs before a prompt: working memory stated something
+            # this turn made untrue, so it is refreshed and the prompt rendered again.
+            owed = refresh_before_prompt(self.state, ts=self.records[-1].ts)
+            for derived in owed:
+                self._append(derived.body, derived.ts, derived.turn)
             for seq in range(rounded, len(self.records)):
                 got = self._round(seq)
                 if got is not None:
@@ -498,6 +511,7 @@ class HolonPolicy:
             rounded = len(self.records)
             if (
                 base is None
+                or owed
                 or turn is None
                 or turn != base_turn
                 or not rounds_fit(base_tokens, round_tokens, self.budget.available)

@@ -9,7 +9,9 @@ same state, snapshots, deltas and episodes in any process. See docs/memory-model
 - :class:`WorkingMemoryState` — revision, pending delta, epoch, episode builder, archive.
 - :class:`ProjectionState` / :func:`apply` / :func:`fold` — both folded together.
 - :func:`refresh_working_memory` / :func:`refresh_episode_memory` /
-  :func:`post_turn_refresh` — the post-turn refresh producing derived records.
+  :func:`post_turn_refresh` — the post-turn refresh producing derived records;
+  :func:`refresh_before_prompt` — the mid-turn refresh when working memory states
+  something the turn made untrue (:func:`superseded_fields`).
 - :func:`verify_derivations` — replay verification.
 - :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes.
 """
@@ -38,8 +40,10 @@ from holon.projections.refresh import (
     changed_fields,
     delta_lines,
     post_turn_refresh,
+    refresh_before_prompt,
     refresh_episode_memory,
     refresh_working_memory,
+    superseded_fields,
 )
 from holon.projections.snapshot import (
     SNAPSHOT_FIELDS,
@@ -137,10 +141,12 @@ __all__ = [
     "fold",
     "initial_state",
     "post_turn_refresh",
+    "refresh_before_prompt",
     "queued_work",
     "read_checkpoint_key",
     "refresh_episode_memory",
     "refresh_working_memory",
+    "superseded_fields",
     "restore_checkpoint",
     "snapshot_lines",
     "verify_derivations",

@@ -34,12 +34,14 @@ __all__ = [
     "changed_fields",
     "delta_lines",
     "post_turn_refresh",
+    "refresh_before_prompt",
     "refresh_episode_memory",
     "refresh_working_memory",
+    "superseded_fields",
 ]
 
 DeltaReason: TypeAlias = Literal[
-    "active_work_changed", "task_rejoined", "wake_resumed", "plan_changed", "turn_completed"
+    "active_work_changed", "task_rejoined", "wake_resumed", "plan_changed", "superseded", "turn_completed"
 ]
 BoundaryReason: TypeAlias = Literal[
     "active_work_switched", "task_rejoined", "result_checkpoint", "wait_boundary", "turn_cap"
@@ -52,6 +54,7 @@ DELTA_REASON_PRECEDENCE: Final[tuple[DeltaReason, ...]] = (
     "task_rejoined",
     "wake_resumed",
     "plan_changed",
+    "superseded",
     "turn_completed",
 )
 
@@ -86,7 +89,7 @@ def changed_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) 
     return tuple(f for f in SNAPSHOT_FIELDS if getattr(before, f) != getattr(after, f))
 
 
-def _delta_reason(fields: tuple[str, ...], interval: TurnInterval) -> DeltaReason:
+def _delta_reason(fields: tuple[str, ...], interval: TurnInterval, *, mid_turn: bool = False) -> DeltaReason:
     if "active_work_item_id" in fields:
         return "active_work_changed"
     if interval.task_results:
@@ -95,7 +98,7 @@ def _delta_reason(fields: tuple[str, ...], interval: TurnInterval) -> DeltaReaso
         return "wake_resumed"
     if "plan" in fields or "plan_seq" in fields:
         return "plan_changed"
-    return "turn_completed"
+    return "superseded" if mid_turn else "turn_completed"
 
 
 def _ids_diff(label: str, before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -174,24 +177,52 @@ def delta_lines(
     return tuple(clipped)
 
 
-def refresh_working_memory(state: ProjectionState) -> tuple[r.Record, ...]:
-    """Steps 1-5: the working-memory delta of this turn, if the snapshot changed.
+def superseded_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) -> tuple[str, ...]:
+    """Fields in which something ``before`` states is no longer true in ``after``.
 
-    Returns ``()`` or one ``working_memory_delta`` record (``seq`` ``-1``; ``ts`` and
-    ``turn`` from the turn_ended record). Raises :class:`~holon.errors.UsageError`
-    unless the last record folded into ``state`` is a turn_ended.
+    Progress and additions are not (a step done, a file touched, a new decision): a
+    prompt may show them a turn late. A withdrawn or changed statement is: another
+    active work item; its objective changed or a scope constraint dropped; a decision
+    with the same id and another text; a plan step reworded, or removed while not
+    finished; a wait no longer open.
     """
-    closed = _closed_interval(state)
+    out: set[str] = set()
+    if before.active_work_item_id is None:
+        pass  # nothing was stated about active work: a new item is an addition
+    elif before.active_work_item_id != after.active_work_item_id:
+        out.add("active_work_item_id")
+    else:
+        if before.objective is not None and before.objective != after.objective:
+            out.add("objective")
+        if not set(before.scope_constraints) <= set(after.scope_constraints):
+            out.add("scope_constraints")
+        steps = {s.id: s.text for s in after.plan}
+        for step in before.plan:
+            text = steps.get(step.id)
+            if (text is None and step.status not in ("done", "skipped")) or text not in (None, step.text):
+                out.add("plan")
+                break
+    texts = {d.id: d.text for d in after.decisions}
+    if any(texts.get(d.id, d.text) != d.text for d in before.decisions):
+        out.add("decisions")
+    open_waits = {w.id for w in after.waiting_on}
+    if any(w.id not in open_waits for w in before.waiting_on):
+        out.add("waiting_on")
+    return tuple(f for f in SNAPSHOT_FIELDS if f in out)
+
+
+def _delta(
+    state: ProjectionState,
+    snapshot: WorkingMemorySnapshot,
+    reason: DeltaReason,
+    *,
+    evidence_from: int,
+    evidence_to: int,
+) -> r.WorkingMemoryDelta:
+    """The delta from the current revision to ``snapshot``, merged into an unconfirmed one."""
     memory = state.memory
-    config = state.config
     previous = memory.snapshot
-    snapshot = derive_snapshot(state.runtime, config)
-    if snapshot == previous:
-        return ()
     turn_fields = changed_fields(previous, snapshot)
-    reason = _delta_reason(turn_fields, closed)
-    assert closed.to_seq is not None
-    evidence_from = closed.from_seq if closed.from_seq is not None else closed.to_seq
     pending = memory.pending
     if pending is None:
         base = previous
@@ -204,17 +235,60 @@ def refresh_working_memory(state: ProjectionState) -> tuple[r.Record, ...]:
         from_revision = pending.from_revision
         evidence_from = pending.evidence_from_seq
         reason = min(pending.reason, reason, key=DELTA_REASON_PRECEDENCE.index)
-    delta = r.WorkingMemoryDelta(
+    return r.WorkingMemoryDelta(
         from_revision=from_revision,
         to_revision=memory.revision + 1,
         reason=reason,
         changed_fields=fields,
-        lines=delta_lines(base, snapshot, fields, config.delta_lines_cap),
+        lines=delta_lines(base, snapshot, fields, state.config.delta_lines_cap),
         evidence_from_seq=evidence_from,
-        evidence_to_seq=closed.to_seq,
+        evidence_to_seq=evidence_to,
         projection_version=state.projection_version,
     )
-    assert closed.ended_ts is not None
+
+
+def refresh_before_prompt(state: ProjectionState, *, ts: int) -> tuple[r.Record, ...]:
+    """Before a prompt is rendered inside a turn: refresh working memory if it states something untrue.
+
+    Working memory is refreshed at turn end; but when the turn's own evidence has made
+    a statement of the current snapshot untrue (:func:`superseded_fields` — a decision
+    revised, a plan step reworded, the active work switched, a wait resolved), a prompt
+    rendered now would show the model both the old and the new statement. So the
+    runtime calls this right before it renders a prompt in an open turn and appends
+    what it returns: ``()``, or one ``working_memory_delta`` (``seq`` ``-1``, ``ts`` the
+    given one — the timestamp of the last record folded — and the open turn's index).
+    Outside an open turn it returns ``()``.
+    """
+    turn = state.runtime.turn
+    if turn is None or not turn.open:
+        return ()
+    snapshot = derive_snapshot(state.runtime, state.config)
+    if not superseded_fields(state.memory.snapshot, snapshot):
+        return ()
+    interval = state.memory.interval
+    fields = changed_fields(state.memory.snapshot, snapshot)
+    reason = _delta_reason(fields, interval, mid_turn=True)
+    evidence_from = interval.from_seq if interval.from_seq is not None else state.seq
+    delta = _delta(state, snapshot, reason, evidence_from=evidence_from, evidence_to=state.seq)
+    return (r.Record(body=delta, ts=ts, turn=turn.index),)
+
+
+def refresh_working_memory(state: ProjectionState) -> tuple[r.Record, ...]:
+    """Steps 1-5: the working-memory delta of this turn, if the snapshot changed.
+
+    Returns ``()`` or one ``working_memory_delta`` record (``seq`` ``-1``; ``ts`` and
+    ``turn`` from the turn_ended record). Raises :class:`~holon.errors.UsageError`
+    unless the last record folded into ``state`` is a turn_ended.
+    """
+    closed = _closed_interval(state)
+    previous = state.memory.snapshot
+    snapshot = derive_snapshot(state.runtime, state.config)
+    if snapshot == previous:
+        return ()
+    reason = _delta_reason(changed_fields(previous, snapshot), closed)
+    assert closed.to_seq is not None and closed.ended_ts is not None
+    evidence_from = closed.from_seq if closed.from_seq is not None else closed.to_seq
+    delta = _delta(state, snapshot, reason, evidence_from=evidence_from, evidence_to=closed.to_seq)
     return (r.Record(body=delta, ts=closed.ended_ts, turn=closed.ended_turn),)
 
 

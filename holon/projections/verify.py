@@ -3,8 +3,11 @@
 Like a durable-execution engine's nondeterminism check: folding the ledger, at each
 turn_ended record the post-turn refresh is run again on the state folded so far, and
 the records it returns must be exactly the derived records that follow the turn_ended
-record (same kind, same body, same ``ts`` and ``turn``). A derived record anywhere else
-is unexpected. The first divergence is reported with its seq and a field-level diff.
+record (same kind, same body, same ``ts`` and ``turn``). Inside a turn, derived records
+may only come from the refresh before a prompt (:func:`refresh_before_prompt`, with the
+``ts`` of the record before them); and before every prompt_rendered record that refresh
+must have nothing left to derive, or its delta is missing. A derived record anywhere
+else is unexpected. The first divergence is reported with its seq and a field-level diff.
 
 A ledger that ends right after a turn_ended whose derived records were never appended
 (the writer died in between) is not divergent: the report says ``pending_refresh``
@@ -21,7 +24,7 @@ import msgspec
 import holon.records as r
 from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
 from holon.projections.projection import ProjectionState, apply, initial_state
-from holon.projections.refresh import post_turn_refresh
+from holon.projections.refresh import post_turn_refresh, refresh_before_prompt
 
 __all__ = ["Divergence", "FieldDiff", "VerificationReport", "diff_records", "verify_derivations"]
 
@@ -124,9 +127,13 @@ def verify_derivations(
     position = 0
     counted = refreshes = checked = 0
     divergence: Divergence | None = None
+    last_ts = 0  # the ts of the last record folded: a pre-prompt refresh's records carry it
 
     for record in records:
         counted += 1
+        if position >= len(expected) and record.kind in r.DERIVED_KINDS:
+            # Not owed by a turn_ended: it must be the refresh before a prompt.
+            expected, after_seq, position = refresh_before_prompt(state, ts=last_ts), None, 0
         if position < len(expected):
             want = expected[position]
             if record.kind not in r.DERIVED_KINDS:
@@ -161,7 +168,19 @@ def verify_derivations(
                 diffs=(FieldDiff(field="kind", expected=None, found=record.kind),),
             )
             break
+        elif record.kind == r.PromptRendered.KIND:
+            owed = refresh_before_prompt(state, ts=last_ts)
+            if owed:
+                divergence = Divergence(
+                    seq=record.seq,
+                    kind="missing",
+                    after_seq=None,
+                    expected_kind=owed[0].kind,
+                    found_kind=record.kind,
+                )
+                break
         state = apply(state, record)
+        last_ts = record.ts
         if record.kind == r.TurnEnded.KIND:
             expected, after_seq, position = post_turn_refresh(state), record.seq, 0
             refreshes += 1

@@ -52,6 +52,7 @@ from holon.projections import (
     apply,
     initial_state,
     post_turn_refresh,
+    refresh_before_prompt,
 )
 from holon.runtime.checkpoints import (
     ToolIndex,
@@ -223,6 +224,7 @@ class Agent:
         self._index: EpisodeIndex | None = None
         self._turn: Turn | None = None
         self._unfinished_refresh: tuple[r.Record, ...] = ()
+        self._tail_ts = 0  # the ts of the newest record (set on open from the ledger)
         self._closed = False
         self.report = OpenReport(created=False)
 
@@ -337,6 +339,7 @@ class Agent:
         agent = cls(ledger, state, tools, config=config, clock=clock)
         agent._unfinished_refresh = refresh.missing()
         agent._last_ts = last_ts if folded else agent._last_record_ts()
+        agent._tail_ts = agent._last_ts
         index_rejected: EpisodeIndexRejected | None = None
         if checkpoint is not None and checkpoint_seq is not None:
             # Restored before recovery, so episodes its refresh archives are added to it.
@@ -585,6 +588,7 @@ class Agent:
     def _append_checked(self, checked: r.Record) -> r.Record:
         """Append a record already validated by :func:`_checked`, fold it, return it as stored."""
         seq = self._ledger.append(checked)
+        self._tail_ts = checked.ts
         stored = msgspec.structs.replace(checked, seq=seq)
         self._state = apply(self._state, stored)
         self._tools.apply(stored)
@@ -864,14 +868,25 @@ class Turn:
         appended after the prompt, so the provider's prefix cache keeps hitting round
         after round. Once they no longer fit, the prompt is rendered again — this turn's
         calls are then in its recent history, cleared and placed like any history — and
-        the rounds start over. A daemon compares the returned prompt with the one it
-        holds (``is not``) and, when it changed, starts its message list again from it.
+        the rounds start over. It is rendered again too when the turn's evidence made
+        something working memory states untrue (a decision revised, a plan step
+        reworded, the active work switched, a wait resolved): working memory is
+        refreshed first (:func:`~holon.projections.refresh_before_prompt`), so the model
+        is never shown the old statement beside the new one. A daemon compares the
+        returned prompt with the one it holds (``is not``) and, when it changed, starts
+        its message list again from it.
         """
         self._check_live()
+        agent = self.agent
         prompt = self._prompt
-        available = self.agent.config.budget.available
-        if prompt is None or not rounds_fit(prompt.total_tokens, self._round_tokens, available):
-            agent = self.agent
+        available = agent.config.budget.available
+        # Working memory is refreshed at turn end — unless the turn made something it
+        # states untrue (a decision revised, a plan step reworded): then it is refreshed
+        # now and the prompt rendered again, so the model is never shown both.
+        owed = refresh_before_prompt(agent._state, ts=agent._tail_ts)
+        if prompt is None or owed or not rounds_fit(prompt.total_tokens, self._round_tokens, available):
+            for record in owed:
+                agent._append(record.body, record.turn, ts=record.ts)
             prompt = build_context(
                 agent._state,
                 agent.config.budget,
