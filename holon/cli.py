@@ -35,15 +35,15 @@ import msgspec
 
 import holon.records as r
 from holon.context import (
+    SECTION_PRIORITY,
     EpisodeIndex,
+    available_estimators,
     restore,
     restore_bytes,
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
 )
-from holon.context.estimator import available_estimators
-from holon.context.sections import SECTION_PRIORITY
 from holon.errors import HolonError, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
 from holon.ledger import Ledger, export_jsonl, import_jsonl

@@ -99,3 +99,11 @@ def test_layer_imports_only_what_it_may(layer: str) -> None:
                 assert top in ALLOWED_THIRD_PARTY[layer], (
                     f"{path.relative_to(ROOT.parent)} imports third-party {name}, not allowed in `{layer}`"
                 )
+
+
+def test_the_cli_uses_only_the_public_api() -> None:
+    # The CLI is a user of the library like any other: it imports a layer's package (its
+    # __init__ exports), never a module inside it.
+    imported = _imports(ROOT / "cli.py")
+    deep = sorted(name for name in imported if name.startswith("holon.") and name.count(".") > 1)
+    assert not deep, f"holon/cli.py imports non-public modules {deep}; import from the layer package instead"
