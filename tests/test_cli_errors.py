@@ -6,13 +6,16 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
+from holon import records as r
 from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERNAL, EXIT_USAGE, HolonGroup
 from holon.cli import main as holon_cli
 from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger
-from tests.cli_support import build_ledger, invoke
+from tests.cli_support import build_ledger, invoke, live_records, tree_bytes, write_jsonl
+
+IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
 READ_COMMANDS = [
     ("replay",),
@@ -179,3 +182,70 @@ def test_the_audit_command_is_registered() -> None:
 
 def test_exit_code_constants_are_the_documented_ones() -> None:
     assert (EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_CORRUPT) == (1, 2, 3)
+
+
+# --------------------------------------------------------------------------- writers: bad targets
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A valid input file for each writing command: append, import (jsonl), import (openai-chat)."""
+    root = tmp_path_factory.mktemp("inputs")
+    evidence = [
+        r.Record(body=r.TurnStarted(trigger="user", input="hi"), ts=1, turn=1),
+        r.Record(body=r.Message(role="user", text="hi"), ts=2, turn=1),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=3, turn=1),
+    ]
+    return {
+        "append": write_jsonl(root / "records.jsonl", evidence),
+        "jsonl": write_jsonl(root / "export.jsonl", live_records("boundary_turn_cap")[:10]),
+        "openai-chat": IMPORTERS / "openai-chat" / "conversation.json",
+    }
+
+
+WRITERS = ["append", "jsonl", "openai-chat"]
+
+
+def _write(writer: str, target: Path, inputs: dict[str, Path]) -> Result:
+    if writer == "append":
+        return invoke("append", target, inputs["append"])
+    return invoke("import", target, inputs[writer], "--from", writer)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_writing_into_a_missing_path_is_a_usage_error(
+    writer: str, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nope"
+    result = _write(writer, missing, inputs)
+    assert result.exit_code == EXIT_USAGE, result.output
+    line = _one_line_error(result.stderr)
+    assert line.startswith("holon: error:") and str(missing) in line and "does not exist" in line
+    assert result.stdout == ""
+    assert not missing.exists()  # nothing was created
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_writing_into_a_directory_that_is_not_a_ledger_is_a_usage_error(
+    writer: str, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    before = tree_bytes(tmp_path)
+    result = _write(writer, tmp_path, inputs)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "not a holon ledger" in _one_line_error(result.stderr)
+    assert tree_bytes(tmp_path) == before
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_writing_into_a_corrupt_ledger_exits_3_and_changes_nothing(
+    writer: str, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    target = _corrupt_ledger(tmp_path / "L")
+    before = tree_bytes(target)
+    result = _write(writer, target, inputs)
+    assert result.exit_code == EXIT_CORRUPT, result.output
+    line = _one_line_error(result.stderr)
+    assert "ledger corrupt" in line and ".seg" in line and "at byte" in line
+    assert tree_bytes(target) == before
+
