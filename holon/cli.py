@@ -84,6 +84,7 @@ EXIT_CORRUPT: Final = 3
 EXIT_INTERNAL: Final = 70
 
 _DEBUG_KEY: Final = "holon.debug"
+_COMMAND_KEY: Final = "holon.command"
 T = TypeVar("T")
 
 
@@ -105,6 +106,12 @@ class CheckFailed(_Failure):
 
     exit_code = EXIT_CHECK_FAILED
     prefix = "check failed"
+
+
+class _Usage(_Failure):
+    """A click usage error (unknown option, missing argument, bad value), shown as one line."""
+
+    prefix = "usage error"
 
 
 class _Corrupt(_Failure):
@@ -132,12 +139,36 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+def _usage(exc: click.UsageError, ctx: click.Context) -> _Usage:
+    """One line for a click usage error: the message, and which ``--help`` to read.
+
+    ``exc.ctx`` is the context of the command whose arguments were wrong; an error raised
+    in a command's body may carry none, and then the command being run is named.
+    """
+    if exc.ctx is not None:
+        names = []
+        at: click.Context | None = exc.ctx
+        while at is not None:
+            names.append(at.command.name or "holon")
+            at = at.parent
+        where = " ".join(reversed(names))
+    else:
+        command = ctx.meta.get(_COMMAND_KEY)
+        where = f"{ctx.command.name} {command}" if command else str(ctx.command.name)
+    message = exc.format_message().rstrip()
+    message = message.removesuffix(".") if not message.endswith("..") else message
+    return _Usage(f"{message} (see {where} --help)")
+
+
 class HolonGroup(click.Group):
-    """A click group that turns holon errors into one stderr line and an exit code.
+    """A click group that turns every error into one stderr line and an exit code.
 
     Every subcommand — including ones registered from other modules with
     ``add_command`` or :meth:`add_lazy_command` — runs inside :meth:`invoke`, so none
-    needs its own handling.
+    needs its own handling: holon errors become ``holon: error: ...`` and click's usage
+    errors (three lines by default) become ``holon: usage error: ... (see holon CMD
+    --help)``, exit code 2. Every registered command also gets ``--debug`` after its
+    name, as the group has it before.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -150,6 +181,11 @@ class HolonGroup(click.Group):
         Keeps heavy dependencies (DuckDB for ``holon audit``) off every other command's start-up.
         """
         self._lazy[name] = target
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not any(isinstance(p, click.Option) and "--debug" in p.opts for p in cmd.params):
+            cmd.params.append(_debug_param())
+        super().add_command(cmd, name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self._lazy})
@@ -165,9 +201,29 @@ class HolonGroup(click.Group):
         self.add_command(loaded, cmd_name)
         return loaded
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            ctx.meta[_COMMAND_KEY] = command.name
+        return name, command, rest
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `holon` alone prints its help
+        except click.UsageError as exc:
+            raise _usage(exc, ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _usage(exc, ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
@@ -200,13 +256,23 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
         ctx.meta[_DEBUG_KEY] = True
 
 
+_DEBUG_HELP: Final = "On error, print the full traceback too."
+
+
+def _debug_param() -> click.Option:
+    """``--debug`` after a command's name (the group adds it to commands that lack it)."""
+    return click.Option(
+        ["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug, help=_DEBUG_HELP
+    )
+
+
 _debug_option = click.option(
     "--debug",
     is_flag=True,
     expose_value=False,
     is_eager=True,
     callback=_set_debug,
-    help="On error, print the full traceback too.",
+    help=_DEBUG_HELP,
 )
 _json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of text."
@@ -423,7 +489,7 @@ def _prompt_header(found: PromptAt) -> str:
     cls=HolonGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.option("--debug", is_flag=True, help="On error, print the full traceback too.")
+@click.option("--debug", is_flag=True, help=_DEBUG_HELP)
 @click.version_option(package_name="holon", prog_name="holon")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:

@@ -51,7 +51,9 @@ holon get runs/agent-7 ledger:1234                              # restore someth
 - **Progress bars** appear on stderr for long passes (replay, import, verify, export)
   only when stderr is a terminal — never in pipes, logs or tests.
 - **Errors are one line** on stderr, `holon: error: <what, where, what to do>`, without
-  a traceback; `--debug` (before or after the command name) adds the traceback.
+  a traceback; `--debug` (before or after the command name, for every command) adds the
+  traceback. A usage error (an unknown command or option, a missing argument, a bad
+  value) is one line too: `holon: usage error: <what> (see holon <command> --help)`.
 - **Exit codes:**
 
   - `0` ok.

@@ -249,3 +249,68 @@ def test_writing_into_a_corrupt_ledger_exits_3_and_changes_nothing(
     assert "ledger corrupt" in line and ".seg" in line and "at byte" in line
     assert tree_bytes(target) == before
 
+
+# --------------------------------------------------------------------------- holon audit
+
+
+def test_audit_on_a_missing_path_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    result = invoke("audit", missing)
+    assert result.exit_code == EXIT_USAGE
+    line = _one_line_error(result.stderr)
+    assert line.startswith("holon: error:") and str(missing) in line and "does not exist" in line
+    assert result.stdout == ""
+
+
+def test_audit_takes_debug_after_the_command_name(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope")
+    for args in (["--debug", "audit", missing], ["audit", missing, "--debug"]):
+        result = invoke(*args)
+        assert result.exit_code == EXIT_USAGE, args
+        assert "Traceback (most recent call last)" in result.stderr
+        assert "NotALedger" in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith("holon: error:")
+
+
+def test_every_command_takes_debug_after_its_name() -> None:
+    ctx = click.Context(holon_cli, info_name="holon")
+    for name in holon_cli.list_commands(ctx):
+        command = holon_cli.get_command(ctx, name)
+        assert command is not None
+        assert any("--debug" in p.opts for p in command.params if isinstance(p, click.Option)), name
+
+
+# --------------------------------------------------------------------------- click usage errors
+
+
+def _usage_line(result: Result, command: str) -> str:
+    assert result.exit_code == EXIT_USAGE, result.output
+    line = _one_line_error(result.stderr)
+    assert line.startswith("holon: usage error: "), line
+    assert line.endswith(f"(see {command} --help)"), line
+    assert "Usage:" not in result.stderr and "Try " not in result.stderr
+    assert result.stdout == ""
+    return line
+
+
+@pytest.mark.parametrize("name", sorted(holon_cli.list_commands(click.Context(holon_cli))))
+def test_a_usage_error_is_one_line_for_every_command(name: str, ledger: Path) -> None:
+    line = _usage_line(invoke(name, ledger, "--no-such-option"), f"holon {name}")
+    assert "--no-such-option" in line
+
+
+def test_usage_errors_of_the_group_and_of_arguments_are_one_line(ledger: Path) -> None:
+    assert "No such command 'frobnicate'" in _usage_line(invoke("frobnicate"), "holon")
+    assert "--bogus" in _usage_line(invoke("--bogus", "replay", ledger), "holon")
+    assert "Missing argument 'REF'" in _usage_line(invoke("get", ledger), "holon get")
+    line = _usage_line(invoke("render", ledger, "--format", "yaml"), "holon render")
+    assert "Invalid value for '--format'" in line and "'yaml'" in line
+    line = _usage_line(invoke("audit", ledger, "--json", "--csv"), "holon audit")
+    assert "either --json or --csv" in line
+
+
+def test_help_is_unchanged_by_the_one_line_errors() -> None:
+    for args in (["--help"], ["render", "--help"], ["audit", "-h"]):
+        result = invoke(*args)
+        assert result.exit_code == 0
+        assert result.stdout.startswith("Usage: holon") and result.stderr == ""
