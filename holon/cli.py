@@ -674,13 +674,22 @@ class _ProgressLedger:
     help="jsonl: one canonical record per line, blobs in OUT.blobs/ (lossless; `holon import --from jsonl` "
     "reads it back). parquet: audit tables in the directory OUT (see docs/audit.md).",
 )
-def export(path: Path, as_json: bool, out: Path, fmt: str) -> None:
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Parquet only: replace this agent's tables already in OUT (other agents' tables stay). "
+    "A JSONL export always replaces OUT.",
+)
+def export(path: Path, as_json: bool, out: Path, fmt: str, overwrite: bool) -> None:
     """Export the ledger at PATH to OUT as canonical JSONL or as Parquet audit tables.
+
+    Several agents can be exported into one Parquet directory, one at a time; exporting
+    an agent already there again needs --overwrite.
 
     Example: holon export runs/agent-7 agent-7.jsonl
     """
     if fmt == "parquet":
-        files = _export_parquet(path, out)
+        files = _export_parquet(path, out, overwrite=overwrite)
         if as_json:
             _echo_json({"format": fmt, "files": [str(f) for f in files]})
         else:
@@ -697,12 +706,12 @@ def export(path: Path, as_json: bool, out: Path, fmt: str) -> None:
         click.echo(f"wrote {_n(count)} records to {out}")
 
 
-def _export_parquet(path: Path, out: Path) -> list[Path]:
+def _export_parquet(path: Path, out: Path, *, overwrite: bool) -> list[Path]:
     # Imported on use: DuckDB stays off the start-up path of every other command.
     from holon.audit import export_parquet  # noqa: PLC0415
 
     Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
-    files: list[Path] = export_parquet([path], out)
+    files: list[Path] = export_parquet([path], out, overwrite=overwrite)
     return files
 
 

@@ -55,8 +55,8 @@ def export_parquet(
             if taken and not overwrite:
                 shown = ", ".join(taken[:3]) + (f" and {len(taken) - 3} more" if len(taken) > 3 else "")
                 raise AuditError(
-                    f"{out} already holds these agents' tables ({shown}); choose another directory "
-                    "or pass overwrite=True to replace them"
+                    f"{out} already holds these agents' tables ({shown}); choose another directory, "
+                    "or replace them with `holon export --overwrite` (overwrite=True)"
                 )
             written: list[Path] = []
             for name in TABLES:
