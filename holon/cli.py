@@ -47,6 +47,7 @@ from holon.context import (
 from holon.errors import HolonError, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
 from holon.ledger import Ledger, export_jsonl, import_jsonl
+from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 from holon.projections import verify_derivations
 from holon.replay import (
     DEFAULT_BUDGET,
@@ -85,7 +86,6 @@ EXIT_INTERNAL: Final = 70
 
 _DEBUG_KEY: Final = "holon.debug"
 _COMMAND_KEY: Final = "holon.command"
-T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- errors
@@ -294,36 +294,6 @@ def _echo_json(value: Any) -> None:
     click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
 
 
-def _stderr_is_terminal() -> bool:
-    return sys.stderr.isatty()
-
-
-def _progress(items: Iterable[T], *, length: int | None, label: str) -> Iterator[T]:
-    """``items``, with a progress bar on stderr when it is a terminal (never in pipes or tests)."""
-    if not _stderr_is_terminal():
-        yield from items
-        return
-    with click.progressbar(items, length=length, label=label, file=sys.stderr) as bar:
-        yield from bar
-
-
-@contextmanager
-def _progress_callback(length: int, label: str) -> Iterator[Callable[[int], None] | None]:
-    """A ``progress(done)`` callback driving a bar on a terminal stderr; ``None`` elsewhere."""
-    if not _stderr_is_terminal():
-        yield None
-        return
-    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
-        shown = 0
-
-        def advance(done: int) -> None:
-            nonlocal shown
-            bar.update(done - shown)
-            shown = done
-
-        yield advance
-
-
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:
     """Rows as aligned text columns; columns in ``right`` are right-aligned (numbers)."""
     cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
@@ -373,8 +343,7 @@ def _writing(path: Path) -> Iterator[Ledger]:
 
 
 def _records(ledger: Ledger, label: str = "reading") -> list[r.Record]:
-    length = ledger.head()[0] + 1 if _stderr_is_terminal() else None
-    return list(_progress(ledger.read(), length=length, label=label))
+    return list(progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label))
 
 
 def _render_options(func: F) -> F:
@@ -621,13 +590,14 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         if not file.is_file():
             raise UsageError(f"cannot read {file}: no such file")
         with _writing(path) as ledger:
-            seqs = import_jsonl(file, ledger)
+            with progress_total("importing") as advance:
+                seqs = import_jsonl(file, ledger, progress=advance)
             _appended(as_json, seqs, len(seqs), {"source": str(file), "format": fmt}, ledger)
         return
     report = read_transcript(file, fmt)
     with _writing(path) as ledger:
         state = state_after(_records(ledger, "folding"))
-        with _progress_callback(len(report.records), "importing") as advance:
+        with progress_callback(len(report.records), "importing") as advance:
             seqs = append_evidence(ledger, report.records, state=state, progress=advance)
         extra = {
             "source": str(file),
@@ -655,8 +625,9 @@ class _ProgressLedger:
         self._ledger = ledger
 
     def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[r.Record]:
-        length = self._ledger.head()[0] + 1 if _stderr_is_terminal() else None
-        return _progress(self._ledger.read(from_seq, to_seq), length=length, label="exporting")
+        return progress_items(
+            self._ledger.read(from_seq, to_seq), length=lambda: self._ledger.head()[0] + 1, label="exporting"
+        )
 
     def get_blob(self, blob_hash: str) -> bytes:
         return self._ledger.get_blob(blob_hash)
@@ -711,7 +682,8 @@ def _export_parquet(path: Path, out: Path, *, overwrite: bool) -> list[Path]:
     from holon.audit import export_parquet  # noqa: PLC0415
 
     Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
-    files: list[Path] = export_parquet([path], out, overwrite=overwrite)
+    with progress_total("exporting") as advance:
+        files: list[Path] = export_parquet([path], out, overwrite=overwrite, progress=advance)
     return files
 
 
@@ -810,7 +782,9 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
     records = records[:end]
     turns = list(replay_turns(records))
     final = state_after(records) if records else None
-    report = verify_derivations(_progress(records, length=len(records), label="verifying")) if check else None
+    report = None
+    if check:
+        report = verify_derivations(progress_items(records, length=len(records), label="verifying"))
     head = (records[-1].seq, "") if records else (-1, "")
     if as_json:
         _echo_json(
@@ -929,7 +903,7 @@ def render(
         fmt = "json"
     if fmt == "text":
         click.echo(prompt.text, nl=sys.stdout.isatty())
-        if _stderr_is_terminal():
+        if stderr_is_terminal():
             click.echo(f"holon: {_prompt_header(found)}", err=True)
         return
     reserve_used = int(prompt.render_config.get("budget", {}).get("output_reserve") or 0)
@@ -1331,11 +1305,14 @@ def verify(path: Path, as_json: bool) -> None:
     Example: holon verify runs/agent-7
     """
     with _reading(path) as ledger:
-        report = ledger.verify()
+        with progress_total("verifying storage") as advance:
+            report = ledger.verify(progress=advance)
         check = None
         if report.ok:
-            length = report.records_checked
-            check = verify_derivations(_progress(ledger.read(), length=length, label="verifying derivations"))
+            records = progress_items(
+                ledger.read(), length=report.records_checked, label="verifying derivations"
+            )
+            check = verify_derivations(records)
     if as_json:
         _echo_json(
             {

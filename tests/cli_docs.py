@@ -48,8 +48,9 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   lock, no recovery, nothing written. They work while the agent is running.
 - **`--json` everywhere.** Every command prints readable text by default and JSON for
   scripts with `--json`.
-- **Progress bars** appear on stderr for long passes (replay, import, verify, export)
-  only when stderr is a terminal — never in pipes, logs or tests.
+- **Progress bars** appear on stderr for long passes (reading and replaying a ledger,
+  append, import, verify, export, the `audit` load) only when stderr is a terminal —
+  never in pipes, logs or tests.
 - **Errors are one line** on stderr, `holon: error: <what, where, what to do>`, without
   a traceback; `--debug` (before or after the command name, for every command) adds the
   traceback. A usage error (an unknown command or option, a missing argument, a bad

@@ -20,6 +20,7 @@ import msgspec
 from holon.audit.query import QueryResult, run_sql
 from holon.audit.reports import REPORTS, run_report
 from holon.audit.tables import TABLES, connect
+from holon.progress import progress_total
 
 __all__ = ["audit", "format_table"]
 
@@ -118,7 +119,8 @@ def audit(
     if params and report is None:
         raise click.UsageError("--param applies to --report only")
     parsed = _parse_params(params)
-    con = connect(list(paths))
+    with progress_total("loading") as advance:
+        con = connect(list(paths), progress=advance)
     try:
         # Loading is done: from here on no query may touch the file system, so audit
         # SQL cannot write anywhere (COPY ... TO, ATTACH, ...).
