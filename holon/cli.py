@@ -1301,6 +1301,8 @@ def verify(path: Path, as_json: bool) -> None:
     verification of every derived record. Exit code 0 only if all hold: 3 when stored
     bytes are damaged (each problem is listed with its file and byte offset), 1 when
     the bytes are intact but a derived record differs from what this holon derives.
+    A torn tail (bytes after the last valid frame, as a crash mid-append leaves them)
+    is a warning, not a failure: the next open for writing cuts it.
 
     Example: holon verify runs/agent-7
     """
@@ -1313,6 +1315,7 @@ def verify(path: Path, as_json: bool) -> None:
                 ledger.read(), length=report.records_checked, label="verifying derivations"
             )
             check = verify_derivations(records)
+    tail = report.torn_tail
     if as_json:
         _echo_json(
             {
@@ -1326,6 +1329,15 @@ def verify(path: Path, as_json: bool) -> None:
                     "problems": [
                         {"file": p.file, "offset": p.offset, "message": p.message} for p in report.problems
                     ],
+                    "torn_tail": None
+                    if tail is None
+                    else {
+                        "file": tail.file,
+                        "offset": tail.offset,
+                        "bytes": tail.length,
+                        "reason": tail.reason,
+                    },
+                    "warnings": report.warnings,
                 },
                 "derivations": check,
             }
@@ -1341,6 +1353,12 @@ def verify(path: Path, as_json: bool) -> None:
             click.echo(f"storage           {len(report.problems)} problem(s):")
             for p in report.problems:
                 click.echo(f"  {p}")
+        if tail is not None:
+            size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
+            click.echo(
+                f"torn tail         {size} after the last valid frame (byte {tail.offset} of {tail.file}): "
+                "what a crash mid-append leaves; opening for writing cuts them"
+            )
         if check is not None:
             if check.ok:
                 click.echo(
@@ -1356,6 +1374,8 @@ def verify(path: Path, as_json: bool) -> None:
                     click.echo(line)
         else:
             click.echo("derivations       not checked (the stored bytes must verify first)")
+    for warning in report.warnings:
+        click.echo(f"holon: warning: {warning}", err=True)
     if not report.ok:
         first = report.problems[0]
         raise _Corrupt(f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}")
