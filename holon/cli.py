@@ -35,18 +35,19 @@ import msgspec
 
 import holon.records as r
 from holon.context import (
+    SECTION_PRIORITY,
     EpisodeIndex,
+    available_estimators,
     restore,
     restore_bytes,
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
 )
-from holon.context.estimator import available_estimators
-from holon.context.sections import SECTION_PRIORITY
 from holon.errors import HolonError, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
 from holon.ledger import Ledger, export_jsonl, import_jsonl
+from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 from holon.projections import verify_derivations
 from holon.replay import (
     DEFAULT_BUDGET,
@@ -84,7 +85,7 @@ EXIT_CORRUPT: Final = 3
 EXIT_INTERNAL: Final = 70
 
 _DEBUG_KEY: Final = "holon.debug"
-T = TypeVar("T")
+_COMMAND_KEY: Final = "holon.command"
 
 
 # --------------------------------------------------------------------------- errors
@@ -105,6 +106,12 @@ class CheckFailed(_Failure):
 
     exit_code = EXIT_CHECK_FAILED
     prefix = "check failed"
+
+
+class _Usage(_Failure):
+    """A click usage error (unknown option, missing argument, bad value), shown as one line."""
+
+    prefix = "usage error"
 
 
 class _Corrupt(_Failure):
@@ -132,12 +139,36 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+def _usage(exc: click.UsageError, ctx: click.Context) -> _Usage:
+    """One line for a click usage error: the message, and which ``--help`` to read.
+
+    ``exc.ctx`` is the context of the command whose arguments were wrong; an error raised
+    in a command's body may carry none, and then the command being run is named.
+    """
+    if exc.ctx is not None:
+        names = []
+        at: click.Context | None = exc.ctx
+        while at is not None:
+            names.append(at.command.name or "holon")
+            at = at.parent
+        where = " ".join(reversed(names))
+    else:
+        command = ctx.meta.get(_COMMAND_KEY)
+        where = f"{ctx.command.name} {command}" if command else str(ctx.command.name)
+    message = exc.format_message().rstrip()
+    message = message.removesuffix(".") if not message.endswith("..") else message
+    return _Usage(f"{message} (see {where} --help)")
+
+
 class HolonGroup(click.Group):
-    """A click group that turns holon errors into one stderr line and an exit code.
+    """A click group that turns every error into one stderr line and an exit code.
 
     Every subcommand — including ones registered from other modules with
     ``add_command`` or :meth:`add_lazy_command` — runs inside :meth:`invoke`, so none
-    needs its own handling.
+    needs its own handling: holon errors become ``holon: error: ...`` and click's usage
+    errors (three lines by default) become ``holon: usage error: ... (see holon CMD
+    --help)``, exit code 2. Every registered command also gets ``--debug`` after its
+    name, as the group has it before.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -150,6 +181,11 @@ class HolonGroup(click.Group):
         Keeps heavy dependencies (DuckDB for ``holon audit``) off every other command's start-up.
         """
         self._lazy[name] = target
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not any(isinstance(p, click.Option) and "--debug" in p.opts for p in cmd.params):
+            cmd.params.append(_debug_param())
+        super().add_command(cmd, name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self._lazy})
@@ -165,9 +201,29 @@ class HolonGroup(click.Group):
         self.add_command(loaded, cmd_name)
         return loaded
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            ctx.meta[_COMMAND_KEY] = command.name
+        return name, command, rest
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `holon` alone prints its help
+        except click.UsageError as exc:
+            raise _usage(exc, ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _usage(exc, ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
@@ -200,13 +256,23 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
         ctx.meta[_DEBUG_KEY] = True
 
 
+_DEBUG_HELP: Final = "On error, print the full traceback too."
+
+
+def _debug_param() -> click.Option:
+    """``--debug`` after a command's name (the group adds it to commands that lack it)."""
+    return click.Option(
+        ["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug, help=_DEBUG_HELP
+    )
+
+
 _debug_option = click.option(
     "--debug",
     is_flag=True,
     expose_value=False,
     is_eager=True,
     callback=_set_debug,
-    help="On error, print the full traceback too.",
+    help=_DEBUG_HELP,
 )
 _json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of text."
@@ -226,36 +292,6 @@ def _common(func: F) -> F:
 
 def _echo_json(value: Any) -> None:
     click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
-
-
-def _stderr_is_terminal() -> bool:
-    return sys.stderr.isatty()
-
-
-def _progress(items: Iterable[T], *, length: int | None, label: str) -> Iterator[T]:
-    """``items``, with a progress bar on stderr when it is a terminal (never in pipes or tests)."""
-    if not _stderr_is_terminal():
-        yield from items
-        return
-    with click.progressbar(items, length=length, label=label, file=sys.stderr) as bar:
-        yield from bar
-
-
-@contextmanager
-def _progress_callback(length: int, label: str) -> Iterator[Callable[[int], None] | None]:
-    """A ``progress(done)`` callback driving a bar on a terminal stderr; ``None`` elsewhere."""
-    if not _stderr_is_terminal():
-        yield None
-        return
-    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
-        shown = 0
-
-        def advance(done: int) -> None:
-            nonlocal shown
-            bar.update(done - shown)
-            shown = done
-
-        yield advance
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:
@@ -307,8 +343,7 @@ def _writing(path: Path) -> Iterator[Ledger]:
 
 
 def _records(ledger: Ledger, label: str = "reading") -> list[r.Record]:
-    length = ledger.head()[0] + 1 if _stderr_is_terminal() else None
-    return list(_progress(ledger.read(), length=length, label=label))
+    return list(progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label))
 
 
 def _render_options(func: F) -> F:
@@ -423,7 +458,7 @@ def _prompt_header(found: PromptAt) -> str:
     cls=HolonGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.option("--debug", is_flag=True, help="On error, print the full traceback too.")
+@click.option("--debug", is_flag=True, help=_DEBUG_HELP)
 @click.version_option(package_name="holon", prog_name="holon")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
@@ -555,13 +590,14 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         if not file.is_file():
             raise UsageError(f"cannot read {file}: no such file")
         with _writing(path) as ledger:
-            seqs = import_jsonl(file, ledger)
+            with progress_total("importing") as advance:
+                seqs = import_jsonl(file, ledger, progress=advance)
             _appended(as_json, seqs, len(seqs), {"source": str(file), "format": fmt}, ledger)
         return
     report = read_transcript(file, fmt)
     with _writing(path) as ledger:
         state = state_after(_records(ledger, "folding"))
-        with _progress_callback(len(report.records), "importing") as advance:
+        with progress_callback(len(report.records), "importing") as advance:
             seqs = append_evidence(ledger, report.records, state=state, progress=advance)
         extra = {
             "source": str(file),
@@ -589,8 +625,9 @@ class _ProgressLedger:
         self._ledger = ledger
 
     def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[r.Record]:
-        length = self._ledger.head()[0] + 1 if _stderr_is_terminal() else None
-        return _progress(self._ledger.read(from_seq, to_seq), length=length, label="exporting")
+        return progress_items(
+            self._ledger.read(from_seq, to_seq), length=lambda: self._ledger.head()[0] + 1, label="exporting"
+        )
 
     def get_blob(self, blob_hash: str) -> bytes:
         return self._ledger.get_blob(blob_hash)
@@ -608,13 +645,22 @@ class _ProgressLedger:
     help="jsonl: one canonical record per line, blobs in OUT.blobs/ (lossless; `holon import --from jsonl` "
     "reads it back). parquet: audit tables in the directory OUT (see docs/audit.md).",
 )
-def export(path: Path, as_json: bool, out: Path, fmt: str) -> None:
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Parquet only: replace this agent's tables already in OUT (other agents' tables stay). "
+    "A JSONL export always replaces OUT.",
+)
+def export(path: Path, as_json: bool, out: Path, fmt: str, overwrite: bool) -> None:
     """Export the ledger at PATH to OUT as canonical JSONL or as Parquet audit tables.
+
+    Several agents can be exported into one Parquet directory, one at a time; exporting
+    an agent already there again needs --overwrite.
 
     Example: holon export runs/agent-7 agent-7.jsonl
     """
     if fmt == "parquet":
-        files = _export_parquet(path, out)
+        files = _export_parquet(path, out, overwrite=overwrite)
         if as_json:
             _echo_json({"format": fmt, "files": [str(f) for f in files]})
         else:
@@ -631,12 +677,13 @@ def export(path: Path, as_json: bool, out: Path, fmt: str) -> None:
         click.echo(f"wrote {_n(count)} records to {out}")
 
 
-def _export_parquet(path: Path, out: Path) -> list[Path]:
+def _export_parquet(path: Path, out: Path, *, overwrite: bool) -> list[Path]:
     # Imported on use: DuckDB stays off the start-up path of every other command.
     from holon.audit import export_parquet  # noqa: PLC0415
 
     Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
-    files: list[Path] = export_parquet([path], out)
+    with progress_total("exporting") as advance:
+        files: list[Path] = export_parquet([path], out, overwrite=overwrite, progress=advance)
     return files
 
 
@@ -735,7 +782,9 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
     records = records[:end]
     turns = list(replay_turns(records))
     final = state_after(records) if records else None
-    report = verify_derivations(_progress(records, length=len(records), label="verifying")) if check else None
+    report = None
+    if check:
+        report = verify_derivations(progress_items(records, length=len(records), label="verifying"))
     head = (records[-1].seq, "") if records else (-1, "")
     if as_json:
         _echo_json(
@@ -854,7 +903,7 @@ def render(
         fmt = "json"
     if fmt == "text":
         click.echo(prompt.text, nl=sys.stdout.isatty())
-        if _stderr_is_terminal():
+        if stderr_is_terminal():
             click.echo(f"holon: {_prompt_header(found)}", err=True)
         return
     reserve_used = int(prompt.render_config.get("budget", {}).get("output_reserve") or 0)
@@ -1252,15 +1301,21 @@ def verify(path: Path, as_json: bool) -> None:
     verification of every derived record. Exit code 0 only if all hold: 3 when stored
     bytes are damaged (each problem is listed with its file and byte offset), 1 when
     the bytes are intact but a derived record differs from what this holon derives.
+    A torn tail (bytes after the last valid frame, as a crash mid-append leaves them)
+    is a warning, not a failure: the next open for writing cuts it.
 
     Example: holon verify runs/agent-7
     """
     with _reading(path) as ledger:
-        report = ledger.verify()
+        with progress_total("verifying storage") as advance:
+            report = ledger.verify(progress=advance)
         check = None
         if report.ok:
-            length = report.records_checked
-            check = verify_derivations(_progress(ledger.read(), length=length, label="verifying derivations"))
+            records = progress_items(
+                ledger.read(), length=report.records_checked, label="verifying derivations"
+            )
+            check = verify_derivations(records)
+    tail = report.torn_tail
     if as_json:
         _echo_json(
             {
@@ -1274,6 +1329,15 @@ def verify(path: Path, as_json: bool) -> None:
                     "problems": [
                         {"file": p.file, "offset": p.offset, "message": p.message} for p in report.problems
                     ],
+                    "torn_tail": None
+                    if tail is None
+                    else {
+                        "file": tail.file,
+                        "offset": tail.offset,
+                        "bytes": tail.length,
+                        "reason": tail.reason,
+                    },
+                    "warnings": report.warnings,
                 },
                 "derivations": check,
             }
@@ -1289,6 +1353,12 @@ def verify(path: Path, as_json: bool) -> None:
             click.echo(f"storage           {len(report.problems)} problem(s):")
             for p in report.problems:
                 click.echo(f"  {p}")
+        if tail is not None:
+            size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
+            click.echo(
+                f"torn tail         {size} after the last valid frame (byte {tail.offset} of {tail.file}): "
+                "what a crash mid-append leaves; opening for writing cuts them"
+            )
         if check is not None:
             if check.ok:
                 click.echo(
@@ -1304,6 +1374,8 @@ def verify(path: Path, as_json: bool) -> None:
                     click.echo(line)
         else:
             click.echo("derivations       not checked (the stored bytes must verify first)")
+    for warning in report.warnings:
+        click.echo(f"holon: warning: {warning}", err=True)
     if not report.ok:
         first = report.problems[0]
         raise _Corrupt(f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}")

@@ -85,11 +85,13 @@ class LedgerCorrupt(HolonError):
 
     ``file`` and ``offset`` locate the damage; ``offset`` is a byte offset into the file
     as stored on disk (for a sealed segment, into the decompressed frame stream).
+    ``detail`` is what is wrong, without the location and the advice around it.
     """
 
     def __init__(self, message: str, *, file: str, offset: int | None = None) -> None:
         self.file = file
         self.offset = offset
+        self.detail = message
         where = file if offset is None else f"{file} at byte {offset}"
         super().__init__(f"ledger corrupt: {message} ({where}); run `holon verify` for a full report")
 

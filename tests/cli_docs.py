@@ -48,10 +48,15 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   lock, no recovery, nothing written. They work while the agent is running.
 - **`--json` everywhere.** Every command prints readable text by default and JSON for
   scripts with `--json`.
-- **Progress bars** appear on stderr for long passes (replay, import, verify, export)
-  only when stderr is a terminal — never in pipes, logs or tests.
+- **Progress bars** appear on stderr for long passes (reading and replaying a ledger,
+  append, import, verify, export, the `audit` load) only when stderr is a terminal —
+  never in pipes, logs or tests.
 - **Errors are one line** on stderr, `holon: error: <what, where, what to do>`, without
-  a traceback; `--debug` (before or after the command name) adds the traceback.
+  a traceback; `--debug` (before or after the command name, for every command) adds the
+  traceback. A usage error (an unknown command or option, a missing argument, a bad
+  value) is one line too: `holon: usage error: <what> (see holon <command> --help)`.
+- **Warnings** are one line on stderr, `holon: warning: <what>`, and do not change the
+  exit code.
 - **Exit codes:**
 
   - `0` ok.
@@ -85,6 +90,18 @@ recorded before it.
 Without `--at-turn`, `render` and `explain` show the prompt for the next model call,
 rendered with the newest recorded budget and config (or `--budget`, `--output-reserve`,
 `--cache-key`, `--estimator`).
+
+## Verifying
+
+`holon verify PATH` checks every frame, chain link and blob (the storage pass), then
+re-derives every derived record. A *torn tail* — bytes after the last valid frame of the
+active segment — is what a crash mid-append leaves (damage to the final frame, or a frame
+being written right now, looks the same). It is not corruption: `verify` exits 0, prints
+a `torn tail` row and a `holon: warning:` line naming the segment file, the byte offset
+and the byte count, and `--json` carries it as `storage.torn_tail` (`file`, `offset`,
+`bytes`, `reason`) and `storage.warnings`. `verify` itself changes nothing; the next
+open for writing (`holon append`, `holon import`, the agent) cuts those bytes. See
+[ledger-format.md](ledger-format.md#a-torn-tail-in-verify).
 
 ## Appending and importing
 

@@ -98,3 +98,11 @@ def test_export_to_a_file_is_refused(ledgers: list[Path], tmp_path: Path) -> Non
     target.write_bytes(b"")
     with pytest.raises(AuditError, match="not a directory"):
         export_parquet(ledgers, target)
+
+
+def test_export_reports_progress_through_the_load_and_each_table(ledgers: list[Path], tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    export_parquet(ledgers, tmp_path / "out", progress=lambda *call: calls.append(call))
+    total = calls[0][1]
+    assert total > 2 * len(TABLES)  # a chunk per ledger, every table built, every table written
+    assert calls == [(done, total) for done in range(1, total + 1)]

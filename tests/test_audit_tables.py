@@ -343,6 +343,19 @@ def test_parallel_chunked_load_equals_a_serial_load(tmp_path: Path) -> None:
     assert rows(parallel, "SELECT count(*) FROM records")[0][0] == len(records)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_load_reports_progress_per_chunk_and_table(tmp_path: Path, workers: int) -> None:
+    records, blobs = session_records(40)
+    path = tmp_path / "small-segments"
+    write_ledger(path, SESSION, records, blobs=blobs, segment_bytes=4096)
+    calls: list[tuple[int, int]] = []
+    con = connect(path, workers=workers, chunk_records=100, progress=lambda *call: calls.append(call))
+    assert rows(con, "SELECT count(*) FROM records")[0][0] == len(records)
+    total = calls[0][1]
+    assert total > len(TABLES) + 1  # several chunks, then every table
+    assert calls == [(done, total) for done in range(1, total + 1)]
+
+
 def _tree_digest(path: Path) -> dict[str, tuple[str, int]]:
     return {
         str(p.relative_to(path)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)

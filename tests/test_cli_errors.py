@@ -6,13 +6,16 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
+from holon import records as r
 from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERNAL, EXIT_USAGE, HolonGroup
 from holon.cli import main as holon_cli
 from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger
-from tests.cli_support import build_ledger, invoke
+from tests.cli_support import build_ledger, invoke, live_records, tree_bytes, write_jsonl
+
+IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
 READ_COMMANDS = [
     ("replay",),
@@ -179,3 +182,135 @@ def test_the_audit_command_is_registered() -> None:
 
 def test_exit_code_constants_are_the_documented_ones() -> None:
     assert (EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_CORRUPT) == (1, 2, 3)
+
+
+# --------------------------------------------------------------------------- writers: bad targets
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A valid input file for each writing command: append, import (jsonl), import (openai-chat)."""
+    root = tmp_path_factory.mktemp("inputs")
+    evidence = [
+        r.Record(body=r.TurnStarted(trigger="user", input="hi"), ts=1, turn=1),
+        r.Record(body=r.Message(role="user", text="hi"), ts=2, turn=1),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=3, turn=1),
+    ]
+    return {
+        "append": write_jsonl(root / "records.jsonl", evidence),
+        "jsonl": write_jsonl(root / "export.jsonl", live_records("boundary_turn_cap")[:10]),
+        "openai-chat": IMPORTERS / "openai-chat" / "conversation.json",
+    }
+
+
+WRITERS = ["append", "jsonl", "openai-chat"]
+
+
+def _write(writer: str, target: Path, inputs: dict[str, Path]) -> Result:
+    if writer == "append":
+        return invoke("append", target, inputs["append"])
+    return invoke("import", target, inputs[writer], "--from", writer)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_writing_into_a_missing_path_is_a_usage_error(
+    writer: str, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nope"
+    result = _write(writer, missing, inputs)
+    assert result.exit_code == EXIT_USAGE, result.output
+    line = _one_line_error(result.stderr)
+    assert line.startswith("holon: error:") and str(missing) in line and "does not exist" in line
+    assert result.stdout == ""
+    assert not missing.exists()  # nothing was created
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_writing_into_a_directory_that_is_not_a_ledger_is_a_usage_error(
+    writer: str, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    before = tree_bytes(tmp_path)
+    result = _write(writer, tmp_path, inputs)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "not a holon ledger" in _one_line_error(result.stderr)
+    assert tree_bytes(tmp_path) == before
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_writing_into_a_corrupt_ledger_exits_3_and_changes_nothing(
+    writer: str, inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    target = _corrupt_ledger(tmp_path / "L")
+    before = tree_bytes(target)
+    result = _write(writer, target, inputs)
+    assert result.exit_code == EXIT_CORRUPT, result.output
+    line = _one_line_error(result.stderr)
+    assert "ledger corrupt" in line and ".seg" in line and "at byte" in line
+    assert tree_bytes(target) == before
+
+
+# --------------------------------------------------------------------------- holon audit
+
+
+def test_audit_on_a_missing_path_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    result = invoke("audit", missing)
+    assert result.exit_code == EXIT_USAGE
+    line = _one_line_error(result.stderr)
+    assert line.startswith("holon: error:") and str(missing) in line and "does not exist" in line
+    assert result.stdout == ""
+
+
+def test_audit_takes_debug_after_the_command_name(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope")
+    for args in (["--debug", "audit", missing], ["audit", missing, "--debug"]):
+        result = invoke(*args)
+        assert result.exit_code == EXIT_USAGE, args
+        assert "Traceback (most recent call last)" in result.stderr
+        assert "NotALedger" in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith("holon: error:")
+
+
+def test_every_command_takes_debug_after_its_name() -> None:
+    ctx = click.Context(holon_cli, info_name="holon")
+    for name in holon_cli.list_commands(ctx):
+        command = holon_cli.get_command(ctx, name)
+        assert command is not None
+        assert any("--debug" in p.opts for p in command.params if isinstance(p, click.Option)), name
+
+
+# --------------------------------------------------------------------------- click usage errors
+
+
+def _usage_line(result: Result, command: str) -> str:
+    assert result.exit_code == EXIT_USAGE, result.output
+    line = _one_line_error(result.stderr)
+    assert line.startswith("holon: usage error: "), line
+    assert line.endswith(f"(see {command} --help)"), line
+    assert "Usage:" not in result.stderr and "Try " not in result.stderr
+    assert result.stdout == ""
+    return line
+
+
+@pytest.mark.parametrize("name", sorted(holon_cli.list_commands(click.Context(holon_cli))))
+def test_a_usage_error_is_one_line_for_every_command(name: str, ledger: Path) -> None:
+    line = _usage_line(invoke(name, ledger, "--no-such-option"), f"holon {name}")
+    assert "--no-such-option" in line
+
+
+def test_usage_errors_of_the_group_and_of_arguments_are_one_line(ledger: Path) -> None:
+    assert "No such command 'frobnicate'" in _usage_line(invoke("frobnicate"), "holon")
+    assert "--bogus" in _usage_line(invoke("--bogus", "replay", ledger), "holon")
+    assert "Missing argument 'REF'" in _usage_line(invoke("get", ledger), "holon get")
+    line = _usage_line(invoke("render", ledger, "--format", "yaml"), "holon render")
+    assert "Invalid value for '--format'" in line and "'yaml'" in line
+    line = _usage_line(invoke("audit", ledger, "--json", "--csv"), "holon audit")
+    assert "either --json or --csv" in line
+
+
+def test_help_is_unchanged_by_the_one_line_errors() -> None:
+    for args in (["--help"], ["render", "--help"], ["audit", "-h"]):
+        result = invoke(*args)
+        assert result.exit_code == 0
+        assert result.stdout.startswith("Usage: holon") and result.stderr == ""

@@ -166,6 +166,23 @@ def test_export_parquet_writes_audit_tables(tmp_path: Path) -> None:
     assert any("records" in f.parts for f in files)
 
 
+def test_export_parquet_again_needs_overwrite_and_says_so(tmp_path: Path) -> None:
+    ledger = build_ledger(tmp_path / "L", "boundary_wait_boundary")
+    out = tmp_path / "pq"
+    assert invoke("export", ledger, out, "--format", "parquet").exit_code == 0
+    before = tree_bytes(out)
+    again = invoke("export", ledger, out, "--format", "parquet")
+    assert again.exit_code == 2
+    (line,) = again.stderr.strip().splitlines()
+    assert line.startswith("holon: error:") and "already holds these agents' tables" in line
+    assert "--overwrite" in line
+    assert tree_bytes(out) == before
+    replaced = invoke("export", ledger, out, "--format", "parquet", "--overwrite", "--json")
+    assert replaced.exit_code == 0, replaced.stderr
+    files = [Path(f) for f in json.loads(replaced.stdout)["files"]]
+    assert files and all(f.exists() for f in files)
+
+
 def test_export_of_a_missing_ledger_writes_nothing(tmp_path: Path) -> None:
     result = invoke("export", tmp_path / "nope", tmp_path / "out.jsonl")
     assert result.exit_code == 2

@@ -104,3 +104,16 @@ def test_append_refuses_a_reference_to_a_blob_it_does_not_hold(tmp_path: Path) -
         with pytest.raises(InvalidRecord):
             ledger.append(Record(body=bad, ts=0))
         assert ledger.head()[0] == -1
+
+
+def test_verify_problems_say_what_and_where_once(tmp_path: Path) -> None:
+    # The report is the full report: its problems do not send the reader to `holon verify`.
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger:
+        ref = ledger.put_blob(b"hello blob" * 100)
+        path = tmp_path / "l" / "blobs" / ref.hash[:2] / ref.hash
+        path.write_bytes(b"not zstd at all")
+        (problem,) = ledger.verify().problems
+    assert problem.file == str(path)
+    assert problem.message.startswith("blob does not decompress")
+    assert "holon verify" not in problem.message and str(path) not in problem.message
+    assert str(problem) == f"{path} at byte 0: {problem.message}"

@@ -107,3 +107,13 @@ def test_import_into_a_non_empty_ledger_appends_after_its_head(tmp_path: Path) -
         assert [r.seq for r in imported] == [10, 11, 12, 13]
         assert [msgspec.structs.replace(r, seq=-1) for r in imported[:3]] == [message(i) for i in range(3)]
         assert target.verify().ok
+
+
+def test_import_reports_progress_per_line(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "a", agent_id=AGENT) as source:
+        source.append_many(message(i) for i in range(5))
+        export_jsonl(source, tmp_path / "x.jsonl")
+    calls: list[tuple[int, int]] = []
+    with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
+        import_jsonl(tmp_path / "x.jsonl", target, progress=lambda *call: calls.append(call))
+    assert calls == [(line, 5) for line in range(1, 6)]

@@ -79,3 +79,73 @@ def test_clean_ledger_reports_no_recovery(tmp_path: Path) -> None:
     _ledger(path)
     with Ledger.open(path) as ledger:
         assert ledger.recovery == ()
+
+
+@pytest.mark.parametrize("keep", [1, 15, 16, 48, 60, -1])
+def test_verify_names_a_torn_tail_without_failing(tmp_path: Path, keep: int) -> None:
+    path = tmp_path / "l"
+    _ledger(path)
+    seg = active_segment(path)
+    data = seg.read_bytes()
+    last = frame_offsets(data)[-1]
+    cut_at = last + keep if keep >= 0 else len(data) - 1
+    seg.write_bytes(data[:cut_at])
+    with Ledger.open(path, readonly=True) as reader:
+        report = reader.verify()
+    # The records before the tail are complete and verify: a torn tail is what kill -9 leaves.
+    assert report.ok and report.problems == ()
+    assert report.records_checked == 9
+    tail = report.torn_tail
+    assert tail is not None
+    assert (tail.file, tail.offset, tail.length) == (str(seg), last, cut_at - last)
+    text = str(report)
+    assert f"{seg} at byte {last}: {cut_at - last} byte" in text
+    assert "crash mid-append" in text and "opening the ledger for writing will cut" in text
+    assert report.warnings and "crash mid-append" in report.warnings[0]
+    # Opening for writing cuts exactly what verify named; then nothing is left to report.
+    with Ledger.open(path) as ledger:
+        (action,) = ledger.recovery
+        assert (action.offset, action.bytes_cut) == (tail.offset, tail.length)
+        assert ledger.verify().torn_tail is None
+
+
+def test_verify_names_a_final_frame_that_does_not_verify(tmp_path: Path) -> None:
+    # A complete final frame with a bad checksum: a torn write or damage, indistinguishable.
+    path = tmp_path / "l"
+    _ledger(path)
+    seg = active_segment(path)
+    data = bytearray(seg.read_bytes())
+    last = frame_offsets(bytes(data))[-1]
+    data[-3] ^= 0x55
+    seg.write_bytes(bytes(data))
+    with Ledger.open(path, readonly=True) as reader:
+        report = reader.verify()
+    assert report.ok and report.records_checked == 9
+    assert report.torn_tail is not None
+    assert (report.torn_tail.offset, report.torn_tail.length) == (last, len(data) - last)
+    assert "checksum" in report.torn_tail.reason
+
+
+def test_verify_of_a_clean_ledger_reports_no_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    _ledger(path)
+    with Ledger.open(path, readonly=True) as reader:
+        report = reader.verify()
+    assert report.ok and report.torn_tail is None and report.warnings == ()
+    assert "torn" not in str(report)
+
+
+def test_verify_reports_storage_progress(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=8192) as ledger:
+        ledger.append_many(message(i, 80) for i in range(300))
+        ledger.put_blob(b"blob bytes" * 1000)
+    calls: list[tuple[int, int]] = []
+    with Ledger.open(path, readonly=True) as reader:
+        assert reader.verify(progress=lambda done, total: calls.append((done, total))).ok
+    assert len(calls) > 3
+    totals = {total for _, total in calls}
+    assert len(totals) == 1
+    (total,) = totals
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[-1] == total

@@ -1,14 +1,17 @@
 """``holon audit``: query ledgers offline with SQL or a canned report.
 
 The command object :data:`audit` is registered on the ``holon`` CLI group. Errors are
-raised as holon errors (the group prints one line and picks the exit code) or as
-``click.UsageError`` for bad usage.
+raised as holon errors or as ``click.UsageError`` for bad usage; the group prints either
+as one line and picks the exit code (and gives the command its ``--debug``). A path
+that is not a ledger is reported by the ledger (``NotALedger``), as in every other
+command.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,6 +20,7 @@ import msgspec
 from holon.audit.query import QueryResult, run_sql
 from holon.audit.reports import REPORTS, run_report
 from holon.audit.tables import TABLES, connect
+from holon.progress import progress_total
 
 __all__ = ["audit", "format_table"]
 
@@ -74,7 +78,7 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command(name="audit")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--sql", "sql", metavar="QUERY", help="Run this SQL over the audit tables.")
 @click.option(
     "--report",
@@ -93,7 +97,7 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV with a header line.")
 def audit(
     *,
-    paths: tuple[str, ...],
+    paths: tuple[Path, ...],
     sql: str | None,
     report: str | None,
     params: tuple[str, ...],
@@ -115,7 +119,8 @@ def audit(
     if params and report is None:
         raise click.UsageError("--param applies to --report only")
     parsed = _parse_params(params)
-    con = connect(list(paths))
+    with progress_total("loading") as advance:
+        con = connect(list(paths), progress=advance)
     try:
         # Loading is done: from here on no query may touch the file system, so audit
         # SQL cannot write anywhere (COPY ... TO, ATTACH, ...).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from holon.audit.query import AuditError
@@ -19,6 +20,7 @@ def export_parquet(
     *,
     overwrite: bool = False,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Path]:
     """Write every audit table of these ledgers as zstd Parquet; returns the files written.
 
@@ -31,22 +33,35 @@ def export_parquet(
     exported one at a time into one tree. An agent that already has a partition there
     is an error unless ``overwrite`` is set, which replaces all of that agent's
     partitions. A table without rows for an agent writes no file for it.
+
+    ``progress(done, total)`` is called through the load (as by :func:`connect`) and
+    after each table is written.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise AuditError(f"cannot export to {out}: it exists and is not a directory")
-    con = connect(paths, workers=workers)
+    loaded = 0
+
+    def loading(done: int, total: int) -> None:
+        nonlocal loaded
+        loaded = total
+        assert progress is not None
+        progress(done, total + len(TABLES))
+
+    con = connect(paths, workers=workers, progress=loading if progress is not None else None)
     try:
         out.mkdir(parents=True, exist_ok=True)
         # Written beside the target first, then moved in per agent: a failed export leaves
         # the tree as it was, and no name for an agent's partition has to be guessed.
         staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))
         try:
-            for name in TABLES:
+            for copied, name in enumerate(TABLES, 1):
                 con.execute(
                     f"COPY {name} TO '{_quote(str(staging / name))}' "
                     "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (agent_id))"
                 )
+                if progress is not None:
+                    progress(loaded + copied, loaded + len(TABLES))
             # Every agent has a row in `agents`, so its partitions name every agent exported.
             partitions = sorted(p.name for p in (staging / "agents").iterdir())
             taken = [
@@ -55,8 +70,8 @@ def export_parquet(
             if taken and not overwrite:
                 shown = ", ".join(taken[:3]) + (f" and {len(taken) - 3} more" if len(taken) > 3 else "")
                 raise AuditError(
-                    f"{out} already holds these agents' tables ({shown}); choose another directory "
-                    "or pass overwrite=True to replace them"
+                    f"{out} already holds these agents' tables ({shown}); choose another directory, "
+                    "or replace them with `holon export --overwrite` (overwrite=True)"
                 )
             written: list[Path] = []
             for name in TABLES:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -472,18 +472,32 @@ def _extract_in_worker(chunk: Chunk, out_dir: str) -> ChunkResult | None:
         return None
 
 
-def _extract_all(chunks: list[Chunk], out_dir: str, workers: int) -> list[ChunkResult]:
-    """Run every chunk, in worker processes when more than one worker is asked for."""
+def _extract_all(
+    chunks: list[Chunk], out_dir: str, workers: int, done: Callable[[], None] | None = None
+) -> list[ChunkResult]:
+    """Run every chunk, in worker processes when more than one worker is asked for.
+
+    ``done()`` is called after each chunk, in chunk order.
+    """
     if workers <= 1 or len(chunks) <= 1:
-        return [extract_chunk(chunk, out_dir) for chunk in chunks]
+        results: list[ChunkResult] = []
+        for chunk in chunks:
+            results.append(extract_chunk(chunk, out_dir))
+            if done is not None:
+                done()
+        return results
     # Fork on Linux: a worker starts in milliseconds and needs no importable __main__
     # (spawn re-runs a script that calls connect() without a main guard). Workers run only
     # the ledger and msgspec code of holon.audit.extract, never DuckDB, so DuckDB threads
     # in the parent do not matter to them. Elsewhere (macOS) fork is unsafe: spawn.
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=get_context(method)) as pool:
-        results = list(pool.map(_extract_in_worker, chunks, [out_dir] * len(chunks)))
-    return [extract_chunk(c, out_dir) if r is None else r for c, r in zip(chunks, results, strict=True)]
+        returned: list[ChunkResult | None] = []
+        for result in pool.map(_extract_in_worker, chunks, [out_dir] * len(chunks)):
+            returned.append(result)
+            if done is not None:
+                done()
+    return [extract_chunk(c, out_dir) if r is None else r for c, r in zip(chunks, returned, strict=True)]
 
 
 def default_workers(chunks: int) -> int:
@@ -502,7 +516,11 @@ def default_chunk_records(records: int, workers: int | None) -> int:
 
 
 def connect(
-    paths: LedgerPaths, *, workers: int | None = None, chunk_records: int | None = None
+    paths: LedgerPaths,
+    *,
+    workers: int | None = None,
+    chunk_records: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Load one ledger or a fleet of ledgers into a new in-memory DuckDB connection.
 
@@ -512,7 +530,8 @@ def connect(
     Ledgers are read in chunks of whole segments of about ``chunk_records`` records
     (default: two chunks per worker, at least 50,000 records each), by ``workers``
     processes (default: one per CPU when there is more than one chunk; 1 reads in this
-    process).
+    process). ``progress(done, total)`` is called after each chunk is read and each table
+    is built (``total`` counts both).
 
     Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
     AuditError when two ledgers belong to the same agent.
@@ -532,20 +551,39 @@ def connect(
     if chunk_records < 1:
         raise UsageError(f"chunk_records {chunk_records} must be >= 1")
     chunks = [chunk for info in fleet for chunk in plan_chunks(info, chunk_records)]
+    step = _Steps(len(chunks) + len(TABLES), progress) if progress is not None else None
     with tempfile.TemporaryDirectory(prefix="holon-audit-") as tmp:
         # Workers are forked before this process opens DuckDB (and its threads).
-        _extract_all(chunks, tmp, default_workers(len(chunks)) if workers is None else workers)
+        _extract_all(chunks, tmp, default_workers(len(chunks)) if workers is None else workers, step)
         con = duckdb.connect(":memory:")
         try:
-            _build(con, fleet, Path(tmp))
+            _build(con, fleet, Path(tmp), step)
         except BaseException:
             con.close()
             raise
     return con
 
 
-def _build(con: duckdb.DuckDBPyConnection, fleet: Sequence[LedgerInfo], tmp: Path) -> None:
-    """Create every table from the extracted files."""
+class _Steps:
+    """Counts the steps of a load and reports each to a ``progress(done, total)`` callback."""
+
+    def __init__(self, total: int, progress: Callable[[int, int], None]) -> None:
+        self.total = total
+        self.done = 0
+        self._progress = progress
+
+    def __call__(self) -> None:
+        self.done += 1
+        self._progress(self.done, self.total)
+
+
+def _build(
+    con: duckdb.DuckDBPyConnection,
+    fleet: Sequence[LedgerInfo],
+    tmp: Path,
+    done: Callable[[], None] | None = None,
+) -> None:
+    """Create every table from the extracted files; ``done()`` after each table."""
     con.execute(
         "CREATE TEMP TABLE _fleet (agent_ix INTEGER, agent_id VARCHAR, path VARCHAR, records BIGINT, "
         "head_seq BIGINT, head_hash VARCHAR)"
@@ -564,4 +602,6 @@ def _build(con: duckdb.DuckDBPyConnection, fleet: Sequence[LedgerInfo], tmp: Pat
     sources["records"] = _read_json(str(tmp / "*" / "*.jsonl"), None) if present else _empty("JSON")
     for table in TABLES.values():
         con.execute(f"CREATE TABLE {table.name} AS {table.sql.format(**sources)}")
+        if done is not None:
+            done()
     con.execute("DROP TABLE _fleet")

@@ -30,10 +30,12 @@ from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSect
 from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
 from holon.context.render import RENDER_VERSION, RenderConfig, build_context, select_episodes
 from holon.context.search import EpisodeHit, EpisodeIndex, EpisodeIndexRejected
+from holon.context.sections import SECTION_PRIORITY
 
 __all__ = [
     "DEFAULT_ESTIMATOR",
     "RENDER_VERSION",
+    "SECTION_PRIORITY",
     "AssemblyPlan",
     "BpeEstimator",
     "Budget",

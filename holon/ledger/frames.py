@@ -72,12 +72,18 @@ class TornTail:
     """Bytes at the end of the active segment that are not a complete, valid frame.
 
     A crash mid-append leaves such a tail; a writer cuts it off on open, a reader
-    treats it as the end of the data (the writer may still be writing that frame).
+    treats it as the end of the data (the writer may still be writing that frame), and
+    ``verify()`` reports it. ``offset`` and ``length`` are in bytes of ``file``.
     """
 
+    file: str
     offset: int
     length: int
     reason: str
+
+    def __str__(self) -> str:
+        what = "1 byte that is" if self.length == 1 else f"{self.length} bytes that are"
+        return f"{self.file} at byte {self.offset}: {what} not a valid frame ({self.reason})"
 
 
 def decode_frame(buf: bytes | memoryview, pos: int = 0, *, file: str = "<frame>") -> tuple[bytes, bytes, int]:
@@ -194,6 +200,6 @@ class FrameWalk:
     def _damage(self, pos: int, reason: str, *, incomplete: bool = False) -> None:
         """Record a torn tail (active segment, incomplete final frame) or raise."""
         if incomplete and self.active:
-            self.torn = TornTail(pos + self._base, self._end - pos, reason)
+            self.torn = TornTail(self.file, pos + self._base, self._end - pos, reason)
             return
         raise LedgerCorrupt(reason, file=self.file, offset=pos + self._base)

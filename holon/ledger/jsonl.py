@@ -12,6 +12,7 @@ re-sequenced from its next seq.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import blake3
@@ -54,13 +55,16 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
     return len(lines)
 
 
-def import_jsonl(path: str | os.PathLike[str], ledger: Ledger) -> list[int]:
+def import_jsonl(
+    path: str | os.PathLike[str], ledger: Ledger, *, progress: Callable[[int, int], None] | None = None
+) -> list[int]:
     """Append the records of a canonical JSONL file to ``ledger``; returns their new seqs.
 
     Every line must decode to a record, seqs must be consecutive, and every referenced
     blob must be in ``<path>.blobs/`` with matching hash and size (or already in the
     ledger). Otherwise InvalidRecord names ``line N of <file>`` and nothing is appended.
-    Records are re-sequenced after the ledger's head.
+    Records are re-sequenced after the ledger's head. ``progress(done, total)`` is
+    called as lines are checked (the slow part); the append follows the last call.
     """
     source = Path(path)
     blob_dir = blobs_dir_for(source)
@@ -90,6 +94,8 @@ def import_jsonl(path: str | os.PathLike[str], ledger: Ledger) -> list[int]:
         if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
             _load_blob(body.blob.hash, body.blob.size, blob_dir, ledger=ledger, blobs=blobs, where=where)
         records.append(msgspec.structs.replace(record, seq=-1))
+        if progress is not None:
+            progress(number, len(lines))
     for data in blobs.values():
         ledger.put_blob(data)
     seqs = ledger.append_many(records)

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -774,10 +774,15 @@ class Ledger:
             break
         index.end = pos
 
-    def verify(self) -> VerifyReport:
-        """Check every frame, the whole chain and every blob; report problems instead of raising."""
+    def verify(self, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+        """Check every frame, the whole chain and every blob; report problems instead of raising.
+
+        A torn tail of the active segment is not a problem (a crash mid-append leaves one)
+        but is named in the report's ``torn_tail`` and ``warnings``. ``progress(done,
+        total)``, if given, is called as the files are checked (bytes on disk).
+        """
         self._publish()
-        return verify_ledger(self._seg_dir, self.blobs, self.header)
+        return verify_ledger(self._seg_dir, self.blobs, self.header, progress=progress)
 
     def _publish(self) -> None:
         """Let this writer's own reads see its buffered appends."""

@@ -2,17 +2,20 @@
 
 Unlike reading, verification does not stop at the first problem: it checks each
 segment on its own (re-synchronising the chain at the next segment's header) and
-returns a :class:`VerifyReport` listing every problem with its file and offset.
+returns a :class:`VerifyReport` listing every problem with its file and offset, and
+the torn tail of the active segment, if there is one.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from holon.errors import HolonError, InvalidRef, LedgerCorrupt
 from holon.ledger.blobs import BlobStore, check_blob_hash
-from holon.ledger.frames import FrameWalk
+from holon.ledger.frames import FrameWalk, TornTail
 from holon.ledger.header import LedgerHeader
 from holon.ledger.segments import SEGMENT_HEADER, list_segments, load_segment, parse_segment_header
 from holon.records import TaskResult, ToolResult, decode_msgpack_record
@@ -35,40 +38,88 @@ class Problem:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """The result of :meth:`Ledger.verify`: ``ok`` when no problem was found."""
+    """The result of :meth:`Ledger.verify`: ``ok`` when no problem was found.
+
+    ``ok`` is about complete records: a torn tail (``torn_tail``, the bytes after the
+    last valid frame of the active segment) does not make a ledger not ok, because a
+    crash mid-append leaves exactly that. It is reported in :attr:`warnings`.
+    """
 
     ok: bool
     records_checked: int
     blobs_checked: int
     head: tuple[int, str]
     problems: tuple[Problem, ...]
+    torn_tail: TornTail | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What is not wrong with the records but deserves attention: the torn tail, if any."""
+        tail = self.torn_tail
+        if tail is None:
+            return ()
+        cut = "that byte" if tail.length == 1 else f"those {tail.length} bytes"
+        return (
+            f"torn tail: {tail} — this is what a crash mid-append leaves (damage to the final frame, or "
+            "a write in progress, looks the same); the records before it verify, and opening the ledger "
+            f"for writing will cut {cut}",
+        )
 
     def __str__(self) -> str:
         if self.ok:
-            return (
+            lines = [
                 f"ledger ok: {self.records_checked} records, {self.blobs_checked} blobs, "
                 f"head seq {self.head[0]} hash {self.head[1]}"
-            )
-        lines = [f"ledger has {len(self.problems)} problem(s):"]
-        lines += [f"  {p}" for p in self.problems]
+            ]
+        else:
+            lines = [f"ledger has {len(self.problems)} problem(s):"]
+            lines += [f"  {p}" for p in self.problems]
+        lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
 def _problem(exc: HolonError, default_file: str) -> Problem:
     if isinstance(exc, LedgerCorrupt):
-        return Problem(exc.file, exc.offset, str(exc))
+        # The bare message: the report already says where, and it is the full report.
+        return Problem(exc.file, exc.offset, exc.detail)
     return Problem(default_file, None, str(exc))
 
 
-def verify_ledger(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> VerifyReport:
-    """Verify the ledger whose segments are in ``seg_dir`` and blobs in ``blobs``."""
+def _size(path: Path | None) -> int:
+    """A file's size on disk, 0 if it is gone (a segment sealed meanwhile)."""
+    if path is None:
+        return 0
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def verify_ledger(
+    seg_dir: Path,
+    blobs: BlobStore,
+    header: LedgerHeader,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> VerifyReport:
+    """Verify the ledger whose segments are in ``seg_dir`` and blobs in ``blobs``.
+
+    ``progress(done, total)`` is called after each segment and each blob, counting the
+    bytes of the files checked so far (as stored on disk) out of all of them.
+    """
     problems: list[Problem] = []
     referenced: dict[str, int] = {}
     checked = 0
     head = (-1, header.genesis.hex())
+    torn: TornTail | None = None
     expected: int | None = 0
     prev: bytes | None = header.genesis
     segs = list_segments(seg_dir)
+    stored = list(blobs.hashes())
+    # Progress counts bytes as stored: the sizes are read once, only when asked for.
+    seg_sizes = [_size(seg.plain or seg.sealed) if progress else 0 for seg in segs]
+    blob_sizes = [_size(path) if progress else 0 for _, path in stored]
+    done, total = 0, sum(seg_sizes) + sum(blob_sizes)
     if not segs:
         problems.append(Problem(str(seg_dir), None, "the ledger has no segment files"))
     for index, seg in enumerate(segs):
@@ -95,7 +146,8 @@ def verify_ledger(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> Veri
                 buf, file=file, pos=SEGMENT_HEADER.size, end=len(buf), prev=prev, active=last and not sealed
             )
             # An incomplete final frame of the active segment is not a problem: a writer may be
-            # mid-append, and the next open for writing cuts a torn one (and reports it).
+            # mid-append, or died there. It is reported as the torn tail, which the next open
+            # for writing cuts (and reports).
             for offset, payload in walk.frames():
                 record = decode_msgpack_record(payload, where=f"seq {expected} ({file} at byte {offset})")
                 if record.seq != expected:
@@ -108,6 +160,7 @@ def verify_ledger(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> Veri
                 expected += 1
                 checked += 1
             prev = walk.prev
+            torn = walk.torn
             if walk.prev is not None and expected > seg.start_seq:
                 head = (expected - 1, walk.prev.hex())
             if last and sealed:
@@ -118,20 +171,19 @@ def verify_ledger(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> Veri
             problems.append(_problem(exc, file))
             expected = None
             prev = None
+        if progress is not None:
+            done += seg_sizes[index]
+            progress(done, total)
     blobs_checked = 0
-    for name, path in blobs.hashes():
-        try:
-            check_blob_hash(name)
-        except InvalidRef:
-            problems.append(
-                Problem(str(path), None, "stray file in the blob store (its name is not a blob hash)")
-            )
-            continue
-        try:
-            blobs.get(name)
+    for (name, path), size in zip(stored, blob_sizes, strict=True):
+        problem = _check_stored_blob(blobs, name, path)
+        if problem is None:
             blobs_checked += 1
-        except HolonError as exc:
-            problems.append(_problem(exc, str(path)))
+        else:
+            problems.append(problem)
+        if progress is not None:
+            done += size
+            progress(done, total)
     for blob_hash, seq in sorted(referenced.items(), key=lambda item: item[1]):
         try:
             present = blobs.contains(blob_hash)
@@ -151,4 +203,18 @@ def verify_ledger(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> Veri
         blobs_checked=blobs_checked,
         head=head,
         problems=tuple(problems),
+        torn_tail=torn,
     )
+
+
+def _check_stored_blob(blobs: BlobStore, name: str, path: Path) -> Problem | None:
+    """The problem with one file of the blob store (a stray name, bad zstd, wrong hash), if any."""
+    try:
+        check_blob_hash(name)
+    except InvalidRef:
+        return Problem(str(path), None, "stray file in the blob store (its name is not a blob hash)")
+    try:
+        blobs.get(name)
+    except HolonError as exc:
+        return _problem(exc, str(path))
+    return None

@@ -1,0 +1,85 @@
+"""Progress bars for the command line: drawn on stderr, and only when stderr is a terminal.
+
+Both command-line edges — :mod:`holon.cli` and :mod:`holon.audit.commands` — show their
+long passes (replay, import, verify, export, the audit load) through these functions, so
+a bar never ends up in a pipe, a log file or a test's captured output. Library
+functions draw nothing: they take a plain ``progress`` callback, and the functions here
+turn such a callback into a bar.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
+__all__ = ["progress_callback", "progress_items", "progress_total", "stderr_is_terminal"]
+
+T = TypeVar("T")
+
+
+def stderr_is_terminal() -> bool:
+    """True when stderr is a terminal: the only place a progress bar is drawn."""
+    return sys.stderr.isatty()
+
+
+def progress_items(
+    items: Iterable[T], *, length: int | Callable[[], int] | None, label: str
+) -> Iterator[T]:
+    """``items``, with a progress bar on stderr when it is a terminal (never in pipes or tests).
+
+    ``length`` may be a function, called only when a bar is drawn: counting the items can
+    cost a read (the head of a read-only ledger) that a pipe should not pay.
+    """
+    if not stderr_is_terminal():
+        yield from items
+        return
+    total = length() if callable(length) else length
+    with click.progressbar(items, length=total, label=label, file=sys.stderr) as bar:
+        yield from bar
+
+
+@contextmanager
+def progress_total(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A ``progress(done, total)`` callback driving a bar on a terminal stderr; ``None`` elsewhere.
+
+    For library passes that learn their total only once they start (``Ledger.verify``,
+    ``holon.audit.connect``): the bar appears on the first call.
+    """
+    if not stderr_is_terminal():
+        yield None
+        return
+    with ExitStack() as stack:
+        bar: ProgressBar[int] | None = None
+        shown = 0
+
+        def advance(done: int, total: int) -> None:
+            nonlocal bar, shown
+            if bar is None:
+                bar = stack.enter_context(click.progressbar(length=total, label=label, file=sys.stderr))
+            bar.length = total
+            bar.update(done - shown)
+            shown = done
+
+        yield advance
+
+
+@contextmanager
+def progress_callback(length: int, label: str) -> Iterator[Callable[[int], None] | None]:
+    """A ``progress(done)`` callback for a pass of ``length`` steps; ``None`` off a terminal."""
+    with progress_total(label) as advance:
+        if advance is None:
+            yield None
+            return
+        report = advance
+
+        def step(done: int) -> None:
+            report(done, length)
+
+        yield step

@@ -1,0 +1,122 @@
+"""Progress bars: on stderr for every long pass, and only when stderr is a terminal."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+import holon.progress
+from holon import records as r
+from holon.progress import progress_callback, progress_items, progress_total
+from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
+
+IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so click draws real bars into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_ledger(tmp_path_factory.mktemp("progress") / "L", "boundary_turn_cap")
+
+
+def _passes(ledger: Path, tmp: Path) -> dict[str, tuple[list[str | Path], tuple[str, ...]]]:
+    """Each long pass: its command line and the labels of the bars it shows on a terminal."""
+    export = write_jsonl(tmp / "export.jsonl", live_records("boundary_turn_cap"))
+    evidence = write_jsonl(
+        tmp / "evidence.jsonl", [r.Record(body=r.Message(role="user", text="hello"), ts=1, turn=None)]
+    )
+    for name in ("A", "B", "C"):
+        assert invoke("init", tmp / name, "--agent-id", "boundary_turn_cap").exit_code == 0
+    return {
+        "replay": (["replay", ledger, "--check"], ("replaying", "verifying")),
+        "render": (["render", ledger, "--json"], ("reading",)),
+        "verify": (["verify", ledger], ("verifying storage", "verifying derivations")),
+        "import jsonl": (["import", tmp / "A", export, "--from", "jsonl"], ("importing",)),
+        "import openai-chat": (
+            ["import", tmp / "B", IMPORTERS / "openai-chat" / "conversation.json", "--from", "openai-chat"],
+            ("folding", "importing"),
+        ),
+        "append": (["append", tmp / "C", evidence], ("folding",)),
+        "export jsonl": (["export", ledger, tmp / "out.jsonl"], ("exporting",)),
+        "export parquet": (
+            ["export", ledger, tmp / "pq", "--format", "parquet", "--overwrite"],
+            ("exporting",),
+        ),
+        "audit": (["audit", ledger, "--json"], ("loading",)),
+    }
+
+
+PASSES = [
+    "replay",
+    "render",
+    "verify",
+    "import jsonl",
+    "import openai-chat",
+    "append",
+    "export jsonl",
+    "export parquet",
+    "audit",
+]
+
+
+@pytest.mark.parametrize("name", PASSES)
+def test_no_bar_when_stderr_is_not_a_terminal(name: str, ledger: Path, tmp_path: Path) -> None:
+    args, labels = _passes(ledger, tmp_path)[name]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert not any(label in result.stdout for label in labels)
+
+
+@pytest.mark.parametrize("name", PASSES)
+def test_bars_are_shown_when_stderr_is_a_terminal(
+    name: str, ledger: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args, labels = _passes(ledger, tmp_path)[name]
+    monkeypatch.setattr(holon.progress, "stderr_is_terminal", lambda: True)
+    result = invoke(*args)
+    assert result.exit_code == 0, result.stderr
+    # CliRunner's stderr is not a real terminal, so click writes each bar's label once.
+    for label in labels:
+        assert label in result.stderr, (name, label, result.stderr)
+    assert not any(label in result.stdout for label in labels)
+
+
+def test_the_helpers_draw_bars_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert list(progress_items(range(4), length=lambda: 4, label="reading")) == [0, 1, 2, 3]
+    with progress_total("verifying storage") as advance:
+        assert advance is not None
+        advance(10, 40)
+        advance(40, 40)
+    with progress_callback(3, "importing") as step:
+        assert step is not None
+        step(3)
+    drawn = terminal.getvalue()
+    for label in ("reading", "verifying storage", "importing"):
+        assert f"{label}  [####################################]  100%" in drawn, drawn
+    assert "verifying storage  [#########---------------------------]   25%" in drawn
+
+
+def test_the_helpers_draw_nothing_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    length_asked = []
+    items = progress_items(range(3), length=lambda: length_asked.append(1) or 3, label="reading")
+    assert list(items) == [0, 1, 2]
+    assert not length_asked  # counting the items is not paid off a terminal
+    with progress_total("verifying storage") as advance:
+        assert advance is None
+    with progress_callback(3, "importing") as step:
+        assert step is None
+    assert pipe.getvalue() == ""
