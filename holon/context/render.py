@@ -56,7 +56,7 @@ __all__ = ["RENDER_VERSION", "RenderConfig", "build_context", "clear_count_cache
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 2
+RENDER_VERSION: Final = 3
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -313,14 +313,10 @@ def build_context(
         if form is None:
             continue
         tokens.append(r.SectionTokens(section=name, tokens=form.tokens, form=form.kind))
+        omitted.extend(form.omissions)
         if form.kind == "omitted":
             continue
-        omitted.extend(form.omissions)
         sections.append(_section(name, form))
-    if "episodes" in chosen and chosen["episodes"].kind != "omitted":
-        shown = [e for e in selected if f"episode:{e.episode_id} " in chosen["episodes"].text]
-    else:
-        shown = []
     # Mark cache breakpoints: after the last Stable and after the last AgentScoped section.
     for stability in ("stable", "agent"):
         last = max((i for i, s in enumerate(sections) if s.stability == stability), default=None)
@@ -346,7 +342,9 @@ def build_context(
         total_tokens=total,
         sections=tuple(tokens),
         omitted=tuple(omitted),
-        episodes=tuple(e.episode_id for e in shown),
+        # The whole selection, shown or not (its omissions say which were left out): the
+        # next turn at this revision and epoch re-renders exactly this selection.
+        episodes=tuple(e.episode_id for e in selected) if "episodes" in chosen else (),
         degraded=degraded,
     )
     return Prompt(
