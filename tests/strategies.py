@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from holon import records as r
+from holon.context import Budget
 
 # Text that exercises unicode, newlines and escapes but stays readable in failures.
 text = st.text(
@@ -294,9 +295,10 @@ configs = st.builds(
 
 
 class _Script:
-    """The scripted agent's own bookkeeping (which ids exist, which are open)."""
+    """The scripted agent's own bookkeeping (which ids exist, which are open), and its texts."""
 
-    def __init__(self) -> None:
+    def __init__(self, texts: st.SearchStrategy[str] = text) -> None:
+        self.text = texts
         self.declared: list[str] = []
         self.active: str | None = None
         self.plans: dict[str, tuple[r.PlanStep, ...]] = {}
@@ -313,7 +315,7 @@ class _Script:
 def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> None:
     work = script.active
     if action == "message":
-        live.append(r.Message(role=draw(st.sampled_from(["user", "assistant"])), text=draw(text)))
+        live.append(r.Message(role=draw(st.sampled_from(["user", "assistant"])), text=draw(script.text)))
     elif action in ("tool", "tool_in_flight"):
         call_id = script.new_id("c")
         if draw(st.booleans()):
@@ -329,7 +331,7 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
                     call_id=call_id,
                     tool=tool,
                     status=status,
-                    output=draw(text),
+                    output=draw(script.text),
                     exit_code=0 if status == "ok" else 1,
                     touched_files=touched,
                 )
@@ -340,7 +342,7 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
         live.append(
             r.WorkItem(
                 id=wid,
-                objective=f"objective of {wid}: {draw(text)}",
+                objective=f"objective of {wid}: {draw(script.text)}",
                 state=state,
                 delivery_target=draw(st.none() | st.just(f"PR for {wid}")),
                 scope_constraints=tuple(
@@ -400,19 +402,21 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
         script.running_tasks.append(tid)
     elif action == "task_result" and script.running_tasks:
         tid = script.running_tasks.pop(0)
-        live.append(r.TaskResult(id=tid, status=draw(st.sampled_from(["ok", "error"])), summary=draw(text)))
+        live.append(
+            r.TaskResult(id=tid, status=draw(st.sampled_from(["ok", "error"])), summary=draw(script.text))
+        )
     elif action == "decision":
         live.append(
             r.Decision(
                 id=f"D{draw(st.integers(1, 5))}",
-                text=draw(text),
+                text=draw(script.text),
                 rationale=draw(st.none() | text),
                 work_item_id=draw(st.sampled_from([work, None])),
             )
         )
     elif action == "follow_up":
         fid = script.new_id("F")
-        live.append(r.FollowUp(id=fid, text=draw(text), work_item_id=work))
+        live.append(r.FollowUp(id=fid, text=draw(script.text), work_item_id=work))
         script.open_follow_ups.append(fid)
     elif action == "close_follow_up" and script.open_follow_ups:
         fid = script.open_follow_ups.pop(draw(st.integers(0, len(script.open_follow_ups) - 1)))
@@ -420,23 +424,42 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
     elif action == "brief":
         live.append(
             r.Brief(
-                status=draw(st.sampled_from(["ack", "result", "failure"])), text=draw(text), work_item_id=work
+                status=draw(st.sampled_from(["ack", "result", "failure"])),
+                text=draw(script.text),
+                work_item_id=work,
             )
         )
     elif action == "environment":
         live.append(r.ExecutionEnvironment(workspace="/ws", cwd=draw(paths), branch=draw(short)))
     elif action == "summary":
-        live.append(r.ContextSummary(text=draw(text), source="import"))
+        live.append(r.ContextSummary(text=draw(script.text), source="import"))
     elif action == "orphan":
         live.append(r.WorkItemState(id="never-declared", state="active"))
 
 
+# Inputs, messages and outputs long enough to be truncated, compacted or cleared.
+long_text = st.builds(lambda t, n: " ".join([t] * n), text.filter(str.strip), st.integers(20, 150))
+
+
 @st.composite
-def agent_runs(draw: st.DrawFn, *, max_turns: int = 14, config: ProjectionConfig | None = None) -> AgentRun:
-    """A realistic multi-turn agent run, as the live runtime would have appended it."""
+def agent_runs(
+    draw: st.DrawFn,
+    *,
+    max_turns: int = 14,
+    config: ProjectionConfig | None = None,
+    long_texts: bool = False,
+    open_turn: bool = False,
+) -> AgentRun:
+    """A realistic multi-turn agent run, as the live runtime would have appended it.
+
+    ``long_texts`` mixes in texts of a few hundred to a few thousand characters;
+    ``open_turn`` leaves the last turn open after some actions, as the ledger is when
+    the runtime renders the next model call within a turn (live plan edits, decisions
+    and tool calls not yet in working memory).
+    """
     cfg = config if config is not None else draw(configs)
     live = LiveLedger(cfg)
-    script = _Script()
+    script = _Script(text | long_text if long_texts else text)
     live.append(r.SystemPolicy(text="You are a careful engineer."), in_turn=False)
     for _ in range(draw(st.integers(1, max_turns))):
         # Between turns: waits resolve and tasks rejoin while the agent is idle.
@@ -445,11 +468,69 @@ def agent_runs(draw: st.DrawFn, *, max_turns: int = 14, config: ProjectionConfig
         if script.running_tasks and draw(st.booleans()):
             tid = script.running_tasks.pop(0)
             live.append(r.TaskResult(id=tid, status="ok", summary=f"{tid} finished"), in_turn=False)
-        live.start_turn(draw(st.sampled_from(["user", "wake", "task", "timer"])), draw(st.none() | text))
+        live.start_turn(
+            draw(st.sampled_from(["user", "wake", "task", "timer"])), draw(st.none() | script.text)
+        )
         if draw(st.integers(0, 3)) > 0:
             live.render()
         for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=8)):
             _act(draw, live, script, action)
         outcome = draw(st.sampled_from(["completed", "completed", "waiting", "failed", "interrupted"]))
         live.end_turn(outcome)
+    if open_turn:
+        live.start_turn("user", draw(long_text | text))
+        if draw(st.booleans()):
+            live.render()  # else the last refresh's delta is still pending
+        for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=6)):
+            _act(draw, live, script, action)
     return AgentRun(records=live.records, config=cfg)
+
+
+# --------------------------------------------------------------------------- prompt budgets
+#
+# Budgets drawn around a session's own sizes, so the renderer's interesting branches are
+# hit with meaningful frequency: fixed budgets of 1k-200k against short sessions always
+# fit in full. `pinned` is the session's pinned minimum (what BudgetExceeded reports as
+# `required`), `full` the tokens of its sections at a roomy budget. The renderer keeps
+# one token per section separator off `available`; `separators` says how many.
+
+BUDGET_REGIMES = ("tight", "at the pinned minimum", "below the pinned minimum", "roomy")
+
+
+@st.composite
+def budgets_around(
+    draw: st.DrawFn,
+    pinned: int,
+    full: int,
+    *,
+    separators: int,
+    absolute: st.SearchStrategy[Budget] | None = None,
+) -> tuple[str, Budget]:
+    """A (regime, Budget) pair: between the pinned minimum and the full size, at, below, or above.
+
+    "tight" (between: where sections are compacted, truncated or omitted, and the prompt
+    may be planned jointly) comes first, as Hypothesis draws early choices most often;
+    ``absolute``, when given, is one more regime ("absolute") drawing budgets regardless
+    of the sizes.
+    """
+    regimes = [*BUDGET_REGIMES, *(["absolute"] if absolute is not None else [])]
+    regime = draw(st.sampled_from(regimes))
+    if regime == "absolute":
+        assert absolute is not None
+        return regime, draw(absolute)
+    if regime == "below the pinned minimum":
+        sections = draw(st.integers(max(1, pinned // 3), max(1, pinned - 1)))
+    elif regime == "at the pinned minimum":
+        sections = pinned + draw(st.integers(0, 3))
+    elif regime == "tight":
+        sections = draw(st.integers(pinned, max(pinned, full)))
+    else:
+        sections = draw(st.integers(max(pinned, full), max(pinned, full) * 2))
+    reserve = draw(st.sampled_from([0, 100, 4_000]))
+    budget = Budget(
+        context_window=reserve + separators + sections,
+        output_reserve=reserve,
+        prefix_share=draw(st.sampled_from([0.3, 0.5, 0.8])),
+        episode_share=draw(st.sampled_from([0.0, 0.05, 0.15, 0.3])),
+    )
+    return regime, budget

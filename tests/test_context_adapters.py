@@ -6,15 +6,20 @@ import json
 
 import holon.records as r
 from holon.context import (
+    AssemblyPlan,
     Budget,
+    CacheIdentity,
     ContextInputs,
     CurrentInput,
     Prompt,
+    PromptSection,
     build_context,
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
 )
+from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS
+from holon.context.budget import Stability
 from holon.projections import WorkingMemorySnapshot
 from tests.context_inputs import message
 
@@ -121,3 +126,43 @@ def test_at_most_four_anthropic_breakpoints() -> None:
     count = sum("cache_control" in b for b in request["system"])
     count += sum("cache_control" in c for m in request["messages"] for c in m["content"])
     assert count <= 4
+
+
+def test_more_than_four_breakpoints_keep_the_earliest_four() -> None:
+    def section(name: str, stability: Stability) -> PromptSection:
+        return PromptSection(name=name, stability=stability, text=f"{name} text", tokens=2, breakpoint=True)
+
+    sections = (
+        section("system", "stable"),
+        section("policy", "stable"),
+        section("tools", "stable"),
+        section("working_memory", "agent"),
+        section("episodes", "agent"),
+        section("context_summary", "agent"),
+        section("current_input", "turn"),
+    )
+    prompt = Prompt(
+        sections=sections,
+        identity=CacheIdentity(
+            agent_id="a1",
+            prompt_cache_key="k",
+            working_memory_revision=1,
+            compression_epoch=0,
+            block_hashes={},
+        ),
+        plan=AssemblyPlan(budget=1_000, available=1_000, total_tokens=20, sections=(), omitted=()),
+        estimator="holon-heuristic",
+        render_config={},
+        tools=POLICY.tools,
+    )
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    system = request["system"]
+    # Five system blocks ask for a breakpoint (tools travel in `tools`, not as a block).
+    assert [b["text"] for b in system] == [
+        f"{name} text" for name in ("system", "policy", "working_memory", "episodes", "context_summary")
+    ]
+    marked = ["cache_control" in b for b in system]
+    assert sum(marked) == MAX_ANTHROPIC_BREAKPOINTS == 4
+    # A breakpoint caches the prefix up to it: the earliest ones are kept, the last dropped.
+    assert marked == [True, True, True, True, False]
+    assert all("cache_control" not in c for m in request["messages"] for c in m["content"])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import holon.records as r
 from holon.context import Budget, Candidate, Form, plan_budget
 from holon.errors import BudgetExceeded
 
@@ -30,6 +32,26 @@ def test_pinned_minimum_then_priority_upgrades() -> None:
     assert chosen["queue"].kind == "compact"  # 50 + 200 + 100 > 340, 50 + 200 + 30 fits
     assert chosen["extra"].kind == "omitted" and chosen["extra"].text == ""
     assert sum(f.tokens for f in chosen.values()) <= 340
+
+
+def test_an_omitted_section_reports_why_and_the_refs_it_held() -> None:
+    contents = (
+        r.Omission(section="queue", ref="ledger:7", reason="queued work item w7", tokens=60),
+        r.Omission(section="queue", ref="ledger:9", reason="open wait x", tokens=40),
+    )
+    queue = msgspec.structs.replace(_cand("queue", 1, 50, (100, 80)), contents=contents)
+    chosen = plan_budget([_cand("input", 0, 100, (50,), pinned=True), queue], 100)
+    omitted = chosen["queue"]
+    assert omitted.kind == "omitted" and omitted.text == "" and omitted.tokens == 0
+    assert [o.ref for o in omitted.omissions] == ["ledger:7", "ledger:9"]
+    assert [o.tokens for o in omitted.omissions] == [60, 40]
+    assert all(
+        o.section == "queue" and o.reason.startswith("section did not fit the budget")
+        for o in omitted.omissions
+    )
+    assert "80 tokens" in omitted.omissions[0].reason and "queued work item w7" in omitted.omissions[0].reason
+    # A section that fits reports nothing.
+    assert plan_budget([queue], 100)["queue"].omissions == ()
 
 
 def test_higher_priority_is_served_before_lower() -> None:

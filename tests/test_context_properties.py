@@ -1,35 +1,62 @@
 """Invariants of rendering (DESIGN.md 1, 3, 4, 5) as properties over generated sessions and budgets.
 
-Every prompt fits its budget or BudgetExceeded is raised — and only when the pinned
-minimum cannot fit; pinned sections are present whenever they fit; no tool call is
-rendered without its result; every placeholder's ref restores the original bytes;
+Every prompt fits its budget or BudgetExceeded is raised — exactly when the pinned
+minimum cannot fit, with that minimum as ``required``; pinned sections are present
+whenever they fit; no tool call is rendered without its result; nothing a section would
+show vanishes: it is shown, or reported in the plan with a ref that restores the
+evidence it names (truncated items byte for byte), and every placeholder's refs restore;
 unchanged revision + epoch means a byte-identical cacheable prefix and an equal key;
 rendering is deterministic across processes.
+
+Budgets are drawn around each session's own pinned minimum and full size
+(``tests.strategies.budgets_around``), so BudgetExceeded, joint ("degraded") planning
+and compact, truncated and omitted forms all occur; ``pytest --hypothesis-show-statistics``
+lists how often.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.context import Budget, Prompt, RenderConfig, build_context, get_estimator, restore_bytes
+from holon.context import (
+    Budget,
+    EpisodeIndex,
+    Prompt,
+    RefSource,
+    RenderConfig,
+    build_context,
+    get_estimator,
+    inputs_from_state,
+    restore,
+    restore_bytes,
+)
 from holon.context.sections import SECTION_ORDER
-from holon.errors import BudgetExceeded
-from holon.projections import apply
+from holon.errors import BudgetExceeded, RefNotFound
+from holon.projections import ProjectionState, apply, initial_state
 from tests.context_session import AGENT, CONSTRAINT, Session, run_session
+from tests.strategies import AgentRun, agent_runs, budgets_around
 
 ROOT = Path(__file__).resolve().parent.parent
+SEPARATORS = len(SECTION_ORDER)
 _CLEARED = re.compile(r"\[tool result cleared: (\S+) call (\S+), ([\d,]+) bytes — restore with ref (\S+)\]")
 _ANY_REF = re.compile(r"restore with ref ((?:ledger|blob|episode):[0-9a-f]+)")
+_REF = re.compile(r"(?:ledger|blob|episode):[0-9a-f]+")
+_MESSAGE_CUT = re.compile(r"\[message truncated: ([\d,]+) chars — restore with ref (\S+)\]")
+_INPUT_CUT = re.compile(r"\[input truncated: ([\d,]+) of ([\d,]+) chars not shown — restore with ref (\S+)\]")
+_BLOB = re.compile(r"\[output stored as blob, ([\d,]+) bytes — restore with ref (\S+)\]")
+_ENTRY = re.compile(r"\b(decision|follow-up|work item|open wait|arguments of|result of|file) (\S+)")
 
 budgets = st.integers(1_000, 200_000).flatmap(
     lambda w: st.builds(Budget, context_window=st.just(w), output_reserve=st.integers(0, w // 4))
@@ -40,6 +67,9 @@ configs = st.builds(
     tool_result_max_tokens=st.integers(50, 3000),
     clear_batch_tokens=st.integers(0, 3000),
     protected_tools=st.sampled_from([(), ("read_file",)]),
+    # Small caps truncate messages, arguments and the current input too.
+    message_max_tokens=st.sampled_from([5, 40, 2000]),
+    preview_chars=st.sampled_from([0, 20, 300]),
 )
 _SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _sessions: dict[tuple[int, int], Session] = {}
@@ -52,6 +82,40 @@ def _session(turns: int, seed: int) -> Session:
     if key not in _sessions:
         _sessions[key] = run_session(turns, Budget(context_window=64_000, output_reserve=4_000), seed=seed)
     return _sessions[key]
+
+
+class _Records:
+    """A RefSource over a generated run's records (no blobs: outputs are inline)."""
+
+    def __init__(self, records: list[r.Record], state: ProjectionState) -> None:
+        self.records = records
+        self.archive = state.memory.archive
+
+    def record(self, seq: int) -> r.Record:
+        if not 0 <= seq < len(self.records):
+            raise RefNotFound(f"ledger:{seq}")
+        return self.records[seq]
+
+    def blob(self, blob_hash: str) -> bytes:
+        raise RefNotFound(f"blob:{blob_hash}")
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        return self.archive.get(episode_id)
+
+
+def _sizes(
+    state: ProjectionState, config: RenderConfig, index: EpisodeIndex | None = None
+) -> tuple[int, int]:
+    """The pinned minimum (as BudgetExceeded reports it) and the full non-history size."""
+    try:
+        build_context(state, Budget(context_window=SEPARATORS + 1), config, agent_id=AGENT, index=index)
+    except BudgetExceeded as exc:
+        pinned = exc.required
+    else:
+        pinned = 1
+    roomy = build_context(state, Budget(context_window=10_000_000), config, agent_id=AGENT, index=index)
+    full = sum(s.tokens + 1 for s in roomy.sections if s.name != "history")
+    return pinned, full
 
 
 def _check_pairs(prompt: Prompt) -> None:
@@ -81,30 +145,213 @@ def _check_refs(prompt: Prompt, session: Session) -> None:
         assert restore_bytes(omission.ref, session) is not None
 
 
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _check_evidence(omission: r.Omission, source: RefSource, state: ProjectionState) -> None:
+    """The ref of an omission restores to the evidence it names (not just to something)."""
+    found = restore(omission.ref, source)
+    if isinstance(found, bytes):  # a blob: only a cleared tool output is stored as one
+        assert "tool result" in omission.reason
+        return
+    if isinstance(found, r.ContextEpisodeRecord):
+        assert omission.section == "episodes" and f"episode {found.episode_id}" in omission.reason
+        return
+    line = r.encode_json_record(found).decode()
+    reason = omission.reason
+    if "plan steps" in reason:
+        assert isinstance(found.body, r.WorkPlan)
+    elif "delta lines" in reason:
+        assert found.body == state.memory.pending
+    elif "work summary" in reason:
+        assert isinstance(found.body, r.WorkItem | r.WorkItemState)
+    elif "legacy summary" in reason:
+        assert isinstance(found.body, r.ContextSummary)
+    elif omission.section == "current_input" and "over its cap" in reason:
+        assert isinstance(found.body, r.TurnStarted | r.Message)
+    elif "message over its cap" in reason:
+        assert isinstance(found.body, r.Message)
+    elif "tool result" in reason:
+        assert isinstance(found.body, r.ToolResult)
+    elif (match := _ENTRY.search(reason)) is not None:
+        # The entry's id (or path) is in the record it names.
+        assert json.dumps(match.group(2))[1:-1] in line, (omission, line)
+    else:
+        assert omission.section == "history" and reason in (
+            "history over budget",
+            "before the history anchor",
+        ), omission
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check_complete(prompt: Prompt, state: ProjectionState) -> None:
+    """Nothing vanishes: every entry a section would show in full is shown, or reported by ref.
+
+    (Recent history has its own checks in test_context_history.)
+    """
+    inputs = inputs_from_state(state, agent_id=AGENT)
+    omitted = {o.ref for o in prompt.plan.omitted}
+
+    def text_of(name: str) -> str:
+        section = prompt.section(name)
+        return _flat(section.text) if section is not None else ""
+
+    def shown_or_omitted(what: str, text: str, *refs: str) -> None:
+        assert _flat(what) in text or any(ref in omitted for ref in refs), (what, refs)
+
+    s = inputs.snapshot
+    if not s.empty:
+        memory = text_of("working_memory")
+        for d in s.decisions:
+            shown_or_omitted(f"decision {d.id}: {d.text}", memory, f"ledger:{d.seq}")
+            if d.rationale:
+                shown_or_omitted(d.rationale, memory, f"ledger:{d.seq}")
+        for f in s.follow_ups:
+            shown_or_omitted(f"follow-up {f.id}: {f.text}", memory, f"ledger:{f.seqs[-1]}")
+        for file in s.files:
+            shown_or_omitted(file.path, memory, f"ledger:{file.seq}")
+        if s.work_summary:
+            shown_or_omitted(s.work_summary, memory, *(f"ledger:{seq}" for seq in s.work_item_seqs))
+        for step in s.plan:
+            shown_or_omitted(f"{step.id}: {step.text}", memory, f"ledger:{s.plan_seq}")
+        for wait in s.waiting_on:
+            assert _flat(wait.waiting_on) in memory
+    if inputs.pending_delta is not None:
+        delta = text_of("pending_delta")
+        reported = any(o.section == "pending_delta" for o in prompt.plan.omitted)
+        assert all(_flat(line) in delta for line in inputs.pending_delta.lines) or reported
+    active = text_of("active_work")
+    if inputs.plan is not None and "unchanged since working memory" not in active:
+        for step in inputs.plan.steps:
+            shown_or_omitted(f"{step.id}: {step.text}", active, f"ledger:{inputs.plan.seq}")
+    queue = text_of("queue")
+    for item in (*inputs.suspended, *inputs.queued, *inputs.waiting):
+        shown_or_omitted(f"{item.id}: {item.objective}", queue, f"ledger:{item.declared_seq}")
+    for item in inputs.suspended:
+        for constraint in item.scope_constraints:
+            shown_or_omitted(constraint, queue, f"ledger:{item.declared_seq}")
+    for wait in inputs.open_waits:
+        shown_or_omitted(f"{wait.waiting_on}", queue, f"ledger:{wait.seq}")
+        if wait.resume_hint:
+            shown_or_omitted(wait.resume_hint, queue, f"ledger:{wait.seq}")
+    episodes = text_of("episodes")
+    for episode_id in prompt.plan.episodes:
+        shown_or_omitted(f"episode:{episode_id} (", episodes, f"episode:{episode_id}")
+    if inputs.current_input is not None and inputs.current_input.seq is not None:
+        shown_or_omitted(
+            inputs.current_input.text, text_of("current_input"), f"ledger:{inputs.current_input.seq}"
+        )
+
+
+def _check_prompt(
+    prompt: Prompt, state: ProjectionState, source: RefSource, budget: Budget, config: RenderConfig
+) -> None:
+    """Every invariant a rendered prompt keeps, whatever its budget."""
+    # 1. It fits.
+    assert prompt.total_tokens <= budget.available
+    assert get_estimator(config.estimator).count(prompt.text) <= budget.available
+    # 2. Every pinned section is there (when its minimum does not fit, rendering raises).
+    runtime, memory = state.runtime, state.memory
+    policy = runtime.policy.policy if runtime.policy is not None else None
+    pinned = {"active_work", "current_input"}
+    if policy is not None and policy.text:
+        pinned.add("system")
+    if policy is not None and policy.tools:
+        pinned.add("tools")
+    if not memory.snapshot.empty:
+        pinned.add("working_memory")
+    if memory.pending is not None:
+        pinned.add("pending_delta")
+    assert pinned <= {s.name for s in prompt.sections}, pinned - {s.name for s in prompt.sections}
+    _check_pairs(prompt)
+    _check_complete(prompt, state)
+    # 3. Every omission restores, to the evidence it names.
+    evicted = set(prompt.plan.evicted_refs)
+    for omission in prompt.plan.omitted:
+        _check_evidence(omission, source, state)
+    # 4. Every placeholder's refs restore and are reported in the plan. (Recent history
+    # shows a blob-stored output's preview with the blob's ref, but does not report it.)
+    for line in prompt.text.splitlines():
+        if "restore with ref" not in line:
+            continue
+        refs = _REF.findall(line.split("restore with ref", 1)[1])
+        assert refs, line
+        for ref in refs:
+            restore(ref, source)
+            assert ref in evicted or _BLOB.search(line), (ref, line)
+    # 5. Truncated items restore byte for byte to the original evidence.
+    for size, ref in _MESSAGE_CUT.findall(prompt.text):
+        original = restore_bytes(ref, source).decode()
+        assert len(original) == _number(size) and original[: config.preview_chars * 2] in prompt.text
+    for hidden, size, ref in _INPUT_CUT.findall(prompt.text):
+        original = restore_bytes(ref, source).decode()
+        keep = (_number(size) - _number(hidden)) // 2
+        section = prompt.section("current_input")
+        assert len(original) == _number(size) and section is not None
+        assert original[:keep] in section.text and original[len(original) - keep :] in section.text
+    for size, ref in _BLOB.findall(prompt.text):
+        assert len(restore_bytes(ref, source)) == _number(size)
+    # What was exercised.
+    if prompt.plan.degraded:
+        event("degraded: the whole prompt planned jointly")
+    for planned in prompt.plan.sections:
+        if planned.form != "full":
+            event(f"{planned.section} {planned.form}")
+    if any("section did not fit the budget" in o.reason for o in prompt.plan.omitted):
+        event("a section omitted by the planner")
+
+
+def _check_threshold(
+    state: ProjectionState,
+    budget: Budget,
+    config: RenderConfig,
+    exc: BudgetExceeded,
+    index: EpisodeIndex | None = None,
+) -> None:
+    """BudgetExceeded's numbers are exact: the pinned minimum renders; one token less raises."""
+    assert exc.available == budget.available - SEPARATORS
+    assert exc.required > exc.available
+    assert str(exc.required) in str(exc) and str(exc.available) in str(exc)
+    window = budget.output_reserve + SEPARATORS + exc.required
+    at = msgspec.structs.replace(budget, context_window=window)
+    prompt = build_context(state, at, config, agent_id=AGENT, index=index)
+    assert prompt.total_tokens <= at.available
+    # At exactly the minimum, the prompt is the pinned sections in their minimum forms.
+    assert sum(s.tokens for s in prompt.sections) == exc.required
+    with pytest.raises(BudgetExceeded) as below:
+        below_budget = msgspec.structs.replace(budget, context_window=window - 1)
+        build_context(state, below_budget, config, agent_id=AGENT, index=index)
+    assert below.value.required == exc.required
+
+
 @_SETTINGS
-@given(st.integers(6, 30), st.integers(0, 3), budgets, configs)
+@given(st.integers(6, 30), st.integers(0, 3), configs, st.data())
 def test_every_prompt_fits_or_fails_loudly(
-    turns: int, seed: int, budget: Budget, config: RenderConfig
+    turns: int, seed: int, config: RenderConfig, data: st.DataObject
 ) -> None:
     session = _session(turns, seed)
     state = session.live.state
+    pinned, full = _sizes(state, config, session.index)
+    # Fixed budgets as before, and budgets drawn around this session's own sizes.
+    regime, budget = data.draw(
+        budgets_around(pinned, full, separators=SEPARATORS, absolute=budgets), label="budget"
+    )
+    event(regime)
     try:
         prompt = build_context(state, budget, config, agent_id=AGENT, index=session.index)
     except BudgetExceeded as exc:
-        assert exc.required > exc.available
-        # ...and only because the pinned minimum does not fit: with room for it, rendering works.
-        roomy = Budget(
-            context_window=budget.output_reserve + exc.required + len(SECTION_ORDER),
-            output_reserve=budget.output_reserve,
-        )
-        build_context(state, roomy, config, agent_id=AGENT, index=session.index)
+        event("raised BudgetExceeded")
+        assert exc.required == pinned
+        _check_threshold(state, budget, config, exc, session.index)
         return
-    assert prompt.total_tokens <= budget.available
-    assert get_estimator(config.estimator).count(prompt.text) <= budget.available
-    # Pinned sections are present.
+    assert budget.available - SEPARATORS >= pinned
+    _check_prompt(prompt, state, session, budget, config)
+    # The planted facts survive any form: the constraint, the active item, its open steps.
     text = prompt.text
-    for name in ("working_memory", "active_work", "current_input"):
-        assert prompt.section(name) is not None, name
     assert CONSTRAINT in text
     runtime = state.runtime
     active = runtime.active_work_item
@@ -114,10 +361,29 @@ def test_every_prompt_fits_or_fails_loudly(
         for step in plan.steps if plan is not None else ():
             if step.status not in ("done", "skipped"):
                 assert step.text in text
-    if state.memory.pending is not None:
-        assert prompt.section("pending_delta") is not None
-    _check_pairs(prompt)
     _check_refs(prompt, session)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(agent_runs(max_turns=10, long_texts=True, open_turn=True), configs, st.data())
+def test_every_form_names_what_it_left_out(run: AgentRun, config: RenderConfig, data: st.DataObject) -> None:
+    # Generated runs have many decisions, follow-ups, queued items and waits: the compact
+    # and truncated forms of working memory and the queue really drop entries.
+    state = initial_state(run.config)
+    for record in run.records:
+        state = apply(state, record)
+    source = _Records(run.records, state)
+    pinned, full = _sizes(state, config)
+    regime, budget = data.draw(budgets_around(pinned, full, separators=SEPARATORS), label="budget")
+    event(regime)
+    try:
+        prompt = build_context(state, budget, config, agent_id=AGENT)
+    except BudgetExceeded as exc:
+        event("raised BudgetExceeded")
+        assert exc.required == pinned
+        _check_threshold(state, budget, config, exc)
+        return
+    _check_prompt(prompt, state, source, budget, config)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -181,15 +447,15 @@ def test_rendering_is_deterministic_across_processes() -> None:
     assert outputs[0] == outputs[1] and len(outputs[0]) == 64
 
 
-@pytest.mark.parametrize("window", [1_000, 1_200])
-def test_tiny_budgets_raise_with_numbers(window: int) -> None:
-    session = _session(12, 1)
-    try:
-        prompt = build_context(
-            session.live.state, Budget(context_window=window, output_reserve=window // 2), agent_id=AGENT
-        )
-    except BudgetExceeded as exc:
-        assert exc.available < exc.required
-        assert str(exc.required) in str(exc)
-    else:
-        assert prompt.total_tokens <= window - window // 2
+@pytest.mark.parametrize("reserve", [0, 500])
+@pytest.mark.parametrize("short", [1, 100])
+def test_tiny_budgets_raise_with_numbers(reserve: int, short: int) -> None:
+    state = _session(12, 1).live.state
+    pinned, _ = _sizes(state, RenderConfig())
+    assert pinned > short
+    budget = Budget(context_window=reserve + SEPARATORS + pinned - short, output_reserve=reserve)
+    with pytest.raises(BudgetExceeded) as info:
+        build_context(state, budget, agent_id=AGENT)
+    assert (info.value.available, info.value.required) == (pinned - short, pinned)
+    assert f"need {pinned} tokens but only {pinned - short} are available" in str(info.value)
+    _check_threshold(state, budget, RenderConfig(), info.value)

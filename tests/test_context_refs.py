@@ -8,8 +8,10 @@ import blake3
 import pytest
 
 import holon.records as r
-from holon.context import parse_ref, restore, restore_bytes
+from holon.context import Budget, build_context, parse_ref, restore, restore_bytes
 from holon.errors import InvalidRef, RefNotFound
+from holon.projections import WorkingMemorySnapshot
+from tests.context_inputs import inputs
 
 DATA = b"large tool output\n" * 100
 DIGEST = blake3.blake3(DATA).hexdigest()
@@ -83,3 +85,21 @@ def test_missing_or_tampered_targets_are_named() -> None:
 
     with pytest.raises(RefNotFound, match="does not hash"):
         restore(f"blob:{DIGEST}", Tampered())
+
+
+def test_a_truncated_legacy_summary_restores_to_its_text() -> None:
+    text = "Earlier we moved the importer to streaming reads; " * 120 + "done — é"
+    summary = r.ContextSummary(text=text, source="claude-code")
+
+    class WithSummary(Source):
+        records: ClassVar[list[r.Record]] = [*Source.records, r.Record(body=summary, ts=4, seq=3)]
+
+    prompt = build_context(
+        inputs(snapshot=WorkingMemorySnapshot(), context_summary=summary, context_summary_seq=3),
+        Budget(context_window=1_200),
+    )
+    section = prompt.section("context_summary")
+    assert section is not None and section.form == "truncated"
+    assert "restore with ref ledger:3]" in section.text
+    [omission] = prompt.plan.omitted
+    assert restore_bytes(omission.ref, WithSummary()) == text.encode()

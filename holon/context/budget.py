@@ -11,7 +11,9 @@ allowance:
    is omitted.
 
 The outcome depends only on the set of candidates, never on the order they were
-passed in, and each choice is reported with the reason.
+passed in. Every form carries what it leaves out (:class:`~holon.records.Omission`:
+section, ref, reason, tokens); a section the planner drops entirely gets an ``omitted``
+form whose omissions name everything it would have shown, with the reason.
 """
 
 from __future__ import annotations
@@ -60,7 +62,11 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Form(msgspec.Struct, frozen=True, kw_only=True):
-    """One rendering of a section: its kind, text, token count and what it left out."""
+    """One rendering of a section: its kind, text, token count and what it left out.
+
+    ``omissions`` names, with the ref that restores it, everything this form shortens or
+    drops compared with the section's full content.
+    """
 
     kind: FormKind
     text: str
@@ -69,7 +75,12 @@ class Form(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
-    """A section offered to the planner: forms best first; pinned ones never drop below their last."""
+    """A section offered to the planner: forms best first; pinned ones never drop below their last.
+
+    ``contents`` lists what the section would show, one entry per ref (``reason`` says
+    what the entry is, ``tokens`` what it costs): if the planner omits the section, these
+    are reported as its omissions, with the planner's reason.
+    """
 
     name: str
     order: int
@@ -77,6 +88,7 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     priority: int
     pinned: bool
     forms: tuple[Form, ...]
+    contents: tuple[r.Omission, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.forms:
@@ -87,15 +99,26 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _omitted(candidate: Candidate) -> Form:
-    return Form(kind="omitted", text="", tokens=0)
+    smallest = candidate.forms[-1].tokens
+    reason = f"section did not fit the budget (needs {smallest} tokens at its smallest)"
+    return Form(
+        kind="omitted",
+        text="",
+        tokens=0,
+        omissions=tuple(
+            msgspec.structs.replace(o, section=candidate.name, reason=f"{reason}: {o.reason}")
+            for o in candidate.contents
+        ),
+    )
 
 
 def plan_budget(candidates: Iterable[Candidate], allowance: int, *, what: str = "prompt") -> dict[str, Form]:
     """Choose a form for every candidate within ``allowance`` tokens.
 
-    Returns section name → chosen form (kind ``omitted`` with empty text for a dropped
-    section). Raises :class:`BudgetExceeded` when the pinned minimums exceed the
-    allowance.
+    Returns section name → chosen form. A dropped section gets kind ``omitted``: empty
+    text, no tokens, and as its omissions the candidate's ``contents`` with the reason
+    (the section did not fit). Raises :class:`BudgetExceeded` when the pinned minimums
+    exceed the allowance.
     """
     ordered = sorted(candidates, key=lambda c: (-c.priority, c.order, c.name))
     names = [c.name for c in ordered]

@@ -2,8 +2,9 @@
 
 Every omission, truncation or cleared tool result in a prompt names a ref:
 
-- ``ledger:<seq>`` — the record at that seq (a cleared inline tool output restores to
-  the record's ``output``; anything else to its canonical JSONL line);
+- ``ledger:<seq>`` — the record at that seq (a cleared tool output restores to the
+  output, a truncated message, input or legacy summary to its text; anything else to
+  its canonical JSONL line);
 - ``blob:<hash>`` — a blob in the content-addressed store (lowercase blake3 hex);
 - ``episode:<id>`` — an archived :class:`~holon.records.ContextEpisodeRecord`.
 
@@ -111,9 +112,9 @@ def restore(ref: str, source: RefSource) -> r.Record | bytes | r.ContextEpisodeR
 def restore_bytes(ref: str, source: RefSource) -> bytes:
     """The original bytes behind a ref, as a placeholder promises them.
 
-    A tool result restores to its output (inline, or the blob it points to); a message
-    or brief to its text; any other record to its canonical JSONL line; an episode to
-    its JSON encoding; a blob to its content.
+    A tool result restores to its output (inline, or the blob it points to); a message,
+    brief or legacy summary to its text; a turn's input to the input; any other record
+    to its canonical JSONL line; an episode to its JSON encoding; a blob to its content.
     """
     found = restore(ref, source)
     if isinstance(found, bytes):
@@ -125,7 +126,7 @@ def restore_bytes(ref: str, source: RefSource) -> bytes:
         if body.blob is not None and not body.output:
             return restore_bytes(blob_ref(body.blob.hash), source)
         return body.output.encode()
-    if isinstance(body, r.Message | r.Brief):
+    if isinstance(body, r.Message | r.Brief | r.ContextSummary):
         return body.text.encode()
     if isinstance(body, r.TurnStarted) and body.input is not None:
         return body.input.encode()

@@ -330,14 +330,10 @@ def build_context(
         if form is None:
             continue
         tokens.append(r.SectionTokens(section=name, tokens=form.tokens, form=form.kind))
+        omitted.extend(form.omissions)
         if form.kind == "omitted":
             continue
-        omitted.extend(form.omissions)
         sections.append(_section(name, form))
-    if "episodes" in chosen and chosen["episodes"].kind != "omitted":
-        shown = [e for e in selected if f"episode:{e.episode_id} " in chosen["episodes"].text]
-    else:
-        shown = []
     # Mark cache breakpoints (four at most, Anthropic's limit): after the last Stable and
     # the last AgentScoped section (they change with the revision and the epoch), after
     # the history (the next turn's prompt extends it while its anchor holds) and at the
@@ -371,7 +367,9 @@ def build_context(
         total_tokens=total,
         sections=tuple(tokens),
         omitted=tuple(omitted),
-        episodes=tuple(e.episode_id for e in shown),
+        # The whole selection, shown or not (its omissions say which were left out): the
+        # next turn at this revision and epoch re-renders exactly this selection.
+        episodes=tuple(e.episode_id for e in selected) if "episodes" in chosen else (),
         degraded=degraded,
         history=history.anchor,
     )

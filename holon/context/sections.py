@@ -97,6 +97,13 @@ _PINNED: Final = frozenset(
     {"system", "tools", "working_memory", "pending_delta", "active_work", "current_input"}
 )
 
+# What the compact forms keep: working memory's first files, decisions and follow-ups,
+# and the first lines of a pending delta. The rest is named by ref in a placeholder.
+_COMPACT_FILES: Final = 6
+_COMPACT_DECISIONS: Final = 4
+_COMPACT_FOLLOW_UPS: Final = 3
+_COMPACT_DELTA_LINES: Final = 3
+
 _MARK: Final = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "blocked": "[!]", "skipped": "[-]"}
 
 
@@ -105,11 +112,13 @@ def _form(kind: FormKind, lines: Sequence[str], count: Counter, omissions: Seque
     return Form(kind=kind, text=text, tokens=count(text), omissions=tuple(omissions))
 
 
-def _candidate(name: str, forms: Sequence[Form]) -> Candidate:
-    # Identical consecutive forms add nothing; keep the shorter tail only when it differs.
+def _candidate(name: str, forms: Sequence[Form], contents: Sequence[r.Omission] = ()) -> Candidate:
+    # A shorter form is worth offering only when it is smaller: an identical one adds
+    # nothing, and one whose placeholders cost more than what it drops never fits where
+    # the better form did not (and would inflate a pinned minimum).
     kept: list[Form] = []
     for f in forms:
-        if not kept or f.text != kept[-1].text:
+        if not kept or (f.text != kept[-1].text and f.tokens < kept[-1].tokens):
             kept.append(f)
     return Candidate(
         name=name,
@@ -118,12 +127,18 @@ def _candidate(name: str, forms: Sequence[Form]) -> Candidate:
         priority=SECTION_PRIORITY[name],
         pinned=name in _PINNED,
         forms=tuple(kept),
+        contents=tuple(contents),
     )
 
 
-def _clip(text: str, limit: int) -> str:
+def _clipped(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` on one line, cut to ``limit`` characters; and whether anything was cut."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return (flat, False) if len(flat) <= limit else (flat[: limit - 1] + "…", True)
+
+
+def _clip(text: str, limit: int) -> str:
+    return _clipped(text, limit)[0]
 
 
 def _refs(*seqs: int | None) -> str:
@@ -157,21 +172,49 @@ def tools_candidate(policy: r.SystemPolicy | None, count: Counter) -> Candidate 
 # --------------------------------------------------------------------------- AgentScoped
 
 
-def _plan_lines(snapshot: WorkingMemorySnapshot, *, collapse_done: bool) -> list[str]:
+def _not_shown(n: int, noun: str, refs: Sequence[str], *, more: bool) -> str:
+    """The placeholder for entries a form leaves out: how many, and the refs that restore them."""
+    nouns = noun if n == 1 else f"{noun}s"
+    what = f"+{n} more {nouns}" if more else f"{n} {nouns} not shown"
+    return f"({what} — restore with ref {', '.join(dict.fromkeys(refs))})"
+
+
+def _plan_lines(
+    snapshot: WorkingMemorySnapshot, count: Counter, *, collapse_done: bool
+) -> tuple[list[str], list[r.Omission]]:
     if snapshot.plan_seq is None:
-        return []
-    lines = [f"plan: {_refs(snapshot.plan_seq)}"]
-    done = 0
+        return [], []
+    ref = ledger_ref(snapshot.plan_seq)
+    lines = [f"plan: [{ref}]"]
+    omissions: list[r.Omission] = []
+    hidden: list[str] = []
     for step in snapshot.plan:
+        line = f"  {_MARK[step.status]} {step.id}: {step.text}"
         if collapse_done and step.status in ("done", "skipped"):
-            done += 1
+            hidden.append(line)
             continue
-        lines.append(f"  {_MARK[step.status]} {step.id}: {step.text}")
-    if done:
-        lines.append(f"  ({done} finished steps not shown)")
+        lines.append(line)
+    if hidden:
+        lines.append(f"  ({len(hidden)} finished steps not shown — restore with ref {ref})")
+        omissions.append(
+            r.Omission(
+                section="working_memory",
+                ref=ref,
+                reason=f"{len(hidden)} finished plan steps collapsed",
+                tokens=count("\n".join(hidden)),
+            )
+        )
     if snapshot.plan_omitted:
-        lines.append(f"  (+{snapshot.plan_omitted} steps not shown)")
-    return lines
+        # Dropped by the snapshot's plan cap (every form): the plan record has them all.
+        lines.append(f"  (+{snapshot.plan_omitted} steps not shown — restore with ref {ref})")
+        omissions.append(
+            r.Omission(
+                section="working_memory",
+                ref=ref,
+                reason=f"{snapshot.plan_omitted} plan steps over the working-memory cap",
+            )
+        )
+    return lines, omissions
 
 
 def _core_lines(s: WorkingMemorySnapshot) -> list[str]:
@@ -195,62 +238,135 @@ def _wait_lines(s: WorkingMemorySnapshot) -> list[str]:
     ]
 
 
+def _summary_dropped(s: WorkingMemorySnapshot, count: Counter) -> tuple[list[str], list[r.Omission]]:
+    """The placeholder and omissions for a work summary a shorter form leaves out."""
+    if not s.work_summary:
+        return [], []
+    # The summary is on the work item's declaration, one of its (at most two) seqs.
+    refs = [ledger_ref(seq) for seq in s.work_item_seqs]
+    if not refs:
+        return ["(work summary not shown — see `holon memory`)"], []
+    tokens = count(s.work_summary)
+    omissions = [
+        r.Omission(section="working_memory", ref=ref, reason="work summary not shown", tokens=tokens)
+        for ref in refs
+    ]
+    return [f"(work summary not shown — restore with ref {', '.join(refs)})"], omissions
+
+
 def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
-    """Working memory at the current revision; the minimum keeps work, scope, plan and waits."""
+    """Working memory at the current revision; the minimum keeps work, scope, plan and waits.
+
+    The compact form collapses finished plan steps and keeps at most 6 files, 4 decisions
+    (clipped, without rationale) and 3 follow-ups (clipped); the truncated form keeps only
+    the work item, scope, open plan steps and waits. Whatever a form leaves out is named
+    in a placeholder line with the refs that restore it, and reported as its omissions.
+    """
     s = inputs.snapshot
     if s.empty:
         return None
     header = f"## Working memory (revision {inputs.working_memory_revision})"
+    section = "working_memory"
     core = _core_lines(s)
     if s.work_summary:
         core.append(f"summary: {s.work_summary}")
-    files = [f"{f.path} {_refs(f.seq)}" for f in s.files]
-    full = [header, *core, *_plan_lines(s, collapse_done=False)]
-    if files:
-        full.append("files: " + ", ".join(files))
-    full.extend(
+    file_lines = [f"{f.path} {_refs(f.seq)}" for f in s.files]
+    decision_lines = [
         f"decision {d.id}: {d.text}"
         + (f" — because {d.rationale}" if d.rationale else "")
         + f" {_refs(d.seq)}"
         for d in s.decisions
-    )
-    full.extend(f"follow-up {f.id}: {f.text} {_refs(*f.seqs)}" for f in s.follow_ups)
+    ]
+    follow_up_lines = [f"follow-up {f.id}: {f.text} {_refs(*f.seqs)}" for f in s.follow_ups]
+    plan_full, plan_full_omitted = _plan_lines(s, count, collapse_done=False)
+    full = [header, *core, *plan_full]
+    if file_lines:
+        full.append("files: " + ", ".join(file_lines))
+    full.extend(decision_lines)
+    full.extend(follow_up_lines)
     full.extend(_wait_lines(s))
 
-    compact = [header, *_core_lines(s), *_plan_lines(s, collapse_done=True)]
-    if s.files:
-        compact.append(
-            "files: " + ", ".join(f.path for f in s.files[:6]) + (" …" if len(s.files) > 6 else "")
+    # What dropping each entry loses: its ref and the tokens of its full line.
+    file_drops = [
+        r.Omission(
+            section=section, ref=ledger_ref(f.seq), reason=f"file {f.path} not shown", tokens=count(line)
         )
-    compact.extend(f"decision {d.id}: {_clip(d.text, 100)} {_refs(d.seq)}" for d in s.decisions[:4])
-    compact.extend(f"follow-up {f.id}: {_clip(f.text, 80)}" for f in s.follow_ups[:3])
+        for f, line in zip(s.files, file_lines, strict=True)
+    ]
+    decision_drops = [
+        r.Omission(
+            section=section, ref=ledger_ref(d.seq), reason=f"decision {d.id} not shown", tokens=count(line)
+        )
+        for d, line in zip(s.decisions, decision_lines, strict=True)
+    ]
+    follow_up_drops = [
+        r.Omission(
+            section=section,
+            ref=ledger_ref(f.seqs[-1]),
+            reason=f"follow-up {f.id} not shown",
+            tokens=count(line),
+        )
+        for f, line in zip(s.follow_ups, follow_up_lines, strict=True)
+    ]
+    summary_lines, summary_drops = _summary_dropped(s, count)
+    plan_short, plan_short_omitted = _plan_lines(s, count, collapse_done=True)
+
+    compact = [header, *_core_lines(s), *summary_lines, *plan_short]
+    compact_omitted = [*summary_drops, *plan_short_omitted]
+    if s.files:
+        line = "files: " + ", ".join(f.path for f in s.files[:_COMPACT_FILES])
+        if len(s.files) > _COMPACT_FILES:
+            rest = file_drops[_COMPACT_FILES:]
+            line += " " + _not_shown(len(rest), "file", [o.ref for o in rest], more=True)
+            compact_omitted.extend(rest)
+        compact.append(line)
+    for d, full_line in zip(s.decisions[:_COMPACT_DECISIONS], decision_lines, strict=False):
+        text, clipped = _clipped(d.text, 100)
+        compact.append(f"decision {d.id}: {text} {_refs(d.seq)}")
+        if clipped or d.rationale:
+            shortened = "clipped" if clipped else "rationale not shown"
+            compact_omitted.append(
+                r.Omission(
+                    section=section,
+                    ref=ledger_ref(d.seq),
+                    reason=f"decision {d.id} shortened ({shortened})",
+                    tokens=max(0, count(full_line) - count(compact[-1])),
+                )
+            )
+    if len(s.decisions) > _COMPACT_DECISIONS:
+        rest = decision_drops[_COMPACT_DECISIONS:]
+        compact.append(_not_shown(len(rest), "decision", [o.ref for o in rest], more=True))
+        compact_omitted.extend(rest)
+    for f, full_line in zip(s.follow_ups[:_COMPACT_FOLLOW_UPS], follow_up_lines, strict=False):
+        text, clipped = _clipped(f.text, 80)
+        compact.append(f"follow-up {f.id}: {text} {_refs(f.seqs[-1])}")
+        if clipped:
+            compact_omitted.append(
+                r.Omission(
+                    section=section,
+                    ref=ledger_ref(f.seqs[-1]),
+                    reason=f"follow-up {f.id} shortened (clipped)",
+                    tokens=max(0, count(full_line) - count(compact[-1])),
+                )
+            )
+    if len(s.follow_ups) > _COMPACT_FOLLOW_UPS:
+        rest = follow_up_drops[_COMPACT_FOLLOW_UPS:]
+        compact.append(_not_shown(len(rest), "follow-up", [o.ref for o in rest], more=True))
+        compact_omitted.extend(rest)
     compact.extend(_wait_lines(s))
 
-    dropped: list[r.Omission] = [
-        r.Omission(section="working_memory", ref=ledger_ref(d.seq), reason=f"decision {d.id} not shown")
-        for d in s.decisions
-    ]
-    dropped.extend(
-        r.Omission(section="working_memory", ref=ledger_ref(f.seqs[-1]), reason=f"follow-up {f.id} not shown")
-        for f in s.follow_ups
-        if f.seqs
-    )
-    dropped.extend(
-        r.Omission(section="working_memory", ref=ledger_ref(f.seq), reason=f"file {f.path} not shown")
-        for f in s.files
-    )
-    truncated = [header, *_core_lines(s), *_plan_lines(s, collapse_done=True), *_wait_lines(s)]
-    if dropped:
-        truncated.append(
-            f"[working memory truncated: {len(s.decisions)} decisions, {len(s.follow_ups)} follow-ups, "
-            f"{len(s.files)} files not shown — restore with ref {dropped[0].ref} …, or `holon get`]"
-        )
+    truncated = [header, *_core_lines(s), *summary_lines, *plan_short, *_wait_lines(s)]
+    truncated_omitted = [*summary_drops, *plan_short_omitted]
+    for noun, drops in (("decision", decision_drops), ("follow-up", follow_up_drops), ("file", file_drops)):
+        if drops:
+            truncated.append(_not_shown(len(drops), noun, [o.ref for o in drops], more=False))
+            truncated_omitted.extend(drops)
     return _candidate(
         "working_memory",
         [
-            _form("full", full, count),
-            _form("compact", compact, count),
-            _form("truncated", truncated, count, dropped),
+            _form("full", full, count, plan_full_omitted),
+            _form("compact", compact, count, compact_omitted),
+            _form("truncated", truncated, count, truncated_omitted),
         ],
     )
 
@@ -263,15 +379,24 @@ def context_summary_candidate(inputs: ContextInputs, count: Counter) -> Candidat
     source = f" from {summary.source}" if summary.source else ""
     header = f"## Earlier context (legacy summary{source})"
     forms = [_form("full", [header, summary.text], count)]
+    contents: list[r.Omission] = []
     if inputs.context_summary_seq is not None:
         ref = ledger_ref(inputs.context_summary_seq)
+        contents.append(
+            r.Omission(section="context_summary", ref=ref, reason="legacy summary", tokens=forms[0].tokens)
+        )
         head = summary.text[:1200]
         if len(head) < len(summary.text):
-            omission = r.Omission(section="context_summary", ref=ref, reason="legacy summary truncated")
+            omission = r.Omission(
+                section="context_summary",
+                ref=ref,
+                reason="legacy summary truncated",
+                tokens=count(summary.text[len(head) :]),
+            )
             shown = f"{len(head):,} of {len(summary.text):,} chars"
             note = f"[summary truncated at {shown} — restore with ref {ref}]"
             forms.append(_form("truncated", [header, head, note], count, [omission]))
-    return _candidate("context_summary", forms)
+    return _candidate("context_summary", forms, contents)
 
 
 # Episodes are immutable and selected again turn after turn: their texts are memoized.
@@ -339,38 +464,84 @@ def episodes_candidate(
     """Selected episodes, best first, filling their own sub-budget; each shows its ref.
 
     ``current_decisions`` (decision id → its current text: working memory's, else the
-    latest archived) marks decisions an episode lists that were revised since.
+    latest archived) marks decisions an episode lists that were revised since. A selected
+    episode a form leaves out (it did not fit the sub-budget, or the truncated form keeps
+    only the best one) is named in a placeholder line and reported as an omission; when
+    none fits at all, the only form is ``omitted``, carrying those omissions.
     """
-    if not selected or sub_budget <= 0:
+    if not selected:
         return None
+    section = "episodes"
     header = "## Relevant earlier episodes (restore any with `holon get episode:<id>`)"
     header_tokens = count(header) + 1
+    texts: list[tuple[r.ContextEpisodeRecord, str, str]] = []
+    for episode in selected:
+        full, compact = episode_text_forms(episode)
+        if current_decisions:
+            full = _revised_decisions(full, episode, current_decisions)
+        texts.append((episode, full, compact))
+    contents = [
+        r.Omission(
+            section=section,
+            ref=episode_ref(e.episode_id),
+            reason=f"episode {e.episode_id}",
+            tokens=count(full),
+        )
+        for e, full, _ in texts
+    ]
 
     def fill(kind: FormKind, limit: int) -> Form | None:
-        lines = [header]
+        shown: list[tuple[int, str, int]] = []  # (position in the selection, text, cost)
         used = header_tokens
-        for episode in selected[:limit]:
-            full, compact = episode_text_forms(episode)
-            if current_decisions:
-                full = _revised_decisions(full, episode, current_decisions)
+        for i, (_, full, compact) in enumerate(texts[:limit]):
             text = full if kind == "full" else compact
             cost = count(text) + 1
-            if used + cost > sub_budget:
-                continue
-            lines.append(text)
-            used += cost
-        if len(lines) == 1:
+            if used + cost <= sub_budget:
+                shown.append((i, text, cost))
+                used += cost
+        if not shown:
             return None
+        kept = {i for i, _, _ in shown}
+        left = [i for i in range(len(texts)) if i not in kept]
+        omissions = [
+            r.Omission(
+                section=section,
+                ref=episode_ref(texts[i][0].episode_id),
+                reason=f"episode {texts[i][0].episode_id} shortened ({kind} form)",
+                tokens=max(0, contents[i].tokens - (cost - 1)),
+            )
+            for i, _, cost in shown
+            if kind != "full"
+        ]
+        for i in left:
+            why = "did not fit the episode budget" if i < limit else "the truncated form shows one"
+            omissions.append(
+                msgspec.structs.replace(
+                    contents[i], reason=f"episode {texts[i][0].episode_id} not shown ({why})"
+                )
+            )
+        lines = [header, *(text for _, text, _ in shown)]
+        if left:
+            # The line naming what was left out is not charged to the sub-budget (which
+            # bounds episode content): paying for it with a whole episode would be worse.
+            # The planner still counts it against the prompt's budget.
+            refs = [episode_ref(texts[i][0].episode_id) for i in left]
+            note = _not_shown(len(left), "selected episode", refs, more=True)
+            lines.append(note)
+            used += count(note) + 1
         # Tokens as the sum of the parts plus one per line break (an upper bound), so
         # each episode text is counted once.
-        return Form(kind=kind, text="\n".join(lines), tokens=used - 1)
+        return Form(kind=kind, text="\n".join(lines), tokens=used - 1, omissions=tuple(omissions))
 
-    forms = [
-        f for f in (fill("full", len(selected)), fill("compact", len(selected)), fill("truncated", 1)) if f
-    ]
+    forms = [f for f in (fill("full", len(texts)), fill("compact", len(texts)), fill("truncated", 1)) if f]
     if not forms:
-        return None
-    return _candidate("episodes", forms)
+        # Not even the best episode fits the sub-budget: say so, by ref.
+        dropped = tuple(
+            msgspec.structs.replace(o, reason=f"{o.reason} not shown (did not fit the episode budget)")
+            for o in contents
+        )
+        forms = [Form(kind="omitted", text="", tokens=0, omissions=dropped)]
+    return _candidate(section, forms, contents)
 
 
 # --------------------------------------------------------------------------- TurnScoped
@@ -389,10 +560,22 @@ def pending_delta_candidate(inputs: ContextInputs, count: Counter) -> Candidate 
     if not delta.lines:
         full.append("- changed: " + ", ".join(delta.changed_fields))
     forms = [_form("full", full, count)]
-    if len(delta.lines) > 3:
-        compact = [header, *(f"- {_clip(line, 120)}" for line in delta.lines[:3])]
-        compact.append(f"- (+{len(delta.lines) - 3} more changes; current values are in working memory)")
-        forms.append(_form("compact", compact, count))
+    if len(delta.lines) > _COMPACT_DELTA_LINES:
+        # The post-turn refresh appends a turn's derived records right after its
+        # turn_ended, the delta first (replay verification checks it): that is its seq.
+        ref = ledger_ref(delta.evidence_to_seq + 1)
+        kept = [_clipped(line, 120) for line in delta.lines[:_COMPACT_DELTA_LINES]]
+        rest = delta.lines[_COMPACT_DELTA_LINES:]
+        compact = [header, *(f"- {line}" for line, _ in kept)]
+        compact.append(
+            f"- (+{len(rest)} more changes; current values are in working memory — restore with ref {ref})"
+        )
+        clipped = sum(1 for _, cut in kept if cut)
+        reason = f"{len(rest)} of {len(delta.lines)} delta lines not shown" + (
+            f", {clipped} clipped" if clipped else ""
+        )
+        omission = r.Omission(section="pending_delta", ref=ref, reason=reason, tokens=count("\n".join(rest)))
+        forms.append(_form("compact", compact, count, [omission]))
     return _candidate("pending_delta", forms)
 
 
@@ -447,8 +630,9 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
         )
         return _candidate("active_work", [_form("full", [header, line, *decided, *env], count)])
 
-    def lines(collapse: bool) -> list[str]:
+    def lines(collapse: bool) -> tuple[list[str], list[r.Omission]]:
         out = [header]
+        omissions: list[r.Omission] = []
         if work is not None:
             out.append(f"{work.id} ({work.state}) — {work.objective} {_refs(*work.seqs)}")
             if work.delivery_target:
@@ -457,44 +641,105 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
         else:
             out.append("No active work item.")
         if plan is not None:
-            out.append(f"current plan: {_refs(plan.seq)}")
-            done = 0
+            ref = ledger_ref(plan.seq)
+            out.append(f"current plan: [{ref}]")
+            hidden: list[str] = []
             for step in plan.steps:
+                line = f"  {_MARK[step.status]} {step.id}: {step.text}"
                 if collapse and step.status in ("done", "skipped"):
-                    done += 1
+                    hidden.append(line)
                     continue
-                out.append(f"  {_MARK[step.status]} {step.id}: {step.text}")
-            if done:
-                out.append(f"  ({done} finished steps not shown)")
+                out.append(line)
+            if hidden:
+                out.append(f"  ({len(hidden)} finished steps not shown — restore with ref {ref})")
+                omissions.append(
+                    r.Omission(
+                        section="active_work",
+                        ref=ref,
+                        reason=f"{len(hidden)} finished plan steps collapsed",
+                        tokens=count("\n".join(hidden)),
+                    )
+                )
         out.extend(decided)
         out.extend(env)
-        return out
+        return out, omissions
 
+    full, _ = lines(False)
+    compact, collapsed = lines(True)
     return _candidate(
-        "active_work", [_form("full", lines(False), count), _form("compact", lines(True), count)]
+        "active_work", [_form("full", full, count), _form("compact", compact, count, collapsed)]
     )
 
 
 def queue_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
-    """Queued and waiting work items and open waits."""
+    """Queued and waiting work items and open waits.
+
+    The compact form clips objectives and waits to one short line and drops scope lines
+    and resume hints; a line that lost something keeps the ref that restores it.
+    """
     if not (inputs.suspended or inputs.queued or inputs.waiting or inputs.open_waits):
         return None
+    section = "queue"
     header = "## Queued and waiting work"
     full, compact = [header], [header]
-    for entry in inputs.suspended:
-        full.append(f"suspended {entry.id}: {entry.objective} {_refs(*entry.seqs)}")
-        full.extend(f"  scope: {c}" for c in entry.scope_constraints)
-        compact.append(f"suspended {entry.id}: {_clip(entry.objective, 60)}")
+    shortened: list[r.Omission] = []
+    contents: list[r.Omission] = []
+
+    def entry(label: str, full_lines: list[str], short: str, cut: bool, seq: int) -> None:
+        # ``seq`` is the record that holds what the compact line leaves out.
+        ref = ledger_ref(seq)
+        full.extend(full_lines)
+        tokens = count("\n".join(full_lines))
+        contents.append(r.Omission(section=section, ref=ref, reason=label, tokens=tokens))
+        if cut:
+            compact.append(f"{short} [{ref}]")
+            shortened.append(
+                r.Omission(
+                    section=section,
+                    ref=ref,
+                    reason=f"{label} shortened",
+                    tokens=max(0, tokens - count(compact[-1])),
+                )
+            )
+        else:
+            compact.append(short)
+
+    for item in inputs.suspended:
+        objective, cut = _clipped(item.objective, 60)
+        entry(
+            f"suspended work item {item.id}",
+            [
+                f"suspended {item.id}: {item.objective} {_refs(*item.seqs)}",
+                *(f"  scope: {c}" for c in item.scope_constraints),
+            ],
+            f"suspended {item.id}: {objective}",
+            cut or bool(item.scope_constraints),
+            item.declared_seq,
+        )
     for label, items in (("queued", inputs.queued), ("waiting", inputs.waiting)):
-        for entry in items:
-            full.append(f"{label} {entry.id}: {entry.objective} {_refs(*entry.seqs)}")
-            compact.append(f"{label} {entry.id}: {_clip(entry.objective, 60)}")
+        for item in items:
+            objective, cut = _clipped(item.objective, 60)
+            entry(
+                f"{label} work item {item.id}",
+                [f"{label} {item.id}: {item.objective} {_refs(*item.seqs)}"],
+                f"{label} {item.id}: {objective}",
+                cut,
+                item.declared_seq,
+            )
     for wait in inputs.open_waits:
         hint = f" (resume: {wait.resume_hint})" if wait.resume_hint else ""
-        item = f" for {wait.work_item_id}" if wait.work_item_id else ""
-        full.append(f"open wait {wait.id}{item}: {wait.waiting_on}{hint} {_refs(wait.seq)}")
-        compact.append(f"open wait {wait.id}: {_clip(wait.waiting_on, 60)}")
-    return _candidate("queue", [_form("full", full, count), _form("compact", compact, count)])
+        work = f" for {wait.work_item_id}" if wait.work_item_id else ""
+        waiting_on, cut = _clipped(wait.waiting_on, 60)
+        entry(
+            f"open wait {wait.id}",
+            [f"open wait {wait.id}{work}: {wait.waiting_on}{hint} {_refs(wait.seq)}"],
+            f"open wait {wait.id}: {waiting_on}",
+            cut or bool(hint or work),
+            wait.seq,
+        )
+    return _candidate(
+        section, [_form("full", full, count), _form("compact", compact, count, shortened)], contents
+    )
 
 
 def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens: int) -> Candidate:
@@ -503,16 +748,27 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
     trigger = current.trigger if current is not None else "continue"
     header = f"## Current input ({trigger})"
     continuation: list[str] = []
+    clipped: list[r.Omission] = []
     for ex in inputs.tools:
         # No result yet, or the runtime recorded on resume that the outcome was lost in a
         # crash (status "unknown"): either way the model must check before retrying.
         unknown = ex.result is None or ex.result.status == "unknown"
         if unknown and ex.intent is not None:
-            args = _clip(msgspec.json.encode(ex.intent.args, order="sorted").decode(), 160)
+            encoded = msgspec.json.encode(ex.intent.args, order="sorted").decode()
+            args, cut = _clipped(encoded, 160)
             continuation.append(
                 f"- tool call {ex.call_id} ({ex.tool} {args}) was started {_refs(ex.intent_seq)} "
                 "and its outcome is unknown: check its effects before retrying"
             )
+            if cut and ex.intent_seq is not None:
+                clipped.append(
+                    r.Omission(
+                        section="current_input",
+                        ref=ledger_ref(ex.intent_seq),
+                        reason=f"arguments of {ex.call_id} clipped",
+                        tokens=max(0, count(encoded) - count(args)),
+                    )
+                )
     for wait in inputs.resolved_waits:
         detail = f": {wait.detail}" if wait.detail else ""
         continuation.append(
@@ -520,13 +776,18 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
         )
     tail = ["continuation:", *continuation] if continuation else []
     text = current.text if current is not None else "(no new input: continue the active work)"
-    forms = [_form("full", [header, text, *tail], count)]
+    forms = [_form("full", [header, text, *tail], count, clipped)]
     if current is not None and current.seq is not None and count(text) > max_tokens:
         ref = ledger_ref(current.seq)
         keep = max(200, max_tokens * 2)
-        head, end = text[:keep], text[-keep:]
-        hidden = f"{len(text) - 2 * keep:,} of {len(text):,} chars"
+        if 2 * keep >= len(text):
+            # A dense text over the cap in fewer chars: head and tail must not overlap.
+            keep = len(text) // 3
+        head, middle, end = text[:keep], text[keep : len(text) - keep], text[len(text) - keep :]
+        hidden = f"{len(middle):,} of {len(text):,} chars"
         note = f"[input truncated: {hidden} not shown — restore with ref {ref}]"
-        omission = r.Omission(section="current_input", ref=ref, reason="current input over its cap")
-        forms.append(_form("truncated", [header, head, note, end, *tail], count, [omission]))
+        omission = r.Omission(
+            section="current_input", ref=ref, reason="current input over its cap", tokens=count(middle)
+        )
+        forms.append(_form("truncated", [header, head, note, end, *tail], count, [*clipped, omission]))
     return _candidate("current_input", forms)
