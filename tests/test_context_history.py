@@ -80,11 +80,14 @@ def test_clearing_happens_in_batches_from_the_recorded_cut() -> None:
     assert counts == [0, 0, 0, 3, 3, 3, 6, 6, 6, 9]
 
 
-def test_blob_results_point_at_their_blob() -> None:
+def test_blob_results_point_at_their_blob_and_are_reported() -> None:
     data = b"line\n" * 3000
     units, _ = _units((execution(1, blob=data),))
     digest = blake3.blake3(data).hexdigest()
     assert f"restore with ref blob:{digest}" in units[0].text
+    assert [(o.ref, o.reason) for o in units[0].cleared] == [
+        (f"blob:{digest}", "tool result stored as a blob (preview shown)")
+    ]
 
 
 def test_pairs_are_never_split_and_orphans_are_named() -> None:

@@ -187,7 +187,7 @@ def test_compact_pending_delta_names_the_delta_record() -> None:
 
 def test_compact_active_work_names_the_plan_it_collapsed() -> None:
     done = [
-        r.PlanStep(id=f"s{i}", text=f"step {i} of a long plan that is mostly done " * 3, status="done")
+        r.PlanStep(id=f"s{i}", text=f"step {i} of a long plan that is mostly done " * 12, status="done")
         for i in range(12)
     ]
     steps = (*done, r.PlanStep(id="s12", text="the last step", status="in_progress"))
@@ -295,3 +295,30 @@ def test_clipped_continuation_arguments_are_reported() -> None:
     assert section is not None and "…) was started [ledger:90]" in section.text
     [omission] = _omitted(prompt, "current_input")
     assert omission.ref == "ledger:90" and "arguments of c9" in omission.reason
+
+
+def test_full_forms_list_only_the_most_recent_finished_steps() -> None:
+    # A long-running plan: listing every finished step in every prompt is work that is done.
+    steps = (
+        *(r.PlanStep(id=f"s{i}", text=f"finished step {i}", status="done") for i in range(10)),
+        r.PlanStep(id="s10", text="the current step", status="in_progress"),
+        r.PlanStep(id="s11", text="the next step"),
+    )
+    work = WorkItemEntry(id="w1", objective="ship the parser", state="active", declared_seq=1, state_seq=1)
+    prompt = build_context(
+        inputs(active_work=work, plan=PlanEntry(work_item_id="w1", steps=steps, seq=42)),
+        Budget(context_window=50_000),
+    )
+    section = prompt.section("active_work")
+    assert section is not None and section.form == "full"
+    listed = [line.strip() for line in section.text.splitlines() if line.startswith("  [")]
+    assert listed == [
+        "[x] s7: finished step 7",
+        "[x] s8: finished step 8",
+        "[x] s9: finished step 9",
+        "[>] s10: the current step",
+        "[ ] s11: the next step",
+    ]
+    assert "(7 finished steps not shown — restore with ref ledger:42)" in section.text
+    [omission] = _omitted(prompt, "active_work")
+    assert omission.ref == "ledger:42" and omission.reason == "7 finished plan steps collapsed"

@@ -273,8 +273,7 @@ def _check_prompt(
     evicted = set(prompt.plan.evicted_refs)
     for omission in prompt.plan.omitted:
         _check_evidence(omission, source, state)
-    # 4. Every placeholder's refs restore and are reported in the plan. (Recent history
-    # shows a blob-stored output's preview with the blob's ref, but does not report it.)
+    # 4. Every placeholder's refs restore and are reported in the plan.
     for line in prompt.text.splitlines():
         if "restore with ref" not in line:
             continue
@@ -282,7 +281,7 @@ def _check_prompt(
         assert refs, line
         for ref in refs:
             restore(ref, source)
-            assert ref in evicted or _BLOB.search(line), (ref, line)
+            assert ref in evicted, (ref, line)
     # 5. Truncated items restore byte for byte to the original evidence.
     for size, ref in _MESSAGE_CUT.findall(prompt.text):
         original = restore_bytes(ref, source).decode()

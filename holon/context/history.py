@@ -215,6 +215,11 @@ def history_units(
             body = (preview + "\n" if preview else "") + (
                 f"[output stored as blob, {size:,} bytes — restore with ref {ref}]"
             )
+            # Only its preview is in the prompt; the output itself was never loaded, so
+            # its tokens are not counted.
+            omissions.append(
+                r.Omission(section="history", ref=ref, reason="tool result stored as a blob (preview shown)")
+            )
         else:
             body = res.output
         head = f"{call}\n{result_head(ex.result_seq, res)}"

@@ -179,31 +179,48 @@ def _not_shown(n: int, noun: str, refs: Sequence[str], *, more: bool) -> str:
     return f"({what} — restore with ref {', '.join(dict.fromkeys(refs))})"
 
 
-def _plan_lines(
-    snapshot: WorkingMemorySnapshot, count: Counter, *, collapse_done: bool
+#: Finished plan steps a full form still lists (the most recent ones, in plan order);
+#: older ones are collapsed into one line with the plan's ref. A long-running plan would
+#: otherwise fill the prompt with work that is done.
+RECENT_FINISHED_STEPS: Final = 3
+
+
+def _step_lines(
+    steps: Sequence[r.PlanStep], plan_seq: int, section: str, count: Counter, *, keep_finished: int
 ) -> tuple[list[str], list[r.Omission]]:
-    if snapshot.plan_seq is None:
-        return [], []
-    ref = ledger_ref(snapshot.plan_seq)
-    lines = [f"plan: [{ref}]"]
-    omissions: list[r.Omission] = []
+    """A plan's step lines, all but the last ``keep_finished`` finished steps collapsed into one."""
+    ref = ledger_ref(plan_seq)
+    finished = [i for i, step in enumerate(steps) if step.status in ("done", "skipped")]
+    collapsed = set(finished[: len(finished) - keep_finished] if keep_finished else finished)
+    lines: list[str] = []
     hidden: list[str] = []
-    for step in snapshot.plan:
+    for i, step in enumerate(steps):
         line = f"  {_MARK[step.status]} {step.id}: {step.text}"
-        if collapse_done and step.status in ("done", "skipped"):
-            hidden.append(line)
-            continue
-        lines.append(line)
+        (hidden if i in collapsed else lines).append(line)
+    omissions: list[r.Omission] = []
     if hidden:
         lines.append(f"  ({len(hidden)} finished steps not shown — restore with ref {ref})")
         omissions.append(
             r.Omission(
-                section="working_memory",
+                section=section,
                 ref=ref,
                 reason=f"{len(hidden)} finished plan steps collapsed",
                 tokens=count("\n".join(hidden)),
             )
         )
+    return lines, omissions
+
+
+def _plan_lines(
+    snapshot: WorkingMemorySnapshot, count: Counter, *, keep_finished: int
+) -> tuple[list[str], list[r.Omission]]:
+    if snapshot.plan_seq is None:
+        return [], []
+    ref = ledger_ref(snapshot.plan_seq)
+    steps, omissions = _step_lines(
+        snapshot.plan, snapshot.plan_seq, "working_memory", count, keep_finished=keep_finished
+    )
+    lines = [f"plan: [{ref}]", *steps]
     if snapshot.plan_omitted:
         # Dropped by the snapshot's plan cap (every form): the plan record has them all.
         lines.append(f"  (+{snapshot.plan_omitted} steps not shown — restore with ref {ref})")
@@ -257,7 +274,8 @@ def _summary_dropped(s: WorkingMemorySnapshot, count: Counter) -> tuple[list[str
 def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
     """Working memory at the current revision; the minimum keeps work, scope, plan and waits.
 
-    The compact form collapses finished plan steps and keeps at most 6 files, 4 decisions
+    The full form lists the last 3 finished plan steps (older ones are collapsed into one
+    line); the compact form collapses them all and keeps at most 6 files, 4 decisions
     (clipped, without rationale) and 3 follow-ups (clipped); the truncated form keeps only
     the work item, scope, open plan steps and waits. Whatever a form leaves out is named
     in a placeholder line with the refs that restore it, and reported as its omissions.
@@ -278,7 +296,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         for d in s.decisions
     ]
     follow_up_lines = [f"follow-up {f.id}: {f.text} {_refs(*f.seqs)}" for f in s.follow_ups]
-    plan_full, plan_full_omitted = _plan_lines(s, count, collapse_done=False)
+    plan_full, plan_full_omitted = _plan_lines(s, count, keep_finished=RECENT_FINISHED_STEPS)
     full = [header, *core, *plan_full]
     if file_lines:
         full.append("files: " + ", ".join(file_lines))
@@ -309,7 +327,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         for f, line in zip(s.follow_ups, follow_up_lines, strict=True)
     ]
     summary_lines, summary_drops = _summary_dropped(s, count)
-    plan_short, plan_short_omitted = _plan_lines(s, count, collapse_done=True)
+    plan_short, plan_short_omitted = _plan_lines(s, count, keep_finished=0)
 
     compact = [header, *_core_lines(s), *summary_lines, *plan_short]
     compact_omitted = [*summary_drops, *plan_short_omitted]
@@ -630,7 +648,7 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
         )
         return _candidate("active_work", [_form("full", [header, line, *decided, *env], count)])
 
-    def lines(collapse: bool) -> tuple[list[str], list[r.Omission]]:
+    def lines(keep_finished: int) -> tuple[list[str], list[r.Omission]]:
         out = [header]
         omissions: list[r.Omission] = []
         if work is not None:
@@ -641,33 +659,20 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
         else:
             out.append("No active work item.")
         if plan is not None:
-            ref = ledger_ref(plan.seq)
-            out.append(f"current plan: [{ref}]")
-            hidden: list[str] = []
-            for step in plan.steps:
-                line = f"  {_MARK[step.status]} {step.id}: {step.text}"
-                if collapse and step.status in ("done", "skipped"):
-                    hidden.append(line)
-                    continue
-                out.append(line)
-            if hidden:
-                out.append(f"  ({len(hidden)} finished steps not shown — restore with ref {ref})")
-                omissions.append(
-                    r.Omission(
-                        section="active_work",
-                        ref=ref,
-                        reason=f"{len(hidden)} finished plan steps collapsed",
-                        tokens=count("\n".join(hidden)),
-                    )
-                )
+            out.append(f"current plan: [{ledger_ref(plan.seq)}]")
+            steps, omissions = _step_lines(
+                plan.steps, plan.seq, "active_work", count, keep_finished=keep_finished
+            )
+            out.extend(steps)
         out.extend(decided)
         out.extend(env)
         return out, omissions
 
-    full, _ = lines(False)
-    compact, collapsed = lines(True)
+    full, collapsed_full = lines(RECENT_FINISHED_STEPS)
+    compact, collapsed = lines(0)
     return _candidate(
-        "active_work", [_form("full", full, count), _form("compact", compact, count, collapsed)]
+        "active_work",
+        [_form("full", full, count, collapsed_full), _form("compact", compact, count, collapsed)],
     )
 
 
