@@ -14,6 +14,7 @@ from holon.context import (
     Prompt,
     PromptSection,
     build_context,
+    cache_last_block,
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
@@ -166,3 +167,41 @@ def test_more_than_four_breakpoints_keep_the_earliest_four() -> None:
     # A breakpoint caches the prefix up to it: the earliest ones are kept, the last dropped.
     assert marked == [True, True, True, True, False]
     assert all("cache_control" not in c for m in request["messages"] for c in m["content"])
+
+
+def test_rounds_appended_in_a_turn_move_the_end_breakpoint_to_the_newest_block() -> None:
+    inputs = ContextInputs(
+        agent_id="a1",
+        policy=POLICY,
+        snapshot=WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="ship it"),
+        working_memory_revision=3,
+        messages=(message(5, "earlier question"),),
+        current_input=CurrentInput(text="go on", seq=9),
+    )
+    request = to_anthropic_messages(
+        build_context(inputs, Budget(context_window=8_000, output_reserve=500)), model="m", max_tokens=10
+    )
+    messages = request["messages"]
+    history_block, input_block = messages[0]["content"]
+    messages.append(
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {}}]}
+    )
+    messages.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+    )
+    assert cache_last_block(messages) is messages
+    marks = [b for m in messages for b in m["content"] if "cache_control" in b]
+    marks += [b for b in request["system"] if "cache_control" in b]
+    assert len(marks) == 4  # never more than Anthropic's four
+    assert "cache_control" in history_block and "cache_control" not in input_block
+    assert messages[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # A string content becomes a block; calling it again on the same request changes nothing.
+    messages.append({"role": "assistant", "content": "done"})
+    cache_last_block(messages)
+    assert messages[-1]["content"] == [
+        {"type": "text", "text": "done", "cache_control": {"type": "ephemeral"}}
+    ]
+    before = json.dumps(messages)
+    cache_last_block(messages)
+    assert json.dumps(messages) == before
+    assert sum("cache_control" in b for m in messages for b in m["content"]) == 2

@@ -12,10 +12,16 @@ key in any process. See docs/context-rendering.md.
 - :class:`EpisodeIndex` — incremental BM25 over archived episodes (export / restore as bytes;
   :class:`EpisodeIndexRejected` says why saved bytes were not used).
 - :func:`parse_ref`, :func:`restore`, :func:`restore_bytes` — the restoration contract.
-- :func:`to_anthropic_messages`, :func:`to_openai_chat`, :func:`to_openai_responses`.
+- :func:`to_anthropic_messages`, :func:`to_openai_chat`, :func:`to_openai_responses`;
+  :func:`cache_last_block` for the rounds a daemon appends within a turn.
 """
 
-from holon.context.adapters import to_anthropic_messages, to_openai_chat, to_openai_responses
+from holon.context.adapters import (
+    cache_last_block,
+    to_anthropic_messages,
+    to_openai_chat,
+    to_openai_responses,
+)
 from holon.context.budget import Budget, Candidate, Form, plan_budget
 from holon.context.estimator import (
     DEFAULT_ESTIMATOR,
@@ -56,6 +62,7 @@ __all__ = [
     "RenderConfig",
     "available_estimators",
     "build_context",
+    "cache_last_block",
     "get_estimator",
     "inputs_from_state",
     "parse_ref",

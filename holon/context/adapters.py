@@ -25,7 +25,13 @@ from typing import Any, Final
 import holon.records as r
 from holon.context.prompt import SEPARATOR, Prompt, PromptSection
 
-__all__ = ["MAX_ANTHROPIC_BREAKPOINTS", "to_anthropic_messages", "to_openai_chat", "to_openai_responses"]
+__all__ = [
+    "MAX_ANTHROPIC_BREAKPOINTS",
+    "cache_last_block",
+    "to_anthropic_messages",
+    "to_openai_chat",
+    "to_openai_responses",
+]
 
 #: Anthropic accepts at most four cache_control breakpoints per request.
 MAX_ANTHROPIC_BREAKPOINTS: Final = 4
@@ -99,6 +105,38 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
     request["messages"] = [{"role": "user", "content": content}]
     request["metadata"] = {"user_id": prompt.identity.routing_key}
     return request
+
+
+def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Move the request's last ``cache_control`` breakpoint to the last content block; in place.
+
+    Within a turn a daemon appends the model's rounds after holon's prompt (see
+    :meth:`holon.runtime.Turn.context`). Marking the newest block on every call lets each
+    call read what the previous one wrote (Anthropic looks back up to 20 blocks from a
+    breakpoint); the prompt may already use all four breakpoints Anthropic allows, so the
+    last one in the messages — the previous end — moves to the newest block instead of a
+    fifth being added. String contents are turned into one text block. Returns ``messages``.
+    """
+    marked = [
+        block
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and "cache_control" in block
+    ]
+    if not messages:
+        return messages
+    last = messages[-1]
+    content = last.get("content")
+    if isinstance(content, str):
+        content = last["content"] = [{"type": "text", "text": content}]
+    if not content:
+        return messages
+    target = content[-1]
+    if marked and marked[-1] is not target:
+        del marked[-1]["cache_control"]  # the previous end: the new one replaces it
+    target["cache_control"] = {"type": "ephemeral"}
+    return messages
 
 
 def _openai_tools(tools: tuple[r.ToolDefinition, ...], *, nested: bool) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ one adapter from :class:`~holon.projections.ProjectionState`.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import msgspec
 
@@ -95,15 +96,24 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     abandoned_work: frozenset[str] = frozenset()
 
 
-def _window_marks(seqs: list[int], cap: int) -> tuple[int, int]:
-    """(floor, slack) of one recent window, given its entries' first seqs, oldest first.
+def _window_marks(window: Sequence[Any], cap: int, first_seq: Callable[[Any], int]) -> tuple[int, int]:
+    """(floor, slack) of one recent window, oldest entry first: ``first_seq`` of its oldest and middle.
 
     A window shorter than its cap has never dropped an entry, so it is complete from the
     beginning (0, 0); a full one may have, so it is complete only from its oldest entry.
     """
-    if len(seqs) < cap or not seqs:
+    if len(window) < cap or not window:
         return 0, 0
-    return seqs[0], seqs[len(seqs) // 2]
+    return first_seq(window[0]), first_seq(window[len(window) // 2])
+
+
+def _seq(entry: MessageEntry | BriefEntry) -> int:
+    return entry.seq
+
+
+def _first_seq(execution: ToolExecution) -> int:
+    seqs = execution.seqs
+    return min(seqs) if seqs else 0
 
 
 def inputs_from_state(
@@ -148,9 +158,9 @@ def inputs_from_state(
     )
     config = state.config
     marks = (
-        _window_marks([m.seq for m in runtime.messages], config.messages_window),
-        _window_marks([b.seq for b in runtime.briefs], config.briefs_window),
-        _window_marks([min(ex.seqs) for ex in runtime.tools if ex.seqs], config.tools_window),
+        _window_marks(runtime.messages, config.messages_window, _seq),
+        _window_marks(runtime.briefs, config.briefs_window, _seq),
+        _window_marks(runtime.tools, config.tools_window, _first_seq),
     )
     return ContextInputs(
         agent_id=agent_id,

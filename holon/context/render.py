@@ -25,6 +25,7 @@ byte-identical while the recent window slides.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import blake3
@@ -53,7 +54,14 @@ from holon.context.sections import (
 from holon.errors import BudgetExceeded
 from holon.projections import ProjectionState
 
-__all__ = ["RENDER_VERSION", "RenderConfig", "build_context", "clear_count_cache", "select_episodes"]
+__all__ = [
+    "RENDER_VERSION",
+    "RenderConfig",
+    "build_context",
+    "clear_count_cache",
+    "select_episodes",
+    "token_counter",
+]
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
@@ -76,6 +84,24 @@ _COUNTS: dict[tuple[str, str], dict[str, int]] = {}
 def clear_count_cache() -> None:
     """Forget memoized token counts (benchmarks use it to measure a cold render)."""
     _COUNTS.clear()
+
+
+def token_counter(estimator_name: str) -> Callable[[str], int]:
+    """The named estimator's ``count``, memoized across renders (and with the runtime's rounds)."""
+    estimator = get_estimator(estimator_name)
+    memo = _COUNTS.setdefault((estimator.name, estimator.version), {})
+
+    def count(text: str) -> int:
+        n = memo.get(text)
+        if n is None:
+            if len(memo) >= _COUNT_CACHE_SIZE:
+                # Oldest first (dicts keep insertion order): consecutive turns share
+                # most texts, so the recent ones are the ones worth keeping.
+                del memo[next(iter(memo))]
+            n = memo[text] = estimator.count(text)
+        return n
+
+    return count
 
 
 class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -251,17 +277,7 @@ def build_context(
     else:
         inputs = source
     estimator = get_estimator(config.estimator)
-    memo = _COUNTS.setdefault((estimator.name, estimator.version), {})
-
-    def count(text: str) -> int:
-        n = memo.get(text)
-        if n is None:
-            if len(memo) >= _COUNT_CACHE_SIZE:
-                # Oldest first (dicts keep insertion order): consecutive turns share
-                # most texts, so the recent ones are the ones worth keeping.
-                del memo[next(iter(memo))]
-            n = memo[text] = estimator.count(text)
-        return n
+    count = token_counter(config.estimator)
 
     recorded = _recorded_config(config, budget, estimator.version)
     # One token per separator between sections, reserved up front.

@@ -35,9 +35,9 @@ from holon.context import (
     Prompt,
     RenderConfig,
     build_context,
-    get_estimator,
     prompt_rendered,
 )
+from holon.context.render import token_counter
 from holon.context.rounds import call_line, is_model_output, result_head, round_text, rounds_fit
 from holon.errors import InvalidRecord, NotALedger, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
@@ -935,21 +935,21 @@ class Turn:
         head.append({"role": "user", "content": prompt.block_text("turn")})
         return head + [dict(item) for item in self._rounds]
 
-    def _count(self, text: str) -> int:
-        return get_estimator(self.agent.config.render.estimator).count(text)
-
-    def _add_round(self, item: dict[str, Any], text: str) -> None:
+    def _add_round(self, item: dict[str, Any], *parts: str) -> None:
+        """Count a round recorded after the prompt (the parts of its text: a long output is
+        counted on its own, as the next render's history will count it, so it is counted once)."""
         if self._prompt is not None:  # before the first prompt, the prompt itself shows it
+            count = token_counter(self.agent.config.render.estimator)
             self._rounds.append(item)
-            self._round_tokens += self._count(text) + 1
+            self._round_tokens += sum(count(part) + 1 for part in parts)
 
     def _add_tool_round(self, call: ToolCall) -> None:
         assert call.result is not None and call.intent_seq is not None
-        output = call.output
-        text = call_line(call.intent_seq, r.ToolIntent(call_id=call.call_id, tool=call.tool, args=call.args))
+        intent = r.ToolIntent(call_id=call.call_id, tool=call.tool, args=call.args)
+        head = call_line(call.intent_seq, intent)
         if call.result_seq is not None:
-            text += "\n" + result_head(call.result_seq, call.result)
-        self._add_round(call._round(), f"{text}\n{output}")
+            head += "\n" + result_head(call.result_seq, call.result)
+        self._add_round(call._round(), head, call.output)
 
     # ------------------------------------------------------------------ recording
 
