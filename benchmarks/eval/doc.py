@@ -43,7 +43,9 @@ def write_doc(
     parts.append(
         "For each holon run: the section in which a call's prompt first differs from the previous "
         "call's, as the share of calls / the share of prompt tokens from that point on (what the "
-        "prefix cache cannot serve).\n"
+        "prefix cache cannot serve). `rounds`: the call only appended the turn's new rounds to the "
+        "previous call's prompt — what follows is new content (a tool's output, the model's own "
+        "message), which no cache can serve.\n"
     )
     parts.append(breaks_table(generated))
     parts.append("\n" + _ANALYSIS.read_text(encoding="utf-8").format(digest=digest))
