@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.context import Budget, Candidate, Form, plan_budget
+from holon.context import Budget, Candidate, ContextInputs, CurrentInput, Form, build_context, plan_budget
 from holon.errors import BudgetExceeded
+from holon.projections import DecisionRef, WorkingMemorySnapshot
 
 
 def _cand(name: str, order: int, priority: int, sizes: tuple[int, ...], pinned: bool = False) -> Candidate:
@@ -114,3 +115,39 @@ def test_budget_validates_and_reserves_output_first() -> None:
         Budget(context_window=0)
     with pytest.raises(ValueError):
         Budget(context_window=100, prefix_share=0.0)
+
+
+def _memory_and_input(input_words: int) -> ContextInputs:
+    decisions = tuple(
+        DecisionRef(id=f"d{i}", text="decide something important about the migration " * 70, seq=i)
+        for i in range(8)
+    )
+    return ContextInputs(
+        agent_id="a",
+        snapshot=WorkingMemorySnapshot(
+            active_work_item_id="w1", work_state="active", objective="ship", decisions=decisions
+        ),
+        working_memory_revision=1,
+        current_input=CurrentInput(text="please review this log line carefully " * input_words, seq=99),
+    )
+
+
+def test_the_current_input_is_reserved_before_the_prefix() -> None:
+    # A long input and a large working memory that do not both fit in full: the input is
+    # what this turn answers, so it stays whole and working memory gives way.
+    budget = Budget(context_window=10_000, output_reserve=0)
+    prompt = build_context(_memory_and_input(1000), budget)
+    forms = {s.name: s.form for s in prompt.sections}
+    assert forms["current_input"] == "full"
+    assert forms["working_memory"] in ("compact", "truncated")
+    assert prompt.total_tokens <= budget.available
+
+
+def test_an_ordinary_input_leaves_the_prefix_as_it_is() -> None:
+    # The prefix keeps its own share whatever the (ordinary) input: same bytes, same key.
+    budget = Budget(context_window=10_000, output_reserve=0)
+    short = build_context(_memory_and_input(3), budget)
+    longer = build_context(_memory_and_input(300), budget)
+    assert short.section("current_input") is not None and longer.section("current_input") is not None
+    assert short.block_text("agent") == longer.block_text("agent")
+    assert short.cache_key == longer.cache_key

@@ -4,9 +4,11 @@ Algorithm (docs/context-rendering.md has the long form):
 
 1. ``available = context_window - output_reserve`` (the output reserve comes off first),
    minus one token per section separator.
-2. The cacheable prefix (Stable + AgentScoped: system, tools, working memory or the
-   legacy summary, selected episodes) is planned on its own share of ``available``,
-   so its form never depends on this turn's volume.
+2. The current input is reserved next (in full, with the other pinned TurnScoped
+   sections at their minimum); the cacheable prefix (Stable + AgentScoped: system, tools,
+   working memory or the legacy summary, selected episodes) is planned on its own share
+   of ``available`` — less only when the reserved room would not fit beside it — so its
+   form depends on this turn only when the input is exceptionally long.
 3. The TurnScoped sections are planned in what is left: current input, active work +
    plan and pending delta get their minimum first (pinned), then everything is admitted
    by priority, full → compact → truncated → omitted.
@@ -321,9 +323,19 @@ def build_context(
         )
         if c is not None
     ]
+    # The current input is reserved before the prefix is planned: the prefix keeps its own
+    # share (its forms then do not depend on this turn), unless the input in full and the
+    # other pinned turn sections at their minimum would not fit beside it — a long input
+    # is worth more than a full working memory.
+    reserved = sum(
+        c.forms[0].tokens if c.name == "current_input" else c.forms[-1].tokens
+        for c in turn
+        if c.pinned
+    )
+    prefix_room = min(int(available * budget.prefix_share), available - reserved)
     degraded = False
     try:
-        chosen = plan_budget(prefix, int(available * budget.prefix_share), what="cacheable prefix")
+        chosen = plan_budget(prefix, prefix_room, what="cacheable prefix")
         used = sum(f.tokens for f in chosen.values())
         chosen.update(plan_budget(turn, available - used, what="turn sections"))
     except BudgetExceeded:
