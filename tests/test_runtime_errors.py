@@ -161,3 +161,21 @@ def test_a_bad_turn_input_appends_nothing(tmp_path: Path) -> None:
         assert agent.seq == seq and agent.current_turn is None
         with agent.turn(input="a real input") as turn:  # and the next turn opens normally
             assert turn.index == 1
+
+
+def test_a_missing_ledger_is_not_created_when_create_is_false(tmp_path: Path) -> None:
+    with pytest.raises(NotALedger, match="create=False"):
+        Agent.open(tmp_path / "typo", agent_id="e1", create=False)
+    assert not (tmp_path / "typo").exists()
+    with _agent(tmp_path / "l"):
+        pass
+    with Agent.open(tmp_path / "l", create=False) as agent:  # an existing one opens as usual
+        assert agent.agent_id == "e1"
+
+
+def test_a_ledger_is_not_created_inside_another_ledger(tmp_path: Path) -> None:
+    with _agent(tmp_path / "l"):
+        pass
+    with pytest.raises(UsageError, match="inside the ledger at"):
+        Agent.open(tmp_path / "l" / "blobs" / "x", agent_id="e2")
+    assert not (tmp_path / "l" / "blobs" / "x").exists()

@@ -33,7 +33,7 @@ from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound, UsageError
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS, BlobStore, check_blob_hash
 from holon.ledger.files import sync_file
 from holon.ledger.frames import FRAME_HEAD, FRAME_OVERHEAD, HASH_SIZE, MAX_PAYLOAD, FrameWalk
-from holon.ledger.header import LedgerHeader, read_header, write_header
+from holon.ledger.header import HEADER_NAME, LedgerHeader, read_header, write_header
 from holon.ledger.lock import WriterLock
 from holon.ledger.recovery import RecoveryAction, recover
 from holon.ledger.segments import (
@@ -199,6 +199,14 @@ class Ledger:
             raise UsageError(f"blob_threshold {blob_threshold} must be >= 0")
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise UsageError(f"cannot create a ledger at {root}: it exists and is not an empty directory")
+        # A ledger inside another one (say, in its blob store) would make the outer one
+        # fail verification: refuse, naming the ledger the path is inside.
+        for parent in root.absolute().parents:
+            if (parent / HEADER_NAME).is_file():
+                raise UsageError(
+                    f"cannot create a ledger at {root}: it is inside the ledger at {parent}; "
+                    "choose a path outside it"
+                )
         header = LedgerHeader(
             agent_id=agent_id,
             format_version=FORMAT_VERSION,

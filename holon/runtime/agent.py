@@ -239,10 +239,13 @@ class Agent:
         config: AgentConfig | None = None,
         clock: Callable[[], int] | None = None,
         policy: r.SystemPolicy | None = None,
+        create: bool = True,
     ) -> Agent:
         """Create the ledger at ``path``, or resume the one there.
 
-        A missing path or an empty directory gets a new ledger (``agent_id`` required).
+        A missing path or an empty directory gets a new ledger (``agent_id`` required),
+        unless ``create`` is false: then it raises NotALedger, so a daemon restarted with a
+        mistyped path does not start over as a blank agent.
         An existing ledger is resumed from its newest valid checkpoint plus the records
         after it (or a full fold); a turn left open by a crash is closed as
         ``interrupted`` and tool intents without a result are recorded as ``unknown``
@@ -256,6 +259,11 @@ class Agent:
         config = config or AgentConfig()
         root = Path(path)
         created = not root.exists() or (root.is_dir() and not any(root.iterdir()))
+        if created and not create:
+            raise NotALedger(
+                f"no ledger at {root} (create=False): check the path, or open it with create=True "
+                "to start a new agent there"
+            )
         if created:
             if agent_id is None:
                 raise UsageError(f"no ledger at {root}: pass agent_id=... to create one")
