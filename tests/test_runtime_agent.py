@@ -271,6 +271,7 @@ def test_resume_after_a_crash_closes_the_turn_and_records_unknown_outcomes(tmp_p
         with agent.turn(input="what happened?") as turn:
             text = turn.context().text
             assert "migrate" in text and "outcome is unknown: check its effects before retrying" in text
+            assert "the previous turn was interrupted (the process stopped while it was open)" in text
             retry = turn.tool("migrate", {"db": "prod"}, idempotency_key="migrate-7")
             assert retry.replayed and retry.result is not None and retry.result.status == "unknown"
     with _open(path) as agent:  # recorded once: reopening again repairs nothing

@@ -65,6 +65,8 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
       reach it.
     - ``abandoned_work``: recently finished work items that were abandoned (their
       episodes are not selected).
+    - ``previous_outcome``: how the last turn that ended ended (continuation context
+      says so when it was interrupted or failed).
     """
 
     agent_id: str
@@ -94,6 +96,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     history_floor: int = 0
     history_slack: int = 0
     abandoned_work: frozenset[str] = frozenset()
+    previous_outcome: str | None = None
 
 
 def _window_marks(window: Sequence[Any], cap: int, first_seq: Callable[[Any], int]) -> tuple[int, int]:
@@ -190,6 +193,7 @@ def inputs_from_state(
         abandoned_work=frozenset(
             w.id for w in runtime.finished_work if w.state == "abandoned" and w.id not in runtime.work_items
         ),
+        previous_outcome=memory.interval.after_outcome,
         history_floor=max(floor for floor, _ in marks),
         history_slack=max(slack for _, slack in marks),
     )

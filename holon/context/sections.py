@@ -754,6 +754,13 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
     header = f"## Current input ({trigger})"
     continuation: list[str] = []
     clipped: list[r.Omission] = []
+    if inputs.previous_outcome in ("interrupted", "failed"):
+        # Without this line a turn that died would leave the next prompt unchanged: the
+        # model could not tell that its last turn did not finish.
+        how = {"interrupted": "was interrupted (the process stopped while it was open)"}.get(
+            inputs.previous_outcome, "failed"
+        )
+        continuation.append(f"- the previous turn {how}: check what it left done before going on")
     for ex in inputs.tools:
         # No result yet, or the runtime recorded on resume that the outcome was lost in a
         # crash (status "unknown"): either way the model must check before retrying.
