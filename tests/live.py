@@ -63,16 +63,21 @@ class LiveLedger:
         ts = self.records[-1].ts if self.records else self.ts
         return tuple(self._append(record) for record in refresh_before_prompt(self.state, ts=ts))
 
-    def render(self) -> r.Record:
-        """Append a prompt_rendered confirming the current revision and epoch."""
+    def render(self, *, lag: int = 0) -> r.Record:
+        """Append a prompt_rendered confirming the current revision and epoch.
+
+        ``lag`` > 0 records an older revision instead (a prompt that does not confirm the
+        pending delta, as one rendered from a stale state would be).
+        """
         self.before_prompt()
         memory = self.state.memory
-        digest = hashlib.blake2b(f"{self.turn}:{memory.revision}".encode(), digest_size=16).hexdigest()
+        revision = max(0, memory.revision - lag)
+        digest = hashlib.blake2b(f"{self.turn}:{revision}".encode(), digest_size=16).hexdigest()
         return self.append(
             r.PromptRendered(
-                working_memory_revision=memory.revision,
+                working_memory_revision=revision,
                 compression_epoch=memory.compression_epoch,
-                cache_key=f"agent:{memory.revision}:{memory.compression_epoch}",
+                cache_key=f"agent:{revision}:{memory.compression_epoch}",
                 prompt_hash=digest,
                 total_tokens=1000 + 10 * len(self.records) % 5000,
                 budget=100_000,

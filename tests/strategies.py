@@ -234,7 +234,8 @@ def ledger_records(draw: st.DrawFn, *, min_size: int = 0, max_size: int = 30) ->
 # declares, activates, switches and finishes work items, writes and edits plans, opens
 # and resolves waits, starts tasks that rejoin later, calls tools that touch files,
 # records decisions and follow-ups. `LiveLedger` appends the derived records exactly as
-# the runtime would, and sometimes a prompt_rendered confirming the current revision.
+# the runtime would, and prompt_rendered records at a turn's start and between its actions
+# (some recorded with an older revision, confirming nothing).
 
 from dataclasses import dataclass  # noqa: E402
 
@@ -267,6 +268,8 @@ _ACTIONS = (
     "environment",
     "summary",
     "orphan",
+    "render",
+    "render_stale",
 )
 
 
@@ -435,6 +438,10 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
         live.append(r.ContextSummary(text=draw(script.text), source="import"))
     elif action == "orphan":
         live.append(r.WorkItemState(id="never-declared", state="active"))
+    elif action in ("render", "render_stale") and live.turn is not None:
+        # A later model call of the turn (after the refresh the runtime runs before it), or
+        # a prompt recorded with an older revision, which confirms nothing.
+        live.render(lag=draw(st.integers(1, 3)) if action == "render_stale" else 0)
 
 
 # Inputs, messages and outputs long enough to be truncated, compacted or cleared.
