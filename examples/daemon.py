@@ -17,7 +17,10 @@ shell command in the workspace (a directory next to the ledger).
 Every tool call goes through the write-ahead log with an idempotency key
 (``<work item>:<step>``): a step redone after a crash gets its recorded result back
 instead of running twice; a call whose outcome was lost in the crash comes back as
-``unknown``, and the script checks the workspace and retries under a new key.
+``unknown``. The script then checks the step's effect — whether ``reports/<item>.md``
+already holds the report the step would write — and runs the step again under a new key
+(``<key>:retry1``) only when it is not in place; a step that only reads is run again.
+It records what it decided as a message.
 
 Per turn it prints prompt tokens by stability class (Stable / AgentScoped /
 TurnScoped), the working-memory revision and compression epoch, whether the cache key
@@ -40,7 +43,7 @@ from typing import Any
 
 from holon.context import Prompt
 from holon.records import PlanStep, SystemPolicy, ToolDefinition
-from holon.runtime import Agent, AgentConfig, Turn
+from holon.runtime import Agent, AgentConfig, ToolCall, Turn
 
 #: Scripted time: every record is one second after the previous one, from this instant.
 START_TS = 1_700_000_000_000
@@ -181,6 +184,15 @@ def plan_for(seed: int, k: int) -> tuple[PlanStep, ...]:
     )
 
 
+def _report_text(mod: str, wid: str) -> str:
+    """The shell commands that print work item ``wid``'s report (what the report step writes)."""
+    src = f"src/{mod}"
+    return (
+        f"echo '# {wid}: {mod}'; wc -l {src}/*.txt | tail -n 1; "
+        f"awk -F, 'NR>1 {{s+=$2}} END {{print \"total value\", s}}' {src}/data.csv"
+    )
+
+
 def tool_for(step: str, mod: str, wid: str) -> tuple[str, dict[str, Any]] | None:
     """The tool call a plan step makes (``None`` for steps without one)."""
     src = f"src/{mod}"
@@ -195,13 +207,27 @@ def tool_for(step: str, mod: str, wid: str) -> tuple[str, dict[str, Any]] | None
         "report": (
             "shell",
             {
-                "cmd": f"mkdir -p reports && {{ echo '# {wid}: {mod}'; wc -l {src}/*.txt | tail -n 1; "
-                f"awk -F, 'NR>1 {{s+=$2}} END {{print \"total value\", s}}' {src}/data.csv; }} "
-                f"> reports/{wid}.md && echo wrote reports/{wid}.md"
+                "cmd": f"mkdir -p reports && {{ {_report_text(mod, wid)}; }} > reports/{wid}.md "
+                f"&& echo wrote reports/{wid}.md"
             },
         ),
         "verify": ("read_file", {"path": f"reports/{wid}.md"}),
     }.get(step)
+
+
+def effect_check(step: str, mod: str, wid: str) -> str | None:
+    """A read-only command telling whether a step's effect is in place (``None``: the step only reads).
+
+    It prints ``present <file>`` when the file the step writes holds exactly what the
+    step would write, else ``absent <file>``.
+    """
+    if step != "report":
+        return None
+    out = f"reports/{wid}.md"
+    return (
+        f'if [ -f {out} ] && [ "$({_report_text(mod, wid)})" = "$(cat {out})" ]; '
+        f"then echo present {out}; else echo absent {out}; fi"
+    )
 
 
 def _advance(steps: tuple[PlanStep, ...], done: str) -> list[PlanStep]:
@@ -224,26 +250,63 @@ def _item_number(agent: Agent) -> int:
     return max((int(w[1:]) for w in ids if w[1:].isdigit()), default=0)
 
 
-def _run_tool(turn: Turn, tools: Tools, name: str, args: dict[str, Any], key: str) -> tuple[str, str, bool]:
-    """Run one step's tool through the WAL; returns (status, output, replayed).
+def _run(turn: Turn, tools: Tools, name: str, args: dict[str, Any], key: str) -> ToolCall:
+    """One call through the WAL: its recorded result when ``key`` has one, else run now."""
+    call = turn.tool(name, args, idempotency_key=key)
+    if not call.replayed:
+        call.run(lambda: tools.execute(name, args, key))
+    assert call.result is not None
+    return call
+
+
+def _effect_in_place(turn: Turn, tools: Tools, check: str, key: str) -> tuple[bool, str]:
+    """Run a step's read-only effect check; (whether the effect is in place, the check's output).
+
+    The check only reads, so when its own outcome is unknown it is simply run again.
+    """
+    attempt = 0
+    while True:
+        call = _run(turn, tools, "shell", {"cmd": check}, f"{key}:check{attempt}")
+        assert call.result is not None
+        if call.result.status != "unknown":
+            output = call.output.strip()
+            return output.startswith("present "), output
+        turn.record_message(f"check {call.call_id} has an unknown outcome too; it only reads: checking again")
+        attempt += 1
+
+
+def _run_tool(
+    turn: Turn, tools: Tools, name: str, args: dict[str, Any], key: str, *, check: str | None = None
+) -> tuple[str, str, str | None]:
+    """Run one step's tool through the WAL; returns (status, output, note).
 
     A result recorded as ``unknown`` (the process died during the call) is never
-    re-executed blindly: the script checks the workspace, then retries under a new key.
+    re-executed blindly. A step with an effect (``check``: a read-only command that says
+    whether the effect is in place) is checked first: when its effect is in place the
+    step is not run again, otherwise it is retried under a new key. A step that only
+    reads is retried under a new key (its output was lost). The decision is recorded as
+    a message. ``note`` is ``"replayed"`` when the result is the one recorded under the
+    key, ``"retried"`` when it ran again under a new key, ``"checked"`` when it was not run
+    again because its effect is in place.
     """
     attempt = 0
     while True:
         attempt_key = key if attempt == 0 else f"{key}:retry{attempt}"
-        call = turn.tool(name, args, idempotency_key=attempt_key)
-        if not call.replayed:
-            call.run(lambda: tools.execute(name, args, attempt_key))  # noqa: B023 (runs now)
+        call = _run(turn, tools, name, args, attempt_key)
         assert call.result is not None
         if call.result.status != "unknown":
-            return call.result.status, call.output, call.replayed
-        check_key = f"{key}:check{attempt}"
-        check = turn.tool("list_dir", {"path": "."}, idempotency_key=check_key)
-        if not check.replayed:
-            check.run(lambda: tools.execute("list_dir", {"path": "."}, check_key))  # noqa: B023 (runs now)
-        turn.record_message(f"call {call.call_id} has an unknown outcome; checked the workspace, retrying")
+            note = "replayed" if call.replayed else ("retried" if attempt else None)
+            return call.result.status, call.output, note
+        retry_key = f"{key}:retry{attempt + 1}"
+        lost = f"call {call.call_id} ({attempt_key}) has an unknown outcome"
+        if check is None:
+            turn.record_message(f"{lost}; it only reads: running it again as {retry_key}")
+        else:
+            in_place, found = _effect_in_place(turn, tools, check, attempt_key)
+            if in_place:
+                turn.record_message(f"{lost}; checked its effect: {found}: not running it again")
+                return "ok", found, "checked"
+            turn.record_message(f"{lost}; checked its effect: {found}: running it again as {retry_key}")
         attempt += 1
 
 
@@ -362,7 +425,9 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
             else:
                 call = tool_for(step.id, mod, wid)
                 assert call is not None
-                status, output, replayed = _run_tool(turn, tools, call[0], call[1], f"{wid}:{step.id}")
+                status, output, note = _run_tool(
+                    turn, tools, call[0], call[1], f"{wid}:{step.id}", check=effect_check(step.id, mod, wid)
+                )
                 turn.messages()  # the model's second call sees the tool round appended
                 first = output.strip().splitlines()[:1]
                 turn.record_message(
@@ -373,8 +438,8 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
                         f"{wid}-fp", f"fingerprint of {mod}: {output.split()[0] if output else '-'}"
                     )
                 turn.record_plan(_advance(steps, step.id), work_item_id=wid)
-                if replayed:
-                    action += " (replayed)"
+                if note is not None:
+                    action += f" ({note})"
     summary = turn.summary
     assert summary is not None
     tokens = {"stable": 0, "agent": 0, "turn": 0}
