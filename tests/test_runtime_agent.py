@@ -422,12 +422,13 @@ def test_a_post_turn_refresh_cut_short_by_a_crash_is_completed_on_open(tmp_path:
         ledger.append_many(records[: ended + 1 + kept])
     with _open(crashed) as agent:
         assert agent.report.interrupted_turn is None
+        assert agent.report.completed_refresh == 2 - kept
         assert agent.seq == len(records) - 1
     _state, reopened = fold_ledger(crashed, CONFIG)
     assert [(rec.kind, rec.body) for rec in reopened] == [(rec.kind, rec.body) for rec in records]
     assert verify_derivations(reopened, config=CONFIG.projection).ok
     with _open(crashed) as agent:  # repaired once: nothing left to append
-        assert agent.seq == len(records) - 1
+        assert agent.seq == len(records) - 1 and agent.report.completed_refresh == 0
 
 
 def test_a_decision_revised_mid_turn_is_never_shown_beside_its_old_text(tmp_path: Path) -> None:

@@ -168,6 +168,9 @@ class OpenReport(msgspec.Struct, frozen=True, kw_only=True):
     - ``interrupted_turn``: the turn left open by a crash, closed now as interrupted.
     - ``unknown_outcomes``: tool intents without a result, recorded now as ``unknown``.
     - ``ledger_recovery``: what the ledger repaired (a torn tail cut, a seal finished).
+    - ``completed_refresh``: derived records appended now because the post-turn refresh
+      of the last turn was cut short (its ``turn_ended`` reached the disk, not all of
+      what it derives).
     - ``episode_index``: ``restored`` (the BM25 episode index was read from the
       checkpoint's ``.episodes`` file, plus the episodes archived after it) or ``built``
       (it is built from the whole archive on first use: no checkpoint was used, or its
@@ -182,6 +185,7 @@ class OpenReport(msgspec.Struct, frozen=True, kw_only=True):
     interrupted_turn: int | None = None
     unknown_outcomes: tuple[UnknownOutcome, ...] = ()
     ledger_recovery: tuple[str, ...] = ()
+    completed_refresh: int = 0
     episode_index: Literal["restored", "built"] = "built"
     episode_index_rejected: EpisodeIndexRejected | None = None
 
@@ -365,6 +369,7 @@ class Agent:
                 )
             else:
                 agent._index = restored
+        completed_refresh = len(agent._unfinished_refresh)
         interrupted, unknown = agent._recover()
         agent.report = OpenReport(
             created=created,
@@ -374,6 +379,7 @@ class Agent:
             interrupted_turn=interrupted,
             unknown_outcomes=unknown,
             ledger_recovery=tuple(str(action) for action in ledger.recovery),
+            completed_refresh=completed_refresh,
             episode_index="built" if agent._index is None else "restored",
             episode_index_rejected=index_rejected,
         )
