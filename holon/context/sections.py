@@ -271,6 +271,33 @@ def _summary_dropped(s: WorkingMemorySnapshot, count: Counter) -> tuple[list[str
     return [f"(work summary not shown — restore with ref {', '.join(refs)})"], omissions
 
 
+def _compact_entry(
+    noun: str,
+    entry_id: str,
+    text: str,
+    seq: int,
+    full_line: str,
+    *,
+    count: Counter,
+    limit: int,
+    dropped: str | None = None,
+) -> tuple[str, list[r.Omission]]:
+    """A decision's or follow-up's compact line (text clipped to ``limit``, no rationale) and,
+    when it lost something (``dropped`` names a part always left out), the omission."""
+    shown, clipped = _clipped(text, limit)
+    line = f"{noun} {entry_id}: {shown} {_refs(seq)}"
+    if not clipped and dropped is None:
+        return line, []
+    how = "clipped" if clipped else f"{dropped} not shown"
+    omission = r.Omission(
+        section="working_memory",
+        ref=ledger_ref(seq),
+        reason=f"{noun} {entry_id} shortened ({how})",
+        tokens=max(0, count(full_line) - count(line)),
+    )
+    return line, [omission]
+
+
 def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
     """Working memory at the current revision; the minimum keeps work, scope, plan and waits.
 
@@ -339,38 +366,32 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
             compact_omitted.extend(rest)
         compact.append(line)
     for d, full_line in zip(s.decisions[:_COMPACT_DECISIONS], decision_lines, strict=False):
-        text, clipped = _clipped(d.text, 100)
-        compact.append(f"decision {d.id}: {text} {_refs(d.seq)}")
-        if clipped or d.rationale:
-            shortened = "clipped" if clipped else "rationale not shown"
-            compact_omitted.append(
-                r.Omission(
-                    section=section,
-                    ref=ledger_ref(d.seq),
-                    reason=f"decision {d.id} shortened ({shortened})",
-                    tokens=max(0, count(full_line) - count(compact[-1])),
-                )
-            )
-    if len(s.decisions) > _COMPACT_DECISIONS:
-        rest = decision_drops[_COMPACT_DECISIONS:]
-        compact.append(_not_shown(len(rest), "decision", [o.ref for o in rest], more=True))
-        compact_omitted.extend(rest)
+        line, shortened = _compact_entry(
+            "decision",
+            d.id,
+            d.text,
+            d.seq,
+            full_line,
+            count=count,
+            limit=100,
+            dropped="rationale" if d.rationale else None,
+        )
+        compact.append(line)
+        compact_omitted.extend(shortened)
     for f, full_line in zip(s.follow_ups[:_COMPACT_FOLLOW_UPS], follow_up_lines, strict=False):
-        text, clipped = _clipped(f.text, 80)
-        compact.append(f"follow-up {f.id}: {text} {_refs(f.seqs[-1])}")
-        if clipped:
-            compact_omitted.append(
-                r.Omission(
-                    section=section,
-                    ref=ledger_ref(f.seqs[-1]),
-                    reason=f"follow-up {f.id} shortened (clipped)",
-                    tokens=max(0, count(full_line) - count(compact[-1])),
-                )
-            )
-    if len(s.follow_ups) > _COMPACT_FOLLOW_UPS:
-        rest = follow_up_drops[_COMPACT_FOLLOW_UPS:]
-        compact.append(_not_shown(len(rest), "follow-up", [o.ref for o in rest], more=True))
-        compact_omitted.extend(rest)
+        line, shortened = _compact_entry(
+            "follow-up", f.id, f.text, f.seqs[-1], full_line, count=count, limit=80
+        )
+        compact.append(line)
+        compact_omitted.extend(shortened)
+    for noun, drops, kept in (
+        ("decision", decision_drops, _COMPACT_DECISIONS),
+        ("follow-up", follow_up_drops, _COMPACT_FOLLOW_UPS),
+    ):
+        if len(drops) > kept:
+            rest = drops[kept:]
+            compact.append(_not_shown(len(rest), noun, [o.ref for o in rest], more=True))
+            compact_omitted.extend(rest)
     compact.extend(_wait_lines(s))
 
     truncated = [header, *_core_lines(s), *summary_lines, *plan_short, *_wait_lines(s)]
