@@ -65,7 +65,7 @@ def test_tool_clearing_keeps_the_newest_tool_results(scenario: Scenario) -> None
         cleared = [
             i + 1 < len(lines) and lines[i + 1] == PLACEHOLDER
             for i, line in enumerate(lines)
-            if line.startswith("tool result c")
+            if line.startswith("result c")
         ]
         cleared_any |= any(cleared)
         assert not any(cleared[-3:]), "the newest 3 tool results are never cleared"

@@ -17,11 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-import msgspec
-
 import holon.records as r
 from holon.context import DEFAULT_ESTIMATOR, get_estimator
-from holon.context.rounds import is_model_output
+from holon.context.rounds import is_model_output, round_text
 
 __all__ = [
     "Block",
@@ -58,67 +56,22 @@ def call_positions(records: Sequence[r.Record]) -> tuple[int, ...]:
     return tuple(positions)
 
 
-def _json(value: object) -> str:
-    return msgspec.json.encode(value, order="sorted").decode()
-
-
 def transcript_text(body: r.Body) -> str | None:
     """How an evidence record reads in a plain conversation transcript (``None``: not shown).
 
     This is what the baseline policies put in their prompts: every record as the line(s)
-    a chat-style agent would have had in its message list — tool calls with their
-    arguments, tool results with their full output, plans and decisions as the agent's
-    tool calls declared them.
+    a chat-style agent would have had in its message list — the user's input, tool calls
+    with their arguments, tool results with their full output, plans and decisions as the
+    agent's tool calls declared them (``assistant → ``). The lines are those holon uses
+    for the same record (``holon.context.rounds.round_text``), without its ``[ledger:N]``
+    citations, so every policy pays the same tokens for the same evidence.
     """
     if isinstance(body, r.TurnStarted):
         return f"user ({body.trigger}): {body.input}" if body.input is not None else None
-    if isinstance(body, r.Message):
-        who = body.role + (f" {body.name}" if body.name else "")
-        return f"{who}: {body.text}"
-    if isinstance(body, r.ToolIntent):
-        return f"assistant → tool call {body.call_id} {body.tool} {_json(body.args)}"
-    if isinstance(body, r.ToolResult):
-        status = body.status + (f", exit {body.exit_code}" if body.exit_code is not None else "")
-        output = body.output if body.blob is None else body.blob.preview
-        return f"tool result {body.call_id} ({status}):\n{output}"
-    if isinstance(body, r.WorkItem):
-        lines = [f"assistant → work item {body.id} ({body.state}): {body.objective}"]
-        if body.delivery_target:
-            lines.append(f"delivery target: {body.delivery_target}")
-        lines.extend(f"scope: {c}" for c in body.scope_constraints)
-        return "\n".join(lines)
-    if isinstance(body, r.WorkItemState):
-        reason = f" ({body.reason})" if body.reason else ""
-        return f"assistant → work item {body.id} is now {body.state}{reason}"
-    if isinstance(body, r.WorkPlan):
-        marks = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "blocked": "[!]", "skipped": "[-]"}
-        lines = [f"assistant → plan for {body.work_item_id or '(no work item)'}:"]
-        lines.extend(f"  {marks[s.status]} {s.id}: {s.text}" for s in body.steps)
-        return "\n".join(lines)
-    if isinstance(body, r.Decision):
-        why = f" — because {body.rationale}" if body.rationale else ""
-        return f"assistant → decision {body.id}: {body.text}{why}"
-    if isinstance(body, r.FollowUp):
-        return f"assistant → follow-up {body.id} ({body.status}): {body.text}"
-    if isinstance(body, r.WaitingIntent):
-        return f"assistant → waiting ({body.id}): {body.waiting_on}"
-    if isinstance(body, r.WaitingResolved):
-        detail = f": {body.detail}" if body.detail else ""
-        return f"wait {body.id} {body.resolution}{detail}"
-    if isinstance(body, r.TaskStarted):
-        return f"assistant → background task {body.id}: {body.description}"
-    if isinstance(body, r.TaskResult):
-        output = body.output if body.blob is None else body.blob.preview
-        return f"task {body.id} {body.status}: {body.summary}" + (f"\n{output}" if output else "")
-    if isinstance(body, r.Brief):
-        return f"assistant ({body.status} brief): {body.text}"
-    if isinstance(body, r.ContextSummary):
-        return f"summary of earlier context: {body.text}"
-    if isinstance(body, r.ExecutionEnvironment):
-        parts = [f"{k}={v}" for k, v in (("cwd", body.cwd), ("branch", body.branch)) if v]
-        return "environment: " + " ".join(parts) if parts else None
-    # SystemPolicy is the prompt head, TurnEnded and derived/runtime records are not conversation.
-    return None
+    text = round_text(r.Record(body=body, ts=0, seq=0), cite=False)
+    if text is None or isinstance(body, r.Message) or not is_model_output(body):
+        return text
+    return f"assistant → {text}"
 
 
 Block: TypeAlias = tuple[Sequence[str], int] | tuple[Sequence[str], int, Sequence[int]]

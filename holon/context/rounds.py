@@ -48,70 +48,78 @@ def is_model_output(body: r.Body) -> bool:
     return type(body).KIND in MODEL_OUTPUT_KINDS
 
 
-def call_line(seq: int, intent: r.ToolIntent, args: str | None = None) -> str:
-    """``[ledger:N] call <id> <tool> <json args>`` (``args`` replaces the JSON when given)."""
+def _cite(seq: int | None) -> str:
+    return f"[{ledger_ref(seq)}] " if seq is not None else ""
+
+
+def call_line(seq: int | None, intent: r.ToolIntent, args: str | None = None) -> str:
+    """``[ledger:N] call <id> <tool> <json args>`` (``args`` replaces the JSON when given;
+    no ``[ledger:N]`` when ``seq`` is ``None``)."""
     shown = args if args is not None else msgspec.json.encode(intent.args, order="sorted").decode()
-    return f"[{ledger_ref(seq)}] call {intent.call_id} {intent.tool} {shown}"
+    return f"{_cite(seq)}call {intent.call_id} {intent.tool} {shown}"
 
 
-def result_head(seq: int, result: r.ToolResult) -> str:
+def result_head(seq: int | None, result: r.ToolResult) -> str:
     """``[ledger:N] result <id> <status>[, exit N][ files: ...]:`` — the line before the output."""
     status = result.status + (f", exit {result.exit_code}" if result.exit_code is not None else "")
     files = f" files: {', '.join(result.touched_files)}" if result.touched_files else ""
-    return f"[{ledger_ref(seq)}] result {result.call_id} {status}{files}:"
+    return f"{_cite(seq)}result {result.call_id} {status}{files}:"
 
 
-def round_text(record: r.Record, *, output: str | None = None) -> str | None:
+def round_text(record: r.Record, *, output: str | None = None, cite: bool = True) -> str | None:
     """How ``record`` reads appended after the turn's prompt (``None``: not shown there).
 
     ``output`` is a tool or task result's full output when it was moved to the blob store
     (the record then holds only a preview); the model is shown what the tool returned.
+    ``cite=False`` leaves out the ``[ledger:N]`` citation (a plain transcript line).
     """
-    body, ref = record.body, f"[{ledger_ref(record.seq)}]"
+    body = record.body
+    seq = record.seq if cite else None
+    ref = _cite(seq)
     if isinstance(body, r.Message):
         who = body.role + (f" {body.name}" if body.name else "")
-        return f"{ref} {who}: {body.text}"
+        return f"{ref}{who}: {body.text}"
     if isinstance(body, r.Brief):
         scope = f" ({body.work_item_id})" if body.work_item_id else ""
-        return f"{ref} brief {body.status}{scope}: {body.text}"
+        return f"{ref}brief {body.status}{scope}: {body.text}"
     if isinstance(body, r.ToolIntent):
-        return call_line(record.seq, body)
+        return call_line(seq, body)
     if isinstance(body, r.ToolResult):
         shown = output if output is not None else body.output or (body.blob.preview if body.blob else "")
-        return f"{result_head(record.seq, body)}\n{shown}"
+        return f"{result_head(seq, body)}\n{shown}"
     if isinstance(body, r.WorkPlan):
-        lines = [f"{ref} plan for {body.work_item_id or '(no work item)'}:"]
+        lines = [f"{ref}plan for {body.work_item_id or '(no work item)'}:"]
         lines.extend(f"  {_MARK[s.status]} {s.id}: {s.text}" for s in body.steps)
         return "\n".join(lines)
     if isinstance(body, r.Decision):
         why = f" — because {body.rationale}" if body.rationale else ""
-        return f"{ref} decision {body.id}: {body.text}{why}"
+        return f"{ref}decision {body.id}: {body.text}{why}"
     if isinstance(body, r.WorkItem):
-        lines = [f"{ref} work item {body.id} ({body.state}): {body.objective}"]
+        lines = [f"{ref}work item {body.id} ({body.state}): {body.objective}"]
         if body.delivery_target:
             lines.append(f"delivery target: {body.delivery_target}")
         lines.extend(f"scope: {c}" for c in body.scope_constraints)
         return "\n".join(lines)
     if isinstance(body, r.WorkItemState):
         reason = f" ({body.reason})" if body.reason else ""
-        return f"{ref} work item {body.id} is now {body.state}{reason}"
+        return f"{ref}work item {body.id} is now {body.state}{reason}"
     if isinstance(body, r.FollowUp):
-        return f"{ref} follow-up {body.id} ({body.status}): {body.text}"
+        return f"{ref}follow-up {body.id} ({body.status}): {body.text}"
     if isinstance(body, r.WaitingIntent):
-        return f"{ref} waiting ({body.id}): {body.waiting_on}"
+        return f"{ref}waiting ({body.id}): {body.waiting_on}"
     if isinstance(body, r.WaitingResolved):
         detail = f": {body.detail}" if body.detail else ""
-        return f"{ref} wait {body.id} {body.resolution}{detail}"
+        return f"{ref}wait {body.id} {body.resolution}{detail}"
     if isinstance(body, r.TaskStarted):
-        return f"{ref} background task {body.id}: {body.description}"
+        return f"{ref}background task {body.id}: {body.description}"
     if isinstance(body, r.TaskResult):
         shown = output if output is not None else body.output or (body.blob.preview if body.blob else "")
-        return f"{ref} task {body.id} {body.status}: {body.summary}" + (f"\n{shown}" if shown else "")
+        return f"{ref}task {body.id} {body.status}: {body.summary}" + (f"\n{shown}" if shown else "")
     if isinstance(body, r.ExecutionEnvironment):
         parts = [f"{k}={v}" for k, v in (("cwd", body.cwd), ("branch", body.branch)) if v]
-        return f"{ref} environment: " + " ".join(parts) if parts else None
+        return f"{ref}environment: " + " ".join(parts) if parts else None
     if isinstance(body, r.ContextSummary):
-        return f"{ref} summary of earlier context: {body.text}"
+        return f"{ref}summary of earlier context: {body.text}"
     # The policy, turn boundaries, rendered prompts and derived records are not rounds.
     return None
 
