@@ -20,7 +20,15 @@ import msgspec
 import holon.records as r
 from holon.context.refs import ledger_ref
 
-__all__ = ["MODEL_OUTPUT_KINDS", "call_line", "is_model_output", "result_head", "round_text", "rounds_fit"]
+__all__ = [
+    "MODEL_OUTPUT_KINDS",
+    "call_line",
+    "is_model_output",
+    "result_head",
+    "round_text",
+    "rounds_fit",
+    "step_line",
+]
 
 #: Record kinds a model call produces (besides assistant messages): a model call comes
 #: before each run of them. Everything else is input, bookkeeping or derived.
@@ -39,6 +47,11 @@ MODEL_OUTPUT_KINDS: Final = frozenset(
 )
 
 _MARK: Final = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "blocked": "[!]", "skipped": "[-]"}
+
+
+def step_line(step: r.PlanStep) -> str:
+    """A plan step as every prompt shows it: ``  [x] s1: text``."""
+    return f"  {_MARK[step.status]} {step.id}: {step.text}"
 
 
 def is_model_output(body: r.Body) -> bool:
@@ -89,7 +102,7 @@ def round_text(record: r.Record, *, output: str | None = None, cite: bool = True
         return f"{result_head(seq, body)}\n{shown}"
     if isinstance(body, r.WorkPlan):
         lines = [f"{ref}plan for {body.work_item_id or '(no work item)'}:"]
-        lines.extend(f"  {_MARK[s.status]} {s.id}: {s.text}" for s in body.steps)
+        lines.extend(step_line(s) for s in body.steps)
         return "\n".join(lines)
     if isinstance(body, r.Decision):
         why = f" — because {body.rationale}" if body.rationale else ""

@@ -35,6 +35,7 @@ import holon.records as r
 from holon.context.budget import Candidate, Form, FormKind, Stability
 from holon.context.inputs import ContextInputs
 from holon.context.refs import episode_ref, ledger_ref
+from holon.context.rounds import step_line
 from holon.projections import WorkingMemorySnapshot
 from holon.projections.state import one_line
 
@@ -104,7 +105,6 @@ _COMPACT_DECISIONS: Final = 4
 _COMPACT_FOLLOW_UPS: Final = 3
 _COMPACT_DELTA_LINES: Final = 3
 
-_MARK: Final = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "blocked": "[!]", "skipped": "[-]"}
 
 
 def _form(kind: FormKind, lines: Sequence[str], count: Counter, omissions: Sequence[r.Omission] = ()) -> Form:
@@ -195,7 +195,7 @@ def _step_lines(
     lines: list[str] = []
     hidden: list[str] = []
     for i, step in enumerate(steps):
-        line = f"  {_MARK[step.status]} {step.id}: {step.text}"
+        line = step_line(step)
         (hidden if i in collapsed else lines).append(line)
     omissions: list[r.Omission] = []
     if hidden:
