@@ -304,6 +304,29 @@ class _Layout:
             tokens += count(_placeholder(named)) + 1
         return tokens
 
+    def fill(self, target: int, oldest: int) -> int:
+        """The earliest start (not before ``oldest``) whose history, newest units, fits ``target``.
+
+        The placeholder names the start's own seq, so its tokens change with the start:
+        the search runs on an estimate (the placeholder naming the newest unit) and is
+        then corrected with exact counts, a step or two, not one count per unit.
+        """
+        units = self.units
+        n = len(units)
+        if n == 0:
+            return 0
+        fixed = self._count(HISTORY_HEADER) + 1
+        if self._floor > 0 or n > 1:
+            fixed += self._count(_placeholder(units[-1].seq)) + 1
+        start = n
+        while start > oldest and fixed + self._suffix[start - 1] <= target:
+            start -= 1
+        while start < n and self.tokens(start, units[start].seq) > target:
+            start += 1
+        while start > oldest and self.tokens(start - 1, units[start - 1].seq) <= target:
+            start -= 1
+        return start
+
 
 def plan_history(
     inputs: ContextInputs, count: Counter, rules: HistoryRules, *, allowance: int
@@ -319,6 +342,7 @@ def plan_history(
         out_tokens[ex.result_seq] = count(ex.result.output)
     dropped = orphan_omissions(inputs)
 
+    layout: _Layout | None = None
     if kept is not None:
         step = clearing_cut(pairs, out_tokens, previous=cut, rules=rules, batch=rules.clear_batch_tokens)
         layout = _Layout(inputs, count, rules, step)
@@ -327,22 +351,20 @@ def plan_history(
             return _plan(layout, start, kept, count, dropped)
 
     # A re-layout: clear every result that may be cleared; keep the anchor if that is enough.
-    layout = _Layout(
-        inputs, count, rules, clearing_cut(pairs, out_tokens, previous=cut, rules=rules, batch=0)
-    )
+    full = clearing_cut(pairs, out_tokens, previous=cut, rules=rules, batch=0)
+    if layout is None or full != layout.cut:
+        layout = _Layout(inputs, count, rules, full)
+        if kept is not None:
+            start = _start_of(layout.units, kept)
+            if layout.tokens(start, kept) <= allowance:
+                return _plan(layout, start, kept, count, dropped)
     units = layout.units
-    if kept is not None:
-        start = _start_of(units, kept)
-        if layout.tokens(start, kept) <= allowance:
-            return _plan(layout, start, kept, count, dropped)
     # Start again at the newest units that fill the refill share of the room (or, if not
     # even one does, the whole room), inside the newer half of any window that has
     # started dropping entries.
     oldest = _start_of(units, inputs.history_slack)
     for target in (int(allowance * rules.history_refill), allowance):
-        start = len(units)
-        while start > oldest and layout.tokens(start - 1, units[start - 1].seq) <= target:
-            start -= 1
+        start = layout.fill(target, oldest)
         if start < len(units):
             return _plan(layout, start, units[start].seq, count, dropped)
     omissions = [
