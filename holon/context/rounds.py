@@ -89,6 +89,8 @@ def round_text(record: r.Record, *, output: str | None = None, cite: bool = True
     body = record.body
     seq = record.seq if cite else None
     ref = _cite(seq)
+    if isinstance(body, r.ToolResult | r.TaskResult) and output is None:
+        output = body.output or (body.blob.preview if body.blob else "")
     if isinstance(body, r.Message):
         who = body.role + (f" {body.name}" if body.name else "")
         return f"{ref}{who}: {body.text}"
@@ -98,8 +100,7 @@ def round_text(record: r.Record, *, output: str | None = None, cite: bool = True
     if isinstance(body, r.ToolIntent):
         return call_line(seq, body)
     if isinstance(body, r.ToolResult):
-        shown = output if output is not None else body.output or (body.blob.preview if body.blob else "")
-        return f"{result_head(seq, body)}\n{shown}"
+        return f"{result_head(seq, body)}\n{output}"
     if isinstance(body, r.WorkPlan):
         lines = [f"{ref}plan for {body.work_item_id or '(no work item)'}:"]
         lines.extend(step_line(s) for s in body.steps)
@@ -126,8 +127,7 @@ def round_text(record: r.Record, *, output: str | None = None, cite: bool = True
     if isinstance(body, r.TaskStarted):
         return f"{ref}background task {body.id}: {body.description}"
     if isinstance(body, r.TaskResult):
-        shown = output if output is not None else body.output or (body.blob.preview if body.blob else "")
-        return f"{ref}task {body.id} {body.status}: {body.summary}" + (f"\n{shown}" if shown else "")
+        return f"{ref}task {body.id} {body.status}: {body.summary}" + (f"\n{output}" if output else "")
     if isinstance(body, r.ExecutionEnvironment):
         parts = [f"{k}={v}" for k, v in (("cwd", body.cwd), ("branch", body.branch)) if v]
         return f"{ref}environment: " + " ".join(parts) if parts else None
