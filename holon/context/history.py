@@ -48,9 +48,7 @@ __all__ = [
     "HistoryUnit",
     "clearing_cut",
     "history_units",
-    "orphan_omissions",
     "plan_history",
-    "render_units",
 ]
 
 Counter = Callable[[str], int]
@@ -134,7 +132,7 @@ def clearing_cut(
     return previous
 
 
-def orphan_omissions(inputs: ContextInputs) -> list[r.Omission]:
+def _orphan_omissions(inputs: ContextInputs) -> list[r.Omission]:
     """Results whose call fell out of the window: they cannot be shown as a pair."""
     return [
         r.Omission(
@@ -155,7 +153,7 @@ def history_units(
     A result is cleared when it is over ``tool_result_max_tokens`` (its preview is kept),
     or when its seq is at or before ``cleared_through`` and its tool is not protected.
     Calls without a result are left to the current input's continuation context, and
-    results without their call to :func:`orphan_omissions`, so no call appears here
+    results without their call to :func:`_orphan_omissions`, so no call appears here
     without its result or vice versa.
     """
     units: list[HistoryUnit] = []
@@ -247,7 +245,7 @@ def _placeholder(anchor: int) -> str:
     )
 
 
-def render_units(
+def _render_units(
     units: Sequence[HistoryUnit], start: int, count: Counter, *, anchor: int | None
 ) -> tuple[Form, list[r.Omission]]:
     """The history section showing ``units[start:]``, and the omissions it implies.
@@ -340,7 +338,7 @@ def plan_history(
     for ex in pairs:
         assert ex.result is not None and ex.result_seq is not None
         out_tokens[ex.result_seq] = count(ex.result.output)
-    dropped = orphan_omissions(inputs)
+    dropped = _orphan_omissions(inputs)
 
     layout: _Layout | None = None
     if kept is not None:
@@ -382,5 +380,5 @@ def _plan(
     if start >= len(layout.units):
         # Nothing at or after the anchor yet: keep it, show nothing.
         return HistoryPlan(form=None, omissions=tuple(dropped), anchor=recorded)
-    form, omissions = render_units(layout.units, start, count, anchor=layout.anchor_at(start, anchor))
+    form, omissions = _render_units(layout.units, start, count, anchor=layout.anchor_at(start, anchor))
     return HistoryPlan(form=form, omissions=(*dropped, *omissions), anchor=recorded)

@@ -894,9 +894,6 @@ class Turn:
         agent = self.agent
         prompt = self._prompt
         available = agent.config.budget.available
-        # Working memory is refreshed at turn end — unless the turn made something it
-        # states untrue (a decision revised, a plan step reworded): then it is refreshed
-        # now and the prompt rendered again, so the model is never shown both.
         owed = refresh_before_prompt(agent._state, ts=agent._tail_ts)
         if prompt is None or owed or not rounds_fit(prompt.total_tokens, self._round_tokens, available):
             for record in owed:
