@@ -90,3 +90,45 @@ def test_queue_shows_queued_waiting_and_open_waits() -> None:
     prompt = build_context(inputs(queued=(queued,), open_waits=(wait,)), BUDGET)
     queue = prompt.section("queue")
     assert queue is not None and "queued w2: write docs" in queue.text and "open wait wait1" in queue.text
+
+
+def _history_and_input(live: LiveLedger) -> tuple[str, str]:
+    prompt = build_context(live.state, BUDGET, agent_id="a")
+    history, current = prompt.section("history"), prompt.section("current_input")
+    assert current is not None
+    return (history.text if history is not None else ""), current.text
+
+
+def test_an_input_recorded_on_turn_started_and_as_a_message_is_shown_once() -> None:
+    # Importers record a user's input both ways; the history must not repeat the input.
+    live = LiveLedger()
+    live.start_turn("user", "Fix the login page.")
+    message = live.append(r.Message(role="user", text="Fix the login page."))
+    history, current = _history_and_input(live)
+    assert "Fix the login page." in current
+    assert "Fix the login page." not in history and f"[ledger:{message.seq}]" not in history
+    live.end_turn()
+    # Once its turn is over, the input is history like any message.
+    live.start_turn("user", "Now the signup page.")
+    live.append(r.Message(role="user", text="Now the signup page."))
+    history, current = _history_and_input(live)
+    assert f"[ledger:{message.seq}] user: Fix the login page." in history
+    assert "Now the signup page." in current and "Now the signup page." not in history
+
+
+def test_a_prompt_rendered_again_within_a_turn_says_where_the_turn_s_work_starts() -> None:
+    live = LiveLedger()
+    live.start_turn("user")
+    live.append(r.Message(role="user", text="Fix the login page."))
+    _, first = _history_and_input(live)
+    assert "so far" not in first  # nothing done yet: the input is all there is
+    intent = live.append(r.ToolIntent(call_id="c1", tool="bash", args={"command": "pytest"}))
+    live.append(r.ToolResult(call_id="c1", tool="bash", status="ok", output="1 failed"))
+    history, again = _history_and_input(live)
+    # The turn's own work sits in the history, before the input: the input section must
+    # not read as a new request that comes after it.
+    assert f"[ledger:{intent.seq}] call c1 bash" in history
+    assert (
+        f"- the work done on this input so far is in the recent history from [ledger:{intent.seq}] on: "
+        "go on from there rather than start over"
+    ) in again.splitlines()

@@ -31,6 +31,8 @@ __all__ = ["ContextInputs", "CurrentInput", "inputs_from_state"]
 
 # Recently resolved waits shown as continuation context when the turn is a wake-up.
 _RESOLVED_SHOWN: Final = 4
+# Message roles that can be a turn's input (the rest are the agent's own or tool output).
+_INPUT_ROLES: Final = frozenset({"user", "operator", "channel"})
 
 
 class CurrentInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,6 +121,14 @@ def _first_seq(execution: ToolExecution) -> int:
     return min(seqs) if seqs else 0
 
 
+def _turn_message(messages: Sequence[MessageEntry], turn: int, text: str | None) -> MessageEntry | None:
+    """The newest input message (user, operator or channel) of ``turn``, with ``text`` if given."""
+    for entry in reversed(messages):
+        if entry.turn == turn and entry.message.role in _INPUT_ROLES and text in (None, entry.message.text):
+            return entry
+    return None
+
+
 def inputs_from_state(
     state: ProjectionState, *, agent_id: str, include_episodes: bool = True
 ) -> ContextInputs:
@@ -135,14 +145,17 @@ def inputs_from_state(
     turn = runtime.turn
     current: CurrentInput | None = None
     if turn is not None and turn.input is not None:
-        current = CurrentInput(text=turn.input, trigger=turn.trigger, seq=turn.started_seq)
+        # Importers record the input twice: on turn_started and as the turn's message.
+        # The message then is the input, so the history must not show it a second time.
+        message = _turn_message(runtime.messages, turn.index, turn.input)
+        seq = message.seq if message is not None else turn.started_seq
+        current = CurrentInput(text=turn.input, trigger=turn.trigger, seq=seq)
     elif turn is not None and turn.open:
         # No explicit input (a wake-up or timer): the newest operator/user message of
         # this turn is what the agent answers.
-        for entry in reversed(runtime.messages):
-            if entry.turn == turn.index and entry.message.role in ("user", "operator", "channel"):
-                current = CurrentInput(text=entry.message.text, trigger=turn.trigger, seq=entry.seq)
-                break
+        message = _turn_message(runtime.messages, turn.index, None)
+        if message is not None:
+            current = CurrentInput(text=message.message.text, trigger=turn.trigger, seq=message.seq)
     since = memory.interval.from_seq
     resolved = tuple(
         w for w in runtime.resolved_waits if since is not None and (w.resolved_seq or -1) >= since
