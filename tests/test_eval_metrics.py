@@ -114,18 +114,17 @@ def test_evaluate_counts_retention_carry_over_and_restorations() -> None:
     assert run.prefix.per_call == [0, 1152, 0] and run.breakpoints.per_call == [0, 1200, 0]
 
 
-def test_previous_call_prefix_equals_the_best_over_all_earlier_calls() -> None:
-    # The prefix model compares with the previous call only; for these policies no older
-    # call ever shares a longer prefix, so the simplification loses nothing.
-    scenario = generate("small", 25, seed=3)
-    budget = Budget(context_window=8_000, output_reserve=1_000)
-    for policy in POLICIES:
-        seen: list[list[str]] = []
-        for prompt in policy(scenario, budget, TokenCounter()).prompts():
-            if seen:
-                best = max(common_prefix(old, prompt.lines) for old in seen)
-                assert common_prefix(seen[-1], prompt.lines) == best, policy.name
-            seen.append(prompt.lines)
+def test_both_models_read_a_prefix_an_older_call_stored() -> None:
+    # Call 1 differs after SYS; call 2 returns to call 0's prefix. A provider serves it
+    # from call 0's entry, although the previous call does not share it.
+    calls = (
+        CallPrompt(lines=["SYS", "RULE-A", "STEP-B"], costs=[600, 500, 100], breakpoints=(3,)),
+        CallPrompt(lines=["SYS", "OTHER"], costs=[600, 900], breakpoints=(2,)),
+        CallPrompt(lines=["SYS", "RULE-A", "STEP-B", "NEW"], costs=[600, 500, 100, 300], breakpoints=(3, 4)),
+    )
+    prefix, breakpoints = PrefixCache(), BreakpointCache()
+    assert [prefix.call(p) for p in calls] == [0, 0, 1152]
+    assert [breakpoints.call(p) for p in calls] == [0, 0, 1200]
 
 
 def test_token_counter_assembles_blocks_to_their_whole_counts() -> None:
@@ -138,6 +137,17 @@ def test_token_counter_assembles_blocks_to_their_whole_counts() -> None:
     # Each block counts whole, plus one token for the line break joining them.
     assert sum(costs) == counter.count(first) + 1 + counter.count(second)
     assert sum(costs[:2]) == counter.count(first) + 1
+
+
+def test_block_costs_sum_to_the_block_and_never_go_back() -> None:
+    counter = TokenCounter()
+    lines = ["alpha beta gamma", "delta", "epsilon zeta"]
+    raw = [counter.count(line) + 1 for line in lines]
+    # A block counted below its lines' sum (the estimator is not additive): the surplus
+    # comes off the last lines without making any of them negative.
+    costs = counter.block_costs(lines, raw[0] - 1)
+    assert sum(costs) == raw[0] - 1 and min(costs) >= 0
+    assert counter.block_costs(lines, sum(raw) + 3) == [*raw[:-1], raw[-1] + 3]
 
 
 def _reference_breakpoint_reads(prompts: list[CallPrompt], minimum: int = 1024) -> list[int]:
@@ -164,3 +174,34 @@ def test_breakpoint_cache_matches_a_brute_force_store() -> None:
         prompts = list(policy(scenario, budget, TokenCounter()).prompts())
         cache = BreakpointCache()
         assert [cache.call(p) for p in prompts] == _reference_breakpoint_reads(prompts), policy.name
+
+
+def _reference_prefix_reads(prompts: list[CallPrompt], minimum: int = 1024, step: int = 128) -> list[int]:
+    """Brute force: each call against every earlier call's stored prefix, line by line.
+
+    The lines two calls share hold the tokens both calls count for them (the last shared
+    line may end a block in one call and not in the other, which moves its count).
+    """
+    seen: list[tuple[list[str], list[int]]] = []  # lines and cumulative costs of each earlier call
+    reads = []
+    for prompt in prompts:
+        cum = [0]
+        for c in prompt.costs:
+            cum.append(cum[-1] + c)
+        best = 0
+        for lines, old in seen:
+            shared = common_prefix(lines, prompt.lines)
+            held = min(cum[shared], old[shared])
+            best = max(best, min(block_floor(held, minimum, step), block_floor(old[-1], minimum, step)))
+        reads.append(best)
+        seen.append((prompt.lines, cum))
+    return reads
+
+
+def test_prefix_cache_matches_a_brute_force_store() -> None:
+    scenario = generate("small", 20, seed=9)
+    budget = Budget(context_window=8_000, output_reserve=1_000)
+    for policy in POLICIES:
+        prompts = list(policy(scenario, budget, TokenCounter()).prompts())
+        cache = PrefixCache()
+        assert [cache.call(p) for p in prompts] == _reference_prefix_reads(prompts), policy.name

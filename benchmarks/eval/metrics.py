@@ -1,20 +1,20 @@
 """Metrics over the prompts of one policy on one scenario: tokens, facts, caching, evictions.
 
-Two provider cache models, both fed every call's exact prompt in order:
+Two provider cache models, both fed every call's exact prompt in order, and both
+matching against *every* earlier call (calls are assumed to fall within the cache
+lifetime), as providers do:
 
-- :class:`PrefixCache` — automatic prefix caching (OpenAI-style): the longest common
-  prefix with the previous call, counted in whole blocks — nothing under ``minimum``
-  (1,024) tokens, then ``step`` (128) token increments. Each call stores its own prefix
-  (rounded down to a block); the tokens it adds to the cache are the *writes*.
+- :class:`PrefixCache` — automatic prefix caching (OpenAI-style): the longest prefix the
+  call shares with what an earlier call stored, counted in whole blocks — nothing under
+  ``minimum`` (1,024) tokens, then ``step`` (128) token increments. Each call stores its
+  own prefix (rounded down to a block); the tokens it adds to the cache are the *writes*.
 - :class:`BreakpointCache` — Anthropic's ``cache_control`` model: a call reads the longest
-  prefix that ends at a breakpoint of an earlier call (any earlier call: calls are
-  assumed to be within the cache lifetime) and writes the prefix up to its own last
-  breakpoint; a prefix under ``minimum`` tokens is never cached.
+  prefix that ends at a breakpoint of an earlier call and writes the prefix up to its own
+  last breakpoint; a prefix under ``minimum`` tokens is never cached.
 
-Both rest on one property of these policies: no earlier call shares a longer prefix
-with the current call than the previous call does (prompts change from the front or
-the middle, never back). tests/test_eval_metrics.py checks it against every earlier
-call, and checks the breakpoint model against a brute-force store of prefix hashes.
+A prefix is looked up by its identity (:class:`PrefixHashes`), so a call that returns to
+an older prompt's prefix after a different one in between is served as a provider would
+serve it. tests/test_eval_metrics.py checks both models against brute-force stores.
 
 Cost, in uncached-token equivalents: reads at 0.1x, writes at 1.25x, the rest at 1x.
 Lines are compared whole; the tokens of a partly matching line are not counted as cached.
@@ -23,6 +23,7 @@ Lines are compared whole; the tokens of a partly matching line are not counted a
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -39,6 +40,7 @@ __all__ = [
     "CacheTotals",
     "PolicyRun",
     "PrefixCache",
+    "PrefixHashes",
     "block_floor",
     "common_prefix",
     "evaluate",
@@ -100,64 +102,112 @@ def _cumulative(costs: Sequence[int]) -> list[int]:
     return [0, *accumulate(costs)]
 
 
+class PrefixHashes:
+    """Prefix identities of a run's prompts: ``of(lines)[k]`` stands for ``lines[:k]``.
+
+    Each distinct line gets an int id in order of first sight, and the identity of a
+    prefix is the chain ``hash((identity of lines[:k-1], id of lines[k-1]))``. Ints and
+    tuples of ints hash alike in every process (``PYTHONHASHSEED`` only salts strings),
+    so the figures are deterministic. The chain is reused along the lines a prompt
+    shares with the previous one (:attr:`shared` after each call), so a call costs what
+    it adds.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._lines: Sequence[str] = []
+        self._chain: list[int] = [0]
+        self.shared = 0
+
+    def of(self, lines: Sequence[str]) -> list[int]:
+        shared = self.shared = common_prefix(self._lines, lines)
+        chain = self._chain[: shared + 1]
+        ids = self._ids
+        identity = chain[-1]
+        for line in lines[shared:]:
+            id_ = ids.get(line)
+            if id_ is None:
+                id_ = ids[line] = len(ids)
+            identity = hash((identity, id_))
+            chain.append(identity)
+        self._lines, self._chain = lines, chain
+        return chain
+
+
 class PrefixCache:
-    """Automatic prefix caching in whole blocks against the previous call."""
+    """Automatic prefix caching in whole blocks against every earlier call.
+
+    The store holds one key per cached block boundary ``b`` of each call: ``b`` with the
+    identity of the shortest line prefix that holds ``b`` tokens. A call reads up to ``b``
+    exactly when an earlier call stored that key: it stored ``b``, and the lines the two
+    share hold ``b`` tokens in both calls' counts (the count of a shared last line can
+    differ, when it ends a block in one call only). A hit at ``b`` implies hits at every
+    smaller boundary (the earlier call stored those too), so the scan stops at the first
+    miss. Line costs are never negative, so positions only grow and can be bisected.
+    """
 
     def __init__(self, minimum: int = 1024, step: int = 128) -> None:
         self.minimum = minimum
         self.step = step
         self.totals = CacheTotals()
-        self._previous: list[str] = []
-        self._stored = 0
+        self._hashes = PrefixHashes()
+        self._store: set[int] = set()
 
-    def call(self, prompt: CallPrompt, cum: Sequence[int] | None = None, shared: int | None = None) -> int:
+    def call(
+        self, prompt: CallPrompt, cum: Sequence[int] | None = None, chain: Sequence[int] | None = None
+    ) -> int:
         """Account one call; returns the tokens read from cache.
 
-        ``cum`` (cumulative line costs) and ``shared`` (lines in common with the previous
-        call) may be passed in when another model already computed them.
+        ``cum`` (cumulative line costs) and ``chain`` (the prompt's prefix identities from
+        one :class:`PrefixHashes` per run) may be passed in when already computed.
         """
         cum = _cumulative(prompt.costs) if cum is None else cum
-        shared = common_prefix(self._previous, prompt.lines) if shared is None else shared
-        cached = min(block_floor(cum[shared], self.minimum, self.step), self._stored)
-        stored = block_floor(cum[-1], self.minimum, self.step)
-        self.totals.add(cum[-1], cached, max(0, stored - cached))
-        self._previous = prompt.lines
-        self._stored = stored
+        chain = self._hashes.of(prompt.lines) if chain is None else chain
+        store = self._store
+        total = cum[-1]
+        boundary = self.minimum
+        cached = 0
+        while boundary <= total and hash((boundary, chain[bisect_left(cum, boundary)])) in store:
+            cached = boundary
+            boundary += self.step
+        stored = block_floor(total, self.minimum, self.step)
+        while boundary <= stored:
+            store.add(hash((boundary, chain[bisect_left(cum, boundary)])))
+            boundary += self.step
+        self.totals.add(total, cached, max(0, stored - cached))
         return cached
 
 
 class BreakpointCache:
     """Anthropic-style caching at explicit breakpoints.
 
-    Cache entries are prefixes written at earlier calls' breakpoints. Because no earlier
-    call shares a longer prefix with the current one than the previous call does (see
-    the module docstring), an entry is usable exactly when it is a prefix of the previous
-    call of at most the shared length: so the live entries are kept as line counts along
-    the previous prompt, and no prefix needs hashing.
+    Cache entries are the identities of prefixes written at earlier calls' breakpoints;
+    a call reads the longest entry that is a prefix of it and ends at or before its own
+    last breakpoint.
     """
 
     def __init__(self, minimum: int = 1024) -> None:
         self.minimum = minimum
         self.totals = CacheTotals()
-        self._lines: list[str] = []
-        self._entries: list[int] = []  # line counts of cached prefixes of the previous prompt, ascending
+        self._hashes = PrefixHashes()
+        self._entries: set[int] = set()
 
-    def call(self, prompt: CallPrompt, cum: Sequence[int] | None = None, shared: int | None = None) -> int:
+    def call(
+        self, prompt: CallPrompt, cum: Sequence[int] | None = None, chain: Sequence[int] | None = None
+    ) -> int:
         cum = _cumulative(prompt.costs) if cum is None else cum
-        shared = common_prefix(self._lines, prompt.lines) if shared is None else shared
-        entries = [k for k in self._entries if k <= shared]
+        chain = self._hashes.of(prompt.lines) if chain is None else chain
+        entries = self._entries
         marks = [k for k in prompt.breakpoints if cum[k] >= self.minimum]
         read = 0
         if marks:
-            read = max((k for k in entries if k <= marks[-1]), default=0)
+            read = next((k for k in range(marks[-1], 0, -1) if chain[k] in entries), 0)
         cached = cum[read]
         written = 0
         if marks and marks[-1] > read:
             written = cum[marks[-1]] - cached
-            entries = sorted({*entries, *(k for k in marks if k > read)})
+            entries.update(chain[k] for k in marks if k > read)
         self.totals.add(cum[-1], cached, written)
-        self._lines = prompt.lines
-        self._entries = entries
         return cached
 
 
@@ -220,6 +270,7 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
     run = PolicyRun(policy=policy.name, scenario=scenario.name, window=window, available=available)
     prefix = PrefixCache()
     breakpoints = BreakpointCache()
+    hashes = PrefixHashes()
     facts = scenario.facts
     for k in LIVE_KINDS:
         run.required[k] = 0
@@ -227,21 +278,20 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
     for k in STALE_KINDS:
         run.carried[k] = 0
     outcomes: dict[str, int] = {"restored": 0, "mismatch": 0, "no ref": 0}
-    previous: list[str] = []
     for call, prompt in enumerate(policy.prompts()):
         tokens = prompt.tokens
         run.tokens.append(tokens)
         run.over_budget += tokens > available
         cum = _cumulative(prompt.costs)
-        shared = common_prefix(previous, prompt.lines)
-        prefix.call(prompt, cum, shared)
-        breakpoints.call(prompt, cum, shared)
-        if prompt.sections and previous:
+        chain = hashes.of(prompt.lines)
+        prefix.call(prompt, cum, chain)
+        breakpoints.call(prompt, cum, chain)
+        shared = hashes.shared  # lines in common with the previous call
+        if prompt.sections and call > 0:
             where = next((name for name, end in prompt.sections if shared < end), "(identical)")
             tally = run.breaks.setdefault(where, [0, 0])
             tally[0] += 1
             tally[1] += cum[-1] - cum[shared]
-        previous = prompt.lines
         if facts:
             text = prompt.text
             for fid in scenario.live[call]:

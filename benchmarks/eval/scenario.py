@@ -241,6 +241,11 @@ class _Run:
         self.records.append(r.Record(body=body, ts=self.ts, turn=self.turn if in_turn else None))
         self.truth_after.append(self.truth.snapshot())
 
+    def operator_turn(self, text: str) -> None:
+        """Open a turn on the operator's ``text``, recorded as ``holon.Agent.turn(input=...)`` records it."""
+        self.emit(r.TurnStarted(trigger="operator"))
+        self.emit(r.Message(role="operator", text=text))
+
     def unique(self) -> int:
         self.counter += 1
         return self.counter
@@ -420,7 +425,7 @@ def generate(name: str, turns: int, *, seed: int, max_rounds: int = 6) -> Scenar
             )
             truth.constraint = True
             truth.changed()
-            run.emit(r.TurnStarted(trigger="operator", input=text))
+            run.operator_turn(text)
         elif resolved:
             run.emit(r.TurnStarted(trigger="wake", input=None))
         elif rejoined:
@@ -429,10 +434,10 @@ def generate(name: str, turns: int, *, seed: int, max_rounds: int = 6) -> Scenar
             side_objective, ask = _SIDE_ASKS[rng.randrange(len(_SIDE_ASKS))]
             ticket = run.unique()
             text = f"Side request (ticket T-{ticket}): {ask}, can you look when you have a minute?"
-            run.emit(r.TurnStarted(trigger="operator", input=text))
+            run.operator_turn(text)
         else:
             focus = f"{rng.choice(_WORDS)} and {rng.choice(_WORDS)}"
-            run.emit(r.TurnStarted(trigger="operator", input=f"Continue; focus on {focus} (turn {turn})."))
+            run.operator_turn(f"Continue; focus on {focus} (turn {turn}).")
         for wait_id in resolved:
             del wait_until[wait_id]
             truth.waits.pop(wait_id)

@@ -103,12 +103,19 @@ class TokenCounter:
 
         Each line gets its own count plus one for its line break; the last line absorbs
         the difference to the whole-block count (so cumulative positions are exact at
-        block boundaries and approximate inside a block).
+        block boundaries and approximate inside a block). When the block counts fewer
+        tokens than its lines, the surplus comes off the last lines, none going below
+        zero: positions never go back, which the cache models rely on.
         """
         count = self.count
         out = [count(line) + 1 for line in lines]
         if out:
             out[-1] += tokens - sum(out)
+            i = len(out) - 1
+            while out[i] < 0 and i > 0:
+                out[i - 1] += out[i]
+                out[i] = 0
+                i -= 1
         return out
 
     def assemble(self, blocks: Sequence[Block]) -> tuple[list[str], list[int]]:

@@ -121,8 +121,12 @@ def _first_seq(execution: ToolExecution) -> int:
     return min(seqs) if seqs else 0
 
 
-def _turn_message(messages: Sequence[MessageEntry], turn: int, text: str | None) -> MessageEntry | None:
+def _turn_message(
+    messages: Sequence[MessageEntry], turn: int | None, text: str | None
+) -> MessageEntry | None:
     """The newest input message (user, operator or channel) of ``turn``, with ``text`` if given."""
+    if turn is None:
+        return None
     for entry in reversed(messages):
         if entry.turn == turn and entry.message.role in _INPUT_ROLES and text in (None, entry.message.text):
             return entry
