@@ -448,6 +448,18 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
 long_text = st.builds(lambda t, n: " ".join([t] * n), text.filter(str.strip), st.integers(20, 150))
 
 
+def _start_turn(draw: st.DrawFn, live: LiveLedger, trigger: str, text: str | None) -> None:
+    """Open a turn on ``text`` the way one of holon's writers records an input.
+
+    ``holon.Agent.turn`` appends it as a message, the importers both on ``turn_started``
+    and as a message, and a hand-written ledger may carry it on ``turn_started`` only.
+    """
+    how = draw(st.sampled_from(["turn_started", "message", "both"])) if text is not None else "turn_started"
+    live.start_turn(trigger, text if how != "message" else None)
+    if how != "turn_started":
+        live.append(r.Message(role="user", text=text or ""))
+
+
 @st.composite
 def agent_runs(
     draw: st.DrawFn,
@@ -475,9 +487,8 @@ def agent_runs(
         if script.running_tasks and draw(st.booleans()):
             tid = script.running_tasks.pop(0)
             live.append(r.TaskResult(id=tid, status="ok", summary=f"{tid} finished"), in_turn=False)
-        live.start_turn(
-            draw(st.sampled_from(["user", "wake", "task", "timer"])), draw(st.none() | script.text)
-        )
+        trigger = draw(st.sampled_from(["user", "wake", "task", "timer"]))
+        _start_turn(draw, live, trigger, draw(st.none() | script.text))
         if draw(st.integers(0, 3)) > 0:
             live.render()
         for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=8)):
@@ -485,7 +496,7 @@ def agent_runs(
         outcome = draw(st.sampled_from(["completed", "completed", "waiting", "failed", "interrupted"]))
         live.end_turn(outcome)
     if open_turn:
-        live.start_turn("user", draw(long_text | text))
+        _start_turn(draw, live, "user", draw(long_text | text))
         if draw(st.booleans()):
             live.render()  # else the last refresh's delta is still pending
         for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=6)):

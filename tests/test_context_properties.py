@@ -5,7 +5,8 @@ minimum cannot fit, with that minimum as ``required``; pinned sections are prese
 whenever they fit; no tool call is rendered without its result; nothing a section would
 show vanishes: it is shown, or reported in the plan with a ref that restores the
 evidence it names (truncated items byte for byte), and every placeholder's refs restore;
-unchanged revision + epoch means a byte-identical cacheable prefix and an equal key;
+the current input is shown once, however the ledger recorded it; unchanged revision +
+epoch means a byte-identical cacheable prefix and an equal key;
 rendering is deterministic across processes.
 
 Budgets are drawn around each session's own pinned minimum and full size
@@ -245,6 +246,21 @@ def _check_complete(prompt: Prompt, state: ProjectionState) -> None:
         shown_or_omitted(
             inputs.current_input.text, text_of("current_input"), f"ledger:{inputs.current_input.seq}"
         )
+        # Shown once: however the input was recorded (on turn_started, as the turn's
+        # message, or both), one of the turn's messages with its text is the input, shown
+        # here and not in the history.
+        turn = state.runtime.turn
+        history = text_of("history")
+        same = [
+            e.seq
+            for e in state.runtime.messages
+            if turn is not None
+            and e.turn == turn.index
+            and e.message.role == "user"
+            and e.message.text == inputs.current_input.text
+        ]
+        assert f"[ledger:{inputs.current_input.seq}]" not in history
+        assert not same or sum(f"[ledger:{seq}] user:" in history for seq in same) < len(same)
 
 
 def _check_prompt(
