@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from itertools import accumulate
 
 import pytest
 
@@ -155,9 +156,7 @@ def _reference_breakpoint_reads(prompts: list[CallPrompt], minimum: int = 1024) 
     store: set[tuple[str, ...]] = set()
     reads = []
     for prompt in prompts:
-        cum = [0]
-        for c in prompt.costs:
-            cum.append(cum[-1] + c)
+        cum = [0, *accumulate(prompt.costs)]
         marks = [k for k in prompt.breakpoints if cum[k] >= minimum]
         read = 0
         if marks:
@@ -165,15 +164,6 @@ def _reference_breakpoint_reads(prompts: list[CallPrompt], minimum: int = 1024) 
             store.update(tuple(prompt.lines[:k]) for k in marks if k > read)
         reads.append(cum[read])
     return reads
-
-
-def test_breakpoint_cache_matches_a_brute_force_store() -> None:
-    scenario = generate("small", 20, seed=9)
-    budget = Budget(context_window=8_000, output_reserve=1_000)
-    for policy in POLICIES:
-        prompts = list(policy(scenario, budget, TokenCounter()).prompts())
-        cache = BreakpointCache()
-        assert [cache.call(p) for p in prompts] == _reference_breakpoint_reads(prompts), policy.name
 
 
 def _reference_prefix_reads(prompts: list[CallPrompt], minimum: int = 1024, step: int = 128) -> list[int]:
@@ -185,9 +175,7 @@ def _reference_prefix_reads(prompts: list[CallPrompt], minimum: int = 1024, step
     seen: list[tuple[list[str], list[int]]] = []  # lines and cumulative costs of each earlier call
     reads = []
     for prompt in prompts:
-        cum = [0]
-        for c in prompt.costs:
-            cum.append(cum[-1] + c)
+        cum = [0, *accumulate(prompt.costs)]
         best = 0
         for lines, old in seen:
             shared = common_prefix(lines, prompt.lines)
@@ -198,10 +186,17 @@ def _reference_prefix_reads(prompts: list[CallPrompt], minimum: int = 1024, step
     return reads
 
 
-def test_prefix_cache_matches_a_brute_force_store() -> None:
+@pytest.mark.parametrize(
+    ("model", "reference"),
+    [(BreakpointCache, _reference_breakpoint_reads), (PrefixCache, _reference_prefix_reads)],
+    ids=["breakpoints", "prefix"],
+)
+def test_cache_models_match_a_brute_force_store(
+    model: type[BreakpointCache | PrefixCache], reference: Callable[[list[CallPrompt]], list[int]]
+) -> None:
     scenario = generate("small", 20, seed=9)
     budget = Budget(context_window=8_000, output_reserve=1_000)
     for policy in POLICIES:
         prompts = list(policy(scenario, budget, TokenCounter()).prompts())
-        cache = PrefixCache()
-        assert [cache.call(p) for p in prompts] == _reference_prefix_reads(prompts), policy.name
+        cache = model()
+        assert [cache.call(p) for p in prompts] == reference(prompts), policy.name
