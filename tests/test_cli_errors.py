@@ -221,6 +221,7 @@ def test_writing_into_a_missing_path_is_a_usage_error(
     assert result.exit_code == EXIT_USAGE, result.output
     line = _one_line_error(result.stderr)
     assert line.startswith("holon: error:") and str(missing) in line and "does not exist" in line
+    assert "holon init PATH --agent-id ID" in line  # what to do, in the user's own terms
     assert result.stdout == ""
     assert not missing.exists()  # nothing was created
 
@@ -233,7 +234,8 @@ def test_writing_into_a_directory_that_is_not_a_ledger_is_a_usage_error(
     before = tree_bytes(tmp_path)
     result = _write(writer, tmp_path, inputs)
     assert result.exit_code == EXIT_USAGE, result.output
-    assert "not a holon ledger" in _one_line_error(result.stderr)
+    line = _one_line_error(result.stderr)
+    assert "not a holon ledger" in line and "holon init PATH --agent-id ID" in line
     assert tree_bytes(tmp_path) == before
 
 

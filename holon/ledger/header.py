@@ -25,6 +25,8 @@ from holon.ledger.segments import FORMAT_VERSION
 __all__ = ["FORMAT_NAME", "HEADER_NAME", "LedgerHeader", "genesis_hash", "read_header", "write_header"]
 
 HEADER_NAME: Final = "holon-ledger.json"
+# Said wherever a path is not a ledger: the command-line way and the library way to make one.
+_CREATE_HINT: Final = "create one with `holon init PATH --agent-id ID` or Ledger.create(path, agent_id=...)"
 FORMAT_NAME: Final = "holon-ledger"
 _GENESIS_DOMAIN: Final = b"holon-ledger/genesis/v1\x00"
 
@@ -68,14 +70,14 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
     if not ledger_dir.is_dir():
         what = "does not exist" if not ledger_dir.exists() else "is not a directory"
         raise NotALedger(
-            f"{ledger_dir} {what}; a ledger is a directory made by Ledger.create(path, agent_id=...)"
+            f"{ledger_dir} {what}; {_CREATE_HINT}"
         )
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise NotALedger(
             f"{ledger_dir} has no {HEADER_NAME}, so it is not a holon ledger; "
-            "pass the ledger directory itself, or create one with Ledger.create(path, agent_id=...)"
+            f"pass the ledger directory itself, or {_CREATE_HINT}"
         ) from None
     try:
         doc = json.loads(raw)
