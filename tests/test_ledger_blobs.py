@@ -83,6 +83,15 @@ def test_corrupted_blob_names_its_file(tmp_path: Path) -> None:
         with pytest.raises(LedgerCorrupt, match="does not decompress") as info:
             ledger.get_blob(ref.hash)
         assert info.value.file == str(path)
+        # A damaged frame header that declares an impossible size: an error, not an allocation.
+        stored = ledger.put_blob(b"another blob" * 100)
+        stored_path = path.parent.parent / stored.hash[:2] / stored.hash
+        compressed = stored_path.read_bytes()
+        stored_path.write_bytes(compressed[:4] + b"\xc0" + compressed[4:])
+        with pytest.raises(LedgerCorrupt, match=r"does not decompress.*declares") as info:
+            ledger.get_blob(stored.hash)
+        assert (info.value.file, info.value.offset) == (str(stored_path), 0)
+        stored_path.write_bytes(compressed)
         # Valid zstd, wrong content: the hash check catches it.
         other = ledger.put_blob(b"other bytes")
         path.write_bytes((path.parent.parent / other.hash[:2] / other.hash).read_bytes())

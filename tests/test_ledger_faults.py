@@ -77,6 +77,22 @@ def test_flipped_bytes_in_a_sealed_segment_name_the_zst_file(tmp_path: Path) -> 
         assert [p.file for p in report.problems] == [str(sealed)]
 
 
+def test_a_damaged_zstd_header_in_a_sealed_segment_is_named_not_allocated(tmp_path: Path) -> None:
+    # Found by the mutation fuzz below: one byte inserted into the zstd frame header makes
+    # it declare ~1e19 bytes, and a one-shot decompress raised MemoryError.
+    path = tmp_path / "l"
+    _ledger(path, 300, segment_bytes=16384)
+    sealed = list_segments(path / "segments")[1].sealed
+    assert sealed is not None
+    original = sealed.read_bytes()
+    sealed.write_bytes(original[:4] + b"\xc0" + original[4:])
+    with pytest.raises(LedgerCorrupt, match="declares") as info:
+        _read_all(path)
+    assert (info.value.file, info.value.offset) == (str(sealed), 0)
+    report = Ledger.open(path, readonly=True).verify()
+    assert [(p.file, p.offset) for p in report.problems] == [(str(sealed), 0)]
+
+
 def test_tampered_frame_with_recomputed_checksum_breaks_the_chain(tmp_path: Path) -> None:
     path = tmp_path / "l"
     _ledger(path, 5)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Final
 
 import blake3
-import zstandard
 
 from holon.errors import InvalidRef, LedgerCorrupt, RefNotFound
+from holon.ledger.compression import compress, decompress
 from holon.ledger.files import TMP_SUFFIX, fsync_dir, write_atomic
 from holon.records import BlobRef
 
@@ -60,8 +60,7 @@ class BlobStore:
         path = self.path_of(blob_hash)
         if not path.exists():
             path.parent.mkdir(exist_ok=True)
-            compressed = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True).compress(data)
-            write_atomic(path, compressed, durable=self._durable)
+            write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
         return BlobRef(hash=blob_hash, size=len(data), preview=preview)
 
     def contains(self, blob_hash: str) -> bool:
@@ -83,9 +82,11 @@ class BlobStore:
                 "check the hash, or import the blob files that came with an exported ledger"
             ) from None
         try:
-            data = zstandard.ZstdDecompressor().decompress(compressed)
-        except zstandard.ZstdError as exc:
-            raise LedgerCorrupt(f"blob does not decompress ({exc})", file=str(path), offset=0) from None
+            data = decompress(compressed, file=str(path))
+        except LedgerCorrupt as exc:
+            raise LedgerCorrupt(
+                f"blob does not decompress ({exc.detail})", file=str(path), offset=exc.offset
+            ) from None
         actual = blake3.blake3(data).hexdigest()
         if actual != blob_hash:
             raise LedgerCorrupt(

@@ -18,13 +18,13 @@ import msgspec
 
 from holon.errors import InvalidRecord, LedgerCorrupt
 from holon.ledger.blobs import BlobStore
+from holon.ledger.compression import decompress
 from holon.ledger.files import TMP_SUFFIX, fsync_dir, sync_file
 from holon.ledger.frames import FrameWalk
 from holon.ledger.header import LedgerHeader
 from holon.ledger.segments import (
     SEGMENT_HEADER,
     SegmentFile,
-    decompress_segment,
     list_segments,
     parse_segment_header,
     seal_segment,
@@ -157,7 +157,7 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
         if seg.sealed is not None:
             sealed_ok = False
             try:
-                sealed_ok = decompress_segment(seg.sealed.read_bytes(), file=str(seg.sealed)) == data
+                sealed_ok = decompress(seg.sealed.read_bytes(), file=str(seg.sealed)) == data
             except LedgerCorrupt:
                 sealed_ok = False
             if sealed_ok:

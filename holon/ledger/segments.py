@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Final
 
 import xxhash
-import zstandard
 
 from holon.errors import LedgerCorrupt, NotALedger
+from holon.ledger.compression import compress, decompress
 from holon.ledger.files import fsync_dir, write_atomic
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "SegmentFile",
     "SegmentHeader",
     "create_segment",
-    "decompress_segment",
     "encode_segment_header",
     "list_segments",
     "load_segment",
@@ -59,8 +58,6 @@ PLAIN_SUFFIX: Final = ".seg"
 SEALED_SUFFIX: Final = ".seg.zst"
 _NAME_RE: Final = re.compile(r"^(\d{20})\.seg(\.zst)?$")
 ZSTD_LEVEL: Final = 3
-# Decompression is fed in chunks so a damaged sealed segment names roughly where.
-_ZSTD_CHUNK: Final = 1 << 16
 
 
 def segment_name(start_seq: int) -> str:
@@ -141,39 +138,6 @@ def list_segments(seg_dir: Path) -> list[SegmentFile]:
     return [SegmentFile(s, plain.get(s), sealed.get(s)) for s in sorted(plain.keys() | sealed.keys())]
 
 
-def decompress_segment(data: bytes, *, file: str) -> bytes:
-    """Decompress a sealed segment; zstd damage raises LedgerCorrupt near its compressed offset."""
-    try:
-        # One shot is fastest; the frame header carries the content size we wrote.
-        return zstandard.ZstdDecompressor().decompress(data)
-    except zstandard.ZstdError:
-        pass
-    return _decompress_locating_damage(data, file=file)
-
-
-def _decompress_locating_damage(data: bytes, *, file: str) -> bytes:
-    """Decompress chunk by chunk so that damage is reported near where it is."""
-    out: list[bytes] = []
-    decomp = zstandard.ZstdDecompressor().decompressobj()
-    for start in range(0, len(data), _ZSTD_CHUNK):
-        try:
-            out.append(decomp.decompress(data[start : start + _ZSTD_CHUNK]))
-        except zstandard.ZstdError as exc:
-            raise LedgerCorrupt(
-                f"zstd data does not decompress ({exc}); the damage is within compressed bytes "
-                f"{start}..{min(start + _ZSTD_CHUNK, len(data))}",
-                file=file,
-                offset=start,
-            ) from None
-        if decomp.eof and start + _ZSTD_CHUNK < len(data):
-            raise LedgerCorrupt(
-                "bytes follow the end of the zstd frame", file=file, offset=start + _ZSTD_CHUNK
-            )
-    if not decomp.eof:
-        raise LedgerCorrupt("zstd data is truncated (the frame never ends)", file=file, offset=len(data))
-    return b"".join(out)
-
-
 def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:
     """Read a segment's frame bytes: ``(bytes, file name, sealed?)``.
 
@@ -197,7 +161,7 @@ def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:
             file=str(sealed),
             offset=0,
         ) from None
-    return decompress_segment(data, file=str(sealed)), str(sealed), True
+    return decompress(data, file=str(sealed)), str(sealed), True
 
 
 def create_segment(seg_dir: Path, start_seq: int, prev_hash: bytes) -> Path:
@@ -215,8 +179,7 @@ def seal_segment(plain: Path, data: bytes) -> Path:
     file is removed.
     """
     sealed = plain.with_name(plain.name + ".zst")
-    compressed = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(data)
-    write_atomic(sealed, compressed)
+    write_atomic(sealed, compress(data, level=ZSTD_LEVEL))
     plain.unlink()
     fsync_dir(plain.parent)
     return sealed
