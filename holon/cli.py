@@ -44,7 +44,7 @@ from holon.context import (
     to_openai_chat,
     to_openai_responses,
 )
-from holon.errors import HolonError, LedgerCorrupt, LedgerLocked, UsageError
+from holon.errors import BudgetExceeded, HolonError, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
 from holon.ledger import Ledger, export_jsonl, import_jsonl
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
@@ -416,9 +416,13 @@ def _resolve_prompt(
     with _reading(path) as ledger:
         records = _records(ledger)
         agent = ledger.agent_id
-    if at_turn is None:
-        return next_prompt(records, agent_id=agent, overrides=overrides)
-    found = prompt_at(records, at_turn, agent_id=agent, call=call, overrides=overrides)
+    try:
+        if at_turn is None:
+            return next_prompt(records, agent_id=agent, overrides=overrides)
+        found = prompt_at(records, at_turn, agent_id=agent, call=call, overrides=overrides)
+    except BudgetExceeded as exc:
+        # The library says "context window" and "output reserve"; name this command's options.
+        raise _Failure(f"{exc} (--budget sets the context window, --output-reserve the reserve)") from None
     if found.recorded is None or no_check:
         return found
     if not found.reproducible and overrides.empty:

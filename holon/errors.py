@@ -99,12 +99,14 @@ class LedgerCorrupt(HolonError):
 class BudgetExceeded(HolonError):
     """The pinned minimum of a prompt does not fit the token budget."""
 
-    def __init__(self, message: str, *, available: int, required: int) -> None:
+    def __init__(self, message: str, *, available: int, required: int, fix: str | None = None) -> None:
         self.available = available
         self.required = required
         super().__init__(
             f"{message}: pinned sections need {required} tokens but only {available} are available; "
             "raise the context window, lower the output reserve, or shorten the current input"
+            if fix is None
+            else f"{message}; {fix}"
         )
 
 

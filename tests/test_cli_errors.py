@@ -131,7 +131,16 @@ def test_a_budget_too_small_is_a_usage_error(ledger: Path) -> None:
     result = invoke("render", ledger, "--budget", "60", "--output-reserve", "0")
     assert result.exit_code == EXIT_USAGE
     line = _one_line_error(result.stderr)
-    assert "tokens but only" in line
+    assert "tokens but only" in line and "--budget" in line and "--output-reserve" in line
+
+
+def test_a_window_the_output_reserve_fills_says_so_with_its_numbers(ledger: Path) -> None:
+    result = invoke("render", ledger, "--budget", "8000", "--output-reserve", "8000")
+    assert result.exit_code == EXIT_USAGE
+    line = _one_line_error(result.stderr)
+    assert "output reserve (8,000 tokens) leaves no room for a prompt" in line
+    assert "in a context window of 8,000 tokens" in line
+    assert "--output-reserve" in line
 
 
 def test_click_usage_errors_exit_2(ledger: Path) -> None:

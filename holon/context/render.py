@@ -286,7 +286,11 @@ def build_context(
     available = budget.available - len(SECTION_ORDER)
     if available <= 0:
         raise BudgetExceeded(
-            "the output reserve leaves no room for a prompt", available=max(available, 0), required=1
+            f"the output reserve ({budget.output_reserve:,} tokens) leaves no room for a prompt in a context "
+            f"window of {budget.context_window:,} tokens",
+            available=max(available, 0),
+            required=1,
+            fix="lower the output reserve or raise the context window",
         )
 
     # -- prefix (Stable + AgentScoped)
