@@ -313,6 +313,11 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
+def _count(value: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``, ``1,200 records`` (``noun`` in the singular, plural by -s)."""
+    return f"{value:,} {noun}{'' if value == 1 else 's'}"
+
+
 def _clip(text: str | None, width: int = 70) -> str:
     if text is None:
         return "-"
@@ -615,8 +620,9 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         if not as_json:
             skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
             click.echo(
-                f"read {file} ({fmt}): {_n(len(report.records))} records, {report.turns} turns, "
-                f"{report.tool_calls} tool calls ({report.unmatched_intents} without a result); "
+                f"read {file} ({fmt}): {_count(len(report.records), 'record')}, "
+                f"{_count(report.turns, 'turn')}, {_count(report.tool_calls, 'tool call')} "
+                f"({report.unmatched_intents} without a result); "
                 f"skipped: {skipped}"
             )
         _appended(as_json, seqs, len(report.records), extra, ledger)
@@ -804,7 +810,10 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
             }
         )
     else:
-        click.echo(f"agent {agent} · {_n(len(records))} records · {len(turns)} turns · last seq {head[0]}")
+        click.echo(
+            f"agent {agent} · {_count(len(records), 'record')} · {_count(len(turns), 'turn')} · "
+            f"last seq {head[0]}"
+        )
         for turn in turns:
             click.echo("")
             for line in _turn_lines(turn):
@@ -1410,7 +1419,7 @@ def stats(path: Path, as_json: bool) -> None:
     span = ""
     if s.first_ts is not None and s.last_ts is not None:
         span = f" · {(s.last_ts - s.first_ts) / 3_600_000:.1f} h of ledger time"
-    click.echo(f"agent {agent} · {_n(s.records)} records · {s.turns} turns{span}")
+    click.echo(f"agent {agent} · {_count(s.records, 'record')} · {_count(s.turns, 'turn')}{span}")
     outcomes = ", ".join(f"{k} {v}" for k, v in s.outcomes.items()) or "none"
     click.echo(f"turn outcomes: {outcomes}")
     click.echo(

@@ -190,3 +190,15 @@ def test_export_of_a_missing_ledger_writes_nothing(tmp_path: Path) -> None:
     result = invoke("export", tmp_path / "nope", tmp_path / "pq", "--format", "parquet")
     assert result.exit_code == 2
     assert not (tmp_path / "pq").exists()
+
+
+def test_import_summary_counts_in_words(tmp_path: Path) -> None:
+    # A one-turn trajectory reads "1 turn", not "1 turns"; the replay header agrees.
+    source = IMPORTERS / "swe-agent" / "function-calling.traj"
+    turns = sum(rec.kind == "turn_started" for rec in read_transcript(source, "swe-agent").records)
+    assert turns == 1
+    ledger = _init(tmp_path / "L")
+    result = invoke("import", ledger, source, "--from", "swe-agent")
+    assert result.exit_code == 0, result.stderr
+    assert ", 1 turn, " in result.stdout
+    assert " · 1 turn · " in invoke("replay", ledger).stdout
