@@ -15,8 +15,10 @@ from benchmarks.eval.metrics import (
     evaluate,
 )
 from benchmarks.eval.policies import POLICIES, RestoreOutcome
+from benchmarks.eval.report import breaks_table
 from benchmarks.eval.scenario import Fact, Scenario, generate
 from benchmarks.eval.trace import CallPrompt, TokenCounter
+from holon import records as r
 from holon.context import Budget
 
 # Three calls; each line is given an exact token cost.
@@ -113,6 +115,36 @@ def test_evaluate_counts_retention_carry_over_and_restorations() -> None:
     assert run.evictions == 3 and run.restores == {"restored": 2, "mismatch": 1, "no ref": 0}
     assert run.evictions_per_100 == pytest.approx(100.0)
     assert run.prefix.per_call == [0, 1152, 0] and run.breakpoints.per_call == [0, 1200, 0]
+
+
+class _Sectioned:
+    """A sectioned policy over two turns: render, append a round, re-render at a turn start."""
+
+    name = "holon"
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        yield CallPrompt(["S", "H1"], [1000, 200], (1,), sections=(("system", 1), ("history", 2)))
+        appended = (("system", 1), ("history", 2), ("rounds", 3))
+        yield CallPrompt(["S", "H1", "R1"], [1000, 200, 300], (1, 3), sections=appended)
+        yield CallPrompt(["S", "H1", "H2"], [1000, 200, 500], (1,), sections=(("system", 1), ("history", 3)))
+
+    def restore(self, key: str) -> RestoreOutcome:
+        return "restored"
+
+
+def test_breaks_are_split_by_the_turn_of_the_call_and_add_up_to_what_was_not_shared() -> None:
+    records = tuple(
+        r.Record(body=r.Message(role="assistant", text=str(i)), ts=i, seq=i, turn=turn)
+        for i, turn in enumerate((1, 1, 2))
+    )
+    scenario = Scenario(name="two-turns", description="hand-made", records=records, calls=(0, 1, 2))
+    run = evaluate(_Sectioned(), scenario, window=4000, available=3000)
+    # Call 1 (turn 1) only appended R1; call 2 starts turn 2 and differs from line 2 on.
+    assert run.breaks == {("rounds", False): [1, 300], ("history", True): [1, 500]}
+    table = breaks_table([run])
+    first, later = f"{500 / 4400:.1%}", f"{300 / 4400:.1%}"  # of all 1,200 + 1,500 + 1,700 tokens
+    assert f"| two-turns @ 4k | a turn's first (1) | 100% / {first} | — | {first} |" in table
+    assert f"| two-turns @ 4k | later in a turn (1) | — | 100% / {later} | {later} |" in table
 
 
 def test_both_models_read_a_prefix_an_older_call_stored() -> None:

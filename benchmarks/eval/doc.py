@@ -41,11 +41,12 @@ def write_doc(
     parts.append(markdown_tables(samples, facts=False) if samples else f"\n{sample_note}\n")
     parts.append("\n\n## Where holon's cacheable prefix breaks\n")
     parts.append(
-        "For each holon run: the section in which a call's prompt first differs from the previous "
-        "call's, as the share of calls / the share of prompt tokens from that point on (what the "
-        "prefix cache cannot serve). `rounds`: the call only appended the turn's new rounds to the "
-        "previous call's prompt — what follows is new content (a tool's output, the model's own "
-        "message), which no cache can serve.\n"
+        "For each holon run, split into each turn's first call and the turn's later calls: the "
+        "section in which a call's prompt first differs from the previous call's, as the share of "
+        "those calls / the prompt tokens from that point on as a share of *all* the run's prompt "
+        "tokens (what a cache of the previous call cannot serve; `all` adds them up). `rounds`: "
+        "the call only appended the turn's new rounds to the previous call's prompt — what follows "
+        "is new content (a tool's output, the model's own message), which no cache can serve.\n"
     )
     parts.append(breaks_table(generated))
     parts.append("\n" + _ANALYSIS.read_text(encoding="utf-8").format(digest=digest))

@@ -231,9 +231,9 @@ class PolicyRun:
     evictions: int = 0
     restores: dict[str, int] = field(default_factory=dict)
     over_budget: int = 0
-    # For sectioned prompts: section where the prefix shared with the previous call ends
-    # -> [calls, prompt tokens after that point].
-    breaks: dict[str, list[int]] = field(default_factory=dict)
+    # For sectioned prompts: (section where the prefix shared with the previous call ends,
+    # whether the call is its turn's first) -> [calls, prompt tokens after that point].
+    breaks: dict[tuple[str, bool], list[int]] = field(default_factory=dict)
 
     @property
     def calls(self) -> int:
@@ -278,6 +278,8 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
     for k in STALE_KINDS:
         run.carried[k] = 0
     outcomes: dict[str, int] = {"restored": 0, "mismatch": 0, "no ref": 0}
+    # The turn of each call: that of the model output it is made before.
+    turns = [scenario.records[p].turn if p < len(scenario.records) else None for p in scenario.calls]
     for call, prompt in enumerate(policy.prompts()):
         tokens = prompt.tokens
         run.tokens.append(tokens)
@@ -289,7 +291,8 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
         shared = hashes.shared  # lines in common with the previous call
         if prompt.sections and call > 0:
             where = next((name for name, end in prompt.sections if shared < end), "(identical)")
-            tally = run.breaks.setdefault(where, [0, 0])
+            first = call < len(turns) and turns[call] != turns[call - 1]
+            tally = run.breaks.setdefault((where, first), [0, 0])
             tally[0] += 1
             tally[1] += cum[-1] - cum[shared]
         if facts:

@@ -139,20 +139,34 @@ def markdown_tables(runs: Sequence[PolicyRun], *, facts: bool) -> str:
 
 
 def breaks_table(runs: Sequence[PolicyRun]) -> str:
-    """For each sectioned (holon) run: in which section the prefix shared with the previous call ends."""
+    """For each sectioned (holon) run: where the prefix shared with the previous call ends.
+
+    Two rows per run — a turn's first call, and its later calls — and per section the
+    share of those calls / the prompt tokens from the break on as a share of *all* the
+    run's prompt tokens, so a row's token shares add up to what it leaves uncached.
+    """
     sectioned = [run for run in runs if run.breaks]
     if not sectioned:
         return ""
-    names = sorted({name for run in sectioned for name in run.breaks})
-    out = ["| run | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    names = sorted({name for run in sectioned for name, _ in run.breaks})
+    out = [
+        "| run | calls | " + " | ".join(names) + " | all |",
+        "|---|---|" + "---:|" * (len(names) + 1),
+    ]
     for run in sectioned:
-        calls = sum(v[0] for v in run.breaks.values())
-        total = sum(v[1] for v in run.breaks.values())
-        cells = []
-        for name in names:
-            n, tokens = run.breaks.get(name, [0, 0])
-            cells.append(f"{n / calls:.0%} / {tokens / total:.0%}" if n else "—")
-        out.append(f"| {run.scenario} @ {run.window // 1000}k | " + " | ".join(cells) + " |")
+        total = sum(run.tokens)
+        for first, label in ((True, "a turn's first"), (False, "later in a turn")):
+            row = {name: run.breaks.get((name, first), [0, 0]) for name in names}
+            calls = sum(n for n, _ in row.values())
+            if not calls:
+                continue
+            cells = [f"{n / calls:.0%} / {t / total:.1%}" if n else "—" for n, t in row.values()]
+            lost = sum(t for _, t in row.values())
+            out.append(
+                f"| {run.scenario} @ {run.window // 1000}k | {label} ({calls:,}) | "
+                + " | ".join(cells)
+                + f" | {lost / total:.1%} |"
+            )
     return "\n".join(out)
 
 
