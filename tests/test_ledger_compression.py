@@ -73,3 +73,11 @@ def test_a_damaged_frame_gives_its_bytes_or_ledger_corrupt(at: int, junk: bytes,
         # zstd frames written here carry no checksum: damage inside a literal can decode
         # to other bytes, which the segment's frame checksums (or the blob hash) catch.
         assert len(out) == len(RAW)
+
+
+def test_the_most_compressible_data_is_within_the_ratio_bound() -> None:
+    # 64 MiB of zeros compress to ~2 KB of RLE blocks (~32,500x, near the 32,768x most):
+    # the bound on declared sizes must let it through.
+    for size in (1 << 17, 64 << 20):
+        zeros = bytes(size)
+        assert decompress(compress(zeros, level=3), file="f") == zeros
