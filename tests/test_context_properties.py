@@ -35,6 +35,7 @@ from holon.context import (
     Budget,
     EpisodeIndex,
     Prompt,
+    PromptSection,
     RefSource,
     RenderConfig,
     build_context,
@@ -43,6 +44,7 @@ from holon.context import (
     restore,
     restore_bytes,
 )
+from holon.context.history import TURN_WORK_HEADER
 from holon.context.sections import SECTION_ORDER
 from holon.errors import BudgetExceeded, RefNotFound
 from holon.projections import ProjectionState, apply, initial_state
@@ -57,6 +59,8 @@ _REF = re.compile(r"(?:ledger|blob|episode):[0-9a-f]+")
 _MESSAGE_CUT = re.compile(r"\[message truncated: ([\d,]+) chars — restore with ref (\S+)\]")
 _INPUT_CUT = re.compile(r"\[input truncated: ([\d,]+) of ([\d,]+) chars not shown — restore with ref (\S+)\]")
 _BLOB = re.compile(r"\[output stored as blob, ([\d,]+) bytes — restore with ref (\S+)\]")
+# A line that starts a history unit (a result line belongs to its call's unit).
+_CITED = re.compile(r"^\[ledger:(\d+)\] (?!result )", re.MULTILINE)
 _ENTRY = re.compile(r"\b(decision|follow-up|work item|open wait|arguments of|result of|file) (\S+)")
 
 budgets = st.integers(1_000, 200_000).flatmap(
@@ -189,6 +193,15 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def _cited_text(text: str) -> list[int]:
+    """Seqs of the units ``text`` shows (lines ``[ledger:N] ...``, not a call's result line)."""
+    return [int(m) for m in _CITED.findall(text)]
+
+
+def _cited(section: PromptSection | None) -> list[int]:
+    return _cited_text(section.text) if section is not None else []
+
+
 def _check_complete(prompt: Prompt, state: ProjectionState) -> None:
     """Nothing vanishes: every entry a section would show in full is shown, or reported by ref.
 
@@ -261,6 +274,17 @@ def _check_complete(prompt: Prompt, state: ProjectionState) -> None:
         ]
         assert f"[ledger:{inputs.current_input.seq}]" not in history
         assert not same or sum(f"[ledger:{seq}] user:" in history for seq in same) < len(same)
+        # In the order it happened: the history holds what came before the input, and
+        # the turn's own work (a prompt rendered again within the turn) follows it.
+        split = inputs.current_input.seq
+        assert all(seq < split for seq in _cited(prompt.section("history")))
+        current = prompt.section("current_input")
+        assert current is not None
+        head, found, work = current.text.partition(f"\n{TURN_WORK_HEADER}\n")
+        assert not _cited_text(head)
+        assert all(seq > split for seq in _cited_text(work))
+        if found:
+            event("the turn's own work shown after its input")
 
 
 def _check_prompt(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import holon.records as r
 from holon.context import Budget, build_context, prompt_rendered
+from holon.context.history import TURN_WORK_HEADER
 from holon.context.sections import SECTION_ORDER, SECTION_STABILITY
 from holon.projections import PlanEntry, SnapshotPlanStep, WaitEntry, WorkingMemorySnapshot, WorkItemEntry
 from tests.context_inputs import inputs
@@ -116,19 +117,26 @@ def test_an_input_recorded_on_turn_started_and_as_a_message_is_shown_once() -> N
     assert "Now the signup page." in current and "Now the signup page." not in history
 
 
-def test_a_prompt_rendered_again_within_a_turn_says_where_the_turn_s_work_starts() -> None:
+def test_a_prompt_rendered_again_within_a_turn_shows_the_turn_s_work_after_its_input() -> None:
     live = LiveLedger()
+    live.start_turn("user")
+    earlier = live.append(r.Message(role="assistant", text="Ready."))
+    live.end_turn()
     live.start_turn("user")
     live.append(r.Message(role="user", text="Fix the login page."))
     _, first = _history_and_input(live)
-    assert "so far" not in first  # nothing done yet: the input is all there is
+    assert TURN_WORK_HEADER not in first  # nothing done yet: the input is all there is
     intent = live.append(r.ToolIntent(call_id="c1", tool="bash", args={"command": "pytest"}))
-    live.append(r.ToolResult(call_id="c1", tool="bash", status="ok", output="1 failed"))
+    result = live.append(r.ToolResult(call_id="c1", tool="bash", status="ok", output="1 failed"))
     history, again = _history_and_input(live)
-    # The turn's own work sits in the history, before the input: the input section must
-    # not read as a new request that comes after it.
-    assert f"[ledger:{intent.seq}] call c1 bash" in history
-    assert (
-        f"- the work done on this input so far is in the recent history from [ledger:{intent.seq}] on: "
-        "go on from there rather than start over"
-    ) in again.splitlines()
+    # In the order it happened: what came before the input, the input, the work on it.
+    assert f"[ledger:{earlier.seq}] assistant: Ready." in history
+    assert f"[ledger:{intent.seq}]" not in history
+    lines = again.splitlines()
+    assert lines[:4] == [
+        "## Current input (user)",
+        "Fix the login page.",
+        TURN_WORK_HEADER,
+        f"[ledger:{intent.seq}] call c1 bash {{\"command\":\"pytest\"}}",
+    ]
+    assert lines[4:] == [f"[ledger:{result.seq}] result c1 ok:", "1 failed"]

@@ -183,6 +183,22 @@ def test_block_costs_sum_to_the_block_and_never_go_back() -> None:
     assert counter.block_costs(lines, sum(raw) + 3) == [*raw[:-1], raw[-1] + 3]
 
 
+def test_a_record_costs_the_same_as_a_round_and_inside_a_section() -> None:
+    # A prompt rendered again within a turn shows the turn's records in a section; the
+    # calls before it had them as rounds. The same text must sit at the same positions,
+    # or the cache models would disagree about a prefix both calls share.
+    counter = TokenCounter()
+    call = ["[ledger:5] call c1 bash {\"command\": \"pytest -x\"}"]
+    result = ["[ledger:6] result c1 error, exit 1:", "FAILED test_cart.py::test_total", "1 failed in 0.4s"]
+    section = ["## Current input (user)", "Fix the cart.", "work on this input so far (oldest first):"]
+    lines = [*section, *call, *result, "[ledger:7] assistant: looking at the rounding"]
+    tokens = counter.count("\n".join(lines)) + 3  # the renderer's count is an upper bound
+    costs = counter.unit_costs(lines, tokens)
+    assert sum(costs) == tokens and min(costs) >= 0
+    as_round = [counter.block_costs(unit, counter.count("\n".join(unit)) + 1) for unit in (call, result)]
+    assert costs[3:7] == [*as_round[0], *as_round[1]]
+
+
 def _reference_breakpoint_reads(prompts: list[CallPrompt], minimum: int = 1024) -> list[int]:
     """Brute force: a store of every written prefix (as a tuple of lines), searched in full."""
     store: set[tuple[str, ...]] = set()

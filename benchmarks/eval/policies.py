@@ -441,24 +441,26 @@ class HolonPolicy:
             self.records[-1].ts,
             self.state.runtime.turn.index if self.state.runtime.turn else None,
         )
-        # One block per section, counted as the renderer counted it; the blank line of
-        # each separator belongs to the section before it (one token per separator).
-        blocks: list[Block] = []
+        # One block per section, counted as the renderer counted it (apportioned record
+        # by record inside, as rounds are); the blank line of each separator belongs to
+        # the section before it (one token per separator).
+        lines: list[str] = []
+        costs: list[int] = []
         marks: list[int] = []
         ends: list[tuple[str, int]] = []
-        n_lines = 0
         last_section = len(prompt.sections) - 1
         for i, section in enumerate(prompt.sections):
             block = section.text.split("\n")
-            n_lines += len(block)
+            lines.extend(block)
             if section.breakpoint:
-                marks.append(n_lines)
-            ends.append((section.name, n_lines))
+                marks.append(len(lines))
+            ends.append((section.name, len(lines)))
+            tokens = section.tokens
             if i < last_section:
                 block.append("")
-                n_lines += 1
-            blocks.append((block, section.tokens))
-        lines, costs = self.counter.assemble(blocks)
+                lines.append("")
+                tokens += 1
+            costs.extend(self.counter.unit_costs(block, tokens))
         refs = dict.fromkeys(prompt.plan.evicted_refs)
         refs.update(dict.fromkeys(_REF_IN_TEXT.findall(prompt.text)))
         new = tuple(ref for ref in refs if ref not in self._seen)

@@ -24,12 +24,15 @@ from holon.context.rounds import is_model_output, round_text
 __all__ = [
     "Block",
     "CallPrompt",
+    "UNIT_START",
     "TokenCounter",
     "call_positions",
     "is_model_output",
     "transcript_text",
 ]
 
+#: How a line that starts a record's text begins in holon's prompts and rounds (its citation).
+UNIT_START: Final = "[ledger:"
 # Records that neither answer nor ask: they never start or end a run of output.
 _NEUTRAL_KINDS: Final = frozenset({r.ExecutionEnvironment.KIND, r.TurnEnded.KIND})
 
@@ -107,16 +110,26 @@ class TokenCounter:
         tokens than its lines, the surplus comes off the last lines, none going below
         zero: positions never go back, which the cache models rely on.
         """
-        count = self.count
-        out = [count(line) + 1 for line in lines]
-        if out:
-            out[-1] += tokens - sum(out)
-            i = len(out) - 1
-            while out[i] < 0 and i > 0:
-                out[i - 1] += out[i]
-                out[i] = 0
-                i -= 1
-        return out
+        return _absorb([self.count(line) + 1 for line in lines], tokens)
+
+    def unit_costs(self, lines: Sequence[str], tokens: int) -> list[int]:
+        """Per-line costs of one of holon's sections, unit by unit; they sum to ``tokens``.
+
+        A line that starts with ``[ledger:`` starts a unit (a message, a tool call, a
+        result with its output — one record), and each unit is apportioned as the round
+        of that record is (:meth:`block_costs` of its text, plus its line break); only
+        the section's last line absorbs the difference to the section's count. So a
+        record reads at the same positions whether it was appended as a round or shown
+        in a section rendered again, as the same text does for a provider's tokenizer.
+        """
+        out: list[int] = []
+        start = 0
+        for end in range(1, len(lines) + 1):
+            if end == len(lines) or lines[end].startswith(UNIT_START):
+                unit = lines[start:end]
+                out.extend(self.block_costs(unit, self.count("\n".join(unit)) + 1))
+                start = end
+        return _absorb(out, tokens)
 
     def assemble(self, blocks: Sequence[Block]) -> tuple[list[str], list[int]]:
         """Lines and per-line costs of blocks joined by one line break each.
@@ -134,6 +147,22 @@ class TokenCounter:
             else:
                 costs.extend(self.block_costs(block[0], block[1] + (1 if i < last else 0)))
         return lines, costs
+
+
+def _absorb(costs: list[int], tokens: int) -> list[int]:
+    """``costs`` with the last line made to absorb the difference to ``tokens``.
+
+    A surplus comes off the last lines, none going below zero: positions never go back,
+    which the cache models rely on.
+    """
+    if costs:
+        costs[-1] += tokens - sum(costs)
+        i = len(costs) - 1
+        while costs[i] < 0 and i > 0:
+            costs[i - 1] += costs[i]
+            costs[i] = 0
+            i -= 1
+    return costs
 
 
 @dataclass(slots=True)

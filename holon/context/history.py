@@ -43,6 +43,7 @@ from holon.projections import ToolExecution
 
 __all__ = [
     "HISTORY_HEADER",
+    "TURN_WORK_HEADER",
     "HistoryPlan",
     "HistoryRules",
     "HistoryUnit",
@@ -54,6 +55,8 @@ __all__ = [
 Counter = Callable[[str], int]
 
 HISTORY_HEADER: Final = "## Recent history (oldest first)"
+#: The line before the turn's own work, shown after its input (see :class:`HistoryPlan`).
+TURN_WORK_HEADER: Final = "work on this input so far (oldest first):"
 
 
 class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,11 +82,18 @@ class HistoryRules(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class HistoryPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """The rendered history (``None`` if nothing fits), its omissions and its anchor."""
+    """The rendered history (``None`` if nothing fits), its omissions and its anchor.
+
+    ``turn_work`` is the part of the shown units that came after the current input (the
+    turn's own work, when its prompt is rendered again within it): it is shown after the
+    input, under :data:`TURN_WORK_HEADER`, not in the history section, so the prompt
+    reads in the order things happened. Its tokens are part of what the plan fitted.
+    """
 
     form: Form | None
     omissions: tuple[r.Omission, ...]
     anchor: r.HistoryAnchor | None
+    turn_work: Form | None = None
 
 
 def _output_size(result: r.ToolResult) -> int:
@@ -246,22 +256,34 @@ def _placeholder(anchor: int) -> str:
 
 
 def _render_units(
-    units: Sequence[HistoryUnit], start: int, count: Counter, *, anchor: int | None
-) -> tuple[Form, list[r.Omission]]:
-    """The history section showing ``units[start:]``, and the omissions it implies.
+    units: Sequence[HistoryUnit], start: int, count: Counter, *, anchor: int | None, split: int
+) -> tuple[Form | None, Form | None, list[r.Omission]]:
+    """The history section showing ``units[start:]``, the turn's work, and the omissions.
 
-    ``anchor`` is set when evidence older than the shown units exists (in the windows or
-    already dropped from them): a placeholder line then says where it went.
+    Units after ``split`` (the current input's seq) are the turn's own work, returned as
+    the second form; the rest are the history section (``None`` when it would hold only
+    its header). ``anchor`` is set when evidence older than the shown units exists (in
+    the windows or already dropped from them): a placeholder line then says where it went.
     """
     shown = units[start:]
-    lines = [HISTORY_HEADER]
+    before = [u for u in shown if u.seq <= split]
+    after = [u for u in shown if u.seq > split]
+    head = [HISTORY_HEADER]
     if anchor is not None:
-        lines.append(_placeholder(anchor))
-    lines.extend(u.text for u in shown)
-    # Section tokens are the sum of the parts plus one per line break: an upper bound
-    # for the estimator, which never merges tokens across a newline.
-    tokens = sum(count(line) + 1 for line in lines[: 2 if anchor is not None else 1])
-    tokens += sum(u.tokens + 1 for u in shown)
+        head.append(_placeholder(anchor))
+    history: Form | None = None
+    if before or anchor is not None:
+        # Section tokens are the sum of the parts plus one per line break: an upper bound
+        # for the estimator, which never merges tokens across a newline.
+        tokens = sum(count(line) + 1 for line in head) + sum(u.tokens + 1 for u in before)
+        cut = anchor is not None or any(u.cleared for u in before)
+        kind: FormKind = "truncated" if cut else "full"
+        history = Form(kind=kind, text="\n".join([*head, *(u.text for u in before)]), tokens=tokens)
+    work: Form | None = None
+    if after:
+        tokens = count(TURN_WORK_HEADER) + 1 + sum(u.tokens + 1 for u in after)
+        kind = "truncated" if any(u.cleared for u in after) else "full"
+        work = Form(kind=kind, text="\n".join([TURN_WORK_HEADER, *(u.text for u in after)]), tokens=tokens)
     omissions = [
         r.Omission(section="history", ref=ref, reason="before the history anchor", tokens=u.tokens)
         for u in units[:start]
@@ -269,8 +291,11 @@ def _render_units(
     ]
     for u in shown:
         omissions.extend(u.cleared)
-    kind: FormKind = "full" if anchor is None and not any(u.cleared for u in shown) else "truncated"
-    return Form(kind=kind, text="\n".join(lines), tokens=tokens), omissions
+    return history, work, omissions
+
+
+# The split of a prompt with no current input (or one without a seq): everything is history.
+_NO_SPLIT: Final = 1 << 62
 
 
 def _start_of(units: Sequence[HistoryUnit], seq: int) -> int:
@@ -283,6 +308,10 @@ class _Layout:
     def __init__(self, inputs: ContextInputs, count: Counter, rules: HistoryRules, cut: int) -> None:
         self.cut = cut
         self.units = history_units(inputs, count, rules, cleared_through=cut)
+        current = inputs.current_input
+        # Units after the current input are the turn's own work, shown after the input.
+        self.split = current.seq if current is not None and current.seq is not None else _NO_SPLIT
+        self._turn_from = next((i for i, u in enumerate(self.units) if u.seq > self.split), len(self.units))
         self._floor = inputs.history_floor
         self._count = count
         # suffix[i]: tokens of units[i:] plus one per line break.
@@ -295,11 +324,16 @@ class _Layout:
         return anchor if start > 0 or self._floor > 0 else None
 
     def tokens(self, start: int, anchor: int) -> int:
+        """Tokens of what :func:`_render_units` shows from ``start``: both of its parts."""
         count = self._count
-        tokens = count(HISTORY_HEADER) + 1 + self._suffix[start]
+        tokens = self._suffix[start]
         named = self.anchor_at(start, anchor)
+        if start < self._turn_from or named is not None:
+            tokens += count(HISTORY_HEADER) + 1
         if named is not None:
             tokens += count(_placeholder(named)) + 1
+        if start < len(self.units) and self._turn_from < len(self.units):
+            tokens += count(TURN_WORK_HEADER) + 1
         return tokens
 
     def fill(self, target: int, oldest: int) -> int:
@@ -316,6 +350,8 @@ class _Layout:
         fixed = self._count(HISTORY_HEADER) + 1
         if self._floor > 0 or n > 1:
             fixed += self._count(_placeholder(units[-1].seq)) + 1
+        if self._turn_from < n:
+            fixed += self._count(TURN_WORK_HEADER) + 1
         start = n
         while start > oldest and fixed + self._suffix[start - 1] <= target:
             start -= 1
@@ -380,5 +416,7 @@ def _plan(
     if start >= len(layout.units):
         # Nothing at or after the anchor yet: keep it, show nothing.
         return HistoryPlan(form=None, omissions=tuple(dropped), anchor=recorded)
-    form, omissions = _render_units(layout.units, start, count, anchor=layout.anchor_at(start, anchor))
-    return HistoryPlan(form=form, omissions=(*dropped, *omissions), anchor=recorded)
+    form, work, omissions = _render_units(
+        layout.units, start, count, anchor=layout.anchor_at(start, anchor), split=layout.split
+    )
+    return HistoryPlan(form=form, omissions=(*dropped, *omissions), anchor=recorded, turn_work=work)

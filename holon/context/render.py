@@ -67,7 +67,7 @@ __all__ = [
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 4
+RENDER_VERSION: Final = 5
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -351,6 +351,14 @@ def build_context(
     history = plan_history(inputs, count, config.history_rules, allowance=available - used)
     if history.form is not None:
         chosen["history"] = history.form
+    if history.turn_work is not None and "current_input" in chosen:
+        # A prompt rendered again within a turn: the turn's own work follows its input,
+        # in the order it happened (its tokens were fitted with the history's).
+        given = chosen["current_input"]
+        work = history.turn_work
+        chosen["current_input"] = msgspec.structs.replace(
+            given, text=f"{given.text}\n{work.text}", tokens=given.tokens + work.tokens
+        )
 
     sections: list[PromptSection] = []
     omitted: list[r.Omission] = []

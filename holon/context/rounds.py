@@ -8,7 +8,8 @@ in the same line format the recent history uses for it once it is history, and w
 the model wrote it (a round of the ``assistant``) or was given it.
 
 :func:`rounds_fit` is the runtime's rule for when the rounds have outgrown the prompt:
-then the turn's prompt is rendered again, with the rounds folded into its history.
+then the turn's prompt is rendered again, the rounds shown after its input as history
+units (the work on that input so far).
 """
 
 from __future__ import annotations

@@ -768,18 +768,6 @@ def queue_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
     )
 
 
-def _work_since(inputs: ContextInputs, seq: int) -> int | None:
-    """The first seq after ``seq`` of something the recent history shows, if any."""
-    seqs = [m.seq for m in inputs.messages if m.seq > seq]
-    seqs.extend(b.seq for b in inputs.briefs if b.seq > seq)
-    seqs.extend(
-        ex.intent_seq
-        for ex in inputs.tools
-        if ex.intent_seq is not None and ex.result is not None and ex.intent_seq > seq
-    )
-    return min(seqs, default=None)
-
-
 def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens: int) -> Candidate:
     """This turn's input plus continuation context (unknown-outcome calls, resolved waits)."""
     current = inputs.current_input
@@ -794,15 +782,6 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
             inputs.previous_outcome, "failed"
         )
         continuation.append(f"- the previous turn {how}: check what it left done before going on")
-    under_way = _work_since(inputs, current.seq) if current is not None and current.seq is not None else None
-    if under_way is not None:
-        # A prompt rendered again within a turn shows the turn's own work in the history,
-        # before this section: without this line the input would read as a new request
-        # that comes after that work, and the model could start it over.
-        continuation.append(
-            f"- the work done on this input so far is in the recent history from "
-            f"{_refs(under_way)} on: go on from there rather than start over"
-        )
     for ex in inputs.tools:
         # No result yet, or the runtime recorded on resume that the outcome was lost in a
         # crash (status "unknown"): either way the model must check before retrying.
