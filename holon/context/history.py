@@ -256,18 +256,18 @@ def _placeholder(anchor: int) -> str:
 
 
 def _render_units(
-    units: Sequence[HistoryUnit], start: int, count: Counter, *, anchor: int | None, split: int
+    units: Sequence[HistoryUnit], start: int, count: Counter, *, anchor: int | None, turn_from: int
 ) -> tuple[Form | None, Form | None, list[r.Omission]]:
     """The history section showing ``units[start:]``, the turn's work, and the omissions.
 
-    Units after ``split`` (the current input's seq) are the turn's own work, returned as
-    the second form; the rest are the history section (``None`` when it would hold only
+    ``units[turn_from:]`` (those after the current input) are the turn's own work,
+    returned as the second form; the rest are the history section (``None`` when it would hold only
     its header). ``anchor`` is set when evidence older than the shown units exists (in
     the windows or already dropped from them): a placeholder line then says where it went.
     """
     shown = units[start:]
-    before = [u for u in shown if u.seq <= split]
-    after = [u for u in shown if u.seq > split]
+    before = units[start:turn_from]
+    after = units[max(start, turn_from) :]
     head = [HISTORY_HEADER]
     if anchor is not None:
         head.append(_placeholder(anchor))
@@ -310,8 +310,8 @@ class _Layout:
         self.units = history_units(inputs, count, rules, cleared_through=cut)
         current = inputs.current_input
         # Units after the current input are the turn's own work, shown after the input.
-        self.split = current.seq if current is not None and current.seq is not None else _NO_SPLIT
-        self._turn_from = next((i for i, u in enumerate(self.units) if u.seq > self.split), len(self.units))
+        split = current.seq if current is not None and current.seq is not None else _NO_SPLIT
+        self.turn_from = next((i for i, u in enumerate(self.units) if u.seq > split), len(self.units))
         self._floor = inputs.history_floor
         self._count = count
         # suffix[i]: tokens of units[i:] plus one per line break.
@@ -328,11 +328,11 @@ class _Layout:
         count = self._count
         tokens = self._suffix[start]
         named = self.anchor_at(start, anchor)
-        if start < self._turn_from or named is not None:
+        if start < self.turn_from or named is not None:
             tokens += count(HISTORY_HEADER) + 1
         if named is not None:
             tokens += count(_placeholder(named)) + 1
-        if start < len(self.units) and self._turn_from < len(self.units):
+        if start < len(self.units) and self.turn_from < len(self.units):
             tokens += count(TURN_WORK_HEADER) + 1
         return tokens
 
@@ -350,7 +350,7 @@ class _Layout:
         fixed = self._count(HISTORY_HEADER) + 1
         if self._floor > 0 or n > 1:
             fixed += self._count(_placeholder(units[-1].seq)) + 1
-        if self._turn_from < n:
+        if self.turn_from < n:
             fixed += self._count(TURN_WORK_HEADER) + 1
         start = n
         while start > oldest and fixed + self._suffix[start - 1] <= target:
@@ -417,6 +417,6 @@ def _plan(
         # Nothing at or after the anchor yet: keep it, show nothing.
         return HistoryPlan(form=None, omissions=tuple(dropped), anchor=recorded)
     form, work, omissions = _render_units(
-        layout.units, start, count, anchor=layout.anchor_at(start, anchor), split=layout.split
+        layout.units, start, count, anchor=layout.anchor_at(start, anchor), turn_from=layout.turn_from
     )
     return HistoryPlan(form=form, omissions=(*dropped, *omissions), anchor=recorded, turn_work=work)
