@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import holon.records as r
-from holon.context import Budget, EpisodeIndex, build_context, select_episodes
+from holon.context import Budget, CurrentInput, EpisodeIndex, build_context, prompt_rendered, select_episodes
 from holon.projections import FileRef, MessageEntry, WorkingMemorySnapshot
 from tests.context_inputs import inputs
 
@@ -89,3 +89,46 @@ def test_rendered_episodes_show_their_ref_and_fit_their_sub_budget() -> None:
     assert "episode:1 " not in section.text
     assert section.tokens <= int(budget.available * budget.episode_share)
     assert prompt.plan.episodes[:2] == (3, 2)
+
+
+def _selected(**fields: object) -> tuple[tuple[int, ...], r.PromptRendered]:
+    """The episode ids a render selects, and its record (the next render's ``previous``)."""
+    record = prompt_rendered(build_context(inputs(**fields), _BUDGET, index=EpisodeIndex(EPISODES)))
+    return record.episodes, record
+
+
+_BUDGET = Budget(context_window=32_000)
+_SNAP = WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="fix the alerting")
+
+
+def test_selection_is_kept_across_an_epoch_bump_until_the_revision_changes() -> None:
+    # An episode finalized (epoch 5 -> 6) and a new input asks about other work: the
+    # selection stays, so the prefix up to the history stays byte-identical ...
+    lag = CurrentInput(text="replica lag")
+    ids, first = _selected(snapshot=_SNAP, compression_epoch=5, current_input=lag)
+    assert ids == (3, 2)
+    vacuum = CurrentInput(text="now the postgres vacuum settings")
+    kept, _ = _selected(snapshot=_SNAP, compression_epoch=6, current_input=vacuum, previous=first)
+    assert kept == (3, 2)
+    # ... until working memory changes, which changes the prefix before the episodes anyway.
+    fresh, _ = _selected(
+        snapshot=_SNAP, compression_epoch=6, working_memory_revision=3, current_input=vacuum, previous=first
+    )
+    assert fresh[0] == 0
+
+
+def test_an_epoch_bump_reselects_when_a_kept_episode_was_abandoned() -> None:
+    zebra = CurrentInput(text="the zebra table css classes")
+    ids, first = _selected(snapshot=_SNAP, compression_epoch=5, current_input=zebra)
+    assert 4 in ids
+    later = CurrentInput(text="carry on with the table")
+    kept, _ = _selected(snapshot=_SNAP, compression_epoch=6, current_input=later, previous=first)
+    assert 4 in kept
+    dropped, _ = _selected(
+        snapshot=_SNAP,
+        compression_epoch=6,
+        current_input=later,
+        previous=first,
+        abandoned_work=frozenset({"w-ui"}),
+    )
+    assert 4 not in dropped

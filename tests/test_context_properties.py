@@ -167,8 +167,9 @@ def _check_evidence(omission: r.Omission, source: RefSource, state: ProjectionSt
     reason = omission.reason
     if "plan steps" in reason:
         assert isinstance(found.body, r.WorkPlan)
-    elif "delta lines" in reason:
-        assert found.body == state.memory.pending
+    elif "delta lines" in reason or "working-memory delta" in reason:
+        # the delta that made the current revision (pending, or confirmed and still shown)
+        assert found.body == state.memory.latest_delta
     elif "work summary" in reason:
         assert isinstance(found.body, r.WorkItem | r.WorkItemState)
     elif "legacy summary" in reason:

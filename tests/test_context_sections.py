@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import holon.records as r
-from holon.context import Budget, build_context, prompt_rendered
+from holon.context import Budget, build_context, inputs_from_state, prompt_rendered
+from holon.context.budget import Candidate
 from holon.context.history import TURN_WORK_HEADER
-from holon.context.sections import SECTION_ORDER, SECTION_STABILITY
+from holon.context.render import token_counter
+from holon.context.sections import SECTION_ORDER, SECTION_STABILITY, pending_delta_candidate
 from holon.projections import PlanEntry, SnapshotPlanStep, WaitEntry, WorkingMemorySnapshot, WorkItemEntry
 from tests.context_inputs import inputs
 from tests.live import LiveLedger
 
 BUDGET = Budget(context_window=16_000, output_reserve=1_000)
+TIGHT = Budget(context_window=1_600, output_reserve=100)
 
 
 def test_sections_follow_the_rfc_order_and_stability() -> None:
@@ -68,21 +71,72 @@ def test_active_work_points_to_memory_when_unchanged_and_shows_live_changes() ->
     assert live.block_text("agent") == same.block_text("agent") and live.cache_key == same.cache_key
 
 
-def test_pending_delta_is_rendered_until_a_prompt_confirms_it() -> None:
+def _delta_candidate(live: LiveLedger) -> Candidate | None:
+    count = token_counter("holon-heuristic")
+    return pending_delta_candidate(inputs_from_state(live.state, agent_id="a"), count)
+
+
+def test_the_revisions_delta_is_pinned_until_confirmed_then_kept_while_that_saves_a_cache_break() -> None:
     live = LiveLedger()
     live.start_turn("operator", "start")
     live.append(r.WorkItem(id="w1", objective="ship the parser", state="active"))
-    live.end_turn()
+    derived = live.end_turn()
+    delta_record = next(x for x in derived if isinstance(x.body, r.WorkingMemoryDelta))
     assert live.state.memory.pending is not None
     live.start_turn("operator", "next")
     first = build_context(live.state, BUDGET, agent_id="a")
-    delta = first.section("pending_delta")
-    assert delta is not None and delta.stability == "turn"
+    shown = first.section("pending_delta")
+    assert shown is not None and shown.stability == "turn"
+    candidate = _delta_candidate(live)
+    assert candidate is not None and candidate.pinned
     live.append(prompt_rendered(first))
     assert live.state.memory.pending is None
-    second = build_context(live.state, BUDGET, agent_id="a")
-    assert second.section("pending_delta") is None
-    assert second.section("working_memory") is not None
+    live.end_turn()
+
+    # Confirmed: the next turns at revision 1 show it in the same bytes (dropping it would
+    # change the prompt before the history), no longer pinned; its ref restores the delta.
+    for text in ("and then", "and after that"):
+        live.start_turn("operator", text)
+        candidate = _delta_candidate(live)
+        assert candidate is not None and not candidate.pinned
+        assert [o.ref for o in candidate.contents] == [f"ledger:{delta_record.seq}"]
+        later = build_context(live.state, BUDGET, agent_id="a")
+        assert later.identity.working_memory_revision == first.identity.working_memory_revision == 1
+        assert later.section("pending_delta") == shown
+        upto = [s.name for s in first.sections].index("pending_delta") + 1
+        assert [s.text for s in later.sections[:upto]] == [s.text for s in first.sections[:upto]]
+        live.append(prompt_rendered(later))
+        live.end_turn()
+
+    # The next revision shows its own delta, pinned until confirmed.
+    live.start_turn("operator", "finish it")
+    live.append(r.WorkItemState(id="w1", state="done"))
+    live.end_turn()
+    live.start_turn("operator", "what next?")
+    second = build_context(live.state, TIGHT, agent_id="a")
+    assert second.identity.working_memory_revision == 2
+    section = second.section("pending_delta")
+    assert section is not None and "revision 1 → 2" in section.text
+    live.append(prompt_rendered(second))
+    # Rendered again within the turn while the history keeps its start: kept, same bytes.
+    live.append(r.Message(role="assistant", text="looking"))
+    again = build_context(live.state, TIGHT, agent_id="a")
+    assert again.section("pending_delta") == section
+    live.append(prompt_rendered(again))
+    # The history has to move (it outgrew its room): the delta gives its room back,
+    # named as an omission with its ref, and later prompts leave it out too.
+    for i in range(30):
+        live.append(r.Message(role="assistant", text=f"note {i}: " + "lorem ipsum dolor sit amet " * 12))
+    moved = build_context(live.state, TIGHT, agent_id="a")
+    assert moved.plan.history != again.plan.history
+    assert moved.section("pending_delta") is None
+    assert [(o.section, o.ref) for o in moved.plan.omitted if o.section == "pending_delta"] == [
+        ("pending_delta", f"ledger:{live.state.memory.latest_delta.evidence_to_seq + 1}")
+    ]
+    live.append(prompt_rendered(moved))
+    live.end_turn()
+    live.start_turn("operator", "anything else?")
+    assert build_context(live.state, TIGHT, agent_id="a").section("pending_delta") is None
 
 
 def test_queue_shows_queued_waiting_and_open_waits() -> None:

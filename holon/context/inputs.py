@@ -50,15 +50,17 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     - AgentScoped: ``snapshot`` at ``working_memory_revision``; ``episodes`` are the
       archived episodes (or use an index, see :func:`~holon.context.build_context`);
       ``context_summary`` (legacy, shown only when the snapshot is empty).
-    - TurnScoped: ``pending_delta``; the live ``active_work`` and ``plan``; ``suspended``
-      (still active, under the current one), ``queued``,
+    - TurnScoped: ``pending_delta`` (not yet confirmed by a prompt) and ``latest_delta``
+      (the delta that made the current revision, confirmed or not); the live
+      ``active_work`` and ``plan``; ``suspended`` (still active, under the current one),
+      ``queued``,
       ``waiting`` work items and ``open_waits``; the recent ``messages``, ``briefs`` and
       ``tools`` windows (with their seqs); ``current_input``; ``resolved_waits`` and
       unknown-outcome calls (``tools`` entries without a result) as continuation context;
       ``new_decisions`` — decisions of the active item (or of none) declared since working
       memory was derived, which the snapshot cannot show until the next revision.
-    - ``previous`` is the last ``PromptRendered``: at an unchanged revision and epoch its
-      episode selection is reused, which keeps the cacheable prefix byte-identical, and
+    - ``previous`` is the last ``PromptRendered``: at an unchanged revision its episode
+      selection is reused, which keeps the cacheable prefix byte-identical, and
       its history anchor is kept while it can be (see :mod:`holon.context.history`).
     - ``history_floor``: the recent windows hold every message, brief and tool call from
       this seq on (0: they never dropped anything); an anchor before it cannot be kept.
@@ -77,6 +79,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     working_memory_revision: int = 0
     compression_epoch: int = 0
     pending_delta: r.WorkingMemoryDelta | None = None
+    latest_delta: r.WorkingMemoryDelta | None = None
     context_summary: r.ContextSummary | None = None
     context_summary_seq: int | None = None
     episodes: tuple[r.ContextEpisodeRecord, ...] = ()
@@ -189,6 +192,7 @@ def inputs_from_state(
         working_memory_revision=memory.revision,
         compression_epoch=memory.compression_epoch,
         pending_delta=memory.pending,
+        latest_delta=memory.latest_delta,
         context_summary=runtime.context_summary.summary if runtime.context_summary is not None else None,
         context_summary_seq=runtime.context_summary.seq if runtime.context_summary is not None else None,
         episodes=tuple(memory.archive) if include_episodes else (),

@@ -46,6 +46,7 @@ from holon.context.sections import (
     active_work_candidate,
     context_summary_candidate,
     current_input_candidate,
+    delta_ref,
     episodes_candidate,
     pending_delta_candidate,
     queue_candidate,
@@ -67,7 +68,7 @@ __all__ = [
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 5
+RENDER_VERSION: Final = 6
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -207,10 +208,7 @@ def select_episodes(
     scores = index.scores(terms("\n".join(query_parts)), max_postings=max_postings)
     floor = _window_floor(inputs)
     files = {f.path for f in s.files}
-    # Abandoned work stays out of the prompt (its objective is no longer true) unless the
-    # operator brings it up again by name; `holon search` still finds it.
-    named = inputs.current_input.text if inputs.current_input is not None else ""
-    abandoned = {w for w in index.abandoned_work | inputs.abandoned_work if w not in named}
+    abandoned = _abandoned(inputs, index)
     ranked: list[tuple[float, int, int, r.ContextEpisodeRecord]] = []
     # Structural matches for the active item may have no matching words at all: look
     # them up among the most recent episodes as well.
@@ -235,19 +233,50 @@ def select_episodes(
     return [t[3] for t in ranked[:limit]]
 
 
+def _abandoned(inputs: ContextInputs, index: EpisodeIndex) -> set[str]:
+    """Work items whose episodes stay out of the prompt: abandoned, and not named by the input.
+
+    Abandoned work's objective is no longer true, unless the operator brings it up again
+    by name; `holon search` still finds it.
+    """
+    named = inputs.current_input.text if inputs.current_input is not None else ""
+    return {w for w in index.abandoned_work | inputs.abandoned_work if w not in named}
+
+
 def _sticky_selection(
     inputs: ContextInputs, index: EpisodeIndex, recorded: dict[str, Any]
 ) -> list[r.ContextEpisodeRecord] | None:
+    """The previous prompt's episodes again, while the working-memory revision holds.
+
+    An epoch bump alone (an episode finalized) does not re-select: the new episode ends
+    inside the recent window, so it is not a candidate yet, and re-selecting would only
+    reshuffle the choice by the latest input's words and re-send everything after the
+    section. Re-selection waits for the next revision, which changes the prefix before
+    this section anyway — unless a kept episode's work was abandoned meanwhile.
+    """
     prev = inputs.previous
     if prev is None:
         return None
-    if (prev.working_memory_revision, prev.compression_epoch) != (
-        inputs.working_memory_revision,
-        inputs.compression_epoch,
-    ) or prev.render_config != recorded:
+    if prev.working_memory_revision != inputs.working_memory_revision or prev.render_config != recorded:
         return None
     found = [index.get(i) for i in prev.episodes]
-    return [e for e in found if e is not None]
+    kept = [e for e in found if e is not None]
+    if prev.compression_epoch != inputs.compression_epoch:
+        abandoned = _abandoned(inputs, index)
+        if any(e.work_item_id in abandoned for e in kept):
+            return None
+    return kept
+
+
+def _yielded(form: Form, delta: r.WorkingMemoryDelta) -> Form:
+    """The omitted form of a confirmed delta that gave its room to the history."""
+    omission = r.Omission(
+        section="pending_delta",
+        ref=delta_ref(delta),
+        reason="working-memory delta already shown; its room went to the history",
+        tokens=form.tokens,
+    )
+    return Form(kind="omitted", text="", tokens=0, omissions=(omission,))
 
 
 def _section(name: str, form: Form) -> PromptSection:
@@ -349,6 +378,24 @@ def build_context(
 
     # -- recent history fills what is left
     history = plan_history(inputs, count, config.history_rules, allowance=available - used)
+    kept_delta = chosen.get("pending_delta")
+    if (
+        kept_delta is not None
+        and kept_delta.kind != "omitted"
+        and inputs.pending_delta is None
+        and inputs.previous is not None
+        and inputs.previous.history is not None
+        and (history.anchor is None or history.anchor.from_seq != inputs.previous.history.from_seq)
+    ):
+        # A confirmed delta is shown again only to keep the prompt before the history
+        # unchanged; when the history starts elsewhere anyway (not merely a first history
+        # after none, nor a clearing cut, which changes the history further in), it gives
+        # its room back — and stays out until the next revision: the next render sees it
+        # omitted here.
+        assert inputs.latest_delta is not None
+        chosen["pending_delta"] = _yielded(kept_delta, inputs.latest_delta)
+        used -= kept_delta.tokens
+        history = plan_history(inputs, count, config.history_rules, allowance=available - used)
     if history.form is not None:
         chosen["history"] = history.form
     if history.turn_work is not None and "current_input" in chosen:

@@ -10,12 +10,15 @@ Sections, in prompt order (see docs/context-rendering.md for the full table):
  3    working_memory      agent        90        yes     full, compact, truncated
  3'   context_summary     agent        70        no      full, truncated (only without WM)
  4    episodes            agent        60        no      full, compact, truncated
- 5    pending_delta       turn         85        yes     full, compact
+ 5    pending_delta       turn         85        yes(*)  full, compact
  6    active_work         turn         95        yes     full, compact
  7    queue               turn         50        no      full, compact
  8    history             turn         40        no      filled newest-first
  9    current_input       turn         100       yes     full, truncated
 ====  ==================  ===========  ========  ======  ================================
+
+(*) until a prompt confirmed it; then, unpinned, shown again while its revision holds
+and the history keeps its start.
 
 Only facts fixed by the working-memory revision and the compression epoch are placed in
 Stable/AgentScoped sections (the snapshot, the archived episodes); everything that can
@@ -47,6 +50,7 @@ __all__ = [
     "active_work_candidate",
     "context_summary_candidate",
     "current_input_candidate",
+    "delta_ref",
     "episode_text_forms",
     "episodes_candidate",
     "pending_delta_candidate",
@@ -112,7 +116,9 @@ def _form(kind: FormKind, lines: Sequence[str], count: Counter, omissions: Seque
     return Form(kind=kind, text=text, tokens=count(text), omissions=tuple(omissions))
 
 
-def _candidate(name: str, forms: Sequence[Form], contents: Sequence[r.Omission] = ()) -> Candidate:
+def _candidate(
+    name: str, forms: Sequence[Form], contents: Sequence[r.Omission] = (), *, pinned: bool | None = None
+) -> Candidate:
     # A shorter form is worth offering only when it is smaller: an identical one adds
     # nothing, and one whose placeholders cost more than what it drops never fits where
     # the better form did not (and would inflate a pinned minimum).
@@ -125,7 +131,7 @@ def _candidate(name: str, forms: Sequence[Form], contents: Sequence[r.Omission] 
         order=SECTION_ORDER.index(name),
         stability=SECTION_STABILITY[name],
         priority=SECTION_PRIORITY[name],
-        pinned=name in _PINNED,
+        pinned=name in _PINNED if pinned is None else pinned,
         forms=tuple(kept),
         contents=tuple(contents),
     )
@@ -586,11 +592,43 @@ def episodes_candidate(
 # --------------------------------------------------------------------------- TurnScoped
 
 
+def delta_ref(delta: r.WorkingMemoryDelta) -> str:
+    """The ref of a delta record: the post-turn refresh (or the refresh before a prompt)
+    appends it right after its evidence, the delta first (replay verification checks it)."""
+    return ledger_ref(delta.evidence_to_seq + 1)
+
+
+def _keeps_confirmed_delta(inputs: ContextInputs) -> bool:
+    """Whether a confirmed delta is shown again: the previous prompt showed it.
+
+    Dropping it at the next turn would change the prompt before the history and re-send
+    all of it, so it stays while the revision holds — until a render whose history moves
+    anyway gives its room back to the history (``build_context``); later prompts then
+    leave it out too.
+    """
+    prev = inputs.previous
+    if prev is None or prev.working_memory_revision != inputs.working_memory_revision:
+        return False
+    return any(s.section == "pending_delta" and s.form != "omitted" for s in prev.sections)
+
+
 def pending_delta_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
-    """What changed in working memory and has not yet been shown (rendered until confirmed)."""
+    """What changed in working memory to make the current revision.
+
+    Pinned until a prompt confirmed it was shown. After that it is shown again, in the
+    same bytes, while that saves a cache break (:func:`_keeps_confirmed_delta`), but no
+    longer pinned — working memory already states the current values — so it never
+    makes a render fail, and it gives its room to a history that has to move; its ref
+    restores it.
+    """
     delta = inputs.pending_delta
+    pinned = True
     if delta is None:
-        return None
+        delta, pinned = inputs.latest_delta, False
+        if delta is None or delta.to_revision != inputs.working_memory_revision:
+            return None
+        if not _keeps_confirmed_delta(inputs):
+            return None
     header = (
         f"## Working memory changes (revision {delta.from_revision} → {delta.to_revision}, "
         f"{delta.reason.replace('_', ' ')})"
@@ -599,10 +637,8 @@ def pending_delta_candidate(inputs: ContextInputs, count: Counter) -> Candidate 
     if not delta.lines:
         full.append("- changed: " + ", ".join(delta.changed_fields))
     forms = [_form("full", full, count)]
+    ref = delta_ref(delta)
     if len(delta.lines) > _COMPACT_DELTA_LINES:
-        # The post-turn refresh appends a turn's derived records right after its
-        # turn_ended, the delta first (replay verification checks it): that is its seq.
-        ref = ledger_ref(delta.evidence_to_seq + 1)
         kept = [_clipped(line, 120) for line in delta.lines[:_COMPACT_DELTA_LINES]]
         rest = delta.lines[_COMPACT_DELTA_LINES:]
         compact = [header, *(f"- {line}" for line, _ in kept)]
@@ -615,7 +651,10 @@ def pending_delta_candidate(inputs: ContextInputs, count: Counter) -> Candidate 
         )
         omission = r.Omission(section="pending_delta", ref=ref, reason=reason, tokens=count("\n".join(rest)))
         forms.append(_form("compact", compact, count, [omission]))
-    return _candidate("pending_delta", forms)
+    contents = [
+        r.Omission(section="pending_delta", ref=ref, reason="working-memory delta", tokens=forms[0].tokens)
+    ]
+    return _candidate("pending_delta", forms, contents, pinned=pinned)
 
 
 def _live_matches_snapshot(inputs: ContextInputs) -> bool:

@@ -132,6 +132,8 @@ class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 
     ``snapshot`` is the snapshot at ``revision``; ``pending`` the delta not yet confirmed
     by a prompt_rendered (``pending_base`` the snapshot at its ``from_revision``);
+    ``latest_delta`` the delta that made ``revision``, kept after a prompt confirmed it
+    (the renderer shows it again so that confirming it does not change the prompt);
     ``confirmed_revision`` the highest revision a prompt confirmed (``None`` before the
     first); ``compression_epoch`` counts finalized episodes; ``interval`` accumulates
     the current turn's evidence and ``closed_interval`` is the one the last turn_ended
@@ -142,6 +144,7 @@ class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     revision: int = 0
     pending: r.WorkingMemoryDelta | None = None
     pending_base: WorkingMemorySnapshot | None = None
+    latest_delta: r.WorkingMemoryDelta | None = None
     confirmed_revision: int | None = None
     compression_epoch: int = 0
     builder: ActiveEpisodeBuilder = ActiveEpisodeBuilder()
@@ -237,6 +240,7 @@ def _on_delta(
         revision=body.to_revision,
         pending=body,
         pending_base=base,
+        latest_delta=body,
     )
 
 
