@@ -15,9 +15,9 @@ what the parent reads happened before any kill):
 
 Without PHASE the daemon just runs (no markers, no delays). The points of each phase are
 reached by wrapping the runtime's and the ledger's own functions (monkeypatching, in
-this process only); nothing is simulated except in the ``refresh_missing_*`` phases,
-whose hold first makes the records appended so far durable — the state a segment
-rollover at that record, or ``fsync="always"``, leaves on disk.
+this process only); nothing is simulated except in the ``refresh_missing_*``
+and ``recovery`` phases, whose hold first makes the records appended so far durable —
+the state a segment rollover at that record, or ``fsync="always"``, leaves on disk.
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ PHASES: Final = (
     "seal",
     # after a turn was acknowledged, before the next one starts
     "between_turns",
+    # resuming a ledger a crash left open: Agent.open appended some of its repair
+    # records (unknown outcomes, the interrupted turn_ended, its derived records)
+    "recovery",
 )
 TOOL_SLEEP_S: Final = 0.015  # in random rounds: kills often land inside a side effect
 PHASE_SLEEP_S: Final = 0.004  # in random rounds: the most a phase is slowed down by
@@ -176,7 +179,10 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
         nonlocal refresh_left
         stored = real_append(self, body, turn, ts=ts)
         if self.current_turn is None:
-            return stored  # recovery on open, not a turn's end
+            # Agent.open repairing what a crash left: hold with what it appended so far
+            # durable (the state a rollover at this record would leave on disk).
+            phases.at("recovery", f"{stored.kind}@{stored.seq}", before_hold=self.ledger.flush)
+            return stored
         if isinstance(body, r.TurnEnded):
             refresh_left = len(post_turn_refresh(self.projection))
         elif stored.kind in r.DERIVED_KINDS and refresh_left:

@@ -6,8 +6,11 @@ there, so every phase of docs/daemon-guide.md's failure model is hit for certain
 flush at ``turn.context()``, the model call, a tool's side effect (the report step before
 and after it wrote its file), ``turn_ended`` and its derived records (buffered; or
 ``turn_ended`` durable and the refresh cut short before or after some of its records), a
-checkpoint write, a segment rollover, a seal, between turns. A few rounds kill at a
-random moment instead (phases slowed down); their markers say where the kill landed.
+checkpoint write, a segment rollover, a seal, between turns, and the repair a resume
+makes (a round that first kills in a side effect, then kills the child resuming from
+it halfway through recording the unknown outcome and closing the turn). A few rounds
+kill at a random moment instead (phases slowed down); their markers say where the kill
+landed.
 
 Then the ledger is resumed, by the test's own ``Agent.open`` or — as a user would — by
 running examples/daemon.py again, and the test checks what resuming promises: no
@@ -64,6 +67,9 @@ OCCURRENCES = {
     "rollover": 1,
     "seal": 2,
     "between_turns": 4,
+    # the k-th repair record of an Agent.open after a kill in tool_effect (an open turn
+    # and an intent without a result leave at least two: the unknown outcome, turn_ended)
+    "recovery": 2,
 }
 TURNS = 220  # the ledger's length at the end; the rounds stop well before it
 
@@ -134,7 +140,14 @@ class Acks:
 
 
 def _kill(path: Path, plan: Plan, rng: random.Random, acks: Acks) -> Kill:
-    """Run a child, kill it in the planned phase (or at a random moment), say where it died."""
+    """Run a child, kill it in the planned phase (or at a random moment), say where it died.
+
+    A ``recovery`` round first kills a child inside a tool's side effect, so the next
+    open has a turn to close and an unknown outcome to record, then kills the child
+    that resumes in the middle of that repair.
+    """
+    if plan.target == "recovery":
+        _kill(path, Plan("tool_effect", rng.randint(1, OCCURRENCES["tool_effect"]), plan.resume), rng, acks)
     child = _spawn(path, plan)
     assert child.stdout is not None
     kill: Kill | None = None
@@ -238,6 +251,14 @@ def _check_phase(kill: Kill, before: OnDisk, acked: tuple[int, str] | None) -> N
         assert derived == (hit == "refresh_missing_some")
     if hit in ("rollover", "seal"):
         assert before.unsealed, "a full segment left plain"
+    if hit == "recovery":
+        # Part of the repair is durable: the last record is one of its records.
+        last = before.records[-1].body
+        assert (
+            (isinstance(last, r.ToolResult) and last.status == "unknown")
+            or (isinstance(last, r.TurnEnded) and last.outcome == "interrupted")
+            or before.records[-1].kind in r.DERIVED_KINDS
+        ), before.records[-1]
     if hit == "between_turns":
         assert before.open_turn is None and not before.pending and not before.pending_refresh
         assert acked is not None and before.records[-1].seq == acked[0]
