@@ -46,7 +46,6 @@ from holon.context.sections import (
     active_work_candidate,
     context_summary_candidate,
     current_input_candidate,
-    delta_ref,
     episodes_candidate,
     pending_delta_candidate,
     queue_candidate,
@@ -268,15 +267,11 @@ def _sticky_selection(
     return kept
 
 
-def _yielded(form: Form, delta: r.WorkingMemoryDelta) -> Form:
+def _yielded(candidate: Candidate) -> Form:
     """The omitted form of a confirmed delta that gave its room to the history."""
-    omission = r.Omission(
-        section="pending_delta",
-        ref=delta_ref(delta),
-        reason="working-memory delta already shown; its room went to the history",
-        tokens=form.tokens,
-    )
-    return Form(kind="omitted", text="", tokens=0, omissions=(omission,))
+    reason = "working-memory delta already shown; its room went to the history"
+    omissions = tuple(msgspec.structs.replace(o, reason=reason) for o in candidate.contents)
+    return Form(kind="omitted", text="", tokens=0, omissions=omissions)
 
 
 def _section(name: str, form: Form) -> PromptSection:
@@ -392,8 +387,7 @@ def build_context(
         # after none, nor a clearing cut, which changes the history further in), it gives
         # its room back — and stays out until the next revision: the next render sees it
         # omitted here.
-        assert inputs.latest_delta is not None
-        chosen["pending_delta"] = _yielded(kept_delta, inputs.latest_delta)
+        chosen["pending_delta"] = _yielded(next(c for c in turn if c.name == "pending_delta"))
         used -= kept_delta.tokens
         history = plan_history(inputs, count, config.history_rules, allowance=available - used)
     if history.form is not None:

@@ -50,7 +50,6 @@ __all__ = [
     "active_work_candidate",
     "context_summary_candidate",
     "current_input_candidate",
-    "delta_ref",
     "episode_text_forms",
     "episodes_candidate",
     "pending_delta_candidate",
@@ -592,7 +591,7 @@ def episodes_candidate(
 # --------------------------------------------------------------------------- TurnScoped
 
 
-def delta_ref(delta: r.WorkingMemoryDelta) -> str:
+def _delta_ref(delta: r.WorkingMemoryDelta) -> str:
     """The ref of a delta record: the post-turn refresh (or the refresh before a prompt)
     appends it right after its evidence, the delta first (replay verification checks it)."""
     return ledger_ref(delta.evidence_to_seq + 1)
@@ -637,7 +636,7 @@ def pending_delta_candidate(inputs: ContextInputs, count: Counter) -> Candidate 
     if not delta.lines:
         full.append("- changed: " + ", ".join(delta.changed_fields))
     forms = [_form("full", full, count)]
-    ref = delta_ref(delta)
+    ref = _delta_ref(delta)
     if len(delta.lines) > _COMPACT_DELTA_LINES:
         kept = [_clipped(line, 120) for line in delta.lines[:_COMPACT_DELTA_LINES]]
         rest = delta.lines[_COMPACT_DELTA_LINES:]
