@@ -364,7 +364,8 @@ def _round(path: Path, plan: Plan, kill: Kill, *, rng: random.Random, acks: Acks
     if plan.target != "random":  # a random kill's markers only roughly delimit its phase
         _check_phase(kill, before, acks.last)
     tally.hits.append((plan, kill.hit))
-    if kill.hit.startswith("report_"):
+    if kill.hit.startswith("report_") and plan.target != "random":
+        # A held kill names the report call; a random one's markers do not.
         tally.held_reports[kill.detail] = kill.hit
     if plan.resume == "agent":
         closed, reported = _resume_with_agent(path, before)
