@@ -1007,6 +1007,12 @@ def explain(
         why = "; ".join(reasons.get(s.section, []))
         if not why and s.form != "full":
             why = "did not fit the budget in full"
+        if s.section == "pending_delta" and found.delta_confirmed and s.form != "omitted":
+            confirmed = (
+                f"already confirmed: revision {prompt.identity.working_memory_revision}'s delta shown "
+                "again in the same bytes, unpinned, so the cached prefix holds"
+            )
+            why = f"{confirmed}; {why}" if why else confirmed
         rows.append(
             _SectionRow(
                 section=s.section,
@@ -1086,6 +1092,13 @@ def explain(
 # --------------------------------------------------------------------------- memory / episodes
 
 
+def _delta_summary(delta: r.WorkingMemoryDelta) -> str:
+    return (
+        f"revision {delta.from_revision} → {delta.to_revision} ({delta.reason.replace('_', ' ')}, "
+        f"evidence ledger:{delta.evidence_from_seq}..{delta.evidence_to_seq})"
+    )
+
+
 @main.command()
 @_common
 @click.option(
@@ -1116,16 +1129,21 @@ def memory(path: Path, as_json: bool, at_turn: int | None) -> None:
     for line in view.lines or ("(empty: no work item, plan or facts yet)",):
         click.echo(f"  {line}")
     click.echo("")
-    d = view.pending_delta
-    if d is None:
-        click.echo("pending delta: none (the model has seen the current revision)")
-    else:
+    delta = view.pending_delta
+    if delta is not None:
+        click.echo(f"pending delta: {_delta_summary(delta)} — pinned in every prompt until one confirms it")
+    elif view.latest_delta is not None:
+        # The renderer keeps showing a confirmed delta while its revision holds (same
+        # bytes, same cache prefix); say so, or `explain` seems to contradict this.
+        delta = view.latest_delta
         click.echo(
-            f"pending delta: revision {d.from_revision} → {d.to_revision} ({d.reason.replace('_', ' ')}, "
-            f"evidence ledger:{d.evidence_from_seq}..{d.evidence_to_seq}) — shown until a prompt confirms it"
+            f"pending delta: none — a prompt confirmed revision {view.revision}; its delta, "
+            f"{_delta_summary(delta)}, may still be shown, unpinned, while the revision holds"
         )
-        for line in d.lines:
-            click.echo(f"  {line}")
+    else:
+        click.echo("pending delta: none (the model has seen the current revision)")
+    for line in delta.lines if delta is not None else ():
+        click.echo(f"  {line}")
     click.echo("")
     b = view.builder
     if b.turns == 0 and b.from_seq is None:

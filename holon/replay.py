@@ -42,6 +42,7 @@ from holon.projections import (
     ProjectionConfig,
     ProjectionState,
     WorkingMemorySnapshot,
+    WorkingMemoryState,
     apply,
     initial_state,
     post_turn_refresh,
@@ -355,6 +356,9 @@ class PromptAt(msgspec.Struct, frozen=True, kw_only=True):
     has one. ``checked`` is true when the recorded budget and config were used, so the
     hashes must match; ``reproducible`` is false when the record carries no
     ``render_config`` (it was not written by :func:`holon.context.prompt_rendered`).
+    ``delta_confirmed`` is true when an earlier prompt already confirmed the current
+    working-memory revision, so a ``pending_delta`` section in this prompt is that
+    revision's delta shown again (unpinned, for the cache prefix), not news.
     """
 
     turn: int | None
@@ -364,6 +368,7 @@ class PromptAt(msgspec.Struct, frozen=True, kw_only=True):
     recorded_seq: int | None = None
     checked: bool = False
     reproducible: bool = True
+    delta_confirmed: bool = False
 
     @property
     def matches(self) -> bool:
@@ -503,6 +508,7 @@ def prompt_at(
         recorded_seq=record.seq,
         checked=settings is not None and overrides.empty,
         reproducible=settings is not None,
+        delta_confirmed=state.memory.pending is None,
     )
 
 
@@ -531,14 +537,24 @@ def next_prompt(
         state = apply(state, msgspec.structs.replace(derived, seq=state.seq + 1))
     prompt = build_context(state, budget, config, agent_id=agent_id)
     turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
-    return PromptAt(turn=turn, before_seq=records[-1].seq + 1 if records else 0, prompt=prompt)
+    return PromptAt(
+        turn=turn,
+        before_seq=records[-1].seq + 1 if records else 0,
+        prompt=prompt,
+        delta_confirmed=state.memory.pending is None,
+    )
 
 
 # --------------------------------------------------------------------------- memory
 
 
 class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
-    """Working memory at one point: snapshot, its lines, pending delta, episode builder."""
+    """Working memory at one point: snapshot, its lines, pending delta, episode builder.
+
+    ``latest_delta`` is the delta that made the current revision once a prompt has
+    confirmed it (``pending_delta`` is then ``None``): the renderer may still show it,
+    unpinned, while the revision holds.
+    """
 
     turn: int | None
     after_seq: int
@@ -549,7 +565,15 @@ class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
     snapshot: WorkingMemorySnapshot
     lines: tuple[str, ...]
     pending_delta: r.WorkingMemoryDelta | None
+    latest_delta: r.WorkingMemoryDelta | None
     builder: ActiveEpisodeBuilder
+
+
+def _confirmed_delta(memory: WorkingMemoryState) -> r.WorkingMemoryDelta | None:
+    latest = memory.latest_delta
+    if memory.pending is not None or latest is None or latest.to_revision != memory.revision:
+        return None
+    return latest
 
 
 def memory_at(
@@ -569,6 +593,7 @@ def memory_at(
         snapshot=memory.snapshot,
         lines=snapshot_lines(memory.snapshot),
         pending_delta=memory.pending,
+        latest_delta=_confirmed_delta(memory),
         builder=memory.builder,
     )
 

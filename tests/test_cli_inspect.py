@@ -39,6 +39,24 @@ def test_memory_now_and_at_a_turn(session: Path) -> None:
     assert "active episode: W1" in text
 
 
+def test_memory_says_when_the_revisions_delta_was_already_confirmed(session: Path) -> None:
+    records = _records(session)
+    turns = sorted({rec.turn for rec in records if isinstance(rec.body, r.TurnEnded)})
+    turn = next(t for t in turns if memory_at(records, t).latest_delta is not None)
+    view = memory_at(records, turn)
+    latest = view.latest_delta
+    assert view.pending_delta is None and latest is not None and latest.to_revision == view.revision
+    text = invoke("memory", session, "--at-turn", str(turn)).stdout
+    assert (
+        f"pending delta: none — a prompt confirmed revision {view.revision}; its delta, revision "
+        f"{latest.from_revision} → {latest.to_revision} (" in text
+    )
+    assert all(f"  {line}" in text for line in latest.lines)
+    # While a delta is pending, it is the pending one and no confirmed one is reported.
+    pending = memory_at(records, 5)
+    assert pending.pending_delta is not None and pending.latest_delta is None
+
+
 def test_memory_of_an_empty_ledger(tmp_path: Path) -> None:
     assert invoke("init", tmp_path / "L", "--agent-id", "a").exit_code == 0
     text = invoke("memory", tmp_path / "L").stdout

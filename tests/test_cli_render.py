@@ -11,6 +11,7 @@ import pytest
 
 from holon import records as r
 from holon.ledger import Ledger
+from holon.replay import prompt_at
 from tests.cli_support import build_ledger, invoke, live_records
 from tests.golden import read_fixture
 from tests.live import replay_live
@@ -148,3 +149,27 @@ def test_explain_at_a_checked_turn(ledgers: dict[str, Path]) -> None:
     assert out.startswith("prompt of turn 217, recorded at seq 1984: reproduced byte for byte")
     assert "episodes ◆" in out and "system ◆" in out
     assert "budget 8,000 - output reserve 1,000 = 7,000 available" in out
+
+
+def test_explain_says_when_the_delta_shown_was_already_confirmed(ledgers: dict[str, Path]) -> None:
+    path = ledgers["session_multi_work"]
+    with Ledger.open(path, readonly=True) as ledger:
+        records = list(ledger.read())
+    shown: dict[bool, int] = {}
+    for turn in sorted({rec.turn for rec in _prompts(path)}):
+        found = prompt_at(records, turn, agent_id="session_multi_work")
+        forms = {s.section: s.form for s in found.prompt.plan.sections}
+        if forms.get("pending_delta", "omitted") != "omitted":
+            shown.setdefault(found.delta_confirmed, turn)
+        if len(shown) == 2:
+            break
+    # The fixture has both: a delta shown pinned (news) and one shown again once confirmed.
+    assert set(shown) == {True, False}
+
+    def why(turn: int) -> str:
+        doc = json.loads(invoke("explain", path, "--at-turn", str(turn), "--json").stdout)
+        return next(s["why"] for s in doc["sections"] if s["section"] == "pending_delta")
+
+    assert why(shown[True]).startswith("already confirmed: revision ")
+    assert "already confirmed" not in why(shown[False])
+    assert "already confirmed: revision " in invoke("explain", path, "--at-turn", str(shown[True])).stdout
