@@ -89,6 +89,8 @@ from holon.records import (
     WorkPlan,
 )
 from holon.runtime import (
+    RECALL_TOOL_NAMES,
+    RECALL_TOOLS,
     Agent,
     AgentConfig,
     OpenReport,
@@ -97,6 +99,7 @@ from holon.runtime import (
     TurnSummary,
     UnknownOutcome,
 )
+from holon.search import MemoryHit
 
 __version__ = "0.1.0"
 
@@ -128,10 +131,13 @@ __all__ = [
     "Ledger",
     "LedgerCorrupt",
     "LedgerLocked",
+    "MemoryHit",
     "Message",
     "NotALedger",
     "OpenReport",
     "PROJECTION_VERSION",
+    "RECALL_TOOLS",
+    "RECALL_TOOL_NAMES",
     "PlanStep",
     "ProjectionConfig",
     "ProjectionState",

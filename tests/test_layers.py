@@ -18,7 +18,9 @@ ALLOWED_HOLON = {
     "context": {"records", "errors", "projections"},
     "importers": {"records", "errors"},
     "audit": {"records", "errors", "ledger", "projections", "context", "importers", "progress"},
-    "runtime": {"records", "errors", "ledger", "projections", "context"},
+    # The runtime composes every layer; `search` is the pure evidence index (records in,
+    # hits out) it offers the model through the holon_search recall tool.
+    "runtime": {"records", "errors", "ledger", "projections", "context", "search"},
     # Edges: I/O-backed library modules the CLI and users share, and the CLI itself.
     "progress": set(),  # terminal-only progress bars of the two command lines (cli, audit)
     "replay": {"records", "errors", "ledger", "projections", "context"},

@@ -14,7 +14,8 @@ FACADE_FROM_LAYER = {
     "holon.projections": ("fold", "apply", "post_turn_refresh", "verify_derivations", "WorkingMemoryState"),
     "holon.context": ("build_context", "Budget", "RenderConfig", "restore", "to_anthropic_messages"),
     "holon.importers": ("import_transcript", "read_transcript", "FORMATS"),
-    "holon.runtime": ("Agent", "AgentConfig", "ToolCall", "UnknownOutcome"),
+    "holon.runtime": ("Agent", "AgentConfig", "ToolCall", "UnknownOutcome", "RECALL_TOOLS"),
+    "holon.search": ("MemoryHit",),
 }
 
 

@@ -5,6 +5,8 @@
 - :class:`Turn` (``with agent.turn(input=...) as turn``) — record a turn, render its
   prompt (``turn.context()``), run tools through the write-ahead log (``turn.tool``).
 - :class:`ToolCall`, :class:`UnknownOutcome` — the tool WAL.
+- :data:`RECALL_TOOLS` (``holon_get``, ``holon_search``) — tools that let the model
+  restore what its prompt left out; route their calls to :meth:`Turn.recall`.
 - :class:`AgentConfig`, :class:`OpenReport`, :class:`TurnSummary`.
 
 See docs/daemon-guide.md.
@@ -12,9 +14,12 @@ See docs/daemon-guide.md.
 
 from holon.runtime.agent import Agent, AgentConfig, OpenReport, ToolCall, Turn, TurnSummary, wall_clock_ms
 from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome
+from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS
 
 __all__ = [
     "CHECKPOINT_DIR",
+    "RECALL_TOOLS",
+    "RECALL_TOOL_NAMES",
     "Agent",
     "AgentConfig",
     "OpenReport",

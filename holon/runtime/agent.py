@@ -39,7 +39,7 @@ from holon.context import (
 )
 from holon.context.render import token_counter
 from holon.context.rounds import call_line, is_model_output, result_head, round_text, rounds_fit
-from holon.errors import InvalidRecord, NotALedger, UsageError
+from holon.errors import InvalidRecord, InvalidRef, NotALedger, RefNotFound, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
 from holon.projections import (
     DEFAULT_CONFIG,
@@ -63,6 +63,16 @@ from holon.runtime.checkpoints import (
     prune_checkpoints,
     write_checkpoint,
 )
+from holon.runtime.recall import (
+    GET_TOOL,
+    RECALL_PAGE_CHARS,
+    RECALL_TOOL_NAMES,
+    AgentRefSource,
+    get_text,
+    recall_args,
+    search_text,
+)
+from holon.search import MemoryHit, MemorySearch
 
 __all__ = ["Agent", "AgentConfig", "OpenReport", "ToolCall", "Turn", "TurnSummary"]
 
@@ -142,6 +152,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
       multiple of N (0: never);
       ``checkpoints_kept``: how many to keep.
     - ``segment_bytes`` / ``blob_threshold``: used when the ledger is created.
+    - ``recall_page_chars``: the most characters one ``holon_get`` call returns
+      (:meth:`Turn.recall`).
     """
 
     budget: Budget = Budget(context_window=32_000, output_reserve=4_000)
@@ -152,10 +164,13 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     checkpoints_kept: int = 2
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     blob_threshold: int = DEFAULT_BLOB_THRESHOLD
+    recall_page_chars: int = RECALL_PAGE_CHARS
 
     def __post_init__(self) -> None:
         if self.checkpoint_every < 0 or self.checkpoints_kept < 1:
             raise ValueError("AgentConfig: checkpoint_every must be >= 0 and checkpoints_kept >= 1")
+        if self.recall_page_chars < 1:
+            raise ValueError(f"AgentConfig: recall_page_chars must be >= 1, got {self.recall_page_chars}")
 
 
 class OpenReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -226,6 +241,9 @@ class Agent:
         self._clock = clock
         self._last_ts = 0
         self._index: EpisodeIndex | None = None
+        # Built on the first search, then brought up to date from the ledger on each one.
+        self._search: MemorySearch | None = None
+        self._searched_to = 0  # the next seq the search index has not seen
         self._turn: Turn | None = None
         self._unfinished_refresh: tuple[r.Record, ...] = ()
         self._tail_ts = 0  # the ts of the newest record (set on open from the ledger)
@@ -492,6 +510,37 @@ class Agent:
         if self._index is None:
             self._index = EpisodeIndex(self._state.memory.archive)
         return self._index
+
+    def search(
+        self, query: str, *, limit: int = 10, only: Literal["episodes", "evidence"] | None = None
+    ) -> list[MemoryHit]:
+        """Search the agent's archived episodes and evidence (BM25, as ``holon search`` does).
+
+        The index is built from the ledger on the first call and extended by the records
+        appended since on each later one; it holds every searchable record's text (a
+        blob-stored output by its preview), so an agent that never searches pays nothing.
+        Recall calls themselves are left out: a search would find its own query, and a
+        restored text would be found twice.
+        """
+        self._check_open()
+        if self._search is None:
+            self._search = MemorySearch()
+        for record in self._ledger.read(from_seq=self._searched_to):
+            body = record.body
+            if not (isinstance(body, r.ToolIntent | r.ToolResult) and body.tool in RECALL_TOOL_NAMES):
+                self._search.add(record)
+            self._searched_to = record.seq + 1
+        return self._search.search(query, limit=limit, only=only)
+
+    def get_text(self, ref: str, *, offset: int = 0) -> str:
+        """The text behind a prompt's ref, one page of ``config.recall_page_chars`` from ``offset``.
+
+        What the ``holon_get`` recall tool returns (see :func:`holon.runtime.recall.get_text`);
+        :func:`holon.context.restore_bytes` gives the whole original bytes instead.
+        """
+        self._check_open()
+        source = AgentRefSource(self._ledger, self.episodes)
+        return get_text(ref, source, offset=offset, page_chars=self.config.recall_page_chars)
 
     @property
     def seq(self) -> int:
@@ -1113,6 +1162,38 @@ class Turn:
         ).seq
 
     # ------------------------------------------------------------------ tools
+
+    def recall(self, name: str, args: dict[str, Any]) -> ToolCall:
+        """Answer the model's call of a recall tool (``holon_get``, ``holon_search``), recorded.
+
+        Offer :data:`~holon.runtime.recall.RECALL_TOOLS` to the model (in the
+        ``SystemPolicy``) and route its calls of them here instead of to
+        :meth:`tool`: the call goes through the write-ahead log like any other (intent,
+        then result), so the ledger holds what the model was given back. A bad ref, an
+        unknown ref, an offset past the end or malformed arguments become an ``error``
+        result whose text says what to do — the model made the mistake, so the model is
+        told. Send ``call.output`` back as the tool result, as for any tool. A name that
+        is not a recall tool is the daemon's mistake: UsageError, nothing recorded.
+        """
+        if name not in RECALL_TOOL_NAMES:
+            raise UsageError(
+                f"{name!r} is not a recall tool ({', '.join(sorted(RECALL_TOOL_NAMES))}); "
+                "run it with turn.tool"
+            )
+        call = self.tool(name, args)
+        with call:  # anything else (a damaged ledger) records an error result and propagates
+            try:
+                given = recall_args(name, args)
+                if name == GET_TOOL.name:
+                    output = self.agent.get_text(given["ref"], offset=given["offset"])
+                else:
+                    hits = self.agent.search(given["query"], limit=given["limit"])
+                    output = search_text(given["query"], hits)
+            except (InvalidRef, RefNotFound, UsageError) as exc:
+                call.finish(str(exc), status="error")
+            else:
+                call.finish(output)
+        return call
 
     def tool(self, name: str, args: dict[str, Any], *, idempotency_key: str | None = None) -> ToolCall:
         """Start a tool call through the write-ahead log.

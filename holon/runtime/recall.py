@@ -1,0 +1,207 @@
+"""Recall tools: how the model itself restores what its prompt left out.
+
+Every omission in a prompt names a ref (``[tool result cleared: … — restore with ref
+ledger:1234]``), and the history's first line says ``restore any ref with holon get
+<ref> or find it with holon search``. A person runs those commands; the model needs
+them as tools. This module defines the two tools with those names and the text each
+returns to the model:
+
+- ``holon_get`` (``ref``, ``offset``) — the original text behind a ref, a page at a
+  time (:func:`get_text`): a cleared 50 KB output must not flood the window it was
+  cleared from.
+- ``holon_search`` (``query``, ``limit``) — BM25 over the agent's archived episodes and
+  evidence, each hit with the ref ``holon_get`` restores (:func:`search_text`).
+
+:meth:`holon.runtime.Turn.recall` records such a call through the tool write-ahead log
+like any other tool call, so the restored text is in the ledger and the replayed
+prompts are what the model saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import holon.records as r
+from holon.context import EpisodeIndex, RefSource, restore_bytes
+from holon.errors import RefNotFound, UsageError
+from holon.ledger import Ledger
+from holon.search import MemoryHit
+
+__all__ = [
+    "GET_TOOL",
+    "RECALL_PAGE_CHARS",
+    "RECALL_TOOLS",
+    "RECALL_TOOL_NAMES",
+    "SEARCH_LIMIT",
+    "SEARCH_TOOL",
+    "AgentRefSource",
+    "get_text",
+    "recall_args",
+    "search_text",
+]
+
+# ~2k tokens: enough for most cleared outputs in one call, small enough that restoring a
+# 50 KB log does not undo the clearing that made room for the turn.
+RECALL_PAGE_CHARS: Final = 8_000
+SEARCH_LIMIT: Final = 8
+_MAX_SEARCH_LIMIT: Final = 25
+
+GET_TOOL: Final = r.ToolDefinition(
+    name="holon_get",
+    description=(
+        "Restore something your context left out. Every note like '[tool result cleared: … — "
+        "restore with ref …]', '(… not shown — restore with ref …)' or 'holon get <ref>' names a "
+        "ref: ledger:<seq>, blob:<hash> or episode:<id>. Returns its original text "
+        "(a tool's full output, a message, a plan or decision record, an episode) one page at "
+        "a time: a longer text ends with a note giving the offset to pass for the next part."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "ref": {"type": "string", "description": "ledger:<seq>, blob:<hash> or episode:<id>"},
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "character offset to start at (default 0)",
+            },
+        },
+        "required": ["ref"],
+        "additionalProperties": False,
+    },
+)
+
+SEARCH_TOOL: Final = r.ToolDefinition(
+    name="holon_search",
+    description=(
+        "Search everything this agent recorded — past messages, tool calls and their outputs, "
+        "plans, decisions, waits and finished episodes of work — by words (BM25). Each hit "
+        "shows where it came from, its best-matching line and the ref holon_get restores."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "words to look for"},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": _MAX_SEARCH_LIMIT,
+                "description": f"most hits returned (default {SEARCH_LIMIT})",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+)
+
+RECALL_TOOLS: Final = (GET_TOOL, SEARCH_TOOL)
+RECALL_TOOL_NAMES: Final = frozenset(tool.name for tool in RECALL_TOOLS)
+
+
+class AgentRefSource:
+    """A :class:`~holon.context.RefSource` over an agent's ledger and its episode index.
+
+    Episodes come from the index the agent keeps current, so no ledger scan is needed.
+    """
+
+    def __init__(self, ledger: Ledger, episodes: EpisodeIndex) -> None:
+        self._ledger = ledger
+        self._episodes = episodes
+
+    def record(self, seq: int) -> r.Record:
+        """The record at ``seq`` (RefNotFound past the head)."""
+        return self._ledger.get(seq)
+
+    def blob(self, blob_hash: str) -> bytes:
+        """A blob's bytes, verified against its hash."""
+        return self._ledger.get_blob(blob_hash)
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        """The archived episode with this id (RefNotFound when there is none)."""
+        found = self._episodes.get(episode_id)
+        if found is None:
+            held = len(self._episodes)
+            raise RefNotFound(
+                f"episode:{episode_id} does not exist "
+                f"({'no episode is archived yet' if not held else f'episodes 0..{held - 1} are archived'})"
+            )
+        return found
+
+
+def get_text(ref: str, source: RefSource, *, offset: int = 0, page_chars: int = RECALL_PAGE_CHARS) -> str:
+    """What ``holon_get`` returns: the text behind ``ref`` from ``offset``, one page of it.
+
+    A text that fits is returned exactly as :func:`~holon.context.restore_bytes` gives
+    it (so a restored output is byte-identical to the original). A longer one is cut at
+    ``offset + page_chars`` characters, or at the last line break in the page's second
+    half, and ends with a line naming the offset of the next part.
+    Bytes that are not UTF-8 are described, not dumped. Raises InvalidRef, RefNotFound
+    and UsageError (an offset past the end) with messages meant for the model.
+    """
+    if offset < 0:
+        raise UsageError(f"offset {offset} is negative: pass 0 to read {ref} from the start")
+    data = restore_bytes(ref, source)
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return f"[{ref} is {len(data):,} bytes of binary data, not text; it is not shown]"
+    total = len(text)
+    if offset == 0 and total <= page_chars:
+        return text
+    if offset >= total:
+        raise UsageError(f"offset {offset:,} is past the end of {ref} ({total:,} characters)")
+    end = min(offset + page_chars, total)
+    if end < total:
+        # End the page at a line break when one is in its second half: the model reads
+        # whole lines, and the next offset still continues exactly where this page ends.
+        newline = text.rfind("\n", offset + page_chars // 2, end)
+        if newline >= 0:
+            end = newline + 1
+    page = text[offset:end]
+    if end < total:
+        note = (
+            f"[{ref}, characters {offset:,}-{end:,} of {total:,}; call holon_get with offset {end} "
+            "for the next part]"
+        )
+    else:
+        note = f"[{ref}, characters {offset:,}-{end:,} of {total:,}: the end]"
+    return page + ("" if page.endswith("\n") else "\n") + note
+
+
+def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
+    """What ``holon_search`` returns: one entry per hit, best first, each with its ref."""
+    if not hits:
+        return f"nothing this agent recorded matches {query!r}"
+    lines = [f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {query!r}, best first:"]
+    for i, hit in enumerate(hits, 1):
+        lines.append(f"{i}. {hit.ref} — {hit.provenance}")
+        lines.append(f"   {hit.snippet}")
+    return "\n".join(lines)
+
+
+def recall_args(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a recall tool call's arguments as the model sent them; UsageError says what is wrong.
+
+    Returns the keyword arguments with their defaults filled in: ``ref``/``offset`` for
+    ``holon_get``, ``query``/``limit`` for ``holon_search``.
+    """
+    if name not in RECALL_TOOL_NAMES:
+        raise UsageError(f"{name!r} is not a recall tool (they are {', '.join(sorted(RECALL_TOOL_NAMES))})")
+    if name == GET_TOOL.name:
+        fields = {"ref": (str, None), "offset": (int, 0)}
+    else:
+        fields = {"query": (str, None), "limit": (int, SEARCH_LIMIT)}
+    unknown = sorted(set(args) - set(fields))
+    if unknown:
+        raise UsageError(f"{name} takes {', '.join(fields)}; it got unknown argument(s) {', '.join(unknown)}")
+    out: dict[str, Any] = {}
+    for key, (kind, default) in fields.items():
+        value = args.get(key, default)
+        # bool is an int in Python, never a valid offset or limit.
+        if value is None or isinstance(value, bool) or not isinstance(value, kind):
+            what = "a string" if kind is str else "an integer"
+            raise UsageError(f"{name}: `{key}` must be {what}, got {value!r}")
+        out[key] = value
+    if name == SEARCH_TOOL.name and not 1 <= out["limit"] <= _MAX_SEARCH_LIMIT:
+        raise UsageError(f"holon_search: `limit` must be 1..{_MAX_SEARCH_LIMIT}, got {out['limit']}")
+    return out
