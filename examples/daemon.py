@@ -22,6 +22,12 @@ already holds the report the step would write — and runs the step again under 
 (``<key>:retry1``) only when it is not in place; a step that only reads is run again.
 It records what it decided as a message.
 
+When it verifies a report, it checks the report's total value against the data the load
+step read. That output went to the blob store, so the prompt shows only its preview and
+a placeholder (``[output stored as blob, … — restore with ref blob:…]``, or once cleared
+``[tool result cleared: … — restore with ref ledger:N]``): it restores the data with the
+``holon_get`` recall tool, as a model would (``turn.recall``), and records what it found.
+
 Per turn it prints prompt tokens by stability class (Stable / AgentScoped /
 TurnScoped), the working-memory revision and compression epoch, whether the cache key
 changed, and episodes finalized; at the end a summary table.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +50,7 @@ from typing import Any
 
 from holon.context import Prompt
 from holon.records import PlanStep, SystemPolicy, ToolDefinition
-from holon.runtime import Agent, AgentConfig, ToolCall, Turn
+from holon.runtime import RECALL_TOOLS, Agent, AgentConfig, ToolCall, Turn
 
 #: Scripted time: every record is one second after the previous one, from this instant.
 START_TS = 1_700_000_000_000
@@ -80,6 +87,7 @@ POLICY = SystemPolicy(
             description="Run a POSIX shell command in the workspace; returns its output and exit code.",
             parameters={"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
         ),
+        *RECALL_TOOLS,
     ),
 )
 
@@ -310,6 +318,52 @@ def _run_tool(
         attempt += 1
 
 
+def _shown_result(turn: Turn, key: str) -> tuple[str | None, str | None]:
+    """The output of the call under ``key`` as the prompt shows it: ``(output, None)`` when
+    the prompt holds all of it, ``(None, ref)`` when it holds a placeholder naming the ref
+    that restores it (a cleared result, or a blob-stored one shown as a preview),
+    ``(None, None)`` when the prompt does not show the call at all."""
+    result = turn.agent.recorded_call(key)
+    prompt = turn.prompt
+    if result is None or prompt is None:
+        return None, None
+    cleared = re.search(
+        rf"\[tool result cleared: \S+ call {re.escape(result.call_id)}, [\d,]+ bytes — "
+        r"restore with ref (ledger:\d+)\]",
+        prompt.text,
+    )
+    if cleared is not None:
+        return None, cleared.group(1)
+    if result.blob is not None and f"restore with ref blob:{result.blob.hash}]" in prompt.text:
+        return None, f"blob:{result.blob.hash}"
+    output = turn.agent.output_of(result)
+    return (output, None) if output and output in prompt.text else (None, None)
+
+
+def _verify_total(turn: Turn, report: str, wid: str) -> str | None:
+    """Check the report's total value against the data the load step read, as a model would:
+    that output is large, so the prompt shows only its preview (or, later, a cleared
+    placeholder); restore it with the holon_get recall tool and add up the value column.
+    Returns a note for the turn line."""
+    data, ref = _shown_result(turn, f"{wid}:load")
+    if data is None and ref is not None:
+        call = turn.recall("holon_get", {"ref": ref})
+        data = call.output if call.result is not None and call.result.status == "ok" else None
+    if data is None:
+        return None
+    rows = [line.split(",") for line in data.splitlines()[1:] if line.count(",") == 2]
+    expected = str(sum(int(row[1]) for row in rows if row[1].isdigit()))
+    totals = [line.split()[-1] for line in report.splitlines() if line.startswith("total value")]
+    reported = totals[0] if totals else None
+    verdict = "matches" if reported == expected else f"does not match {expected}"
+    source = f"restored with holon_get {ref}" if ref is not None else "shown in the prompt"
+    turn.record_message(
+        f"verify: the report's total value {reported} {verdict}, the sum of the {len(rows)} rows "
+        f"the load step read ({source})"
+    )
+    return "recalled" if ref is not None else None
+
+
 @dataclass
 class TurnLine:
     """What one turn printed."""
@@ -433,6 +487,10 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
                 turn.record_message(
                     f"{step.id}: {status}, {len(output)} chars{': ' + first[0] if first else ''}"
                 )
+                if step.id == "verify" and status == "ok":
+                    recalled = _verify_total(turn, output, wid)
+                    if recalled is not None:
+                        note = f"{note}, {recalled}" if note is not None else recalled
                 if step.id == "checksum":
                     turn.record_decision(
                         f"{wid}-fp", f"fingerprint of {mod}: {output.split()[0] if output else '-'}"
