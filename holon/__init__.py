@@ -88,6 +88,7 @@ from holon.records import (
     WorkItemState,
     WorkPlan,
 )
+from holon.replay import LedgerRefSource
 from holon.runtime import (
     RECALL_TOOL_NAMES,
     RECALL_TOOLS,
@@ -131,6 +132,7 @@ __all__ = [
     "Ledger",
     "LedgerCorrupt",
     "LedgerLocked",
+    "LedgerRefSource",
     "MemoryHit",
     "Message",
     "NotALedger",

@@ -1423,7 +1423,8 @@ def stats(path: Path, as_json: bool) -> None:
     Token figures come from the recorded prompts (prompt_rendered records): min, median
     and max per section over the prompts that rendered it. Cache-key changes count
     consecutive prompts whose cacheable prefix changed; unknown outcomes are tool calls
-    with no recorded result.
+    whose effect the ledger cannot tell (a result recorded as unknown after a crash, or
+    no result at all).
 
     Example: holon stats runs/agent-7
     """
@@ -1441,7 +1442,7 @@ def stats(path: Path, as_json: bool) -> None:
     outcomes = ", ".join(f"{k} {v}" for k, v in s.outcomes.items()) or "none"
     click.echo(f"turn outcomes: {outcomes}")
     click.echo(
-        f"tool calls: {_n(s.tool_calls)} · unknown outcomes (no result): {s.unknown_outcomes} · "
+        f"tool calls: {_n(s.tool_calls)} · unknown outcomes: {s.unknown_outcomes} · "
         f"outputs in blobs: {s.blobs}"
     )
     click.echo(

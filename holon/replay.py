@@ -34,6 +34,7 @@ from holon.context.budget import Budget
 from holon.context.estimator import get_estimator
 from holon.context.prompt import Prompt
 from holon.context.render import RENDER_VERSION, RenderConfig, build_context
+from holon.context.sections import SECTION_ORDER
 from holon.errors import InvalidRecord, RefNotFound, UsageError
 from holon.ledger.store import Ledger
 from holon.projections import (
@@ -617,8 +618,9 @@ class LedgerStats(msgspec.Struct, frozen=True, kw_only=True):
     """What a ledger holds, for ``holon stats``.
 
     ``cache_key_changes`` counts consecutive recorded prompts whose cache key differs
-    (each one a cache rewrite at the provider); ``unknown_outcomes`` counts tool intents
-    with no result (calls whose effect the ledger cannot tell).
+    (each one a cache rewrite at the provider); ``unknown_outcomes`` counts tool calls
+    whose effect the ledger cannot tell: results recorded as ``unknown`` (the runtime
+    records one for each intent a crash left open) and intents with no result at all.
     """
 
     records: int
@@ -665,7 +667,7 @@ def ledger_stats(
     totals: list[int] = []
     reasons: dict[str, int] = {}
     keys: set[str] = set()
-    changes = evictions = blobs = count = 0
+    changes = evictions = blobs = count = unknown = 0
     last_key: str | None = None
     intents: dict[str, int] = {}
     answered: set[str] = set()
@@ -686,6 +688,7 @@ def ledger_stats(
         elif isinstance(body, r.ToolResult | r.TaskResult):
             if isinstance(body, r.ToolResult):
                 answered.add(body.call_id)
+                unknown += body.status == "unknown"
             blobs += body.blob is not None
         elif isinstance(body, r.PromptRendered):
             totals.append(body.total_tokens)
@@ -700,8 +703,8 @@ def ledger_stats(
             keys.add(body.cache_key)
             changes += last_key is not None and body.cache_key != last_key
             last_key = body.cache_key
-    unknown = sum(n for call_id, n in intents.items() if call_id not in answered)
-    order = {name: i for i, name in enumerate(_SECTION_NAMES)}
+    unknown += sum(n for call_id, n in intents.items() if call_id not in answered)
+    order = {name: i for i, name in enumerate(SECTION_ORDER)}
     sections = tuple(
         _section_stats(name, section_tokens[name], *section_forms[name])
         for name in sorted(section_tokens, key=lambda n: (order.get(n, len(order)), n))
@@ -729,18 +732,6 @@ def ledger_stats(
     )
 
 
-_SECTION_NAMES: Final = (
-    "system",
-    "tools",
-    "working_memory",
-    "context_summary",
-    "episodes",
-    "pending_delta",
-    "active_work",
-    "queue",
-    "history",
-    "current_input",
-)
 
 
 # --------------------------------------------------------------------------- appending

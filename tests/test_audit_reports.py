@@ -216,6 +216,37 @@ def test_tokens_report_percentiles_per_section(con: duckdb.DuckDBPyConnection) -
     assert (rows["(total)"]["max"], rows["(total)"]["total"]) == (210, 1760)
 
 
+def test_tokens_report_lists_sections_in_render_order_whatever_the_first_prompt_held(tmp_path: Path) -> None:
+    # The first prompt has no working memory yet, so its active_work sits at position 2;
+    # a later prompt has both. The report follows the render order, not positions.
+    def prompt(turn: int, sections: list[tuple[str, int]]) -> r.Record:
+        return r.Record(
+            body=r.PromptRendered(
+                cache_key=f"k{turn}",
+                prompt_hash=f"h{turn}",
+                working_memory_revision=turn,
+                compression_epoch=0,
+                sections=tuple(r.SectionTokens(section=name, tokens=n) for name, n in sections),
+                total_tokens=sum(n for _, n in sections),
+                budget=100,
+                estimator="holon-heuristic",
+            ),
+            ts=turn,
+            turn=turn,
+        )
+
+    write_ledger(
+        tmp_path / "l",
+        "solo",
+        [
+            prompt(1, [("system", 5), ("active_work", 3), ("current_input", 2)]),
+            prompt(2, [("system", 5), ("working_memory", 7), ("active_work", 3), ("history", 9)]),
+        ],
+    )
+    got = [row["section"] for row in run_report(connect(tmp_path / "l"), "tokens").as_dicts()]
+    assert got == ["system", "working_memory", "active_work", "history", "current_input", "(total)"]
+
+
 def test_evictions_report(con: duckdb.DuckDBPyConnection) -> None:
     got = [
         (

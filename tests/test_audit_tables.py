@@ -158,6 +158,12 @@ def test_an_intent_without_result_is_an_unknown_outcome(tmp_path: Path) -> None:
         r.Record(body=r.ToolIntent(call_id="b", tool="ls"), ts=3, turn=1),
         r.Record(body=r.ToolResult(call_id="b", tool="ls", status="error", output="no"), ts=9, turn=1),
         r.Record(body=r.ToolResult(call_id="orphan", tool="ls", status="ok", duration_ms=4), ts=10, turn=1),
+        # The runtime's record of an intent a crash left open, written when it reopens:
+        # its ts is when the crash was noticed, so it gives no duration.
+        r.Record(body=r.ToolIntent(call_id="c", tool="migrate"), ts=11, turn=1),
+        r.Record(
+            body=r.ToolResult(call_id="c", tool="migrate", status="unknown", output="lost"), ts=90_000, turn=1
+        ),
     ]
     write_ledger(tmp_path / "l", "solo", records)
     con = connect(tmp_path / "l")
@@ -170,6 +176,7 @@ def test_an_intent_without_result_is_an_unknown_outcome(tmp_path: Path) -> None:
         ("a", "unknown", "k1", 1, None, None, None),
         ("b", "error", None, 2, 3, 6, 2),
         ("orphan", "ok", None, None, 4, 4, 0),
+        ("c", "unknown", None, 5, 6, None, 4),
     ]
 
 

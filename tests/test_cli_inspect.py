@@ -148,6 +148,21 @@ def test_stats_counts_unknown_outcomes(tmp_path: Path) -> None:
     assert doc["unknown_outcomes"] == 1 and doc["prompts"] == 0 and doc["prompt_tokens"] is None
 
 
+def test_stats_counts_results_recorded_as_unknown(tmp_path: Path) -> None:
+    # What holon.Agent writes on reopen for an intent a crash left open: an `unknown` result.
+    records = [
+        r.Record(body=r.ToolIntent(call_id="c9", tool="bash", args={"command": "deploy"}), ts=1, turn=1),
+        r.Record(body=r.ToolResult(call_id="c9", tool="bash", status="unknown", output="lost"), ts=2, turn=1),
+        r.Record(body=r.ToolIntent(call_id="c10", tool="bash", args={"command": "ls"}), ts=3, turn=1),
+        r.Record(body=r.ToolResult(call_id="c10", tool="bash", status="ok", output="a"), ts=4, turn=1),
+    ]
+    assert invoke("init", tmp_path / "L", "--agent-id", "a").exit_code == 0
+    assert invoke("append", tmp_path / "L", write_jsonl(tmp_path / "in.jsonl", records)).exit_code == 0
+    doc = json.loads(invoke("stats", tmp_path / "L", "--json").stdout)
+    assert (doc["tool_calls"], doc["unknown_outcomes"]) == (2, 1)
+    assert "unknown outcomes: 1" in invoke("stats", tmp_path / "L").stdout
+
+
 def test_verify_ok_and_divergent(tmp_path: Path, session: Path) -> None:
     result = invoke("verify", session)
     assert result.exit_code == 0

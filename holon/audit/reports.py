@@ -13,6 +13,7 @@ import duckdb
 import msgspec
 
 from holon.audit.query import AuditError, QueryResult, run_sql
+from holon.context.sections import SECTION_ORDER
 
 __all__ = ["REPORTS", "Report", "run_report"]
 
@@ -57,6 +58,9 @@ _FLAGGED_CALLS: Final = """
     )
 """
 
+# The sections in render order, as a DuckDB list literal (the names are fixed identifiers).
+_SECTION_LIST: Final = "[" + ", ".join(f"'{name}'" for name in SECTION_ORDER) + "]"
+
 REPORTS: Final[dict[str, Report]] = {
     report.name: report
     for report in (
@@ -66,7 +70,11 @@ REPORTS: Final[dict[str, Report]] = {
             "mean, percentiles, max; the (total) row is the whole prompt",
             sql="""
             WITH per_turn AS (
-                SELECT agent_id, turn, section, min(position) AS position, sum(tokens) AS tokens,
+                -- render order; a section this holon does not know sorts after, by position
+                SELECT agent_id, turn, section,
+                       coalesce(list_position(""" + _SECTION_LIST + """, section), 1000 + min(position))
+                           AS position,
+                       sum(tokens) AS tokens,
                        bool_or(form <> 'full') AS shortened
                 FROM prompt_sections GROUP BY agent_id, turn, section
                 UNION ALL  -- whole prompts, sorted after every section

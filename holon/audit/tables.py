@@ -164,12 +164,17 @@ TABLES: Final[dict[str, Table]] = {
                 "idempotency_key": "idempotency key of the intent, if any",
                 "turn": "turn of the intent (of the result when there is no intent)",
                 "intent_seq": "seq of the intent, NULL for a result without an intent",
-                "result_seq": "seq of the result, NULL when the outcome is unknown",
+                "result_seq": "seq of the result, NULL for an intent with no result",
                 "intent_ts": "time of the intent (ms)",
                 "result_ts": "time of the result (ms)",
-                "status": "ok, error, interrupted, or unknown (an intent with no result)",
+                "status": (
+                    "ok, error, interrupted, or unknown (a result recorded as unknown — the runtime "
+                    "records one for each intent a crash left open — or an intent with no result)"
+                ),
                 "exit_code": "exit code, if reported",
-                "duration_ms": "reported duration, else result ts - intent ts",
+                "duration_ms": (
+                    "reported duration, else result ts - intent ts; NULL when the outcome is unknown"
+                ),
                 "output_bytes": "UTF-8 bytes of the output (inline or blob)",
                 "blob_hash": "blob holding the output, if it was moved to the blob store",
                 "touched_files": "files the result reports touching",
@@ -193,7 +198,12 @@ TABLES: Final[dict[str, Table]] = {
                    coalesce(i.tool, x.tool) AS tool, i.args, i.idempotency_key,
                    coalesce(i.turn, x.turn) AS turn, i.seq AS intent_seq, x.seq AS result_seq,
                    i.ts AS intent_ts, x.ts AS result_ts, coalesce(x.status, 'unknown') AS status,
-                   x.exit_code, coalesce(x.duration_ms, x.ts - i.ts) AS duration_ms, x.output_bytes,
+                   x.exit_code,
+                   -- an unknown result is written on reopen: its ts says when the crash was
+                   -- noticed, not how long the call ran
+                   CASE WHEN coalesce(x.status, 'unknown') = 'unknown' THEN NULL
+                        ELSE coalesce(x.duration_ms, x.ts - i.ts) END AS duration_ms,
+                   x.output_bytes,
                    x.blob_hash, x.touched_files
             FROM intents i FULL OUTER JOIN results x
                  ON i.agent_id = x.agent_id AND i.call_id = x.call_id AND i.nth = x.nth

@@ -131,7 +131,7 @@ def plan_budget(candidates: Iterable[Candidate], allowance: int, *, what: str = 
             chosen[c.name] = c.forms[-1]
             used += c.forms[-1].tokens
     if used > allowance:
-        raise BudgetExceeded(f"{what} does not fit", available=allowance, required=used)
+        raise BudgetExceeded(f"{what} over budget", available=allowance, required=used)
     for c in ordered:
         current = chosen.get(c.name)
         held = current.tokens if current is not None else 0

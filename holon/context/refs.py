@@ -8,8 +8,9 @@ Every omission, truncation or cleared tool result in a prompt names a ref:
 - ``blob:<hash>`` — a blob in the content-addressed store (lowercase blake3 hex);
 - ``episode:<id>`` — an archived :class:`~holon.records.ContextEpisodeRecord`.
 
-:func:`restore` is pure: it reads through a :class:`RefSource` (the ledger implements
-one; tests use a dict-backed one), so restoration is specified once, here.
+:func:`restore` is pure: it reads through a :class:`RefSource` (``holon.replay.LedgerRefSource``
+over a ledger, the runtime's over its ledger and episode index, a dict-backed one in
+tests), so restoration is specified once, here.
 """
 
 from __future__ import annotations
