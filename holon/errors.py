@@ -80,19 +80,38 @@ class LedgerLocked(HolonError):
         )
 
 
+def byte_location(file: str, offset: int | None, *, decompressed: bool = False) -> str:
+    """Where in ``file`` something is: ``file``, ``file at byte N``, or for an offset into
+    the decompressed bytes of a sealed segment ``file at byte N of the decompressed segment``.
+
+    A sealed segment is zstd on disk but its frames are found in the decompressed bytes;
+    without the note, an offset past the file's size reads as a wrong number.
+    """
+    if offset is None:
+        return file
+    if decompressed:
+        return f"{file} at byte {offset} of the decompressed segment"
+    return f"{file} at byte {offset}"
+
+
 class LedgerCorrupt(HolonError):
     """Stored bytes are damaged: bad checksum, broken hash chain, bad zstd, missing segment.
 
     ``file`` and ``offset`` locate the damage; ``offset`` is a byte offset into the file
-    as stored on disk (for a sealed segment, into the decompressed frame stream).
+    as stored on disk, unless ``decompressed`` is true: then it is an offset into the
+    decompressed bytes of a sealed segment (frame and segment-header damage; zstd damage
+    names the compressed bytes, i.e. the file as stored).
     ``detail`` is what is wrong, without the location and the advice around it.
     """
 
-    def __init__(self, message: str, *, file: str, offset: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: str, offset: int | None = None, decompressed: bool = False
+    ) -> None:
         self.file = file
         self.offset = offset
+        self.decompressed = decompressed
         self.detail = message
-        where = file if offset is None else f"{file} at byte {offset}"
+        where = byte_location(file, offset, decompressed=decompressed)
         super().__init__(f"ledger corrupt: {message} ({where}); run `holon verify` for a full report")
 
 

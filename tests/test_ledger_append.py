@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from holon.errors import InvalidRecord, NotALedger, RefNotFound, UsageError
-from holon.ledger import Ledger
+from holon.ledger import Ledger, encode_frame, frames, store
 from holon.ledger.header import genesis_hash
 from holon.records import BODY_TYPES, Record
 from tests.ledger_support import (
@@ -177,3 +177,56 @@ def test_reopened_writer_continues_the_chain(tmp_path: Path) -> None:
         assert ledger.head()[0] == 29
         ledger.append_many(message(i) for i in range(30, 40))
     assert_ledger_holds(path, [msgspec.structs.replace(message(i), seq=i) for i in range(40)])
+
+
+@pytest.fixture
+def small_max_payload(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Lower the frame payload limit for writer and reader alike (no format change), so a
+    record over it takes kilobytes instead of 256 MiB."""
+    limit = 4096
+    monkeypatch.setattr(frames, "MAX_PAYLOAD", limit)
+    monkeypatch.setattr(store, "MAX_PAYLOAD", limit)
+    return limit
+
+
+@pytest.mark.parametrize("fsync", ["always", "batch"])
+def test_a_record_over_the_payload_limit_is_refused_before_anything_is_written(
+    tmp_path: Path, small_max_payload: int, fsync: str
+) -> None:
+    # Before: the frame was written, and every later read called the ledger corrupt.
+    path = tmp_path / "l"
+    big = message(1, small_max_payload + 100)
+    refusal = (
+        r"invalid record at seq {seq}: record is 4,2\d\d bytes encoded; a record may be at most "
+        r"4,096: store large content as a blob"
+    )
+    with Ledger.create(path, agent_id=AGENT, fsync=fsync) as ledger:  # type: ignore[arg-type]
+        ledger.append(message(0))
+        with pytest.raises(InvalidRecord, match=refusal.format(seq=1)) as info:
+            ledger.append(big)
+        assert info.value.where == "seq 1"
+        # A batch is refused whole, naming the record and the seq it would have had.
+        with pytest.raises(InvalidRecord, match=refusal.format(seq=2)):
+            ledger.append_many([message(1), big, message(3)])
+        assert ledger.head()[0] == 0
+        assert ledger.append(message(1)) == 1
+        assert ledger.append_many([message(2)]) == [2]
+    assert_ledger_holds(path, [msgspec.structs.replace(message(i), seq=i) for i in range(3)])
+    with Ledger.open(path) as ledger:
+        assert ledger.recovery == ()
+        assert ledger.get(2) == msgspec.structs.replace(message(2), seq=2)
+
+
+def test_a_frame_over_the_payload_limit_is_never_built(small_max_payload: int) -> None:
+    encode_frame(bytes(32), bytes(small_max_payload))
+    with pytest.raises(InvalidRecord, match="at most 4,096"):
+        encode_frame(bytes(32), bytes(small_max_payload + 1))
+
+
+def test_the_payload_limit_is_stated_in_bytes_and_mib() -> None:
+    # The real limit, without writing 256 MiB: the message a user meets.
+    assert str(frames.oversized_payload(283_115_591, where="seq 5")) == (
+        "invalid record at seq 5: record is 283,115,591 bytes encoded; a record may be at most "
+        "268,435,456 (256 MiB): store large content as a blob (Ledger.put_blob) and keep only its "
+        "reference in the record"
+    )

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from holon.errors import HolonError, LedgerCorrupt
 from holon.ledger import Ledger, decode_frame, encode_frame
+from holon.ledger.compression import compress
 from holon.ledger.segments import list_segments
 from tests.ledger_support import (
     AGENT,
@@ -23,6 +24,7 @@ from tests.ledger_support import (
     frame_offsets,
     message,
     scratch_dir,
+    segment_bytes_of,
 )
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -54,9 +56,12 @@ def test_flipped_byte_in_the_active_segment_names_file_and_frame(tmp_path: Path,
         assert info.value.file == str(seg)
         assert info.value.offset == target
         assert f"{seg} at byte {target}" in str(info.value)
+        # A plain segment's offsets are file offsets: no note about decompression.
+        assert "decompressed" not in str(info.value)
     report = Ledger.open(path, readonly=True).verify()
     assert not report.ok
     assert [(p.file, p.offset) for p in report.problems] == [(str(seg), target)]
+    assert str(report.problems[0]).startswith(f"{seg} at byte {target}: ")
 
 
 def test_flipped_bytes_in_a_sealed_segment_name_the_zst_file(tmp_path: Path) -> None:
@@ -89,8 +94,39 @@ def test_a_damaged_zstd_header_in_a_sealed_segment_is_named_not_allocated(tmp_pa
     with pytest.raises(LedgerCorrupt, match="declares") as info:
         _read_all(path)
     assert (info.value.file, info.value.offset) == (str(sealed), 0)
+    # zstd damage is located in the compressed bytes: the file as stored.
+    assert f"({sealed} at byte 0)" in str(info.value)
     report = Ledger.open(path, readonly=True).verify()
     assert [(p.file, p.offset) for p in report.problems] == [(str(sealed), 0)]
+    assert str(report.problems[0]).startswith(f"{sealed} at byte 0: ")
+
+
+def test_damage_inside_a_sealed_segment_names_the_decompressed_offset(tmp_path: Path) -> None:
+    # Before: "x.seg.zst at byte 36915" for a 9,368-byte file. Frames are found in the
+    # decompressed bytes, so that is where the offset points, and the message says so.
+    path = tmp_path / "l"
+    _ledger(path, 300, segment_bytes=16384)
+    seg = list_segments(path / "segments")[1]
+    sealed = seg.sealed
+    assert sealed is not None
+    raw = segment_bytes_of(path, 1)
+    offsets = frame_offsets(raw)
+    target = offsets[-1]
+    assert target > sealed.stat().st_size
+    damaged = bytearray(raw)
+    damaged[target + 60] ^= 0xFF  # a payload byte: the frame checksum fails
+    sealed.write_bytes(compress(bytes(damaged), level=3))
+    where = f"{sealed} at byte {target} of the decompressed segment"
+    with pytest.raises(LedgerCorrupt, match="frame checksum mismatch") as info:
+        _read_all(path)
+    assert (info.value.file, info.value.offset, info.value.decompressed) == (str(sealed), target, True)
+    assert f"({where})" in str(info.value)
+    with Ledger.open(path, readonly=True) as reader, pytest.raises(LedgerCorrupt) as got:
+        reader.get(seg.start_seq + len(offsets) - 1)
+    assert f"({where})" in str(got.value)
+    report = Ledger.open(path, readonly=True).verify()
+    assert [(p.file, p.offset, p.decompressed) for p in report.problems] == [(str(sealed), target, True)]
+    assert str(report.problems[0]) == f"{where}: frame checksum mismatch"
 
 
 def test_tampered_frame_with_recomputed_checksum_breaks_the_chain(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@ segment, reads only what was appended since its last call (runtime restores refs
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +109,34 @@ def test_get_of_a_damaged_frame_in_the_active_segment_names_file_and_offset(tmp_
             with pytest.raises(LedgerCorrupt, match="checksum") as info:
                 reader.get(seq)
             assert (info.value.file, info.value.offset) == (str(seg), offsets[4])
+
+
+def test_an_active_segment_that_cannot_be_opened_raises_once_and_nothing_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `holon get` on a ledger whose active segment is unreadable (chmod 000 as another user):
+    # before, the half-built index printed "Exception ignored ... no attribute 'fd'" on top.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="never") as ledger:
+        ledger.append_many(message(i) for i in range(8))
+    seg = str(active_segment(path))
+    real_open = os.open
+
+    def denied(file: str | os.PathLike[str], flags: int, *args: int) -> int:
+        if os.fspath(file) == seg:
+            raise PermissionError(13, "Permission denied", seg)
+        return real_open(file, flags, *args)
+
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    reader = Ledger.open(path, readonly=True)
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "open", denied)
+        with pytest.raises(PermissionError) as info:
+            reader.get(5)
+    assert info.value.filename == seg
+    del info
+    gc.collect()
+    assert unraisable == []
+    assert reader.get(5) == _stored(5)
+    reader.close()

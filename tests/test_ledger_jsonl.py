@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from holon.errors import InvalidRecord
-from holon.ledger import Ledger, blobs_dir_for, export_jsonl, import_jsonl
+from holon.ledger import Ledger, blobs_dir_for, export_jsonl, frames, import_jsonl, store
 from holon.records import Record, decode_json_record
 from tests.ledger_support import AGENT, message, scratch_dir, tool_output, with_real_blobs
 from tests.strategies import ledger_records
@@ -117,3 +117,24 @@ def test_import_reports_progress_per_line(tmp_path: Path) -> None:
     with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
         import_jsonl(tmp_path / "x.jsonl", target, progress=lambda *call: calls.append(call))
     assert calls == [(line, 5) for line in range(1, 6)]
+
+
+def test_import_of_a_record_over_the_payload_limit_appends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: import framed it, and the target ledger read as corrupt from then on.
+    with Ledger.create(tmp_path / "a", agent_id=AGENT, fsync="never") as source:
+        source.append_many([message(0), message(1, 5000), message(2)])
+        export_jsonl(source, tmp_path / "x.jsonl")
+    # The limit, lowered for writer and reader alike, stands for 256 MiB.
+    monkeypatch.setattr(frames, "MAX_PAYLOAD", 4096)
+    monkeypatch.setattr(store, "MAX_PAYLOAD", 4096)
+    path = tmp_path / "b"
+    with Ledger.create(path, agent_id=AGENT, fsync="never") as target:
+        with pytest.raises(InvalidRecord, match=r"seq 1: record is 5,\d+ bytes encoded; .* at most 4,096"):
+            import_jsonl(tmp_path / "x.jsonl", target)
+        assert target.head()[0] == -1
+    with Ledger.open(path) as ledger:
+        assert ledger.append(message(0)) == 0
+        assert ledger.verify().ok
+        assert list(ledger.read()) == [msgspec.structs.replace(message(0), seq=0)]

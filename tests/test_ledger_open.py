@@ -1,15 +1,17 @@
 """Opening a large ledger stays cheap: open reads only the active segment, ``read(from_seq)``
 starts at the segment holding ``from_seq``, and a runtime's ``checkpoints/`` subdirectory
-inside the ledger directory is left alone by open, recovery and verify."""
+inside the ledger directory is left alone by open, recovery and verify. A header whose
+settings are out of the range ``Ledger.create`` accepts is refused on open."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from holon.errors import LedgerCorrupt
+from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import Ledger
 from holon.ledger.segments import list_segments
 from tests.ledger_support import AGENT, assert_ledger_holds, message
@@ -94,3 +96,66 @@ def test_a_checkpoints_subdirectory_is_ignored(tmp_path: Path) -> None:
         "00000000000000000110.ckpt.tmp",
         "nested",
     ]
+
+
+def _edit_header(path: Path, field: str, value: object) -> None:
+    header = path / "holon-ledger.json"
+    doc = json.loads(header.read_text())
+    doc[field] = value
+    header.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "shown", "allowed"),
+    [
+        ("segment_bytes", -1, "-1", "1,024 to 1,073,741,824"),
+        ("segment_bytes", 1, "1", "1,024 to 1,073,741,824"),
+        ("segment_bytes", 1023, "1023", "1,024 to 1,073,741,824"),
+        ("segment_bytes", True, "true", "1,024 to 1,073,741,824"),
+        ("segment_bytes", 10**30, str(10**30), "1,024 to 1,073,741,824"),
+        ("blob_threshold", -5, "-5", "0 to 268,435,456"),
+        ("blob_threshold", True, "true", "0 to 268,435,456"),
+        ("blob_threshold", (1 << 28) + 1, str((1 << 28) + 1), "0 to 268,435,456"),
+    ],
+)
+def test_a_header_setting_out_of_range_is_refused_by_open_and_by_create(
+    tmp_path: Path, field: str, value: object, shown: str, allowed: str
+) -> None:
+    # Before: a hand-edited header passed `holon verify` and writers used the value
+    # (segment_bytes 1: one segment per record).
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+    _edit_header(path, field, value)
+    before = sorted(p.name for p in (path / "segments").iterdir())
+    for readonly in (True, False):
+        with pytest.raises(LedgerCorrupt) as info:
+            Ledger.open(path, readonly=readonly)
+        assert info.value.file == str(path / "holon-ledger.json")
+        assert f"header field {field} is {shown}, but it must be an integer from {allowed}" in str(info.value)
+    assert sorted(p.name for p in (path / "segments").iterdir()) == before
+    with pytest.raises(UsageError, match=f"{field} .* must be an integer from {allowed}"):
+        Ledger.create(tmp_path / "new", agent_id=AGENT, **{field: value})  # type: ignore[arg-type]
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "low", "high"), [("segment_bytes", 1024, 1 << 30), ("blob_threshold", 0, 1 << 28)]
+)
+def test_open_accepts_exactly_the_header_settings_create_accepts(
+    tmp_path: Path, field: str, low: int, high: int
+) -> None:
+    for value in (low, high):
+        path = tmp_path / f"ok-{value}"
+        Ledger.create(path, agent_id=AGENT, **{field: value}).close()  # type: ignore[arg-type]
+        with Ledger.open(path) as ledger:
+            assert getattr(ledger.header, field) == value
+            ledger.append(message(0))
+        assert_ledger_holds(path, [msgspec.structs.replace(message(0), seq=0)])
+        for outside in (low - 1, high + 1):
+            with pytest.raises(UsageError, match=field):
+                Ledger.create(tmp_path / "refused", agent_id=AGENT, **{field: outside})  # type: ignore[arg-type]
+            _edit_header(path, field, outside)
+            with pytest.raises(LedgerCorrupt, match=f"header field {field} is {outside}"):
+                Ledger.open(path, readonly=True)
+        _edit_header(path, field, value)

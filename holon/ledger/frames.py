@@ -24,7 +24,7 @@ from typing import Final
 import blake3
 import xxhash
 
-from holon.errors import LedgerCorrupt
+from holon.errors import InvalidRecord, LedgerCorrupt
 
 __all__ = [
     "FRAME_HEAD",
@@ -36,13 +36,15 @@ __all__ = [
     "chain_hash",
     "decode_frame",
     "encode_frame",
+    "oversized_payload",
 ]
 
 FRAME_HEAD: Final = struct.Struct("<IIQ")
 HASH_SIZE: Final = 32
 FRAME_OVERHEAD: Final = FRAME_HEAD.size + HASH_SIZE
 #: Largest payload a frame may carry. Large tool outputs go to the blob store, so a
-#: length beyond this is damage, not data.
+#: length beyond this is damage, not data; writers refuse such a record before writing
+#: anything (:func:`oversized_payload`), or the reader would take it for damage.
 MAX_PAYLOAD: Final = 1 << 28
 _LENGTH_MASK: Final = 0xFFFFFFFF
 
@@ -57,12 +59,31 @@ def chain_hash(prev: bytes, payload: bytes) -> bytes:
     return _blake3(prev + payload).digest()
 
 
+def oversized_payload(n: int, *, where: str | None) -> InvalidRecord:
+    """The error for a record whose ``n``-byte payload exceeds :data:`MAX_PAYLOAD`.
+
+    Every writer checks the length before it frames anything: a longer frame would be
+    written fine and then read back as a damaged frame head, forever.
+    """
+    limit = f"{MAX_PAYLOAD:,}"
+    if MAX_PAYLOAD >= 1 << 20:
+        limit += f" ({MAX_PAYLOAD / (1 << 20):g} MiB)"
+    return InvalidRecord(
+        f"record is {n:,} bytes encoded; a record may be at most {limit}: store large content as a "
+        "blob (Ledger.put_blob) and keep only its reference in the record",
+        where=where,
+    )
+
+
 def encode_frame(prev: bytes, payload: bytes) -> tuple[bytes, bytes]:
     """Build the frame for ``payload`` after a record hashing to ``prev``.
 
-    Returns ``(frame bytes, chain hash of this record)``.
+    Returns ``(frame bytes, chain hash of this record)``. Raises InvalidRecord when the
+    payload is longer than :data:`MAX_PAYLOAD` (no reader would accept the frame).
     """
     n = len(payload)
+    if n > MAX_PAYLOAD:
+        raise oversized_payload(n, where=None)
     body = prev + payload
     return _pack_head(n, n ^ _LENGTH_MASK, _xxh3(body, n)) + body, _blake3(body).digest()
 
@@ -106,11 +127,23 @@ class FrameWalk:
     the first frame stores). ``active`` says the bytes are the writer's active segment,
     whose final frame may be incomplete: such a tail ends the walk and is left in
     :attr:`torn`. Anything else that is not a valid frame raises :class:`LedgerCorrupt`
-    naming the file and offset. After the walk, :attr:`pos` is the end of the valid
-    frames and :attr:`prev` the chain hash of the last one.
+    naming the file and offset (``decompressed``: offsets are into the decompressed bytes
+    of a sealed segment, and errors say so). After the walk, :attr:`pos` is the end of
+    the valid frames and :attr:`prev` the chain hash of the last one.
     """
 
-    __slots__ = ("_base", "_buf", "_end", "_verify_chain", "active", "file", "pos", "prev", "torn")
+    __slots__ = (
+        "_base",
+        "_buf",
+        "_decompressed",
+        "_end",
+        "_verify_chain",
+        "active",
+        "file",
+        "pos",
+        "prev",
+        "torn",
+    )
 
     def __init__(
         self,
@@ -123,12 +156,14 @@ class FrameWalk:
         active: bool,
         verify_chain: bool = True,
         base: int = 0,
+        decompressed: bool = False,
     ) -> None:
         # bytes (not a view) so the hot loop can use bytes.startswith without copies.
         self._buf = buf if isinstance(buf, bytes) else bytes(buf)
         # Offset of buf[0] in the file: errors and torn tails name file offsets even when
         # ``buf`` is a chunk read from the middle of a segment.
         self._base = base
+        self._decompressed = decompressed
         self._end = end
         self._verify_chain = verify_chain
         self.file = file
@@ -202,4 +237,4 @@ class FrameWalk:
         if incomplete and self.active:
             self.torn = TornTail(self.file, pos + self._base, self._end - pos, reason)
             return
-        raise LedgerCorrupt(reason, file=self.file, offset=pos + self._base)
+        raise LedgerCorrupt(reason, file=self.file, offset=pos + self._base, decompressed=self._decompressed)

@@ -20,15 +20,51 @@ import blake3
 
 from holon.errors import LedgerCorrupt, NotALedger
 from holon.ledger.files import write_atomic
+from holon.ledger.frames import MAX_PAYLOAD
 from holon.ledger.segments import FORMAT_VERSION
 
-__all__ = ["FORMAT_NAME", "HEADER_NAME", "LedgerHeader", "genesis_hash", "read_header", "write_header"]
+__all__ = [
+    "DEFAULT_BLOB_THRESHOLD",
+    "DEFAULT_SEGMENT_BYTES",
+    "FORMAT_NAME",
+    "HEADER_NAME",
+    "SETTING_RANGES",
+    "LedgerHeader",
+    "genesis_hash",
+    "read_header",
+    "setting_problem",
+    "write_header",
+]
 
 HEADER_NAME: Final = "holon-ledger.json"
 # Said wherever a path is not a ledger: the command-line way and the library way to make one.
 _CREATE_HINT: Final = "create one with `holon init PATH --agent-id ID` or Ledger.create(path, agent_id=...)"
 FORMAT_NAME: Final = "holon-ledger"
 _GENESIS_DOMAIN: Final = b"holon-ledger/genesis/v1\x00"
+DEFAULT_SEGMENT_BYTES: Final = 8 << 20
+DEFAULT_BLOB_THRESHOLD: Final = 4096
+#: The values of the header's settings that ``Ledger.create`` accepts and ``read_header``
+#: accepts: the same ranges on both sides, so every ledger holon makes opens and a
+#: hand-edited value outside them is refused instead of used. segment_bytes: below 1 KiB
+#: nearly every record would start a segment; above 1 GiB a segment (read whole, and
+#: compressed in one piece when sealed) outgrows memory. blob_threshold: an inline output
+#: longer than the largest frame payload could never be written.
+SETTING_RANGES: Final[dict[str, tuple[int, int]]] = {
+    "segment_bytes": (1 << 10, 1 << 30),
+    "blob_threshold": (0, MAX_PAYLOAD),
+}
+
+
+def setting_problem(field: str, value: object) -> str | None:
+    """What is wrong with ``value`` for the header setting ``field`` (a SETTING_RANGES key).
+
+    ``None`` when it is in range; otherwise the rule it breaks, for the caller's error
+    (bool is refused although it is an int: ``true`` in the JSON is not a size).
+    """
+    low, high = SETTING_RANGES[field]
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return None
+    return f"must be an integer from {low:,} to {high:,}"
 
 
 def genesis_hash(agent_id: str) -> bytes:
@@ -91,14 +127,16 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
     blob_threshold = doc.get("blob_threshold")
     if (
         not isinstance(version, int)
+        or isinstance(version, bool)
+        or version < 1
         or not isinstance(agent_id, str)
         or not agent_id
         or not isinstance(segment_bytes, int)
         or not isinstance(blob_threshold, int)
     ):
         raise LedgerCorrupt(
-            "header lacks an integer format_version, segment_bytes or blob_threshold, or a non-empty "
-            "agent_id",
+            "header lacks an integer format_version (>= 1), segment_bytes or blob_threshold, or a "
+            "non-empty agent_id",
             file=str(path),
             offset=0,
         )
@@ -107,6 +145,19 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
             f"{ledger_dir} has ledger format version {version}, newer than the {FORMAT_VERSION} this "
             "holon reads; upgrade holon to open it (older holon never guesses at a newer format)"
         )
+    # After the version check: a newer format may allow other values.
+    for field, value, default in (
+        ("segment_bytes", segment_bytes, DEFAULT_SEGMENT_BYTES),
+        ("blob_threshold", blob_threshold, DEFAULT_BLOB_THRESHOLD),
+    ):
+        problem = setting_problem(field, value)
+        if problem is not None:
+            raise LedgerCorrupt(
+                f"header field {field} is {json.dumps(value)[:40]}, but it {problem}; the header was "
+                f"edited: set {field} back to a value in that range (a new ledger gets {default})",
+                file=str(path),
+                offset=0,
+            )
     header = LedgerHeader(
         agent_id=agent_id, format_version=version, segment_bytes=segment_bytes, blob_threshold=blob_threshold
     )

@@ -80,21 +80,30 @@ def encode_segment_header(start_seq: int, prev_hash: bytes) -> bytes:
     return head + struct.pack("<Q", xxhash.xxh3_64_intdigest(head))
 
 
-def parse_segment_header(buf: bytes, *, file: str) -> SegmentHeader:
-    """Decode and check a segment header; raise LedgerCorrupt/NotALedger naming ``file``."""
+def parse_segment_header(buf: bytes, *, file: str, decompressed: bool = False) -> SegmentHeader:
+    """Decode and check a segment header; raise LedgerCorrupt/NotALedger naming ``file``.
+
+    ``decompressed``: ``buf`` is a sealed segment's decompressed bytes (errors say so).
+    """
     if len(buf) < SEGMENT_HEADER.size:
         raise LedgerCorrupt(
             f"segment is {len(buf)} bytes, shorter than its {SEGMENT_HEADER.size}-byte header",
             file=file,
             offset=0,
+            decompressed=decompressed,
         )
     magic, version, _r1, _r2, start_seq, prev_hash, checksum = SEGMENT_HEADER.unpack_from(buf, 0)
     if magic != SEGMENT_MAGIC:
         raise LedgerCorrupt(
-            f"segment header magic is {magic!r}, expected {SEGMENT_MAGIC!r}", file=file, offset=0
+            f"segment header magic is {magic!r}, expected {SEGMENT_MAGIC!r}",
+            file=file,
+            offset=0,
+            decompressed=decompressed,
         )
     if xxhash.xxh3_64_intdigest(buf[: SEGMENT_HEADER.size - 8]) != checksum:
-        raise LedgerCorrupt("segment header checksum mismatch", file=file, offset=0)
+        raise LedgerCorrupt(
+            "segment header checksum mismatch", file=file, offset=0, decompressed=decompressed
+        )
     if version > FORMAT_VERSION:
         raise NotALedger(
             f"segment {file} has format version {version}, newer than the {FORMAT_VERSION} this "

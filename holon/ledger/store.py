@@ -29,11 +29,26 @@ import blake3
 import msgspec
 import xxhash
 
-from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound, UsageError
+from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound, UsageError, byte_location
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS, BlobStore, check_blob_hash
 from holon.ledger.files import sync_file
-from holon.ledger.frames import FRAME_HEAD, FRAME_OVERHEAD, HASH_SIZE, MAX_PAYLOAD, FrameWalk
-from holon.ledger.header import HEADER_NAME, LedgerHeader, read_header, write_header
+from holon.ledger.frames import (
+    FRAME_HEAD,
+    FRAME_OVERHEAD,
+    HASH_SIZE,
+    MAX_PAYLOAD,
+    FrameWalk,
+    oversized_payload,
+)
+from holon.ledger.header import (
+    DEFAULT_BLOB_THRESHOLD,
+    DEFAULT_SEGMENT_BYTES,
+    HEADER_NAME,
+    LedgerHeader,
+    read_header,
+    setting_problem,
+    write_header,
+)
 from holon.ledger.lock import WriterLock
 from holon.ledger.recovery import RecoveryAction, recover
 from holon.ledger.segments import (
@@ -63,9 +78,6 @@ log = logging.getLogger("holon.ledger")
 FsyncPolicy = Literal["always", "batch", "never"]
 """When appends reach stable storage: before each append returns, at ``flush()``, or never."""
 
-DEFAULT_SEGMENT_BYTES: Final = 8 << 20
-DEFAULT_BLOB_THRESHOLD: Final = 4096
-_MIN_SEGMENT_BYTES: Final = 1024
 # Under ``batch``/``never``, buffered frames are handed to the OS once they pass this size,
 # so memory stays bounded between flushes (they are fsynced at the next flush).
 _WRITE_THRESHOLD: Final = 1 << 20
@@ -101,6 +113,9 @@ class _ActiveIndex:
     def __init__(self, start_seq: int, path: Path) -> None:
         self.start_seq = start_seq
         self.path = path
+        # Set before os.open, which may fail (a missing or unreadable segment): __del__ still
+        # runs on the half-built object and must find a descriptor to (not) close.
+        self.fd = -1
         # Kept open: if the writer seals and unlinks the file, the open file still reads the
         # same (now complete) bytes.
         self.fd = os.open(path, os.O_RDONLY)
@@ -188,15 +203,18 @@ class Ledger:
         ``path`` must not exist or be an empty directory. ``segment_bytes`` (when the
         active segment is sealed and a new one started) and ``blob_threshold`` (tool and
         task outputs longer than this many UTF-8 bytes go to the blob store) are stored in
-        the header and apply to every later writer.
+        the header and apply to every later writer; they must lie in
+        ``holon.ledger.header.SETTING_RANGES`` (1 KiB..1 GiB and 0..256 MiB), the ranges
+        every reader of the header accepts.
         """
         root = Path(path)
         if not isinstance(agent_id, str) or not agent_id or len(agent_id) > 256 or not agent_id.isprintable():
             raise UsageError(f"agent_id {agent_id!r} must be 1-256 printable characters")
-        if segment_bytes < _MIN_SEGMENT_BYTES:
-            raise UsageError(f"segment_bytes {segment_bytes} is below the minimum of {_MIN_SEGMENT_BYTES}")
-        if blob_threshold < 0:
-            raise UsageError(f"blob_threshold {blob_threshold} must be >= 0")
+        # The same check read_header applies: a value create accepts, every reader accepts.
+        for field, value in (("segment_bytes", segment_bytes), ("blob_threshold", blob_threshold)):
+            problem = setting_problem(field, value)
+            if problem is not None:
+                raise UsageError(f"{field} {value!r} is out of range: it {problem}")
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise UsageError(f"cannot create a ledger at {root}: it exists and is not an empty directory")
         # A ledger inside another one (say, in its blob store) would make the outer one
@@ -276,8 +294,8 @@ class Ledger:
         for frame_seq, _payload, walk in self._walk(last.start_seq, None, segs):
             seq, prev = frame_seq, walk.prev
         if prev is None:
-            buf, file, _ = self._load(last)
-            prev = parse_segment_header(buf, file=file).prev_hash
+            buf, file, sealed = self._load(last)
+            prev = parse_segment_header(buf, file=file, decompressed=sealed).prev_hash
         return seq, prev.hex()
 
     # ------------------------------------------------------------------ appending
@@ -296,12 +314,16 @@ class Ledger:
             record = self._prepare(record, seq)
         scratch = self._scratch
         try:
-            _encode_into(record, scratch, seq, offset=HASH_SIZE)
+            n = _encode_into(record, scratch, seq, offset=HASH_SIZE)
         except _ENCODE_ERRORS as exc:
             raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
+        if n > MAX_PAYLOAD:
+            # Refused before anything is staged: no reader would accept the frame. The
+            # oversized payload is dropped so the scratch buffer does not keep it alive.
+            del scratch[HASH_SIZE:]
+            raise oversized_payload(n, where=f"seq {seq}")
         try:
             # _stage, inlined: this is the whole per-record cost of the common append.
-            n = len(scratch) - HASH_SIZE
             start = self._pend_len
             end = start + _HEAD_SIZE + HASH_SIZE + n
             pend = self._pend
@@ -344,9 +366,13 @@ class Ledger:
             try:
                 # Encoding past the end leaves a gap of unspecified bytes: _stage_frames
                 # overwrites all of them.
-                _encode_into(record, frames, seq, offset=start + FRAME_OVERHEAD)
+                n = _encode_into(record, frames, seq, offset=start + FRAME_OVERHEAD)
             except _ENCODE_ERRORS as exc:
                 raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
+            if n > MAX_PAYLOAD:
+                # Checked with the encoding, before the first frame is staged: the whole
+                # batch is refused and the ledger is unchanged.
+                raise oversized_payload(n, where=f"seq {seq}")
         count = len(starts)
         starts.append(len(frames))
         try:
@@ -623,13 +649,15 @@ class Ledger:
                         try:
                             record = decode(payload)
                         except InvalidRecord:
-                            decode(payload, where=f"seq {expected} ({span.file} at byte {pos})")
+                            location = byte_location(span.file, pos, decompressed=span.sealed)
+                            decode(payload, where=f"seq {expected} ({location})")
                             raise
                         if record.seq != expected:
                             raise LedgerCorrupt(
                                 f"frame holds seq {record.seq} where seq {expected} belongs",
                                 file=span.file,
                                 offset=pos,
+                                decompressed=span.sealed,
                             )
                         yield record
                         if expected == last:
@@ -640,13 +668,23 @@ class Ledger:
                 if pos >= end:
                     break
                 # Not a plainly valid frame: FrameWalk raises, or marks a torn tail and stops.
-                walk = FrameWalk(buf, file=span.file, pos=pos, end=end, prev=prev, active=span.active)
+                walk = FrameWalk(
+                    buf,
+                    file=span.file,
+                    pos=pos,
+                    end=end,
+                    prev=prev,
+                    active=span.active,
+                    decompressed=span.sealed,
+                )
                 for _offset, _payload in walk.frames():
                     break  # a frame the fast loop refused but FrameWalk accepts: re-read it
                 else:
                     pos, prev = walk.pos, walk.prev or prev
                     break
-                raise LedgerCorrupt("frame check disagreement", file=span.file, offset=pos)
+                raise LedgerCorrupt(
+                    "frame check disagreement", file=span.file, offset=pos, decompressed=span.sealed
+                )
             mv.release()
             span.pos, span.prev, span.expected = pos, prev, expected
 
@@ -675,7 +713,7 @@ class Ledger:
         seg = segs[index]
         if index == len(segs) - 1 and seg.plain is not None:
             return self._get_active(seg, seq)
-        buf, file, offsets = self._indexed(seg)
+        buf, file, sealed, offsets = self._indexed(seg)
         k = seq - seg.start_seq
         if k >= len(offsets):
             if index == len(segs) - 1:
@@ -688,23 +726,47 @@ class Ledger:
                 f"{segs[index + 1].start_seq}; a segment between them is missing",
                 file=segs[index + 1].name,
                 offset=0,
+                decompressed=segs[index + 1].plain is None,
             )
         pos = offsets[k]
-        return self._frame_record(buf, pos, seq, file)
+        return self._frame_record(buf, pos, seq, file, decompressed=sealed)
 
-    def _frame_record(self, buf: bytes, pos: int, seq: int, file: str, base: int = 0) -> Record:
-        """Check the frame at ``pos`` of ``buf`` (``base`` = file offset of buf[0]) and decode it."""
+    def _frame_record(
+        self, buf: bytes, pos: int, seq: int, file: str, base: int = 0, *, decompressed: bool = False
+    ) -> Record:
+        """Check the frame at ``pos`` of ``buf`` (``base`` = file offset of buf[0]) and decode it.
+
+        ``decompressed``: ``buf`` is a sealed segment's decompressed bytes (errors say so).
+        """
         walk = FrameWalk(
-            buf, file=file, pos=pos, end=len(buf), prev=None, active=False, verify_chain=False, base=base
+            buf,
+            file=file,
+            pos=pos,
+            end=len(buf),
+            prev=None,
+            active=False,
+            verify_chain=False,
+            base=base,
+            decompressed=decompressed,
         )
+        offset = base + pos
         for _offset, payload in walk.frames():
-            record = decode_msgpack_record(payload, where=f"seq {seq} ({file} at byte {base + pos})")
+            location = byte_location(file, offset, decompressed=decompressed)
+            record = decode_msgpack_record(payload, where=f"seq {seq} ({location})")
             if record.seq != seq:
                 raise LedgerCorrupt(
-                    f"frame holds seq {record.seq} where seq {seq} belongs", file=file, offset=base + pos
+                    f"frame holds seq {record.seq} where seq {seq} belongs",
+                    file=file,
+                    offset=offset,
+                    decompressed=decompressed,
                 )
             return record
-        raise LedgerCorrupt(f"no frame at the indexed offset of seq {seq}", file=file, offset=base + pos)
+        raise LedgerCorrupt(
+            f"no frame at the indexed offset of seq {seq}",
+            file=file,
+            offset=offset,
+            decompressed=decompressed,
+        )
 
     def _get_active(self, seg: SegmentFile, seq: int) -> Record:
         """``get`` in the newest (plain) segment, through its incremental offset index.
@@ -830,13 +892,13 @@ class Ledger:
                 self._sealed_cache.popitem(last=False)
         return buf, file, sealed
 
-    def _indexed(self, seg: SegmentFile) -> tuple[bytes, str, list[int]]:
-        """Segment bytes and the offset of each of its frames (cached for sealed segments)."""
+    def _indexed(self, seg: SegmentFile) -> tuple[bytes, str, bool, list[int]]:
+        """Segment bytes, file, sealed? and the offset of each frame (cached for sealed segments)."""
         buf, file, sealed = self._load(seg)
         cached = self._sealed_cache.get(seg.start_seq) if sealed else None
         if cached is not None and cached[2] is not None:
-            return buf, file, cached[2]
-        parse_segment_header(buf, file=file)
+            return buf, file, sealed, cached[2]
+        parse_segment_header(buf, file=file, decompressed=sealed)
         walk = FrameWalk(
             buf,
             file=file,
@@ -845,11 +907,12 @@ class Ledger:
             prev=None,
             active=not sealed,
             verify_chain=False,
+            decompressed=sealed,
         )
         offsets = [offset for offset, _payload in walk.frames()]
         if sealed:
             self._sealed_cache[seg.start_seq] = (buf, file, offsets)
-        return buf, file, offsets
+        return buf, file, sealed, offsets
 
     def _walk(
         self, from_seq: int, to_seq: int | None, segs: list[SegmentFile] | None
@@ -857,7 +920,13 @@ class Ledger:
         """Yield ``(seq, payload, walk)`` for verified frames from ``from_seq`` (see _spans)."""
         for span in self._spans(from_seq, to_seq, segs):
             walk = FrameWalk(
-                span.buf, file=span.file, pos=span.pos, end=len(span.buf), prev=span.prev, active=span.active
+                span.buf,
+                file=span.file,
+                pos=span.pos,
+                end=len(span.buf),
+                prev=span.prev,
+                active=span.active,
+                decompressed=span.sealed,
             )
             expected = span.expected
             for _offset, payload in walk.frames():
@@ -890,12 +959,13 @@ class Ledger:
         while True:
             seg = segs[index]
             buf, file, sealed = self._load(seg)
-            header = parse_segment_header(buf, file=file)
+            header = parse_segment_header(buf, file=file, decompressed=sealed)
             if header.start_seq != seg.start_seq:
                 raise LedgerCorrupt(
                     f"segment header says it starts at seq {header.start_seq}, its name says {seg.start_seq}",
                     file=file,
                     offset=0,
+                    decompressed=sealed,
                 )
             if seg.start_seq != expected:
                 raise LedgerCorrupt(
@@ -903,6 +973,7 @@ class Ledger:
                     "deleted; restore it from a backup",
                     file=file,
                     offset=0,
+                    decompressed=sealed,
                 )
             if prev is not None and header.prev_hash != prev:
                 raise LedgerCorrupt(
@@ -910,9 +981,12 @@ class Ledger:
                     "of the segment before it",
                     file=file,
                     offset=24,
+                    decompressed=sealed,
                 )
             last = index == len(segs) - 1
-            span = _Span(buf, file, SEGMENT_HEADER.size, header.prev_hash, expected, last and not sealed)
+            span = _Span(
+                buf, file, SEGMENT_HEADER.size, header.prev_hash, expected, last and not sealed, sealed
+            )
             while True:
                 yield span
                 if span.done:
@@ -925,7 +999,9 @@ class Ledger:
                 starts = [s.start_seq for s in segs]
                 here = bisect.bisect_left(starts, seg.start_seq)
                 if here == len(segs) or starts[here] != seg.start_seq:
-                    raise LedgerCorrupt("segment disappeared while reading it", file=file, offset=pos)
+                    raise LedgerCorrupt(
+                        "segment disappeared while reading it", file=file, offset=pos, decompressed=sealed
+                    )
                 index = here
                 if index == len(segs) - 1:
                     if sealed:
@@ -939,7 +1015,7 @@ class Ledger:
                 last = False
                 seg = segs[index]
                 buf, file, sealed = self._load(seg)
-                span = _Span(buf, file, pos, prev, expected, False)
+                span = _Span(buf, file, pos, prev, expected, False, sealed)
             index += 1
 
     # ------------------------------------------------------------------ closing
@@ -981,10 +1057,10 @@ class Ledger:
 class _Span:
     """A stretch of one segment's bytes for a reader to walk (see ``Ledger._spans``)."""
 
-    __slots__ = ("active", "buf", "done", "expected", "file", "pos", "prev")
+    __slots__ = ("active", "buf", "done", "expected", "file", "pos", "prev", "sealed")
 
-    def __init__(  # noqa: PLR0917 - a private record of six positions
-        self, buf: bytes, file: str, pos: int, prev: bytes, expected: int, active: bool
+    def __init__(  # noqa: PLR0917 - a private record of seven positions
+        self, buf: bytes, file: str, pos: int, prev: bytes, expected: int, active: bool, sealed: bool
     ) -> None:
         self.buf = buf
         self.file = file
@@ -992,4 +1068,6 @@ class _Span:
         self.prev = prev
         self.expected = expected
         self.active = active
+        # buf is a sealed segment's decompressed bytes: offsets in errors are not file offsets.
+        self.sealed = sealed
         self.done = False

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from holon.errors import HolonError, InvalidRef, LedgerCorrupt
+from holon.errors import HolonError, InvalidRef, LedgerCorrupt, byte_location
 from holon.ledger.blobs import BlobStore, check_blob_hash
 from holon.ledger.frames import FrameWalk, TornTail
 from holon.ledger.header import LedgerHeader
@@ -25,15 +25,19 @@ __all__ = ["Problem", "VerifyReport", "verify_ledger"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong in a ledger, and where."""
+    """One thing wrong in a ledger, and where.
+
+    ``offset`` is a byte offset into ``file`` as stored, unless ``decompressed`` is true:
+    then it is into the decompressed bytes of a sealed segment (and ``str`` says so).
+    """
 
     file: str
     offset: int | None
     message: str
+    decompressed: bool = False
 
     def __str__(self) -> str:
-        where = self.file if self.offset is None else f"{self.file} at byte {self.offset}"
-        return f"{where}: {self.message}"
+        return f"{byte_location(self.file, self.offset, decompressed=self.decompressed)}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class VerifyReport:
 def _problem(exc: HolonError, default_file: str) -> Problem:
     if isinstance(exc, LedgerCorrupt):
         # The bare message: the report already says where, and it is the full report.
-        return Problem(exc.file, exc.offset, exc.detail)
+        return Problem(exc.file, exc.offset, exc.detail, exc.decompressed)
     return Problem(default_file, None, str(exc))
 
 
@@ -126,33 +130,51 @@ def verify_ledger(
         file = seg.name
         try:
             buf, file, sealed = load_segment(seg)
-            seg_header = parse_segment_header(buf, file=file)
+            seg_header = parse_segment_header(buf, file=file, decompressed=sealed)
             if seg_header.start_seq != seg.start_seq:
                 problems.append(
                     Problem(
-                        file, 0, f"header says start seq {seg_header.start_seq}, name says {seg.start_seq}"
+                        file,
+                        0,
+                        f"header says start seq {seg_header.start_seq}, name says {seg.start_seq}",
+                        sealed,
                     )
                 )
             if expected is not None and seg.start_seq != expected:
                 problems.append(
-                    Problem(file, 0, f"records {expected}..{seg.start_seq - 1} are missing (segment deleted)")
+                    Problem(
+                        file,
+                        0,
+                        f"records {expected}..{seg.start_seq - 1} are missing (segment deleted)",
+                        sealed,
+                    )
                 )
             elif prev is not None and seg_header.prev_hash != prev:
-                problems.append(Problem(file, 24, "broken hash chain across segments"))
+                problems.append(Problem(file, 24, "broken hash chain across segments", sealed))
             expected = seg.start_seq
             prev = seg_header.prev_hash
             last = index == len(segs) - 1
             walk = FrameWalk(
-                buf, file=file, pos=SEGMENT_HEADER.size, end=len(buf), prev=prev, active=last and not sealed
+                buf,
+                file=file,
+                pos=SEGMENT_HEADER.size,
+                end=len(buf),
+                prev=prev,
+                active=last and not sealed,
+                decompressed=sealed,
             )
             # An incomplete final frame of the active segment is not a problem: a writer may be
             # mid-append, or died there. It is reported as the torn tail, which the next open
             # for writing cuts (and reports).
             for offset, payload in walk.frames():
-                record = decode_msgpack_record(payload, where=f"seq {expected} ({file} at byte {offset})")
+                location = byte_location(file, offset, decompressed=sealed)
+                record = decode_msgpack_record(payload, where=f"seq {expected} ({location})")
                 if record.seq != expected:
                     raise LedgerCorrupt(
-                        f"frame holds seq {record.seq} where seq {expected} belongs", file=file, offset=offset
+                        f"frame holds seq {record.seq} where seq {expected} belongs",
+                        file=file,
+                        offset=offset,
+                        decompressed=sealed,
                     )
                 body = record.body
                 if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
