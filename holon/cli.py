@@ -84,6 +84,9 @@ EXIT_USAGE: Final = 2
 EXIT_CORRUPT: Final = 3
 EXIT_INTERNAL: Final = 70
 
+# A ceiling for token options: far above any real window, and well inside the 64-bit
+# integers a recorded render config is encoded with.
+_MAX_TOKENS: Final = 1_000_000_000
 _DEBUG_KEY: Final = "holon.debug"
 _COMMAND_KEY: Final = "holon.command"
 
@@ -371,7 +374,7 @@ def _render_options(func: F) -> F:
         click.option(
             "--budget",
             "window",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=1, max=_MAX_TOKENS),
             metavar="TOKENS",
             help="Context window to render into (default: the newest recorded one, else "
             f"{DEFAULT_BUDGET.context_window:,}). Overrides skip the hash check.",
@@ -379,7 +382,7 @@ def _render_options(func: F) -> F:
         click.option(
             "--output-reserve",
             "reserve",
-            type=click.IntRange(min=0),
+            type=click.IntRange(min=0, max=_MAX_TOKENS),
             metavar="TOKENS",
             help="Tokens kept free for the answer (default: the newest recorded one, else "
             f"{DEFAULT_BUDGET.output_reserve:,}).",
@@ -551,16 +554,23 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     Each line is one record in holon's canonical JSON envelope ({"seq", "ts", "turn",
     "kind", "v", "body"}); seqs are reassigned from the ledger's head. After every
     turn_ended the post-turn refresh appends its derived records (working-memory delta,
-    episode), so the ledger still verifies. Derived records in the input are refused.
-    Every line is checked first: on any error nothing is appended.
+    episode), so the ledger still verifies. Derived records in the input are refused,
+    and so are records the runtime never writes: timestamps going backwards, a
+    turn_ended with no open turn, a turn_started inside one. Every line is checked
+    first: on any error nothing is appended.
 
     To copy a whole exported ledger (derived records and blobs included), use
     `holon import PATH FILE --from jsonl`.
     """
-    report = IMPORTERS["jsonl"].parse_bytes(_read_input(records_file), source=str(records_file))
+    data = _read_input(records_file)
+    report = IMPORTERS["jsonl"].parse_bytes(data, source=str(records_file))
+    # Record n came from the n-th non-blank line: errors name that line, as decoding does.
+    lines = [number for number, line in enumerate(data.split(b"\n"), 1) if line.strip()]
     with _writing(path) as ledger:
         state = state_after(_records(ledger, "folding"))
-        seqs = append_evidence(ledger, report.records, state=state)
+        seqs = append_evidence(
+            ledger, report.records, state=state, where=lambda n: f"line {lines[n - 1]} of {records_file}"
+        )
         _appended(as_json, seqs, len(report.records), {"source": str(records_file)}, ledger)
 
 
@@ -588,7 +598,8 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     Other tools' transcripts are mapped to holon records (see docs/importers.md) and
     appended like `holon append`: the post-turn refresh adds the derived records after
     every turn. `--from jsonl` copies a `holon export` file exactly — derived records,
-    timestamps and blobs (from FILE.blobs/) — after the ledger's head.
+    timestamps and blobs (from FILE.blobs/) — into an empty ledger (to add evidence to
+    a ledger that has records, use `holon append`).
 
     The whole file is checked before anything is written: a malformed line or a file
     of another format is reported with its line, and nothing is appended.
@@ -598,9 +609,11 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     if fmt == "jsonl":
         if not file.is_file():
             raise UsageError(f"cannot read {file}: no such file")
+        if file.stat().st_size == 0:
+            raise UsageError(f"{file} is empty: there is no holon export in it to import")
         with _writing(path) as ledger:
             with progress_total("importing") as advance:
-                seqs = import_jsonl(file, ledger, progress=advance)
+                seqs = import_jsonl(file, ledger, require_empty=True, progress=advance)
             _appended(as_json, seqs, len(seqs), {"source": str(file), "format": fmt}, ledger)
         return
     report = read_transcript(file, fmt)
@@ -633,6 +646,10 @@ class _ProgressLedger:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
+
+    @property
+    def path(self) -> Path:
+        return self._ledger.path
 
     def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[r.Record]:
         return progress_items(

@@ -742,12 +742,55 @@ def _tail_ts(ledger: Ledger) -> int:
     return ledger.get(seq).ts if seq >= 0 else 0
 
 
+_MAX_TS: Final = (1 << 63) - 1  # the ledger stores ts as a signed 64-bit integer
+
+
+def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, where: str) -> None:
+    """Refuse an input record the runtime would never write (see :func:`append_evidence`)."""
+    if record.kind in r.DERIVED_KINDS:
+        raise InvalidRecord(
+            f"{record.kind} is a derived record: the post-turn refresh appends it; "
+            "to copy a whole ledger use `holon import --from jsonl`",
+            where=where,
+            field="kind",
+        )
+    if not 0 <= record.ts <= _MAX_TS:
+        raise InvalidRecord(
+            f"ts {record.ts} is out of range: ts is milliseconds since the Unix epoch (0..{_MAX_TS})",
+            where=where,
+            field="ts",
+        )
+    if record.ts < last_ts:
+        raise InvalidRecord(
+            f"ts {record.ts} is before the previous record's ts {last_ts}: timestamps never go "
+            "backwards in a ledger; give the records their order in time",
+            where=where,
+            field="ts",
+        )
+    if record.turn is not None and record.turn < 0:
+        raise InvalidRecord(f"turn {record.turn} is negative", where=where, field="turn")
+    turn = folded.runtime.turn
+    is_open = turn is not None and turn.open
+    if isinstance(record.body, r.TurnEnded) and not is_open:
+        raise InvalidRecord(
+            "turn_ended with no open turn: append the turn's turn_started first", where=where, field="kind"
+        )
+    if isinstance(record.body, r.TurnStarted) and is_open:
+        assert turn is not None
+        raise InvalidRecord(
+            f"turn_started while turn {turn.index} is still open: end it with a turn_ended first",
+            where=where,
+            field="kind",
+        )
+
+
 def append_evidence(
     ledger: Ledger,
     records: Iterable[r.Record],
     *,
     state: ProjectionState | None = None,
     progress: Callable[[int], None] | None = None,
+    where: Callable[[int], str] | None = None,
 ) -> list[int]:
     """Append evidence records as the runtime would; returns the seqs written.
 
@@ -758,7 +801,13 @@ def append_evidence(
     (its writer died after a ``turn_ended``) is appended first. Derived records in
     the input are refused (they are the refresh's to write). Everything is checked and
     derived before the first byte is written: on any error nothing is appended.
-    ``progress`` is called with the number of input records folded so far.
+    Refused as well, because the runtime never writes them and the projections would
+    fold them into nonsense: a negative or out-of-range ``ts``, a ``ts`` before the
+    previous record's (timestamps never go backwards in a ledger), a negative ``turn``,
+    a ``turn_ended`` with no open turn and a ``turn_started`` while a turn is open.
+    ``progress`` is called with the number of input records folded so far; ``where(n)``
+    names input record ``n`` in errors (default ``input record n``; the CLI passes the
+    line of the file).
     """
     folded = state if state is not None else state_after(ledger.read())
     next_seq = ledger.head()[0] + 1
@@ -779,16 +828,16 @@ def append_evidence(
     if closed is not None and closed.to_seq == folded.seq:
         for derived in post_turn_refresh(folded):
             put(derived)
+    tail_ts = _tail_ts(ledger)
     for number, record in enumerate(records, 1):
-        if record.kind in r.DERIVED_KINDS:
-            raise InvalidRecord(
-                f"{record.kind} is a derived record: the post-turn refresh appends it; "
-                "to copy a whole ledger use `holon import --from jsonl`",
-                where=f"input record {number}",
-                field="kind",
-            )
+        _check_evidence(
+            record,
+            folded,
+            out[-1].ts if out else tail_ts,
+            where(number) if where is not None else f"input record {number}",
+        )
         if isinstance(record.body, r.PromptRendered):
-            for derived in refresh_before_prompt(folded, ts=out[-1].ts if out else _tail_ts(ledger)):
+            for derived in refresh_before_prompt(folded, ts=out[-1].ts if out else tail_ts):
                 put(derived)
         put(record)
         if isinstance(record.body, r.TurnEnded):

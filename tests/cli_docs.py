@@ -111,7 +111,7 @@ the agent runtime does: after each `turn_ended`, the post-turn refresh's derived
 passes `holon verify`. The whole input is decoded and checked before the first byte is
 written; a malformed line is reported with its line number and nothing is appended.
 `holon import --from jsonl` copies a `holon export` file exactly (derived records and
-blobs included), after the ledger's head. See [importers.md](importers.md) for how each
+blobs included) into an empty ledger. See [importers.md](importers.md) for how each
 format maps to records.
 
 ## Commands

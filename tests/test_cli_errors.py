@@ -127,6 +127,28 @@ def test_bad_refs(ledger: Path) -> None:
     assert _one_line_error(result.stderr)
 
 
+def test_a_record_whose_blob_is_missing_is_corruption_not_a_bad_ref(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "L", agent_id="a") as led:
+        seq = led.append(
+            r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", output="x" * 9000), ts=1)
+        )
+        stored = led.get(seq)
+    assert isinstance(stored.body, r.ToolResult) and stored.body.blob is not None
+    for path in (tmp_path / "L" / "blobs").rglob(f"{stored.body.blob.hash}*"):
+        path.unlink()
+    result = invoke("get", tmp_path / "L", f"ledger:{stored.seq}")
+    assert result.exit_code == EXIT_CORRUPT
+    line = _one_line_error(result.stderr)
+    assert f"ledger:{stored.seq} keeps its output in blob {stored.body.blob.hash}, which is missing" in line
+
+
+def test_token_options_far_beyond_any_window_are_usage_errors(ledger: Path) -> None:
+    for option in ("--budget", "--output-reserve"):
+        result = invoke("render", ledger, option, "99999999999999999999")
+        assert result.exit_code == EXIT_USAGE
+        assert "is not in the range" in _one_line_error(result.stderr)
+
+
 def test_a_budget_too_small_is_a_usage_error(ledger: Path) -> None:
     result = invoke("render", ledger, "--budget", "60", "--output-reserve", "0")
     assert result.exit_code == EXIT_USAGE

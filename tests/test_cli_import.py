@@ -134,6 +134,58 @@ def test_append_refuses_derived_records_and_malformed_lines(tmp_path: Path) -> N
     assert tree_bytes(ledger) == before
 
 
+def _turn(index: int, ts: int) -> list[r.Record]:
+    return [
+        r.Record(body=r.TurnStarted(trigger="user", input="go"), ts=ts, turn=index),
+        r.Record(body=r.Message(role="user", text="go"), ts=ts + 1, turn=index),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=ts + 2, turn=index),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("records", "says"),
+    [
+        (
+            [*_turn(1, 100), *_turn(2, 50)],
+            "line 4 of {file}, field `ts`: ts 50 is before the previous record's ts 102",
+        ),
+        (
+            [r.Record(body=r.Message(role="user", text="x"), ts=-5)],
+            "line 1 of {file}, field `ts`: ts -5 is out of range",
+        ),
+        (
+            [*_turn(1, 1)[:2], *_turn(2, 5)],
+            "line 3 of {file}, field `kind`: turn_started while turn 1 is still open",
+        ),
+        (_turn(1, 1)[2:], "line 1 of {file}, field `kind`: turn_ended with no open turn"),
+        (
+            [r.Record(body=r.Message(role="user", text="x"), ts=1, turn=-3)],
+            "line 1 of {file}, field `turn`: turn -3",
+        ),
+    ],
+    ids=["ts-backwards", "ts-negative", "turn-inside-turn", "end-without-start", "turn-negative"],
+)
+def test_append_refuses_what_the_runtime_never_writes(
+    records: list[r.Record], says: str, tmp_path: Path
+) -> None:
+    ledger = _init(tmp_path / "L")
+    before = tree_bytes(ledger)
+    file = write_jsonl(tmp_path / "in.jsonl", records)
+    result = invoke("append", ledger, file)
+    assert result.exit_code == 2
+    assert says.format(file=file) in result.stderr
+    assert tree_bytes(ledger) == before
+
+
+def test_a_derived_record_is_named_by_its_line(tmp_path: Path) -> None:
+    ledger = _init(tmp_path / "L")
+    records = list(live_records("boundary_result_checkpoint"))
+    index = next(i for i, rec in enumerate(records) if rec.kind in r.DERIVED_KINDS)
+    file = write_jsonl(tmp_path / "in.jsonl", records)
+    result = invoke("append", ledger, file)
+    assert f"line {index + 1} of {file}, field `kind`" in result.stderr
+
+
 def test_export_then_import_jsonl_round_trips_with_blobs(tmp_path: Path) -> None:
     evidence = [rec for rec in live_records("boundary_turn_cap") if rec.kind not in r.DERIVED_KINDS]
     big = r.Record(
@@ -202,3 +254,25 @@ def test_import_summary_counts_in_words(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert ", 1 turn, " in result.stdout
     assert " · 1 turn · " in invoke("replay", ledger).stdout
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "claude-code", "openai-chat", "swe-agent", "openhands"])
+def test_an_empty_file_is_refused_the_same_way_in_every_format(fmt: str, tmp_path: Path) -> None:
+    target = _init(tmp_path / "L")
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    before = tree_bytes(target)
+    result = invoke("import", target, empty, "--from", fmt)
+    assert result.exit_code == 2
+    assert f"{empty} is empty: there is no" in result.stderr
+    assert tree_bytes(target) == before
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "openhands"])
+def test_a_transcript_with_no_conversation_is_refused(fmt: str, tmp_path: Path) -> None:
+    target = _init(tmp_path / "L")
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text("[]")
+    result = invoke("import", target, nothing, "--from", fmt)
+    assert result.exit_code == 2
+    assert f"{nothing} holds no {fmt} conversation" in result.stderr

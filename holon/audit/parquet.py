@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from holon.audit.query import AuditError
-from holon.audit.tables import TABLES, LedgerPaths, connect
+from holon.audit.tables import TABLES, LedgerPaths, connect, ledger_paths
+from holon.ledger.files import check_outside
 
 __all__ = ["export_parquet"]
 
@@ -40,6 +41,9 @@ def export_parquet(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise AuditError(f"cannot export to {out}: it exists and is not a directory")
+    roots = ledger_paths(paths)  # once: `paths` may be a one-shot iterable
+    for ledger_dir in roots:
+        check_outside(ledger_dir, out, what="Parquet directory")
     loaded = 0
 
     def loading(done: int, total: int) -> None:
@@ -48,7 +52,7 @@ def export_parquet(
         assert progress is not None
         progress(done, total + len(TABLES))
 
-    con = connect(paths, workers=workers, progress=loading if progress is not None else None)
+    con = connect(roots, workers=workers, progress=loading if progress is not None else None)
     try:
         out.mkdir(parents=True, exist_ok=True)
         # Written beside the target first, then moved in per agent: a failed export leaves

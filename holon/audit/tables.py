@@ -439,7 +439,7 @@ TABLES: Final[dict[str, Table]] = {
 }
 
 
-def _ledger_paths(paths: LedgerPaths) -> list[Path]:
+def ledger_paths(paths: LedgerPaths) -> list[Path]:
     if isinstance(paths, str | os.PathLike):
         return [Path(paths)]
     out = [Path(p) for p in paths]
@@ -546,7 +546,7 @@ def connect(
     Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
     AuditError when two ledgers belong to the same agent.
     """
-    roots = _ledger_paths(paths)
+    roots = ledger_paths(paths)
     fleet = [read_info(root, ix) for ix, root in enumerate(roots)]
     seen: dict[str, str] = {}
     for info in fleet:

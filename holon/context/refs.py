@@ -22,7 +22,7 @@ import blake3
 import msgspec
 
 import holon.records as r
-from holon.errors import InvalidRef, RefNotFound
+from holon.errors import InvalidRef, LedgerCorrupt, RefNotFound
 
 __all__ = [
     "Ref",
@@ -35,7 +35,8 @@ __all__ = [
     "restore_bytes",
 ]
 
-_REF: Final = re.compile(r"(ledger):(\d+)|(blob):([0-9a-f]{64})|(episode):(\d+)")
+# ASCII only: `\d` alone also matches other scripts' digits (fullwidth, Arabic-Indic, ...).
+_REF: Final = re.compile(r"(ledger):(\d+)|(blob):([0-9a-f]{64})|(episode):(\d+)", re.ASCII)
 
 
 class Ref(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,7 +126,15 @@ def restore_bytes(ref: str, source: RefSource) -> bytes:
     body = found.body
     if isinstance(body, r.ToolResult):
         if body.blob is not None and not body.output:
-            return restore_bytes(blob_ref(body.blob.hash), source)
+            try:
+                return restore_bytes(blob_ref(body.blob.hash), source)
+            except RefNotFound:
+                # The record is in the ledger and names the blob: its absence is damage to
+                # the ledger, not a bad ref (and exits like corruption on the command line).
+                raise LedgerCorrupt(
+                    f"{ref} keeps its output in blob {body.blob.hash}, which is missing",
+                    file="the blob store",
+                ) from None
         return body.output.encode()
     if isinstance(body, r.Message | r.Brief | r.ContextSummary):
         return body.text.encode()

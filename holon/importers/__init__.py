@@ -94,7 +94,13 @@ def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
             data = handle.read()
     except OSError as exc:
         raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
-    return importer.parse_bytes(data, source=source)
+    if not data.strip():
+        raise UsageError(f"{source} is empty: there is no {fmt} transcript in it to import")
+    report = importer.parse_bytes(data, source=source)
+    if not report.records:
+        # Valid but empty (e.g. `[]`): every format says so the same way, not "appended 0".
+        raise UsageError(f"{source} holds no {fmt} conversation: nothing in it maps to a record")
+    return report
 
 
 def import_transcript(path: str | os.PathLike[str], fmt: str) -> list[Record]:

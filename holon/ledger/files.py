@@ -12,7 +12,9 @@ import os
 from pathlib import Path
 from typing import Final
 
-__all__ = ["TMP_SUFFIX", "fsync_dir", "sync_file", "write_atomic"]
+from holon.errors import UsageError
+
+__all__ = ["TMP_SUFFIX", "check_outside", "fsync_dir", "sync_file", "write_atomic"]
 
 TMP_SUFFIX: Final = ".tmp"
 
@@ -39,14 +41,31 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if durable:
-            sync_file(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if durable:
+                sync_file(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        # A failed write (disk full, a directory in the way) leaves no half file behind.
+        tmp.unlink(missing_ok=True)
+        raise
     if durable:
         fsync_dir(path.parent)
+
+
+def check_outside(ledger_dir: Path, out: Path, *, what: str) -> None:
+    """Refuse an output path inside a ledger directory (an export must never write into
+    the ledger it reads: it would replace a segment, the header or a blob)."""
+    root = ledger_dir.resolve()
+    target = out.resolve()
+    if target == root or root in target.parents:
+        raise UsageError(
+            f"{what} {out} is inside the ledger {ledger_dir}: writing there would damage it; "
+            "choose a path outside the ledger directory"
+        )

@@ -5,24 +5,34 @@ tool output stays a ``BlobRef`` in its record) and each referenced blob's origin
 to ``run.jsonl.blobs/<hash>``. ``import_jsonl("run.jsonl", ledger)`` checks every line and
 every blob first and appends nothing unless all are valid. Importing an export into a
 fresh ledger of the same agent (and blob threshold) reproduces every record and the head
-hash exactly; importing into a non-empty ledger appends the records after its head,
-re-sequenced from its next seq.
+hash exactly. A file without derived records may also be appended to a non-empty ledger
+(re-sequenced from its next seq); one with derived records (working-memory deltas,
+episodes) only into an empty ledger: they were derived by folding their own ledger from
+seq 0 and would not verify after another ledger's records.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import blake3
 import msgspec
 
-from holon.errors import InvalidRecord, InvalidRef
+from holon.errors import InvalidRecord, InvalidRef, UsageError
 from holon.ledger.blobs import check_blob_hash
-from holon.ledger.files import write_atomic
+from holon.ledger.files import check_outside, write_atomic
 from holon.ledger.store import Ledger
-from holon.records import Record, TaskResult, ToolResult, decode_json_record, encode_json_record
+from holon.records import (
+    DERIVED_KINDS,
+    Record,
+    TaskResult,
+    ToolResult,
+    decode_json_record,
+    encode_json_record,
+)
 
 __all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
 
@@ -37,8 +47,20 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
     """Write the whole ledger to ``path`` as canonical JSONL; returns the number of records.
 
     The file is replaced atomically; referenced blobs go to ``<path>.blobs/<hash>``.
+    Refused (UsageError, nothing written): a path inside the ledger, a path that exists
+    and is not a regular file (a directory, a device such as ``/dev/null``: the atomic
+    replace would swap it for a file), a missing parent directory.
     """
     target = Path(path)
+    check_outside(ledger.path, target, what="export file")
+    check_outside(ledger.path, blobs_dir_for(target), what="export blob directory")
+    if target.exists() and not target.is_file():
+        raise UsageError(
+            f"{target} exists and is not a regular file; an export is written as a new file "
+            f"(and {blobs_dir_for(target).name}/ beside it): pass a file path"
+        )
+    if not target.parent.is_dir():
+        raise UsageError(f"cannot write {target}: directory {target.parent} does not exist")
     lines: list[bytes] = []
     blob_hashes: list[str] = []
     for record in ledger.read():
@@ -46,24 +68,37 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
         body = record.body
         if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
             blob_hashes.append(body.blob.hash)
-    if blob_hashes:
-        out_dir = blobs_dir_for(target)
-        out_dir.mkdir(exist_ok=True)
-        for blob_hash in dict.fromkeys(blob_hashes):
-            write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), durable=False)
-    write_atomic(target, b"".join(lines))
+    out_dir = blobs_dir_for(target)
+    created = bool(blob_hashes) and not out_dir.exists()
+    try:
+        if blob_hashes:
+            out_dir.mkdir(exist_ok=True)
+            for blob_hash in dict.fromkeys(blob_hashes):
+                write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), durable=False)
+        write_atomic(target, b"".join(lines))
+    except BaseException:
+        if created:  # an export that failed leaves nothing of its own behind
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     return len(lines)
 
 
 def import_jsonl(
-    path: str | os.PathLike[str], ledger: Ledger, *, progress: Callable[[int, int], None] | None = None
+    path: str | os.PathLike[str],
+    ledger: Ledger,
+    *,
+    require_empty: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[int]:
     """Append the records of a canonical JSONL file to ``ledger``; returns their new seqs.
 
     Every line must decode to a record, seqs must be consecutive, and every referenced
     blob must be in ``<path>.blobs/`` with matching hash and size (or already in the
     ledger). Otherwise InvalidRecord names ``line N of <file>`` and nothing is appended.
-    Records are re-sequenced after the ledger's head. ``progress(done, total)`` is
+    Records are re-sequenced after the ledger's head. A file holding derived records
+    is refused (UsageError) unless the ledger is empty; ``require_empty`` refuses any
+    file then (a copy of an export). Both are checked after the file, so a damaged file
+    is named first. ``progress(done, total)`` is
     called as lines are checked (the slow part); the append follows the last call.
     """
     source = Path(path)
@@ -96,6 +131,19 @@ def import_jsonl(
         records.append(msgspec.structs.replace(record, seq=-1))
         if progress is not None:
             progress(number, len(lines))
+    head = ledger.head()[0]
+    derived = next((rec for rec in records if rec.kind in DERIVED_KINDS), None)
+    if head >= 0 and (derived is not None or require_empty):
+        why = (
+            f"{source} holds derived records ({derived.kind} among them), which only verify in the "
+            "ledger they were folded from"
+            if derived is not None
+            else "a copy of an export needs an empty ledger"
+        )
+        raise UsageError(
+            f"ledger {ledger.path} is not empty (head seq {head}) and {why}; import the file into a new "
+            "ledger, or add evidence records with `holon append`"
+        )
     for data in blobs.values():
         ledger.put_blob(data)
     seqs = ledger.append_many(records)
