@@ -47,6 +47,7 @@ from holon.context import (
 from holon.errors import BudgetExceeded, HolonError, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
 from holon.ledger import Ledger, export_jsonl, import_jsonl
+from holon.ledger.header import DEFAULT_BLOB_THRESHOLD, SETTING_RANGES
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 from holon.projections import verify_derivations
 from holon.replay import (
@@ -89,6 +90,7 @@ EXIT_INTERNAL: Final = 70
 _MAX_TOKENS: Final = 1_000_000_000
 _DEBUG_KEY: Final = "holon.debug"
 _COMMAND_KEY: Final = "holon.command"
+_VERIFY_ADVICE: Final = "; run `holon verify` for a full report"
 
 
 # --------------------------------------------------------------------------- errors
@@ -251,6 +253,9 @@ class HolonGroup(click.Group):
                 )
             else:
                 message = str(exc)
+                if isinstance(exc, LedgerCorrupt) and ctx.meta.get(_COMMAND_KEY) == "verify":
+                    # verify stopped here: pointing at verify again says nothing.
+                    message = message.removesuffix(_VERIFY_ADVICE)
             raise _FAILURES[code](message) from None
 
 
@@ -499,8 +504,8 @@ def main(ctx: click.Context, debug: bool) -> None:
 )
 @click.option(
     "--blob-threshold",
-    type=click.IntRange(min=0),
-    default=4096,
+    type=click.IntRange(*SETTING_RANGES["blob_threshold"]),
+    default=DEFAULT_BLOB_THRESHOLD,
     show_default=True,
     metavar="BYTES",
     help="Tool and task outputs longer than this go to the blob store.",
@@ -1375,7 +1380,13 @@ def verify(path: Path, as_json: bool) -> None:
                     "head_seq": report.head[0],
                     "head_hash": report.head[1],
                     "problems": [
-                        {"file": p.file, "offset": p.offset, "message": p.message} for p in report.problems
+                        {
+                            "file": p.file,
+                            "offset": p.offset,
+                            "decompressed": p.decompressed,
+                            "message": p.message,
+                        }
+                        for p in report.problems
                     ],
                     "torn_tail": None
                     if tail is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import click
@@ -89,6 +91,9 @@ def test_verify_lists_corruption_and_exits_3(tmp_path: Path) -> None:
     assert "problem(s)" in result.stdout and ".seg at byte" in result.stdout
     assert "not checked" in result.stdout
     assert _one_line_error(result.stderr).startswith("holon: error: ledger")
+    doc = json.loads(invoke("verify", target, "--json").stdout)
+    # An active (plain) segment: the offset is a file offset, and --json says so.
+    assert [(p["offset"] > 0, p["decompressed"]) for p in doc["storage"]["problems"]] == [(True, False)]
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
@@ -140,6 +145,19 @@ def test_a_record_whose_blob_is_missing_is_corruption_not_a_bad_ref(tmp_path: Pa
     assert result.exit_code == EXIT_CORRUPT
     line = _one_line_error(result.stderr)
     assert f"ledger:{stored.seq} keeps its output in blob {stored.body.blob.hash}, which is missing" in line
+
+
+def test_a_missing_segment_directory_is_corruption(ledger: Path, tmp_path: Path) -> None:
+    damaged = tmp_path / "L"
+    shutil.copytree(ledger, damaged)
+    shutil.rmtree(damaged / "segments")
+    for command in ("verify", "replay", "render"):
+        result = invoke(command, damaged)
+        assert result.exit_code == EXIT_CORRUPT, command
+        line = _one_line_error(result.stderr)
+        assert "the segment directory is missing" in line and str(damaged / "segments") in line
+        # verify does not send the user back to verify.
+        assert ("run `holon verify`" in line) == (command != "verify")
 
 
 def test_token_options_far_beyond_any_window_are_usage_errors(ledger: Path) -> None:

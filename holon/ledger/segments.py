@@ -135,8 +135,10 @@ def list_segments(seg_dir: Path) -> list[SegmentFile]:
     try:
         names = os.listdir(seg_dir)
     except FileNotFoundError:
-        raise NotALedger(
-            f"{seg_dir} is missing: this ledger has no segment directory; restore it from a backup"
+        # The header says this is a ledger: a missing segment directory is damage to it.
+        raise LedgerCorrupt(
+            "the segment directory is missing (every record is gone); restore it from a backup",
+            file=str(seg_dir),
         ) from None
     for name in names:
         match = _NAME_RE.match(name)
