@@ -46,8 +46,7 @@ from holon.context import (
 )
 from holon.errors import BudgetExceeded, HolonError, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
-from holon.ledger import Ledger, export_jsonl, import_jsonl
-from holon.ledger.header import DEFAULT_BLOB_THRESHOLD, SETTING_RANGES
+from holon.ledger import DEFAULT_BLOB_THRESHOLD, SETTING_RANGES, Ledger, export_jsonl, import_jsonl
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 from holon.projections import verify_derivations
 from holon.replay import (
