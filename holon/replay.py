@@ -763,7 +763,7 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
     if record.ts < last_ts:
         raise InvalidRecord(
             f"ts {record.ts} is before the previous record's ts {last_ts}: timestamps never go "
-            "backwards in a ledger; give the records their order in time",
+            "backwards in a ledger; append (or import) records in time order",
             where=where,
             field="ts",
         )
