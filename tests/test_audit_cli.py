@@ -119,3 +119,58 @@ def test_the_command_object_runs_on_its_own(ledgers: list[str]) -> None:
     result = CliRunner().invoke(audit, [ledgers[0], "--sql", "SELECT count(*) AS n FROM turns", "--json"])
     assert result.exit_code == 0
     assert json.loads(result.stdout) == [{"n": 12}]
+
+
+# A result bigger than one fetch batch, with a NULL, a list and a comma to format.
+BIG_SQL = (
+    "SELECT range AS n, CASE WHEN range % 7 = 0 THEN NULL ELSE 'r,' || range END AS s, "
+    "[range, range + 1] AS pair FROM range(25003)"
+)
+
+
+def test_csv_and_json_carry_every_row_of_a_result_bigger_than_a_batch(ledgers: list[str]) -> None:
+    code, out, _ = run("audit", ledgers[0], "--sql", BIG_SQL, "--csv")
+    assert code == 0
+    rows = list(csv.reader(io.StringIO(out)))
+    assert rows[0] == ["n", "s", "pair"]
+    assert len(rows) == 25004
+    assert rows[1] == ["0", "", "[0,1]"] and rows[2] == ["1", "r,1", "[1,2]"]
+    assert rows[-1] == ["25002", "r,25002", "[25002,25003]"]
+    code, out, _ = run("audit", ledgers[0], "--sql", BIG_SQL, "--json")
+    assert code == 0
+    objects = json.loads(out)
+    assert [o["n"] for o in objects] == list(range(25003))
+    assert objects[1] == {"n": 1, "s": "r,1", "pair": [1, 2]} and objects[7]["s"] is None
+
+
+def test_empty_results_in_every_format(ledgers: list[str]) -> None:
+    sql = "SELECT turn FROM turns WHERE turn < 0"
+    assert run("audit", ledgers[0], "--sql", sql, "--json")[:2] == (0, "[]\n")
+    assert run("audit", ledgers[0], "--sql", sql, "--csv")[:2] == (0, "turn\n")
+    assert run("audit", ledgers[0], "--sql", sql)[1].splitlines()[-1] == "(0 rows)"
+
+
+def test_the_table_shows_the_first_rows_and_counts_them_all(ledgers: list[str]) -> None:
+    code, out, _ = run("audit", ledgers[0], "--sql", BIG_SQL)
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 2 + 1000 + 1 and lines[-2].split()[0] == "999"
+    assert lines[-1] == (
+        "(25003 rows, the first 1000 shown; raise --max-rows, or use --csv or --json for every row)"
+    )
+    lines = run("audit", ledgers[0], "--sql", BIG_SQL, "--max-rows", "3")[1].splitlines()
+    assert [line.split()[0] for line in lines[2:-1]] == ["0", "1", "2"]
+    assert lines[-1].startswith("(25003 rows, the first 3 shown")
+    lines = run("audit", ledgers[0], "--sql", "SELECT 1 AS one", "--max-rows", "1")[1].splitlines()
+    assert lines[-1] == "(1 row)"
+
+
+def test_max_rows_is_for_the_table_only(ledgers: list[str]) -> None:
+    code, _, err = run("audit", ledgers[0], "--sql", "SELECT 1", "--csv", "--max-rows", "5")
+    assert code == 2 and "--max-rows applies to the table output" in err and "LIMIT" in err
+
+
+def test_a_bad_report_parameter_fails_before_loading(tmp_path: Path) -> None:
+    # The path is not a ledger: had the ledgers been loaded first, that would be the error.
+    code, _, err = run("audit", str(tmp_path), "--report", "tools", "--param", "nope=1")
+    assert code == 2 and "has no parameter 'nope'" in err

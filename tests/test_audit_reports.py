@@ -27,7 +27,16 @@ import duckdb
 import pytest
 
 from holon import records as r
-from holon.audit import REPORTS, AuditError, QueryResult, connect, run_report, run_sql
+from holon.audit import (
+    REPORTS,
+    AuditError,
+    QueryResult,
+    connect,
+    open_query,
+    report_query,
+    run_report,
+    run_sql,
+)
 from holon.ledger import Ledger
 from tests.test_audit_support import write_ledger
 
@@ -323,3 +332,25 @@ def test_every_report_on_an_empty_ledger_is_empty(tmp_path: Path) -> None:
     empty = connect(tmp_path / "empty")
     for name in REPORTS:
         assert run_report(empty, name).rows == [], name
+
+
+def test_open_query_streams_rows_in_batches_of_at_most_the_size_asked() -> None:
+    con = duckdb.connect()
+    stream = open_query(con, "SELECT range AS n FROM range(25)")
+    assert stream.columns == ("n",)
+    batches = list(stream.batches(10))
+    assert [len(b) for b in batches] == [10, 10, 5]
+    assert [row for batch in batches for row in batch] == [(n,) for n in range(25)]
+    with pytest.raises(AuditError, match="SQL error"):
+        open_query(con, "SELECT nope")
+    with pytest.raises(ValueError, match="batch size"):
+        next(open_query(con, "SELECT 1").batches(0))
+
+
+def test_report_query_checks_parameters_without_a_connection() -> None:
+    sql, values = report_query("tools", window="3")
+    assert values == {"window": 3} and "tool_calls" in sql
+    with pytest.raises(AuditError, match="must be >= "):
+        report_query("tools", window="-1")
+    with pytest.raises(AuditError, match="unknown report"):
+        report_query("nope")

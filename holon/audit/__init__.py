@@ -9,8 +9,8 @@ the table schemas, the reports and the fleet/Parquet story.
 """
 
 from holon.audit.parquet import export_parquet
-from holon.audit.query import AuditError, QueryResult, run_sql
-from holon.audit.reports import REPORTS, Report, run_report
+from holon.audit.query import AuditError, QueryResult, RowStream, open_query, run_sql
+from holon.audit.reports import REPORTS, Report, report_query, run_report
 from holon.audit.tables import TABLES, Table, connect
 
 __all__ = [
@@ -19,9 +19,12 @@ __all__ = [
     "AuditError",
     "QueryResult",
     "Report",
+    "RowStream",
     "Table",
     "connect",
     "export_parquet",
+    "open_query",
+    "report_query",
     "run_report",
     "run_sql",
 ]

@@ -17,14 +17,16 @@ from typing import Any
 import click
 import msgspec
 
-from holon.audit.query import QueryResult, run_sql
-from holon.audit.reports import REPORTS, run_report
+from holon.audit.query import QueryResult, RowStream, open_query
+from holon.audit.reports import REPORTS, report_query
 from holon.audit.tables import TABLES, connect
 from holon.progress import progress_total
 
 __all__ = ["audit", "format_table"]
 
 _MAX_CELL = 60
+#: Rows the table output shows unless --max-rows says otherwise.
+TABLE_ROWS = 1000
 
 
 def _json_default(value: Any) -> Any:
@@ -45,8 +47,12 @@ def _cell(value: Any) -> str:
     return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
 
 
-def format_table(result: QueryResult) -> str:
-    """Rows as an aligned text table with a header line, for people."""
+def format_table(result: QueryResult, *, total: int | None = None) -> str:
+    """Rows as an aligned text table with a header line, for people.
+
+    ``total`` is the result's row count when ``result`` holds only its first rows; the
+    footer then says how many were left out.
+    """
     cells = [[_cell(v) for v in row] for row in result.rows]
     widths = [len(c) for c in result.columns]
     for row in cells:
@@ -54,17 +60,50 @@ def format_table(result: QueryResult) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(result.columns, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
-    lines.append(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+    shown = len(result.rows)
+    count = shown if total is None else total
+    footer = f"{count} row{'s' if count != 1 else ''}"
+    if count > shown:
+        footer += f", the first {shown} shown; raise --max-rows, or use --csv or --json for every row"
+    lines.append(f"({footer})")
     return "\n".join(lines)
 
 
-def _format_csv(result: QueryResult) -> str:
+def _echo_table(stream: RowStream, max_rows: int) -> None:
+    """The first ``max_rows`` rows as a table; the rest are only counted, a batch at a time."""
+    shown: list[tuple[Any, ...]] = []
+    total = 0
+    for batch in stream.batches():
+        shown.extend(batch[: max(0, max_rows - len(shown))])
+        total += len(batch)
+    click.echo(format_table(QueryResult(columns=stream.columns, rows=shown), total=total))
+
+
+def _echo_json(stream: RowStream) -> None:
+    """Rows as one JSON array of objects, written a batch at a time."""
+    click.echo("[", nl=False)
+    separator = ""
+    for batch in stream.batches():
+        objects = [dict(zip(stream.columns, row, strict=True)) for row in batch]
+        # The batch's array without its brackets: the objects, comma-separated.
+        click.echo(separator + _json(objects)[1:-1], nl=False)
+        separator = ","
+    click.echo("]")
+
+
+def _echo_csv(stream: RowStream) -> None:
+    """A header line, then one line per row, written a batch at a time."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(result.columns)
-    for row in result.rows:
-        writer.writerow("" if v is None else _json(v) if isinstance(v, list | dict) else v for v in row)
-    return out.getvalue().rstrip("\n")
+    writer.writerow(stream.columns)
+    for batch in stream.batches():
+        writer.writerows(
+            ["" if v is None else _json(v) if isinstance(v, list | dict) else v for v in row] for row in batch
+        )
+        click.echo(out.getvalue(), nl=False)
+        out.seek(0)
+        out.truncate()
+    click.echo(out.getvalue(), nl=False)
 
 
 def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
@@ -95,6 +134,12 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print rows as a JSON array of objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print rows as CSV with a header line.")
+@click.option(
+    "--max-rows",
+    "max_rows",
+    type=click.IntRange(min=1),
+    help=f"Most rows the table shows; the count is always exact.  [default: {TABLE_ROWS}]",
+)
 def audit(
     *,
     paths: tuple[Path, ...],
@@ -103,6 +148,7 @@ def audit(
     params: tuple[str, ...],
     as_json: bool,
     as_csv: bool,
+    max_rows: int | None,
 ) -> None:
     """Audit ledgers offline in DuckDB: SQL, canned reports, or a table summary.
 
@@ -110,7 +156,8 @@ def audit(
     into one in-memory DuckDB database whose tables all carry an agent_id column:
     agents, records, messages, tool_calls, turns, prompts, prompt_sections, omissions,
     deltas, episodes, plans (schemas in docs/audit.md). Without --sql or --report, lists
-    the tables and their row counts. Queries cannot write files.
+    the tables and their row counts. Queries cannot write files. --json and --csv write
+    every row as it is fetched, so a result of any size streams through.
     """
     if sql is not None and report is not None:
         raise click.UsageError("pass either --sql or --report, not both")
@@ -118,7 +165,12 @@ def audit(
         raise click.UsageError("pass either --json or --csv, not both")
     if params and report is None:
         raise click.UsageError("--param applies to --report only")
-    parsed = _parse_params(params)
+    if max_rows is not None and (as_json or as_csv):
+        raise click.UsageError(
+            "--max-rows applies to the table output; with --json or --csv, put a LIMIT in the SQL"
+        )
+    # A report's parameters are checked before the (possibly long) load.
+    query = report_query(report, **_parse_params(params)) if report is not None else None
     with progress_total("loading") as advance:
         con = connect(list(paths), progress=advance)
     try:
@@ -127,19 +179,19 @@ def audit(
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         if sql is not None:
-            result = run_sql(con, sql)
-        elif report is not None:
-            result = run_report(con, report, **parsed)
+            stream = open_query(con, sql)
+        elif query is not None:
+            stream = open_query(con, *query)
         else:
             counts = " UNION ALL ".join(
                 f'SELECT \'{name}\' AS "table", count(*) AS "rows" FROM {name}' for name in TABLES
             )
-            result = run_sql(con, counts)
+            stream = open_query(con, counts)
+        if as_json:
+            _echo_json(stream)
+        elif as_csv:
+            _echo_csv(stream)
+        else:
+            _echo_table(stream, TABLE_ROWS if max_rows is None else max_rows)
     finally:
         con.close()
-    if as_json:
-        click.echo(msgspec.json.encode(result.as_dicts(), enc_hook=_json_default).decode())
-    elif as_csv:
-        click.echo(_format_csv(result))
-    else:
-        click.echo(format_table(result))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
@@ -9,7 +10,10 @@ import msgspec
 
 from holon.errors import HolonError
 
-__all__ = ["AuditError", "QueryResult", "run_sql"]
+__all__ = ["FETCH_ROWS", "AuditError", "QueryResult", "RowStream", "open_query", "run_sql"]
+
+#: Rows fetched from DuckDB at a time when a result is streamed.
+FETCH_ROWS = 10_000
 
 
 class AuditError(HolonError, ValueError):
@@ -35,22 +39,63 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> QueryResult:
-    """Run one SQL statement on an audit connection and return its columns and rows.
+class RowStream:
+    """A query's columns, and its rows fetched from DuckDB a batch at a time.
+
+    DuckDB keeps a result in its own compact columnar form; the Python tuples are what
+    cost memory (hundreds of bytes per row), so a caller that writes
+    rows out as it goes holds only one batch of them, whatever the result's size.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, cursor: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+        self._cursor = cursor
+        self.columns: tuple[str, ...] = tuple(str(column[0]) for column in cursor.description or ())
+
+    def batches(self, size: int = FETCH_ROWS) -> Iterator[list[tuple[Any, ...]]]:
+        """Yield the rows in order, in lists of at most ``size`` rows (none if no columns)."""
+        if size < 1:
+            raise ValueError(f"batch size must be >= 1, not {size}")
+        if not self.columns:
+            return
+        while True:
+            try:
+                rows = self._cursor.fetchmany(size)
+            except duckdb.Error as exc:
+                raise _sql_error(self._con, exc) from None
+            if not rows:
+                return
+            yield [tuple(row) for row in rows]
+
+
+def open_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> RowStream:
+    """Run one SQL statement on an audit connection; its rows are read from the stream.
 
     Any DuckDB error (syntax, unknown table or column, type error, ...) becomes one
-    :class:`AuditError` whose message is one line naming the problem.
+    :class:`AuditError` whose message is one line naming the problem. The stream reads
+    from ``con``'s current result, so read it before running another query there.
     """
     if not sql.strip():
         raise AuditError("the SQL query is empty; pass a SELECT over the audit tables (see docs/audit.md)")
     try:
         cursor = con.execute(sql, params) if params else con.execute(sql)
-        description = cursor.description
-        rows = cursor.fetchall() if description is not None else []
     except duckdb.Error as exc:
-        raise AuditError(f"SQL error: {_first_line(exc)} (tables: {', '.join(_table_names(con))})") from None
-    columns = tuple(str(column[0]) for column in description or ())
-    return QueryResult(columns=columns, rows=[tuple(row) for row in rows])
+        raise _sql_error(con, exc) from None
+    return RowStream(con, cursor)
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> QueryResult:
+    """Run one SQL statement on an audit connection and return its columns and all its rows.
+
+    Errors as :func:`open_query`. For results too big to hold, use :func:`open_query`.
+    """
+    stream = open_query(con, sql, params)
+    rows = [row for batch in stream.batches() for row in batch]
+    return QueryResult(columns=stream.columns, rows=rows)
+
+
+def _sql_error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> AuditError:
+    return AuditError(f"SQL error: {_first_line(exc)} (tables: {', '.join(_table_names(con))})")
 
 
 def _table_names(con: duckdb.DuckDBPyConnection) -> list[str]:

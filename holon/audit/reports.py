@@ -15,7 +15,7 @@ import msgspec
 from holon.audit.query import AuditError, QueryResult, run_sql
 from holon.context.sections import SECTION_ORDER
 
-__all__ = ["REPORTS", "Report", "run_report"]
+__all__ = ["REPORTS", "Report", "report_query", "run_report"]
 
 
 class Param(msgspec.Struct, frozen=True):
@@ -236,6 +236,15 @@ def run_report(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> Quer
     ``params`` override the report's parameter defaults (values may be strings, as from
     a command line). An unknown report or parameter raises :class:`AuditError`.
     """
+    return run_sql(con, *report_query(name, **params))
+
+
+def report_query(name: str, **params: Any) -> tuple[str, dict[str, Any] | None]:
+    """The SQL and parameter values of the canned report ``name`` (see :func:`run_report`).
+
+    For :func:`~holon.audit.query.open_query`, which streams the rows. An unknown report
+    or parameter raises :class:`AuditError`.
+    """
     report = REPORTS.get(name)
     if report is None:
         raise AuditError(f"unknown report {name!r}; reports: {', '.join(REPORTS)}")
@@ -246,4 +255,4 @@ def run_report(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> Quer
             f"report {name!r} has no parameter {', '.join(map(repr, unknown))} (it takes: {accepted})"
         )
     values = {key: _coerce(report, key, params.get(key, p.default)) for key, p in report.params.items()}
-    return run_sql(con, report.sql, values or None)
+    return report.sql, values or None
