@@ -46,7 +46,14 @@ from holon.context import (
 )
 from holon.errors import BudgetExceeded, HolonError, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
-from holon.ledger import DEFAULT_BLOB_THRESHOLD, SETTING_RANGES, Ledger, export_jsonl, import_jsonl
+from holon.ledger import (
+    DEFAULT_BLOB_THRESHOLD,
+    HEADER_NAME,
+    SETTING_RANGES,
+    Ledger,
+    export_jsonl,
+    import_jsonl,
+)
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 from holon.projections import verify_derivations
 from holon.replay import (
@@ -566,7 +573,7 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     To copy a whole exported ledger (derived records and blobs included), use
     `holon import PATH FILE --from jsonl`.
     """
-    data = _read_input(records_file)
+    data = _read_input(records_file, "append")
     report = IMPORTERS["jsonl"].parse_bytes(data, source=str(records_file))
     # Record n came from the n-th non-blank line: errors name that line, as decoding does.
     lines = [number for number, line in enumerate(data.split(b"\n"), 1) if line.strip()]
@@ -578,7 +585,16 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
         _appended(as_json, seqs, len(report.records), {"source": str(records_file)}, ledger)
 
 
-def _read_input(path: Path) -> bytes:
+def _check_input(path: Path, command: str) -> None:
+    """Refuse an input FILE that is a directory, saying so; a ledger there means swapped arguments."""
+    if path.is_dir():
+        swapped = (path / HEADER_NAME).is_file()
+        hint = f"; it is a ledger, and the ledger comes first: holon {command} PATH FILE" if swapped else ""
+        raise UsageError(f"{path} is a directory, not a file to read{hint}")
+
+
+def _read_input(path: Path, command: str) -> bytes:
+    _check_input(path, command)
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -610,6 +626,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
 
     Example: holon import runs/agent-7 session.jsonl --from claude-code
     """
+    _check_input(file, "import")
     if fmt == "jsonl":
         if not file.is_file():
             raise UsageError(f"cannot read {file}: no such file")

@@ -276,3 +276,23 @@ def test_a_transcript_with_no_conversation_is_refused(fmt: str, tmp_path: Path) 
     result = invoke("import", target, nothing, "--from", fmt)
     assert result.exit_code == 2
     assert f"{nothing} holds no {fmt} conversation" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["import", "--from", "jsonl"], ["import", "--from", "claude-code"], ["append"]],
+    ids=["import-jsonl", "import-claude-code", "append"],
+)
+def test_swapped_arguments_are_named_and_write_nothing(tmp_path: Path, command: list[str]) -> None:
+    ledger = _init(tmp_path / "L")
+    records = write_jsonl(tmp_path / "in.jsonl", [r.Record(body=r.Message(role="user", text="hi"), ts=0)])
+    before = tree_bytes(tmp_path)
+    result = invoke(*command, records, ledger)  # FILE before PATH
+    assert result.exit_code == 2
+    assert f"{ledger} is a directory, not a file to read; it is a ledger, and the ledger comes first" in (
+        result.stderr
+    )
+    assert tree_bytes(tmp_path) == before and not (tmp_path / "in.jsonl.blobs").exists()
+    # A directory that is not a ledger is named as a directory, without the hint.
+    result = invoke(*command, ledger, tmp_path)
+    assert result.exit_code == 2 and result.stderr.strip().endswith("is a directory, not a file to read")

@@ -10,7 +10,7 @@ See docs/ledger-format.md for the on-disk format, the chain, recovery and fsync 
 
 from holon.ledger.blobs import BlobStore
 from holon.ledger.frames import TornTail, decode_frame, encode_frame
-from holon.ledger.header import SETTING_RANGES
+from holon.ledger.header import HEADER_NAME, SETTING_RANGES
 from holon.ledger.jsonl import blobs_dir_for, export_jsonl, import_jsonl
 from holon.ledger.recovery import RecoveryAction
 from holon.ledger.segments import FORMAT_VERSION
@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_BLOB_THRESHOLD",
     "DEFAULT_SEGMENT_BYTES",
     "FORMAT_VERSION",
+    "HEADER_NAME",
     "SETTING_RANGES",
     "BlobStore",
     "FsyncPolicy",
