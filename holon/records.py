@@ -21,10 +21,12 @@ post-turn refresh, reproducible from the evidence before them).
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, ClassVar, Final, Literal, TypeAlias, Union
 
 import msgspec
+import msgspec.inspect
 
 from holon.errors import InvalidRecord
 
@@ -585,6 +587,68 @@ def _split_error(exc: msgspec.DecodeError, prefix: str) -> tuple[str, str | None
     return message, f"{prefix}.{path}".strip(".") if prefix or path else None
 
 
+_ENVELOPE_FIELDS: Final = ("seq", "ts", "turn", "kind", "v", "body")
+_STEP_RE = re.compile(r"\.?([^.\[]+)|\[(\d+)\]")
+
+
+def _single(t: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    """``X | None`` as ``X`` (the type a present value must have); other types unchanged."""
+    if isinstance(t, msgspec.inspect.UnionType):
+        members = [m for m in t.types if not isinstance(m, msgspec.inspect.NoneType)]
+        if len(members) == 1:
+            return members[0]
+    return t
+
+
+def _type_at(kind: str | None, field: str | None) -> msgspec.inspect.Type | None:
+    """The declared type at ``field`` (``body.steps[0].status``) of a record of ``kind``.
+
+    None when the path leaves the body or cannot be followed (an ambiguous union).
+    """
+    body = BODY_TYPES.get(kind) if kind is not None else None
+    if body is None or field is None or not (field == "body" or field.startswith(("body.", "body["))):
+        return None
+    current: msgspec.inspect.Type = msgspec.inspect.type_info(body)
+    for name, _index in _STEP_RE.findall(field[len("body") :]):
+        current = _single(current)
+        if name:
+            if not isinstance(current, msgspec.inspect.StructType):
+                return None
+            found = [f.type for f in current.fields if f.encode_name == name]
+            if not found:
+                return None
+            current = found[0]
+        elif isinstance(current, msgspec.inspect.ListType | msgspec.inspect.VarTupleType):
+            current = current.item_type
+        else:
+            return None
+    return _single(current)
+
+
+def _explain(message: str, kind: str | None, field: str | None) -> str:
+    """msgspec's message with what to do: the accepted values, the nearest field name."""
+    target = _type_at(kind, field)
+    if message.startswith("Invalid enum value") and isinstance(target, msgspec.inspect.LiteralType):
+        return f"{message}; expected one of {', '.join(map(repr, target.values))}"
+    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", message)
+    if unknown is not None:
+        if field is None:
+            names: tuple[str, ...] = _ENVELOPE_FIELDS
+        elif isinstance(target, msgspec.inspect.StructType):
+            names = tuple(f.encode_name for f in target.fields)
+        else:
+            return message
+        close = difflib.get_close_matches(unknown.group(1), names, n=1, cutoff=0.7)
+        if close:
+            return f"{message}; did you mean `{close[0]}`?"
+        return f"{message}; the fields are: {', '.join(names)}"
+    if message == "Input data was truncated":
+        return "the data ends in the middle of a value; the record was cut off (a partly copied file?)"
+    if field is None and (message.startswith("Expected `object`") or "missing required field" in message):
+        return f"{message}; a record is an object with the fields {', '.join(_ENVELOPE_FIELDS)}"
+    return message
+
+
 def _to_wire(record: Record) -> _WireOut:
     return _WireOut(record.seq, record.ts, record.turn, type(record.body).KIND, record.v, record.body)
 
@@ -649,7 +713,7 @@ def _decode_slow(
         wire = envelope.decode(data)
     except msgspec.DecodeError as exc:
         message, field = _split_error(exc, "")
-        raise InvalidRecord(message, where=where, field=field) from None
+        raise InvalidRecord(_explain(message, None, field), where=where, field=field) from None
     where = where or f"seq {wire.seq}"
     _check_version(wire.v, where)
     decoder = bodies.get(wire.kind)
@@ -663,7 +727,8 @@ def _decode_slow(
         body = decoder.decode(wire.body)
     except msgspec.DecodeError as exc:
         message, field = _split_error(exc, "body")
-        raise InvalidRecord(message, where=where, field=field or "body") from None
+        field = field or "body"
+        raise InvalidRecord(_explain(message, wire.kind, field), where=where, field=field) from None
     return Record(body=body, ts=wire.ts, turn=wire.turn, seq=wire.seq, v=wire.v)
 
 

@@ -218,3 +218,41 @@ def test_mutated_encodings_raise_only_invalid_record(record: r.Record, data: st.
             except InvalidRecord:
                 continue
             assert isinstance(decoded, r.Record)
+
+
+def _envelope(kind: str, body: str, extra: str = "") -> bytes:
+    return f'{{"seq": 0, "ts": 1, "turn": null, "kind": "{kind}", "v": 1, "body": {body}{extra}}}'.encode()
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "says"),
+    [
+        (_envelope("message", '{"role": "usr", "text": "x"}'), "body.role",
+         "Invalid enum value 'usr'; expected one of 'assistant', 'channel', 'operator', 'system', 'user'"),
+        (_envelope("work_plan", '{"work_item_id": "w", "steps": [{"id": "a", "text": "t", "status": "X"}]}'),
+         "body.steps[0].status", "expected one of 'blocked', 'done', 'in_progress', 'pending', 'skipped'"),
+        (_envelope("message", '{"role": "user", "txt": "x"}'), "body",
+         "Object contains unknown field `txt`; did you mean `text`?"),
+        (_envelope("message", '{"role": "user", "text": "x", "extra": 1}'), "body",
+         "unknown field `extra`; the fields are: role, text, channel, name"),
+        (_envelope("message", '{"role": "user", "text": "x"}', ', "tunr": 3'), None,
+         "unknown field `tunr`; did you mean `turn`?"),
+        (b'{"kind": "message"}', None,
+         "missing required field `seq`; a record is an object with the fields seq, ts, turn, kind, v, body"),
+        (b"[1, 2]", None,
+         "got `array`; a record is an object with the fields seq, ts, turn, kind, v, body"),
+        (b'{"seq": 0, "ts": 1,', None, "the record was cut off (a partly copied file?)"),
+        # A message msgspec words well already passes through unchanged.
+        (_envelope("message", '{"role": "user", "text": 5}'), "body.text", "Expected `str`, got `int`"),
+    ],
+)  # fmt: skip
+def test_invalid_records_say_what_to_write_instead(line: bytes, field: str | None, says: str) -> None:
+    with pytest.raises(InvalidRecord) as info:
+        r.decode_json_record(line, where="line 3 of x.jsonl")
+    assert info.value.field == field
+    assert str(info.value).endswith(says)
+    payload = msgspec.msgpack.encode(msgspec.json.decode(line)) if line.endswith(b"}") else None
+    if payload is not None:  # the frame payload form says the same
+        with pytest.raises(InvalidRecord) as packed:
+            r.decode_msgpack_record(payload, where="seq 0")
+        assert str(packed.value).split(": ", 1)[1] == str(info.value).split(": ", 1)[1]
