@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from holon.errors import InvalidRecord
-from holon.ledger import Ledger, blobs_dir_for, export_jsonl, frames, import_jsonl, store
+from holon.ledger import Ledger, blobs_dir_for, export_jsonl, frames, import_jsonl, jsonl, store
 from holon.records import Record, decode_json_record
 from tests.ledger_support import AGENT, message, scratch_dir, tool_output, with_real_blobs
 from tests.strategies import ledger_records
@@ -123,17 +123,21 @@ def test_import_of_a_record_over_the_payload_limit_appends_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before: import framed it, and the target ledger read as corrupt from then on.
-    with Ledger.create(tmp_path / "a", agent_id=AGENT, fsync="never") as source:
-        source.append_many([message(0), message(1, 5000), message(2)])
+    with Ledger.create(tmp_path / "a", agent_id=AGENT, fsync="never", blob_threshold=1024) as source:
+        source.append_many([tool_output(0, 3000), message(1, 5000), message(2)])
         export_jsonl(source, tmp_path / "x.jsonl")
     # The limit, lowered for writer and reader alike, stands for 256 MiB.
-    monkeypatch.setattr(frames, "MAX_PAYLOAD", 4096)
-    monkeypatch.setattr(store, "MAX_PAYLOAD", 4096)
+    for module in (frames, store, jsonl):
+        monkeypatch.setattr(module, "MAX_PAYLOAD", 4096)
     path = tmp_path / "b"
     with Ledger.create(path, agent_id=AGENT, fsync="never") as target:
-        with pytest.raises(InvalidRecord, match=r"seq 1: record is 5,\d+ bytes encoded; .* at most 4,096"):
+        with pytest.raises(
+            InvalidRecord, match=r"line 2 of .*x\.jsonl: record is 5,\d+ bytes encoded; .* at most 4,096"
+        ):
             import_jsonl(tmp_path / "x.jsonl", target)
         assert target.head()[0] == -1
+    # Nothing was stored, not even the blob of the line before (it was, after the line check).
+    assert not any((path / "blobs").iterdir())
     with Ledger.open(path) as ledger:
         assert ledger.append(message(0)) == 0
         assert ledger.verify().ok

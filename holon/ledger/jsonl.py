@@ -24,6 +24,7 @@ import msgspec
 from holon.errors import InvalidRecord, InvalidRef, UsageError
 from holon.ledger.blobs import check_blob_hash
 from holon.ledger.files import check_outside, write_atomic
+from holon.ledger.frames import MAX_PAYLOAD, oversized_payload
 from holon.ledger.store import Ledger
 from holon.records import (
     DERIVED_KINDS,
@@ -32,6 +33,7 @@ from holon.records import (
     ToolResult,
     decode_json_record,
     encode_json_record,
+    encode_msgpack_record,
 )
 
 __all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
@@ -125,6 +127,13 @@ def import_jsonl(
                 field="seq",
             )
         prev_seq = record.seq
+        if len(line) > MAX_PAYLOAD // 4:
+            # Checked here, not left to append_many, so the error names the line and no blob
+            # is stored for an import that fails. The msgpack payload can be longer than the
+            # JSON line, at most ~2.25x ("0.0," packs into 9 bytes): long lines are measured.
+            size = len(encode_msgpack_record(record))
+            if size > MAX_PAYLOAD:
+                raise oversized_payload(size, where=where)
         body = record.body
         if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
             _load_blob(body.blob.hash, body.blob.size, blob_dir, ledger=ledger, blobs=blobs, where=where)
