@@ -1419,10 +1419,9 @@ def verify(path: Path, as_json: bool) -> None:
         )
     else:
         if report.ok:
-            click.echo(
-                f"frames and chain  ok · {_n(report.records_checked)} records · head seq {report.head[0]} "
-                f"({report.head[1][:16]}…)"
-            )
+            seq, digest = report.head
+            head = f"head seq {seq} ({digest[:16]}…)" if seq >= 0 else f"empty (genesis {digest[:16]}…)"
+            click.echo(f"frames and chain  ok · {_n(report.records_checked)} records · {head}")
             click.echo(f"blobs             ok · {_n(report.blobs_checked)} checked")
         else:
             click.echo(f"storage           {len(report.problems)} problem(s):")

@@ -77,3 +77,14 @@ def test_a_corrupt_blob_is_named_without_sending_the_user_to_verify(tmp_path: Pa
     assert line.startswith(f"holon: error: ledger {path} is corrupt: 1 problem(s); first: {blob}")
     assert "holon verify" not in result.stdout + result.stderr
     assert blob_hash in str(blob)
+
+
+def test_an_empty_ledger_verifies_as_empty_with_its_genesis(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "L", agent_id="a1") as ledger:
+        genesis = ledger.head()[1]
+        assert str(ledger.verify()).startswith(f"ledger ok: 0 records, 0 blobs, empty, genesis {genesis}")
+    result = invoke("verify", tmp_path / "L")
+    assert result.exit_code == 0
+    first = result.stdout.splitlines()[0]
+    assert first == f"frames and chain  ok · 0 records · empty (genesis {genesis[:16]}…)"
+    assert "head seq -1" not in result.stdout

@@ -71,10 +71,9 @@ class VerifyReport:
 
     def __str__(self) -> str:
         if self.ok:
-            lines = [
-                f"ledger ok: {self.records_checked} records, {self.blobs_checked} blobs, "
-                f"head seq {self.head[0]} hash {self.head[1]}"
-            ]
+            seq, digest = self.head
+            head = f"head seq {seq} hash {digest}" if seq >= 0 else f"empty, genesis {digest}"
+            lines = [f"ledger ok: {self.records_checked} records, {self.blobs_checked} blobs, {head}"]
         else:
             lines = [f"ledger has {len(self.problems)} problem(s):"]
             lines += [f"  {p}" for p in self.problems]
