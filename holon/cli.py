@@ -9,7 +9,8 @@ Conventions (docs/cli.md is generated from the ``--help`` texts below):
 - every command takes ``--json`` (output for scripts) and prints readable text otherwise;
 - read commands open the ledger read-only (no lock, no repair, no write);
 - long passes (replay, import, verify, export) show a progress bar on a terminal only;
-- errors are one line on stderr (``--debug`` adds the traceback); exit codes:
+- errors are one line on stderr (``--debug`` adds the traceback; under ``--json`` the
+  line is a JSON object); exit codes:
   0 ok, 1 a check failed, 2 usage or bad input, 3 the ledger is corrupt or locked,
   70 an internal error (a bug).
 
@@ -96,6 +97,7 @@ EXIT_INTERNAL: Final = 70
 _MAX_TOKENS: Final = 1_000_000_000
 _DEBUG_KEY: Final = "holon.debug"
 _COMMAND_KEY: Final = "holon.command"
+_JSON_KEY: Final = "holon.json"
 _VERIFY_ADVICE: Final = "; run `holon verify` for a full report"
 
 
@@ -103,13 +105,32 @@ _VERIFY_ADVICE: Final = "; run `holon verify` for a full report"
 
 
 class _Failure(click.ClickException):
-    """A failure shown as one line on stderr (``holon: error: ...``); subclasses set the exit code."""
+    """A failure shown as one line on stderr (``holon: error: ...``); subclasses set the exit code.
+
+    Under ``--json`` the line is a JSON object instead, for the script that asked for
+    JSON: ``{"error": {"exit_code", "kind", "type", "message"}}``, ``type`` naming the
+    error class (``NotALedger``, ``LedgerCorrupt``, ``UsageError``, ...).
+    """
 
     exit_code = EXIT_USAGE
     prefix = "error"
 
+    def __init__(self, message: str, *, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type or type(self).__name__
+        self.as_json = False
+
     def show(self, file: Any = None) -> None:
-        click.echo(f"holon: {self.prefix}: {self.format_message()}", err=True)
+        if self.as_json:
+            error = {
+                "exit_code": self.exit_code,
+                "kind": self.prefix,
+                "type": self.error_type,
+                "message": self.format_message(),
+            }
+            click.echo(msgspec.json.encode({"error": error}).decode(), err=True)
+        else:
+            click.echo(f"holon: {self.prefix}: {self.format_message()}", err=True)
 
 
 class CheckFailed(_Failure):
@@ -168,7 +189,7 @@ def _usage(exc: click.UsageError, ctx: click.Context) -> _Usage:
         where = f"{ctx.command.name} {command}" if command else str(ctx.command.name)
     message = exc.format_message().rstrip()
     message = message.removesuffix(".") if not message.endswith("..") else message
-    return _Usage(f"{message} (see {where} --help)")
+    return _Usage(f"{message} (see {where} --help)", error_type="UsageError")
 
 
 class HolonGroup(click.Group):
@@ -196,6 +217,12 @@ class HolonGroup(click.Group):
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if not any(isinstance(p, click.Option) and "--debug" in p.opts for p in cmd.params):
             cmd.params.append(_debug_param())
+        for param in cmd.params:
+            if isinstance(param, click.Option) and "--json" in param.opts:
+                # So that an error is reported as JSON too (see _Failure); eager, so that
+                # it is noted before any other option's value is checked.
+                param.callback = _noting_json(param.callback)
+                param.is_eager = True
         super().add_command(cmd, name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -230,6 +257,13 @@ class HolonGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
+            return self._invoke(ctx)
+        except _Failure as failure:
+            failure.as_json = bool(ctx.meta.get(_JSON_KEY))
+            raise
+
+    def _invoke(self, ctx: click.Context) -> Any:
+        try:
             return super().invoke(ctx)
         except click.exceptions.NoArgsIsHelpError:
             raise
@@ -262,7 +296,18 @@ class HolonGroup(click.Group):
                 if isinstance(exc, LedgerCorrupt) and ctx.meta.get(_COMMAND_KEY) == "verify":
                     # verify stopped here: pointing at verify again says nothing.
                     message = message.removesuffix(_VERIFY_ADVICE)
-            raise _FAILURES[code](message) from None
+            raise _FAILURES[code](message, error_type=type(exc).__name__) from None
+
+
+def _noting_json(callback: Callable[..., Any] | None) -> Callable[..., Any]:
+    """A ``--json`` option callback that also notes, for the error handler, that JSON was asked for."""
+
+    def note(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value:
+            ctx.meta[_JSON_KEY] = True
+        return value if callback is None else callback(ctx, param, value)
+
+    return note
 
 
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -55,6 +55,11 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   a traceback; `--debug` (before or after the command name, for every command) adds the
   traceback. A usage error (an unknown command or option, a missing argument, a bad
   value) is one line too: `holon: usage error: <what> (see holon <command> --help)`.
+  Under `--json` the error line is a JSON object instead, for the script that asked:
+  `{"error": {"exit_code": 2, "kind": "error", "type": "NotALedger", "message": "..."}}`
+  (`kind` is `error`, `usage error` or `check failed`; `type` names the error class,
+  e.g. `LedgerCorrupt`, `LedgerLocked`, `InvalidRecord`, `UsageError`). Only an unknown
+  option is reported in text: click stops before it reads `--json`.
 - **Warnings** are one line on stderr, `holon: warning: <what>`, and do not change the
   exit code.
 - **Exit codes:**

@@ -356,8 +356,8 @@ def test_usage_errors_of_the_group_and_of_arguments_are_one_line(ledger: Path) -
     assert "Missing argument 'REF'" in _usage_line(invoke("get", ledger), "holon get")
     line = _usage_line(invoke("render", ledger, "--format", "yaml"), "holon render")
     assert "Invalid value for '--format'" in line and "'yaml'" in line
-    line = _usage_line(invoke("audit", ledger, "--json", "--csv"), "holon audit")
-    assert "either --json or --csv" in line
+    line = _usage_line(invoke("audit", ledger, "--param", "window=1"), "holon audit")
+    assert "--param applies to --report only" in line
 
 
 def test_help_is_unchanged_by_the_one_line_errors() -> None:
@@ -365,3 +365,45 @@ def test_help_is_unchanged_by_the_one_line_errors() -> None:
         result = invoke(*args)
         assert result.exit_code == 0
         assert result.stdout.startswith("Usage: holon") and result.stderr == ""
+
+
+# --------------------------------------------------------------------------- errors under --json
+
+
+def _json_error(result: Result) -> dict[str, object]:
+    """The one JSON error line a --json command writes to stderr (stdout stays empty)."""
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    error = json.loads(line)["error"]
+    assert set(error) == {"exit_code", "kind", "type", "message"}
+    assert error["exit_code"] == result.exit_code
+    return dict(error)
+
+
+def test_errors_under_json_are_json_objects(tmp_path: Path, ledger: Path) -> None:
+    missing = tmp_path / "nope"
+    error = _json_error(invoke("stats", missing, "--json"))
+    assert (error["kind"], error["type"], error["exit_code"]) == ("error", "NotALedger", EXIT_USAGE)
+    assert f"{missing} does not exist" in str(error["message"])
+    # Without --json, the same error is the usual text line.
+    line = _one_line_error(invoke("stats", missing).stderr)
+    assert line.startswith(f"holon: error: {missing} does not exist")
+    error = _json_error(invoke("stats", _corrupt_ledger(tmp_path / "C"), "--json"))
+    assert (error["type"], error["exit_code"]) == ("LedgerCorrupt", EXIT_CORRUPT)
+    # A command registered from another module (lazily) answers in JSON too.
+    error = _json_error(invoke("audit", ledger, "--sql", "SELECT nope", "--json"))
+    assert error["type"] == "AuditError" and str(error["message"]).startswith("SQL error")
+    error = _json_error(invoke("audit", ledger, "--json", "--csv"))
+    assert error["kind"] == "usage error" and "either --json or --csv" in str(error["message"])
+
+
+@pytest.mark.parametrize(
+    "args", [("--budget", "abc", "--json"), ("--json", "--budget", "abc")], ids=["json-last", "json-first"]
+)
+def test_a_bad_option_value_is_a_json_usage_error_wherever_json_stands(
+    ledger: Path, args: tuple[str, ...]
+) -> None:
+    error = _json_error(invoke("render", ledger, *args))
+    assert (error["kind"], error["type"], error["exit_code"]) == ("usage error", "UsageError", EXIT_USAGE)
+    message = str(error["message"])
+    assert "Invalid value for '--budget'" in message and "see holon render --help" in message

@@ -184,3 +184,9 @@ def test_verify_ok_and_divergent(tmp_path: Path, session: Path) -> None:
     assert f"derivations       FAILED at seq {records[index].seq}" in result.stdout
     assert "body.objective" in result.stdout
     assert result.stderr.startswith("holon: check failed: derived records diverge")
+    # Under --json the report is on stdout and the failure is a JSON line on stderr.
+    result = invoke("verify", tmp_path / "L", "--json")
+    assert result.exit_code == 1 and json.loads(result.stdout)["ok"] is False
+    error = json.loads(result.stderr)["error"]
+    assert error["exit_code"] == 1 and error["kind"] == "check failed" and error["type"] == "CheckFailed"
+    assert error["message"].startswith("derived records diverge")
