@@ -14,8 +14,11 @@ The index is pure (records in, hits out) and incremental (:meth:`MemorySearch.ad
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import Counter
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Final, Literal
 
 import msgspec
@@ -79,13 +82,32 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Doc(msgspec.Struct, frozen=True):
-    ref: str
-    source: str
+    """An indexed document: an episode (``kind`` "episode"), or an evidence record's seq and turn."""
+
+    kind: str
     seq: int
-    turns: tuple[int, int] | None
-    provenance: str
+    turn: int | None
     text: str
-    rank: int  # ties: episodes (0) before evidence (1)
+    episode: r.ContextEpisodeRecord | None = None
+
+    def ref(self) -> str:
+        return f"episode:{self.episode.episode_id}" if self.episode is not None else f"ledger:{self.seq}"
+
+    def turns(self) -> tuple[int, int] | None:
+        if self.episode is not None:
+            return (self.episode.first_turn, self.episode.last_turn)
+        return (self.turn, self.turn) if self.turn is not None else None
+
+    def provenance(self) -> str:
+        body = self.episode
+        if body is not None:
+            return (
+                f"episode {body.episode_id}, turns {body.first_turn}-{body.last_turn}, "
+                f"{body.work_item_id or 'no work item'}, {body.boundary_reason}, "
+                f"ledger:{body.from_seq}..{body.to_seq}"
+            )
+        turn = f", turn {self.turn}" if self.turn is not None else ""
+        return f"{self.kind} at seq {self.seq}{turn}"
 
 
 def _snippet(text: str, wanted: set[str]) -> str:
@@ -98,12 +120,18 @@ def _snippet(text: str, wanted: set[str]) -> str:
 
 
 class MemorySearch:
-    """BM25 over episodes and evidence records, added in ledger order."""
+    """BM25 over episodes and evidence records, added in ledger order.
+
+    Postings are flat ``[doc, tf, doc, tf, ...]`` lists, one per term; a query scores
+    only its terms' postings and keeps the best ``limit`` with a heap, so its cost
+    follows the postings it reads, not the size of the index.
+    """
 
     def __init__(self, records: Iterable[r.Record] = ()) -> None:
         self._docs: list[_Doc] = []
         self._lengths: list[int] = []
-        self._postings: dict[str, list[tuple[int, int]]] = {}
+        self._evidence: bytearray = bytearray()  # per doc: 1 evidence, 0 episode
+        self._postings: dict[str, list[int]] = {}
         self._total = 0
         for record in records:
             self.add(record)
@@ -115,43 +143,26 @@ class MemorySearch:
         """Index one record (kinds without searchable text are skipped)."""
         body = record.body
         if isinstance(body, r.ContextEpisodeRecord):
-            doc = _Doc(
-                ref=f"episode:{body.episode_id}",
-                source="episode",
-                seq=body.to_seq,
-                turns=(body.first_turn, body.last_turn),
-                provenance=(
-                    f"episode {body.episode_id}, turns {body.first_turn}-{body.last_turn}, "
-                    f"{body.work_item_id or 'no work item'}, {body.boundary_reason}, "
-                    f"ledger:{body.from_seq}..{body.to_seq}"
-                ),
-                text=episode_text(body),
-                rank=0,
-            )
+            doc = _Doc("episode", body.to_seq, None, episode_text(body), body)
         else:
             text = evidence_text(body)
             if not text:
                 return
-            where = f"seq {record.seq}" + (f", turn {record.turn}" if record.turn is not None else "")
-            doc = _Doc(
-                ref=f"ledger:{record.seq}",
-                source=record.kind,
-                seq=record.seq,
-                turns=(record.turn, record.turn) if record.turn is not None else None,
-                provenance=f"{record.kind} at {where}",
-                text=text,
-                rank=1,
-            )
-        counts: dict[str, int] = {}
-        for term in terms(doc.text):
-            counts[term] = counts.get(term, 0) + 1
+            doc = _Doc(record.kind, record.seq, record.turn, text)
+        counts = Counter(terms(doc.text))
         if not counts:
             return
         index = len(self._docs)
         self._docs.append(doc)
+        self._evidence.append(doc.episode is None)
+        postings = self._postings
         for term, tf in counts.items():
-            self._postings.setdefault(term, []).append((index, tf))
-        length = sum(counts.values())
+            found = postings.get(term)
+            if found is None:
+                postings[term] = [index, tf]
+            else:
+                found += (index, tf)
+        length = counts.total()
         self._lengths.append(length)
         self._total += length
 
@@ -163,38 +174,52 @@ class MemorySearch:
         only: Literal["episodes", "evidence"] | None = None,
     ) -> list[MemoryHit]:
         """The best ``limit`` hits for a free-text query, optionally only episodes or evidence."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
         wanted = sorted(set(terms(query)))
         n = len(self._docs)
         if not wanted or n == 0:
             return []
         avg = self._total / n
+        lengths = self._lengths
         scores: dict[int, float] = {}
+        get = scores.get
         for term in wanted:
             postings = self._postings.get(term)
             if not postings:
                 continue
-            idf = math.log(1.0 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            for position, tf in postings:
-                norm = tf * (_K1 + 1.0) / (tf + _K1 * (1.0 - _B + _B * self._lengths[position] / avg))
-                scores[position] = scores.get(position, 0.0) + idf * norm
+            count = len(postings) // 2
+            idf = math.log(1.0 + (n - count + 0.5) / (count + 0.5))
+            for position, tf in zip(postings[0::2], postings[1::2], strict=True):
+                norm = tf * (_K1 + 1.0) / (tf + _K1 * (1.0 - _B + _B * lengths[position] / avg))
+                scores[position] = get(position, 0.0) + idf * norm
         keep = {"episodes": 0, "evidence": 1}.get(only or "")
+        evidence = self._evidence
+        items = [item for item in scores.items() if keep is None or evidence[item[0]] == keep]
+        # The limit-th best score, then every item scoring at least that, ranked in full:
+        # ties at the cut are broken as everywhere else (newer seq, then episodes first).
+        best = heapq.nlargest(limit, items, key=itemgetter(1))
+        if not best:
+            return []
+        floor = best[-1][1]
+        docs = self._docs
         ranked = sorted(
-            (item for item in scores.items() if keep is None or self._docs[item[0]].rank == keep),
-            key=lambda item: (-item[1], -self._docs[item[0]].seq, self._docs[item[0]].rank),
+            (item for item in items if item[1] >= floor),
+            key=lambda item: (-item[1], -docs[item[0]].seq, evidence[item[0]]),
         )
         hits: list[MemoryHit] = []
         want = set(wanted)
         for index, score in ranked[:limit]:
-            doc = self._docs[index]
+            doc = docs[index]
             have = set(terms(doc.text))
             hits.append(
                 MemoryHit(
-                    ref=doc.ref,
-                    source=doc.source,
+                    ref=doc.ref(),
+                    source=doc.kind,
                     score=round(score, 6),
                     seq=doc.seq,
-                    turns=doc.turns,
-                    provenance=doc.provenance,
+                    turns=doc.turns(),
+                    provenance=doc.provenance(),
                     snippet=_snippet(doc.text, want),
                     matched=tuple(t for t in wanted if t in have),
                 )

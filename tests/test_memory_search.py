@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from holon import records as r
 from holon.search import MemorySearch, evidence_text
@@ -97,3 +98,15 @@ def test_ranking_is_the_same_under_any_hash_seed() -> None:
         MemorySearch(live_records("session_multi_work")).search("pytest billing feature W3 wait", limit=25)
     ).decode()
     assert json.loads(outputs[0]) == json.loads(in_process)
+
+
+def test_the_limit_cuts_ties_by_recency_and_must_be_positive() -> None:
+    # Six equal documents and one better: the cut falls inside the tie, which the newest win.
+    records = [_msg(seq, "billing") for seq in range(6)] + [_msg(6, "billing billing invoice")]
+    index = MemorySearch(records)
+    assert [h.ref for h in index.search("billing invoice", limit=3)] == ["ledger:6", "ledger:5", "ledger:4"]
+    # Alone, "billing" weighs more in the shorter documents (BM25 length normalisation).
+    assert [h.ref for h in index.search("billing", limit=2, only="evidence")] == ["ledger:5", "ledger:4"]
+    assert index.search("billing", limit=2, only="episodes") == []
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        index.search("billing", limit=0)

@@ -43,6 +43,9 @@ _STOP: Final = frozenset(
         *("this", "to", "was", "were", "will", "with", "ok", "done", "none"),
     )
 )
+# What terms() drops: stop words and one-character terms (a term is ASCII [0-9a-z]).
+_DROP: Final = _STOP | frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
+_SPLIT: Final = re.compile(r"[_-]").split
 _K1: Final = 1.2
 _B: Final = 0.75
 
@@ -117,12 +120,16 @@ def terms(text: str) -> list[str]:
     ``src/holon/ledger.py`` yields ``src/holon/ledger.py``'s parts *and* the joined
     identifiers (``ledger``, ``py``), so file paths match both whole and by component.
     """
+    found = _TERM.findall(text.lower())
+    if "_" not in text and "-" not in text:
+        # No joined identifiers (the common case): one pass, one set lookup per word.
+        return [match for match in found if match not in _DROP]
     out: list[str] = []
-    for match in _TERM.findall(text.lower()):
-        if len(match) > 1 and match not in _STOP:
+    for match in found:
+        if match not in _DROP:
             out.append(match)
         if "_" in match or "-" in match:
-            out.extend(p for p in re.split(r"[_-]", match) if len(p) > 1 and p not in _STOP)
+            out.extend(part for part in _SPLIT(match) if part not in _DROP)
     return out
 
 
