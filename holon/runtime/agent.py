@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -1273,6 +1273,10 @@ class Turn:
     def end(self, outcome: Outcome) -> None:
         """Choose how the turn ends when its block exits normally (default: completed/waiting)."""
         self._check_live()
+        # Checked now: a bad outcome found only when turn_ended is appended would leave the
+        # turn open in the ledger after its block exited.
+        if outcome not in get_args(Outcome):
+            raise UsageError(f"outcome {outcome!r} must be one of {', '.join(get_args(Outcome))}")
         self._outcome = outcome
 
     @property

@@ -1,0 +1,50 @@
+"""Findings of an adversarial review of the runtime facade, each pinned by a test.
+
+Every refused call raises a holon error and leaves the ledger exactly as it was (its
+head), and no misuse may leave a turn open in the ledger that the agent believes closed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from holon import records as r
+from holon.errors import UsageError
+from holon.ledger import Ledger
+from holon.runtime import Agent
+from tests.runtime_support import Tick
+
+
+def _agent(path: Path) -> Agent:
+    return Agent.open(path, agent_id="rv", clock=Tick())
+
+
+def _turn_kinds(path: Path) -> list[tuple[int | None, str]]:
+    with Ledger.open(path, readonly=True) as ledger:
+        return [
+            (rec.turn, rec.kind)
+            for rec in ledger.read(0)
+            if rec.kind in (r.TurnStarted.KIND, r.TurnEnded.KIND)
+        ]
+
+
+def test_an_outcome_outside_the_schema_is_refused_when_chosen(tmp_path: Path) -> None:
+    # Accepted by end(), it failed only at the turn_ended append: the turn stayed open in
+    # the ledger while the agent let the next turn start on top of it.
+    with _agent(tmp_path / "l") as agent:
+        with agent.turn(input="one") as turn:
+            head = agent.ledger.head()
+            with pytest.raises(UsageError, match="outcome 'done' must be one of"):
+                turn.end("done")  # type: ignore[arg-type]
+            assert agent.ledger.head() == head
+        assert turn.summary is not None and turn.summary.outcome == "completed"
+        with agent.turn(input="two"):
+            pass
+    assert _turn_kinds(tmp_path / "l") == [
+        (1, "turn_started"),
+        (1, "turn_ended"),
+        (2, "turn_started"),
+        (2, "turn_ended"),
+    ]
