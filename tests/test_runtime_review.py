@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from holon import records as r
-from holon.errors import UsageError
+from holon.errors import InvalidRecord, UsageError
 from holon.ledger import Ledger
 from holon.runtime import Agent
 from tests.runtime_support import Tick
@@ -48,3 +48,30 @@ def test_an_outcome_outside_the_schema_is_refused_when_chosen(tmp_path: Path) ->
         (2, "turn_started"),
         (2, "turn_ended"),
     ]
+
+
+def test_text_that_is_not_utf8_is_an_invalid_record_and_appends_nothing(tmp_path: Path) -> None:
+    # A lone surrogate (what surrogateescape makes of non-UTF-8 bytes: file names,
+    # subprocess output) does not encode; it raised a bare UnicodeEncodeError.
+    bad = "caf\udce9"
+    with _agent(tmp_path / "l") as agent:
+        head = agent.ledger.head()
+        with pytest.raises(InvalidRecord, match="not valid UTF-8"):
+            agent.turn(input=bad)
+        assert agent.ledger.head() == head and agent.current_turn is None
+    with _agent(tmp_path / "l") as agent, agent.turn(input="x") as turn:
+        head = agent.ledger.head()
+        with pytest.raises(InvalidRecord, match="not valid UTF-8"):
+            turn.record_message(bad)
+        with pytest.raises(InvalidRecord, match="not valid UTF-8"):
+            turn.tool("read_file", {"path": bad})
+        assert agent.ledger.head() == head
+        call = turn.tool("cat", {})
+        head = agent.ledger.head()
+        for output in (bad, bad * 5_000):  # inline, and over the blob threshold
+            with pytest.raises(InvalidRecord, match="not valid UTF-8"):
+                call.finish(output)
+        with pytest.raises(InvalidRecord, match="Expected `str`"):
+            call.finish(None)  # type: ignore[arg-type]
+        assert agent.ledger.head() == head and not call.done
+        call.finish(bad.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))

@@ -99,8 +99,20 @@ def _checked(record: r.Record) -> r.Record:
     """
     try:
         return r.decode_msgpack_record(r.encode_msgpack_record(record), where="the record to append")
+    except UnicodeEncodeError as exc:
+        raise _not_utf8(exc) from None
     except (msgspec.EncodeError, TypeError, OverflowError) as exc:
         raise InvalidRecord(f"record does not encode ({exc})", where="the record to append") from None
+
+
+def _not_utf8(exc: UnicodeEncodeError) -> InvalidRecord:
+    # Lone surrogates are what errors="surrogateescape" makes of non-UTF-8 bytes (file
+    # names, subprocess output); the ledger stores UTF-8 only.
+    return InvalidRecord(
+        f"text is not valid UTF-8 ({exc}): decode bytes with errors='replace' or 'backslashreplace' "
+        "before recording them",
+        where="the record to append",
+    )
 
 
 def wall_clock_ms() -> int:
@@ -661,9 +673,12 @@ class Agent:
         """Move an output over the blob threshold to the blob store, keeping a preview."""
         threshold = self._ledger.header.blob_threshold
         output = body.output
-        if len(output) * 4 <= threshold:
-            return record
-        data = output.encode("utf-8")
+        if not isinstance(output, str) or len(output) * 4 <= threshold:
+            return record  # a wrong type is named by _checked
+        try:
+            data = output.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _not_utf8(exc) from None
         if len(data) <= threshold:
             return record
         ref = self._ledger.put_blob(data, preview=output[:_PREVIEW_CHARS])
