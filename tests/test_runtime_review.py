@@ -75,3 +75,24 @@ def test_text_that_is_not_utf8_is_an_invalid_record_and_appends_nothing(tmp_path
             call.finish(None)  # type: ignore[arg-type]
         assert agent.ledger.head() == head and not call.done
         call.finish(bad.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+
+
+def test_an_exception_whose_text_is_not_utf8_still_closes_the_turn_and_the_call(tmp_path: Path) -> None:
+    # Its text went into turn_ended / the error result verbatim: the append failed, the
+    # turn stayed open in the ledger (the next turn started inside it) and the daemon got
+    # a UnicodeEncodeError instead of its own exception.
+    with _agent(tmp_path / "l") as agent:
+        with pytest.raises(RuntimeError, match="caf"), agent.turn(input="one") as turn:
+            call = turn.tool("read_file", {"path": "cafe"})
+            with call:
+                raise RuntimeError("cannot read caf\udce9")
+        assert call.result is not None and call.result.status == "error"
+        assert call.result.output == "RuntimeError: cannot read caf\\udce9"
+        with pytest.raises(RuntimeError, match="caf"), agent.turn(input="two"):
+            raise RuntimeError("cannot read caf\udce9")
+        assert agent.state.turn is not None and agent.state.turn.outcome == "failed"
+        with agent.turn(input="three"):
+            pass
+    assert _turn_kinds(tmp_path / "l") == [
+        (i, kind) for i in (1, 2, 3) for kind in ("turn_started", "turn_ended")
+    ]

@@ -115,6 +115,16 @@ def _not_utf8(exc: UnicodeEncodeError) -> InvalidRecord:
     )
 
 
+def _error_text(exc: BaseException) -> str:
+    """An exception as the runtime records it (``Type: message``), always storable.
+
+    Its message may carry lone surrogates (a non-UTF-8 file name or command output decoded
+    with surrogateescape); recorded verbatim, the turn_ended or error result would not
+    encode, leaving the turn or call open and hiding the caller's exception.
+    """
+    return f"{type(exc).__name__}: {exc}".encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch: the default clock of an agent."""
     return time.time_ns() // 1_000_000
@@ -894,7 +904,7 @@ class ToolCall:
             return
         if exc is not None:
             status: ToolStatus = "error" if isinstance(exc, Exception) else "interrupted"
-            self.finish(f"{type(exc).__name__}: {exc}", status=status)
+            self.finish(_error_text(exc), status=status)
             return
         self._abandon()
         raise UsageError(
@@ -1319,9 +1329,9 @@ class Turn:
         if exc is None:
             outcome: Outcome = self._outcome or ("waiting" if self._waiting else "completed")
         elif isinstance(exc, Exception):
-            outcome, error = "failed", f"{type(exc).__name__}: {exc}"
+            outcome, error = "failed", _error_text(exc)
         else:
-            outcome, error = "interrupted", f"{type(exc).__name__}: {exc}"
+            outcome, error = "interrupted", _error_text(exc)
         self._ended = True
         if self.agent._closed:
             return
