@@ -12,7 +12,7 @@ import pytest
 
 from holon import records as r
 from holon.errors import InvalidRecord, UsageError
-from holon.ledger import Ledger
+from holon.ledger import Ledger, store
 from holon.runtime import Agent
 from tests.runtime_support import Tick
 
@@ -96,3 +96,21 @@ def test_an_exception_whose_text_is_not_utf8_still_closes_the_turn_and_the_call(
     assert _turn_kinds(tmp_path / "l") == [
         (i, kind) for i in (1, 2, 3) for kind in ("turn_started", "turn_ended")
     ]
+
+
+def test_an_input_too_large_for_a_record_leaves_no_turn_started_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ledger refuses a record over its payload limit (256 MiB) at append time; the
+    # turn_started appended just before the input stayed, and no turn_ended ever closed
+    # it. The limit is lowered here so the input need not be 256 MiB.
+    monkeypatch.setattr(store, "MAX_PAYLOAD", 4_096)
+    with _agent(tmp_path / "l") as agent:
+        head = agent.ledger.head()
+        with pytest.raises(InvalidRecord, match="a record may be at most"):
+            agent.turn(input="x" * 10_000)
+        assert agent.ledger.head() == head and agent.seq == head[0]
+        assert agent.current_turn is None and agent.state.turn is None
+        with agent.turn(input="a real input") as turn:
+            assert turn.index == 1
+    assert _turn_kinds(tmp_path / "l") == [(1, "turn_started"), (1, "turn_ended")]

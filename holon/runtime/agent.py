@@ -640,9 +640,10 @@ class Agent:
         turn = Turn(self, index)
         self._turn = turn
         try:
-            turn.first_seq = self._append_checked(started).seq
-            if message is not None:
-                self._append_checked(message)
+            # In one all-or-nothing append: the ledger can still refuse the input (over its
+            # payload limit), and a turn_started without its input would stay open.
+            opening = [started] if message is None else [started, message]
+            turn.first_seq = self._append_all_checked(opening)[0].seq
         except BaseException:
             self._turn = None
             raise
@@ -677,6 +678,16 @@ class Agent:
         stored = msgspec.structs.replace(checked, seq=seq)
         self._state = apply(self._state, stored)
         self._tools.apply(stored)
+        return stored
+
+    def _append_all_checked(self, records: list[r.Record]) -> list[r.Record]:
+        """Append validated records all or none (:meth:`Ledger.append_many`), fold them, return them."""
+        seqs = self._ledger.append_many(records)
+        stored = [msgspec.structs.replace(record, seq=seq) for record, seq in zip(records, seqs, strict=True)]
+        for record in stored:
+            self._tail_ts = record.ts
+            self._state = apply(self._state, record)
+            self._tools.apply(record)
         return stored
 
     def _place_output(self, record: r.Record, body: r.ToolResult | r.TaskResult) -> r.Record:
