@@ -114,3 +114,21 @@ def test_an_input_too_large_for_a_record_leaves_no_turn_started_behind(
         with agent.turn(input="a real input") as turn:
             assert turn.index == 1
     assert _turn_kinds(tmp_path / "l") == [(1, "turn_started"), (1, "turn_ended")]
+
+
+def test_tool_arguments_that_are_not_a_json_object_are_an_invalid_record(tmp_path: Path) -> None:
+    # dict(args) ran before validation (TypeError / ValueError for None, a list, a
+    # string), and a retried key compared arguments that did not encode (EncodeError).
+    with _agent(tmp_path / "l") as agent, agent.turn(input="x") as turn:
+        turn.tool("deploy", {"v": "1"}, idempotency_key="deploy:1").run(lambda: "done")
+        head = agent.ledger.head()
+        for args in (None, [1, 2], "v=1", [("v", "1")]):
+            with pytest.raises(InvalidRecord, match="arguments must be a dict"):
+                turn.tool("deploy", args)  # type: ignore[arg-type]
+            with pytest.raises(InvalidRecord, match="arguments must be a dict"):
+                turn.tool("deploy", args, idempotency_key="deploy:1")  # type: ignore[arg-type]
+        with pytest.raises(InvalidRecord, match="does not encode"):
+            turn.tool("deploy", {"v": object()}, idempotency_key="deploy:1")
+        with pytest.raises(InvalidRecord, match="arguments must be a dict"):
+            turn.recall("holon_get", None)  # type: ignore[arg-type]
+        assert agent.ledger.head() == head

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, get_args
@@ -1243,6 +1243,14 @@ class Turn:
         """
         self._check_live()
         agent = self.agent
+        # Checked before anything else: dict() of a list or string fails with a TypeError,
+        # or silently turns a list of pairs into arguments the caller did not write.
+        if not isinstance(args, Mapping):
+            raise InvalidRecord(
+                f"tool {name!r}: arguments must be a dict (a JSON object), got {type(args).__name__}",
+                where="the record to append",
+                field="body.args",
+            )
         if idempotency_key is not None:
             entry = agent._tools.keys.get(idempotency_key)
             if entry is not None:
@@ -1253,12 +1261,9 @@ class Turn:
                     )
                 intent = agent._ledger.get(entry.intent_seq).body
                 assert isinstance(intent, r.ToolIntent)
-                # Compared in wire form, as the intent was stored (tuples read back as lists).
-                asked = r.decode_msgpack_record(
-                    r.encode_msgpack_record(
-                        r.Record(body=r.ToolIntent(call_id="", tool=name, args=args), ts=0)
-                    )
-                ).body
+                # Compared in wire form, as the intent was stored (tuples read back as lists);
+                # arguments that do not encode are an InvalidRecord, as for a new call.
+                asked = _checked(r.Record(body=r.ToolIntent(call_id="", tool=name, args=args), ts=0)).body
                 assert isinstance(asked, r.ToolIntent)
                 if (intent.tool, intent.args) != (asked.tool, asked.args):
                     raise UsageError(
