@@ -132,3 +132,13 @@ def test_tool_arguments_that_are_not_a_json_object_are_an_invalid_record(tmp_pat
         with pytest.raises(InvalidRecord, match="arguments must be a dict"):
             turn.recall("holon_get", None)  # type: ignore[arg-type]
         assert agent.ledger.head() == head
+
+
+def test_recording_something_that_is_not_a_record_body_is_an_invalid_record(tmp_path: Path) -> None:
+    # It raised AttributeError (type(body).KIND) from inside the kind check.
+    with _agent(tmp_path / "l") as agent, agent.turn(input="x") as turn:
+        head = agent.ledger.head()
+        for body in (None, "a note", {"kind": "message", "text": "hi"}, r.PlanStep(id="s", text="t")):
+            with pytest.raises(InvalidRecord, match="not a record body"):
+                turn.record(body)  # type: ignore[arg-type]
+        assert agent.ledger.head() == head

@@ -1052,6 +1052,13 @@ class Turn:
     def record(self, body: r.Body) -> r.Record:
         """Append any evidence record in this turn (runtime and derived kinds are refused)."""
         self._check_live()
+        kind = getattr(type(body), "KIND", None)
+        if not isinstance(kind, str) or r.BODY_TYPES.get(kind) is not type(body):
+            raise InvalidRecord(
+                f"{type(body).__name__} is not a record body: pass one of the holon.records kinds "
+                f"({', '.join(sorted(r.BODY_TYPES))}), e.g. records.Message(role=..., text=...)",
+                where="the record to append",
+            )
         if r.kind_of(body) in _RUNTIME_KINDS:
             raise UsageError(
                 f"{r.kind_of(body)} records are written by the runtime itself "
