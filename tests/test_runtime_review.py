@@ -142,3 +142,18 @@ def test_recording_something_that_is_not_a_record_body_is_an_invalid_record(tmp_
             with pytest.raises(InvalidRecord, match="not a record body"):
                 turn.record(body)  # type: ignore[arg-type]
         assert agent.ledger.head() == head
+
+
+def test_an_unchanged_policy_is_not_recorded_again_whatever_containers_it_was_built_with(
+    tmp_path: Path,
+) -> None:
+    # It was compared as given with the policy as stored: a list where the schema says
+    # tuple, or a tuple inside the JSON schema (stored as a list), never compared equal,
+    # so every restart recorded the same policy again.
+    tool = r.ToolDefinition(
+        name="bash", description="Run a command.", parameters={"type": "object", "required": ("command",)}
+    )
+    policy = r.SystemPolicy(text="You are careful.", tools=[tool])  # type: ignore[arg-type]
+    for _ in range(3):
+        with Agent.open(tmp_path / "l", agent_id="rv", clock=Tick(), policy=policy) as agent:
+            assert agent.seq == 0

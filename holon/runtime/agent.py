@@ -330,8 +330,12 @@ class Agent:
                 )
             agent = cls._resume(ledger, config, clock or wall_clock_ms, created=created)
             if policy is not None:
+                # Compared in wire form, as the policy is stored (a list where the schema
+                # says tuple reads back as a tuple, a tuple inside the JSON schema as a list):
+                # compared as given, an unchanged policy was recorded again at every open.
+                given = _checked(r.Record(body=policy, ts=0)).body
                 current = agent._state.runtime.policy
-                if current is None or current.policy != policy:
+                if current is None or current.policy != given:
                     agent._append(policy, None)
                     agent._ledger.flush()
         except BaseException:
