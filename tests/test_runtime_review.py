@@ -157,3 +157,17 @@ def test_an_unchanged_policy_is_not_recorded_again_whatever_containers_it_was_bu
     for _ in range(3):
         with Agent.open(tmp_path / "l", agent_id="rv", clock=Tick(), policy=policy) as agent:
             assert agent.seq == 0
+
+
+def test_a_string_where_a_tuple_of_strings_is_expected_is_refused_not_split(tmp_path: Path) -> None:
+    # tuple("src/app.py") is ten one-character file names: recorded without complaint,
+    # shown in working memory as the working set.
+    with _agent(tmp_path / "l") as agent, agent.turn(input="x") as turn:
+        call = turn.tool("edit", {"path": "src/app.py"})
+        head = agent.ledger.head()
+        with pytest.raises(InvalidRecord, match="touched_files"):
+            call.finish("ok", touched_files="src/app.py")  # type: ignore[arg-type]
+        with pytest.raises(InvalidRecord, match="scope_constraints"):
+            turn.add_work_item("w1", "ship it", scope_constraints="no prod access")  # type: ignore[arg-type]
+        assert agent.ledger.head() == head and not call.done
+        call.finish("ok", touched_files=("src/app.py",))

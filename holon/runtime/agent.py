@@ -125,6 +125,21 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _strings(value: tuple[str, ...], field: str) -> tuple[str, ...]:
+    """A tuple-of-strings argument as a tuple, refusing a bare string.
+
+    ``tuple("src/app.py")`` is ten one-character strings, which would validate and be
+    recorded as such.
+    """
+    if isinstance(value, str):
+        raise InvalidRecord(
+            f"expected a tuple of strings, got the string {value!r}: pass ({value!r},)",
+            where="the record to append",
+            field=field,
+        )
+    return tuple(value)
+
+
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch: the default clock of an agent."""
     return time.time_ns() // 1_000_000
@@ -850,7 +865,7 @@ class ToolCall:
                 status=status,
                 output=output,
                 exit_code=exit_code,
-                touched_files=tuple(touched_files),
+                touched_files=_strings(touched_files, "body.touched_files"),
                 duration_ms=duration_ms,
             ),
             self._turn.index,
@@ -1162,7 +1177,7 @@ class Turn:
                 objective=objective,
                 state=state,
                 delivery_target=delivery_target,
-                scope_constraints=tuple(scope_constraints),
+                scope_constraints=_strings(scope_constraints, "body.scope_constraints"),
                 summary=summary,
             )
         ).seq
