@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from holon import records as r
-from holon.errors import InvalidRecord, UsageError
+from holon.errors import InvalidRecord, InvalidRef, UsageError
 from holon.ledger import Ledger, store
 from holon.runtime import Agent
 from tests.runtime_support import Tick
@@ -171,3 +171,23 @@ def test_a_string_where_a_tuple_of_strings_is_expected_is_refused_not_split(tmp_
             turn.add_work_item("w1", "ship it", scope_constraints="no prod access")  # type: ignore[arg-type]
         assert agent.ledger.head() == head and not call.done
         call.finish("ok", touched_files=("src/app.py",))
+
+
+def test_search_and_get_text_refuse_bad_arguments_with_holon_errors(tmp_path: Path) -> None:
+    # limit=0, a negative limit or an unknown `only` returned [] as if nothing matched;
+    # a non-string query or ref and a non-integer offset raised AttributeError/TypeError.
+    with _agent(tmp_path / "l") as agent:
+        with agent.turn(input="deploy the service") as turn:
+            turn.record_message("deployed")
+        assert agent.search("deploy", limit=1)
+        for call in (
+            lambda: agent.search("deploy", limit=0),
+            lambda: agent.search("deploy", limit=-3),
+            lambda: agent.search("deploy", only="everything"),  # type: ignore[arg-type]
+            lambda: agent.search(None),  # type: ignore[arg-type]
+            lambda: agent.get_text("ledger:0", offset="7"),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(UsageError):
+                call()
+        with pytest.raises(InvalidRef):
+            agent.get_text(1)  # type: ignore[arg-type]

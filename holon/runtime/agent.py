@@ -564,6 +564,14 @@ class Agent:
         restored text would be found twice.
         """
         self._check_open()
+        # Checked here: a limit below 1 or an unknown `only` returned no hits, which reads
+        # as "nothing matches", and a non-string query failed deep in the tokenizer.
+        if not isinstance(query, str):
+            raise UsageError(f"search query must be a string, got {type(query).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise UsageError(f"search limit must be an integer >= 1, got {limit!r}")
+        if only not in (None, "episodes", "evidence"):
+            raise UsageError(f"search only= must be None, 'episodes' or 'evidence', got {only!r}")
         if self._search is None:
             self._search = MemorySearch()
         for record in self._ledger.read(from_seq=self._searched_to):
@@ -580,6 +588,10 @@ class Agent:
         :func:`holon.context.restore_bytes` gives the whole original bytes instead.
         """
         self._check_open()
+        if not isinstance(ref, str):
+            raise InvalidRef(f"a ref is a string (ledger:<seq>, blob:<hash> or episode:<id>), got {ref!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise UsageError(f"offset must be an integer, got {offset!r}")
         source = AgentRefSource(self._ledger, self.episodes)
         return get_text(ref, source, offset=offset, page_chars=self.config.recall_page_chars)
 
