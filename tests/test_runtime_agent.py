@@ -234,6 +234,18 @@ def test_a_call_left_without_a_result_is_recorded_as_unknown(tmp_path: Path) -> 
         assert statuses == [("a", "unknown"), ("b", "unknown")]
 
 
+def test_the_daemon_may_record_an_unknown_outcome_itself(tmp_path: Path) -> None:
+    with _open(tmp_path / "l") as agent:
+        with agent.turn(input="deploy") as turn:
+            call = turn.tool("deploy", {"version": "2.4.1"}, idempotency_key="deploy:2.4.1")
+            call.finish("request sent; no answer within 30 s", status="unknown")
+        (unknown,) = agent.unknown_outcomes()
+        assert (unknown.call_id, unknown.tool) == (call.call_id, "deploy")
+        with agent.turn(input="retry") as turn:  # a retry of the key does not run it again
+            again = turn.tool("deploy", {"version": "2.4.1"}, idempotency_key="deploy:2.4.1")
+            assert again.replayed and again.result is not None and again.result.status == "unknown"
+
+
 def test_waiting_turns_end_waiting(tmp_path: Path) -> None:
     with _open(tmp_path / "l") as agent:
         with agent.turn(input="deploy?") as turn:

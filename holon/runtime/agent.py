@@ -79,7 +79,9 @@ __all__ = ["Agent", "AgentConfig", "OpenReport", "ToolCall", "Turn", "TurnSummar
 log = logging.getLogger("holon.runtime")
 
 Outcome = Literal["completed", "waiting", "failed", "interrupted"]
-ToolStatus = Literal["ok", "error", "interrupted"]
+# "unknown" too: a daemon that cannot tell whether the effect happened (a remote call
+# that timed out) says so, as the runtime does for a call a crash interrupted.
+ToolStatus = Literal["ok", "error", "interrupted", "unknown"]
 
 # Kinds only the runtime itself writes: a caller recording one would break the turn
 # structure or forge a derived record.
