@@ -131,6 +131,31 @@ def test_a_bad_call_is_an_error_result_that_says_what_to_do(
         assert any(isinstance(b, r.ToolResult) and b.status == "error" and says in b.output for b in bodies)
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ({"ref": "ledger:1", "offset": 10**30}, "record does not encode"),
+        ({"query": "caf\udce9"}, "text is not valid UTF-8"),
+        (["ledger:1"], "arguments must be a dict"),
+    ],
+    ids=["int-over-64-bits", "lone-surrogate", "not-an-object"],
+)
+def test_arguments_that_cannot_be_stored_are_an_error_result_too(
+    tmp_path: Path, args: object, says: str
+) -> None:
+    name = "holon_search" if isinstance(args, dict) and "query" in args else "holon_get"
+    with _open(tmp_path / "l") as agent:
+        with agent.turn(input="go") as turn:
+            call = turn.recall(name, args)  # type: ignore[arg-type]
+            assert call.result is not None and call.result.status == "error"
+            assert says in call.output
+        # The intent holds the arguments as text, and the ledger verifies.
+        intents = [rec.body for rec in agent.ledger.read(0) if isinstance(rec.body, r.ToolIntent)]
+        (intent,) = [body for body in intents if body.tool == name]
+        assert list(intent.args) == ["unrecordable_arguments"]
+        assert agent.ledger.verify().ok
+
+
 def test_a_name_that_is_not_a_recall_tool_is_the_daemons_mistake(tmp_path: Path) -> None:
     with _open(tmp_path / "l") as agent, agent.turn(input="go") as turn:
         before = agent.seq

@@ -1256,7 +1256,17 @@ class Turn:
                 f"{name!r} is not a recall tool ({', '.join(sorted(RECALL_TOOL_NAMES))}); "
                 "run it with turn.tool"
             )
-        call = self.tool(name, args)
+        try:
+            call = self.tool(name, args)
+        except InvalidRecord as exc:
+            # The model's arguments cannot be stored as given (not a JSON object, an integer
+            # beyond 64 bits, a lone surrogate): the call is recorded with them as text and
+            # the model is told, like any other mistake of its arguments.
+            shown = repr(args).encode("utf-8", "backslashreplace").decode("utf-8")
+            call = self.tool(name, {"unrecordable_arguments": shown[:_PREVIEW_CHARS]})
+            with call:
+                call.finish(_error_text(exc).removeprefix("InvalidRecord: "), status="error")
+            return call
         with call:  # anything else (a damaged ledger) records an error result and propagates
             try:
                 given = recall_args(name, args)
