@@ -20,6 +20,7 @@ from holon.errors import InvalidRecord
 __all__ = ["Node", "decode_json_document", "iter_jsonl", "parse_iso_ms", "try_json_document"]
 
 _JSON_DECODER: Final = msgspec.json.Decoder()
+_BOM: Final = b"\xef\xbb\xbf"
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ONE_MS: Final = dt.timedelta(milliseconds=1)
 
@@ -155,10 +156,16 @@ class Node:
         return default if value is None else value
 
 
+def _without_bom(data: bytes) -> bytes:
+    # Windows tools (PowerShell's Out-File, Notepad) start UTF-8 files with a byte order mark;
+    # RFC 8259 lets a parser ignore it, and the rest of the file is still the tool's own.
+    return data[len(_BOM) :] if data.startswith(_BOM) else data
+
+
 def decode_json_document(data: bytes, *, source: str, format_hint: str) -> Node:
     """Decode a whole-file JSON document into a root node, or raise a located InvalidRecord."""
     try:
-        value = _decode(data)
+        value = _decode(_without_bom(data))
     except ValueError as exc:
         hint = f"; {format_hint}" if format_hint else ""
         raise InvalidRecord(f"not a JSON document ({exc}){hint}", where=source) from None
@@ -168,7 +175,7 @@ def decode_json_document(data: bytes, *, source: str, format_hint: str) -> Node:
 def try_json_document(data: bytes, *, source: str, format_hint: str) -> Node | None:
     """The root node if the whole file is one JSON value, else None (it may be JSON Lines)."""
     try:
-        value = _decode(data)
+        value = _decode(_without_bom(data))
     except ValueError:
         return None
     return Node(value, where=source, format_hint=format_hint)
@@ -176,7 +183,7 @@ def try_json_document(data: bytes, *, source: str, format_hint: str) -> Node | N
 
 def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[int, Node]]:
     """Yield (1-based line number, node) for each non-blank line of a JSON Lines file."""
-    for number, line in enumerate(data.split(b"\n"), start=1):
+    for number, line in enumerate(_without_bom(data).split(b"\n"), start=1):
         if not line.strip():
             continue
         where = f"line {number} of {source}"
