@@ -44,3 +44,15 @@ def test_a_utf8_byte_order_mark_is_ignored(fmt: str) -> None:
     # Windows tools (PowerShell's Out-File, Notepad) prefix UTF-8 files with a BOM; RFC 8259
     # lets a parser ignore it, and the file is otherwise the tool's own.
     assert _messages(_parse(fmt, b"\xef\xbb\xbf" + SAMPLES[fmt])) == ["fix it"]
+
+
+def test_lone_surrogate_escapes_become_replacement_characters() -> None:
+    # JavaScript (Claude Code) and Python's json.dumps write half of a character, e.g. an
+    # output cut in the middle of an emoji, as a lone `\udXXX` escape: valid JSON grammar.
+    # The rest of the file must still import; an escaped backslash before `u` is just text.
+    text = r"cut \ud83d|\ude00|\ud83d\ude00|\\ud800"
+    data = SAMPLES["claude-code"].replace(b'"fix it"', f'"{text}"'.encode())
+    assert _messages(_parse("claude-code", data)) == ["cut \ufffd|\ufffd|\U0001f600|\\ud800"]
+    for fmt, sample in SAMPLES.items():
+        damaged = sample.replace(b"fix it", rb"fix \udcff it")
+        assert _messages(_parse(fmt, damaged)) == ["fix \ufffd it"], fmt

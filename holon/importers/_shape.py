@@ -10,6 +10,7 @@ the wrong expectation raises :class:`~holon.errors.InvalidRecord` with all of th
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -21,6 +22,12 @@ __all__ = ["Node", "decode_json_document", "iter_jsonl", "parse_iso_ms", "try_js
 
 _JSON_DECODER: Final = msgspec.json.Decoder()
 _BOM: Final = b"\xef\xbb\xbf"
+#: One JSON escape: a backslash and what it escapes, a surrogate pair or a lone surrogate in full.
+_ESCAPE: Final = re.compile(
+    rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[dD][89a-fA-F][0-9a-fA-F]{2}|.)",
+    re.DOTALL,
+)
+_LONE_SURROGATE_LENGTH: Final = len(rb"\ud800")
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ONE_MS: Final = dt.timedelta(milliseconds=1)
 
@@ -41,17 +48,40 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _decode(data: bytes) -> Any:
-    """Decode JSON bytes; return the value or raise ValueError with a readable reason."""
+class _MalformedJSON(ValueError):
+    """The bytes are UTF-8 but not JSON (as opposed to not UTF-8, or nested too deeply)."""
+
+
+def _decode_once(data: bytes) -> Any:
     try:
         return _JSON_DECODER.decode(data)
     except msgspec.DecodeError as exc:
-        raise ValueError(str(exc)) from None
+        raise _MalformedJSON(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
         # msgspec recurses per nesting level; absurdly deep input is not a transcript.
         raise ValueError("JSON nested too deeply") from None
+
+
+def _replace_lone_surrogate(match: re.Match[bytes]) -> bytes:
+    escape = match.group()
+    return rb"\ufffd" if len(escape) == _LONE_SURROGATE_LENGTH else escape
+
+
+def _decode(data: bytes) -> Any:
+    """Decode JSON bytes; return the value or raise ValueError with a readable reason."""
+    try:
+        return _decode_once(data)
+    except _MalformedJSON:
+        repaired = _ESCAPE.sub(_replace_lone_surrogate, data)
+        if repaired == data:
+            raise
+    # JavaScript and Python's json.dumps write half a character (an output cut mid-emoji) as a
+    # lone `\udXXX` escape: valid JSON grammar but not Unicode text, so msgspec refuses it.
+    # It becomes U+FFFD, as a UTF-8 decoder does with a broken sequence. Both escapes are six
+    # bytes long, so an error that remains still names the right byte.
+    return _decode_once(repaired)
 
 
 class Node:
