@@ -685,6 +685,10 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     report = read_transcript(file, fmt)
     with _writing(path) as ledger:
         state = state_after(_records(ledger, "folding"))
+        head = ledger.head()[0]
+        if head >= 0:
+            # An untimestamped transcript's synthetic clock starts at 0: it continues the ledger.
+            report = report.after(ledger.get(head).ts)
         with progress_callback(len(report.records), "importing") as advance:
             seqs = append_evidence(ledger, report.records, state=state, progress=advance)
         extra = {

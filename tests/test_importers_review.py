@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from holon.importers import IMPORTERS, ImportReport
+from holon.ledger import Ledger
 from holon.records import Message
+from tests.cli_support import invoke
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
 USER = {"role": "user", "content": "fix it"}
 
@@ -56,3 +61,32 @@ def test_lone_surrogate_escapes_become_replacement_characters() -> None:
     for fmt, sample in SAMPLES.items():
         damaged = sample.replace(b"fix it", rb"fix \udcff it")
         assert _messages(_parse(fmt, damaged)) == ["fix \ufffd it"], fmt
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [("openai-chat", "conversation.json"), ("swe-agent", "function-calling.traj")],
+)
+def test_a_transcript_without_timestamps_imports_into_a_ledger_that_has_records(
+    fmt: str, name: str, tmp_path: Path
+) -> None:
+    # The synthetic clock starts at 0; a ledger's timestamps never go backwards, so without
+    # care a second untimestamped transcript (or one after a Claude Code session) is refused.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    session = FIXTURES / "claude-code" / "session.jsonl"
+    assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
+    for _ in range(2):
+        result = invoke("import", ledger, FIXTURES / fmt / name, "--from", fmt)
+        assert result.exit_code == 0, result.stderr
+    assert invoke("verify", ledger).exit_code == 0
+    with Ledger.open(ledger, readonly=True) as opened:
+        stamps = [rec.ts for rec in opened.read()]
+    assert stamps == sorted(stamps)
+
+
+def test_only_a_synthetic_clock_moves_after_a_ledger() -> None:
+    synthetic = _parse("openai-chat", SAMPLES["openai-chat"])
+    assert [rec.ts for rec in synthetic.after(5_000).records] == [6_000, 7_000, 8_000]
+    timestamped = _parse("claude-code", SAMPLES["claude-code"])
+    assert timestamped.after(5_000) == timestamped

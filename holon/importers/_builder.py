@@ -50,13 +50,30 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
 
     ``records`` are in transcript order with ``seq=-1``, ready to append. ``skipped``
     maps a reason (``"event:queue-operation"``, ``"orphan tool result"``) to how many
-    source events or blocks it left out, sorted by reason.
+    source events or blocks it left out, sorted by reason. ``synthetic_clock`` says the
+    transcript had no timestamps, so the records' ``ts`` count from 0 (see :meth:`after`).
     """
 
     format: str
     source: str
     records: tuple[Record, ...]
     skipped: dict[str, int] = {}
+    synthetic_clock: bool = False
+
+    def after(self, ts_ms: int) -> ImportReport:
+        """This import placed after a record at ``ts_ms`` (the last of the ledger it goes to).
+
+        A synthetic clock is moved to start one step after ``ts_ms``: it starts at 0, and a
+        ledger's timestamps never go backwards, so an untimestamped transcript could
+        otherwise never follow anything. A transcript's own timestamps are kept as they are.
+        """
+        if not self.synthetic_clock:
+            return self
+        offset = ts_ms + SYNTHETIC_STEP_MS
+        return msgspec.structs.replace(
+            self,
+            records=tuple(msgspec.structs.replace(record, ts=record.ts + offset) for record in self.records),
+        )
 
     @property
     def turns(self) -> int:
@@ -284,4 +301,5 @@ class TranscriptBuilder:
             source=self._source,
             records=tuple(self._records),
             skipped=dict(sorted(self._skipped.items())),
+            synthetic_clock=self._start_ms is None,
         )
