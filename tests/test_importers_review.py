@@ -10,7 +10,7 @@ import pytest
 
 from holon.importers import IMPORTERS, ImportReport
 from holon.ledger import Ledger
-from holon.records import Message
+from holon.records import Message, ToolIntent
 from tests.cli_support import invoke
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
@@ -90,3 +90,26 @@ def test_only_a_synthetic_clock_moves_after_a_ledger() -> None:
     assert [rec.ts for rec in synthetic.after(5_000).records] == [6_000, 7_000, 8_000]
     timestamped = _parse("claude-code", SAMPLES["claude-code"])
     assert timestamped.after(5_000) == timestamped
+
+
+def test_arguments_the_ledger_cannot_store_are_kept_as_json_text(tmp_path: Path) -> None:
+    # Tool arguments are model-written and never a reason to refuse a file, but msgpack holds
+    # no integer beyond 64 bits: the import failed at "seq N" (no such line), left a blob behind.
+    big = 123456789012345678901234567890
+    data = _claude(
+        {"type": "user", "message": {"role": "user", "content": "fix it"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Calc", "input": {"n": big}},
+        ]}},
+    )
+    intents = [rec.body for rec in _parse("claude-code", data).records if isinstance(rec.body, ToolIntent)]
+    assert intents == [ToolIntent(call_id="t1", tool="Calc", args={"arguments": f'{{"n":{big}}}'})]
+    chat = json.dumps([USER, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": json.dumps({"n": -big})}},
+    ]}]).encode()
+    intents = [rec.body for rec in _parse("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
+    assert intents == [ToolIntent(call_id="c1", tool="f", args={"arguments": f'{{"n":{-big}}}'})]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    assert invoke("init", tmp_path / "L", "--agent-id", "a1").exit_code == 0
+    assert invoke("import", tmp_path / "L", path, "--from", "claude-code").exit_code == 0

@@ -109,6 +109,20 @@ class PendingCall(msgspec.Struct, frozen=True, kw_only=True):
     args: dict[str, Any]
 
 
+def _storable(args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` when the ledger can store them, else their JSON text under ``arguments``.
+
+    Arguments are model-written and never a reason to refuse a file, but msgpack holds no
+    integer beyond 64 bits. The JSON text keeps every digit, the way an unparseable OpenAI
+    ``arguments`` string is kept whole.
+    """
+    try:
+        msgspec.msgpack.encode(args)
+    except (OverflowError, msgspec.EncodeError):
+        return {"arguments": msgspec.json.encode(args).decode()}
+    return args
+
+
 class TranscriptBuilder:
     """Accumulates records for one import; see the module docstring for the shared rules."""
 
@@ -237,6 +251,7 @@ class TranscriptBuilder:
         ``source_id`` is the key its result will be joined by; the holon call id is
         ``call_id`` (default: ``source_id``), suffixed ``#2``, ``#3``... when already used.
         """
+        args = _storable(args)
         base = source_id if call_id is None else call_id
         unique = base
         n = 1
