@@ -113,3 +113,14 @@ def test_arguments_the_ledger_cannot_store_are_kept_as_json_text(tmp_path: Path)
     path.write_bytes(data)
     assert invoke("init", tmp_path / "L", "--agent-id", "a1").exit_code == 0
     assert invoke("import", tmp_path / "L", path, "--from", "claude-code").exit_code == 0
+
+
+@pytest.mark.parametrize("arguments", [5, [1, 2], True])
+def test_openai_arguments_of_another_json_type_do_not_refuse_the_file(arguments: object) -> None:
+    # `arguments` is a JSON string in the API; a runner that logged it decoded (or a model's
+    # odd output) is still a call that happened, kept whole like an unparseable string.
+    chat = json.dumps([USER, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}},
+    ]}]).encode()
+    intents = [rec.body for rec in _parse("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
+    assert intents == [ToolIntent(call_id="c1", tool="f", args={"arguments": arguments})]

@@ -106,6 +106,10 @@ def tool_arguments(arguments: Node | None) -> dict[str, Any]:
         return {}
     if arguments.is_object():
         return arguments.as_object()
+    if not isinstance(arguments.value, str):
+        # Not the API's JSON string (a runner logged it decoded, or a model wrote a bare value):
+        # the call still happened, so the value is kept whole rather than refusing the file.
+        return {"arguments": arguments.value}
     raw = arguments.as_str()
     try:
         value = msgspec.json.decode(raw)
