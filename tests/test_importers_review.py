@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from holon.errors import InvalidRecord
 from holon.importers import IMPORTERS, ImportReport
 from holon.ledger import Ledger
 from holon.records import Message, ToolIntent
@@ -124,3 +125,24 @@ def test_openai_arguments_of_another_json_type_do_not_refuse_the_file(arguments:
     ]}]).encode()
     intents = [rec.body for rec in _parse("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
     assert intents == [ToolIntent(call_id="c1", tool="f", args={"arguments": arguments})]
+
+
+def test_a_transcript_cut_off_mid_line_says_so_and_what_to_do(tmp_path: Path) -> None:
+    # A session file copied while Claude Code was still appending ends mid-line: that is not
+    # a wrong --from, and the user needs to know what to do about it.
+    data = (FIXTURES / "claude-code" / "session.jsonl").read_bytes().rstrip(b"\n")
+    last = data.count(b"\n") + 1
+    with pytest.raises(InvalidRecord) as caught:
+        _parse("claude-code", data[:-20])
+    message = str(caught.value)
+    assert f"line {last} of t" in message and "ends in the middle of its last line" in message
+    assert "still being written" in message and "--from" not in message
+    trajectory = (FIXTURES / "swe-agent" / "function-calling.traj").read_bytes()
+    with pytest.raises(InvalidRecord) as caught:
+        _parse("swe-agent", trajectory[: len(trajectory) // 2])
+    assert "ends in the middle of" in str(caught.value) and "--from" not in str(caught.value)
+    # A complete last line without its newline is fine, and a cut line that is not the last is
+    # still reported as malformed (with the --from hint).
+    assert _parse("claude-code", data).records
+    with pytest.raises(InvalidRecord, match="--from claude-code"):
+        _parse("claude-code", b"{\n" + data)

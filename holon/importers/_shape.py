@@ -192,11 +192,26 @@ def _without_bom(data: bytes) -> bytes:
     return data[len(_BOM) :] if data.startswith(_BOM) else data
 
 
+def _cut_off(exc: ValueError, what: str, where: str) -> str | None:
+    """The message for JSON that stops mid-value, or None when ``exc`` is another error."""
+    if not isinstance(exc, _MalformedJSON) or "truncated" not in str(exc):
+        return None
+    # A transcript copied while its tool was still writing it. That is no wrong --from, so
+    # the format hint would mislead; say what happened and what to do instead.
+    return (
+        f"not a JSON {what} ({exc}): the file ends in the middle of {where}, so it was probably "
+        "copied while still being written; copy it again once the session has ended"
+    )
+
+
 def decode_json_document(data: bytes, *, source: str, format_hint: str) -> Node:
     """Decode a whole-file JSON document into a root node, or raise a located InvalidRecord."""
     try:
         value = _decode(_without_bom(data))
     except ValueError as exc:
+        cut = _cut_off(exc, "document", "it")
+        if cut is not None:
+            raise InvalidRecord(cut, where=source) from None
         hint = f"; {format_hint}" if format_hint else ""
         raise InvalidRecord(f"not a JSON document ({exc}){hint}", where=source) from None
     return Node(value, where=source, format_hint=format_hint)
@@ -213,13 +228,18 @@ def try_json_document(data: bytes, *, source: str, format_hint: str) -> Node | N
 
 def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[int, Node]]:
     """Yield (1-based line number, node) for each non-blank line of a JSON Lines file."""
-    for number, line in enumerate(_without_bom(data).split(b"\n"), start=1):
+    lines = _without_bom(data).split(b"\n")
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"line {number} of {source}"
         try:
             value = _decode(line)
         except ValueError as exc:
+            # Only the last line, with no newline after it, can be a write still in progress.
+            cut = _cut_off(exc, "value", "its last line") if number == len(lines) else None
+            if cut is not None:
+                raise InvalidRecord(cut, where=where) from None
             hint = f"; {format_hint}" if format_hint else ""
             raise InvalidRecord(f"not a JSON value ({exc}){hint}", where=where) from None
         yield number, Node(value, where=where, format_hint=format_hint)
