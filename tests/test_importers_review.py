@@ -146,3 +146,17 @@ def test_a_transcript_cut_off_mid_line_says_so_and_what_to_do(tmp_path: Path) ->
     assert _parse("claude-code", data).records
     with pytest.raises(InvalidRecord, match="--from claude-code"):
         _parse("claude-code", b"{\n" + data)
+
+
+def test_an_openai_refusal_is_the_assistant_message() -> None:
+    # A refusal is what the model said instead of content (`refusal` on the message, or a
+    # `refusal` content part); dropping it lost the assistant's turn without a word.
+    chat = json.dumps([
+        USER,
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+        USER,
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "Nor that."}]},
+    ]).encode()
+    report = _parse("openai-chat", chat)
+    assert _messages(report) == ["fix it", "I can't help with that.", "fix it", "Nor that."]
+    assert report.skipped == {}

@@ -89,7 +89,8 @@ def message_text(content: Node | None, builder: TranscriptBuilder) -> str:
             parts.append(part.value)
             continue
         part_type = part.field("type").as_str()
-        text = part.get("text")
+        # A refusal part is what the model said instead of an answer: it is the message's text.
+        text = part.get("refusal") if part_type == "refusal" else part.get("text")
         if text is not None:
             parts.append(text.as_str())
         else:
@@ -132,6 +133,8 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
         elif role == "user":
             builder.user_turn(text)
         elif role == "assistant":
+            # `refusal` holds what the model said when it declined (and `content` is null then).
+            text = "\n".join(t for t in (text, message.str_of("refusal")) if t)
             if text:
                 builder.agent(Message(role="assistant", text=text))
             _assistant_calls(builder, message, index, legacy)
