@@ -11,7 +11,7 @@ import pytest
 from holon.errors import InvalidRecord
 from holon.importers import IMPORTERS, ImportReport
 from holon.ledger import Ledger
-from holon.records import Message, ToolIntent
+from holon.records import Message, ToolIntent, ToolResult
 from tests.cli_support import invoke
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
@@ -160,3 +160,22 @@ def test_an_openai_refusal_is_the_assistant_message() -> None:
     report = _parse("openai-chat", chat)
     assert _messages(report) == ["fix it", "I can't help with that.", "fix it", "Nor that."]
     assert report.skipped == {}
+
+
+@pytest.mark.parametrize("observation_role", ["user", "tool"])
+def test_a_swe_agent_action_with_empty_tool_calls_is_still_a_call(observation_role: str) -> None:
+    # `tool_calls: []` already counted as "no tool calls" when finding actions, but the call
+    # was then read from the empty list: the action vanished and its observation became an
+    # operator message (a new turn) or vanished too.
+    observation: dict[str, Any] = {"role": observation_role, "content": "submitted"}
+    if observation_role == "tool":
+        observation["tool_call_ids"] = []
+    trajectory = json.dumps({"history": [
+        USER, {"role": "assistant", "content": "done", "action": "submit", "tool_calls": []}, observation,
+    ]}).encode()
+    report = _parse("swe-agent", trajectory)
+    bodies = [rec.body for rec in report.records]
+    assert ToolIntent(call_id="action-0", tool="bash", args={"command": "submit"}) in bodies
+    results = [body for body in bodies if isinstance(body, ToolResult)]
+    assert [(r.call_id, r.output) for r in results] == [("action-0", "submitted")]
+    assert report.turns == 1

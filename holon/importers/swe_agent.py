@@ -115,14 +115,19 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
                 touched.setdefault(source_id, deque()).append(_touched(tool, args, state))
                 duration = round(state.seconds * 1000) if state and state.seconds is not None else None
                 durations.setdefault(source_id, deque()).append(duration)
-                if not entry.has("tool_calls"):
+                if not _has_tool_calls(entry):
                     waiting_action = source_id
         elif role == "tool" or (role == "user" and waiting_action is not None):
             ids = (
                 [node.as_str() for node in entry.field("tool_call_ids").items()]
                 if role == "tool"
-                else [waiting_action or ""]
+                else []
             )
+            if not ids and waiting_action is not None:
+                # The observation of an action without tool calls, even when logged as a tool.
+                ids = [waiting_action]
+            elif not ids:
+                builder.skip("orphan tool result")
             waiting_action = None
             for source_id in ids:
                 files = touched[source_id].popleft() if touched.get(source_id) else ()
@@ -141,16 +146,21 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
     return builder.finish()
 
 
+def _has_tool_calls(entry: Node) -> bool:
+    # An empty `tool_calls` list is no tool call: the `action` text is then the call.
+    return bool(entry.as_object().get("tool_calls"))
+
+
 def _is_action(entry: Node) -> bool:
     obj = entry.as_object()
     if obj.get("role") != "assistant":
         return False
-    return bool(obj.get("tool_calls")) or bool(obj.get("action"))
+    return _has_tool_calls(entry) or bool(obj.get("action"))
 
 
 def _calls(entry: Node, action_index: int) -> list[tuple[str, str, dict[str, object]]]:
     calls = entry.get("tool_calls")
-    if calls is not None:
+    if calls is not None and _has_tool_calls(entry):
         out: list[tuple[str, str, dict[str, object]]] = []
         for call in calls.items():
             function = call.field("function")
