@@ -179,3 +179,12 @@ def test_a_swe_agent_action_with_empty_tool_calls_is_still_a_call(observation_ro
     results = [body for body in bodies if isinstance(body, ToolResult)]
     assert [(r.call_id, r.output) for r in results] == [("action-0", "submitted")]
     assert report.turns == 1
+
+
+def test_openhands_message_images_are_counted_as_skipped() -> None:
+    # Images pasted into an OpenHands message are not imported (as in every format), but the
+    # report must say so rather than drop them without a count.
+    events = json.dumps([{"id": 1, "source": "user", "action": "message",
+                          "args": {"content": "see", "image_urls": ["data:image/png;base64,AA", "b.png"]}}])
+    report = _parse("openhands", events.encode())
+    assert _messages(report) == ["see"] and report.skipped == {"image": 2}

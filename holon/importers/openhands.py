@@ -110,6 +110,10 @@ def _action(builder: TranscriptBuilder, event: Node, edits: dict[str, str]) -> N
             SystemPolicy(text=args.str_of("content", message), tools=tool_definitions(args.get("tools")))
         )
     elif name == "message":
+        images = args.as_object().get("image_urls")
+        if isinstance(images, list) and images:
+            # Images are not imported (in any format); the report says how many were left out.
+            builder.skip("image", len(images))
         text = args.str_of("content", message)
         if source_kind == "user":
             builder.user_turn(text)
