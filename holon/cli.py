@@ -690,7 +690,14 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
             # An untimestamped transcript's synthetic clock starts at 0: it continues the ledger.
             report = report.after(ledger.get(head).ts)
         with progress_callback(len(report.records), "importing") as advance:
-            seqs = append_evidence(ledger, report.records, state=state, progress=advance)
+            seqs = append_evidence(
+                ledger,
+                report.records,
+                state=state,
+                progress=advance,
+                # A refusal (a transcript older than the ledger's last record) names the file.
+                where=lambda n: f"record {n} mapped from {file}",
+            )
         extra = {
             "source": str(file),
             "format": fmt,

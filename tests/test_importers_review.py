@@ -12,7 +12,7 @@ from holon.errors import InvalidRecord
 from holon.importers import IMPORTERS, ImportReport
 from holon.ledger import Ledger
 from holon.records import Message, ToolIntent, ToolResult
-from tests.cli_support import invoke
+from tests.cli_support import invoke, tree_bytes
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
@@ -188,3 +188,18 @@ def test_openhands_message_images_are_counted_as_skipped() -> None:
                           "args": {"content": "see", "image_urls": ["data:image/png;base64,AA", "b.png"]}}])
     report = _parse("openhands", events.encode())
     assert _messages(report) == ["see"] and report.skipped == {"image": 2}
+
+
+def test_a_transcript_older_than_the_ledger_is_refused_naming_the_file(tmp_path: Path) -> None:
+    # The refusal came from append_evidence as "input record 1": no file, no line. It must
+    # name the transcript, and leave the ledger as it was.
+    ledger = tmp_path / "L"
+    session = FIXTURES / "claude-code" / "session.jsonl"
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
+    before = tree_bytes(ledger)
+    again = invoke("import", ledger, session, "--from", "claude-code")
+    assert again.exit_code == 2 and "Traceback" not in again.stderr
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and "session.jsonl" in lines[0] and "time order" in lines[0]
+    assert tree_bytes(ledger) == before
