@@ -19,6 +19,7 @@ from tests.ledger_support import (
     expected_head,
     message,
     scratch_dir,
+    tool_output,
     with_real_blobs,
 )
 from tests.strategies import ledger_records, records
@@ -230,3 +231,39 @@ def test_the_payload_limit_is_stated_in_bytes_and_mib() -> None:
         "268,435,456 (256 MiB): store large content as a blob (Ledger.put_blob) and keep only its "
         "reference in the record"
     )
+
+
+def _blob_files(path: Path) -> list[str]:
+    return sorted(p.name for p in (path / "blobs").rglob("*") if p.is_file())
+
+
+def test_a_refused_append_leaves_no_blob_behind(tmp_path: Path, small_max_payload: int) -> None:
+    # Before: the output was moved to the blob store, then the batch (or record) was
+    # refused, and the blob stayed: verify passed, but the store held bytes of no record.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="never", blob_threshold=1024) as ledger:
+        kept = ledger.append(tool_output(0, 3000))  # a blob that stays referenced
+        before = _blob_files(path)
+        assert len(before) == 1
+        batch = [tool_output(0, 3000), tool_output(1, 3000), message(2, small_max_payload + 100)]
+        with pytest.raises(InvalidRecord, match="at seq 3: record is"):
+            ledger.append_many(batch)
+        wide = tool_output(3, 3000)
+        wide = msgspec.structs.replace(wide, body=msgspec.structs.replace(wide.body, exit_code=2**70))
+        with pytest.raises(InvalidRecord, match="at seq 1: record does not encode"):
+            ledger.append(wide)
+        # The new blobs are gone; the one record 0 refers to (the same bytes as the
+        # batch's first output) is still there.
+        assert _blob_files(path) == before and ledger.head()[0] == kept == 0
+        assert ledger.verify().ok
+
+
+def test_a_large_output_that_is_not_utf8_text_is_an_invalid_record(tmp_path: Path) -> None:
+    # Before: UnicodeEncodeError from the blob path (a short output got InvalidRecord).
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never", blob_threshold=1024) as ledger:
+        record = tool_output(0, 3000)
+        body = msgspec.structs.replace(record.body, output="x\udce9" * 2000)
+        record = msgspec.structs.replace(record, body=body)
+        with pytest.raises(InvalidRecord, match=r"at seq 0: record does not encode .*surrogates not allowed"):
+            ledger.append(record)
+        assert ledger.head()[0] == -1 and _blob_files(tmp_path / "l") == []

@@ -56,12 +56,25 @@ class BlobStore:
 
     def put(self, data: bytes, *, preview: str = "") -> BlobRef:
         """Store ``data`` (once: identical bytes share one file) and return its reference."""
+        return self.store(data, preview=preview)[0]
+
+    def store(self, data: bytes, *, preview: str = "") -> tuple[BlobRef, bool]:
+        """:meth:`put`, also saying whether the file is new (it was not stored before)."""
         blob_hash = blake3.blake3(data).hexdigest()
         path = self.path_of(blob_hash)
-        if not path.exists():
-            path.parent.mkdir(exist_ok=True)
-            write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
-        return BlobRef(hash=blob_hash, size=len(data), preview=preview)
+        if path.exists():
+            return BlobRef(hash=blob_hash, size=len(data), preview=preview), False
+        path.parent.mkdir(exist_ok=True)
+        write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
+        return BlobRef(hash=blob_hash, size=len(data), preview=preview), True
+
+    def discard(self, blob_hash: str) -> None:
+        """Remove a blob no record refers to: one stored for an append that was then refused.
+
+        Only the writer calls this, for blobs it created in that same append, so no
+        record, written or pending, can name it.
+        """
+        self.path_of(blob_hash).unlink(missing_ok=True)
 
     def contains(self, blob_hash: str) -> bool:
         """True when a blob with this (well-formed) hash is stored."""

@@ -310,17 +310,23 @@ class Ledger:
         if not self._writable:
             self._check_writable()
         seq = self._next_seq
+        created: list[str] | None = None  # the blobs this append stored, if it may store any
         if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
-            record = self._prepare(record, seq)
+            created = []
+            record = self._prepare(record, seq, created)
         scratch = self._scratch
         try:
             n = _encode_into(record, scratch, seq, offset=HASH_SIZE)
         except _ENCODE_ERRORS as exc:
+            if created:
+                self._discard(created)
             raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
         if n > MAX_PAYLOAD:
             # Refused before anything is staged: no reader would accept the frame. The
             # oversized payload is dropped so the scratch buffer does not keep it alive.
             del scratch[HASH_SIZE:]
+            if created:
+                self._discard(created)
             raise oversized_payload(n, where=f"seq {seq}")
         try:
             # _stage, inlined: this is the whole per-record cost of the common append.
@@ -357,22 +363,27 @@ class Ledger:
         # is encoded after a gap for its frame head and chain hash, filled by _stage_frames.
         frames = bytearray()
         starts: list[int] = []
-        for seq, given in enumerate(records, first):
-            record = given
-            if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
-                record = self._prepare(record, seq)
-            start = len(frames)
-            starts.append(start)
-            try:
-                # Encoding past the end leaves a gap of unspecified bytes: _stage_frames
-                # overwrites all of them.
-                n = _encode_into(record, frames, seq, offset=start + FRAME_OVERHEAD)
-            except _ENCODE_ERRORS as exc:
-                raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
-            if n > MAX_PAYLOAD:
-                # Checked with the encoding, before the first frame is staged: the whole
-                # batch is refused and the ledger is unchanged.
-                raise oversized_payload(n, where=f"seq {seq}")
+        created: list[str] = []  # blobs this call stored: removed again if it is refused
+        try:
+            for seq, given in enumerate(records, first):
+                record = given
+                if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
+                    record = self._prepare(record, seq, created)
+                start = len(frames)
+                starts.append(start)
+                try:
+                    # Encoding past the end leaves a gap of unspecified bytes: _stage_frames
+                    # overwrites all of them.
+                    n = _encode_into(record, frames, seq, offset=start + FRAME_OVERHEAD)
+                except _ENCODE_ERRORS as exc:
+                    raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
+                if n > MAX_PAYLOAD:
+                    # Checked with the encoding, before the first frame is staged: the whole
+                    # batch is refused and the ledger is unchanged.
+                    raise oversized_payload(n, where=f"seq {seq}")
+        except BaseException:
+            self._discard(created)
+            raise
         count = len(starts)
         starts.append(len(frames))
         try:
@@ -430,8 +441,11 @@ class Ledger:
         pend[start:end] = data
         self._pend_len = end
 
-    def _prepare(self, record: Record, seq: int) -> Record:
-        """Check a record's seq and move a large output to a blob (the uncommon cases of append)."""
+    def _prepare(self, record: Record, seq: int, created: list[str]) -> Record:
+        """Check a record's seq and move a large output to a blob (the uncommon cases of append).
+
+        The hash of a blob this stores for the first time is added to ``created``.
+        """
         if record.seq not in (seq, -1):
             raise InvalidRecord(
                 f"record carries seq {record.seq} but the next seq of this ledger is {seq}; "
@@ -441,11 +455,19 @@ class Ledger:
             )
         body = record.body
         if isinstance(body, ToolResult | TaskResult):
-            record = self._place_output(record, body, self.header.blob_threshold)
+            record = self._place_output(record, body, seq, created)
         return record
 
-    def _place_output(self, record: Record, body: ToolResult | TaskResult, threshold: int) -> Record:
+    def _discard(self, created: list[str]) -> None:
+        """Remove the blobs a refused append stored (see :meth:`_prepare`): the store is unchanged."""
+        for blob_hash in created:
+            self.blobs.discard(blob_hash)
+
+    def _place_output(
+        self, record: Record, body: ToolResult | TaskResult, seq: int, created: list[str]
+    ) -> Record:
         """Move a large output to the blob store, or check an existing blob reference."""
+        threshold = self.header.blob_threshold
         if body.blob is not None:
             try:
                 known = self.blobs.contains(body.blob.hash)
@@ -455,17 +477,24 @@ class Ledger:
                 raise InvalidRecord(
                     f"blob {body.blob.hash!r} is not in this ledger's blob store; store the bytes with "
                     "put_blob() first and use the BlobRef it returns",
-                    where=f"seq {record.seq}",
+                    where=f"seq {seq}",
                     field="body.blob.hash",
                 )
             return record
         output = body.output
         if len(output) * 4 <= threshold:  # UTF-8 takes at most 4 bytes a character
             return record
-        data = output.encode("utf-8")
+        try:
+            data = output.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # As the encoder says of a short output (lone surrogates, from bytes decoded
+            # with surrogateescape): the ledger holds UTF-8 text only.
+            raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
         if len(data) <= threshold:
             return record
-        ref = self.blobs.put(data, preview=output[:BLOB_PREVIEW_CHARS])
+        ref, new = self.blobs.store(data, preview=output[:BLOB_PREVIEW_CHARS])
+        if new:
+            created.append(ref.hash)
         return _replace(record, body=_replace(body, output="", blob=ref))
 
     def _grow_pending(self, needed: int) -> bytearray:
