@@ -95,15 +95,19 @@ def _echo_csv(stream: RowStream) -> None:
     """A header line, then one line per row, written a batch at a time."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+
+    def flush() -> None:
+        click.echo(out.getvalue(), nl=False)
+        out.seek(0)
+        out.truncate()
+
     writer.writerow(stream.columns)
+    flush()
     for batch in stream.batches():
         writer.writerows(
             ["" if v is None else _json(v) if isinstance(v, list | dict) else v for v in row] for row in batch
         )
-        click.echo(out.getvalue(), nl=False)
-        out.seek(0)
-        out.truncate()
-    click.echo(out.getvalue(), nl=False)
+        flush()
 
 
 def _parse_params(values: tuple[str, ...]) -> dict[str, str]:

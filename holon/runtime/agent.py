@@ -706,21 +706,21 @@ class Agent:
 
     def _append_checked(self, checked: r.Record) -> r.Record:
         """Append a record already validated by :func:`_checked`, fold it, return it as stored."""
-        seq = self._ledger.append(checked)
-        self._tail_ts = checked.ts
-        stored = msgspec.structs.replace(checked, seq=seq)
-        self._state = apply(self._state, stored)
-        self._tools.apply(stored)
-        return stored
+        return self._fold_stored(msgspec.structs.replace(checked, seq=self._ledger.append(checked)))
 
     def _append_all_checked(self, records: list[r.Record]) -> list[r.Record]:
         """Append validated records all or none (:meth:`Ledger.append_many`), fold them, return them."""
         seqs = self._ledger.append_many(records)
-        stored = [msgspec.structs.replace(record, seq=seq) for record, seq in zip(records, seqs, strict=True)]
-        for record in stored:
-            self._tail_ts = record.ts
-            self._state = apply(self._state, record)
-            self._tools.apply(record)
+        return [
+            self._fold_stored(msgspec.structs.replace(record, seq=seq))
+            for record, seq in zip(records, seqs, strict=True)
+        ]
+
+    def _fold_stored(self, stored: r.Record) -> r.Record:
+        """Fold a record the ledger has just stored into the agent's state and tool log."""
+        self._tail_ts = stored.ts
+        self._state = apply(self._state, stored)
+        self._tools.apply(stored)
         return stored
 
     def _place_output(self, record: r.Record, body: r.ToolResult | r.TaskResult) -> r.Record:
