@@ -22,6 +22,7 @@ post-turn refresh, reproducible from the evidence before them).
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any, ClassVar, Final, Literal, TypeAlias, Union
 
@@ -63,12 +64,15 @@ __all__ = [
     "WorkItemState",
     "WorkPlan",
     "WorkingMemoryDelta",
+    "check_json_fields",
+    "check_payload",
     "decode_json_record",
     "decode_msgpack_record",
     "encode_json_record",
     "encode_msgpack_record",
     "encode_msgpack_record_into",
     "kind_of",
+    "non_json_value",
 ]
 
 #: Version of the record schema written into every envelope (``v``). Readers accept
@@ -703,7 +707,7 @@ def encode_json_record(record: Record) -> bytes:
 
 
 def _decode_slow(
-    data: bytes | memoryview,
+    data: bytes | bytearray | memoryview,
     envelope: msgspec.msgpack.Decoder[_WireIn] | msgspec.json.Decoder[_WireIn],
     bodies: dict[str, Any],
     where: str | None,
@@ -743,7 +747,7 @@ def _check_version(v: int, where: str) -> None:
 
 
 def _decode(
-    data: bytes | memoryview,
+    data: bytes | bytearray | memoryview,
     *,
     fast: msgspec.msgpack.Decoder[Any] | msgspec.json.Decoder[Any],
     envelope: msgspec.msgpack.Decoder[_WireIn] | msgspec.json.Decoder[_WireIn],
@@ -776,7 +780,7 @@ def _decode(
 _decode_msgpack_fast = _MSGPACK_FAST.decode
 
 
-def decode_msgpack_record(data: bytes | memoryview, *, where: str | None = None) -> Record:
+def decode_msgpack_record(data: bytes | bytearray | memoryview, *, where: str | None = None) -> Record:
     """Decode a msgpack frame payload; raises :class:`InvalidRecord` naming seq and field."""
     # The happy path is spelled out here rather than through _decode: a ledger scan calls
     # this once per record, and a function layer is a measurable share of its cost.
@@ -811,3 +815,119 @@ def decode_json_record(data: bytes | str, *, where: str | None = None) -> Record
     return _decode(
         data, fast=_JSON_FAST, envelope=_JSON_ENVELOPE, bodies=_JSON_BODIES, where=where, form="JSON line"
     )
+
+
+# --------------------------------------------------------------------------- JSON fields
+#
+# ``args``, tool ``parameters`` and ``render_config`` are free-form (typed ``Any``), so no
+# decoder checks what they hold. msgpack can carry values JSON cannot: bytes, NaN and the
+# infinities, non-string object keys, timestamps. The canonical JSONL form would turn
+# them into base64 text, ``null`` or string keys without a word, so an export would no
+# longer round-trip. The ledger refuses them on append instead (ledgers written before
+# this check still read: the check is not part of decoding).
+
+
+def _free_json(body: Body) -> list[tuple[str, Any]]:
+    """The free-form JSON values of a body, with their field paths."""
+    if isinstance(body, ToolIntent):
+        return [("body.args", body.args)]
+    if isinstance(body, SystemPolicy):
+        return [(f"body.tools[{i}].parameters", tool.parameters) for i, tool in enumerate(body.tools)]
+    if isinstance(body, PromptRendered):
+        return [("body.render_config", body.render_config)]
+    return []
+
+
+_FREE_JSON_KINDS: Final = frozenset({ToolIntent, SystemPolicy, PromptRendered})
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` holds only JSON values: the fast test, without paths, of every append."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key, element in item.items():
+                if type(key) is not str:
+                    return False
+                if type(element) is not str:  # most arguments are strings: no stack round trip
+                    stack.append(element)
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif not (kind is str or kind is int or kind is bool or item is None):
+            return False
+    return True
+
+
+def non_json_value(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first value under ``value`` that JSON cannot hold, as (its path, why), or None.
+
+    JSON holds str, int, finite float, bool, None, list and str-keyed dict; ``path``
+    names ``value`` itself (``body.args``) and the result extends it (``body.args.x[2]``).
+    """
+    # Iterative: a value nested deeper than the recursion limit must be refused, not crash.
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is float:
+            if not math.isfinite(item):
+                return where, f"the number {item!r} has no JSON form; record it as a string or null"
+        elif kind is list:
+            stack.extend((element, f"{where}[{i}]") for i, element in reversed(list(enumerate(item))))
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return where, f"object key {key!r} is not a string; JSON object keys are strings"
+            stack.extend(
+                (element, f"{where}.{key}" if where else key) for key, element in reversed(list(item.items()))
+            )
+        else:
+            return where, (
+                f"a {kind.__name__} value has no JSON form; convert it to a string, number, "
+                "boolean, null, list or string-keyed object first"
+            )
+    return None
+
+
+def check_json_fields(record: Record, *, where: str | None = None) -> None:
+    """Raise :class:`InvalidRecord` if a free-form field holds a value JSON cannot hold.
+
+    Run on a record *as decoded from its wire form* (which has only msgpack's types).
+    """
+    _check_free_json(record.body, where or f"seq {record.seq}")
+
+
+def _check_free_json(body: Body, where: str) -> None:
+    if isinstance(body, ToolIntent) and _plain_json(body.args):
+        return  # the common case, spelled out: a third of a busy ledger's records
+    if type(body) in _FREE_JSON_KINDS:
+        for field, value in _free_json(body):
+            if not _plain_json(value):
+                problem = non_json_value(value, field)
+                if problem is not None:
+                    raise InvalidRecord(problem[1], where=where, field=problem[0])
+
+
+def check_payload(data: bytes | bytearray | memoryview, *, where: str) -> None:
+    """Raise :class:`InvalidRecord` unless a reader would accept this encoded record.
+
+    For writers, before a payload is committed: struct constructors check no types, so
+    ``Message(text=123)`` encodes, and once appended every read would fail at its seq.
+    Free-form fields must also hold only JSON (see :func:`check_json_fields`).
+    """
+    try:
+        wire = _decode_msgpack_fast(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        # A reader's own path, which raises the precise error (field, accepted values).
+        _check_free_json(decode_msgpack_record(data, where=where).body, where)
+        return
+    if wire.v != SCHEMA_VERSION:
+        _check_version(wire.v, where)
+    _check_free_json(wire.body, where)

@@ -203,3 +203,67 @@ def test_a_transcript_older_than_the_ledger_is_refused_naming_the_file(tmp_path:
     lines = again.stderr.strip().splitlines()
     assert len(lines) == 1 and "session.jsonl" in lines[0] and "time order" in lines[0]
     assert tree_bytes(ledger) == before
+
+
+NAN_SAMPLES: dict[str, bytes] = {
+    "claude-code": _claude({"type": "user", "message": USER, "cost": float("nan")}),
+    "openai-chat": json.dumps([USER | {"logprob": float("-inf")}]).encode(),
+    "swe-agent": json.dumps({"history": [USER], "info": {"instance_cost": float("nan")}}).encode(),
+    "openhands": json.dumps(
+        [{"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}, "cost": 1e999}]
+    ).encode(),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(NAN_SAMPLES))
+def test_python_nan_and_infinity_words_do_not_refuse_the_file(fmt: str) -> None:
+    # Python's json.dump writes a float NaN or infinity as a bare word (not JSON). Before,
+    # the file was refused with "invalid character" and a hint that --from was wrong.
+    assert b"NaN" in NAN_SAMPLES[fmt] or b"Infinity" in NAN_SAMPLES[fmt]
+    assert _messages(_parse(fmt, NAN_SAMPLES[fmt])) == ["fix it"]
+
+
+NAN = float("nan")
+
+
+def test_a_nan_in_tool_arguments_is_kept_as_text(tmp_path: Path) -> None:
+    # The ledger holds no NaN (its JSONL form could not), so the arguments are kept as the
+    # transcript wrote them, like an integer beyond 64 bits.
+    data = _claude(
+        {"type": "user", "message": {"role": "user", "content": "fix it"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Fit", "input": {"tol": NAN, "max": float("inf")}},
+        ]}},
+    )
+    intents = [rec.body for rec in _parse("claude-code", data).records if isinstance(rec.body, ToolIntent)]
+    assert intents == [ToolIntent(call_id="t1", tool="Fit", args={"arguments": '{"tol":NaN,"max":Infinity}'})]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    assert invoke("init", tmp_path / "L", "--agent-id", "a1").exit_code == 0
+    assert invoke("import", tmp_path / "L", path, "--from", "claude-code").exit_code == 0
+
+
+@pytest.mark.parametrize("word", [b"nan", b"-NaN", b"NaNa", b"Inf"])
+def test_other_bare_words_are_still_not_json(word: bytes) -> None:
+    data = b'{"history": [{"role": "user", "content": "fix it"}], "cost": ' + word + b"}"
+    malformed = r"not a JSON document \(JSON is malformed: invalid character \(byte \d+\)\)"
+    with pytest.raises(InvalidRecord, match=malformed):
+        _parse("swe-agent", data)
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 1e300])
+def test_a_swe_agent_step_time_that_is_no_duration_is_left_out(seconds: float) -> None:
+    # Before: a NaN or infinite execution_time escaped as ValueError / OverflowError from
+    # round(), and 1e300 seconds made a duration no ledger field holds.
+    data = json.dumps({
+        "trajectory": [{"action": "ls", "observation": "a.py", "execution_time": seconds}],
+        "history": [
+            USER,
+            {"role": "assistant", "content": "Look.", "action": "ls", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}},
+            ]},
+            {"role": "tool", "content": "a.py", "tool_call_ids": ["c1"]},
+        ],
+    }).encode()
+    results = [rec.body for rec in _parse("swe-agent", data).records if isinstance(rec.body, ToolResult)]
+    assert [(result.output, result.duration_ms) for result in results] == [("a.py", None)]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -12,7 +14,17 @@ from hypothesis import strategies as st
 from holon.errors import InvalidRecord, NotALedger, RefNotFound, UsageError
 from holon.ledger import Ledger, encode_frame, frames, store
 from holon.ledger.header import genesis_hash
-from holon.records import BODY_TYPES, Record
+from holon.records import (
+    BODY_TYPES,
+    ExecutionEnvironment,
+    Message,
+    Record,
+    SystemPolicy,
+    ToolDefinition,
+    ToolIntent,
+    decode_json_record,
+    encode_json_record,
+)
 from tests.ledger_support import (
     AGENT,
     assert_ledger_holds,
@@ -267,3 +279,97 @@ def test_a_large_output_that_is_not_utf8_text_is_an_invalid_record(tmp_path: Pat
         with pytest.raises(InvalidRecord, match=r"at seq 0: record does not encode .*surrogates not allowed"):
             ledger.append(record)
         assert ledger.head()[0] == -1 and _blob_files(tmp_path / "l") == []
+
+
+# A record whose fields do not have their declared types: the constructors do not check.
+_ILL_TYPED = [
+    (Record(body=Message(role="user", text=123), ts=1), "body.text", "Expected `str`, got `int`"),  # type: ignore[arg-type]
+    (Record(body=Message(role="usr", text="x"), ts=1), "body.role", "expected one of 'assistant'"),  # type: ignore[arg-type]
+    (Record(body=Message(role="user", text="x"), ts="1"), "ts", "Expected `int`, got `str`"),  # type: ignore[arg-type]
+    (
+        Record(body=ExecutionEnvironment(extra={"a": 1}), ts=1),  # type: ignore[dict-item]
+        r"body.extra\[...\]",
+        "got `int`",
+    ),
+]
+
+
+@pytest.mark.parametrize(("record", "field", "why"), _ILL_TYPED)
+def test_a_record_no_reader_would_accept_is_refused_on_append(
+    tmp_path: Path, record: Record, field: str, why: str
+) -> None:
+    # Before: it was appended and acknowledged, and from then on every read of the ledger
+    # failed at its seq ("invalid record at seq 1 (... at byte 64)").
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="always") as ledger:
+        ledger.append(message(0))
+        with pytest.raises(InvalidRecord, match=rf"at seq 1, field `{field}`: .*{why}"):
+            ledger.append(record)
+        with pytest.raises(InvalidRecord, match=rf"at seq 2, field `{field}`"):
+            ledger.append_many([message(1), record])
+        assert ledger.head()[0] == 0
+        ledger.append(message(1))
+    with Ledger.open(path) as reopened:
+        assert [r.body for r in reopened.read()] == [message(0).body, message(1).body]
+        assert reopened.verify().ok
+
+
+_NOT_JSON = [
+    ({"x": float("nan")}, "body.args.x", "the number nan has no JSON form"),
+    ({"x": [1, float("-inf")]}, r"body.args.x\[1\]", "the number -inf has no JSON form"),
+    ({"x": {"y": b"raw"}}, "body.args.x.y", "a bytes value has no JSON form"),
+    ({"x": {1: "one"}}, "body.args.x", "object key 1 is not a string"),
+    ({"at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)}, "body.args.at", "a datetime value has no JSON form"),
+]
+
+
+@pytest.mark.parametrize(("args", "field", "why"), _NOT_JSON)
+def test_tool_arguments_json_cannot_hold_are_refused(
+    tmp_path: Path, args: dict[str, Any], field: str, why: str
+) -> None:
+    # Before: accepted, and the canonical JSONL export wrote NaN as null, bytes as base64
+    # text and 1 as "1" without a word, so importing the export gave different records.
+    record = Record(body=ToolIntent(call_id="c", tool="t", args=args), ts=1)
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        with pytest.raises(InvalidRecord, match=rf"at seq 0, field `{field}`: {why}"):
+            ledger.append(record)
+        with pytest.raises(InvalidRecord, match=rf"at seq 0, field `{field}`"):
+            ledger.append_many([record])
+        assert ledger.head()[0] == -1
+
+
+def test_tool_definition_parameters_are_checked_too(tmp_path: Path) -> None:
+    tools = (ToolDefinition(name="a"), ToolDefinition(name="b", parameters={"m": b""}))
+    ledger = Ledger.create(tmp_path / "l", agent_id="a", fsync="never")
+    with ledger, pytest.raises(InvalidRecord, match=r"field `body.tools\[1\].parameters.m`: a bytes value"):
+        ledger.append(Record(body=SystemPolicy(text="p", tools=tools), ts=1))
+
+
+_ANY_VALUE: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=5)
+    | st.binary(max_size=3)
+    | st.datetimes(timezones=st.just(dt.UTC)),
+    lambda children: st.lists(children, max_size=3)
+    | st.tuples(children)
+    | st.dictionaries(st.text(max_size=3) | st.integers(0, 9), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(args=st.dictionaries(st.text(max_size=4), _ANY_VALUE, max_size=3))
+def test_whatever_the_ledger_accepts_survives_the_jsonl_form(args: dict[str, Any]) -> None:
+    # The canonical JSONL form is lossless: a record the ledger took reads back the same
+    # from its JSON line, or the ledger refused it.
+    with scratch_dir() as root, Ledger.create(root / "l", agent_id="a", fsync="never") as ledger:
+        try:
+            ledger.append(Record(body=ToolIntent(call_id="c", tool="t", args=args), ts=1))
+        except InvalidRecord:
+            assert ledger.head()[0] == -1
+            return
+        stored = ledger.get(0)
+        assert decode_json_record(encode_json_record(stored)) == stored

@@ -194,3 +194,19 @@ def test_search_and_get_text_refuse_bad_arguments_with_holon_errors(tmp_path: Pa
                 call()
         with pytest.raises(InvalidRef):
             agent.get_text(1)  # type: ignore[arg-type]
+
+
+def test_arguments_json_cannot_hold_are_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    # A daemon that parses model output with Python's json.loads gets NaN for the bare word;
+    # the ledger holds no NaN (its JSONL form could not), so the call is refused by name.
+    with _agent(tmp_path / "l") as agent, agent.turn(input="x") as turn:
+        head = agent.ledger.head()
+        with pytest.raises(InvalidRecord, match=r"append, field `body.args.tol`: the number nan has no JSON"):
+            turn.tool("fit", {"tol": float("nan")})
+        with pytest.raises(InvalidRecord, match=r"field `body.args.data`: a bytes value has no JSON form"):
+            turn.tool("upload", {"data": b"\x00"}, idempotency_key="up:1")
+        assert agent.ledger.head() == head
+        # From the model, it is its mistake: an error result, recorded with the arguments as text.
+        call = turn.recall("holon_search", {"query": "x", "limit": float("inf")})
+        assert call.result is not None and call.result.status == "error"
+        assert "the number inf has no JSON form" in call.output

@@ -20,6 +20,7 @@ owns the rules every format shares, so they hold the same way everywhere:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any, Final, Literal
 
@@ -34,6 +35,7 @@ from holon.records import (
     ToolResult,
     TurnEnded,
     TurnStarted,
+    non_json_value,
 )
 
 __all__ = ["SYNTHETIC_STEP_MS", "ImportReport", "PendingCall", "TranscriptBuilder"]
@@ -113,14 +115,18 @@ def _storable(args: dict[str, Any]) -> dict[str, Any]:
     """``args`` when the ledger can store them, else their JSON text under ``arguments``.
 
     Arguments are model-written and never a reason to refuse a file, but msgpack holds no
-    integer beyond 64 bits. The JSON text keeps every digit, the way an unparseable OpenAI
-    ``arguments`` string is kept whole.
+    integer beyond 64 bits and the ledger no NaN or infinity (Python's json.dump writes
+    them as bare words). The text keeps every digit and word as the transcript had it,
+    the way an unparseable OpenAI ``arguments`` string is kept whole.
     """
     try:
         msgspec.msgpack.encode(args)
     except (OverflowError, msgspec.EncodeError):
-        return {"arguments": msgspec.json.encode(args).decode()}
-    return args
+        pass
+    else:
+        if non_json_value(args) is None:
+            return args
+    return {"arguments": json.dumps(args, ensure_ascii=False, separators=(",", ":"))}
 
 
 class TranscriptBuilder:

@@ -10,6 +10,7 @@ the wrong expectation raises :class:`~holon.errors.InvalidRecord` with all of th
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Iterator
 from typing import Any, Final
@@ -28,6 +29,8 @@ _ESCAPE: Final = re.compile(
     re.DOTALL,
 )
 _LONE_SURROGATE_LENGTH: Final = len(rb"\ud800")
+_ERROR_BYTE: Final = re.compile(r"invalid character \(byte (\d+)\)")
+_PYTHON_CONSTANTS: Final = (b"NaN", b"Infinity")  # "-Infinity" fails at the "I"
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ONE_MS: Final = dt.timedelta(milliseconds=1)
 
@@ -73,15 +76,35 @@ def _decode(data: bytes) -> Any:
     """Decode JSON bytes; return the value or raise ValueError with a readable reason."""
     try:
         return _decode_once(data)
-    except _MalformedJSON:
+    except _MalformedJSON as exc:
         repaired = _ESCAPE.sub(_replace_lone_surrogate, data)
         if repaired == data:
-            raise
+            return _with_python_constants(data, exc)
     # JavaScript and Python's json.dumps write half a character (an output cut mid-emoji) as a
     # lone `\udXXX` escape: valid JSON grammar but not Unicode text, so msgspec refuses it.
     # It becomes U+FFFD, as a UTF-8 decoder does with a broken sequence. Both escapes are six
     # bytes long, so an error that remains still names the right byte.
-    return _decode_once(repaired)
+    try:
+        return _decode_once(repaired)
+    except _MalformedJSON as exc:
+        return _with_python_constants(repaired, exc)
+
+
+def _with_python_constants(data: bytes, exc: _MalformedJSON) -> Any:
+    """Decode JSON holding Python's bare NaN / Infinity words, or raise ``exc``.
+
+    Python's json.dump writes a float NaN or infinity that way by default, so trajectories
+    written by Python tools (SWE-agent, tau-bench) may hold one in a cost or reward field.
+    It is not JSON, but refusing the whole transcript over a field holon may never read
+    would help no one; where such a value is stored, the importer keeps it as text.
+    """
+    at = _ERROR_BYTE.search(str(exc))
+    if at is None or not data.startswith(_PYTHON_CONSTANTS, int(at.group(1))):
+        raise exc
+    try:
+        return json.loads(data)  # the stdlib parser reads the bare words as floats
+    except (ValueError, RecursionError):
+        raise exc from None
 
 
 class Node:

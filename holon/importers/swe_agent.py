@@ -30,6 +30,8 @@ _HINT: Final = "is this really a SWE-agent trajectory (--from swe-agent)?"
 
 #: Windowed editor commands that write the currently open file (it is not an argument).
 _OPEN_FILE_EDITS: Final = frozenset({"edit", "insert", "append"})
+#: Longer than any step, and its milliseconds still an exact integer of a float.
+_MAX_SECONDS: Final = 2**53 / 1000
 
 
 class _State:
@@ -54,6 +56,18 @@ def _state_object(step: Node) -> dict[str, object]:
     return state if isinstance(state, dict) else {}
 
 
+def _seconds(value: object) -> float | None:
+    """An ``execution_time`` as seconds, or None when it is no duration a step could take.
+
+    Python's json.dump writes a NaN or infinite float as a bare word the importer reads,
+    and neither (nor a negative or absurdly large number) is a duration in milliseconds.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    return seconds if 0 <= seconds < _MAX_SECONDS else None
+
+
 def _steps(root: Node) -> list[_State]:
     steps = []
     trajectory = root.get("trajectory")
@@ -67,9 +81,7 @@ def _steps(root: Node) -> list[_State]:
                 cwd=cwd if isinstance(cwd, str) and cwd else None,
                 # SWE-agent writes "n/a" when no file is open.
                 open_file=open_file if isinstance(open_file, str) and open_file not in ("", "n/a") else None,
-                seconds=float(seconds)
-                if isinstance(seconds, int | float) and not isinstance(seconds, bool)
-                else None,
+                seconds=_seconds(seconds),
             )
         )
     return steps

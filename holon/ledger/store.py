@@ -67,6 +67,7 @@ from holon.records import (
     Record,
     TaskResult,
     ToolResult,
+    check_payload,
     decode_msgpack_record,
     encode_msgpack_record_into,
 )
@@ -329,6 +330,14 @@ class Ledger:
                 self._discard(created)
             raise oversized_payload(n, where=f"seq {seq}")
         try:
+            # A record no reader would accept (Message(text=123)) is refused here, before
+            # it is staged: once appended, every read would fail at its seq.
+            check_payload(scratch[HASH_SIZE:], where=f"seq {seq}")
+        except InvalidRecord:
+            if created:
+                self._discard(created)
+            raise
+        try:
             # _stage, inlined: this is the whole per-record cost of the common append.
             start = self._pend_len
             end = start + _HEAD_SIZE + HASH_SIZE + n
@@ -381,6 +390,8 @@ class Ledger:
                     # Checked with the encoding, before the first frame is staged: the whole
                     # batch is refused and the ledger is unchanged.
                     raise oversized_payload(n, where=f"seq {seq}")
+                payload_start = start + FRAME_OVERHEAD
+                check_payload(frames[payload_start : payload_start + n], where=f"seq {seq}")
         except BaseException:
             self._discard(created)
             raise

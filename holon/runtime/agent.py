@@ -100,11 +100,13 @@ def _checked(record: r.Record) -> r.Record:
     where the schema says tuple would make the live state differ from a cold replay's).
     """
     try:
-        return r.decode_msgpack_record(r.encode_msgpack_record(record), where="the record to append")
+        stored = r.decode_msgpack_record(r.encode_msgpack_record(record), where="the record to append")
     except UnicodeEncodeError as exc:
         raise _not_utf8(exc) from None
     except (msgspec.EncodeError, TypeError, OverflowError) as exc:
         raise InvalidRecord(f"record does not encode ({exc})", where="the record to append") from None
+    r.check_json_fields(stored, where="the record to append")  # as the ledger will (bytes, NaN)
+    return stored
 
 
 def _not_utf8(exc: UnicodeEncodeError) -> InvalidRecord:
