@@ -928,6 +928,11 @@ def check_payload(data: bytes | bytearray | memoryview, *, where: str) -> None:
         # A reader's own path, which raises the precise error (field, accepted values).
         _check_free_json(decode_msgpack_record(data, where=where).body, where)
         return
-    if wire.v != SCHEMA_VERSION:
-        _check_version(wire.v, where)
+    if not 1 <= wire.v <= SCHEMA_VERSION:
+        raise InvalidRecord(
+            f"schema version {wire.v} is not one this holon writes (1 to {SCHEMA_VERSION}); "
+            "leave `v` at its default",
+            where=where,
+            field="v",
+        )
     _check_free_json(wire.body, where)

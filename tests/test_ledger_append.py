@@ -373,3 +373,31 @@ def test_whatever_the_ledger_accepts_survives_the_jsonl_form(args: dict[str, Any
             return
         stored = ledger.get(0)
         assert decode_json_record(encode_json_record(stored)) == stored
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (Message(role="user", text="x"), r"a Message is not a Record; wrap the body: Record\(body=Message\("),
+        (None, r"a NoneType is not a Record; build one with Record\(body=..., ts=...\)"),
+    ],
+)
+def test_something_that_is_not_a_record_is_an_invalid_record(
+    tmp_path: Path, value: object, hint: str
+) -> None:
+    # Before: AttributeError ('Message' object has no attribute 'body') from inside append.
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        with pytest.raises(InvalidRecord, match=rf"at seq 0: {hint}"):
+            ledger.append(value)  # type: ignore[arg-type]
+        with pytest.raises(InvalidRecord, match=rf"at seq 0: {hint}"):
+            ledger.append_many([value])  # type: ignore[list-item]
+        assert ledger.head()[0] == -1
+
+
+def test_a_schema_version_no_reader_accepts_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        for v in (0, 99):
+            with pytest.raises(InvalidRecord, match=r"field `v`: schema version \d+ is not one this holon"):
+                ledger.append(msgspec.structs.replace(message(0), v=v))
+        assert ledger.append(msgspec.structs.replace(message(0), v=1)) == 0  # an older version still reads
+        assert ledger.get(0).v == 1

@@ -63,6 +63,7 @@ from holon.ledger.segments import (
 )
 from holon.ledger.verify import VerifyReport, verify_ledger
 from holon.records import (
+    BODY_TYPES,
     BlobRef,
     Record,
     TaskResult,
@@ -100,6 +101,18 @@ _xxh3 = xxhash.xxh3_64_intdigest
 _replace = msgspec.structs.replace
 _encode_into = encode_msgpack_record_into
 _BLOB_KINDS: Final = frozenset({ToolResult, TaskResult})
+_BODY_CLASSES: Final = frozenset(BODY_TYPES.values())
+
+
+def _not_a_record(value: object, seq: int) -> InvalidRecord:
+    # Passing a body (ledger.append(Message(...))) is the likely mistake; it raised
+    # AttributeError from deep inside append.
+    hint = (
+        f"wrap the body: Record(body={type(value).__name__}(...), ts=...)"
+        if type(value) in _BODY_CLASSES
+        else "build one with Record(body=..., ts=...)"
+    )
+    return InvalidRecord(f"a {type(value).__name__} is not a Record; {hint}", where=f"seq {seq}")
 
 
 class _ActiveIndex:
@@ -311,6 +324,8 @@ class Ledger:
         if not self._writable:
             self._check_writable()
         seq = self._next_seq
+        if type(record) is not Record:
+            raise _not_a_record(record, seq)
         created: list[str] | None = None  # the blobs this append stored, if it may store any
         if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
             created = []
@@ -375,6 +390,8 @@ class Ledger:
         created: list[str] = []  # blobs this call stored: removed again if it is refused
         try:
             for seq, given in enumerate(records, first):
+                if type(given) is not Record:
+                    raise _not_a_record(given, seq)
                 record = given
                 if type(record.body) in _BLOB_KINDS or record.seq not in (seq, -1):
                     record = self._prepare(record, seq, created)
