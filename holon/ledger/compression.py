@@ -48,7 +48,9 @@ def decompress(data: bytes, *, file: str) -> bytes:
             file=file,
             offset=0,
         )
-    if 0 <= declared <= _ONE_SHOT_MAX:
+    # Not for a declared size of 0: python-zstandard then returns b"" without decoding the
+    # frame at all, so a damaged header that reads as "0 bytes" would pass unnoticed.
+    if 0 < declared <= _ONE_SHOT_MAX:
         try:
             # One shot is fastest; the frame header carries the content size we wrote.
             return zstandard.ZstdDecompressor().decompress(data, allow_extra_data=False)
