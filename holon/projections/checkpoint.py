@@ -67,6 +67,9 @@ class CheckpointRejected(msgspec.Struct, frozen=True, kw_only=True):
 _KEY_DECODER: Final = msgspec.msgpack.Decoder(CheckpointKey)
 _STATE_DECODER: Final = msgspec.msgpack.Decoder(ProjectionState)
 _ENCODER: Final = msgspec.msgpack.Encoder()
+# A damaged byte inside a msgpack string is invalid UTF-8, which msgspec reports as
+# UnicodeDecodeError rather than DecodeError; both mean the bytes are not a checkpoint.
+_DECODE_ERRORS: Final = (msgspec.DecodeError, UnicodeDecodeError)
 
 
 def encode_checkpoint(state: ProjectionState, *, head_hash: str) -> bytes:
@@ -92,7 +95,7 @@ def read_checkpoint_key(data: bytes) -> CheckpointKey | CheckpointRejected:
         return CheckpointRejected(reason="corrupt", detail="checkpoint key is truncated")
     try:
         return _KEY_DECODER.decode(data[_HEADER : _HEADER + length])
-    except msgspec.DecodeError as exc:
+    except _DECODE_ERRORS as exc:
         return CheckpointRejected(reason="corrupt", detail=f"checkpoint key does not decode: {exc}")
 
 
@@ -132,7 +135,7 @@ def restore_checkpoint(
     try:
         payload = zstandard.ZstdDecompressor().decompress(data[_HEADER + length :])
         state = _STATE_DECODER.decode(payload)
-    except (zstandard.ZstdError, msgspec.DecodeError) as exc:
+    except (zstandard.ZstdError, *_DECODE_ERRORS) as exc:
         return CheckpointRejected(reason="corrupt", detail=f"checkpoint state does not decode: {exc}")
     if (
         state.seq != key.seq
