@@ -24,7 +24,7 @@ import msgspec
 import holon.records as r
 from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
 from holon.projections.projection import ProjectionState, apply, initial_state
-from holon.projections.refresh import post_turn_refresh, refresh_before_prompt
+from holon.projections.refresh import post_turn_refresh, refresh_before_prompt, refresh_episode_memory
 
 __all__ = ["Divergence", "FieldDiff", "VerificationReport", "diff_records", "verify_derivations"]
 
@@ -104,6 +104,31 @@ def diff_records(expected: r.Record, found: r.Record) -> tuple[FieldDiff, ...]:
     return tuple(diffs)
 
 
+def _owed_after(state: ProjectionState) -> tuple[tuple[r.Record, ...], int | None]:
+    """The derived records still owed right after ``state``, and the turn_ended they follow.
+
+    A state (a checkpoint, a folded prefix) may stop right after a turn_ended, owing its
+    whole refresh, or between the two records of that refresh: its delta folded, its
+    episode not yet. Anywhere else nothing is owed.
+    """
+    closed = state.memory.closed_interval
+    if closed is None or closed.to_seq is None:
+        return (), None
+    if closed.to_seq == state.seq:
+        return post_turn_refresh(state), state.seq
+    latest = state.memory.latest_delta
+    if state.seq == closed.to_seq + 1 and latest is not None and latest.evidence_to_seq == closed.to_seq:
+        # Only the delta of this refresh has evidence up to its turn_ended, and it stands
+        # right after it: the record at ``state.seq`` is that delta. The episode does not
+        # depend on whether the delta was folded (see refresh_episode_memory), and a
+        # derived record changes runtime state only by its seq, so rewinding the seq
+        # gives the state the refresh ran on.
+        runtime = msgspec.structs.replace(state.runtime, seq=closed.to_seq, applied=state.runtime.applied - 1)
+        rewound = msgspec.structs.replace(state, runtime=runtime)
+        return refresh_episode_memory(rewound), closed.to_seq
+    return (), None
+
+
 def verify_derivations(
     records: Iterable[r.Record],
     *,
@@ -113,27 +138,29 @@ def verify_derivations(
     """Check that every derived record in ``records`` equals what this code derives.
 
     Starts from ``state`` (e.g. a restored checkpoint; ``records`` then continue after
-    its seq) or from the initial state under ``config``. Stops at the first divergence.
+    its seq) or from the initial state under ``config``: from any state folded from a
+    prefix of the ledger, the report is the one for the whole ledger. Stops at the first
+    divergence.
     """
     if state is None:
         state = initial_state(config if config is not None else ProjectionConfig())
     elif config is not None and config != state.config:
         raise ValueError("verify_derivations: config differs from the config of the given state")
-    expected: tuple[r.Record, ...] = ()
-    after_seq: int | None = None
-    closed = state.memory.closed_interval
-    if closed is not None and closed.to_seq == state.seq:
-        expected, after_seq = post_turn_refresh(state), state.seq
+    expected, after_seq = _owed_after(state)
     position = 0
     counted = refreshes = checked = 0
     divergence: Divergence | None = None
-    last_ts = 0  # the ts of the last record folded: a pre-prompt refresh's records carry it
+    # The ts of the last record folded: a pre-prompt refresh's records carry it. A given
+    # state does not keep it, so until a record has been folded here it is unknown.
+    last_ts: int | None = None if state.seq >= 0 else 0
 
     for record in records:
         counted += 1
         if position >= len(expected) and record.kind in r.DERIVED_KINDS:
-            # Not owed by a turn_ended: it must be the refresh before a prompt.
-            expected, after_seq, position = refresh_before_prompt(state, ts=last_ts), None, 0
+            # Not owed by a turn_ended: it must be the refresh before a prompt. (When the
+            # ts of the record before it is unknown, its own ts is taken: it cannot be checked.)
+            ts = last_ts if last_ts is not None else record.ts
+            expected, after_seq, position = refresh_before_prompt(state, ts=ts), None, 0
         if position < len(expected):
             want = expected[position]
             if record.kind not in r.DERIVED_KINDS:
@@ -169,7 +196,7 @@ def verify_derivations(
             )
             break
         elif record.kind == r.PromptRendered.KIND:
-            owed = refresh_before_prompt(state, ts=last_ts)
+            owed = refresh_before_prompt(state, ts=last_ts if last_ts is not None else record.ts)
             if owed:
                 divergence = Divergence(
                     seq=record.seq,
