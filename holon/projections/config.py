@@ -17,7 +17,9 @@ __all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig"]
 #: Version of the projection rules. Bump it whenever a change to this package would
 #: derive a different record (or a different encoded state) from the same evidence:
 #: derived records carry it, checkpoints are keyed by it, verification checks it.
-PROJECTION_VERSION: Final = 3
+# 4: a wait boundary needs a wait opened in the turn to be still open, and only the
+# resolution of an open wait makes a turn a wake (episodes and delta reasons changed).
+PROJECTION_VERSION: Final = 4
 
 
 class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -403,6 +403,11 @@ def _merge_resolved(
     record: r.Record,
     config: ProjectionConfig,
 ) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    # Only a resolution of an open wait is a wake: one of an unknown or already resolved
+    # wait (carried by the runtime fold) resumes nothing.
+    resolved = runtime.resolved_waits
+    if not resolved or resolved[-1].resolved_seq != record.seq:
+        return builder, interval
     return builder, _Replace(interval, waits_resolved=interval.waits_resolved + 1)
 
 

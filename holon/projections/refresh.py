@@ -292,6 +292,19 @@ def refresh_working_memory(state: ProjectionState) -> tuple[r.Record, ...]:
     return (r.Record(body=delta, ts=closed.ended_ts, turn=closed.ended_turn),)
 
 
+def _opened_wait_still_open(state: ProjectionState, closed: TurnInterval) -> bool:
+    """Whether a waiting intent opened in the closed interval is still open.
+
+    Another wait being open is not enough: a wait opened earlier already closed its own
+    episode, and one opened and resolved within the turn is no boundary. ``waits`` is in
+    the order waits were (re)opened, so only the newest open one needs looking at.
+    """
+    waits = state.runtime.waits
+    if not closed.waits_opened or not waits or closed.from_seq is None:
+        return False
+    return next(reversed(waits.values())).seq >= closed.from_seq
+
+
 def boundary_reasons(state: ProjectionState) -> tuple[BoundaryReason, ...]:
     """Every episode boundary crossed by the turn just ended, in :data:`BOUNDARY_ORDER`."""
     closed = _closed_interval(state)
@@ -304,7 +317,7 @@ def boundary_reasons(state: ProjectionState) -> tuple[BoundaryReason, ...]:
         fired.append("task_rejoined")
     if closed.result_briefs or closed.task_results:
         fired.append("result_checkpoint")
-    if closed.outcome == "waiting" or (closed.waits_opened and runtime.waits):
+    if closed.outcome == "waiting" or _opened_wait_still_open(state, closed):
         fired.append("wait_boundary")
     if builder.turns >= state.config.turn_cap:
         fired.append("turn_cap")
