@@ -72,11 +72,20 @@ def parse_ref(text: str) -> Ref:
             f"malformed ref {text!r}: expected ledger:<seq>, blob:<64 hex blake3> or episode:<id>"
         )
     groups = match.groups()
-    if groups[0]:
-        return Ref(scheme="ledger", value=str(int(groups[1])))
     if groups[2]:
         return Ref(scheme="blob", value=groups[3])
-    return Ref(scheme="episode", value=str(int(groups[5])))
+    scheme: Literal["ledger", "episode"] = "ledger" if groups[0] else "episode"
+    digits = groups[1] if groups[0] else groups[5]
+    try:
+        number = int(digits)
+    except ValueError:
+        # int() refuses more than sys.get_int_max_str_digits() digits (4300 by default)
+        # with a bare ValueError; such a ref names nothing and is the caller's mistake.
+        raise InvalidRef(
+            f"malformed ref {scheme}:<{len(digits):,} digits>: too many digits for a "
+            f"{'seq' if scheme == 'ledger' else 'episode id'}; check the ref"
+        ) from None
+    return Ref(scheme=scheme, value=str(number))
 
 
 class RefSource(Protocol):
