@@ -6,7 +6,7 @@ selected by name through :func:`get_estimator`:
 ``holon-heuristic`` (default, no dependency)
     A linear model over a fast, o200k-like split of the text (word pieces, CJK
     characters, digit groups, punctuation runs, whitespace runs, dense base64/hex
-    runs). Its weights were fitted on ``fixtures/corpus/`` against OpenAI's o200k
+    runs, symbol and emoji runs). Its weights were fitted on ``fixtures/corpus/`` against OpenAI's o200k
     tokenizer and biased upward, because under-counting is what overflows a
     prompt: it under-counts by more than 5% on at most 3% of the corpus and its
     mean absolute error stays at or below 15% (tests/test_context_estimator.py).
@@ -55,17 +55,27 @@ _CJK: Final = (
     "\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf"
     "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
 )
+# Symbols BPE has few merges for: combining marks, zero-width characters, math and
+# technical symbols, box drawing and block elements (`tree`, progress bars), geometric
+# shapes, dingbats (test runners' check marks), braille (spinners), variation selectors
+# and emoji. o200k spends about 2 tokens on such a character (2.6 on an emoji: 4 UTF-8
+# bytes), which a punctuation run (0.7 + 0.55 per further character) under-counted up
+# to threefold. General punctuation, letterlike symbols and arrows (U+2010-U+21FF: the
+# dashes, quotes, ellipsis and arrows of ordinary prose, about one token each) stay
+# punctuation, so texts without these symbols count exactly as before.
+_SYMBOL: Final = "\u0300-\u036f\u200b-\u200f\u2200-\u2bff\ufe00-\ufe0f\U0001f000-\U0001faff"
 # One alternation, scanned once in C, most frequent groups first: the groups mirror
 # o200k's pre-tokenizer closely enough that a per-group weight captures most of the
 # variance.
 _PIECE: Final = re.compile(
     r"([A-Z]*[a-z]+|[A-Z]+)"  # 1: ASCII word piece (camelCase splits like o200k)
     r"|( +)"  # 2: run of spaces
-    r"|((?:[^\w\s]|_)+)"  # 3: punctuation run (underscores included)
+    rf"|((?:[^\w\s{_SYMBOL}]|_)+)"  # 3: punctuation run (underscores included)
     r"|(\d+)"  # 4: digits (o200k groups them by three)
     r"|(\s+)"  # 5: newlines / tabs
     rf"|([{_CJK}]+)"  # 6: CJK run
     r"|([^\W\d_]+)"  # 7: other letters (accented, Cyrillic, ...)
+    rf"|([{_SYMBOL}]+)"  # 8: symbol run (see _SYMBOL)
 )
 # Base64, hex digests and similar: BPE finds few merges in them, so they cost extra.
 _DENSE: Final = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
@@ -81,19 +91,23 @@ _W_SPACES: Final = 1.71  # per run of two or more spaces (indentation)
 _W_NEWLINE: Final = 0.97
 _W_OTHER: Final = 0.50  # per non-ASCII, non-CJK letter
 _W_DENSE: Final = 0.13  # per character of a dense run
+_W_SYMBOL: Final = 2.2  # the first character of a symbol run (emoji aside)
+_W_SYMBOL_LONG: Final = 1.0  # per further character (BPE merges runs like "──" or "███")
+_W_ASTRAL: Final = 2.7  # per emoji (any character beyond U+FFFF): runs of them do not merge
 
 
 class HeuristicEstimator:
     """The dependency-free default: a calibrated linear model over a regex split."""
 
     name: Final = DEFAULT_ESTIMATOR
-    version: Final = "1"
+    version: Final = "2"
 
     def count(self, text: str) -> int:
         if not text:
             return 0
         words = cjk = digits = punct = punct_long = spaces = newlines = other = 0
-        for g_word, g_spaces, g_punct, g_num, g_ws, g_cjk, g_other in _PIECE.findall(text):
+        symbols = 0.0
+        for g_word, g_spaces, g_punct, g_num, g_ws, g_cjk, g_other, g_symbol in _PIECE.findall(text):
             if g_word:
                 words += 1
             elif g_punct:
@@ -108,8 +122,12 @@ class HeuristicEstimator:
                 newlines += 1
             elif g_cjk:
                 cjk += len(g_cjk)
-            else:
+            elif g_other:
                 other += len(g_other)
+            else:
+                astral = sum(1 for ch in g_symbol if ch > "\uffff")
+                bmp = len(g_symbol) - astral
+                symbols += _W_ASTRAL * astral + (_W_SYMBOL + _W_SYMBOL_LONG * (bmp - 1) if bmp else 0.0)
         dense = sum(len(m) for m in _DENSE.findall(text)) if len(text) >= 20 else 0
         total = (
             _W_WORD * words
@@ -121,6 +139,7 @@ class HeuristicEstimator:
             + _W_NEWLINE * newlines
             + _W_OTHER * other
             + _W_DENSE * dense
+            + symbols
         )
         # Round up: a prompt must never be under-budgeted by a rounding error.
         return int(total) + (total > int(total))
