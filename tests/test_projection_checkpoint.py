@@ -87,3 +87,17 @@ def test_checkpoint_of_a_fold_resumes_to_the_batch_state() -> None:
     restored = restore_checkpoint(encode_checkpoint(first, head_hash=f"h{first.seq}"), hash_at=_hash_at)
     assert isinstance(restored, ProjectionState)
     assert fold(records[half:], restored) == fold(records)
+
+
+def test_a_zstd_header_declaring_a_huge_size_is_corrupt_not_a_memory_error() -> None:
+    # Before: decompressing in one shot allocated the declared size; a damaged header
+    # declaring a terabyte raised MemoryError out of restore_checkpoint (and Agent.open).
+    state = _state()
+    good = encode_checkpoint(state, head_hash=f"h{state.seq}")
+    at = good.index(b"\x28\xb5\x2f\xfd") + 4  # the state frame's descriptor, after its magic
+    # zstd's layout for this frame: single segment, content checksum, 2-byte content size.
+    assert good[at] == 0x64
+    damaged = good[:at] + b"\xe4" + (1 << 40).to_bytes(8, "little") + good[at + 3 :]  # 8-byte size
+    result = restore_checkpoint(damaged, hash_at=_hash_at)
+    assert isinstance(result, CheckpointRejected)
+    assert result.reason == "corrupt" and "declares 1,099,511,627,776 bytes" in result.detail

@@ -70,6 +70,9 @@ _ENCODER: Final = msgspec.msgpack.Encoder()
 # A damaged byte inside a msgpack string is invalid UTF-8, which msgspec reports as
 # UnicodeDecodeError rather than DecodeError; both mean the bytes are not a checkpoint.
 _DECODE_ERRORS: Final = (msgspec.DecodeError, UnicodeDecodeError)
+#: The most output one compressed byte can stand for (a zstd RLE block; see
+#: holon.ledger.compression, which the projections may not import).
+_MAX_ZSTD_RATIO: Final = 1 << 15
 
 
 def encode_checkpoint(state: ProjectionState, *, head_hash: str) -> bytes:
@@ -132,8 +135,18 @@ def restore_checkpoint(
             detail=f"ledger hash at seq {key.seq} is {ledger_hash}, checkpoint was made at {key.head_hash}",
         )
     (length,) = _LENGTH.unpack_from(data, len(CHECKPOINT_MAGIC))
+    frame = data[_HEADER + length :]
     try:
-        payload = zstandard.ZstdDecompressor().decompress(data[_HEADER + length :])
+        declared = zstandard.frame_content_size(frame)
+        if declared > len(frame) * _MAX_ZSTD_RATIO:
+            # A damaged header can declare any size, and decompressing in one shot would
+            # allocate it: a terabyte is a MemoryError out of Agent.open, not a rejection.
+            return CheckpointRejected(
+                reason="corrupt",
+                detail=f"the checkpoint state's zstd header declares {declared:,} bytes, "
+                f"more than {len(frame):,} compressed bytes can hold",
+            )
+        payload = zstandard.ZstdDecompressor().decompress(frame)
         state = _STATE_DECODER.decode(payload)
     except (zstandard.ZstdError, *_DECODE_ERRORS) as exc:
         return CheckpointRejected(reason="corrupt", detail=f"checkpoint state does not decode: {exc}")
