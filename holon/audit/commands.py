@@ -17,7 +17,7 @@ from typing import Any
 import click
 import msgspec
 
-from holon.audit.query import QueryResult, RowStream, open_query
+from holon.audit.query import QueryResult, RowStream, object_keys, open_query
 from holon.audit.reports import REPORTS, report_query
 from holon.audit.tables import TABLES, connect
 from holon.progress import progress_total
@@ -81,10 +81,11 @@ def _echo_table(stream: RowStream, max_rows: int) -> None:
 
 def _echo_json(stream: RowStream) -> None:
     """Rows as one JSON array of objects, written a batch at a time."""
+    keys = object_keys(stream.columns)  # before any output: a repeated name is an error
     click.echo("[", nl=False)
     separator = ""
     for batch in stream.batches():
-        objects = [dict(zip(stream.columns, row, strict=True)) for row in batch]
+        objects = [dict(zip(keys, row, strict=True)) for row in batch]
         # The batch's array without its brackets: the objects, comma-separated.
         click.echo(separator + _json(objects)[1:-1], nl=False)
         separator = ","

@@ -10,7 +10,7 @@ import msgspec
 
 from holon.errors import HolonError
 
-__all__ = ["FETCH_ROWS", "AuditError", "QueryResult", "RowStream", "open_query", "run_sql"]
+__all__ = ["FETCH_ROWS", "AuditError", "QueryResult", "RowStream", "object_keys", "open_query", "run_sql"]
 
 #: Rows fetched from DuckDB at a time when a result is streamed.
 FETCH_ROWS = 10_000
@@ -30,8 +30,29 @@ class QueryResult(msgspec.Struct, frozen=True):
     rows: list[tuple[Any, ...]]
 
     def as_dicts(self) -> list[dict[str, Any]]:
-        """Rows as ``{column: value}`` dicts (for JSON output)."""
-        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+        """Rows as ``{column: value}`` dicts (for JSON output).
+
+        Raises :class:`AuditError` when two columns share a name (see :func:`object_keys`).
+        """
+        keys = object_keys(self.columns)
+        return [dict(zip(keys, row, strict=True)) for row in self.rows]
+
+
+def object_keys(columns: tuple[str, ...]) -> tuple[str, ...]:
+    """``columns`` as the keys of one object per row; AuditError if a name repeats.
+
+    SQL allows two columns of one name (``SELECT c.*, t.*`` over tool_calls and turns has
+    two ``duration_ms``); a dict or JSON object keeps only the last, so the other
+    column's values would vanish without a word.
+    """
+    repeated = sorted({name for name in columns if columns.count(name) > 1})
+    if repeated:
+        raise AuditError(
+            f"the result has more than one column named {', '.join(map(repr, repeated))}, and an "
+            "object per row can hold only one of each: name them apart with AS (e.g. "
+            "c.duration_ms AS call_ms, t.duration_ms AS turn_ms), or use the table or CSV output"
+        )
+    return columns
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,104 @@
+"""Audit review: rows checked against generated ledgers, and the bugs a review found, one test each."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+
+from holon import records as r
+from holon.audit import REPORTS, AuditError, QueryResult, connect, run_report, run_sql
+from holon.cli import main
+from holon.ledger import Ledger
+from tests.strategies import ledger_records
+from tests.test_audit_support import fixture_records, write_ledger
+
+
+def _storable(record: r.Record) -> r.Record:
+    """A generated record the ledger accepts: generated blob refs name no stored blob."""
+    body = record.body
+    if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is not None:
+        body = msgspec.structs.replace(body, blob=None)
+    return r.Record(body=body, ts=record.ts, turn=record.turn)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ledger_records(max_size=25))
+def test_tables_agree_with_generated_ledgers(generated: list[r.Record]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ledger"
+        # A tiny blob threshold: most outputs are moved to the blob store.
+        with Ledger.create(path, agent_id="gen", fsync="never", blob_threshold=8) as ledger:
+            ledger.append_many(_storable(rec) for rec in generated)
+            stored = list(ledger.read())
+        con = connect(path)
+        try:
+            kinds = dict(run_sql(con, "SELECT kind, count(*) FROM records GROUP BY kind").rows)
+            assert kinds == dict(Counter(rec.kind for rec in stored))
+            for seq, ts, turn, kind, body in run_sql(
+                con, "SELECT seq, ts, turn, kind, body FROM records"
+            ).rows:
+                rec = stored[seq]
+                assert (ts, turn, kind) == (rec.ts, rec.turn, rec.kind)
+                assert json.loads(body) == json.loads(msgspec.json.encode(rec.body))
+            assert run_sql(con, "SELECT seq, role, channel, name, text, chars FROM messages").rows == [
+                (m.seq, m.body.role, m.body.channel, m.body.name, m.body.text, len(m.body.text))
+                for m in stored
+                if isinstance(m.body, r.Message)
+            ]
+            calls = run_sql(con, "SELECT intent_seq, result_seq, status, output_bytes, args FROM tool_calls")
+            intents = sorted(row[0] for row in calls.rows if row[0] is not None)
+            results = sorted(row[1] for row in calls.rows if row[1] is not None)
+            assert intents == [rec.seq for rec in stored if isinstance(rec.body, r.ToolIntent)]
+            assert results == [rec.seq for rec in stored if isinstance(rec.body, r.ToolResult)]
+            for intent_seq, result_seq, status, output_bytes, args in calls.rows:
+                if result_seq is not None:
+                    original = generated[result_seq].body  # before the ledger moved it to a blob
+                    assert isinstance(original, r.ToolResult)
+                    assert (status, output_bytes) == (original.status, len(original.output.encode()))
+                if intent_seq is not None:
+                    intent = stored[intent_seq].body
+                    assert isinstance(intent, r.ToolIntent) and json.loads(args) == intent.args
+            prompts = [rec for rec in stored if isinstance(rec.body, r.PromptRendered)]
+            assert run_sql(con, "SELECT seq, position, section, tokens, form FROM prompt_sections").rows == [
+                (p.seq, i, s.section, s.tokens, s.form)
+                for p in prompts
+                if isinstance(p.body, r.PromptRendered)
+                for i, s in enumerate(p.body.sections, 1)
+            ]
+            assert run_sql(con, "SELECT seq, section, ref, reason, tokens FROM omissions").rows == [
+                (p.seq, o.section, o.ref, o.reason, o.tokens)
+                for p in prompts
+                if isinstance(p.body, r.PromptRendered)
+                for o in p.body.omitted
+            ]
+            for name in REPORTS:
+                run_report(con, name)
+        finally:
+            con.close()
+
+
+# --------------------------------------------------------------------------- --json and as_dicts
+
+
+def test_json_output_refuses_two_columns_of_one_name_instead_of_dropping_one(tmp_path: Path) -> None:
+    # `SELECT c.*, t.*` over tool_calls and turns has two `duration_ms` columns (and more):
+    # a JSON object keeps one of them, so the call's own duration silently disappeared.
+    write_ledger(tmp_path / "a", "a", fixture_records("boundary_turn_cap"))
+    sql = "SELECT c.*, t.* FROM tool_calls c JOIN turns t USING (agent_id, turn)"
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "a"), "--sql", sql, "--json"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert "duration_ms" in result.stderr and "AS" in result.stderr
+    with pytest.raises(AuditError, match="'a'"):
+        QueryResult(columns=("a", "a"), rows=[(1, 2)]).as_dicts()
+    # Table and CSV output show both columns, as before.
+    both = ["audit", str(tmp_path / "a"), "--sql", "SELECT 1 AS a, 2 AS a", "--csv"]
+    result = CliRunner().invoke(main, both)
+    assert (result.exit_code, result.stdout) == (0, "a,a\n1,2\n")
