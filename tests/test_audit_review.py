@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections import Counter
 from pathlib import Path
 
+import duckdb
 import msgspec
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
 from holon import records as r
-from holon.audit import REPORTS, AuditError, QueryResult, connect, run_report, run_sql
+from holon.audit import REPORTS, AuditError, QueryResult, connect, export_parquet, run_report, run_sql
 from holon.cli import main
 from holon.ledger import Ledger
 from tests.strategies import ledger_records
 from tests.test_audit_support import fixture_records, write_ledger
+
+DOC = (Path(__file__).resolve().parent.parent / "docs" / "audit.md").read_text()
 
 
 def _storable(record: r.Record) -> r.Record:
@@ -102,3 +106,28 @@ def test_json_output_refuses_two_columns_of_one_name_instead_of_dropping_one(tmp
     both = ["audit", str(tmp_path / "a"), "--sql", "SELECT 1 AS a, 2 AS a", "--csv"]
     result = CliRunner().invoke(main, both)
     assert (result.exit_code, result.stdout) == (0, "a,a\n1,2\n")
+
+
+# --------------------------------------------------------------------------- Parquet
+
+
+# The DuckDB reader call docs/audit.md gives for the exported tree.
+DOC_READER = re.search(r"DuckDB\n`(read_parquet\('warehouse/tool_calls/.*?\))`", DOC, re.DOTALL)
+
+
+@pytest.mark.parametrize("agent_id", ["42", "2024-06-01"])
+def test_parquet_agent_id_reads_back_as_text_whatever_it_looks_like(tmp_path: Path, agent_id: str) -> None:
+    # A Hive reader guesses a partition value's type: through the documented reader call,
+    # agent "42" came back as the integer 42 and "2024-06-01" as a DATE, so the rows no
+    # longer equalled the tables'.
+    assert DOC_READER is not None, "docs/audit.md names no DuckDB reader call"
+    write_ledger(tmp_path / "ledger", agent_id, fixture_records("boundary_turn_cap"))
+    export_parquet([tmp_path / "ledger"], tmp_path / "out")
+    con = connect(tmp_path / "ledger")
+    reader = duckdb.connect()
+    for name in ("agents", "tool_calls", "records"):
+        want = con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+        source = DOC_READER.group(1).replace("warehouse/tool_calls", str(tmp_path / "out" / name))
+        columns = ", ".join(f'"{c[0]}"' for c in con.execute(f"SELECT * FROM {name} LIMIT 0").description)
+        got = reader.execute(f"SELECT {columns} FROM {source} ORDER BY ALL").fetchall()
+        assert got == want, name

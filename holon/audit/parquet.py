@@ -28,7 +28,9 @@ def export_parquet(
     Layout: ``out_dir/<table>/agent_id=<id>/data_<n>.parquet`` (Hive partitioning; the
     agent id is URL-encoded in the directory name and restored by readers that
     understand Hive partitions, e.g. ``read_parquet('out/tool_calls/*/*.parquet',
-    hive_partitioning=true)`` in DuckDB, or Spark and Trino over the same tree).
+    hive_partitioning=true, hive_types={'agent_id': 'VARCHAR'})`` in DuckDB, or Spark and
+    Trino over the same tree). Readers guess a partition's type from its text, so tell
+    them agent_id is text, or an agent "42" reads back as the integer 42.
 
     Other agents' partitions already in ``out_dir`` are left alone, so agents can be
     exported one at a time into one tree. An agent that already has a partition there
