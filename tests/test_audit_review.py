@@ -131,3 +131,36 @@ def test_parquet_agent_id_reads_back_as_text_whatever_it_looks_like(tmp_path: Pa
         columns = ", ".join(f'"{c[0]}"' for c in con.execute(f"SELECT * FROM {name} LIMIT 0").description)
         got = reader.execute(f"SELECT {columns} FROM {source} ORDER BY ALL").fetchall()
         assert got == want, name
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_a_temporary_directory_with_glob_characters_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DuckDB reads the extracted files through a glob: a `[` in $TMPDIR made the pattern
+    # match nothing, and the load failed with a raw DuckDB IOException.
+    write_ledger(tmp_path / "ledger", "a", fixture_records("boundary_turn_cap"))
+    odd = tmp_path / "tmp [1] *?"
+    odd.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(odd))
+    con = connect(tmp_path / "ledger")
+    assert run_sql(con, "SELECT count(*) FROM records").rows == [(len(fixture_records("boundary_turn_cap")),)]
+
+
+def test_a_value_the_tables_cannot_hold_is_an_audit_error_naming_ledger_and_seq(tmp_path: Path) -> None:
+    # The ledger holds any integer msgpack holds (up to 2**64 - 1); the audit columns are
+    # BIGINT. The load failed with a raw DuckDB exception naming a deleted temporary file.
+    path = tmp_path / "ledger"
+    records = [
+        r.Record(body=r.Message(role="user", text="hi"), ts=1),
+        r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", exit_code=2**63), ts=2),
+    ]
+    write_ledger(path, "a", records)
+    with pytest.raises(AuditError) as caught:
+        connect(path)
+    message = str(caught.value)
+    assert str(path.resolve()) in message and "seq 1" in message and "tool_result" in message
+    result = CliRunner().invoke(main, ["audit", str(path)])
+    assert result.exit_code == 2 and "internal error" not in result.stderr

@@ -14,7 +14,9 @@ a query never has to know about the omission.
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Final
 
 import duckdb
+import msgspec
 
 from holon.audit.extract import (
     CHUNK_RECORDS,
@@ -544,7 +547,8 @@ def connect(
     is built (``total`` counts both).
 
     Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
-    AuditError when two ledgers belong to the same agent.
+    AuditError when two ledgers belong to the same agent or a record holds a value the
+    tables cannot (an integer beyond 64 bits).
     """
     roots = ledger_paths(paths)
     fleet = [read_info(root, ix) for ix, root in enumerate(roots)]
@@ -568,10 +572,57 @@ def connect(
         con = duckdb.connect(":memory:")
         try:
             _build(con, fleet, Path(tmp), step)
+        except duckdb.Error as exc:
+            con.close()
+            # Named while the extracted files still exist: the error names one of them.
+            raise _load_error(exc, fleet, Path(tmp)) from None
         except BaseException:
             con.close()
             raise
     return con
+
+
+class _Seq(msgspec.Struct):
+    seq: int
+
+
+# How DuckDB names the JSON line it could not load ("... in file "<path>", in line <n>: ...").
+_FAILED_LINE: Final = re.compile(r'in file "(?P<file>[^"]+)", in line (?P<line>\d+)')
+
+
+def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> AuditError:
+    """An AuditError for a table DuckDB could not build, naming the ledger and record when it can.
+
+    The ledger accepts what msgpack holds, e.g. integers up to 2**64 - 1, while the audit
+    columns are BIGINT: such a record reaches DuckDB, whose error names a temporary file
+    that is deleted by the time anyone reads it. The file's directory names the ledger
+    (``agent_ix=<i>``), its name the kind, and its failing line the record's seq.
+    """
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    where = ", ".join(info.path for info in fleet)
+    match = _FAILED_LINE.search(str(exc))
+    if match is not None:
+        file = Path(match["file"])
+        try:
+            if not file.is_relative_to(tmp):
+                raise ValueError(file)
+            agent_ix = int(file.parent.name.removeprefix("agent_ix="))
+            with file.open("rb") as lines:
+                line = next(line for n, line in enumerate(lines, 1) if n == int(match["line"]))
+            seq = msgspec.json.decode(line, type=_Seq).seq
+            kind = file.name.split(".", 1)[0]
+            path = next(info.path for info in fleet if info.agent_ix == agent_ix)
+        except (OSError, ValueError, StopIteration, msgspec.DecodeError):
+            pass  # the message did not name an extracted file after all: say what is known
+        else:
+            # What DuckDB says after naming the (deleted) file: the value it could not hold.
+            what = detail[detail.find(match.group(0)) + len(match.group(0)) :].lstrip(": ") or detail
+            return AuditError(
+                f"cannot audit {path}: the {kind} record at seq {seq} holds a value the audit "
+                f"tables cannot hold ({what}); their integers are 64-bit. See the record with "
+                f"`holon get {path} ledger:{seq}`"
+            )
+    return AuditError(f"cannot load {where} into DuckDB: {detail}")
 
 
 class _Steps:
@@ -606,10 +657,13 @@ def _build(
     for agent_dir in tmp.iterdir():
         present.update(name.split(".", 1)[0] for name in os.listdir(agent_dir))
     sources: dict[str, str] = {}
+    # The patterns are globs: `*`, `?` or `[` in the temporary directory's own path (from
+    # $TMPDIR) must match only themselves.
+    root = glob.escape(str(tmp))
     for kind, body in _BODY.items():
-        files = str(tmp / "*" / f"{kind}.*.jsonl")
+        files = os.path.join(root, "*", f"{kind}.*.jsonl")
         sources[kind] = _read_json(files, body) if kind in present else _empty(body)
-    sources["records"] = _read_json(str(tmp / "*" / "*.jsonl"), None) if present else _empty("JSON")
+    sources["records"] = _read_json(os.path.join(root, "*", "*.jsonl"), None) if present else _empty("JSON")
     for table in TABLES.values():
         con.execute(f"CREATE TABLE {table.name} AS {table.sql.format(**sources)}")
         if done is not None:
