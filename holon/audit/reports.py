@@ -105,7 +105,11 @@ REPORTS: Final[dict[str, Report]] = {
                    count(*) FILTER (WHERE duplicate) AS duplicates,
                    round(count(*) FILTER (WHERE duplicate) / count(*), 4) AS duplicate_rate,
                    quantile_disc(duration_ms, 0.5) AS p50_ms, quantile_disc(duration_ms, 0.95) AS p95_ms,
-                   max(duration_ms) AS max_ms, arg_max(call_id, duration_ms) AS slowest_call,
+                   max(duration_ms) AS max_ms,
+                   -- the earliest of tied slowest calls: arg_max keeps whichever tied row it
+                   -- meets first, and rows arrive in a different order from run to run
+                   first(call_id ORDER BY duration_ms DESC, call_seq)
+                       FILTER (WHERE duration_ms IS NOT NULL) AS slowest_call,
                    sum(output_bytes) AS output_bytes
             FROM flagged
             GROUP BY agent_id, tool
