@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import tempfile
@@ -187,3 +189,17 @@ def test_tools_report_names_the_earliest_of_tied_slowest_calls() -> None:
     )
     row = run_report(con, "tools").as_dicts()[0]
     assert (row["max_ms"], row["slowest_call"]) == (100, "c1")
+
+
+def test_json_writes_decimals_as_numbers_and_csv_writes_arrays_as_json(tmp_path: Path) -> None:
+    # `sum(duration_ms) * 0.001` is a DECIMAL: --json wrote it as the string "1.5", so a
+    # script doing arithmetic on it failed; --csv wrote a fixed-size ARRAY as "(1, 2)".
+    write_ledger(tmp_path / "a", "a", fixture_records("boundary_turn_cap"))
+    sql = "SELECT 1.5 AS d, count(*) * 0.5 AS k, [1, 2]::INTEGER[2] AS pair FROM records"
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "a"), "--sql", sql, "--json"])
+    assert result.exit_code == 0
+    [row] = json.loads(result.stdout)
+    assert row["d"] == 1.5 and isinstance(row["k"], float) and row["pair"] == [1, 2]
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "a"), "--sql", sql, "--csv"])
+    assert result.exit_code == 0
+    assert list(csv.reader(io.StringIO(result.stdout)))[1][2] == "[1,2]"

@@ -34,8 +34,13 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+# DECIMAL values (``sum(duration_ms) * 0.001``) as JSON numbers: msgspec's default
+# writes a Decimal as a string, which a script cannot do arithmetic on.
+_JSON_ENCODER = msgspec.json.Encoder(enc_hook=_json_default, decimal_format="number")
+
+
 def _json(value: Any) -> str:
-    return msgspec.json.encode(value, enc_hook=_json_default).decode()
+    return _JSON_ENCODER.encode(value).decode()
 
 
 def _cell(value: Any) -> str:
@@ -106,7 +111,9 @@ def _echo_csv(stream: RowStream) -> None:
     flush()
     for batch in stream.batches():
         writer.writerows(
-            ["" if v is None else _json(v) if isinstance(v, list | dict) else v for v in row] for row in batch
+            # tuple: a fixed-size ARRAY, JSON like a LIST (as in the table output)
+            ["" if v is None else _json(v) if isinstance(v, list | dict | tuple) else v for v in row]
+            for row in batch
         )
         flush()
 
