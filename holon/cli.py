@@ -56,7 +56,7 @@ from holon.ledger import (
     import_jsonl,
 )
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
-from holon.projections import verify_derivations
+from holon.projections import DEFAULT_CONFIG, ProjectionConfig, verify_derivations
 from holon.replay import (
     DEFAULT_BUDGET,
     LedgerRefSource,
@@ -64,10 +64,12 @@ from holon.replay import (
     RenderOverrides,
     TurnReplay,
     append_evidence,
+    describe_projection,
     find_turn,
     ledger_stats,
     memory_at,
     next_prompt,
+    projection_config_of,
     prompt_at,
     replay_turns,
     state_after,
@@ -623,7 +625,9 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     # Record n came from the n-th non-blank line: errors name that line, as decoding does.
     lines = [number for number, line in enumerate(data.split(b"\n"), 1) if line.strip()]
     with _writing(path) as ledger:
-        state = state_after(_records(ledger, "folding"))
+        existing = _records(ledger, "folding")
+        # Appended prompts may be the first to record the config (a ledger written elsewhere).
+        state = state_after(existing, projection_config_of([*existing, *report.records]))
         seqs = append_evidence(
             ledger, report.records, state=state, where=lambda n: f"line {lines[n - 1]} of {records_file}"
         )
@@ -684,7 +688,8 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         return
     report = read_transcript(file, fmt)
     with _writing(path) as ledger:
-        state = state_after(_records(ledger, "folding"))
+        existing = _records(ledger, "folding")
+        state = state_after(existing, projection_config_of([*existing, *report.records]))
         head = ledger.head()[0]
         if head >= 0:
             # An untimestamped transcript's synthetic clock starts at 0: it continues the ledger.
@@ -880,15 +885,19 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
     with _reading(path) as ledger:
         records = _records(ledger, "replaying")
         agent = ledger.agent_id
+    # The config the whole ledger records, also when only a prefix of it is replayed.
+    projection = projection_config_of(records)
     end = len(records)
     if until_turn is not None:
         end = find_turn(turn_spans(records), until_turn).end
     records = records[:end]
-    turns = list(replay_turns(records))
-    final = state_after(records) if records else None
+    turns = list(replay_turns(records, config=projection))
+    final = state_after(records, projection) if records else None
     report = None
     if check:
-        report = verify_derivations(progress_items(records, length=len(records), label="verifying"))
+        report = verify_derivations(
+            progress_items(records, length=len(records), label="verifying"), config=projection
+        )
     head = (records[-1].seq, "") if records else (-1, "")
     if as_json:
         _echo_json(
@@ -942,8 +951,19 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
         assert report.divergence is not None
         raise CheckFailed(
             f"derived records diverge at seq {report.divergence.seq} ({report.divergence.kind}); "
-            "the ledger was written by different projection code, or edited"
+            f"the ledger was written by different projection code, or edited{_projection_hint(projection)}"
         )
+
+
+def _projection_hint(projection: ProjectionConfig) -> str:
+    """What a divergence message adds about the projection config the ledger was folded under."""
+    if projection == DEFAULT_CONFIG:
+        # Before holon recorded the config, a non-default one left no trace in the ledger.
+        return (
+            " (or derived under a non-default ProjectionConfig by a holon that did not record it: "
+            "such a ledger cannot be told apart)"
+        )
+    return f" (folded under the recorded {describe_projection(projection)})"
 
 
 # --------------------------------------------------------------------------- render / explain
@@ -1435,11 +1455,17 @@ def verify(path: Path, as_json: bool) -> None:
         with progress_total("verifying storage") as advance:
             report = ledger.verify(progress=advance)
         check = None
+        projection = DEFAULT_CONFIG
         if report.ok:
+            # A pass of its own: the config is needed before the first record is folded,
+            # and the records are streamed rather than held.
+            projection = projection_config_of(
+                progress_items(ledger.read(), length=report.records_checked, label="reading prompts")
+            )
             records = progress_items(
                 ledger.read(), length=report.records_checked, label="verifying derivations"
             )
-            check = verify_derivations(records)
+            check = verify_derivations(records, config=projection)
     tail = report.torn_tail
     if as_json:
         _echo_json(
@@ -1511,7 +1537,10 @@ def verify(path: Path, as_json: bool) -> None:
         raise _Corrupt(f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}")
     if check is not None and not check.ok:
         assert check.divergence is not None
-        raise CheckFailed(f"derived records diverge at seq {check.divergence.seq} ({check.divergence.kind})")
+        raise CheckFailed(
+            f"derived records diverge at seq {check.divergence.seq} ({check.divergence.kind})"
+            f"{_projection_hint(projection)}"
+        )
 
 
 @main.command()

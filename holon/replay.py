@@ -13,6 +13,8 @@ layers — :mod:`holon.projections` folds, :mod:`holon.context` renders.
   the ledger up to its ``PromptRendered`` record with the recorded budget and config
   (so its hash can be checked), or the prompt for the next model call.
 - :func:`memory_at` — working memory, pending delta and active episode builder after a turn.
+- :func:`projection_config_of` — the projection config a ledger's prompts record (what its
+  derived records were derived under); every fold here uses it unless told otherwise.
 - :func:`ledger_stats` — records by kind, tokens per section, evictions, cache-key churn.
 - :func:`append_evidence` — append evidence the way the runtime does: after every
   ``turn_ended`` the post-turn refresh's derived records follow, so the result verifies.
@@ -64,11 +66,14 @@ __all__ = [
     "TurnSpan",
     "append_evidence",
     "config_from_recorded",
+    "describe_projection",
     "find_turn",
     "ledger_stats",
     "memory_at",
     "next_prompt",
+    "projection_config_of",
     "prompt_at",
+    "recorded_projection",
     "replay_turns",
     "state_after",
     "turn_spans",
@@ -180,8 +185,26 @@ def find_turn(spans: Sequence[TurnSpan], turn: int) -> TurnSpan:
     raise UsageError(f"turn {turn} is not in this ledger: it holds turns {spans[0].turn}..{spans[-1].turn}")
 
 
-def state_after(records: Iterable[r.Record], config: ProjectionConfig = DEFAULT_CONFIG) -> ProjectionState:
-    """The projection state after folding ``records`` in order."""
+def _projection_of(
+    records: Iterable[r.Record], config: ProjectionConfig | None
+) -> tuple[Iterable[r.Record], ProjectionConfig]:
+    """``records`` (held in a list when they must be read twice) and the config to fold them under.
+
+    ``config`` when given, else the one the records themselves record (see
+    :func:`projection_config_of`).
+    """
+    if config is not None:
+        return records, config
+    held = records if isinstance(records, Sequence) else list(records)
+    return held, projection_config_of(held)
+
+
+def state_after(records: Iterable[r.Record], config: ProjectionConfig | None = None) -> ProjectionState:
+    """The projection state after folding ``records`` in order.
+
+    Under ``config``, or (by default) the config the records' prompts record.
+    """
+    records, config = _projection_of(records, config)
     state = initial_state(config)
     for record in records:
         state = apply(state, record)
@@ -269,13 +292,15 @@ def replay_turns(
     records: Iterable[r.Record],
     *,
     until_turn: int | None = None,
-    config: ProjectionConfig = DEFAULT_CONFIG,
+    config: ProjectionConfig | None = None,
 ) -> Iterator[TurnReplay]:
     """Fold ``records`` and yield one :class:`TurnReplay` per turn, after its refresh.
 
     A turn is reported once its derived records have been folded (revision and epoch
     are the values after the refresh). With ``until_turn``, stops after that turn.
+    Folds under ``config``, or (by default) the config the records' prompts record.
     """
+    records, config = _projection_of(records, config)
     state = initial_state(config)
     current: _TurnBuilder | None = None
     last_key: str | None = None
@@ -334,10 +359,12 @@ def replay_turns(
 def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[Budget, RenderConfig]:
     """The Budget and RenderConfig a ``PromptRendered.render_config`` records.
 
-    Raises InvalidRecord (naming ``where``) when the recorded config does not decode.
+    Raises InvalidRecord (naming ``where``) when the recorded config does not decode. The
+    projection config it may record is read by :func:`recorded_projection`.
     """
     data = dict(render_config)
     data.pop("estimator_version", None)
+    data.pop("projection", None)
     budget = data.pop("budget", None)
     try:
         if budget is None:
@@ -347,6 +374,64 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
         raise InvalidRecord(
             f"the recorded render_config does not decode ({exc})", where=where, field="body.render_config"
         ) from None
+
+
+def recorded_projection(render_config: dict[str, Any], *, where: str) -> ProjectionConfig | None:
+    """The projection config a ``PromptRendered.render_config`` records, or ``None`` if it records none.
+
+    The renderer records it only when it is not :data:`~holon.projections.DEFAULT_CONFIG`
+    (so a ledger written before it was recorded reads the same). Raises InvalidRecord
+    (naming ``where``) when the recorded value does not decode.
+    """
+    if "projection" not in render_config:
+        return None
+    try:
+        return msgspec.convert(render_config["projection"], ProjectionConfig)
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise InvalidRecord(
+            f"the recorded projection config does not decode ({exc})",
+            where=where,
+            field="body.render_config.projection",
+        ) from None
+
+
+def describe_projection(config: ProjectionConfig) -> str:
+    """A projection config as its non-default fields: ``ProjectionConfig(turn_cap=2)``."""
+    fields = msgspec.structs.asdict(config)
+    default = msgspec.structs.asdict(DEFAULT_CONFIG)
+    changed = ", ".join(f"{name}={value!r}" for name, value in fields.items() if value != default[name])
+    return f"ProjectionConfig({changed})"
+
+
+def projection_config_of(records: Iterable[r.Record]) -> ProjectionConfig:
+    """The projection config ``records`` were derived under, as their prompts record it.
+
+    The config of the first ``PromptRendered`` that records one, else the default (the
+    renderer records none for the default, and older ledgers record none at all). A
+    later prompt recording a different config is an InvalidRecord naming both seqs and
+    both configs: derived records under two configs cannot be re-derived from seq 0
+    under either one.
+    """
+    first: tuple[int, ProjectionConfig] | None = None
+    for record in records:
+        body = record.body
+        if not isinstance(body, r.PromptRendered) or not body.render_config:
+            continue
+        config = recorded_projection(body.render_config, where=f"seq {record.seq}")
+        if config is None:
+            continue
+        if first is None:
+            first = (record.seq, config)
+        elif config != first[1]:
+            raise InvalidRecord(
+                f"the prompt records {describe_projection(config)}, but the prompt at seq {first[0]} "
+                f"recorded {describe_projection(first[1])}: the agent's projection config changed "
+                "within this ledger, so its derived records cannot be re-derived from seq 0 under "
+                "either config",
+                where=f"seq {record.seq}",
+                field="body.render_config.projection",
+            )
+    return first[1] if first is not None else DEFAULT_CONFIG
 
 
 class PromptAt(msgspec.Struct, frozen=True, kw_only=True):
@@ -469,7 +554,7 @@ def prompt_at(
     agent_id: str,
     call: int = 1,
     overrides: RenderOverrides = _NO_OVERRIDES,
-    projection: ProjectionConfig = DEFAULT_CONFIG,
+    projection: ProjectionConfig | None = None,
 ) -> PromptAt:
     """The prompt of model call ``call`` (1-based) of turn ``turn``, re-rendered from the ledger.
 
@@ -478,8 +563,11 @@ def prompt_at(
     the result is ``checked``: its hash must equal the recorded ``prompt_hash`` (see
     :attr:`PromptAt.matches`). A turn without recorded prompts is rendered as its first
     call would have seen it — after its ``turn_started`` and input messages — with the
-    newest budget and config recorded before it (or the defaults).
+    newest budget and config recorded before it (or the defaults). The ledger is folded
+    under ``projection``, or (by default) the projection config its prompts record.
     """
+    if projection is None:
+        projection = projection_config_of(records)
     spans = turn_spans(records)
     span = find_turn(spans, turn)
     if call < 1:
@@ -518,13 +606,14 @@ def next_prompt(
     *,
     agent_id: str,
     overrides: RenderOverrides = _NO_OVERRIDES,
-    projection: ProjectionConfig = DEFAULT_CONFIG,
+    projection: ProjectionConfig | None = None,
 ) -> PromptAt:
     """The prompt for the next model call after ``records``.
 
     Rendered with the budget and config of the newest recorded prompt that has a
     ``render_config`` (what the agent itself renders with), else the defaults, with
-    ``overrides`` applied.
+    ``overrides`` applied; folded under ``projection``, or (by default) the projection
+    config the records' prompts record.
     """
     settings = None
     for record in reversed(records):
@@ -578,9 +667,14 @@ def _confirmed_delta(memory: WorkingMemoryState) -> r.WorkingMemoryDelta | None:
 
 
 def memory_at(
-    records: Sequence[r.Record], turn: int | None = None, *, projection: ProjectionConfig = DEFAULT_CONFIG
+    records: Sequence[r.Record], turn: int | None = None, *, projection: ProjectionConfig | None = None
 ) -> MemoryView:
-    """Working memory after turn ``turn``'s post-turn refresh (or after the whole ledger)."""
+    """Working memory after turn ``turn``'s post-turn refresh (or after the whole ledger).
+
+    Folded under ``projection``, or (by default) the projection config the ledger's prompts record.
+    """
+    if projection is None:
+        projection = projection_config_of(records)
     upto = len(records) if turn is None else find_turn(turn_spans(records), turn).end
     state = state_after(records[:upto], projection)
     memory = state.memory
@@ -656,10 +750,12 @@ def _section_stats(name: str, values: list[int], compacted: int, omitted: int) -
     )
 
 
-def ledger_stats(
-    records: Iterable[r.Record], *, projection: ProjectionConfig = DEFAULT_CONFIG
-) -> LedgerStats:
-    """Count what a ledger holds and summarize its recorded prompts."""
+def ledger_stats(records: Iterable[r.Record], *, projection: ProjectionConfig | None = None) -> LedgerStats:
+    """Count what a ledger holds and summarize its recorded prompts.
+
+    Folded under ``projection``, or (by default) the projection config the ledger's prompts record.
+    """
+    records, projection = _projection_of(records, projection)
     by_kind: dict[str, int] = {}
     outcomes: dict[str, int] = {}
     section_tokens: dict[str, list[int]] = {}
@@ -769,6 +865,18 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
         )
     if record.turn is not None and record.turn < 0:
         raise InvalidRecord(f"turn {record.turn} is negative", where=where, field="turn")
+    body = record.body
+    if isinstance(body, r.PromptRendered) and body.render_config:
+        recorded = recorded_projection(body.render_config, where=where)
+        if recorded is not None and recorded != folded.config:
+            # The refresh would go on deriving under the folded config: the ledger would
+            # then say one config and hold records derived under another.
+            raise InvalidRecord(
+                f"the prompt records {describe_projection(recorded)}, but the ledger is derived under "
+                f"{describe_projection(folded.config)}; append it to a ledger derived under its config",
+                where=where,
+                field="body.render_config.projection",
+            )
     turn = folded.runtime.turn
     is_open = turn is not None and turn.open
     if isinstance(record.body, r.TurnEnded) and not is_open:
@@ -805,7 +913,10 @@ def append_evidence(
     fold them into nonsense: a negative or out-of-range ``ts``, a ``ts`` before the
     previous record's (timestamps never go backwards in a ledger), a negative ``turn``,
     a ``turn_ended`` with no open turn and a ``turn_started`` while a turn is open.
-    ``progress`` is called with the number of input records folded so far; ``where(n)``
+    So is a ``prompt_rendered`` recording a projection config other than the one the
+    ledger is derived under (``state.config``; when ``state`` is omitted, the config the
+    ledger's prompts record). ``progress`` is called with the number of input records
+    folded so far; ``where(n)``
     names input record ``n`` in errors (default ``input record n``; the CLI passes the
     line of the file).
     """

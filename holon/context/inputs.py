@@ -14,10 +14,12 @@ import msgspec
 
 import holon.records as r
 from holon.projections import (
+    DEFAULT_CONFIG,
     BriefEntry,
     DecisionEntry,
     MessageEntry,
     PlanEntry,
+    ProjectionConfig,
     ProjectionState,
     ToolExecution,
     WaitEntry,
@@ -71,6 +73,9 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
       episodes are not selected).
     - ``previous_outcome``: how the last turn that ended ended (continuation context
       says so when it was interrupted or failed).
+    - ``projection``: the projection config the state was folded under. It changes no
+      byte of the prompt, but the renderer records it (when it is not the default) so
+      replay can fold the ledger the same way and reproduce the derived records.
     """
 
     agent_id: str
@@ -102,6 +107,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     history_slack: int = 0
     abandoned_work: frozenset[str] = frozenset()
     previous_outcome: str | None = None
+    projection: ProjectionConfig = DEFAULT_CONFIG
 
 
 def _window_marks(window: Sequence[Any], cap: int, first_seq: Callable[[Any], int]) -> tuple[int, int]:
@@ -217,4 +223,5 @@ def inputs_from_state(
         previous_outcome=memory.interval.after_outcome,
         history_floor=max(floor for floor, _ in marks),
         history_slack=max(slack for _, slack in marks),
+        projection=config,
     )

@@ -54,7 +54,7 @@ from holon.context.sections import (
     working_memory_candidate,
 )
 from holon.errors import BudgetExceeded
-from holon.projections import ProjectionState
+from holon.projections import DEFAULT_CONFIG, ProjectionConfig, ProjectionState
 
 __all__ = [
     "RENDER_VERSION",
@@ -159,10 +159,17 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         )
 
 
-def _recorded_config(config: RenderConfig, budget: Budget, estimator_version: str) -> dict[str, Any]:
+def _recorded_config(
+    config: RenderConfig, budget: Budget, estimator_version: str, projection: ProjectionConfig
+) -> dict[str, Any]:
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     recorded["estimator_version"] = estimator_version
     recorded["budget"] = msgspec.to_builtins(budget)
+    if projection != DEFAULT_CONFIG:
+        # The derived records (deltas, episodes) depend on it: replay must fold the ledger
+        # under it to re-derive them. Absent for the default, so ledgers and prompts
+        # written before it was recorded keep the same bytes.
+        recorded["projection"] = msgspec.to_builtins(projection)
     # In the form a PromptRendered read back from a ledger holds (tuples decode as
     # lists): the sticky episode selection compares it with the previous record's
     # render_config, and ``() != []`` would make selection never sticky after a replay.
@@ -305,7 +312,7 @@ def build_context(
     estimator = get_estimator(config.estimator)
     count = token_counter(config.estimator)
 
-    recorded = _recorded_config(config, budget, estimator.version)
+    recorded = _recorded_config(config, budget, estimator.version, inputs.projection)
     # One token per separator between sections, reserved up front.
     available = budget.available - len(SECTION_ORDER)
     if available <= 0:
