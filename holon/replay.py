@@ -191,7 +191,8 @@ def _projection_of(
     """``records`` (held in a list when they must be read twice) and the config to fold them under.
 
     ``config`` when given, else the one the records themselves record (see
-    :func:`projection_config_of`).
+    :func:`projection_config_of`). An iterator is then held in memory to be read twice:
+    to fold a long ledger in one streaming pass, pass its config.
     """
     if config is not None:
         return records, config
@@ -920,7 +921,8 @@ def append_evidence(
     names input record ``n`` in errors (default ``input record n``; the CLI passes the
     line of the file).
     """
-    folded = state if state is not None else state_after(ledger.read())
+    # Two streaming reads rather than one held in memory: the config comes before the fold.
+    folded = state if state is not None else state_after(ledger.read(), projection_config_of(ledger.read()))
     next_seq = ledger.head()[0] + 1
     if folded.seq != next_seq - 1:
         raise UsageError(
