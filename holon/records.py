@@ -901,10 +901,11 @@ def check_json_fields(record: Record, *, where: str | None = None) -> None:
 
     Run on a record *as decoded from its wire form* (which has only msgpack's types).
     """
-    _check_free_json(record.body, where or f"seq {record.seq}")
+    _check_free_json(record.body, where, record.seq)
 
 
-def _check_free_json(body: Body, where: str) -> None:
+def _check_free_json(body: Body, where: str | None, seq: int) -> None:
+    # ``where`` defaults to the seq, built only on error (this runs for every append).
     if isinstance(body, ToolIntent) and _plain_json(body.args):
         return  # the common case, spelled out: a third of a busy ledger's records
     if type(body) in _FREE_JSON_KINDS:
@@ -912,27 +913,28 @@ def _check_free_json(body: Body, where: str) -> None:
             if not _plain_json(value):
                 problem = non_json_value(value, field)
                 if problem is not None:
-                    raise InvalidRecord(problem[1], where=where, field=problem[0])
+                    raise InvalidRecord(problem[1], where=where or f"seq {seq}", field=problem[0])
 
 
-def check_payload(data: bytes | bytearray | memoryview, *, where: str) -> None:
-    """Raise :class:`InvalidRecord` unless a reader would accept this encoded record.
+def check_payload(data: bytes | bytearray | memoryview, *, seq: int) -> None:
+    """Raise :class:`InvalidRecord` (naming ``seq``) unless a reader would accept this payload.
 
     For writers, before a payload is committed: struct constructors check no types, so
     ``Message(text=123)`` encodes, and once appended every read would fail at its seq.
-    Free-form fields must also hold only JSON (see :func:`check_json_fields`).
+    Free-form fields must also hold only JSON (see :func:`check_json_fields`). The
+    ledger calls this for every record it appends, so the message is built only on error.
     """
     try:
         wire = _decode_msgpack_fast(data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         # A reader's own path, which raises the precise error (field, accepted values).
-        _check_free_json(decode_msgpack_record(data, where=where).body, where)
+        _check_free_json(decode_msgpack_record(data, where=f"seq {seq}").body, None, seq)
         return
     if not 1 <= wire.v <= SCHEMA_VERSION:
         raise InvalidRecord(
             f"schema version {wire.v} is not one this holon writes (1 to {SCHEMA_VERSION}); "
             "leave `v` at its default",
-            where=where,
+            where=f"seq {seq}",
             field="v",
         )
-    _check_free_json(wire.body, where)
+    _check_free_json(wire.body, None, seq)

@@ -347,7 +347,7 @@ class Ledger:
         try:
             # A record no reader would accept (Message(text=123)) is refused here, before
             # it is staged: once appended, every read would fail at its seq.
-            check_payload(scratch[HASH_SIZE:], where=f"seq {seq}")
+            check_payload(scratch[HASH_SIZE:], seq=seq)
         except InvalidRecord:
             if created:
                 self._discard(created)
@@ -408,7 +408,7 @@ class Ledger:
                     # batch is refused and the ledger is unchanged.
                     raise oversized_payload(n, where=f"seq {seq}")
                 payload_start = start + FRAME_OVERHEAD
-                check_payload(frames[payload_start : payload_start + n], where=f"seq {seq}")
+                check_payload(frames[payload_start : payload_start + n], seq=seq)
         except BaseException:
             self._discard(created)
             raise
