@@ -8,9 +8,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.context import Budget, Candidate, ContextInputs, CurrentInput, Form, build_context, plan_budget
+from holon.context import (
+    Budget,
+    Candidate,
+    ContextInputs,
+    CurrentInput,
+    Form,
+    RenderConfig,
+    build_context,
+    get_estimator,
+    plan_budget,
+    prompt_rendered,
+)
 from holon.errors import BudgetExceeded
 from holon.projections import DecisionRef, WorkingMemorySnapshot
+from tests.context_session import AGENT, POLICY
+from tests.live import LiveLedger
 
 
 def _cand(name: str, order: int, priority: int, sizes: tuple[int, ...], pinned: bool = False) -> Candidate:
@@ -151,3 +164,29 @@ def test_an_ordinary_input_leaves_the_prefix_as_it_is() -> None:
     assert short.section("current_input") is not None and longer.section("current_input") is not None
     assert short.block_text("agent") == longer.block_text("agent")
     assert short.cache_key == longer.cache_key
+
+
+def test_an_exact_estimator_prompt_fits_counted_whole() -> None:
+    # o200k counts a message ending in ".\r\n\n" one token higher once the next history
+    # unit follows it: summed in parts, a full history overflowed the budget by up to 14
+    # tokens. The renderer counts the whole prompt for such an estimator and refits it.
+    estimator = get_estimator("o200k_base")
+    config = RenderConfig(estimator="o200k_base")
+    budget = Budget(context_window=452, output_reserve=0)
+    live = LiveLedger()
+    live.append(POLICY, in_turn=False)
+    refitted = 0
+    for turn in range(1, 80):
+        live.start_turn("operator", f"Check step {turn}.")
+        live.before_prompt()
+        prompt = build_context(live.state, budget, config, agent_id=AGENT)
+        live.append(prompt_rendered(prompt), step_ms=5)
+        exact = estimator.count(prompt.text)
+        assert exact <= budget.available, f"turn {turn}: {exact} tokens in {budget.available}"
+        # The plan reports what the prompt costs, which may be less than its parts.
+        assert prompt.total_tokens == exact
+        parts = sum(s.tokens for s in prompt.sections) + len(prompt.sections) - 1
+        refitted += parts < exact
+        for k in range(4):
+            live.append(r.Message(role="assistant", text=f"ok {k}.\r\n\n"))
+    assert refitted > 0, "the session never needed a refit: it no longer tests one"

@@ -87,3 +87,31 @@ def test_heuristic_is_roughly_additive(a: str, b: str) -> None:
     # The renderer budgets sections separately and joins them with a blank line.
     est = HeuristicEstimator()
     assert est.count(a + "\n\n" + b) <= est.count(a) + est.count(b) + 1
+
+
+# Texts made of the characters where joins interact: line breaks, whitespace, punctuation,
+# word and digit pieces, symbols and dense runs.
+_JOIN_TEXT = st.text(
+    alphabet=st.sampled_from([*"\r\n\t .-_}[]aZé中😀✓07+/=", "\u00a0", "\u2028", "\x0b"]), max_size=40
+)
+
+
+@given(_JOIN_TEXT, _JOIN_TEXT, st.sampled_from(["\n", "\n\n"]))
+def test_heuristic_joins_add_up(a: str, b: str, sep: str) -> None:
+    # The renderer counts a prompt in parts (units joined by a line break, sections by a
+    # blank line) and reserves one token per join, relying on this promise.
+    est = HeuristicEstimator()
+    assert est.joins_add_up
+    assert est.count(a + sep + b) <= est.count(a) + est.count(b) + 1
+
+
+@pytest.mark.parametrize(
+    ("name", "a"), [("o200k_base", "Step 3 done.\r\n\n"), ("cl100k_base", "Step 3 done \r\r\n")]
+)
+def test_exact_estimators_do_not_promise_joins_add_up(name: str, a: str) -> None:
+    estimator = get_estimator(name)
+    assert not estimator.joins_add_up
+    # Why: a unit ending in Windows-style line breaks (a model's message, a tool's
+    # output), a line break and the next unit cost one token more joined than apart.
+    b = "[ledger:12] assistant: ok"
+    assert estimator.count(a + "\n" + b) > estimator.count(a) + estimator.count(b) + 1

@@ -38,13 +38,23 @@ DEFAULT_ESTIMATOR: Final = "holon-heuristic"
 
 @runtime_checkable
 class Estimator(Protocol):
-    """Counts the prompt tokens of a text; ``name`` + ``version`` identify the counting rule."""
+    """Counts the prompt tokens of a text; ``name`` + ``version`` identify the counting rule.
+
+    ``joins_add_up`` is true when, for every pair of texts, the count of the two joined by
+    a line break or a blank line is at most the sum of their counts plus one. The renderer
+    counts a prompt in parts on that promise; for an estimator without it (exact BPE,
+    which merges ``".\r\n\n"`` with a following newline into a costlier split) it
+    counts the whole prompt again and refits it (docs/context-rendering.md).
+    """
 
     @property
     def name(self) -> str: ...
 
     @property
     def version(self) -> str: ...
+
+    @property
+    def joins_add_up(self) -> bool: ...
 
     def count(self, text: str) -> int: ...
 
@@ -101,6 +111,10 @@ class HeuristicEstimator:
 
     name: Final = DEFAULT_ESTIMATOR
     version: Final = "2"
+    # A line break is a piece of its own (or merges into a neighbouring whitespace run,
+    # which only lowers the count), no other piece crosses it, and each part is rounded
+    # up on its own: joined texts never cost more than their parts plus one.
+    joins_add_up: Final = True
 
     def count(self, text: str) -> int:
         if not text:
@@ -166,6 +180,13 @@ class BpeEstimator:
     @property
     def version(self) -> str:
         return self._version
+
+    @property
+    def joins_add_up(self) -> bool:
+        # BPE's pre-tokenizer groups a run of line breaks with the whitespace and
+        # punctuation before it, and that group can split into more tokens joined than
+        # apart (o200k: ".\r\n\n" + "\n" + "[" costs one token more than the parts).
+        return False
 
     def count(self, text: str) -> int:
         # encode_ordinary: special-token text in a tool output is just text here.

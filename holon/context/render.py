@@ -18,6 +18,9 @@ Algorithm (docs/context-rendering.md has the long form):
 5. Recent history fills the remainder: it starts where the previous prompt's history
    started and grows at its end, and moves (clearing old tool results, starting later)
    only when it must — see :mod:`holon.context.history`.
+6. With an estimator whose counts do not add up over joins (exact BPE), the assembled
+   prompt is counted whole and, while it is over the budget, planned again in a room
+   smaller by the excess.
 
 Episode selection is recomputed only when the working-memory revision or the
 compression epoch moved (or the render config changed) since the previous
@@ -67,7 +70,7 @@ __all__ = [
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 6
+RENDER_VERSION: Final = 7
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -358,6 +361,49 @@ def build_context(
         )
         if c is not None
     ]
+
+    def assemble(room: int) -> Prompt:
+        return _assemble(
+            inputs,
+            budget,
+            config,
+            count=count,
+            recorded=recorded,
+            selected=selected,
+            prefix=prefix,
+            turn=turn,
+            available=room,
+        )
+
+    prompt = assemble(available)
+    if estimator.joins_add_up:
+        return prompt
+    # An exact BPE can count the joined prompt higher than its parts (a run of line breaks
+    # merges across a join): count the whole text, and while it is over, plan again in a
+    # room smaller by the excess. Each pass takes at least one token off the room, so
+    # this ends — at the latest when the pinned sections no longer fit and BudgetExceeded
+    # is raised; in practice the second pass fits, since the excess is one token per
+    # unlucky join.
+    while (exact := estimator.count(prompt.text)) > budget.available:
+        available -= exact - budget.available
+        prompt = assemble(available)
+    # The plan reports what the prompt costs, not the sum of its parts.
+    return msgspec.structs.replace(prompt, plan=msgspec.structs.replace(prompt.plan, total_tokens=exact))
+
+
+def _assemble(
+    inputs: ContextInputs,
+    budget: Budget,
+    config: RenderConfig,
+    *,
+    count: Callable[[str], int],
+    recorded: dict[str, Any],
+    selected: list[r.ContextEpisodeRecord],
+    prefix: list[Candidate],
+    turn: list[Candidate],
+    available: int,
+) -> Prompt:
+    """Plan the sections and the history in ``available`` tokens and assemble the prompt."""
     # The current input is reserved before the prefix is planned: the prefix keeps its own
     # share (its forms then do not depend on this turn), unless the input in full and the
     # other pinned turn sections at their minimum would not fit beside it — a long input
@@ -465,7 +511,7 @@ def build_context(
         sections=tuple(sections),
         identity=identity,
         plan=plan,
-        estimator=estimator.name,
+        estimator=config.estimator,
         render_config=recorded,
         tools=inputs.policy.tools if inputs.policy is not None and "tools" in block_names else (),
     )
