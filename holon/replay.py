@@ -35,7 +35,13 @@ import holon.records as r
 from holon.context.budget import Budget
 from holon.context.estimator import get_estimator
 from holon.context.prompt import Prompt
-from holon.context.render import RENDER_VERSION, RenderConfig, build_context
+from holon.context.render import (
+    RENDER_VERSION,
+    RenderConfig,
+    build_context,
+    describe_projection,
+    recorded_projection,
+)
 from holon.context.sections import SECTION_ORDER
 from holon.errors import InvalidRecord, RefNotFound, UsageError
 from holon.ledger.store import Ledger
@@ -375,33 +381,6 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
         raise InvalidRecord(
             f"the recorded render_config does not decode ({exc})", where=where, field="body.render_config"
         ) from None
-
-
-def recorded_projection(render_config: dict[str, Any], *, where: str) -> ProjectionConfig | None:
-    """The projection config a ``PromptRendered.render_config`` records, or ``None`` if it records none.
-
-    The renderer records it only when it is not :data:`~holon.projections.DEFAULT_CONFIG`
-    (so a ledger written before it was recorded reads the same). Raises InvalidRecord
-    (naming ``where``) when the recorded value does not decode.
-    """
-    if "projection" not in render_config:
-        return None
-    try:
-        return msgspec.convert(render_config["projection"], ProjectionConfig)
-    except (msgspec.ValidationError, ValueError) as exc:
-        raise InvalidRecord(
-            f"the recorded projection config does not decode ({exc})",
-            where=where,
-            field="body.render_config.projection",
-        ) from None
-
-
-def describe_projection(config: ProjectionConfig) -> str:
-    """A projection config as its non-default fields: ``ProjectionConfig(turn_cap=2)``."""
-    fields = msgspec.structs.asdict(config)
-    default = msgspec.structs.asdict(DEFAULT_CONFIG)
-    changed = ", ".join(f"{name}={value!r}" for name, value in fields.items() if value != default[name])
-    return f"ProjectionConfig({changed})"
 
 
 def projection_config_of(records: Iterable[r.Record]) -> ProjectionConfig:

@@ -15,10 +15,17 @@ import pytest
 
 from holon import records as r
 from holon.context import Budget, build_context
-from holon.errors import InvalidRecord
+from holon.errors import InvalidRecord, UsageError
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, apply, initial_state
-from holon.replay import append_evidence, memory_at, projection_config_of, prompt_at, state_after
+from holon.replay import (
+    append_evidence,
+    describe_projection,
+    memory_at,
+    projection_config_of,
+    prompt_at,
+    state_after,
+)
 from holon.runtime import Agent, AgentConfig
 from tests.cli_support import invoke, write_jsonl
 from tests.runtime_support import Tick
@@ -152,14 +159,13 @@ def test_the_projection_config_is_recorded_only_when_it_is_not_the_default(tmp_p
 
 
 def test_a_ledger_whose_prompts_record_two_configs_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "two"
-    _run(path, SHORT, range(2))
-    _run(path, ProjectionConfig(turn_cap=3), range(2, 4))
-    prompts = _prompts(_records(path))
-    first, later = (
-        prompts[0][0],
-        next(seq for seq, b in prompts if b.render_config["projection"]["turn_cap"] == 3),
-    )
+    # Agent.open refuses to go on under another config (see below), so the second config
+    # is written into the last prompt by hand, as a program other than holon might.
+    _run(tmp_path / "one", SHORT, range(4))
+    records = _records(tmp_path / "one")
+    later = _prompts(records)[-1][0]
+    path = _rewritten(tmp_path / "two", records, msgspec.to_builtins(ProjectionConfig(turn_cap=3)), at=later)
+    first = _prompts(records)[0][0]
 
     for args in (("verify",), ("replay", "--check"), ("render", "--at-turn", "1")):
         result = invoke(*args[:1], path, *args[1:])
@@ -216,3 +222,52 @@ def test_appending_a_prompt_that_records_another_config_is_refused(short_ledger:
     assert caught.value.field == "body.render_config.projection"
     message = str(caught.value)
     assert "ProjectionConfig(turn_cap=3)" in message and "ProjectionConfig(turn_cap=2)" in message
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("written", "reopened"), [(SHORT, DEFAULT_CONFIG), (DEFAULT_CONFIG, SHORT)])
+def test_agent_open_refuses_a_projection_config_other_than_the_ledgers(
+    tmp_path: Path, written: ProjectionConfig, reopened: ProjectionConfig
+) -> None:
+    # A daemon restarted with a changed ProjectionConfig would append derived records under
+    # it after the old ones, and the ledger would never verify again: refused, untouched.
+    path = tmp_path / "agent"
+    _run(path, written, range(3))
+    before = _files(path)
+    with pytest.raises(UsageError) as refused:
+        Agent.open(path, config=AgentConfig(projection=reopened), clock=Tick())
+    message = str(refused.value)
+    assert "seq " in message and "start a new ledger" in message
+    assert f"AgentConfig(projection={describe_projection(written)})" in message
+    assert _files(path) == before
+    # The config the ledger states opens it, and the agent goes on.
+    _run(path, written, range(3, 4))
+    assert invoke("verify", path).exit_code == 0
+
+
+def test_agent_open_accepts_a_ledger_whose_prompts_state_no_config(tmp_path: Path) -> None:
+    # Prompts rendered before render version 7 without a recorded config say nothing about
+    # theirs: a daemon that ran a non-default config then must still reopen its ledger.
+    records = _records(_run_and_return(tmp_path / "old", SHORT))
+    old = []
+    for rec in records:
+        body = rec.body
+        if isinstance(body, r.PromptRendered):
+            config = {k: v for k, v in body.render_config.items() if k != "projection"}
+            config["version"] = 6
+            old.append(msgspec.structs.replace(rec, body=msgspec.structs.replace(body, render_config=config)))
+        else:
+            old.append(rec)
+    path = tmp_path / "copy"
+    with Ledger.create(path, agent_id="pc", fsync="never") as ledger:
+        ledger.append_many(old)
+    with Agent.open(path, config=AgentConfig(projection=SHORT), clock=Tick()) as agent:
+        assert agent.report.folded == len(old)
+
+
+def _run_and_return(path: Path, projection: ProjectionConfig) -> Path:
+    _run(path, projection, range(3))
+    return path

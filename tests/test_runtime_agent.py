@@ -358,7 +358,18 @@ def test_a_checkpoint_of_another_ledger_or_config_is_rejected(tmp_path: Path) ->
     with _open(a) as agent:
         assert [why.reason for _, why in agent.report.rejected] == ["head_hash"]
     other = AgentConfig(checkpoint_every=3, projection=msgspec_replace_turn_cap(CONFIG))
-    with _open(b, config=other) as agent:
+    # b's prompts record its projection config: another one is refused outright
+    # (tests/test_replay_projection_config.py). A ledger whose records state no config (no
+    # prompt rendered yet) opens, and its checkpoints made under the old config are rejected.
+    with pytest.raises(UsageError, match="derived under"):
+        _open(b, config=other)
+    c = tmp_path / "c"
+    with Agent.open(c, agent_id="t1", config=CONFIG, clock=Tick(), policy=POLICY) as agent:
+        for i in range(3):
+            with agent.turn(input=f"step {i}") as turn:
+                turn.record_message(f"noted {i}")
+    assert list_checkpoints(c)
+    with _open(c, config=other) as agent:
         assert agent.report.rejected and all(why.reason == "config" for _, why in agent.report.rejected)
         assert agent.report.checkpoint_seq is None
 

@@ -56,7 +56,7 @@ from holon.context.sections import (
     tools_candidate,
     working_memory_candidate,
 )
-from holon.errors import BudgetExceeded
+from holon.errors import BudgetExceeded, InvalidRecord
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, ProjectionState
 
 __all__ = [
@@ -64,6 +64,9 @@ __all__ = [
     "RenderConfig",
     "build_context",
     "clear_count_cache",
+    "describe_projection",
+    "projection_stated",
+    "recorded_projection",
     "select_episodes",
     "token_counter",
 ]
@@ -160,6 +163,54 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             preview_chars=self.preview_chars,
             history_refill=self.history_refill,
         )
+
+
+def recorded_projection(render_config: dict[str, Any], *, where: str) -> ProjectionConfig | None:
+    """The projection config a ``PromptRendered.render_config`` records, or ``None`` if it records none.
+
+    The renderer records it only when it is not :data:`~holon.projections.DEFAULT_CONFIG`
+    (so a ledger written before it was recorded reads the same); since render version 7
+    every prompt that records none was rendered under the default (see
+    :func:`projection_stated`). Raises InvalidRecord (naming ``where``) when the recorded
+    value does not decode.
+    """
+    if "projection" not in render_config:
+        return None
+    try:
+        return msgspec.convert(render_config["projection"], ProjectionConfig)
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise InvalidRecord(
+            f"the recorded projection config does not decode ({exc})",
+            where=where,
+            field="body.render_config.projection",
+        ) from None
+
+
+def describe_projection(config: ProjectionConfig) -> str:
+    """A projection config as its non-default fields: ``ProjectionConfig(turn_cap=2)``."""
+    fields = msgspec.structs.asdict(config)
+    default = msgspec.structs.asdict(DEFAULT_CONFIG)
+    changed = ", ".join(f"{name}={value!r}" for name, value in fields.items() if value != default[name])
+    return f"ProjectionConfig({changed})"
+
+
+# The first render version whose prompts record every non-default projection config.
+_STATES_PROJECTION: Final = 7
+
+
+def projection_stated(render_config: dict[str, Any], *, where: str) -> ProjectionConfig | None:
+    """The projection config a prompt was rendered under, if its ``render_config`` says so.
+
+    Explicitly (a non-default config), or by omission from render version 7 on, which
+    records every non-default config. ``None`` for a prompt rendered before (version 6
+    recorded it only in its later builds, and earlier versions never) or by another
+    program: its config is unknown.
+    """
+    recorded = recorded_projection(render_config, where=where)
+    if recorded is not None:
+        return recorded
+    version = render_config.get("version")
+    return DEFAULT_CONFIG if isinstance(version, int) and version >= _STATES_PROJECTION else None
 
 
 def _recorded_config(

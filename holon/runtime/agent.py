@@ -37,7 +37,7 @@ from holon.context import (
     build_context,
     prompt_rendered,
 )
-from holon.context.render import token_counter
+from holon.context.render import describe_projection, projection_stated, token_counter
 from holon.context.rounds import call_line, is_model_output, result_head, round_text, rounds_fit
 from holon.errors import InvalidRecord, InvalidRef, NotALedger, RefNotFound, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
@@ -179,6 +179,28 @@ class _RefreshTracker:
         return expected[self._found :] if self._found < len(expected) else ()
 
 
+def _check_projection(ledger: Ledger, state: ProjectionState, config: ProjectionConfig) -> None:
+    """Refuse to go on deriving under a projection config other than the ledger's prompts state.
+
+    The post-turn refresh would append deltas and episodes derived under ``config`` after
+    ones derived under the old config, and no single config re-derives both: `holon verify`
+    and `replay --check` would report the ledger divergent from then on. Checked before
+    recovery appends anything, so a refused open leaves the ledger as it was.
+    """
+    last = state.runtime.last_prompt
+    if last is None:
+        return
+    stated = projection_stated(last.prompt.render_config, where=f"seq {last.seq}")
+    if stated is None or stated == config:
+        return
+    raise UsageError(
+        f"ledger {ledger.path} was derived under {describe_projection(stated)} (its prompt at seq "
+        f"{last.seq} records it), but this agent is configured with {describe_projection(config)}: "
+        "records derived under two configs can no longer be verified from seq 0. Open it with "
+        f"AgentConfig(projection={describe_projection(stated)}), or start a new ledger for the new config"
+    )
+
+
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How an agent renders, stores and checkpoints.
 
@@ -317,7 +339,8 @@ class Agent:
         wall clock); timestamps never go backwards within a ledger.
 
         Raises NotALedger (the path holds something else), LedgerLocked (another
-        process writes it), UsageError (``agent_id`` differs from the ledger's).
+        process writes it), UsageError (``agent_id`` differs from the ledger's, or
+        ``config.projection`` from the projection config its prompts record).
         """
         config = config or AgentConfig()
         root = Path(path)
@@ -411,6 +434,7 @@ class Agent:
                 refresh.see(state, record)
                 last_ts = record.ts
                 folded += 1
+        _check_projection(ledger, state, config.projection)
         agent = cls(ledger, state, tools, config=config, clock=clock)
         agent._unfinished_refresh = refresh.missing()
         agent._last_ts = last_ts if folded else agent._last_record_ts()
