@@ -474,3 +474,28 @@ def test_a_decision_revised_mid_turn_is_never_shown_beside_its_old_text(tmp_path
     assert verify_derivations(records, config=CONFIG.projection).ok
     deltas = [rec.body for rec in records if isinstance(rec.body, r.WorkingMemoryDelta)]
     assert any(d.reason == "superseded" for d in deltas)
+
+
+def test_recovery_records_carry_the_time_of_the_crash_not_of_the_restart(tmp_path: Path) -> None:
+    # A daemon that died and was restarted an hour later: the interrupted turn's end and
+    # the unknown outcome are stamped with the last record's time, so the turn's duration
+    # (audit `turns.duration_ms`) does not include the hour of downtime.
+    path = tmp_path / "l"
+    agent = _open(path)
+    turn = agent.turn(input="migrate the database")
+    intent_seq = turn.tool("migrate", {"db": "prod"}, idempotency_key="migrate-7").intent_seq
+    assert intent_seq is not None
+    crashed_at = agent.ledger.get(intent_seq).ts
+    agent.ledger.close()
+    agent._closed = True
+
+    restarted = crashed_at + 3_600_000
+    with Agent.open(path, config=CONFIG, clock=lambda: restarted) as agent:
+        started = next(rec for rec in agent.ledger.read() if rec.kind == "turn_started")
+        tail = list(agent.ledger.read(intent_seq + 1))
+        assert [rec.kind for rec in tail[:2]] == ["tool_result", "turn_ended"]
+        assert [rec.ts for rec in tail[:2]] == [crashed_at, crashed_at]
+        assert tail[1].ts - started.ts < 3_600_000
+        with agent.turn(input="what happened?"):
+            pass
+        assert agent.ledger.get(agent.seq).ts == restarted  # the next turn runs on the clock again

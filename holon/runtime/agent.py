@@ -496,6 +496,10 @@ class Agent:
         pending = list(self._tools.pending.values())
         if open_turn is None and not pending:
             return None, ()
+        # What recovery records happened when the process died, not when it was restarted:
+        # stamped with the last record's time (the latest moment the ledger knows of), so
+        # the dead turn's duration and a call's result time do not include the downtime.
+        crashed_at = self._tail_ts
         unknown: list[UnknownOutcome] = []
         for intent in pending:
             # Recorded in the open turn (the one that died), or outside any turn.
@@ -511,6 +515,7 @@ class Agent:
                     ),
                 ),
                 in_turn,
+                ts=crashed_at,
             )
             unknown.append(self._tools.unknown[-1])
             assert self._tools.unknown[-1].recorded_seq == stored.seq
@@ -521,6 +526,7 @@ class Agent:
                     error="the process ended while this turn was open; closed when the ledger was reopened",
                 ),
                 open_turn,
+                ts=crashed_at,
             )
             self._refresh()
             log.warning(
