@@ -1029,7 +1029,9 @@ def render(
     if as_json:
         fmt = "json"
     if fmt == "text":
-        click.echo(prompt.text, nl=sys.stdout.isatty())
+        # As bytes: click strips ANSI escapes from text written to a pipe or file, and a
+        # tool output's colours are part of the prompt (and of its prompt_hash).
+        click.echo(prompt.text.encode(), nl=sys.stdout.isatty())
         if stderr_is_terminal():
             click.echo(f"holon: {_prompt_header(found)}", err=True)
         return
