@@ -276,10 +276,8 @@ class HolonGroup(click.Group):
         except KeyboardInterrupt:
             raise click.Abort() from None
         except BrokenPipeError:
-            # The reader went away (`holon replay L | head`): not an error. Point stdout at
-            # /dev/null so the interpreter's final flush does not fail again.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            # The reader went away (`holon replay L | head`): not an error.
+            _silence_stdout()
             raise click.exceptions.Exit(0) from None
         except Exception as exc:
             if ctx.meta.get(_DEBUG_KEY):
@@ -299,6 +297,30 @@ class HolonGroup(click.Group):
                     # verify stopped here: pointing at verify again says nothing.
                     message = message.removesuffix(_VERIFY_ADVICE)
             raise _FAILURES[code](message, error_type=type(exc).__name__) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone, so later writes and the
+    interpreter's final flush do not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+@contextmanager
+def _report() -> Iterator[None]:
+    """Print a report whose verdict, the exit code, is decided after it is printed.
+
+    A reader that stops early (`holon verify L | head -1`) ends the report, not the
+    command: the failure found still exits 1 or 3 and says so on stderr, where a
+    broken pipe in :class:`HolonGroup` would have ended with exit code 0.
+    """
+    try:
+        yield
+    except BrokenPipeError:
+        _silence_stdout()
 
 
 def _noting_json(callback: Callable[..., Any] | None) -> Callable[..., Any]:
@@ -899,54 +921,55 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
             progress_items(records, length=len(records), label="verifying"), config=projection
         )
     head = (records[-1].seq, "") if records else (-1, "")
-    if as_json:
-        _echo_json(
-            {
-                "agent_id": agent,
-                "records": len(records),
-                "last_seq": head[0],
-                "turns": turns,
-                "revision": final.memory.revision if final else 0,
-                "compression_epoch": final.memory.compression_epoch if final else 0,
-                "episodes": final.memory.archived_episodes if final else 0,
-                "check": report,
-            }
-        )
-    else:
-        click.echo(
-            f"agent {agent} · {_count(len(records), 'record')} · {_count(len(turns), 'turn')} · "
-            f"last seq {head[0]}"
-        )
-        for turn in turns:
-            click.echo("")
-            for line in _turn_lines(turn):
-                click.echo(line)
-        click.echo("")
-        if final is not None:
-            memory = final.memory
-            click.echo(
-                f"after seq {final.seq}: working memory revision {memory.revision}, compression epoch "
-                f"{memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, pending delta: "
-                f"{'yes' if memory.pending is not None else 'no'}"
+    with _report():
+        if as_json:
+            _echo_json(
+                {
+                    "agent_id": agent,
+                    "records": len(records),
+                    "last_seq": head[0],
+                    "turns": turns,
+                    "revision": final.memory.revision if final else 0,
+                    "compression_epoch": final.memory.compression_epoch if final else 0,
+                    "episodes": final.memory.archived_episodes if final else 0,
+                    "check": report,
+                }
             )
-        if report is not None:
-            if report.ok:
-                pending = (
-                    " (the last turn's refresh is still to be appended)" if report.pending_refresh else ""
-                )
-                click.echo(
-                    f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
-                    f"{report.derived_checked} "
-                    f"derived records equal what this holon derives (projection version "
-                    f"{report.projection_version}){pending}"
-                )
-            else:
-                assert report.divergence is not None
-                click.echo(
-                    f"replay check FAILED at seq {report.divergence.seq}: {report.divergence.describe()}"
-                )
-                for line in _diff_lines(report.divergence):
+        else:
+            click.echo(
+                f"agent {agent} · {_count(len(records), 'record')} · {_count(len(turns), 'turn')} · "
+                f"last seq {head[0]}"
+            )
+            for turn in turns:
+                click.echo("")
+                for line in _turn_lines(turn):
                     click.echo(line)
+            click.echo("")
+            if final is not None:
+                memory = final.memory
+                click.echo(
+                    f"after seq {final.seq}: working memory revision {memory.revision}, compression "
+                    f"epoch {memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, "
+                    f"pending delta: {'yes' if memory.pending is not None else 'no'}"
+                )
+            if report is not None:
+                if report.ok:
+                    pending = (
+                        " (the last turn's refresh is still to be appended)" if report.pending_refresh else ""
+                    )
+                    click.echo(
+                        f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
+                        f"{report.derived_checked} "
+                        f"derived records equal what this holon derives (projection version "
+                        f"{report.projection_version}){pending}"
+                    )
+                else:
+                    assert report.divergence is not None
+                    click.echo(
+                        f"replay check FAILED at seq {report.divergence.seq}: {report.divergence.describe()}"
+                    )
+                    for line in _diff_lines(report.divergence):
+                        click.echo(line)
     if report is not None and not report.ok:
         assert report.divergence is not None
         raise CheckFailed(
@@ -1469,69 +1492,69 @@ def verify(path: Path, as_json: bool) -> None:
             )
             check = verify_derivations(records, config=projection)
     tail = report.torn_tail
-    if as_json:
-        _echo_json(
-            {
-                "ok": report.ok and check is not None and check.ok,
-                "storage": {
-                    "ok": report.ok,
-                    "records_checked": report.records_checked,
-                    "blobs_checked": report.blobs_checked,
-                    "head_seq": report.head[0],
-                    "head_hash": report.head[1],
-                    "problems": [
-                        {
-                            "file": p.file,
-                            "offset": p.offset,
-                            "decompressed": p.decompressed,
-                            "message": p.message,
-                        }
-                        for p in report.problems
-                    ],
-                    "torn_tail": None
-                    if tail is None
-                    else {
-                        "file": tail.file,
-                        "offset": tail.offset,
-                        "bytes": tail.length,
-                        "reason": tail.reason,
+    with _report():
+        if as_json:
+            _echo_json(
+                {
+                    "ok": report.ok and check is not None and check.ok,
+                    "storage": {
+                        "ok": report.ok,
+                        "records_checked": report.records_checked,
+                        "blobs_checked": report.blobs_checked,
+                        "head_seq": report.head[0],
+                        "head_hash": report.head[1],
+                        "problems": [
+                            {
+                                "file": p.file,
+                                "offset": p.offset,
+                                "decompressed": p.decompressed,
+                                "message": p.message,
+                            }
+                            for p in report.problems
+                        ],
+                        "torn_tail": None
+                        if tail is None
+                        else {
+                            "file": tail.file,
+                            "offset": tail.offset,
+                            "bytes": tail.length,
+                            "reason": tail.reason,
+                        },
+                        "warnings": report.warnings,
                     },
-                    "warnings": report.warnings,
-                },
-                "derivations": check,
-            }
-        )
-    else:
-        if report.ok:
-            seq, digest = report.head
-            head = f"head seq {seq} ({digest[:16]}…)" if seq >= 0 else f"empty (genesis {digest[:16]}…)"
-            click.echo(f"frames and chain  ok · {_n(report.records_checked)} records · {head}")
-            click.echo(f"blobs             ok · {_n(report.blobs_checked)} checked")
-        else:
-            click.echo(f"storage           {len(report.problems)} problem(s):")
-            for p in report.problems:
-                click.echo(f"  {p}")
-        if tail is not None:
-            size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
-            click.echo(
-                f"torn tail         {size} after the last valid frame (byte {tail.offset} of {tail.file}): "
-                "what a crash mid-append leaves; opening for writing cuts them"
+                    "derivations": check,
+                }
             )
-        if check is not None:
-            if check.ok:
-                click.echo(
-                    f"derivations       ok · {check.refreshes} post-turn refreshes re-run · "
-                    f"{check.derived_checked} derived records equal"
-                )
-            else:
-                assert check.divergence is not None
-                click.echo(
-                    f"derivations       FAILED at seq {check.divergence.seq}: {check.divergence.describe()}"
-                )
-                for line in _diff_lines(check.divergence):
-                    click.echo(line)
         else:
-            click.echo("derivations       not checked (the stored bytes must verify first)")
+            if report.ok:
+                seq, digest = report.head
+                head = f"head seq {seq} ({digest[:16]}…)" if seq >= 0 else f"empty (genesis {digest[:16]}…)"
+                click.echo(f"frames and chain  ok · {_n(report.records_checked)} records · {head}")
+                click.echo(f"blobs             ok · {_n(report.blobs_checked)} checked")
+            else:
+                click.echo(f"storage           {len(report.problems)} problem(s):")
+                for p in report.problems:
+                    click.echo(f"  {p}")
+            if tail is not None:
+                size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
+                click.echo(
+                    f"torn tail         {size} after the last valid frame (byte {tail.offset} of "
+                    f"{tail.file}): what a crash mid-append leaves; opening for writing cuts them"
+                )
+            if check is not None:
+                if check.ok:
+                    click.echo(
+                        f"derivations       ok · {check.refreshes} post-turn refreshes re-run · "
+                        f"{check.derived_checked} derived records equal"
+                    )
+                else:
+                    assert check.divergence is not None
+                    divergence = check.divergence
+                    click.echo(f"derivations       FAILED at seq {divergence.seq}: {divergence.describe()}")
+                    for line in _diff_lines(check.divergence):
+                        click.echo(line)
+            else:
+                click.echo("derivations       not checked (the stored bytes must verify first)")
     for warning in report.warnings:
         click.echo(f"holon: warning: {warning}", err=True)
     if not report.ok:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import blake3
+import msgspec
 import pytest
 
 from holon import records as r
-from tests.cli_support import invoke, write_jsonl
+from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT
+from holon.ledger import Ledger
+from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
+from tests.ledger_support import child_env
 
 # A tool output as a terminal program writes it: ANSI colour codes around the text.
 _COLOURED = "\x1b[32m5 passed\x1b[0m in 0.1s"
@@ -45,3 +52,67 @@ def test_render_text_keeps_ansi_escapes_so_the_bytes_hash_to_the_prompt(coloured
     assert text.exit_code == 0, text.stderr
     assert _COLOURED.encode() in text.stdout_bytes
     assert blake3.blake3(text.stdout_bytes).hexdigest() == prompt_hash
+
+
+# --------------------------------------------------------------------------- a reader that leaves early
+
+
+def _with_closed_stdout(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    """Run ``holon`` in a child whose stdout is a pipe nobody reads (`holon ... | head` once head exited)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "holon.cli", *map(str, args)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env=child_env(),
+            check=False,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+
+
+def _corrupt(target: Path) -> Path:
+    build_ledger(target, "boundary_turn_cap")
+    segment = sorted((target / "segments").glob("*.seg"))[-1]
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    return target
+
+
+def _divergent(target: Path) -> Path:
+    records = list(live_records("boundary_task_rejoined"))
+    index = next(i for i, rec in enumerate(records) if isinstance(rec.body, r.ContextEpisodeRecord))
+    body = records[index].body
+    assert isinstance(body, r.ContextEpisodeRecord)
+    records[index] = msgspec.structs.replace(
+        records[index], body=msgspec.structs.replace(body, objective="rewritten")
+    )
+    with Ledger.create(target, agent_id="x", fsync="never") as ledger:
+        ledger.append_many(records)
+    return target
+
+
+def test_a_reader_leaving_early_does_not_turn_a_failed_check_into_success(tmp_path: Path) -> None:
+    # The report is printed before the verdict: a broken pipe while printing it ended the
+    # command with exit code 0, so `set -o pipefail; holon verify L | head` passed a corrupt ledger.
+    corrupt = _corrupt(tmp_path / "C")
+    divergent = _divergent(tmp_path / "D")
+    cases = [
+        (("verify", corrupt), EXIT_CORRUPT, "is corrupt"),
+        (("verify", corrupt, "--json"), EXIT_CORRUPT, "is corrupt"),
+        (("verify", divergent), EXIT_CHECK_FAILED, "derived records diverge"),
+        (("replay", divergent, "--check"), EXIT_CHECK_FAILED, "derived records diverge"),
+        (("replay", divergent, "--check", "--json"), EXIT_CHECK_FAILED, "derived records diverge"),
+    ]
+    for args, code, says in cases:
+        done = _with_closed_stdout(*args)
+        stderr = done.stderr.decode()
+        assert done.returncode == code, (args, stderr)
+        assert "Traceback" not in stderr and says in stderr, (args, stderr)
+    # A command that succeeds still ends quietly with 0 when its reader has gone.
+    done = _with_closed_stdout("replay", divergent)
+    assert (done.returncode, done.stderr) == (0, b"")
