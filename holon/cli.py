@@ -123,16 +123,40 @@ class _Failure(click.ClickException):
         self.as_json = False
 
     def show(self, file: Any = None) -> None:
+        message = _printable(self.format_message())
         if self.as_json:
             error = {
                 "exit_code": self.exit_code,
                 "kind": self.prefix,
                 "type": self.error_type,
-                "message": self.format_message(),
+                "message": message,
             }
             click.echo(msgspec.json.encode({"error": error}).decode(), err=True)
         else:
-            click.echo(f"holon: {self.prefix}: {self.format_message()}", err=True)
+            click.echo(f"holon: {self.prefix}: {message}", err=True)
+
+
+def _printable(text: str) -> str:
+    """``text`` with the undecodable bytes of a file name as ``\\xNN`` escapes.
+
+    A path that is not UTF-8 reaches Python as a str holding lone surrogates
+    (``bad\\udcffname``), which no JSON encoder and no strict UTF-8 stream accepts.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no undecodable byte stands for
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _printable_tree(value: Any) -> Any:
+    """A builtin JSON value with :func:`_printable` applied to every string in it."""
+    if isinstance(value, str):
+        return _printable(value)
+    if isinstance(value, dict):
+        return {_printable_tree(k): _printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable_tree(v) for v in value]
+    return value
 
 
 class CheckFailed(_Failure):
@@ -374,7 +398,12 @@ def _common(func: F) -> F:
 
 
 def _echo_json(value: Any) -> None:
-    click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
+    try:
+        data = msgspec.json.encode(value)
+    except UnicodeEncodeError:
+        # A path that is not UTF-8 (see _printable): escape it rather than fail after the work is done.
+        data = msgspec.json.encode(_printable_tree(msgspec.to_builtins(value)))
+    click.echo(msgspec.json.format(data, indent=2).decode())
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:

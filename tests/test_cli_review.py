@@ -116,3 +116,30 @@ def test_a_reader_leaving_early_does_not_turn_a_failed_check_into_success(tmp_pa
     # A command that succeeds still ends quietly with 0 when its reader has gone.
     done = _with_closed_stdout("replay", divergent)
     assert (done.returncode, done.stderr) == (0, b"")
+
+
+# --------------------------------------------------------------------------- file names that are not UTF-8
+
+
+def test_json_output_and_json_errors_take_paths_that_are_not_utf8(tmp_path: Path) -> None:
+    # A str for such a name holds lone surrogates, which msgspec refuses: `init --json` created
+    # the ledger and then failed as an internal error (70), a JSON error line was a traceback.
+    name = os.fsdecode(b"run-\xff")
+    ledger = tmp_path / name
+    created = invoke("init", ledger, "--agent-id", "a", "--json")
+    assert created.exit_code == 0, created.stderr
+    assert json.loads(created.stdout)["path"] == str(tmp_path / "run-\\xff")
+    exported = invoke("export", ledger, tmp_path / f"{name}.jsonl", "--json")
+    assert exported.exit_code == 0, exported.stderr
+    assert json.loads(exported.stdout)["path"].endswith("run-\\xff.jsonl")
+    missing = invoke("stats", tmp_path / f"{name}-missing", "--json")
+    assert missing.exit_code == 2 and "Traceback" not in missing.stderr
+    error = json.loads(missing.stderr)["error"]
+    assert error["type"] == "NotALedger" and "run-\\xff-missing does not exist" in error["message"]
+    text = invoke("stats", tmp_path / f"{name}-missing")
+    assert f"holon: error: {tmp_path}/run-\\xff-missing does not exist" in text.stderr
+    corrupt = _corrupt(tmp_path / f"{name}-corrupt")
+    verified = invoke("verify", corrupt, "--json")
+    assert verified.exit_code == EXIT_CORRUPT, verified.stderr
+    (problem,) = json.loads(verified.stdout)["storage"]["problems"]
+    assert "run-\\xff-corrupt/segments/" in problem["file"]
