@@ -539,7 +539,10 @@ def _resolve_prompt(
         found = prompt_at(records, at_turn, agent_id=agent, call=call, overrides=overrides)
     except BudgetExceeded as exc:
         # The library says "context window" and "output reserve"; name this command's options.
-        raise _Failure(f"{exc} (--budget sets the context window, --output-reserve the reserve)") from None
+        raise _Failure(
+            f"{exc} (--budget sets the context window, --output-reserve the reserve)",
+            error_type=type(exc).__name__,
+        ) from None
     if found.recorded is None or no_check:
         return found
     if not found.reproducible and overrides.empty:
@@ -1588,7 +1591,10 @@ def verify(path: Path, as_json: bool) -> None:
         click.echo(f"holon: warning: {warning}", err=True)
     if not report.ok:
         first = report.problems[0]
-        raise _Corrupt(f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}")
+        raise _Corrupt(
+            f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}",
+            error_type=LedgerCorrupt.__name__,
+        )
     if check is not None and not check.ok:
         assert check.divergence is not None
         raise CheckFailed(

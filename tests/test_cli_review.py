@@ -143,3 +143,20 @@ def test_json_output_and_json_errors_take_paths_that_are_not_utf8(tmp_path: Path
     assert verified.exit_code == EXIT_CORRUPT, verified.stderr
     (problem,) = json.loads(verified.stdout)["storage"]["problems"]
     assert "run-\\xff-corrupt/segments/" in problem["file"]
+
+
+# --------------------------------------------------------------------------- JSON error types
+
+
+def test_json_errors_name_the_public_error_class_never_a_private_one(tmp_path: Path) -> None:
+    # `type` is documented to name the error (LedgerCorrupt, BudgetExceeded, ...): verify's
+    # corruption said "_Corrupt" and a budget too small said "_Failure".
+    corrupt = _corrupt(tmp_path / "C")
+    for args, expected in [
+        (("verify", corrupt, "--json"), "LedgerCorrupt"),
+        (("stats", corrupt, "--json"), "LedgerCorrupt"),
+        (("render", _divergent(tmp_path / "D"), "--budget", "1", "--json"), "BudgetExceeded"),
+    ]:
+        result = invoke(*args)
+        error = json.loads(result.stderr.strip().splitlines()[-1])["error"]
+        assert error["type"] == expected, (args, error)
