@@ -1036,8 +1036,8 @@ _FORMATS: Final = ("text", "json", "anthropic", "openai", "openai-responses")
     type=click.Choice(_FORMATS),
     default="text",
     show_default=True,
-    help="text: the exact prompt bytes; json: sections, cache identity and plan; anthropic / openai / "
-    "openai-responses: the provider request body.",
+    help="text: the exact prompt bytes; json: sections, cache identity and plan (what --json prints "
+    "unless a provider format is chosen); anthropic / openai / openai-responses: the provider request body.",
 )
 @click.option(
     "--model", metavar="NAME", help="Model name for provider formats (default claude-sonnet-4-5 / gpt-4.1)."
@@ -1081,8 +1081,8 @@ def render(
         no_check=no_check,
     )
     prompt = found.prompt
-    if as_json:
-        fmt = "json"
+    if as_json and fmt == "text":
+        fmt = "json"  # the provider formats are JSON already: --json keeps them
     if fmt == "text":
         # As bytes: click strips ANSI escapes from text written to a pipe or file, and a
         # tool output's colours are part of the prompt (and of its prompt_hash).

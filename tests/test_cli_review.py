@@ -160,3 +160,17 @@ def test_json_errors_name_the_public_error_class_never_a_private_one(tmp_path: P
         result = invoke(*args)
         error = json.loads(result.stderr.strip().splitlines()[-1])["error"]
         assert error["type"] == expected, (args, error)
+
+
+# --------------------------------------------------------------------------- options that were ignored
+
+
+def test_render_json_keeps_a_provider_format(tmp_path: Path) -> None:
+    # `--json --format anthropic` printed holon's own JSON document, not the request body asked for.
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+    both = invoke("render", ledger, "--format", "anthropic", "--json")
+    assert both.exit_code == 0, both.stderr
+    assert both.stdout == invoke("render", ledger, "--format", "anthropic").stdout
+    assert json.loads(both.stdout)["model"] == "claude-sonnet-4-5"
+    # With the default text format, --json still means --format json.
+    assert invoke("render", ledger, "--json").stdout == invoke("render", ledger, "--format", "json").stdout
