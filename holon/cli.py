@@ -33,6 +33,7 @@ from typing import Any, Final, TypeVar
 
 import click
 import msgspec
+from click.core import ParameterSource
 
 import holon.records as r
 from holon.context import (
@@ -463,6 +464,12 @@ def _records(ledger: Ledger, label: str = "reading") -> list[r.Record]:
     return list(progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label))
 
 
+def _given(name: str) -> bool:
+    """Whether the option ``name`` of the running command was given, not left at its default."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is not None and source is not ParameterSource.DEFAULT
+
+
 def _render_options(func: F) -> F:
     """Options choosing which prompt to render and with which budget/config."""
     options = [
@@ -478,7 +485,7 @@ def _render_options(func: F) -> F:
             default=1,
             show_default=True,
             metavar="K",
-            help="Which model call of the turn, when it recorded several prompts.",
+            help="With --at-turn: which model call of the turn, when it recorded several prompts.",
         ),
         click.option(
             "--budget",
@@ -527,6 +534,8 @@ def _resolve_prompt(
     no_check: bool,
 ) -> PromptAt:
     """Render the requested prompt and enforce the recorded-hash check."""
+    if at_turn is None and _given("call"):
+        raise click.UsageError("--call applies to --at-turn only: the next model call is a single prompt")
     overrides = RenderOverrides(
         context_window=window, output_reserve=reserve, prompt_cache_key=cache_key, estimator=estimator
     )
@@ -1354,6 +1363,8 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
 
     Example: holon episodes runs/agent-7 --search "billing migration"
     """
+    if query is None and _given("limit"):
+        raise click.UsageError("--limit applies to --search only; without it every episode is listed")
     with _reading(path) as ledger:
         archive = [rec.body for rec in _records(ledger) if isinstance(rec.body, r.ContextEpisodeRecord)]
     if query is None:

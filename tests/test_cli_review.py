@@ -174,3 +174,26 @@ def test_render_json_keeps_a_provider_format(tmp_path: Path) -> None:
     assert json.loads(both.stdout)["model"] == "claude-sonnet-4-5"
     # With the default text format, --json still means --format json.
     assert invoke("render", ledger, "--json").stdout == invoke("render", ledger, "--format", "json").stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("render", "--call", "2"), ("explain", "--call", "2"), ("episodes", "--limit", "3")],
+    ids=["render-call", "explain-call", "episodes-limit"],
+)
+def test_an_option_that_does_not_apply_is_a_usage_error_not_ignored(
+    args: tuple[str, ...], tmp_path: Path
+) -> None:
+    # --call without --at-turn rendered the next prompt as if it were absent; --limit without
+    # --search listed every episode: the user got something other than what was asked, with exit 0.
+    ledger = build_ledger(tmp_path / "L", "session_multi_work")
+    result = invoke(args[0], ledger, *args[1:])
+    assert result.exit_code == 2, result.stdout[:200]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"holon: usage error: {args[1]} applies to ")
+    assert line.endswith(f"(see holon {args[0]} --help)")
+    # With the option it belongs to, it works.
+    paired = (
+        ("--call", "1", "--at-turn", "217") if args[1] == "--call" else ("--limit", "3", "--search", "W3")
+    )
+    assert invoke(args[0], ledger, *paired).exit_code == 0
