@@ -740,13 +740,16 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     """
     _check_input(file, "import")
     if fmt == "jsonl":
-        if not file.is_file():
+        empty = UsageError(f"{file} is empty: there is no holon export in it to import")
+        if not file.exists():
             raise UsageError(f"cannot read {file}: no such file")
-        if file.stat().st_size == 0:
-            raise UsageError(f"{file} is empty: there is no holon export in it to import")
+        if file.is_file() and file.stat().st_size == 0:
+            raise empty
         with _writing(path) as ledger:
             with progress_total("importing") as advance:
                 seqs = import_jsonl(file, ledger, require_empty=True, progress=advance)
+            if not seqs:  # a pipe (`... | holon import L /dev/stdin`) that held nothing
+                raise empty
             _appended(as_json, seqs, len(seqs), {"source": str(file), "format": fmt}, ledger)
         return
     report = read_transcript(file, fmt)

@@ -197,3 +197,41 @@ def test_an_option_that_does_not_apply_is_a_usage_error_not_ignored(
         ("--call", "1", "--at-turn", "217") if args[1] == "--call" else ("--limit", "3", "--search", "W3")
     )
     assert invoke(args[0], ledger, *paired).exit_code == 0
+
+
+# --------------------------------------------------------------------------- import from a pipe
+
+
+def _holon_with_stdin(data: bytes, *args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "holon.cli", *map(str, args)],
+        input=data,
+        capture_output=True,
+        env=child_env(),
+        check=False,
+        timeout=120,
+    )
+
+
+def test_import_jsonl_reads_an_export_from_a_pipe(tmp_path: Path) -> None:
+    # `zcat run.jsonl.gz | holon import L /dev/stdin --from jsonl` said "cannot read /dev/stdin:
+    # no such file": the check wanted a regular file, though every other format reads a pipe.
+    source = build_ledger(tmp_path / "S", "boundary_turn_cap")
+    export = tmp_path / "run.jsonl"
+    assert invoke("export", source, export).exit_code == 0
+    target = tmp_path / "T"
+    assert invoke("init", target, "--agent-id", "boundary_turn_cap").exit_code == 0
+    done = _holon_with_stdin(export.read_bytes(), "import", target, "/dev/stdin", "--from", "jsonl")
+    assert done.returncode == 0, done.stderr
+    with Ledger.open(source, readonly=True) as a, Ledger.open(target, readonly=True) as b:
+        assert a.head() == b.head()
+    # A pipe holding nothing is refused like an empty file, and writes nothing.
+    empty = tmp_path / "E"
+    assert invoke("init", empty, "--agent-id", "e").exit_code == 0
+    done = _holon_with_stdin(b"", "import", empty, "/dev/stdin", "--from", "jsonl")
+    assert done.returncode == 2
+    assert done.stderr.decode().strip() == (
+        "holon: error: /dev/stdin is empty: there is no holon export in it to import"
+    )
+    with Ledger.open(empty, readonly=True) as ledger:
+        assert ledger.head()[0] == -1
