@@ -12,7 +12,7 @@ Conventions (docs/cli.md is generated from the ``--help`` texts below):
 - errors are one line on stderr (``--debug`` adds the traceback; under ``--json`` the
   line is a JSON object); exit codes:
   0 ok, 1 a check failed, 2 usage or bad input, 3 the ledger is corrupt or locked,
-  70 an internal error (a bug).
+  70 an internal error (a bug), 130 interrupted (Ctrl-C).
 
 Central error handling lives in :class:`HolonGroup`, so commands registered from other
 modules (``holon audit``) get the same exit codes and one-line messages.
@@ -82,6 +82,7 @@ __all__ = [
     "EXIT_CHECK_FAILED",
     "EXIT_CORRUPT",
     "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "CheckFailed",
@@ -94,6 +95,8 @@ EXIT_CHECK_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_CORRUPT: Final = 3
 EXIT_INTERNAL: Final = 70
+# 128 + SIGINT, as a shell reports a command that Ctrl-C stopped.
+EXIT_INTERRUPTED: Final = 130
 
 # A ceiling for token options: far above any real window, and well inside the 64-bit
 # integers a recorded render config is encoded with.
@@ -179,6 +182,10 @@ class _Corrupt(_Failure):
 
 class _Internal(_Failure):
     exit_code = EXIT_INTERNAL
+
+
+class _Interrupted(_Failure):
+    exit_code = EXIT_INTERRUPTED
 
 
 _FAILURES: Final[dict[int, type[_Failure]]] = {
@@ -299,7 +306,8 @@ class HolonGroup(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
-            raise click.Abort() from None
+            # Not click.Abort: its exit code 1 means "a check failed" here.
+            raise _Interrupted("interrupted", error_type="KeyboardInterrupt") from None
         except BrokenPipeError:
             # The reader went away (`holon replay L | head`): not an error.
             _silence_stdout()
@@ -601,7 +609,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     read-only and never change it. Every command takes --json for scripts.
 
     Exit codes: 0 ok, 1 a check failed, 2 usage error or bad input, 3 the ledger is
-    corrupt or locked, 70 internal error.
+    corrupt or locked, 70 internal error, 130 interrupted.
     """
     if debug:
         ctx.meta[_DEBUG_KEY] = True

@@ -74,6 +74,7 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   - `3` the ledger is corrupt (a damaged frame, chain link, segment or blob; `verify`
     lists them) or locked by another writer.
   - `70` internal error: a bug in holon (rerun with `--debug` and report the traceback).
+  - `130` interrupted (Ctrl-C) before the command finished.
 
 ## Reproducing a past prompt
 

@@ -12,8 +12,9 @@ import blake3
 import msgspec
 import pytest
 
+import holon.cli
 from holon import records as r
-from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT
+from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERRUPTED
 from holon.ledger import Ledger
 from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
 from tests.ledger_support import child_env
@@ -235,3 +236,24 @@ def test_import_jsonl_reads_an_export_from_a_pipe(tmp_path: Path) -> None:
     )
     with Ledger.open(empty, readonly=True) as ledger:
         assert ledger.head()[0] == -1
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def test_an_interrupt_exits_130_not_the_code_of_a_failed_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C became click's Abort: "Aborted!" and exit code 1, which holon documents as
+    # "a check failed" (a script would report a divergent ledger).
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(holon.cli, "ledger_stats", interrupted)
+    result = invoke("stats", ledger)
+    assert result.exit_code == EXIT_INTERRUPTED == 130
+    assert result.stderr == "holon: error: interrupted\n"
+    error = json.loads(invoke("stats", ledger, "--json").stderr)["error"]
+    assert (error["exit_code"], error["type"]) == (130, "KeyboardInterrupt")
