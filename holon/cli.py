@@ -766,8 +766,10 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         state = state_after(existing, projection_config_of([*existing, *report.records]))
         head = ledger.head()[0]
         if head >= 0:
-            # An untimestamped transcript's synthetic clock starts at 0: it continues the ledger.
-            report = report.after(ledger.get(head).ts)
+            # An untimestamped transcript's synthetic clock starts at 0, and every transcript's
+            # turns count from 0: both continue the ledger.
+            turns = [rec.turn for rec in existing if rec.turn is not None]
+            report = report.after(ledger.get(head).ts, last_turn=max(turns, default=None))
         with progress_callback(len(report.records), "importing") as advance:
             seqs = append_evidence(
                 ledger,

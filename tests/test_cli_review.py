@@ -257,3 +257,29 @@ def test_an_interrupt_exits_130_not_the_code_of_a_failed_check(
     assert result.stderr == "holon: error: interrupted\n"
     error = json.loads(invoke("stats", ledger, "--json").stderr)["error"]
     assert (error["exit_code"], error["type"]) == (130, "KeyboardInterrupt")
+
+
+# --------------------------------------------------------------------------- importing several transcripts
+
+
+def test_a_second_transcript_imported_into_a_ledger_continues_its_turn_numbers(tmp_path: Path) -> None:
+    # Every import counted its turns from 0 again: two sessions imported into one agent's
+    # ledger both had a turn 0, and `--at-turn 0` could only ever reach the first one.
+    importers = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    first = importers / "openai-chat" / "tau-bench-runs.json"
+    second = importers / "swe-agent" / "thought-action.traj"
+    assert invoke("import", ledger, first, "--from", "openai-chat").exit_code == 0
+    result = invoke("import", ledger, second, "--from", "swe-agent")
+    assert result.exit_code == 0, result.stderr
+    with Ledger.open(ledger, readonly=True) as opened:
+        started = [(rec.turn, rec.body.input) for rec in opened.read() if isinstance(rec.body, r.TurnStarted)]
+    turns = [turn for turn, _ in started]
+    assert turns == list(range(len(turns))) and len(turns) == 3
+    last_turn, last_input = started[-1]
+    assert last_input is not None and last_input.startswith("ISSUE:")
+    rendered = invoke("render", ledger, "--at-turn", str(last_turn))
+    assert rendered.exit_code == 0, rendered.stderr
+    assert last_input.encode() in rendered.stdout_bytes
+    assert invoke("verify", ledger).exit_code == 0

@@ -62,19 +62,32 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     skipped: dict[str, int] = {}
     synthetic_clock: bool = False
 
-    def after(self, ts_ms: int) -> ImportReport:
+    def after(self, ts_ms: int, *, last_turn: int | None = None) -> ImportReport:
         """This import placed after a record at ``ts_ms`` (the last of the ledger it goes to).
 
         A synthetic clock is moved to start one step after ``ts_ms``: it starts at 0, and a
         ledger's timestamps never go backwards, so an untimestamped transcript could
         otherwise never follow anything. A transcript's own timestamps are kept as they are.
+
+        ``last_turn`` is the highest turn index already in that ledger: the import's turns,
+        which count from 0, are renumbered to follow it. Otherwise a second transcript
+        imported into a ledger would repeat turn 0, 1, ..., and a turn number (``holon
+        render --at-turn N``) would no longer name one turn.
         """
-        if not self.synthetic_clock:
+        ts_offset = ts_ms + SYNTHETIC_STEP_MS if self.synthetic_clock else 0
+        turn_offset = last_turn + 1 if last_turn is not None else 0
+        if ts_offset == 0 and turn_offset == 0:
             return self
-        offset = ts_ms + SYNTHETIC_STEP_MS
         return msgspec.structs.replace(
             self,
-            records=tuple(msgspec.structs.replace(record, ts=record.ts + offset) for record in self.records),
+            records=tuple(
+                msgspec.structs.replace(
+                    record,
+                    ts=record.ts + ts_offset,
+                    turn=record.turn + turn_offset if record.turn is not None else None,
+                )
+                for record in self.records
+            ),
         )
 
     @property
