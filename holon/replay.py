@@ -870,6 +870,17 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
             where=where,
             field="kind",
         )
+    last = turn.index if turn is not None else None
+    repeated = record.turn is not None and last is not None and record.turn <= last
+    if isinstance(record.body, r.TurnStarted) and repeated:
+        assert record.turn is not None and last is not None
+        # The runtime numbers turns last + 1: a repeated number makes `--at-turn N` ambiguous.
+        raise InvalidRecord(
+            f"turn_started for turn {record.turn} after turn {last}: turn numbers only go up in "
+            f"a ledger; number this turn {last + 1} or higher",
+            where=where,
+            field="turn",
+        )
 
 
 def append_evidence(
@@ -892,7 +903,8 @@ def append_evidence(
     Refused as well, because the runtime never writes them and the projections would
     fold them into nonsense: a negative or out-of-range ``ts``, a ``ts`` before the
     previous record's (timestamps never go backwards in a ledger), a negative ``turn``,
-    a ``turn_ended`` with no open turn and a ``turn_started`` while a turn is open.
+    a ``turn_ended`` with no open turn, a ``turn_started`` while a turn is open and one
+    whose turn number is not above the previous turn's.
     So is a ``prompt_rendered`` recording a projection config other than the one the
     ledger is derived under (``state.config``; when ``state`` is omitted, the config the
     ledger's prompts record). ``progress`` is called with the number of input records

@@ -283,3 +283,32 @@ def test_a_second_transcript_imported_into_a_ledger_continues_its_turn_numbers(t
     assert rendered.exit_code == 0, rendered.stderr
     assert last_input.encode() in rendered.stdout_bytes
     assert invoke("verify", ledger).exit_code == 0
+
+
+def _turn(index: int, ts: int) -> list[r.Record]:
+    return [
+        r.Record(body=r.TurnStarted(trigger="user", input=f"go {index}"), ts=ts, turn=index),
+        r.Record(body=r.Message(role="user", text=f"go {index}"), ts=ts + 1, turn=index),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=ts + 2, turn=index),
+    ]
+
+
+def test_append_refuses_a_turn_number_that_does_not_go_up(tmp_path: Path) -> None:
+    # The runtime numbers each turn one above the last. `holon append` took a second batch
+    # numbered from 1 again: the ledger then held two turn 1s and `--at-turn 1` found only one.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    first = write_jsonl(tmp_path / "one.jsonl", [*_turn(1, 10), *_turn(2, 20)])
+    assert invoke("append", ledger, first).exit_code == 0
+    with Ledger.open(ledger, readonly=True) as opened:
+        head = opened.head()
+    again = write_jsonl(tmp_path / "again.jsonl", [*_turn(3, 30), *_turn(2, 40)])
+    result = invoke("append", ledger, again)
+    assert result.exit_code == 2
+    assert (
+        f"line 4 of {again}, field `turn`: turn_started for turn 2 after turn 3: turn numbers only go up"
+        in result.stderr
+    )
+    with Ledger.open(ledger, readonly=True) as opened:
+        assert opened.head() == head  # nothing appended
+    assert invoke("append", ledger, write_jsonl(tmp_path / "next.jsonl", _turn(3, 30))).exit_code == 0
