@@ -527,6 +527,26 @@ def _recorded_settings(record: r.Record) -> tuple[Budget, RenderConfig] | None:
     return None
 
 
+def _load_estimator(config: RenderConfig, recorded_by: r.Record | None) -> None:
+    """Load the estimator ``config`` names, so that one this holon cannot load is a clear error.
+
+    ``recorded_by`` is the ``prompt_rendered`` record the name comes from (``None`` when
+    the caller chose it). Unloadable: a name from a newer holon, or an exact estimator
+    without the optional tokenizer extra.
+    """
+    try:
+        get_estimator(config.estimator)
+    except ValueError as exc:
+        if recorded_by is None:
+            raise UsageError(str(exc)) from None
+        raise InvalidRecord(
+            f"the recorded render_config names an estimator this holon cannot load: {exc}; "
+            "render with another estimator (holon render --estimator NAME)",
+            where=f"seq {recorded_by.seq}",
+            field="body.render_config.estimator",
+        ) from None
+
+
 def prompt_at(
     records: Sequence[r.Record],
     turn: int,
@@ -568,6 +588,7 @@ def prompt_at(
     state = state_after(records[:index], projection)
     settings = _recorded_settings(record)
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
+    _load_estimator(config, record if settings is not None and overrides.estimator is None else None)
     prompt = build_context(state, budget, config, agent_id=agent_id)
     return PromptAt(
         turn=turn,
@@ -596,11 +617,14 @@ def next_prompt(
     config the records' prompts record.
     """
     settings = None
+    source: r.Record | None = None
     for record in reversed(records):
         settings = _recorded_settings(record)
         if settings is not None:
+            source = record
             break
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
+    _load_estimator(config, source if overrides.estimator is None else None)
     state = state_after(records, projection)
     # As the runtime would: refresh first what the open turn made untrue (folded, not appended).
     for derived in refresh_before_prompt(state, ts=records[-1].ts if records else 0):

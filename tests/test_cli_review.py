@@ -312,3 +312,29 @@ def test_append_refuses_a_turn_number_that_does_not_go_up(tmp_path: Path) -> Non
     with Ledger.open(ledger, readonly=True) as opened:
         assert opened.head() == head  # nothing appended
     assert invoke("append", ledger, write_jsonl(tmp_path / "next.jsonl", _turn(3, 30))).exit_code == 0
+
+
+# --------------------------------------------------------------------------- an estimator holon lacks
+
+
+def test_a_recorded_estimator_this_holon_cannot_load_is_bad_input_not_a_bug(tmp_path: Path) -> None:
+    # A ledger rendered with an estimator this holon cannot load (written by a newer holon,
+    # or an exact one without the tokenizer extra) made render and explain exit 70, "this is
+    # a bug in holon".
+    source = build_ledger(tmp_path / "S", "boundary_turn_cap")
+    export = tmp_path / "run.jsonl"
+    assert invoke("export", source, export).exit_code == 0
+    edited = export.read_bytes().replace(b'"estimator":"holon-heuristic"', b'"estimator":"future-bpe"')
+    assert edited != export.read_bytes()
+    export.write_bytes(edited)
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "boundary_turn_cap").exit_code == 0
+    assert invoke("import", ledger, export, "--from", "jsonl").exit_code == 0
+    for args in (("render",), ("render", "--at-turn", "3"), ("explain", "--at-turn", "3")):
+        result = invoke(*args[:1], ledger, *args[1:])
+        assert result.exit_code == 2, (args, result.stderr)
+        (line,) = result.stderr.strip().splitlines()
+        assert "field `body.render_config.estimator`" in line and "'future-bpe'" in line, line
+        assert "--estimator" in line and "internal error" not in line
+    # Naming an estimator renders anyway.
+    assert invoke("render", ledger, "--at-turn", "3", "--estimator", "holon-heuristic").exit_code == 0
