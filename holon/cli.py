@@ -135,9 +135,15 @@ class _Failure(click.ClickException):
                 "type": self.error_type,
                 "message": message,
             }
-            click.echo(msgspec.json.encode({"error": error}).decode(), err=True)
+            line = msgspec.json.encode({"error": error}).decode()
         else:
-            click.echo(f"holon: {self.prefix}: {message}", err=True)
+            line = f"holon: {self.prefix}: {message}"
+        try:
+            click.echo(line, err=True)
+        except BrokenPipeError:
+            # Nobody reads stderr (`holon verify L 2>&1 | head -1`): the exit code still
+            # tells, where an escaping exception would end the process with 1 ("a check failed").
+            _silence(sys.stderr)
 
 
 def _printable(text: str) -> str:
@@ -310,7 +316,7 @@ class HolonGroup(click.Group):
             raise _Interrupted("interrupted", error_type="KeyboardInterrupt") from None
         except BrokenPipeError:
             # The reader went away (`holon replay L | head`): not an error.
-            _silence_stdout()
+            _silence(sys.stdout)
             raise click.exceptions.Exit(0) from None
         except Exception as exc:
             if ctx.meta.get(_DEBUG_KEY):
@@ -332,12 +338,12 @@ class HolonGroup(click.Group):
             raise _FAILURES[code](message, error_type=type(exc).__name__) from None
 
 
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null once its reader has gone, so later writes and the
-    interpreter's final flush do not fail again."""
+def _silence(stream: Any) -> None:
+    """Point ``stream`` (stdout or stderr) at /dev/null once its reader has gone, so later
+    writes and the interpreter's final flush do not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
     finally:
         os.close(devnull)
 
@@ -353,7 +359,7 @@ def _report() -> Iterator[None]:
     try:
         yield
     except BrokenPipeError:
-        _silence_stdout()
+        _silence(sys.stdout)
 
 
 def _noting_json(callback: Callable[..., Any] | None) -> Callable[..., Any]:

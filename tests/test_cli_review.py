@@ -58,15 +58,16 @@ def test_render_text_keeps_ansi_escapes_so_the_bytes_hash_to_the_prompt(coloured
 # --------------------------------------------------------------------------- a reader that leaves early
 
 
-def _with_closed_stdout(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
-    """Run ``holon`` in a child whose stdout is a pipe nobody reads (`holon ... | head` once head exited)."""
+def _with_closed_stdout(*args: str | Path, stderr_too: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """Run ``holon`` in a child whose stdout is a pipe nobody reads (`holon ... | head` once head
+    exited); with ``stderr_too`` its stderr as well (`holon ... 2>&1 | head`)."""
     read, write = os.pipe()
     os.close(read)
     try:
         return subprocess.run(
             [sys.executable, "-m", "holon.cli", *map(str, args)],
             stdout=write,
-            stderr=subprocess.PIPE,
+            stderr=write if stderr_too else subprocess.PIPE,
             env=child_env(),
             check=False,
             timeout=120,
@@ -117,6 +118,21 @@ def test_a_reader_leaving_early_does_not_turn_a_failed_check_into_success(tmp_pa
     # A command that succeeds still ends quietly with 0 when its reader has gone.
     done = _with_closed_stdout("replay", divergent)
     assert (done.returncode, done.stderr) == (0, b"")
+
+
+def test_an_error_line_nobody_reads_keeps_the_exit_code(tmp_path: Path) -> None:
+    # `holon verify L 2>&1 | head -1`: writing the error line to a closed stderr raised out of
+    # click, and the process ended with 1 ("a check failed") for a corrupt ledger or a usage error.
+    corrupt = _corrupt(tmp_path / "C")
+    cases = [
+        (("verify", corrupt), EXIT_CORRUPT),
+        (("verify", corrupt, "--json"), EXIT_CORRUPT),
+        (("stats", tmp_path / "missing"), 2),
+        (("stats", corrupt, "--no-such-option"), 2),
+        (("stats", _divergent(tmp_path / "D")), 0),
+    ]
+    for args, code in cases:
+        assert _with_closed_stdout(*args, stderr_too=True).returncode == code, args
 
 
 # --------------------------------------------------------------------------- file names that are not UTF-8
