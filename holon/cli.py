@@ -588,7 +588,8 @@ def _resolve_prompt(
 def _prompt_header(found: PromptAt) -> str:
     where = "the next model call" if found.turn is None and found.recorded is None else f"turn {found.turn}"
     if found.recorded is None:
-        return f"prompt for {where}, rendered from seq 0..{found.before_seq - 1}"
+        rendered = f"seq 0..{found.before_seq - 1}" if found.before_seq > 0 else "an empty ledger"
+        return f"prompt for {where}, rendered from {rendered}"
     status = (
         "reproduced byte for byte (prompt_hash matches)"
         if found.matches

@@ -354,3 +354,16 @@ def test_a_recorded_estimator_this_holon_cannot_load_is_bad_input_not_a_bug(tmp_
         assert "--estimator" in line and "internal error" not in line
     # Naming an estimator renders anyway.
     assert invoke("render", ledger, "--at-turn", "3", "--estimator", "holon-heuristic").exit_code == 0
+
+
+# --------------------------------------------------------------------------- an empty ledger
+
+
+def test_explain_of_an_empty_ledger_does_not_name_a_seq_range_backwards(tmp_path: Path) -> None:
+    # The header said "rendered from seq 0..-1".
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    result = invoke("explain", ledger)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "prompt for the next model call, rendered from an empty ledger"
+    assert "0..-1" not in result.stdout
