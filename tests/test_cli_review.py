@@ -367,3 +367,19 @@ def test_explain_of_an_empty_ledger_does_not_name_a_seq_range_backwards(tmp_path
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == "prompt for the next model call, rendered from an empty ledger"
     assert "0..-1" not in result.stdout
+
+
+# --------------------------------------------------------------------------- budgets too small
+
+
+@pytest.mark.parametrize("window", ["1", "5"])
+def test_a_window_too_small_for_any_prompt_does_not_blame_a_zero_output_reserve(
+    window: str, tmp_path: Path
+) -> None:
+    # "the output reserve (0 tokens) leaves no room ...; lower the output reserve": it was 0.
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+    result = invoke("render", ledger, "--budget", window, "--output-reserve", "0")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"a context window of {window} token" in line and "leaves no room for a prompt" in line
+    assert "raise the context window" in line and "lower the output reserve" not in line

@@ -369,6 +369,16 @@ def build_context(
     recorded = _recorded_config(config, budget, estimator.version, inputs.projection)
     # One token per separator between sections, reserved up front.
     available = budget.available - len(SECTION_ORDER)
+    if available <= 0 and budget.context_window <= len(SECTION_ORDER):
+        # No output reserve would help: do not tell the caller to lower it.
+        raise BudgetExceeded(
+            f"a context window of {budget.context_window:,} token{'' if budget.context_window == 1 else 's'} "
+            "leaves no room for a prompt: the "
+            f"{len(SECTION_ORDER)} section separators alone take {len(SECTION_ORDER)} tokens",
+            available=0,
+            required=1,
+            fix="raise the context window",
+        )
     if available <= 0:
         raise BudgetExceeded(
             f"the output reserve ({budget.output_reserve:,} tokens) leaves no room for a prompt in a context "
