@@ -482,7 +482,7 @@ class Agent:
             # The process died after a turn_ended reached the disk and before (all of)
             # its derived records did: append the rest, exactly as the refresh derives them.
             for record in self._unfinished_refresh:
-                self._append(record.body, record.turn, ts=record.ts)
+                self._index_episode(self._append(record.body, record.turn, ts=record.ts))
             log.warning(
                 "ledger %s: the post-turn refresh of the last turn was cut short; appended its %d "
                 "missing derived record(s)",
@@ -775,11 +775,19 @@ class Agent:
         derived = tuple(
             self._append(record.body, record.turn, ts=record.ts) for record in post_turn_refresh(self._state)
         )
-        if self._index is not None:
-            for record in derived:
-                if isinstance(record.body, r.ContextEpisodeRecord):
-                    self._index.add(record.body)
+        for record in derived:
+            self._index_episode(record)
         return derived
+
+    def _index_episode(self, record: r.Record) -> None:
+        """Add a derived episode just appended to the episode index, when one is held.
+
+        Every path that appends a ``context_episode`` calls it: an index restored from a
+        checkpoint (or built) must keep covering the archive, or the episode cannot be
+        restored by ref or selected, and the next checkpoint refuses the index.
+        """
+        if self._index is not None and isinstance(record.body, r.ContextEpisodeRecord):
+            self._index.add(record.body)
 
     def _end_turn(self, turn: Turn, outcome: Outcome, error: str | None) -> TurnSummary:
         try:
