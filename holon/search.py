@@ -4,8 +4,9 @@ One index holds two kinds of documents: each archived ``ContextEpisodeRecord`` (
 structured text, as episode selection matches it) and each evidence record with text a
 person would look for — messages, briefs, tool calls and results (a blob's preview,
 not its bytes), work items, plans, decisions, follow-ups, waits, tasks, turn inputs
-and legacy summaries. Every hit carries the ref that restores it (``episode:<id>`` or
-``ledger:<seq>``) and where it came from.
+and legacy summaries. A turn input followed by its own message (importers record
+both) is one document, the message. Every hit carries the ref that restores it
+(``episode:<id>`` or ``ledger:<seq>``) and where it came from.
 
 Ranking is deterministic: query terms are de-duplicated and sorted before scoring, and
 ties go to the more recent document (higher seq), then episodes before evidence.
@@ -133,6 +134,9 @@ class MemorySearch:
         self._evidence: bytearray = bytearray()  # per doc: 1 evidence, 0 episode
         self._postings: dict[str, list[int]] = {}
         self._total = 0
+        # The last document, when it is a turn's input (turn_started): its message, when
+        # it follows, takes its place instead of being indexed a second time.
+        self._input: tuple[int | None, str] | None = None
         for record in records:
             self.add(record)
 
@@ -149,9 +153,19 @@ class MemorySearch:
             if not text:
                 return
             doc = _Doc(record.kind, record.seq, record.turn, text)
+            if self._input == (record.turn, text):
+                # A turn's input recorded twice, as turn_started.input and as the message
+                # that follows (importers write both): one document, the message, not
+                # two equal hits taking two places of the limit. Same text, same postings.
+                self._docs[-1] = doc
+                self._input = None
+                return
         counts = Counter(terms(doc.text))
+        self._input = None
         if not counts:
             return
+        if isinstance(body, r.TurnStarted):
+            self._input = (record.turn, doc.text)
         index = len(self._docs)
         self._docs.append(doc)
         self._evidence.append(doc.episode is None)

@@ -9,11 +9,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import msgspec
+
+from holon import records as r
 from holon.context import EpisodeIndex
+from holon.importers import import_transcript
 from holon.ledger import Ledger
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import CHECKPOINT_DIR, list_checkpoints
+from holon.search import MemorySearch
 from tests.runtime_support import Tick
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------- the runtime's episode index
 
@@ -54,3 +61,33 @@ def test_episodes_a_cut_short_refresh_archives_on_open_are_in_the_restored_index
         agent.checkpoint()  # the index covers the archive, so it can be saved with it
         with agent.turn(input="back to the W2 parser") as turn:
             turn.context()
+
+
+# ---------------------------------------------------------------- MemorySearch documents
+
+
+def _msg(seq: int, text: str, turn: int | None = 1) -> r.Record:
+    return r.Record(body=r.Message(role="user", text=text), ts=seq, turn=turn, seq=seq)
+
+
+def test_a_turn_input_recorded_as_turn_started_and_as_its_message_is_one_hit() -> None:
+    # Importers write each user message twice: TurnStarted(input=text), then the Message.
+    # Both were indexed, so every search for a user's words returned two equal hits.
+    records = import_transcript(ROOT / "fixtures/importers/claude-code/session.jsonl", "claude-code")
+    records = [msgspec.structs.replace(rec, seq=seq) for seq, rec in enumerate(records)]
+    started = next(rec for rec in records if isinstance(rec.body, r.TurnStarted) and rec.body.input)
+    message = records[started.seq + 1]
+    assert isinstance(message.body, r.Message) and message.body.text == started.body.input
+    hits = MemorySearch(records).search(started.body.input, limit=25)
+    same_text = [h for h in hits if h.snippet == started.body.input.strip()]
+    assert [(h.ref, h.source) for h in same_text] == [(f"ledger:{message.seq}", "message")]
+    # A turn input without its message is still found, and a later message with the
+    # same words (not the input's message) is a hit of its own.
+    alone = [
+        r.Record(body=r.TurnStarted(trigger="timer", input="rotate the signing keys"), ts=0, turn=1, seq=0),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=0, turn=1, seq=1),
+        r.Record(body=r.TurnStarted(trigger="user", input="rotate the signing keys"), ts=0, turn=2, seq=2),
+        _msg(3, "rotate the signing keys", turn=2),
+        _msg(4, "rotate the signing keys", turn=2),
+    ]
+    assert [h.ref for h in MemorySearch(alone).search("signing keys")] == ["ledger:4", "ledger:3", "ledger:0"]
