@@ -33,7 +33,7 @@ import msgspec
 
 import holon.records as r
 
-__all__ = ["EpisodeHit", "EpisodeIndex", "EpisodeIndexRejected", "episode_text", "terms"]
+__all__ = ["STOP_WORDS", "EpisodeHit", "EpisodeIndex", "EpisodeIndexRejected", "episode_text", "terms"]
 
 _TERM: Final = re.compile(r"[0-9a-z]+(?:[_-][0-9a-z]+)*")
 _STOP: Final = frozenset(
@@ -43,6 +43,8 @@ _STOP: Final = frozenset(
         *("this", "to", "was", "were", "will", "with", "ok", "done", "none"),
     )
 )
+#: Words too common to search for; :func:`terms` drops them (and so does holon.search).
+STOP_WORDS: Final = _STOP
 # What terms() drops: stop words and one-character terms (a term is ASCII [0-9a-z]).
 _DROP: Final = _STOP | frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
 _SPLIT: Final = re.compile(r"[_-]").split
