@@ -149,3 +149,33 @@ def test_ascii_text_has_the_terms_episode_selection_uses_with_or_without_other_c
     expected = terms(text) + [t for t in search_terms(other) if t]
     assert search_terms(text + " " + other) == expected
     assert search_terms(other + " " + text) == [t for t in search_terms(other) if t] + terms(text)
+
+
+# ---------------------------------------------------------------- holon_search answers
+
+
+@pytest.mark.parametrize("query", ["", "   ", "!!! ???", "🚀🔥", "the and of", "a b c", "\u200f\u00ad"])
+def test_a_query_without_words_is_told_so_not_that_nothing_matches(tmp_path: Path, query: str) -> None:
+    # "nothing this agent recorded matches ''" reads as "there is no such evidence";
+    # the model should learn that its query had nothing to search for.
+    with Agent.open(tmp_path / "l", agent_id="a", clock=Tick()) as agent:
+        with agent.turn(input="the deploy failed") as turn:
+            turn.record_message("the deploy failed again")
+            call = turn.recall("holon_search", {"query": query})
+        assert agent.search(query) == []
+    assert call.result is not None and call.result.status == "ok"
+    assert call.output.startswith(f"the query {query!r} has no words to search for")
+
+
+def test_a_huge_query_is_quoted_back_clipped(tmp_path: Path) -> None:
+    # The answer quoted the whole query, twice the cost of a long query in the window.
+    query = "deploy " + "x" * 100_000
+    with (
+        Agent.open(tmp_path / "l", agent_id="a", clock=Tick()) as agent,
+        agent.turn(input="the deploy failed") as turn,
+    ):
+        found = turn.recall("holon_search", {"query": query}).output
+        missing = turn.recall("holon_search", {"query": "zebra " * 20_000}).output
+    assert found.startswith("1 hit for 'deploy xxx") and len(found) < 1_000
+    assert "…' best first" not in found and "…', best first:" in found
+    assert missing.startswith("nothing this agent recorded matches 'zebra zebra") and len(missing) < 300

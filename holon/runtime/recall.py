@@ -26,7 +26,7 @@ import holon.records as r
 from holon.context import EpisodeIndex, RefSource, restore_bytes
 from holon.errors import RefNotFound, UsageError
 from holon.ledger import Ledger
-from holon.search import MemoryHit
+from holon.search import MemoryHit, search_terms
 
 __all__ = [
     "GET_TOOL",
@@ -46,6 +46,8 @@ __all__ = [
 RECALL_PAGE_CHARS: Final = 8_000
 SEARCH_LIMIT: Final = 8
 _MAX_SEARCH_LIMIT: Final = 25
+# Most characters of the query holon_search quotes back.
+_QUOTED_QUERY: Final = 200
 
 GET_TOOL: Final = r.ToolDefinition(
     name="holon_get",
@@ -169,10 +171,21 @@ def get_text(ref: str, source: RefSource, *, offset: int = 0, page_chars: int = 
 
 
 def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
-    """What ``holon_search`` returns: one entry per hit, best first, each with its ref."""
+    """What ``holon_search`` returns: one entry per hit, best first, each with its ref.
+
+    The query is quoted back clipped to :data:`_QUOTED_QUERY` characters (a long one
+    would be paid for again in the model's window), and a query without a single word
+    to search for says so rather than that nothing matches it.
+    """
+    quoted = repr(query if len(query) <= _QUOTED_QUERY else query[: _QUOTED_QUERY - 1] + "…")
+    if not search_terms(query):
+        return (
+            f"the query {quoted} has no words to search for: search for words of two or more "
+            "letters or digits (common words such as 'the' or 'with' are ignored)"
+        )
     if not hits:
-        return f"nothing this agent recorded matches {query!r}"
-    lines = [f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {query!r}, best first:"]
+        return f"nothing this agent recorded matches {quoted}"
+    lines = [f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {quoted}, best first:"]
     for i, hit in enumerate(hits, 1):
         lines.append(f"{i}. {hit.ref} — {hit.provenance}")
         lines.append(f"   {hit.snippet}")
