@@ -270,6 +270,9 @@ class MemorySearch:
         """The best ``limit`` hits for a free-text query, optionally only episodes or evidence."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
+        if only not in (None, "episodes", "evidence"):
+            # A typo ("episode") would otherwise filter nothing and read as a result.
+            raise ValueError(f"only must be None, 'episodes' or 'evidence', not {only!r}")
         wanted = sorted(set(search_terms(query)))
         n = len(self._docs)
         if not wanted or n == 0:

@@ -179,3 +179,35 @@ def test_a_huge_query_is_quoted_back_clipped(tmp_path: Path) -> None:
     assert found.startswith("1 hit for 'deploy xxx") and len(found) < 1_000
     assert "…' best first" not in found and "…', best first:" in found
     assert missing.startswith("nothing this agent recorded matches 'zebra zebra") and len(missing) < 300
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _episode(i: int, objective: str) -> r.ContextEpisodeRecord:
+    return r.ContextEpisodeRecord(
+        episode_id=i,
+        boundary_reason="turn_cap",
+        work_item_id=None,
+        first_turn=i,
+        last_turn=i,
+        from_seq=i * 10,
+        to_seq=i * 10 + 9,
+        objective=objective,
+        projection_version=1,
+    )
+
+
+def test_a_limit_below_one_or_an_unknown_only_is_refused_not_half_applied() -> None:
+    # EpisodeIndex.search(limit=-1) returned all hits but the last (ranked[:-1]); an
+    # unknown `only` ("episode") filtered nothing. Both read as a real answer.
+    index = EpisodeIndex([_episode(i, f"postgres {w}") for i, w in enumerate(("vacuum", "lag", "dump"))])
+    assert len(index.search("postgres", limit=3)) == 3
+    for limit in (0, -1):
+        with pytest.raises(ValueError, match="limit must be at least 1"):
+            index.search("postgres", limit=limit)
+    archived = r.Record(body=_episode(0, "postgres vacuum"), ts=0, turn=None, seq=9)
+    memory = MemorySearch([archived, _msg(10, "postgres")])
+    assert [h.source for h in memory.search("postgres", only="episodes")] == ["episode"]
+    with pytest.raises(ValueError, match="only must be None, 'episodes' or 'evidence'"):
+        memory.search("postgres", only="episode")  # type: ignore[arg-type]

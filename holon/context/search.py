@@ -430,6 +430,9 @@ class EpisodeIndex:
 
     def search(self, query: str, *, limit: int = 10) -> list[EpisodeHit]:
         """The best ``limit`` episodes for a free-text query; ties by recency, then id."""
+        if limit < 1:
+            # ranked[:limit] with a negative limit would drop the worst hits instead.
+            raise ValueError(f"limit must be at least 1, not {limit}")
         wanted = sorted(set(terms(query)))
         scored = self.scores(wanted)
         ranked = sorted(
