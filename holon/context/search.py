@@ -1,4 +1,4 @@
-"""An incremental BM25 index over archived episodes, for episode selection and `holon search`.
+"""An incremental BM25 index over archived episodes, for episode selection and `holon episodes --search`.
 
 Episodes are added as they are archived (:meth:`EpisodeIndex.add`, O(terms of the
 episode)); a query scores only the postings of its own terms. Everything is

@@ -1,0 +1,327 @@
+"""Every Python snippet in README.md and docs/*.md runs against the current API and does what its text says.
+
+Each ```python block is found by file and position and run by a runner below, in a
+temporary directory, with what the block leaves to its reader supplied (a ``run_bash``,
+a ledger at the path it names, a fake ``anthropic`` module that scripts the model).
+A block without a runner fails :func:`test_every_python_snippet_has_a_runner`, so a new
+snippet cannot go untested. Names the prose spells ``holon.x.y`` must resolve too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import msgspec
+import pytest
+
+import holon
+from holon import records as r
+from holon.importers import ImportReport
+from holon.ledger import Ledger
+from holon.projections import fold, verify_derivations
+from holon.runtime import Agent, ToolCall
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def _snippets() -> dict[str, str]:
+    """``"<doc>#<n>"`` (n from 1, in document order) -> the block's code."""
+    found: dict[str, str] = {}
+    for doc in DOCS:
+        for n, match in enumerate(_BLOCK.finditer(doc.read_text()), 1):
+            found[f"{doc.relative_to(ROOT)}#{n}"] = match.group(1)
+    return found
+
+
+Runner = Callable[[str, Path], None]
+RUNNERS: dict[str, Runner] = {}
+
+
+def runner(name: str) -> Callable[[Runner], Runner]:
+    def register(fn: Runner) -> Runner:
+        RUNNERS[name] = fn
+        return fn
+
+    return register
+
+
+def _run(code: str, name: str, namespace: dict[str, Any] | None = None) -> dict[str, Any]:
+    namespace = {"__name__": "snippet", **(namespace or {})}
+    exec(compile(code, name, "exec"), namespace)
+    return namespace
+
+
+def _records(path: Path) -> list[r.Record]:
+    with Ledger.open(path, readonly=True) as ledger:
+        return list(ledger.read(0))
+
+
+def _verifies(path: Path) -> None:
+    with Ledger.open(path, readonly=True) as ledger:
+        assert ledger.verify().ok
+        assert verify_derivations(list(ledger.read(0))).ok
+
+
+# ---------------------------------------------------------------- README.md
+
+
+@runner("README.md#1")
+def _readme_agent(code: str, tmp: Path) -> None:
+    ran: list[str] = []
+
+    def run_bash(command: str) -> tuple[str, int]:
+        ran.append(command)
+        return "1 passed in 0.01s", 0
+
+    ns = _run(code, "README.md", {"run_bash": run_bash})
+    assert ran == ["pytest -x"]
+    assert ns["result"].status == "ok" and ns["call"].output == "1 passed in 0.01s"
+    summary = ns["turn"].summary
+    assert summary is not None and summary.outcome == "completed"
+    # "call your model: holon.to_anthropic_messages(prompt, model=..., max_tokens=...)"
+    request = holon.to_anthropic_messages(ns["prompt"], model="claude-sonnet-4-5", max_tokens=1_000)
+    assert "Fix the failing CI job" in str(request["messages"])
+    kinds = [rec.kind for rec in _records(tmp / "state/agent-7")]
+    assert kinds[:3] == ["turn_started", "message", "prompt_rendered"] and "turn_ended" in kinds
+    assert kinds.index("tool_intent") < kinds.index("tool_result") < kinds.index("turn_ended")
+    _verifies(tmp / "state/agent-7")
+
+
+# ---------------------------------------------------------------- docs/daemon-guide.md
+
+
+@runner("docs/daemon-guide.md#1")
+def _quick_start(code: str, tmp: Path) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ns = _run(code, "quick start", {"run_bash": lambda command: ("released 2.4.1", 0)})
+    assert isinstance(ns["result"], r.ToolResult) and ns["result"].status == "ok"
+    assert out.getvalue().startswith("TurnSummary(turn=1, outcome='completed'")
+    assert holon.Agent is Agent  # "Agent is also re-exported as holon.Agent"
+    records = _records(tmp / "state/agent-7")
+    policies = [rec.body.text for rec in records if isinstance(rec.body, r.SystemPolicy)]
+    assert policies == ["You are a careful release engineer."]
+    _verifies(tmp / "state/agent-7")
+
+
+def _fake_anthropic(script: list[list[SimpleNamespace]]) -> tuple[ModuleType, list[dict[str, Any]]]:
+    """An ``anthropic`` module whose client answers with the scripted responses, in order."""
+    calls: list[dict[str, Any]] = []
+
+    class _Messages:
+        def create(self, **request: Any) -> SimpleNamespace:
+            # What the request holds now: the daemon appends to its message list later.
+            calls.append(msgspec.json.decode(msgspec.json.encode(request, enc_hook=vars)))
+            return SimpleNamespace(content=script.pop(0))
+
+    module = ModuleType("anthropic")
+    module.Anthropic = lambda: SimpleNamespace(messages=_Messages())  # type: ignore[attr-defined]
+    return module, calls
+
+
+def _text(text: str) -> SimpleNamespace:
+    return SimpleNamespace(type="text", text=text)
+
+
+def _use(use_id: str, name: str, args: dict[str, Any]) -> SimpleNamespace:
+    return SimpleNamespace(type="tool_use", id=use_id, name=name, input=args)
+
+
+WRITE = "echo rollout-ok > status.txt; cat status.txt"
+
+
+def _markers(request: dict[str, Any]) -> int:
+    blocks = [*request["system"], *request.get("tools", ())]
+    blocks += [b for m in request["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    return sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+
+
+@runner("docs/daemon-guide.md#2")
+def _anthropic_daemon(code: str, tmp: Path) -> None:
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    module, calls = _fake_anthropic(
+        [
+            [_text("Writing it."), _use("u1", "bash", {"command": WRITE})],
+            [_use("u2", "holon_search", {"query": "rollout"})],
+            [_text("Done: status.txt says rollout-ok.")],
+        ]
+    )
+    saved = sys.modules.get("anthropic")
+    sys.modules["anthropic"] = module
+    try:
+        ns = _run(code, "agentd.py", {"__name__": "agentd"})
+    finally:
+        if saved is None:
+            del sys.modules["anthropic"]
+        else:
+            sys.modules["anthropic"] = saved
+    ns["WORKSPACE"] = str(workspace)
+    stdin = sys.stdin
+    sys.stdin = io.StringIO("write the rollout status\n\n")
+    try:
+        ns["main"](str(tmp / "state/agent-7"))
+    finally:
+        sys.stdin = stdin
+
+    assert (workspace / "status.txt").read_text() == "rollout-ok\n"
+    assert len(calls) == 3
+    prompt_text = calls[0]["messages"][0]["content"][0]["text"]
+    for k, request in enumerate(calls):
+        assert request["model"] == "claude-sonnet-4-5" and request["max_tokens"] == 8_000
+        assert [t["name"] for t in request["tools"]] == ["bash", "holon_get", "holon_search"]
+        # One prompt for the whole turn: each call is the previous one plus its round.
+        assert len(request["messages"]) == 1 + 2 * k
+        first = request["messages"][0]
+        assert first["role"] == "user" and first["content"][0]["text"] == prompt_text
+        assert _markers(request) <= 4, "Anthropic allows at most four cache breakpoints"
+        last = request["messages"][-1]["content"][-1]
+        assert "cache_control" in last, "the end breakpoint is on the newest block"
+    bash_result = calls[1]["messages"][-1]["content"][0]
+    search_result = calls[2]["messages"][-1]["content"][0]
+    assert bash_result["content"] == "rollout-ok\n" and bash_result["is_error"] is False
+    assert search_result["content"].startswith("3 hits for 'rollout', best first:\n1. ledger:6 — tool_result")
+    records = _records(tmp / "state/agent-7")
+    assert [rec.kind for rec in records].count("prompt_rendered") == 1
+    said = [b.text for b in (x.body for x in records) if isinstance(b, r.Message) and b.role == "assistant"]
+    assert said == ["Writing it.", "Done: status.txt says rollout-ok."]
+    _verifies(tmp / "state/agent-7")
+
+
+@runner("docs/daemon-guide.md#3")
+def _tool_signature(code: str, tmp: Path) -> None:
+    with Agent.open(tmp / "l", agent_id="a") as agent, agent.turn(input="go") as turn:
+        ns = _run(code, "turn.tool", {"turn": turn, "name": "bash", "args": {"cmd": "ls"}})
+        call = ns["call"]
+        assert isinstance(call, ToolCall) and not call.replayed
+        call.finish("a.txt")
+    assert [rec.kind for rec in _records(tmp / "l")].count("tool_result") == 1
+
+
+# ---------------------------------------------------------------- docs/context-rendering.md
+
+
+@runner("docs/context-rendering.md#1")
+def _render_by_hand(code: str, tmp: Path) -> None:
+    path = tmp / "state/agent-7"
+    with Agent.open(path, agent_id="agent-7") as agent, agent.turn(input="triage the billing queue") as turn:
+        turn.add_work_item("W1", "triage the billing queue", state="active")
+    # A caller outside the runtime renders for its own next model call, in a turn it opened.
+    with Ledger.open(path) as ledger:
+        now = ledger.get(ledger.head()[0]).ts
+        ledger.append(r.Record(body=r.TurnStarted(trigger="user"), ts=now, turn=2))
+        ledger.append(r.Record(body=r.Message(role="user", text="what is left?"), ts=now, turn=2))
+    before = fold(_records(path)).memory
+    assert before.pending is not None, "the first turn's delta is pending"
+    ns = _run(code, "context-rendering.md")
+    assert set(ns["request"]) >= {"model", "max_tokens", "system", "messages"}
+    assert ns["turn"] == 2 and "what is left?" in ns["prompt"].text
+    records = _records(path)
+    assert records[-1].kind == "prompt_rendered"
+    after = fold(records).memory
+    # "confirms the pending delta"
+    assert after.pending is None and after.confirmed_revision == before.revision
+    _verifies(path)
+
+
+@runner("docs/context-rendering.md#2")
+def _restore_by_ref(code: str, tmp: Path) -> None:
+    output = "".join(f"row {i}: copied\n" for i in range(2_000))  # over the blob threshold
+    with Agent.open(tmp / "state/agent-7", agent_id="agent-7") as agent, agent.turn(input="copy") as turn:
+        seq = turn.tool("copy", {}).run(lambda: output)
+    stored = _records(tmp / "state/agent-7")
+    result = next(rec for rec in stored if isinstance(rec.body, r.ToolResult))
+    assert result.body.blob is not None and result.body.output == ""
+    ns = _run(code.replace("ledger:1234", f"ledger:{result.seq}"), "restore")  # the doc's ref is an example
+    assert ns["output"] == output.encode() and seq is not None
+
+
+# ---------------------------------------------------------------- docs/importers.md
+
+
+@runner("docs/importers.md#1")
+def _importers(code: str, tmp: Path) -> None:
+    shutil.copy(ROOT / "fixtures/importers/claude-code/session.jsonl", tmp / "session.jsonl")
+    data = (ROOT / "fixtures/importers/openhands/events.json").read_bytes()
+    ns = _run(code, "importers.md", {"data": data})
+    records, report = ns["records"], ns["report"]
+    assert isinstance(records, list) and records and all(rec.seq == -1 for rec in records)
+    assert isinstance(report, ImportReport) and isinstance(report.records, tuple)
+    assert [rec.body for rec in report.records] == [rec.body for rec in records]
+    assert isinstance(report.skipped, dict) and report.skipped_total == sum(report.skipped.values())
+    assert isinstance(ns["IMPORTERS"]["openhands"].parse_bytes(data, source="name"), ImportReport)
+    assert "claude-code" in ns["FORMATS"]
+
+
+# ---------------------------------------------------------------- docs/audit.md
+
+
+def _two_agents(tmp: Path) -> None:
+    for name in ("agent-7", "agent-8"):
+        with Agent.open(tmp / "runs" / name, agent_id=name) as agent:
+            for i in range(3):
+                with agent.turn(input=f"step {i}") as turn:
+                    turn.context()
+                    turn.tool("bash", {"cmd": f"make step{i}"}).run(lambda: ("ok", 0))
+
+
+@runner("docs/audit.md#1")
+def _audit(code: str, tmp: Path) -> None:
+    _two_agents(tmp)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _run(code, "audit.md")
+    assert "bash" in out.getvalue()
+    assert list((tmp / "out").rglob("*.parquet"))
+
+
+@runner("docs/audit.md#2")
+def _audit_export(code: str, tmp: Path) -> None:
+    _two_agents(tmp)
+    _run(code, "audit.md", {"export_parquet": holon.audit.export_parquet})
+    assert list((tmp / "warehouse").rglob("*.parquet"))
+
+
+# ---------------------------------------------------------------- the tests
+
+
+def test_every_python_snippet_has_a_runner() -> None:
+    assert sorted(_snippets()) == sorted(RUNNERS)
+
+
+@pytest.mark.parametrize("name", sorted(RUNNERS))
+def test_the_snippet_runs_and_does_what_the_text_says(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    RUNNERS[name](_snippets()[name], tmp_path)
+
+
+def _dotted_names() -> list[str]:
+    names = {m.group(1) for doc in DOCS for m in re.finditer(r"`(holon(?:\.[A-Za-z_]\w*)+)", doc.read_text())}
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _dotted_names())
+def test_every_holon_name_the_docs_spell_out_exists(name: str) -> None:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            found = getattr(found, part)
+        return
+    pytest.fail(f"{name} does not import")
