@@ -149,7 +149,8 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
 
     ``ref`` restores it (``holon get``); ``source`` is ``episode`` or the record kind;
     ``seq`` is the record's seq (an episode's last evidence seq); ``turns`` the turn
-    range it covers; ``snippet`` its best-matching line; ``matched`` the query terms found.
+    range it covers; ``snippet`` its best-matching line (of a long line, 160 characters
+    around the first match); ``matched`` the query terms found.
     """
 
     ref: str
@@ -192,12 +193,25 @@ class _Doc(msgspec.Struct, frozen=True):
 
 
 def _snippet(text: str, wanted: set[str]) -> str:
+    """The best-matching line, and of a long one the part that shows its first match."""
     best, best_hits = "", -1
     for line in text.splitlines():
         hits = len(wanted.intersection(search_terms(line)))
         if hits > best_hits:
             best, best_hits = line.strip(), hits
-    return best if len(best) <= _SNIPPET else best[: _SNIPPET - 1] + "…"
+    if len(best) <= _SNIPPET:
+        return best
+    # A long line (a one-line JSON output, a log line): its head may not show the match,
+    # and then the snippet does not tell the model why it was found.
+    lowered = best.lower()
+    found = [m.start() for t in sorted(wanted) if (m := re.search(rf"(?<![0-9a-z]){re.escape(t)}", lowered))]
+    at = min(found, default=0)
+    if at + 40 <= _SNIPPET - 1:
+        return best[: _SNIPPET - 1] + "…"
+    start = at - _SNIPPET // 4
+    if start + _SNIPPET - 1 >= len(best):
+        return "…" + best[len(best) - (_SNIPPET - 1) :]
+    return "…" + best[start : start + _SNIPPET - 2] + "…"
 
 
 class MemorySearch:

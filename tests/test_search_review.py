@@ -211,3 +211,19 @@ def test_a_limit_below_one_or_an_unknown_only_is_refused_not_half_applied() -> N
     assert [h.source for h in memory.search("postgres", only="episodes")] == ["episode"]
     with pytest.raises(ValueError, match="only must be None, 'episodes' or 'evidence'"):
         memory.search("postgres", only="episode")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- snippets
+
+
+@pytest.mark.parametrize("where", [0, 20, 60, 119])
+def test_the_snippet_of_a_long_line_shows_the_match(where: int) -> None:
+    # A one-line JSON output: its snippet was the line's first 159 characters, which
+    # did not show the match, so the model could not tell why the hit was found.
+    fields = [f'"field{i}": {i}' for i in range(120)]
+    fields.insert(where, '"error_code": "E_TIMEOUT"')
+    line = "{" + ", ".join(fields) + "}"
+    hit = MemorySearch([_msg(0, "unrelated"), _msg(1, f"curl said\n{line}\ndone")]).search("E_TIMEOUT")[0]
+    assert hit.ref == "ledger:1" and len(hit.snippet) <= 160
+    assert "E_TIMEOUT" in hit.snippet and hit.snippet.strip("…") in line
+    assert hit.snippet.startswith("{") == (where < 3)  # an early match keeps the line's head
