@@ -29,6 +29,7 @@ from holon.importers import ImportReport
 from holon.ledger import Ledger
 from holon.projections import fold, verify_derivations
 from holon.runtime import Agent, ToolCall
+from tests.runtime_support import load_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -291,6 +292,31 @@ def _audit_export(code: str, tmp: Path) -> None:
     _two_agents(tmp)
     _run(code, "audit.md", {"export_parquet": holon.audit.export_parquet})
     assert list((tmp / "warehouse").rglob("*.parquet"))
+
+
+# ---------------------------------------------------------------- examples/daemon.py
+
+
+def test_the_example_daemon_prints_what_the_readme_says(tmp_path: Path) -> None:
+    # README.md / docs/daemon-guide.md: per turn the prompt tokens by stability class,
+    # revision, epoch, whether the cache key changed and how many episodes were finalized;
+    # then a summary table; tools run in a workspace next to the ledger.
+    lines: list[str] = []
+    ledger = tmp_path / "ledger"
+    load_daemon().run(ledger, turns=30, out=lines.append)
+    assert lines[0] == f"ledger {ledger}: created (full fold, 0 records folded)"
+    assert lines[1].split() == ["turn", "action", "stable", "agent", "turn", "rev", "ep", "key", "episodes"]
+    row = re.compile(r" *(\d+) (W\d+ [a-z0-9 ()]+?) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) (NEW |same)  (\+\d+)?")
+    turns = [row.match(line) for line in lines[2:32]]
+    assert all(turns), lines[2:32]
+    assert [int(t[1]) for t in turns if t] == list(range(1, 31))
+    assert {t[8] for t in turns if t} == {"NEW ", "same"}
+    assert {t[9] for t in turns if t} == {None, "+1"}  # the episodes that turn finalized
+    assert any("verify" in line and "(recalled)" in line for line in lines)
+    assert "summary" in lines and any(line.startswith("episodes archived") for line in lines)
+    workspace = tmp_path / "ledger-workspace"
+    assert sorted(p.name for p in (workspace / "reports").iterdir())[:1] == ["W1.md"]
+    _verifies(ledger)
 
 
 # ---------------------------------------------------------------- the tests
