@@ -8,9 +8,15 @@ the review checked and found sound.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import blake3
 import msgspec
 import pytest
 from hypothesis import given, settings
@@ -227,3 +233,93 @@ def test_the_snippet_of_a_long_line_shows_the_match(where: int) -> None:
     assert hit.ref == "ledger:1" and len(hit.snippet) <= 160
     assert "E_TIMEOUT" in hit.snippet and hit.snippet.strip("…") in line
     assert hit.snippet.startswith("{") == (where < 3)  # an early match keeps the line's head
+
+
+# ---------------------------------------------------------------- ties and hash seeds
+
+_TIES = """
+import msgspec
+from holon import records as r
+from holon.context import EpisodeIndex
+from holon.search import MemorySearch
+
+texts = ["Straße gesperrt", "strasse gesperrt", "数据库迁移", "数据库迁移", "deploy billing", "billing dep"]
+records, episodes = [], []
+for i in range(24):
+    text = texts[i % len(texts)]
+    if i % 4 == 3:
+        episode = r.ContextEpisodeRecord(
+            episode_id=len(episodes), boundary_reason="turn_cap", work_item_id=f"w{i % 2}", first_turn=i,
+            last_turn=i, from_seq=i, to_seq=i, objective=text, projection_version=1,
+        )
+        episodes.append(episode)
+        records.append(r.Record(body=episode, ts=i, turn=None, seq=i))
+    else:
+        records.append(r.Record(body=r.Message(role="user", text=text), ts=i, turn=i, seq=i))
+memory = MemorySearch(records)
+index = EpisodeIndex(episodes)
+out = [memory.search(q, limit=7) for q in ("STRASSE", "迁移 数据库", "billing deploy", "gesperrt billing")]
+out.append([(h.episode.episode_id, h.score) for q in ("strasse", "deploy") for h in index.search(q)])
+print(msgspec.json.encode(out).decode())
+"""
+
+
+def test_ranking_ties_are_broken_the_same_under_any_hash_seed() -> None:
+    # Equal scores everywhere (identical texts, an episode and a message at one seq):
+    # the order must come from seq, kind and id, never from dict or set order.
+    runs = []
+    for seed in ("0", "1", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-c", _TIES], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        )
+        runs.append(done.stdout)
+    assert runs[0] == runs[1] == runs[2]
+    for hits in msgspec.json.decode(runs[0])[:4]:
+        keys = [(-hit["score"], -hit["seq"], hit["source"] != "episode") for hit in hits]
+        assert keys == sorted(keys), "equal scores: the newer record first, an episode before evidence"
+
+
+# ---------------------------------------------------------------- the saved index on open
+
+
+def _ledger_with_episodes(path: Path) -> None:
+    config = AgentConfig(checkpoint_every=1, checkpoints_kept=5)
+    with Agent.open(path, agent_id="a", config=config, clock=Tick()) as agent:
+        for item in ("W1", "W2", "W3", "W4"):
+            with agent.turn(input=f"start {item}") as turn:
+                turn.add_work_item(item, f"build the {item} parser", state="active")
+
+
+def _resign(path: Path, edit: Callable[[list[Any]], None]) -> None:
+    """Rewrite a .episodes sidecar with ``edit`` applied to its index fields, checksum renewed."""
+    data = path.read_bytes()
+    seq, head_hash, index = msgspec.msgpack.decode(data[40:])
+    fields = msgspec.msgpack.decode(index)
+    edit(fields)
+    payload = msgspec.msgpack.encode([seq, head_hash, msgspec.msgpack.encode(fields)])
+    path.write_bytes(b"HOLONEPX" + blake3.blake3(payload).digest() + payload)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason", "detail"),
+    [
+        (lambda f: f.__setitem__(0, "1|" + f[0].split("|", 1)[1]), "stale", "other tokenizing code"),
+        (lambda f: f.__setitem__(3, f[3][8:] + f[3][:8]), "stale", "other episodes"),
+        (lambda f: f.__setitem__(2, f[2] + 1), "corrupt", "inconsistent offsets"),
+        (lambda f: f.__setitem__(1, f[1] + 1), "corrupt", "sizes"),
+    ],
+)
+def test_a_saved_index_from_an_older_holon_or_for_other_episodes_is_rebuilt(
+    tmp_path: Path, edit: Callable[[list[Any]], None], reason: str, detail: str
+) -> None:
+    # Checksum-valid sidecars that must still not be used: written by older tokenizing
+    # code (INDEX_FORMAT 1), or for another archive, or internally inconsistent.
+    _ledger_with_episodes(tmp_path / "l")
+    (_, newest), *_ = list_checkpoints(tmp_path / "l")
+    _resign(newest.with_suffix(".episodes"), edit)
+    with Agent.open(tmp_path / "l", clock=Tick(start=2_000_000_000_000)) as agent:
+        rejected = agent.report.episode_index_rejected
+        assert agent.report.episode_index == "built" and rejected is not None
+        assert rejected.reason == reason and detail in rejected.detail
+        assert agent.episodes.export() == EpisodeIndex(agent.memory.archive).export()
