@@ -28,6 +28,7 @@ from holon.ledger.segments import (
     list_segments,
     parse_segment_header,
     seal_segment,
+    segment_dir_names,
 )
 
 __all__ = ["RecoveredState", "RecoveryAction", "recover"]
@@ -108,7 +109,7 @@ def _walk_end(buf: bytes, seg: SegmentFile, file: str, *, active: bool) -> tuple
 def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredState:
     """Bring the segment directory to a clean state for appending; report what was done."""
     actions: list[RecoveryAction] = []
-    for name in sorted(os.listdir(seg_dir)):
+    for name in sorted(segment_dir_names(seg_dir)):
         if name.endswith(TMP_SUFFIX):
             path = seg_dir / name
             size = path.stat().st_size

@@ -47,6 +47,7 @@ __all__ = [
     "load_segment",
     "parse_segment_header",
     "seal_segment",
+    "segment_dir_names",
     "segment_name",
 ]
 
@@ -128,19 +129,23 @@ class SegmentFile:
         return str(path)
 
 
-def list_segments(seg_dir: Path) -> list[SegmentFile]:
-    """All segments in ``seg_dir`` sorted by start seq; other files are ignored."""
-    plain: dict[int, Path] = {}
-    sealed: dict[int, Path] = {}
+def segment_dir_names(seg_dir: Path) -> list[str]:
+    """The names in the segment directory; LedgerCorrupt if it is missing or not a directory."""
     try:
-        names = os.listdir(seg_dir)
-    except FileNotFoundError:
+        return os.listdir(seg_dir)
+    except (FileNotFoundError, NotADirectoryError):
         # The header says this is a ledger: a missing segment directory is damage to it.
         raise LedgerCorrupt(
             "the segment directory is missing (every record is gone); restore it from a backup",
             file=str(seg_dir),
         ) from None
-    for name in names:
+
+
+def list_segments(seg_dir: Path) -> list[SegmentFile]:
+    """All segments in ``seg_dir`` sorted by start seq; other files are ignored."""
+    plain: dict[int, Path] = {}
+    sealed: dict[int, Path] = {}
+    for name in segment_dir_names(seg_dir):
         match = _NAME_RE.match(name)
         if match is None:
             continue
