@@ -107,23 +107,12 @@ def _walk_end(buf: bytes, seg: SegmentFile, file: str, *, active: bool) -> tuple
 
 
 def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredState:
-    """Bring the segment directory to a clean state for appending; report what was done."""
-    actions: list[RecoveryAction] = []
-    for name in sorted(segment_dir_names(seg_dir)):
-        if name.endswith(TMP_SUFFIX):
-            path = seg_dir / name
-            size = path.stat().st_size
-            path.unlink()
-            _note(
-                actions,
-                RecoveryAction("removed_temp_file", str(path), 0, size, "debris of an interrupted write"),
-            )
-    for path in blobs.remove_debris():
-        _note(
-            actions, RecoveryAction("removed_temp_file", str(path), 0, 0, "debris of an interrupted blob put")
-        )
-    fsync_dir(seg_dir)
+    """Bring the segment directory to a clean state for appending; report what was done.
 
+    Everything is checked before anything is repaired: damage a crash cannot explain
+    raises LedgerCorrupt with the directory exactly as it was found.
+    """
+    names = sorted(segment_dir_names(seg_dir))
     segs = list_segments(seg_dir)
     if not segs:
         raise LedgerCorrupt(
@@ -144,51 +133,23 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
             "plain segment after it; restore the deleted segment from a backup",
             file=last.name,
         )
+    # Plain segments before the active one: a crash came before (or during) their sealing.
+    # Each is checked now and sealed below; only its end is kept, not its bytes.
+    unsealed = [seg for seg in segs[:-1] if seg.plain is not None]
     # (end seq, last chain hash) of the segment before the active one, when it had to be read.
     predecessor: tuple[int, bytes] | None = None
-    for position, seg in enumerate(segs[:-1]):
-        if seg.plain is None:
-            continue
-        plain = seg.plain
-        data = plain.read_bytes()
-        walk, end_seq = _walk_end(data, seg, str(plain), active=False)
-        if position == len(segs) - 2:
+    for seg in unsealed:
+        assert seg.plain is not None
+        walk, end_seq = _walk_end(seg.plain.read_bytes(), seg, str(seg.plain), active=False)
+        if seg is segs[-2]:
             assert walk.prev is not None
             predecessor = (end_seq, walk.prev)
-        if seg.sealed is not None:
-            sealed_ok = False
-            try:
-                sealed_ok = decompress(seg.sealed.read_bytes(), file=str(seg.sealed)) == data
-            except LedgerCorrupt:
-                sealed_ok = False
-            if sealed_ok:
-                plain.unlink()
-                fsync_dir(seg_dir)
-                _note(
-                    actions,
-                    RecoveryAction("finished_seal", str(plain), 0, 0, "sealed copy verified; plain removed"),
-                )
-                continue
-            seg.sealed.unlink()
-        seal_segment(plain, data)
-        _note(
-            actions,
-            RecoveryAction("sealed_segment", str(plain), 0, 0, "rollover was interrupted before sealing"),
-        )
-    if last.sealed is not None:
-        # A seal of the active segment never happens; a stray copy is removed, the plain file rules.
-        last.sealed.unlink()
-        _note(
-            actions,
-            RecoveryAction(
-                "removed_temp_file", str(last.sealed), 0, 0, "stray sealed copy of the active segment"
-            ),
-        )
 
     active_path = last.plain
     buf = active_path.read_bytes()
     walk, next_seq = _walk_end(buf, last, str(active_path), active=True)
     header_prev = parse_segment_header(buf, file=str(active_path)).prev_hash
+    del buf
     if predecessor is not None:
         _check_predecessor(predecessor, last, header_prev)
     elif len(segs) == 1 and (last.start_seq != 0 or header_prev != header.genesis):
@@ -197,6 +158,35 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
             "hash; earlier segments are missing or the segment belongs to another ledger",
             file=str(active_path),
             offset=0,
+        )
+
+    # Checked: from here on, only the repairs a crash calls for.
+    actions: list[RecoveryAction] = []
+    for name in names:
+        if name.endswith(TMP_SUFFIX):
+            path = seg_dir / name
+            size = path.stat().st_size
+            path.unlink()
+            _note(
+                actions,
+                RecoveryAction("removed_temp_file", str(path), 0, size, "debris of an interrupted write"),
+            )
+    for path in blobs.remove_debris():
+        _note(
+            actions, RecoveryAction("removed_temp_file", str(path), 0, 0, "debris of an interrupted blob put")
+        )
+    fsync_dir(seg_dir)
+    for seg in unsealed:
+        _finish_seal(seg, seg_dir, actions)
+    if last.sealed is not None:
+        # A seal of the active segment never happens; a stray copy is removed, the plain file rules.
+        last.sealed.unlink()
+        fsync_dir(seg_dir)
+        _note(
+            actions,
+            RecoveryAction(
+                "removed_temp_file", str(last.sealed), 0, 0, "stray sealed copy of the active segment"
+            ),
         )
     if walk.torn is not None:
         torn = walk.torn
@@ -218,6 +208,33 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
         next_seq=next_seq,
         head_hash=head,
         actions=tuple(actions),
+    )
+
+
+def _finish_seal(seg: SegmentFile, seg_dir: Path, actions: list[RecoveryAction]) -> None:
+    """Seal a checked plain segment, or finish a seal that got as far as a matching ``.zst``."""
+    plain = seg.plain
+    assert plain is not None
+    data = plain.read_bytes()
+    if seg.sealed is not None:
+        sealed_ok = False
+        try:
+            sealed_ok = decompress(seg.sealed.read_bytes(), file=str(seg.sealed)) == data
+        except LedgerCorrupt:
+            sealed_ok = False
+        if sealed_ok:
+            plain.unlink()
+            fsync_dir(seg_dir)
+            _note(
+                actions,
+                RecoveryAction("finished_seal", str(plain), 0, 0, "sealed copy verified; plain removed"),
+            )
+            return
+        seg.sealed.unlink()
+    seal_segment(plain, data)
+    _note(
+        actions,
+        RecoveryAction("sealed_segment", str(plain), 0, 0, "rollover was interrupted before sealing"),
     )
 
 
