@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from holon.errors import LedgerCorrupt
-from holon.ledger import Ledger
+from holon.errors import LedgerCorrupt, RefNotFound
+from holon.ledger import Ledger, store
 from holon.ledger.compression import compress
 from holon.ledger.segments import list_segments
 from tests.ledger_support import (
@@ -82,3 +82,68 @@ def test_a_stray_sealed_copy_of_a_damaged_active_segment_is_kept(tmp_path: Path)
     with pytest.raises(LedgerCorrupt, match="checksum mismatch"):
         Ledger.open(path)
     assert _files(path) == before
+
+
+def _large_frame_ledger(path: Path) -> tuple[Path, list[int]]:
+    """A ledger whose active segment holds a small frame, one over 64 KiB, and a small one."""
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append_many([message(0), message(1, 3 * store._INDEX_CHUNK // 2), message(2)])
+    active = active_segment(path)
+    offsets = frame_offsets(active.read_bytes())
+    assert offsets[2] - offsets[1] > store._INDEX_CHUNK
+    return active, offsets
+
+
+@pytest.mark.parametrize("who", ["reader", "writer"])
+def test_get_of_a_damaged_frame_longer_than_an_index_chunk_is_corrupt_not_past_the_end(
+    tmp_path: Path, who: str
+) -> None:
+    # The active segment's index reads a frame longer than its 64 KiB chunk with a read of
+    # exactly that frame; a checksum failure with nothing after it *in that read* looked like
+    # a torn tail, so the index stopped there and get(1), get(2) said "past the end of
+    # ledger (next seq is 1)" although the segment holds three records.
+    path = tmp_path / "l"
+    active, offsets = _large_frame_ledger(path)
+    ledger = Ledger.open(path, readonly=who == "reader")
+    try:
+        flip_byte(active, offsets[1] + 100)  # bit rot, after the writer's recovery
+        for seq in (1, 2):
+            with pytest.raises(LedgerCorrupt, match="checksum mismatch") as info:
+                ledger.get(seq)
+            assert (info.value.file, info.value.offset) == (str(active), offsets[1])
+        assert ledger.get(0).seq == 0
+    finally:
+        ledger.close()
+
+
+def test_a_damaged_large_final_frame_is_still_a_torn_tail_for_get(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append_many([message(0), message(1, 3 * store._INDEX_CHUNK // 2)])
+    active = active_segment(path)
+    flip_byte(active, frame_offsets(active.read_bytes())[1] + 100)
+    with Ledger.open(path, readonly=True) as reader:
+        # As read() and verify() see it: a final frame that does not verify ends the data.
+        assert [r.seq for r in reader.read()] == [0]
+        assert reader.get(0).seq == 0
+        with pytest.raises(RefNotFound, match="next seq is 1"):
+            reader.get(1)
+
+
+def test_zero_bytes_filling_an_index_chunk_before_more_frames_are_corrupt(tmp_path: Path) -> None:
+    # Zeros reaching the end of a 64 KiB read looked like never-written space at the end of
+    # the file, so get() said "past the end" for every seq behind them.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append_many(message(i, 1000) for i in range(100))
+    active = active_segment(path)
+    data = bytearray(active.read_bytes())
+    start = frame_offsets(bytes(data))[0]
+    data[start : start + store._INDEX_CHUNK] = bytes(store._INDEX_CHUNK)
+    assert any(data[start + store._INDEX_CHUNK :])
+    active.write_bytes(bytes(data))
+    with Ledger.open(path, readonly=True) as reader:
+        for seq in (0, 99):
+            with pytest.raises(LedgerCorrupt, match="frame head is damaged") as info:
+                reader.get(seq)
+            assert info.value.offset is not None and info.value.offset >= start

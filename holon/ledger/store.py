@@ -893,12 +893,15 @@ class Ledger:
                 pos += walk.pos
                 want = _INDEX_CHUNK
                 continue
-            # No complete frame here: one longer than the chunk, or the end of the data.
+            # No complete frame at pos. A short read reached the end of the data: what is there
+            # is a torn tail (or a frame being written). A full chunk cannot tell: the frame may
+            # be longer than it, and a damaged frame or zero bytes reaching its end are a torn
+            # tail only if nothing but zeros follows in the file. Read more and look again.
+            if len(chunk) < want:
+                break
             n, guard, _checksum = _unpack_head(chunk, 0)
-            if guard == n ^ _LENGTH_MASK and 0 < n <= MAX_PAYLOAD and len(chunk) == want < FRAME_OVERHEAD + n:
-                want = FRAME_OVERHEAD + n
-                continue
-            break
+            whole = FRAME_OVERHEAD + n if guard == n ^ _LENGTH_MASK and 0 < n <= MAX_PAYLOAD else 0
+            want = whole if whole > want else 2 * want
         index.end = pos
 
     def verify(self, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
