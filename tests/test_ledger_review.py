@@ -11,6 +11,7 @@ from holon.errors import LedgerCorrupt, RefNotFound
 from holon.ledger import Ledger, store
 from holon.ledger.compression import compress
 from holon.ledger.segments import list_segments
+from holon.records import ToolResult
 from tests.ledger_support import (
     AGENT,
     active_segment,
@@ -18,6 +19,7 @@ from tests.ledger_support import (
     frame_offsets,
     message,
     segment_bytes_of,
+    tool_output,
 )
 
 
@@ -147,3 +149,46 @@ def test_zero_bytes_filling_an_index_chunk_before_more_frames_are_corrupt(tmp_pa
             with pytest.raises(LedgerCorrupt, match="frame head is damaged") as info:
                 reader.get(seq)
             assert info.value.offset is not None and info.value.offset >= start
+
+
+def _ledger_with_a_blob(path: Path) -> str:
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append(tool_output(0, 9000))
+        (record,) = ledger.read()
+    assert isinstance(record.body, ToolResult) and record.body.blob is not None
+    return record.body.blob.hash
+
+
+def test_a_directory_under_a_blob_name_is_reported_not_an_oserror(tmp_path: Path) -> None:
+    # verify() and get_blob() raised IsADirectoryError.
+    path = tmp_path / "l"
+    blob_hash = _ledger_with_a_blob(path)
+    blob_file = path / "blobs" / blob_hash[:2] / blob_hash
+    blob_file.unlink()
+    blob_file.mkdir()
+    with Ledger.open(path, readonly=True) as reader:
+        with pytest.raises(LedgerCorrupt, match="blob file cannot be read") as info:
+            reader.get_blob(blob_hash)
+        assert info.value.file == str(blob_file)
+        report = reader.verify()
+    assert not report.ok
+    assert [(p.file, p.message.split(" (")[0]) for p in report.problems] == [
+        (str(blob_file), "blob file cannot be read")
+    ]
+
+
+def test_a_blob_in_the_wrong_fan_out_directory_or_the_store_root_is_a_stray_file(tmp_path: Path) -> None:
+    # verify() checked the file at the right place under the misplaced file's name, so a copy
+    # in blobs/zz/ counted as a second good blob, and files in blobs/ itself went unseen.
+    path = tmp_path / "l"
+    blob_hash = _ledger_with_a_blob(path)
+    (path / "blobs" / "zz").mkdir()
+    misplaced = path / "blobs" / "zz" / blob_hash
+    shutil.copy(path / "blobs" / blob_hash[:2] / blob_hash, misplaced)
+    (path / "blobs" / "notes.txt").write_text("hi")
+    with Ledger.open(path, readonly=True) as reader:
+        report = reader.verify()
+    assert report.blobs_checked == 1
+    assert [p.file for p in report.problems] == [str(path / "blobs" / "notes.txt"), str(misplaced)]
+    assert all(p.message.startswith("stray file in the blob store") for p in report.problems)
+    assert str(path / "blobs" / blob_hash[:2] / blob_hash) in report.problems[1].message

@@ -94,6 +94,13 @@ class BlobStore:
                 f"blob {blob_hash} is not in the blob store {self.root}; "
                 "check the hash, or import the blob files that came with an exported ledger"
             ) from None
+        except OSError as exc:
+            # A directory or a symlink loop under a blob's name, an unreadable file: the
+            # store is damaged there, and the caller gets the file, not an OSError.
+            raise LedgerCorrupt(
+                f"blob file cannot be read ({exc.strerror or exc}); restore it from a backup",
+                file=str(path),
+            ) from None
         try:
             data = decompress(compressed, file=str(path))
         except LedgerCorrupt as exc:
@@ -108,12 +115,18 @@ class BlobStore:
         return data
 
     def hashes(self) -> Iterator[tuple[str, Path]]:
-        """Every stored blob as ``(name, path)``, including files whose names are malformed."""
+        """Every entry of the store as ``(name, path)``, ``.tmp`` debris aside.
+
+        That is each blob, and whatever else is there for ``verify()`` to report: entries
+        with malformed names, blobs in the wrong fan-out directory (``path`` is then not
+        :meth:`path_of` ``name``), and entries directly in the store's root.
+        """
         if not self.root.is_dir():
             return
         for fan in sorted(os.listdir(self.root)):
             fan_dir = self.root / fan
             if not fan_dir.is_dir():
+                yield fan, fan_dir
                 continue
             for name in sorted(os.listdir(fan_dir)):
                 if not name.endswith(TMP_SUFFIX):

@@ -234,6 +234,13 @@ def _check_stored_blob(blobs: BlobStore, name: str, path: Path) -> Problem | Non
         check_blob_hash(name)
     except InvalidRef:
         return Problem(str(path), None, "stray file in the blob store (its name is not a blob hash)")
+    if path != blobs.path_of(name):
+        # Not where the store looks for that hash: reading the name would check another file.
+        return Problem(
+            str(path),
+            None,
+            f"stray file in the blob store: a blob named {name} belongs in {blobs.path_of(name)}",
+        )
     try:
         blobs.get(name)
     except HolonError as exc:
