@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from holon.errors import LedgerCorrupt, RefNotFound
-from holon.ledger import Ledger, store
+from holon.ledger import Ledger, store, verify
 from holon.ledger.compression import compress
 from holon.ledger.segments import list_segments
 from holon.records import ToolResult
@@ -192,3 +192,26 @@ def test_a_blob_in_the_wrong_fan_out_directory_or_the_store_root_is_a_stray_file
     assert [p.file for p in report.problems] == [str(path / "blobs" / "notes.txt"), str(misplaced)]
     assert all(p.message.startswith("stray file in the blob store") for p in report.problems)
     assert str(path / "blobs" / blob_hash[:2] / blob_hash) in report.problems[1].message
+
+
+def test_verify_while_the_writer_rolls_over_is_not_a_missing_active_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verify() lists the segments once. When the writer rolled over and sealed the newest one
+    # before verify() read it, the newest listed segment read as sealed, and verify() reported
+    # "the active segment after this sealed segment is missing" about a healthy ledger.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=1024, fsync="batch") as ledger:
+        ledger.append_many(message(i, 100) for i in range(3))
+        ledger.flush()
+        listed_before = list_segments(path / "segments")
+        ledger.append_many(message(i, 100) for i in range(3, 30))
+    assert len(list_segments(path / "segments")) > len(listed_before)
+    listings = [listed_before]
+    real = verify.list_segments
+    monkeypatch.setattr(verify, "list_segments", lambda d: listings.pop() if listings else real(d))
+    with Ledger.open(path, readonly=True) as reader:
+        report = reader.verify()
+    assert report.ok, str(report)
+    assert report.records_checked == 30
+    assert report.head[0] == 29
