@@ -215,3 +215,17 @@ def test_verify_while_the_writer_rolls_over_is_not_a_missing_active_segment(
     assert report.ok, str(report)
     assert report.records_checked == 30
     assert report.head[0] == 29
+
+
+def test_verify_reports_a_missing_segment_directory_instead_of_raising(tmp_path: Path) -> None:
+    # verify() collects problems; for a deleted segments/ it raised LedgerCorrupt instead.
+    path = tmp_path / "l"
+    _ledger_with_a_blob(path)
+    shutil.rmtree(path / "segments")
+    with Ledger.open(path, readonly=True) as reader:
+        report = reader.verify()
+    assert not report.ok
+    (problem,) = report.problems
+    assert problem.file == str(path / "segments")
+    assert problem.message.startswith("the segment directory is missing")
+    assert report.blobs_checked == 1

@@ -117,14 +117,18 @@ def verify_ledger(
     torn: TornTail | None = None
     expected: int | None = 0
     prev: bytes | None = header.genesis
-    segs = list_segments(seg_dir)
+    try:
+        segs = list_segments(seg_dir)
+        if not segs:
+            problems.append(Problem(str(seg_dir), None, "the ledger has no segment files"))
+    except LedgerCorrupt as exc:  # no segment directory: reported, and the blobs still checked
+        problems.append(_problem(exc, str(seg_dir)))
+        segs = []
     stored = list(blobs.hashes())
     # Progress counts bytes as stored: the sizes are read once, only when asked for.
     seg_sizes = [_size(seg.plain or seg.sealed) if progress else 0 for seg in segs]
     blob_sizes = [_size(path) if progress else 0 for _, path in stored]
     done, total = 0, sum(seg_sizes) + sum(blob_sizes)
-    if not segs:
-        problems.append(Problem(str(seg_dir), None, "the ledger has no segment files"))
     for index, seg in enumerate(segs):
         file = seg.name
         try:
