@@ -229,3 +229,21 @@ def test_verify_reports_a_missing_segment_directory_instead_of_raising(tmp_path:
     assert problem.file == str(path / "segments")
     assert problem.message.startswith("the segment directory is missing")
     assert report.blobs_checked == 1
+
+
+def test_a_ledger_without_a_blobs_directory_stores_its_first_blob(tmp_path: Path) -> None:
+    # A ledger kept in git (or unpacked from an archive that skips empty directories) has no
+    # blobs/ until its first blob; appending a large tool output raised FileNotFoundError.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+    (path / "blobs").rmdir()
+    with Ledger.open(path) as ledger:
+        ledger.append(tool_output(1, 9000))
+        ref = ledger.put_blob(b"more bytes")
+        assert ledger.get_blob(ref.hash) == b"more bytes"
+        assert ledger.verify().ok
+    with Ledger.open(path, readonly=True) as reader:
+        body = reader.get(1).body
+        assert isinstance(body, ToolResult) and body.blob is not None
+        assert reader.get_blob(body.blob.hash).decode() == tool_output(1, 9000).body.output  # type: ignore[union-attr]

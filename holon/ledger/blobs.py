@@ -64,7 +64,9 @@ class BlobStore:
         path = self.path_of(blob_hash)
         if path.exists():
             return BlobRef(hash=blob_hash, size=len(data), preview=preview), False
-        path.parent.mkdir(exist_ok=True)
+        # parents: blobs/ itself may be missing from a ledger that was copied by a tool that
+        # drops empty directories (git, some archivers) before its first blob.
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
         return BlobRef(hash=blob_hash, size=len(data), preview=preview), True
 
