@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from holon.errors import LedgerCorrupt, RefNotFound
-from holon.ledger import Ledger, store, verify
+from holon.ledger import Ledger, blobs, files, store, verify
 from holon.ledger.compression import compress
 from holon.ledger.segments import list_segments
 from holon.records import ToolResult
@@ -247,3 +247,45 @@ def test_a_ledger_without_a_blobs_directory_stores_its_first_blob(tmp_path: Path
         body = reader.get(1).body
         assert isinstance(body, ToolResult) and body.blob is not None
         assert reader.get_blob(body.blob.hash).decode() == tool_output(1, 9000).body.output  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def synced_dirs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every directory the ledger fsyncs, in order."""
+    synced: list[Path] = []
+    real = files.fsync_dir
+
+    def spy(path: Path) -> None:
+        synced.append(Path(path))
+        real(path)
+
+    for module in (files, blobs, store):
+        monkeypatch.setattr(module, "fsync_dir", spy, raising=False)
+    return synced
+
+
+def test_a_new_blob_fan_out_directory_is_made_durable_in_the_store(
+    tmp_path: Path, synced_dirs: list[Path]
+) -> None:
+    # The blob's rename was fsynced in blobs/ab/, but blobs/ab's own entry in blobs/ never
+    # was: a crash could lose the directory and with it a blob an acknowledged record names.
+    with Ledger.create(tmp_path / "l", agent_id=AGENT) as ledger:
+        synced_dirs.clear()
+        ref = ledger.put_blob(b"first blob in its fan-out directory")
+        fan = tmp_path / "l" / "blobs" / ref.hash[:2]
+        assert tmp_path / "l" / "blobs" in synced_dirs
+        assert synced_dirs.index(tmp_path / "l" / "blobs") < synced_dirs.index(fan)
+        synced_dirs.clear()
+        ledger.put_blob(b"first blob in its fan-out directory")  # already stored: nothing to sync
+        assert synced_dirs == []
+
+
+def test_create_makes_the_new_ledger_directory_durable_in_its_parent(
+    tmp_path: Path, synced_dirs: list[Path]
+) -> None:
+    # The header and segment were fsynced inside the new directories, but the ledger
+    # directory's own entry (and that of a parent mkdir created) never was.
+    path = tmp_path / "new" / "l"
+    Ledger.create(path, agent_id=AGENT).close()
+    assert tmp_path / "new" in synced_dirs
+    assert tmp_path in synced_dirs

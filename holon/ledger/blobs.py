@@ -64,11 +64,27 @@ class BlobStore:
         path = self.path_of(blob_hash)
         if path.exists():
             return BlobRef(hash=blob_hash, size=len(data), preview=preview), False
-        # parents: blobs/ itself may be missing from a ledger that was copied by a tool that
-        # drops empty directories (git, some archivers) before its first blob.
-        path.parent.mkdir(parents=True, exist_ok=True)
+        fan = path.parent
+        if not fan.is_dir():
+            self._make_fan(fan)
         write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
         return BlobRef(hash=blob_hash, size=len(data), preview=preview), True
+
+    def _make_fan(self, fan: Path) -> None:
+        """Create a fan-out directory whose entry, like the blob's, survives a crash.
+
+        write_atomic makes the blob's name durable in ``fan``; ``fan``'s own name in the
+        store (and the store's, if it was missing) needs its parent synced too, or a crash
+        can take the directory, and the blob an acknowledged record names, with it.
+        """
+        # parents: blobs/ itself may be missing from a ledger that was copied by a tool that
+        # drops empty directories (git, some archivers) before its first blob.
+        store_missing = not self.root.is_dir()
+        fan.mkdir(parents=True, exist_ok=True)
+        if self._durable:
+            fsync_dir(self.root)
+            if store_missing:
+                fsync_dir(self.root.parent)
 
     def discard(self, blob_hash: str) -> None:
         """Remove a blob no record refers to: one stored for an append that was then refused.

@@ -31,7 +31,7 @@ import xxhash
 
 from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound, UsageError, byte_location
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS, BlobStore, check_blob_hash
-from holon.ledger.files import sync_file
+from holon.ledger.files import fsync_dir, sync_file
 from holon.ledger.frames import (
     FRAME_HEAD,
     FRAME_OVERHEAD,
@@ -245,12 +245,21 @@ class Ledger:
             segment_bytes=segment_bytes,
             blob_threshold=blob_threshold,
         )
+        made: list[Path] = []  # the directories mkdir(parents=True) is about to create
+        missing = root.absolute()
+        while not missing.exists():
+            made.append(missing)
+            missing = missing.parent
         root.mkdir(parents=True, exist_ok=True)
         (root / "segments").mkdir()
         (root / "blobs").mkdir()
         create_segment(root / "segments", 0, header.genesis)
         # The header goes last: its presence marks a complete ledger.
         write_header(root, header)
+        # Each new directory's name is durable only once its parent is synced: without it a
+        # crash could lose the whole ledger, acknowledged appends and all.
+        for directory in made:
+            fsync_dir(directory.parent)
         return cls(root, header, readonly=False, fsync=fsync)
 
     @classmethod
