@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from holon.errors import LedgerCorrupt, RefNotFound
-from holon.ledger import Ledger, blobs, files, store, verify
+from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound
+from holon.ledger import Ledger, blobs, export_jsonl, files, import_jsonl, store, verify
 from holon.ledger.compression import compress
 from holon.ledger.segments import list_segments
 from holon.records import ToolResult
@@ -289,3 +289,31 @@ def test_create_makes_the_new_ledger_directory_durable_in_its_parent(
     Ledger.create(path, agent_id=AGENT).close()
     assert tmp_path / "new" in synced_dirs
     assert tmp_path in synced_dirs
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda line: line.replace(b'"ts":1002', b'"ts":100000000000000000000000'), id="ts"),
+        pytest.param(lambda line: line.replace(b'"turn":0', b'"turn":-100000000000000000000000'), id="turn"),
+    ],
+)
+def test_import_of_an_integer_msgpack_cannot_hold_names_the_line_and_stores_no_blob(
+    tmp_path: Path, edit: object
+) -> None:
+    # JSON holds integers of any size; the ledger's msgpack frames hold 64 bits. The line
+    # decoded, the blobs were stored, and append_many then refused "invalid record at seq 2"
+    # (no line, no file), leaving the blob behind in a ledger the import did not change.
+    with Ledger.create(tmp_path / "a", agent_id=AGENT) as source:
+        source.append_many([message(0), tool_output(1, 9000), message(2)])
+        export_jsonl(source, tmp_path / "x.jsonl")
+    lines = (tmp_path / "x.jsonl").read_bytes().split(b"\n")
+    edited = edit(lines[2])  # type: ignore[operator]
+    assert edited != lines[2]
+    lines[2] = edited
+    (tmp_path / "x.jsonl").write_bytes(b"\n".join(lines))
+    with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
+        with pytest.raises(InvalidRecord, match=r"line 3 of .*x\.jsonl.*cannot be stored"):
+            import_jsonl(tmp_path / "x.jsonl", target)
+        assert target.head()[0] == -1
+    assert list((tmp_path / "b" / "blobs").rglob("*")) == []

@@ -17,6 +17,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 import blake3
 import msgspec
@@ -37,6 +38,9 @@ from holon.records import (
 )
 
 __all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
+
+# What the msgpack encoder raises for a record it cannot encode (as in Ledger.append).
+_ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, ValueError)
 
 
 def blobs_dir_for(path: str | os.PathLike[str]) -> Path:
@@ -127,13 +131,16 @@ def import_jsonl(
                 field="seq",
             )
         prev_seq = record.seq
-        if len(line) > MAX_PAYLOAD // 4:
-            # Checked here, not left to append_many, so the error names the line and no blob
-            # is stored for an import that fails. The msgpack payload can be longer than the
-            # JSON line, at most ~2.25x ("0.0," packs into 9 bytes): long lines are measured.
+        # Encoded here, not only by append_many, so the error names the line and no blob is
+        # stored for an import that fails: JSON holds integers msgpack cannot (beyond 64
+        # bits, in ts, turn or args), and a payload can be longer than its JSON line, at
+        # most ~2.25x ("0.0," packs into 9 bytes).
+        try:
             size = len(encode_msgpack_record(record))
-            if size > MAX_PAYLOAD:
-                raise oversized_payload(size, where=where)
+        except _ENCODE_ERRORS as exc:
+            raise InvalidRecord(f"record cannot be stored ({exc})", where=where) from None
+        if size > MAX_PAYLOAD:
+            raise oversized_payload(size, where=where)
         body = record.body
         if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
             _load_blob(body.blob.hash, body.blob.size, blob_dir, ledger=ledger, blobs=blobs, where=where)
