@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound
-from holon.ledger import Ledger, blobs, export_jsonl, files, import_jsonl, store, verify
+from holon.ledger import Ledger, blobs, export_jsonl, files, import_jsonl, segments, store, verify
 from holon.ledger.compression import compress
 from holon.ledger.segments import list_segments
 from holon.records import ToolResult
@@ -317,3 +318,41 @@ def test_import_of_an_integer_msgpack_cannot_hold_names_the_line_and_stores_no_b
             import_jsonl(tmp_path / "x.jsonl", target)
         assert target.head()[0] == -1
     assert list((tmp_path / "b" / "blobs").rglob("*")) == []
+
+
+def test_get_in_a_segment_sealed_after_it_was_listed_decompresses_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The writer's (and a reader's) segment listing is cached. A get() listed while the
+    # sealing thread was still at work saw the segment as plain; once sealed, every later
+    # get() there found the plain file gone, decompressed the whole segment and rebuilt its
+    # offset table, bypassing the cache of sealed segments each time.
+    sealing, sealed = threading.Event(), threading.Event()
+    real_seal = store.seal_segment
+
+    def gated_seal(plain: Path, data: bytes) -> Path:
+        sealing.wait()
+        try:
+            return real_seal(plain, data)
+        finally:
+            sealed.set()
+
+    decompressed: list[str] = []
+    real_decompress = segments.decompress
+
+    def counting(data: bytes, *, file: str) -> bytes:
+        decompressed.append(file)
+        return real_decompress(data, file=file)
+
+    monkeypatch.setattr(store, "seal_segment", gated_seal)
+    monkeypatch.setattr(segments, "decompress", counting)
+    with Ledger.create(tmp_path / "l", agent_id=AGENT, segment_bytes=4096, fsync="batch") as ledger:
+        try:
+            ledger.append_many(message(i, 100) for i in range(30))
+            assert ledger.get(3).seq == 3  # listed while the first segment is still plain
+        finally:
+            sealing.set()  # close() waits for the sealing thread
+        assert sealed.wait(timeout=60)
+        for _ in range(5):
+            assert ledger.get(3).seq == 3
+    assert len(decompressed) == 1

@@ -956,6 +956,10 @@ class Ledger:
             return cached[0], cached[1], True
         buf, file, sealed = load_segment(seg)
         if sealed:
+            if seg.plain is not None:
+                # Listed plain, read sealed: sealed since the listing. List again at the next
+                # get, or every get in this segment would bypass the cache and decompress it.
+                self._segs = None
             self._sealed_cache[seg.start_seq] = (buf, file, None)
             while len(self._sealed_cache) > _SEALED_CACHE_SIZE:
                 self._sealed_cache.popitem(last=False)
