@@ -356,3 +356,13 @@ def test_get_in_a_segment_sealed_after_it_was_listed_decompresses_it_once(
         for _ in range(5):
             assert ledger.get(3).seq == 3
     assert len(decompressed) == 1
+
+
+def test_a_header_of_deeply_nested_garbage_is_corrupt_not_a_recursion_error(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    Ledger.create(path, agent_id=AGENT).close()
+    (path / "holon-ledger.json").write_bytes(b"[" * 200_000)
+    for readonly in (True, False):
+        with pytest.raises(LedgerCorrupt, match="header is not valid JSON") as info:
+            Ledger.open(path, readonly=readonly)
+        assert info.value.file == str(path / "holon-ledger.json")

@@ -117,7 +117,8 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
         ) from None
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # RecursionError: garbage such as "[[[[…" nests deeper than the JSON parser goes.
         raise LedgerCorrupt(f"header is not valid JSON ({exc})", file=str(path), offset=0) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise NotALedger(f'{path} is not a holon ledger header (no "format": "{FORMAT_NAME}")')
