@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from pathlib import Path
@@ -366,3 +367,27 @@ def test_a_header_of_deeply_nested_garbage_is_corrupt_not_a_recursion_error(tmp_
         with pytest.raises(LedgerCorrupt, match="header is not valid JSON") as info:
             Ledger.open(path, readonly=readonly)
         assert info.value.file == str(path / "holon-ledger.json")
+
+
+@pytest.mark.parametrize(
+    "damage", [b"", b"\x28\xb5\x2f\xfd half a frame", "other bytes"], ids=["empty", "partial", "other"]
+)
+def test_storing_bytes_whose_blob_file_is_damaged_repairs_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: bytes | str
+) -> None:
+    # A blob name that existed was taken as the blob: after a crash under fsync="never" left
+    # an empty file behind a durable rename, the same output appended again was acknowledged
+    # with a reference to a blob that could never be read (get_blob: LedgerCorrupt).
+    path = tmp_path / "l"
+    blob_hash = _ledger_with_a_blob(path)
+    blob_file = path / "blobs" / blob_hash[:2] / blob_hash
+    blob_file.write_bytes(compress(b"other bytes", level=3) if damage == "other bytes" else damage)
+    output = tool_output(0, 9000).body.output  # type: ignore[union-attr]
+    with caplog.at_level(logging.WARNING, logger="holon.ledger"), Ledger.open(path, fsync="never") as ledger:
+        assert not ledger.verify().ok
+        seq = ledger.append(tool_output(0, 9000))
+        body = ledger.get(seq).body
+        assert isinstance(body, ToolResult) and body.blob is not None and body.blob.hash == blob_hash
+        assert ledger.get_blob(blob_hash).decode() == output
+        assert ledger.verify().ok
+    assert f"replacing damaged blob file {blob_file}" in caplog.text

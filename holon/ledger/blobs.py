@@ -7,6 +7,7 @@ the digest, so a damaged blob is an error naming its file, never wrong bytes.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from holon.ledger.files import TMP_SUFFIX, fsync_dir, write_atomic
 from holon.records import BlobRef
 
 __all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "check_blob_hash"]
+
+log = logging.getLogger("holon.ledger")
 
 _HASH_RE: Final = re.compile(r"[0-9a-f]{64}")
 #: Characters of a moved output kept inline in the record as ``BlobRef.preview``.
@@ -62,13 +65,34 @@ class BlobStore:
         """:meth:`put`, also saying whether the file is new (it was not stored before)."""
         blob_hash = blake3.blake3(data).hexdigest()
         path = self.path_of(blob_hash)
+        ref = BlobRef(hash=blob_hash, size=len(data), preview=preview)
         if path.exists():
-            return BlobRef(hash=blob_hash, size=len(data), preview=preview), False
+            problem = self._damage(path, data)
+            if problem is None:
+                return ref, False
+            # The file under this name does not hold these bytes: a crash under fsync "never"
+            # can leave an empty or partial file behind a durable rename. Keeping it would
+            # acknowledge a record whose blob can never be read; these bytes repair it (for
+            # the records that already name it, too). Not new: a refused append keeps it.
+            log.warning("blob store: replacing damaged blob file %s (%s)", path, problem)
+            write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
+            return ref, False
         fan = path.parent
         if not fan.is_dir():
             self._make_fan(fan)
         write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
-        return BlobRef(hash=blob_hash, size=len(data), preview=preview), True
+        return ref, True
+
+    @staticmethod
+    def _damage(path: Path, data: bytes) -> str | None:
+        """What is wrong with the stored file ``path`` that should hold ``data``; None if nothing."""
+        try:
+            stored = decompress(path.read_bytes(), file=str(path))
+        except LedgerCorrupt as exc:
+            return exc.detail
+        except OSError as exc:
+            return f"cannot be read: {exc.strerror or exc}"
+        return None if stored == data else "holds other bytes"
 
     def _make_fan(self, fan: Path) -> None:
         """Create a fan-out directory whose entry, like the blob's, survives a crash.
