@@ -391,3 +391,18 @@ def test_storing_bytes_whose_blob_file_is_damaged_repairs_it(
         assert ledger.get_blob(blob_hash).decode() == output
         assert ledger.verify().ok
     assert f"replacing damaged blob file {blob_file}" in caplog.text
+
+
+def test_import_with_a_directory_in_place_of_a_blob_file_names_the_line(tmp_path: Path) -> None:
+    # It raised IsADirectoryError, naming neither the line nor what to do.
+    with Ledger.create(tmp_path / "a", agent_id=AGENT) as source:
+        source.append_many([message(0), tool_output(1, 9000)])
+        export_jsonl(source, tmp_path / "x.jsonl")
+    (blob_file,) = (tmp_path / "x.jsonl.blobs").iterdir()
+    blob_file.unlink()
+    blob_file.mkdir()
+    with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
+        with pytest.raises(InvalidRecord, match=r"line 2 of .*cannot be read") as info:
+            import_jsonl(tmp_path / "x.jsonl", target)
+        assert info.value.field == "body.blob.hash"
+        assert target.head()[0] == -1

@@ -188,6 +188,13 @@ def _load_blob(
             where=where,
             field="body.blob.hash",
         ) from None
+    except OSError as exc:  # a directory in its place, no permission
+        raise InvalidRecord(
+            f"blob file {blob_dir / blob_hash} cannot be read ({exc.strerror or exc}); "
+            "copy the .blobs directory that came with the export",
+            where=where,
+            field="body.blob.hash",
+        ) from None
     actual = blake3.blake3(data).hexdigest()
     if actual != blob_hash or len(data) != size:
         raise InvalidRecord(
