@@ -406,3 +406,39 @@ def test_import_with_a_directory_in_place_of_a_blob_file_names_the_line(tmp_path
             import_jsonl(tmp_path / "x.jsonl", target)
         assert info.value.field == "body.blob.hash"
         assert target.head()[0] == -1
+
+
+def test_get_in_the_active_segment_checks_its_header(tmp_path: Path) -> None:
+    # get() indexed the active segment's frames without reading its header: a damaged
+    # header went unnoticed by get() while read(), verify() and a writer's open refused it.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append_many(message(i) for i in range(5))
+    active = active_segment(path)
+    flip_byte(active, 30)  # inside the chain hash the segment starts from
+    with Ledger.open(path, readonly=True) as reader:
+        for seq in (0, 4):
+            with pytest.raises(LedgerCorrupt, match="segment header checksum mismatch") as info:
+                reader.get(seq)
+            assert (info.value.file, info.value.offset) == (str(active), 0)
+
+
+def test_get_in_a_segment_whose_header_names_another_start_seq_is_corrupt(tmp_path: Path) -> None:
+    # An empty active segment whose file was renamed one seq down overlaps the sealed segment
+    # before it: read() yielded the last sealed record and then named the mismatch, but get()
+    # of that record went to the renamed file and said "seq N is past the end (next seq is N)".
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=1024) as ledger:
+        while len(list_segments(path / "segments")) == 1:
+            ledger.append(message(ledger.head()[0] + 1, 100))
+    active = active_segment(path)
+    start = int(active.name[:20])
+    renamed = active.with_name(f"{start - 1:020d}.seg")
+    active.rename(renamed)
+    mismatch = f"says it starts at seq {start}, its name says {start - 1}"
+    with Ledger.open(path, readonly=True) as reader:
+        with pytest.raises(LedgerCorrupt, match=mismatch):
+            list(reader.read())
+        with pytest.raises(LedgerCorrupt, match=mismatch) as info:
+            reader.get(start - 1)
+        assert (info.value.file, info.value.offset) == (str(renamed), 0)

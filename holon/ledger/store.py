@@ -55,6 +55,7 @@ from holon.ledger.segments import (
     FORMAT_VERSION,
     SEGMENT_HEADER,
     SegmentFile,
+    SegmentHeader,
     create_segment,
     list_segments,
     load_segment,
@@ -115,6 +116,19 @@ def _not_a_record(value: object, seq: int) -> InvalidRecord:
     return InvalidRecord(f"a {type(value).__name__} is not a Record; {hint}", where=f"seq {seq}")
 
 
+def _check_header(buf: bytes, start_seq: int, file: str, *, sealed: bool) -> SegmentHeader:
+    """Parse a segment's header and check it starts at the seq its file name says."""
+    header = parse_segment_header(buf, file=file, decompressed=sealed)
+    if header.start_seq != start_seq:
+        raise LedgerCorrupt(
+            f"segment header says it starts at seq {header.start_seq}, its name says {start_seq}",
+            file=file,
+            offset=0,
+            decompressed=sealed,
+        )
+    return header
+
+
 class _ActiveIndex:
     """Offsets of the frames of one plain segment, extended incrementally as it grows.
 
@@ -135,6 +149,13 @@ class _ActiveIndex:
         self.fd = os.open(path, os.O_RDONLY)
         self.offsets: list[int] = []
         self.end = SEGMENT_HEADER.size
+        try:
+            # The frames are only indexed; the header is what says whose they are. A damaged
+            # one, or one naming another start seq, makes every get here LedgerCorrupt.
+            _check_header(os.pread(self.fd, SEGMENT_HEADER.size, 0), start_seq, str(path), sealed=False)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -971,7 +992,7 @@ class Ledger:
         cached = self._sealed_cache.get(seg.start_seq) if sealed else None
         if cached is not None and cached[2] is not None:
             return buf, file, sealed, cached[2]
-        parse_segment_header(buf, file=file, decompressed=sealed)
+        _check_header(buf, seg.start_seq, file, sealed=sealed)
         walk = FrameWalk(
             buf,
             file=file,
@@ -1032,14 +1053,7 @@ class Ledger:
         while True:
             seg = segs[index]
             buf, file, sealed = self._load(seg)
-            header = parse_segment_header(buf, file=file, decompressed=sealed)
-            if header.start_seq != seg.start_seq:
-                raise LedgerCorrupt(
-                    f"segment header says it starts at seq {header.start_seq}, its name says {seg.start_seq}",
-                    file=file,
-                    offset=0,
-                    decompressed=sealed,
-                )
+            header = _check_header(buf, seg.start_seq, file, sealed=sealed)
             if seg.start_seq != expected:
                 raise LedgerCorrupt(
                     f"records {expected}..{seg.start_seq - 1} are missing: the segment holding them was "
