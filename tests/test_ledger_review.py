@@ -12,7 +12,7 @@ import pytest
 from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound
 from holon.ledger import Ledger, blobs, export_jsonl, files, import_jsonl, segments, store, verify
 from holon.ledger.compression import compress
-from holon.ledger.segments import list_segments
+from holon.ledger.segments import encode_segment_header, list_segments, parse_segment_header
 from holon.records import ToolResult
 from tests.ledger_support import (
     AGENT,
@@ -442,3 +442,27 @@ def test_get_in_a_segment_whose_header_names_another_start_seq_is_corrupt(tmp_pa
         with pytest.raises(LedgerCorrupt, match=mismatch) as info:
             reader.get(start - 1)
         assert (info.value.file, info.value.offset) == (str(renamed), 0)
+
+
+def test_overlapping_segments_are_named_as_overlapping_not_as_missing_records(tmp_path: Path) -> None:
+    # A segment starting inside the one before it (from another copy of the ledger) was
+    # reported as "records N..N-2 are missing (segment deleted)": a range running backwards.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=1024, fsync="batch") as ledger:
+        ledger.append_many(message(i, 100) for i in range(20))
+    seg = list_segments(path / "segments")[1]
+    assert seg.sealed is not None
+    data = segment_bytes_of(path, 1)
+    start = seg.start_seq - 1
+    header = parse_segment_header(data, file="x")
+    seg.sealed.unlink()
+    moved = path / "segments" / f"{start:020d}.seg.zst"
+    moved.write_bytes(compress(encode_segment_header(start, header.prev_hash) + data[64:], level=3))
+    overlap = f"the segment starts at seq {start}, but the segment before it holds records up to seq {start}"
+    with Ledger.open(path, readonly=True) as reader:
+        with pytest.raises(LedgerCorrupt, match=overlap) as info:
+            list(reader.read())
+        assert info.value.file == str(moved)
+        report = reader.verify()
+    assert [p.file for p in report.problems if p.message.startswith(overlap)] == [str(moved)]
+    assert "are missing" not in str(report)

@@ -29,6 +29,7 @@ from holon.ledger.segments import (
     parse_segment_header,
     seal_segment,
     segment_dir_names,
+    seq_gap,
 )
 
 __all__ = ["RecoveredState", "RecoveryAction", "recover"]
@@ -248,8 +249,7 @@ def _check_predecessor(predecessor: tuple[int, bytes], active: SegmentFile, acti
     end_seq, last_hash = predecessor
     if end_seq != active.start_seq:
         raise LedgerCorrupt(
-            f"segment ends before seq {end_seq} but the next segment starts at seq {active.start_seq}; "
-            "a segment between them is missing",
+            seq_gap(end_seq, active.start_seq),
             file=active.name,
             offset=0,
         )

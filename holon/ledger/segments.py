@@ -49,6 +49,7 @@ __all__ = [
     "seal_segment",
     "segment_dir_names",
     "segment_name",
+    "seq_gap",
 ]
 
 #: On-disk format version written into the ledger header and every segment header.
@@ -111,6 +112,20 @@ def parse_segment_header(buf: bytes, *, file: str, decompressed: bool = False) -
             "holon reads; upgrade holon to read this ledger"
         )
     return SegmentHeader(start_seq=start_seq, prev_hash=prev_hash, version=version)
+
+
+def seq_gap(expected: int, start_seq: int) -> str:
+    """What is wrong when a segment starts at ``start_seq`` but the records so far end before ``expected``."""
+    if start_seq > expected:
+        return (
+            f"records {expected}..{start_seq - 1} are missing: the segment holding them was deleted; "
+            "restore it from a backup"
+        )
+    return (
+        f"the segment starts at seq {start_seq}, but the segment before it holds records up to seq "
+        f"{expected - 1}: the two overlap (a segment file from another copy of the ledger?); "
+        "restore the segment directory from a backup"
+    )
 
 
 @dataclass(frozen=True)

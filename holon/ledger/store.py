@@ -61,6 +61,7 @@ from holon.ledger.segments import (
     load_segment,
     parse_segment_header,
     seal_segment,
+    seq_gap,
 )
 from holon.ledger.verify import VerifyReport, verify_ledger
 from holon.records import (
@@ -1056,8 +1057,7 @@ class Ledger:
             header = _check_header(buf, seg.start_seq, file, sealed=sealed)
             if seg.start_seq != expected:
                 raise LedgerCorrupt(
-                    f"records {expected}..{seg.start_seq - 1} are missing: the segment holding them was "
-                    "deleted; restore it from a backup",
+                    seq_gap(expected, seg.start_seq),
                     file=file,
                     offset=0,
                     decompressed=sealed,

@@ -17,7 +17,13 @@ from holon.errors import HolonError, InvalidRef, LedgerCorrupt, byte_location
 from holon.ledger.blobs import BlobStore, check_blob_hash
 from holon.ledger.frames import FrameWalk, TornTail
 from holon.ledger.header import LedgerHeader
-from holon.ledger.segments import SEGMENT_HEADER, list_segments, load_segment, parse_segment_header
+from holon.ledger.segments import (
+    SEGMENT_HEADER,
+    list_segments,
+    load_segment,
+    parse_segment_header,
+    seq_gap,
+)
 from holon.records import TaskResult, ToolResult, decode_msgpack_record
 
 __all__ = ["Problem", "VerifyReport", "verify_ledger"]
@@ -148,7 +154,7 @@ def verify_ledger(
                     Problem(
                         file,
                         0,
-                        f"records {expected}..{seg.start_seq - 1} are missing (segment deleted)",
+                        seq_gap(expected, seg.start_seq),
                         sealed,
                     )
                 )
