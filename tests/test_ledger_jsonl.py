@@ -142,3 +142,20 @@ def test_import_of_a_record_over_the_payload_limit_appends_nothing(
         assert ledger.append(message(0)) == 0
         assert ledger.verify().ok
         assert list(ledger.read()) == [msgspec.structs.replace(message(0), seq=0)]
+
+
+def test_a_copy_whose_first_lines_were_cut_is_refused(tmp_path: Path) -> None:
+    # Consecutive seqs catch a cut in the middle; a file that lost its head starts at a seq
+    # other than 0, and a copy of it would silently be a different ledger.
+    with Ledger.create(tmp_path / "src", agent_id=AGENT, fsync="never") as source:
+        source.append_many([message(i) for i in range(6)])
+        export_jsonl(source, tmp_path / "x.jsonl")
+    lines = (tmp_path / "x.jsonl").read_bytes().splitlines(keepends=True)
+    (tmp_path / "cut.jsonl").write_bytes(b"".join(lines[3:]))
+    with Ledger.create(tmp_path / "copy", agent_id=AGENT, fsync="never") as target:
+        with pytest.raises(InvalidRecord, match="lost its first 3 record") as refused:
+            import_jsonl(tmp_path / "cut.jsonl", target, require_empty=True)
+        assert refused.value.where == f"line 1 of {tmp_path / 'cut.jsonl'}" and refused.value.field == "seq"
+        assert target.head()[0] == -1
+        # Evidence added to a ledger (not a copy) is re-sequenced from wherever it starts.
+        assert import_jsonl(tmp_path / "cut.jsonl", target) == [0, 1, 2]

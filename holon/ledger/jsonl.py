@@ -98,7 +98,8 @@ def import_jsonl(
 ) -> list[int]:
     """Append the records of a canonical JSONL file to ``ledger``; returns their new seqs.
 
-    Every line must decode to a record, seqs must be consecutive, and every referenced
+    Every line must decode to a record, seqs must be consecutive (from 0 for a copy: a file
+    holding derived records, or any file under ``require_empty``), and every referenced
     blob must be in ``<path>.blobs/`` with matching hash and size (or already in the
     ledger). Otherwise InvalidRecord names ``line N of <file>`` and nothing is appended.
     Records are re-sequenced after the ledger's head. A file holding derived records
@@ -116,6 +117,7 @@ def import_jsonl(
     records: list[Record] = []
     blobs: dict[str, bytes] = {}
     prev_seq: int | None = None
+    first_seq: int | None = None
     for number, line in enumerate(lines, 1):
         where = f"line {number} of {source}"
         if not line.strip():
@@ -130,6 +132,8 @@ def import_jsonl(
                 where=where,
                 field="seq",
             )
+        if prev_seq is None:
+            first_seq = record.seq
         prev_seq = record.seq
         # Encoded here, not only by append_many, so the error names the line and no blob is
         # stored for an import that fails: JSON holds integers msgpack cannot (beyond 64
@@ -159,6 +163,18 @@ def import_jsonl(
         raise UsageError(
             f"ledger {ledger.path} is not empty (head seq {head}) and {why}; import the file into a new "
             "ledger, or add evidence records with `holon append`"
+        )
+    if first_seq not in (None, 0) and (derived is not None or require_empty):
+        # A copy of a ledger starts at its seq 0; the consecutive-seq check above cannot see
+        # lines cut from the head of the file. Derived records name seqs, so they only hold
+        # in the whole ledger.
+        raise InvalidRecord(
+            f"seq {first_seq} on the first line: an exported ledger starts at seq 0, so this file lost "
+            f"its first {first_seq} record(s) (cut or edited?); import the whole export"
+            if first_seq is not None and first_seq > 0
+            else f"seq {first_seq} on the first line: an exported ledger starts at seq 0",
+            where=f"line 1 of {source}",
+            field="seq",
         )
     for data in blobs.values():
         ledger.put_blob(data)
