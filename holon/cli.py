@@ -76,6 +76,7 @@ from holon.replay import (
     state_after,
     turn_spans,
 )
+from holon.runtime.recall import is_recall
 from holon.search import MemorySearch
 
 __all__ = [
@@ -1504,12 +1505,14 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     """Search episodes and evidence (messages, tool calls and results, plans, ...) with BM25.
 
     Ranking is deterministic (ties go to the more recent record). Each hit shows the
-    ref that restores it and where it came from.
+    ref that restores it and where it came from. The model's own recall calls
+    (holon_get, holon_search) are left out, as the agent's search leaves them out.
 
     Example: holon search runs/agent-7 "flaky test_checkout"
     """
     with _reading(path) as ledger:
-        index = MemorySearch(_records(ledger))
+        # As Agent.search: the model's own recall calls are not evidence to find.
+        index = MemorySearch(rec for rec in _records(ledger) if not is_recall(rec))
     hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]
     if as_json:
         _echo_json(hits)

@@ -16,8 +16,10 @@ import holon.cli
 from holon import records as r
 from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERRUPTED
 from holon.ledger import Ledger
+from holon.runtime import Agent
 from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
 from tests.ledger_support import child_env
+from tests.runtime_support import Tick
 
 # A tool output as a terminal program writes it: ANSI colour codes around the text.
 _COLOURED = "\x1b[32m5 passed\x1b[0m in 0.1s"
@@ -383,3 +385,20 @@ def test_a_window_too_small_for_any_prompt_does_not_blame_a_zero_output_reserve(
     (line,) = result.stderr.strip().splitlines()
     assert f"a context window of {window} token" in line and "leaves no room for a prompt" in line
     assert "raise the context window" in line and "lower the output reserve" not in line
+
+
+def test_holon_search_leaves_out_recall_calls_as_agent_search_does(tmp_path: Path) -> None:
+    # The model restored a text with holon_get: the CLI found it twice (the original and
+    # the recall result), and the model's own search queries as hits.
+    path = tmp_path / "agent"
+    with Agent.open(path, agent_id="a", clock=Tick()) as agent:
+        with agent.turn(input="look at the schema") as turn:
+            turn.record_message("the xylophone table holds the invoices")
+            seq = agent.seq
+        with agent.turn(input="what was that table?") as turn:
+            assert turn.recall("holon_get", {"ref": f"ledger:{seq}"}).output is not None
+            turn.recall("holon_search", {"query": "xylophone"})
+        expected = [hit.ref for hit in agent.search("xylophone")]
+    result = invoke("search", path, "xylophone", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [hit["ref"] for hit in json.loads(result.stdout)] == expected == [f"ledger:{seq}"]

@@ -69,6 +69,7 @@ from holon.runtime.recall import (
     RECALL_TOOL_NAMES,
     AgentRefSource,
     get_text,
+    is_recall,
     recall_args,
     search_text,
 )
@@ -609,8 +610,7 @@ class Agent:
         if self._search is None:
             self._search = MemorySearch()
         for record in self._ledger.read(from_seq=self._searched_to):
-            body = record.body
-            if not (isinstance(body, r.ToolIntent | r.ToolResult) and body.tool in RECALL_TOOL_NAMES):
+            if not is_recall(record):
                 self._search.add(record)
             self._searched_to = record.seq + 1
         return self._search.search(query, limit=limit, only=only)

@@ -37,6 +37,7 @@ __all__ = [
     "SEARCH_TOOL",
     "AgentRefSource",
     "get_text",
+    "is_recall",
     "recall_args",
     "search_text",
 ]
@@ -98,6 +99,15 @@ SEARCH_TOOL: Final = r.ToolDefinition(
 
 RECALL_TOOLS: Final = (GET_TOOL, SEARCH_TOOL)
 RECALL_TOOL_NAMES: Final = frozenset(tool.name for tool in RECALL_TOOLS)
+
+
+def is_recall(record: r.Record) -> bool:
+    """Whether ``record`` is a recall call's intent or result, which memory search leaves out.
+
+    A search would find its own query, and a text restored by ``holon_get`` twice.
+    """
+    body = record.body
+    return isinstance(body, r.ToolIntent | r.ToolResult) and body.tool in RECALL_TOOL_NAMES
 
 
 class AgentRefSource:
