@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import difflib
 import importlib
+import io
 import os
 import sys
 import traceback
@@ -621,6 +622,18 @@ def main(ctx: click.Context, debug: bool) -> None:
     """
     if debug:
         ctx.meta[_DEBUG_KEY] = True
+    _tolerant_output()
+
+
+def _tolerant_output() -> None:
+    """Write what the terminal's encoding cannot hold as ``\\u2192`` escapes, not crash.
+
+    Records hold any text (arrows, accents, CJK); under a non-UTF-8 locale
+    (``LANG=en_US.ISO-8859-1``) printing one ended the command with an internal error.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
 
 
 # --------------------------------------------------------------------------- writing

@@ -402,3 +402,21 @@ def test_holon_search_leaves_out_recall_calls_as_agent_search_does(tmp_path: Pat
     result = invoke("search", path, "xylophone", "--json")
     assert result.exit_code == 0, result.stderr
     assert [hit["ref"] for hit in json.loads(result.stdout)] == expected == [f"ledger:{seq}"]
+
+
+def test_a_terminal_that_cannot_encode_a_record_gets_escapes_not_an_internal_error(tmp_path: Path) -> None:
+    # Under a latin-1 locale, printing an arrow from a record ended `holon replay` and
+    # `holon search` with exit 70 ("a bug in holon").
+    path = tmp_path / "agent"
+    with Agent.open(path, agent_id="a", clock=Tick()) as agent, agent.turn(input="move x → y") as turn:
+        turn.record_message("moved x → y")
+    for args in (("replay", path), ("search", path, "moved")):
+        done = subprocess.run(
+            [sys.executable, "-m", "holon.cli", *map(str, args)],
+            capture_output=True,
+            env={**child_env(), "PYTHONIOENCODING": "latin-1"},
+            check=False,
+            timeout=120,
+        )
+        assert done.returncode == 0, (args, done.stderr)
+        assert b"x \\u2192 y" in done.stdout
