@@ -77,7 +77,7 @@ from holon.replay import (
     state_after,
     turn_spans,
 )
-from holon.runtime.recall import is_recall
+from holon.runtime import is_recall
 from holon.search import MemorySearch
 
 __all__ = [

@@ -6,7 +6,8 @@
   prompt (``turn.context()``), run tools through the write-ahead log (``turn.tool``).
 - :class:`ToolCall`, :class:`UnknownOutcome` — the tool WAL.
 - :data:`RECALL_TOOLS` (``holon_get``, ``holon_search``) — tools that let the model
-  restore what its prompt left out; route their calls to :meth:`Turn.recall`.
+  restore what its prompt left out; route their calls to :meth:`Turn.recall`;
+  :func:`is_recall` tells their records apart (memory search leaves them out).
 - :class:`AgentConfig`, :class:`OpenReport`, :class:`TurnSummary`.
 
 See docs/daemon-guide.md.
@@ -14,7 +15,7 @@ See docs/daemon-guide.md.
 
 from holon.runtime.agent import Agent, AgentConfig, OpenReport, ToolCall, Turn, TurnSummary, wall_clock_ms
 from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome
-from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS
+from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS, is_recall
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -27,5 +28,6 @@ __all__ = [
     "Turn",
     "TurnSummary",
     "UnknownOutcome",
+    "is_recall",
     "wall_clock_ms",
 ]
