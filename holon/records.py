@@ -706,6 +706,10 @@ def encode_json_record(record: Record) -> bytes:
     return _JSON_ENCODER.encode(_to_wire(record))
 
 
+# A JSON escape of a high surrogate not followed by the escape of a low one.
+_LONE_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
+
+
 def _decode_slow(
     data: bytes | bytearray | memoryview,
     envelope: msgspec.msgpack.Decoder[_WireIn] | msgspec.json.Decoder[_WireIn],
@@ -717,6 +721,16 @@ def _decode_slow(
         wire = envelope.decode(data)
     except msgspec.DecodeError as exc:
         message, field = _split_error(exc, "")
+        if message == "Input data was truncated" and isinstance(envelope, msgspec.json.Decoder):
+            # msgspec says "truncated" for a high surrogate escape with no low one after it,
+            # too: a whole line is then not "cut off", it holds a value that is not text.
+            lone = _LONE_SURROGATE.search(bytes(data))
+            if lone is not None:
+                raise InvalidRecord(
+                    f"the line holds {lone.group().decode()}, half of a UTF-16 surrogate pair, which is "
+                    "not text; write the character itself or its full pair",
+                    where=where,
+                ) from None
         raise InvalidRecord(_explain(message, None, field), where=where, field=field) from None
     where = where or f"seq {wire.seq}"
     _check_version(wire.v, where)
@@ -737,10 +751,18 @@ def _decode_slow(
 
 
 def _check_version(v: int, where: str) -> None:
-    if v > SCHEMA_VERSION or v < 1:
+    if v > SCHEMA_VERSION:
         raise InvalidRecord(
             f"schema version {v} is not supported (this holon reads up to {SCHEMA_VERSION}); "
             "upgrade holon to read this ledger",
+            where=where,
+            field="v",
+        )
+    if v < 1:
+        # No holon ever wrote it: a newer holon would not help, the record is damaged.
+        raise InvalidRecord(
+            f"schema version {v} does not exist (versions start at 1); the record was damaged or "
+            "written by another program",
             where=where,
             field="v",
         )

@@ -256,3 +256,26 @@ def test_invalid_records_say_what_to_write_instead(line: bytes, field: str | Non
         with pytest.raises(InvalidRecord) as packed:
             r.decode_msgpack_record(payload, where="seq 0")
         assert str(packed.value).split(": ", 1)[1] == str(info.value).split(": ", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        # msgspec reports a lone high surrogate escape as truncation: the line is whole.
+        (
+            b'{"seq":0,"ts":1,"turn":null,"kind":"message","v":1,"body":{"role":"user","text":"\\ud800"}}',
+            "half of a UTF-16 surrogate pair",
+        ),
+        (b'{"seq":0,"ts":1,"turn":null,"kind":"message","v":1,"body":{"role":"user","te', "was cut off"),
+        # No holon wrote a version below 1: upgrading would not help.
+        (
+            b'{"seq":0,"ts":1,"turn":null,"kind":"message","v":0,"body":{"role":"user","text":"x"}}',
+            "version 0 does not exist",
+        ),
+    ],
+)
+def test_a_bad_json_line_is_named_for_what_is_wrong_with_it(line: bytes, says: str) -> None:
+    with pytest.raises(InvalidRecord, match=says) as caught:
+        r.decode_json_record(line, where="line 3 of x.jsonl")
+    assert caught.value.where == "line 3 of x.jsonl"
+    assert "upgrade holon" not in str(caught.value)
