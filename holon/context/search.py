@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import unicodedata
 from array import array
 from collections.abc import Iterable
 from typing import Final, Literal, TypeAlias
@@ -43,20 +44,38 @@ _STOP: Final = frozenset(
         *("this", "to", "was", "were", "will", "with", "ok", "done", "none"),
     )
 )
-#: Words too common to search for; :func:`terms` drops them (and so does holon.search).
+#: Words too common to search for; :func:`terms` drops them.
 STOP_WORDS: Final = _STOP
-# What terms() drops: stop words and one-character terms (a term is ASCII [0-9a-z]).
+# What terms() drops of ASCII text: stop words and one-character terms.
 _DROP: Final = _STOP | frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
 _SPLIT: Final = re.compile(r"[_-]").split
 _K1: Final = 1.2
 _B: Final = 0.75
 
+# Scripts written without spaces between words: a run of them is indexed as its
+# overlapping character bigrams (a one-character run as itself), so a query matches
+# inside a run. Thai, Lao, Myanmar, Khmer, kana, CJK ideographs, Hangul syllables.
+_RUNS: Final = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
+)
+# On folded text (only word characters, "_", "-" and spaces are left): a run of an
+# unspaced script, or a word with its joined identifiers, as _TERM matches ASCII ones.
+_TOKEN: Final = re.compile(rf"([{_RUNS}]+)|([^\s_\-{_RUNS}]+(?:[_-][^\s_\-{_RUNS}]+)*)")
+_IN_RUNS: Final = re.compile(rf"[{_RUNS}]").fullmatch
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]+")
+
 #: Version of the exported index layout *and* of what it was built with. Bump it when
 #: :func:`terms` or :func:`episode_text` change what an episode is indexed under: an
 #: index saved by other tokenizing code is then rejected as stale instead of used.
-INDEX_FORMAT: Final = 2
-# What else a saved index depends on: the term pattern and the stop words.
-_TOKENIZER: Final = f"{INDEX_FORMAT}|{_TERM.pattern}|{' '.join(sorted(_STOP))}"
+#: 3: terms of any script (folded, unspaced scripts as bigrams), not ASCII words only.
+INDEX_FORMAT: Final = 3
+# What else a saved index depends on: the term patterns, the stop words, and the Unicode
+# database folding reads (another Python may fold some characters differently).
+_TOKENIZER: Final = (
+    f"{INDEX_FORMAT}|unicode {unicodedata.unidata_version}|{_TERM.pattern}|{_TOKEN.pattern}"
+    f"|{' '.join(sorted(_STOP))}"
+)
 # Array type codes of exactly 4 and 8 bytes (C types vary by platform; the format does not).
 _U32: Final = next(code for code in "IL" if array(code).itemsize == 4)
 _U64: Final = next(code for code in "LQ" if array(code).itemsize == 8)
@@ -116,14 +135,77 @@ def _from_le(code: str, data: bytes) -> array[int]:
     return values
 
 
+def _other_tokenizer(saved: str) -> str:
+    """Why a saved index's tokenizer fingerprint is not this code's, for a person."""
+    saved_format, _, rest = saved.partition("|")
+    saved_unicode, ours = rest.partition("|")[0], f"unicode {unicodedata.unidata_version}"
+    if saved_format != str(INDEX_FORMAT):
+        why = f"INDEX_FORMAT {saved_format[:20]!r}, this code's is {INDEX_FORMAT}"
+    elif saved_unicode != ours:
+        why = f"{saved_unicode[:40]!r}, this Python's is {ours!r}"
+    else:
+        why = "other term patterns or stop words"
+    return f"saved episode index was built by other tokenizing code ({why})"
+
+
+class _Fold(dict[int, str]):
+    """``str.translate`` table folding each character for search, filled on first use.
+
+    Compatibility forms become their plain letters (fullwidth letters, ligatures),
+    accents and other non-spacing marks are dropped (``é`` becomes ``e``, ``İ``
+    becomes ``i``), case is folded (``ß`` becomes ``ss``), the Turkish dotless i is ``i``,
+    invisible format characters (soft hyphen, zero-width joiners, direction marks)
+    vanish, and anything that is not a letter, digit, spacing mark, ``_`` or ``-``
+    becomes a space. The unspaced scripts keep their marks (``デ`` is not ``テ``).
+    """
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        if _IN_RUNS(char):
+            folded = unicodedata.normalize("NFKC", char) if unicodedata.category(char)[0] in "LNM" else " "
+        else:
+            kept: list[str] = []
+            for part in unicodedata.normalize("NFKD", char):
+                category = unicodedata.category(part)
+                if category in ("Mn", "Me", "Cf"):
+                    continue
+                kept.append(part if category[0] in "LN" or category == "Mc" or part in "_-" else " ")
+            folded = unicodedata.normalize("NFKC", "".join(kept)).casefold().replace("\u0131", "i")
+        self[code] = folded
+        return folded
+
+
+# Filled once per character ever seen, by every caller alike: what it holds never
+# changes what terms() returns, only how fast.
+_FOLD: Final = _Fold()
+
+
+def _fold_run(match: re.Match[str]) -> str:
+    # NFKC first: a decomposed accent is folded as the precomposed letter, halfwidth
+    # ``ｶﾞ`` as ``ガ``. Only non-ASCII runs are folded: most non-ASCII characters in a
+    # ledger are punctuation (— → …) inside ASCII text, which stays as it is.
+    return unicodedata.normalize("NFKC", match.group()).translate(_FOLD)
+
+
 def terms(text: str) -> list[str]:
-    """Lowercased search terms of a text: words, identifiers and path parts, minus stop words.
+    """Search terms of a text: folded words, identifiers and path parts, minus stop words.
 
     ``src/holon/ledger.py`` yields ``src/holon/ledger.py``'s parts *and* the joined
     identifiers (``ledger``, ``py``), so file paths match both whole and by component.
+    Terms are lowercase ``[0-9a-z]`` words for ASCII text. Other text is folded first
+    (see :class:`_Fold`: accents, case, compatibility forms), so ``Straße`` is found by
+    ``strasse``, ``İSTANBUL`` by ``istanbul`` and ``café`` by ``cafe``; words of any
+    script are terms, and a run of Chinese, Japanese, Korean, Thai, Lao, Khmer or
+    Myanmar text gives its overlapping character bigrams, which need no spaces between
+    words. ASCII words have the same terms wherever other characters are around them.
     """
-    found = _TERM.findall(text.lower())
-    if "_" not in text and "-" not in text:
+    lowered = text.lower()
+    if not text.isascii():
+        lowered = _NON_ASCII.sub(_fold_run, lowered)
+        if not lowered.isascii():
+            return _script_terms(lowered.translate(_FOLD))
+    found = _TERM.findall(lowered)
+    if "_" not in lowered and "-" not in lowered:
         # No joined identifiers (the common case): one pass, one set lookup per word.
         return [match for match in found if match not in _DROP]
     out: list[str] = []
@@ -132,6 +214,20 @@ def terms(text: str) -> list[str]:
             out.append(match)
         if "_" in match or "-" in match:
             out.extend(part for part in _SPLIT(match) if part not in _DROP)
+    return out
+
+
+def _script_terms(folded: str) -> list[str]:
+    """:func:`terms` of folded text that is not all ASCII: words of any script, bigrams of runs."""
+    out: list[str] = []
+    for run, word in _TOKEN.findall(folded):
+        if run:
+            out.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+            continue
+        if len(word) > 1 and word not in _STOP:
+            out.append(word)
+        if "_" in word or "-" in word:
+            out.extend(part for part in _SPLIT(word) if len(part) > 1 and part not in _STOP)
     return out
 
 
@@ -328,9 +424,7 @@ class EpisodeIndex:
         except msgspec.DecodeError as exc:
             return EpisodeIndexRejected(reason="corrupt", detail=f"saved index does not decode: {exc}")
         if saved.tokenizer != _TOKENIZER:
-            return EpisodeIndexRejected(
-                reason="stale", detail="saved episode index was built by other tokenizing code (INDEX_FORMAT)"
-            )
+            return EpisodeIndexRejected(reason="stale", detail=_other_tokenizer(saved.tokenizer))
         count, nterms = saved.count, len(saved.terms)
         sizes = (len(saved.ids), len(saved.to_seqs), len(saved.lengths), len(saved.offsets))
         expected = (8 * count, 8 * count, 4 * count, 4 * (nterms + 1))

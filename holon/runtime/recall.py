@@ -24,9 +24,10 @@ from typing import Any, Final
 
 import holon.records as r
 from holon.context import EpisodeIndex, RefSource, restore_bytes
+from holon.context.search import terms
 from holon.errors import RefNotFound, UsageError
 from holon.ledger import Ledger
-from holon.search import MemoryHit, search_terms
+from holon.search import MemoryHit
 
 __all__ = [
     "GET_TOOL",
@@ -188,7 +189,7 @@ def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
     to search for says so rather than that nothing matches it.
     """
     quoted = repr(query if len(query) <= _QUOTED_QUERY else query[: _QUOTED_QUERY - 1] + "…")
-    if not search_terms(query):
+    if not terms(query):
         return (
             f"the query {quoted} has no words to search for: search for words of two or more "
             "letters or digits (common words such as 'the' or 'with' are ignored)"
