@@ -18,7 +18,7 @@ from benchmarks.eval.policies import (
 )
 from benchmarks.eval.run import budget_for, fingerprint, main, run_scenario
 from benchmarks.eval.scenario import CONSTRAINT, Scenario, generate
-from benchmarks.eval.trace import TokenCounter, transcript_text
+from benchmarks.eval.trace import TokenCounter, call_positions, transcript_text
 
 BUDGET = budget_for(8_000)
 
@@ -131,3 +131,37 @@ def test_holon_calls_in_a_turn_extend_the_previous_call_until_it_renders_again(s
             renders += 1
         previous = prompt.lines
     assert renders and extended > renders
+
+
+def _tool_run(outputs: list[str], *, prelude: str) -> Scenario:
+    """One turn: a long operator input, then one tool round per output, then an answer."""
+    bodies: list[r.Body] = [
+        r.SystemPolicy(text="sys"),
+        r.TurnStarted(trigger="operator"),
+        r.Message(role="operator", text=prelude),
+    ]
+    for i, output in enumerate(outputs, 1):
+        bodies.append(r.ToolIntent(call_id=f"c{i}", tool="bash", args={"command": f"step {i}"}))
+        bodies.append(r.ToolResult(call_id=f"c{i}", tool="bash", status="ok", output=output))
+    bodies += [r.Message(role="assistant", text="done"), r.TurnEnded(outcome="completed")]
+    records = tuple(r.Record(body=b, ts=i, turn=None if i == 0 else 1) for i, b in enumerate(bodies))
+    return Scenario(name="clearing", description="hand-made", records=records, calls=call_positions(records))
+
+
+def test_tool_clearing_is_not_applied_when_it_cannot_clear_at_least_its_minimum() -> None:
+    # Anthropic's clear_at_least: "If the API can't clear at least the specified amount,
+    # the strategy will not be applied" — a clearing that reclaims less is not worth
+    # breaking the prompt cache for.
+    small = "\n".join(f"{i:04d} replica lag" for i in range(3))  # a few tokens
+    large = "\n".join(f"{i:04d} replica lag vacuum index" for i in range(150))  # over 700 tokens
+    scenario = _tool_run([small, small, large, small, small, small], prelude="lorem ipsum " * 1800)
+    budget = budget_for(8_000)  # 7,000 available: trigger 3,500, clear_at_least 700
+    policy = ToolClearing(scenario, budget, TokenCounter(), keep=1)
+    assert policy.trigger < TokenCounter().count("lorem ipsum " * 1800) < budget.available
+    prompts = list(policy.prompts())
+    cleared = [sum(line == PLACEHOLDER for line in p.lines) for p in prompts]
+    # Calls 1-3 have only small results to clear (c1, c2): nothing is cleared. Call 4 can
+    # reach the minimum with c3, and clears c1, c2 and c3, oldest first; c4 and c5 are
+    # again too small on their own.
+    assert cleared == [0, 0, 0, 0, 3, 3, 3]
+    assert [p.evicted for p in prompts][4] == ("record:4", "record:6", "record:8")

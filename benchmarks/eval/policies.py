@@ -17,7 +17,9 @@ record, oldest first.
 - ``tool-clearing`` — Anthropic's ``clear_tool_uses`` context edit: once the prompt passes
   ``trigger`` tokens, the oldest tool results (except the newest ``keep`` tool uses) are
   replaced by a placeholder, oldest first, until at least ``clear_at_least`` tokens were
-  reclaimed; cleared results stay cleared. If the prompt still exceeds the window it is
+  reclaimed — and only when that much can be reclaimed: otherwise nothing is cleared (the
+  API does not apply the edit, as it would break the prompt cache for little); cleared
+  results stay cleared. If the prompt still exceeds the window it is
   truncated oldest-first like ``full-history`` (the API would otherwise reject it).
 - ``holon`` — what ``holon.Agent`` sends (``Turn.context()`` / ``Turn.messages()``):
   every evidence record is appended to a ledger and folded, the post-turn refresh
@@ -318,13 +320,17 @@ class ToolClearing(_Transcript):
                 for item in candidates:
                     if item.index in cleared or item.tool in self.exclude:
                         continue
-                    saved = item.tokens - self._cost(item, {item.index})
-                    cleared.add(item.index)
                     newly.append(item.index)
-                    reclaimed += saved
+                    reclaimed += item.tokens - self._cost(item, {item.index})
                     if self.clear_at_least and reclaimed >= self.clear_at_least:
                         break
-                total -= reclaimed
+                if reclaimed >= self.clear_at_least:
+                    cleared.update(newly)
+                    total -= reclaimed
+                else:
+                    # "If the API can't clear at least the specified amount, the strategy
+                    # will not be applied": not worth breaking the prompt cache for.
+                    newly = []
             dropped: list[int] = []
             while total > self.available and start < len(items) - 1:
                 total -= self._cost(items[start], cleared)
