@@ -99,6 +99,22 @@ def test_breakpoint_cache_never_caches_below_the_minimum() -> None:
     assert cache.totals.written == 0
 
 
+def test_breakpoint_cache_reads_only_at_a_block_boundary_of_the_call() -> None:
+    # Call 0 writes its whole prompt (a system block, then one block of history). Call 1
+    # extends that history inside the same block: the prefix call 0 wrote ends inside
+    # call 1's history block, where Anthropic does not look a prefix up, so call 1 reads
+    # only the system block, which call 0 wrote too.
+    first = CallPrompt(["SYS", "H1", "H2"], [1100, 200, 300], breakpoints=(1, 3), blocks=(1, 3))
+    longer = CallPrompt(["SYS", "H1", "H2", "H3"], [1100, 200, 300, 400], breakpoints=(1, 4), blocks=(1, 4))
+    cache = BreakpointCache()
+    assert [cache.call(first), cache.call(longer)] == [0, 1100]
+    assert cache.totals.written == 1600 + 900
+    # With the history in blocks of its own, the same prefix is read.
+    split = CallPrompt(["SYS", "H1", "H2", "H3"], [1100, 200, 300, 400], breakpoints=(1, 4), blocks=(1, 3, 4))
+    cache = BreakpointCache()
+    assert [cache.call(first), cache.call(split)] == [0, 1600]
+
+
 def test_evaluate_counts_retention_carry_over_and_restorations() -> None:
     run = evaluate(_Scripted(), _scenario(), window=2000, available=1400)
     assert run.tokens == [1200, 1500, 1500]
@@ -208,7 +224,11 @@ def _reference_breakpoint_reads(prompts: list[CallPrompt], minimum: int = 1024) 
         marks = [k for k in prompt.breakpoints if cum[k] >= minimum]
         read = 0
         if marks:
-            read = max((k for k in range(1, marks[-1] + 1) if tuple(prompt.lines[:k]) in store), default=0)
+            ends = prompt.blocks or range(1, marks[-1] + 1)
+            read = max(
+                (k for k in ends if k <= marks[-1] and tuple(prompt.lines[:k]) in store),
+                default=0,
+            )
             store.update(tuple(prompt.lines[:k]) for k in marks if k > read)
         reads.append(cum[read])
     return reads

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import holon.records as r
+from benchmarks.eval import policies
 from benchmarks.eval.metrics import evaluate
 from benchmarks.eval.policies import (
     PLACEHOLDER,
@@ -19,6 +21,8 @@ from benchmarks.eval.policies import (
 from benchmarks.eval.run import budget_for, fingerprint, main, run_scenario
 from benchmarks.eval.scenario import CONSTRAINT, Scenario, generate
 from benchmarks.eval.trace import TokenCounter, call_positions, transcript_text
+from holon.context import Prompt, build_context
+from holon.context.adapters import to_anthropic_messages
 
 BUDGET = budget_for(8_000)
 
@@ -165,3 +169,35 @@ def test_tool_clearing_is_not_applied_when_it_cannot_clear_at_least_its_minimum(
     # again too small on their own.
     assert cleared == [0, 0, 0, 0, 3, 3, 3]
     assert [p.evicted for p in prompts][4] == ("record:4", "record:6", "record:8")
+
+
+def test_holon_blocks_are_the_content_blocks_its_adapter_sends(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The breakpoint cache reads only at block boundaries: holon's must be those of the
+    # Anthropic request its adapter builds (one system block per Stable and AgentScoped
+    # section but the tools, which travel structured; the TurnScoped text cut after each
+    # breakpoint), and each round appended in a turn is a block of its own.
+    rendered: list[Prompt] = []
+
+    def capture(*args: Any, **kwargs: Any) -> Prompt:
+        prompt = build_context(*args, **kwargs)
+        rendered.append(prompt)
+        return prompt
+
+    monkeypatch.setattr(policies, "build_context", capture)
+    calls = list(HolonPolicy(scenario, BUDGET, TokenCounter()).prompts())
+    renders = [call for call in calls if call.sections[-1][0] != "rounds"]
+    assert len(renders) == len(rendered) and len(calls) > len(renders)
+    for call, prompt in zip(renders, rendered, strict=True):
+        request = to_anthropic_messages(prompt, model="m", max_tokens=1)
+        sent = [block["text"] for block in request["system"]]
+        sent += [block["text"].removesuffix("\n\n") for block in request["messages"][0]["content"]]
+        tools = prompt.section("tools")
+        ours = [
+            "\n".join(call.lines[start:end]).removeprefix("\n")
+            for start, end in zip((0, *call.blocks), call.blocks, strict=False)
+        ]
+        assert [text for text in ours if tools is None or text != tools.text] == sent
+    for call in calls:
+        assert call.blocks[-1] == len(call.lines) and list(call.blocks) == sorted(set(call.blocks))

@@ -9,8 +9,10 @@ lifetime), as providers do:
   ``minimum`` (1,024) tokens, then ``step`` (128) token increments. Each call stores its
   own prefix (rounded down to a block); the tokens it adds to the cache are the *writes*.
 - :class:`BreakpointCache` — Anthropic's ``cache_control`` model: a call reads the longest
-  prefix that ends at a breakpoint of an earlier call and writes the prefix up to its own
-  last breakpoint; a prefix under ``minimum`` tokens is never cached.
+  prefix that ends at a breakpoint of an earlier call and at a content-block boundary of
+  its own (Anthropic matches whole blocks: a prefix that ends inside one of the call's
+  blocks is not found), and writes the prefix up to its own last breakpoint; a prefix
+  under ``minimum`` tokens is never cached.
 
 A prefix is looked up by its identity (:class:`PrefixHashes`), so a call that returns to
 an older prompt's prefix after a different one in between is served as a provider would
@@ -182,8 +184,8 @@ class BreakpointCache:
     """Anthropic-style caching at explicit breakpoints.
 
     Cache entries are the identities of prefixes written at earlier calls' breakpoints;
-    a call reads the longest entry that is a prefix of it and ends at or before its own
-    last breakpoint.
+    a call reads the longest entry that is a prefix of it, ends at one of its block
+    boundaries (:attr:`CallPrompt.blocks`) and at or before its own last breakpoint.
     """
 
     def __init__(self, minimum: int = 1024) -> None:
@@ -201,7 +203,9 @@ class BreakpointCache:
         marks = [k for k in prompt.breakpoints if cum[k] >= self.minimum]
         read = 0
         if marks:
-            read = next((k for k in range(marks[-1], 0, -1) if chain[k] in entries), 0)
+            last = marks[-1]
+            ends = reversed(prompt.blocks) if prompt.blocks else range(last, 0, -1)
+            read = next((k for k in ends if k <= last and chain[k] in entries), 0)
         cached = cum[read]
         written = 0
         if marks and marks[-1] > read:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Final, Literal, Protocol
 
 import blake3
@@ -184,7 +185,9 @@ class _Transcript:
             blocks = [(self.head, self.head_tokens - 1), *blocks]
         lines, costs = self.counter.assemble(blocks)
         marks = tuple(sorted({len(self.head), len(lines)} - {0}))
-        return CallPrompt(lines=lines, costs=costs, breakpoints=marks, evicted=evicted)
+        # Each item is a content block of its own (a message, a tool use, a tool result).
+        ends = tuple(accumulate(len(block[0]) for block in blocks))
+        return CallPrompt(lines=lines, costs=costs, breakpoints=marks, evicted=evicted, blocks=ends)
 
     def _tail(self, item: _Item, room: int) -> Block | None:
         """The newest part of an item that fits in ``room`` tokens (``None`` if nothing does).
@@ -454,12 +457,18 @@ class HolonPolicy:
         costs: list[int] = []
         marks: list[int] = []
         ends: list[tuple[str, int]] = []
+        # The request's content blocks (holon.context.adapters.to_anthropic_messages): one
+        # system block per Stable and AgentScoped section, and the TurnScoped text cut
+        # after each breakpoint.
+        boundaries: list[int] = []
         last_section = len(prompt.sections) - 1
         for i, section in enumerate(prompt.sections):
             block = section.text.split("\n")
             lines.extend(block)
             if section.breakpoint:
                 marks.append(len(lines))
+            if section.stability != "turn" or section.breakpoint or i == last_section:
+                boundaries.append(len(lines))
             ends.append((section.name, len(lines)))
             tokens = section.tokens
             if i < last_section:
@@ -472,7 +481,12 @@ class HolonPolicy:
         new = tuple(ref for ref in refs if ref not in self._seen)
         self._seen.update(new)
         call = CallPrompt(
-            lines=lines, costs=costs, breakpoints=tuple(marks), evicted=new, sections=tuple(ends)
+            lines=lines,
+            costs=costs,
+            breakpoints=tuple(marks),
+            evicted=new,
+            sections=tuple(ends),
+            blocks=tuple(boundaries),
         )
         return call, prompt.total_tokens
 
@@ -498,6 +512,7 @@ class HolonPolicy:
         base_turn: int | None = None
         lines: list[str] = []
         costs: list[int] = []
+        round_ends: list[int] = []  # each round is a message of its own
         round_tokens = 0
         rounded = 0  # ledger records up to here are in the prompt or its rounds
         for position in self.scenario.calls:
@@ -516,6 +531,7 @@ class HolonPolicy:
                     lines += got[0]
                     costs += got[1]
                     round_tokens += got[2]
+                    round_ends.append(len(lines))
             rounded = len(self.records)
             if (
                 base is None
@@ -527,6 +543,7 @@ class HolonPolicy:
                 base, base_tokens = self._render()
                 base_turn = turn
                 lines, costs, round_tokens = list(base.lines), list(base.costs), 0
+                round_ends = []
                 rounded = len(self.records)
                 yield CallPrompt(
                     lines=list(lines),
@@ -534,6 +551,7 @@ class HolonPolicy:
                     breakpoints=base.breakpoints,
                     evicted=base.evicted,
                     sections=base.sections,
+                    blocks=base.blocks,
                 )
                 continue
             yield CallPrompt(
@@ -541,6 +559,7 @@ class HolonPolicy:
                 costs=list(costs),
                 breakpoints=tuple(sorted({*base.breakpoints, len(lines)})),
                 sections=(*base.sections, ("rounds", len(lines))),
+                blocks=(*base.blocks, *round_ends),
             )
 
     def restore(self, key: str) -> RestoreOutcome:

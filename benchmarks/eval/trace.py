@@ -178,6 +178,11 @@ class CallPrompt:
       this prompt for the first time in the run (each item is counted once).
     - ``sections``: for a sectioned prompt (holon), each section's name and the line
       count at its end — used to report where the cacheable prefix breaks.
+    - ``blocks``: line counts ``k`` where one content block of the provider request ends
+      (a transcript item; one of holon's system blocks, its TurnScoped text up to a
+      breakpoint, a round), in increasing order. Anthropic looks a cached prefix up at
+      block boundaries only, so a breakpoint cache is read there. Empty: every line ends
+      a block.
     """
 
     lines: list[str]
@@ -185,6 +190,7 @@ class CallPrompt:
     breakpoints: tuple[int, ...]
     evicted: tuple[str, ...] = ()
     sections: tuple[tuple[str, int], ...] = ()
+    blocks: tuple[int, ...] = ()
     _text: str | None = field(default=None, repr=False)
 
     @property
