@@ -22,7 +22,7 @@ from benchmarks.eval.run import budget_for, fingerprint, main, run_scenario
 from benchmarks.eval.scenario import CONSTRAINT, Scenario, generate
 from benchmarks.eval.trace import TokenCounter, call_positions, transcript_text
 from holon.context import Prompt, build_context
-from holon.context.adapters import to_anthropic_messages
+from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS, to_anthropic_messages
 
 BUDGET = budget_for(8_000)
 
@@ -201,3 +201,19 @@ def test_holon_blocks_are_the_content_blocks_its_adapter_sends(
         assert [text for text in ours if tools is None or text != tools.text] == sent
     for call in calls:
         assert call.blocks[-1] == len(call.lines) and list(call.blocks) == sorted(set(call.blocks))
+
+
+def test_holon_rounds_move_the_prompts_last_breakpoint_to_their_end(scenario: Scenario) -> None:
+    # What cache_last_block does to the request: the prompt's last breakpoint (its end)
+    # moves to the newest round, so no call has more than Anthropic's four.
+    base = None
+    moved = 0
+    for call in HolonPolicy(scenario, BUDGET, TokenCounter()).prompts():
+        assert len(call.breakpoints) <= MAX_ANTHROPIC_BREAKPOINTS
+        if call.sections[-1][0] != "rounds":
+            base = call
+            continue
+        assert base is not None
+        assert call.breakpoints == (*base.breakpoints[:-1], len(call.lines))
+        moved += len(base.breakpoints) == MAX_ANTHROPIC_BREAKPOINTS
+    assert moved, "some prompts use all four breakpoints"

@@ -31,8 +31,8 @@ record, oldest first.
   prompt is rendered again, or until the turn made something working memory states
   untrue (:func:`holon.projections.refresh_before_prompt` refreshes it first). Large
   tool outputs go to the blob store as the ledger would put them (over 4,096 bytes). A
-  daemon marks a cache breakpoint on the last block of every request, so each call's
-  end is one too.
+  daemon moves the prompt's last cache breakpoint to the last block of every request
+  (:func:`holon.context.adapters.cache_last_block`), so each call's end is one.
 
 Nothing a baseline evicts leaves a reference, so its evictions are not restorable. holon's
 evictions are the refs of its assembly plan and every ``restore with ref`` placeholder in
@@ -64,6 +64,7 @@ from holon.context import (
     restore_bytes,
 )
 from holon.context.rounds import round_text, rounds_fit
+from holon.context.sections import SECTION_STABILITY
 from holon.errors import HolonError, RefNotFound
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS
 from holon.ledger.store import DEFAULT_BLOB_THRESHOLD
@@ -554,10 +555,15 @@ class HolonPolicy:
                     blocks=base.blocks,
                 )
                 continue
+            # cache_last_block: the last breakpoint in the messages (the prompt's end, when
+            # it is TurnScoped) moves to the newest round; Anthropic allows four.
+            kept = base.breakpoints
+            if kept and SECTION_STABILITY[base.sections[-1][0]] == "turn":
+                kept = kept[:-1]
             yield CallPrompt(
                 lines=list(lines),
                 costs=list(costs),
-                breakpoints=tuple(sorted({*base.breakpoints, len(lines)})),
+                breakpoints=(*kept, len(lines)),
                 sections=(*base.sections, ("rounds", len(lines))),
                 blocks=(*base.blocks, *round_ends),
             )
