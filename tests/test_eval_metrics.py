@@ -9,6 +9,8 @@ import pytest
 
 from benchmarks.eval.metrics import (
     BreakpointCache,
+    CacheTotals,
+    PolicyRun,
     PrefixCache,
     block_floor,
     common_prefix,
@@ -16,6 +18,7 @@ from benchmarks.eval.metrics import (
 )
 from benchmarks.eval.policies import POLICIES, RestoreOutcome
 from benchmarks.eval.report import breaks_table
+from benchmarks.eval.run import fingerprint
 from benchmarks.eval.scenario import Fact, Scenario, generate
 from benchmarks.eval.trace import CallPrompt, TokenCounter
 from holon import records as r
@@ -268,3 +271,27 @@ def test_cache_models_match_a_brute_force_store(
         prompts = list(policy(scenario, budget, TokenCounter()).prompts())
         cache = model()
         assert [cache.call(p) for p in prompts] == reference(prompts), policy.name
+
+
+def test_the_fingerprint_covers_every_published_figure() -> None:
+    # Costs depend on the tokens written as well as read; the stale-carried share on
+    # calls, not pairs; the first loss and the break table are published too. A change
+    # to any of them must change the fingerprint.
+    def run(**changes: object) -> PolicyRun:
+        base = PolicyRun(policy="p", scenario="s", window=8_000, available=7_000, tokens=[10])
+        for name, value in changes.items():
+            setattr(base, name, value)
+        return base
+
+    same = fingerprint([run()])
+    assert fingerprint([run()]) == same
+    for changed in (
+        run(prefix=CacheTotals(written=5)),
+        run(breakpoints=CacheTotals(total=3)),
+        run(stale_calls=2, carried_calls=1),
+        run(first_loss={"plan": 4}),
+        run(required={"plan": 3}),
+        run(over_budget=1),
+        run(breaks={("history", True): [1, 9]}),
+    ):
+        assert fingerprint([changed]) != same, changed

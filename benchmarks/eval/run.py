@@ -58,7 +58,12 @@ def run_scenario(scenario: Scenario, windows: Sequence[int] = WINDOWS) -> list[P
 
 
 def fingerprint(runs: Sequence[PolicyRun]) -> str:
-    """A short hash of every figure: same seed and code → same fingerprint."""
+    """A short hash of every figure: same seed and code → same fingerprint.
+
+    Everything a published figure is computed from: the tokens, what each cache model
+    read per call and wrote in all (the cost), the facts required, kept, first lost and
+    carried over, evictions and restorations, and where holon's prefix broke.
+    """
     h = hashlib.blake2b(digest_size=8)
     for run in runs:
         h.update(
@@ -67,13 +72,21 @@ def fingerprint(runs: Sequence[PolicyRun]) -> str:
                     run.policy,
                     run.scenario,
                     run.window,
+                    run.available,
                     run.tokens,
-                    run.prefix.per_call,
-                    run.breakpoints.per_call,
+                    *(
+                        (cache.total, cache.cached, cache.written, cache.per_call)
+                        for cache in (run.prefix, run.breakpoints)
+                    ),
+                    sorted(run.required.items()),
                     sorted(run.retained.items()),
+                    sorted(run.first_loss.items()),
+                    (run.stale_calls, run.carried_calls),
                     sorted(run.carried.items()),
                     run.evictions,
                     sorted(run.restores.items()),
+                    run.over_budget,
+                    sorted(run.breaks.items()),
                 )
             ).encode()
         )
