@@ -217,3 +217,23 @@ def test_holon_rounds_move_the_prompts_last_breakpoint_to_their_end(scenario: Sc
         assert call.breakpoints == (*base.breakpoints[:-1], len(call.lines))
         moved += len(base.breakpoints) == MAX_ANTHROPIC_BREAKPOINTS
     assert moved, "some prompts use all four breakpoints"
+
+
+def test_holon_counts_each_evicted_record_once_whichever_refs_name_it(scenario: Scenario) -> None:
+    # A large tool output is shown as a preview with its blob ref, and later the whole
+    # result is omitted with its ledger ref: one record evicted, as a baseline counts an
+    # item it cut and later dropped once.
+    policy = HolonPolicy(scenario, BUDGET, TokenCounter())
+    keys = [key for p in policy.prompts() for key in p.evicted]
+    refs = set(policy._seen)  # every ref any prompt left
+
+    def record_of(ref: str) -> str:
+        scheme, _, value = ref.partition(":")
+        origin = policy.evidence_of.get(int(value)) if scheme == "ledger" else policy.blob_origin.get(value)
+        return f"record:{origin}" if origin is not None else ref
+
+    counted = [record_of(key) for key in keys]
+    assert len(counted) == len(set(counted)), "a record counted twice"
+    assert set(counted) == {record_of(ref) for ref in refs}, "every evicted record counted"
+    assert len(refs) > len(keys), "some record was named by two refs"
+    assert {policy.restore(key) for key in keys} == {"restored"}

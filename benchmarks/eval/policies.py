@@ -36,8 +36,9 @@ record, oldest first.
 
 Nothing a baseline evicts leaves a reference, so its evictions are not restorable. holon's
 evictions are the refs of its assembly plan and every ``restore with ref`` placeholder in
-the text; each is restored through a :class:`~holon.context.RefSource` over the ledger
-records and checked byte for byte against the original evidence.
+the text, one per evidence record however many refs name it (a large tool result's blob
+and its ledger record); each is restored through a :class:`~holon.context.RefSource` over
+the ledger records and checked byte for byte against the original evidence.
 """
 
 from __future__ import annotations
@@ -408,7 +409,8 @@ class HolonPolicy:
         self.evidence_of: dict[int, int] = {}  # ledger seq -> scenario record index
         self.blob_origin: dict[str, int] = {}  # blob hash -> scenario record index
         self.prompt_tokens: list[int] = []  # build_context's own total per call
-        self._seen: set[str] = set()
+        self._seen: set[str] = set()  # every ref a prompt left
+        self._evicted: set[str] = set()  # what they name (see _evidence), each counted once
 
     def _append(self, body: r.Body, ts: int, turn: int | None) -> int:
         seq = len(self.records)
@@ -479,17 +481,37 @@ class HolonPolicy:
             costs.extend(self.counter.unit_costs(block, tokens))
         refs = dict.fromkeys(prompt.plan.evicted_refs)
         refs.update(dict.fromkeys(_REF_IN_TEXT.findall(prompt.text)))
-        new = tuple(ref for ref in refs if ref not in self._seen)
-        self._seen.update(new)
+        evicted: list[str] = []
+        for ref in refs:
+            if ref in self._seen:
+                continue
+            self._seen.add(ref)
+            item = self._evidence(ref)
+            if item not in self._evicted:
+                self._evicted.add(item)
+                evicted.append(ref)
+            elif self.restore(ref) != "restored":
+                evicted.append(ref)  # its record was counted; a ref that fails is still reported
         call = CallPrompt(
             lines=lines,
             costs=costs,
             breakpoints=tuple(marks),
-            evicted=new,
+            evicted=tuple(evicted),
             sections=tuple(ends),
             blocks=tuple(boundaries),
         )
         return call, prompt.total_tokens
+
+    def _evidence(self, ref: str) -> str:
+        """What a ref evicts: the scenario record it shows (a tool result's blob and its
+        ledger record are one record, as a baseline's transcript item is), else the ref."""
+        scheme, _, value = ref.partition(":")
+        origin = None
+        if scheme == "ledger" and value.isdigit():
+            origin = self.evidence_of.get(int(value))
+        elif scheme == "blob":
+            origin = self.blob_origin.get(value)
+        return f"record:{origin}" if origin is not None else ref
 
     def _round(self, seq: int) -> tuple[list[str], list[int], int] | None:
         """Lines, per-line costs and tokens of the round of record ``seq`` (``None``: no round)."""
