@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from pathlib import Path
 
 import holon.records as r
 from holon.context import (
@@ -22,7 +24,9 @@ from holon.context import (
 from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS
 from holon.context.budget import Stability
 from holon.projections import WorkingMemorySnapshot
+from holon.runtime import Agent
 from tests.context_inputs import message
+from tests.runtime_support import Tick
 
 POLICY = r.SystemPolicy(
     text="Be careful.",
@@ -79,11 +83,13 @@ def test_anthropic_user_message_is_cut_after_the_history() -> None:
     prompt = build_context(inputs, Budget(context_window=8_000, output_reserve=500))
     request = to_anthropic_messages(prompt, model="m", max_tokens=100)
     blocks = request["messages"][0]["content"]
-    assert [("cache_control" in b) for b in blocks] == [True, True]
-    assert blocks[0]["text"].rstrip().endswith("assistant: earlier answer")
-    assert blocks[1]["text"].startswith("## Current input")
+    # The two messages are of turns 5 and 6: the history is cut before each turn's units.
+    assert [("cache_control" in b) for b in blocks] == [False, True, True]
+    assert blocks[0]["text"].endswith("user: earlier question")
+    assert blocks[1]["text"] == "\n[ledger:6] assistant: earlier answer"
+    assert blocks[2]["text"].startswith("\n\n## Current input")
     assert "".join(b["text"] for b in blocks) == prompt.block_text("turn")
-    marks = sum("cache_control" in b for b in request["system"]) + len(blocks)
+    marks = sum("cache_control" in b for b in request["system"]) + sum("cache_control" in b for b in blocks)
     assert marks == 4
 
 
@@ -205,3 +211,26 @@ def test_rounds_appended_in_a_turn_move_the_end_breakpoint_to_the_newest_block()
     cache_last_block(messages)
     assert json.dumps(messages) == before
     assert sum("cache_control" in b for m in messages for b in m["content"]) == 2
+
+
+def test_the_next_turns_request_repeats_this_ones_blocks_up_to_its_history_end(tmp_path: Path) -> None:
+    # Anthropic reads a cached prefix only where the new request has a block boundary and
+    # every block before it is byte-identical. The history used to travel in one block
+    # with a blank line at its end, so the next turn, whose history is this one plus the
+    # last turn, had neither: only the system blocks were read at a turn's start.
+    requests = []
+    with Agent.open(tmp_path / "a", agent_id="a", clock=Tick(), policy=POLICY) as agent:
+        for i in range(4):
+            with agent.turn(input=f"step {i}: look at file {i}") as turn:
+                turn.context()
+                turn.record_message(f"file {i} looks fine")
+                requests.append(to_anthropic_messages(turn.context(), model="m", max_tokens=10))
+    for before, after in itertools.pairwise(requests[1:]):
+        assert before["system"] == after["system"]
+        old, new = before["messages"][0]["content"], after["messages"][0]["content"]
+        end = max(i for i, block in enumerate(old) if "cache_control" in block and i < len(old) - 1)
+        # The markers are not content: the texts are what must match.
+        assert [b["text"] for b in new[: end + 1]] == [b["text"] for b in old[: end + 1]]
+        # ... and within Anthropic's lookback from the new history-end breakpoint.
+        new_end = max(i for i, block in enumerate(new) if "cache_control" in block and i < len(new) - 1)
+        assert 0 < new_end - end <= 20

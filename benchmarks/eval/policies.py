@@ -462,11 +462,14 @@ class HolonPolicy:
         ends: list[tuple[str, int]] = []
         # The request's content blocks (holon.context.adapters.to_anthropic_messages): one
         # system block per Stable and AgentScoped section, and the TurnScoped text cut
-        # after each breakpoint.
+        # after each breakpoint and at each section's cuts (the history: before each
+        # turn's first unit).
         boundaries: list[int] = []
         last_section = len(prompt.sections) - 1
         for i, section in enumerate(prompt.sections):
             block = section.text.split("\n")
+            # A cut is the offset of a line break: the lines before it end a block.
+            boundaries.extend(len(lines) + section.text.count("\n", 0, cut) + 1 for cut in section.cuts)
             lines.extend(block)
             if section.breakpoint:
                 marks.append(len(lines))

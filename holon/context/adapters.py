@@ -2,12 +2,14 @@
 
 - :func:`to_anthropic_messages` — Anthropic Messages API: ``tools``, ``system`` as text
   blocks (Stable first, then AgentScoped) and the TurnScoped sections as the user
-  message, one text block per run of sections up to a breakpoint, with
-  ``cache_control`` on each breakpoint block (at most 4, the API's limit). Anthropic
-  caches tools → system → messages in that order, so a breakpoint on the last Stable
-  system block also covers the tool definitions; the one after the history lets the
-  next turn's prompt, which extends that history, read everything before it; the one at
-  the end lets the turn's later calls, which append their rounds, read the whole prompt.
+  message, one text block per run of sections up to a breakpoint — the history cut
+  into one block per turn — with ``cache_control`` on each breakpoint block (at most 4,
+  the API's limit). Anthropic caches tools → system → messages in that order, so a
+  breakpoint on the last Stable system block also covers the tool definitions; the one
+  after the history lets the next turn's prompt, whose history is this one plus a
+  block for the last turn, read everything before it (Anthropic looks a cached prefix
+  up at the block boundaries before a breakpoint); the one at the end lets the turn's
+  later calls, which append their rounds, read the whole prompt.
 - :func:`to_openai_chat` / :func:`to_openai_responses` — OpenAI Chat Completions /
   Responses: one system message holding the cacheable prefix, one user message with the
   rest, ``tools`` as function tools, and ``prompt_cache_key`` set to the agent's routing
@@ -58,22 +60,37 @@ def _breakpoint_after(prompt: Prompt, section: PromptSection) -> bool:
 
 
 def _turn_blocks(prompt: Prompt) -> list[tuple[str, bool]]:
-    """The TurnScoped text cut after each breakpoint: (text, ends at a breakpoint)."""
+    """The TurnScoped text as content blocks: (text, ends at a breakpoint).
+
+    A block ends after each breakpoint section and at each of a section's ``cuts`` (in
+    the history, before every turn's first unit). The blocks joined are exactly the
+    TurnScoped text: a separator between two sections, or the line break at a cut,
+    starts the next block rather than ending the previous one, so a block holding the
+    end of this prompt's history is byte-identical in the next turn's prompt — where
+    the history goes on after it and no blank line follows — and Anthropic, which
+    matches whole blocks, reads the cached prefix there.
+    """
     blocks: list[tuple[str, bool]] = []
-    run: list[str] = []
+    run = ""  # the text of the block being built
+    pending = ""  # a separator owed before the next section's text
     for section in prompt.sections:
         if section.stability != "turn":
             continue
-        run.append(section.text)
+        text = pending + section.text
+        shift = len(pending)
+        pending = SEPARATOR
+        start = 0
+        for cut in section.cuts:
+            piece = text[start : cut + shift]
+            blocks.append((run + piece, False))
+            run, start = "", cut + shift
+        run += text[start:]
         if section.breakpoint:
-            blocks.append((SEPARATOR.join(run), True))
-            run = []
+            blocks.append((run, True))
+            run = ""
     if run:
-        blocks.append((SEPARATOR.join(run), False))
-    # Blocks are joined back by the API's block boundary, not by a blank line: keep the
-    # separator inside the text so the model reads the same characters either way.
-    last = len(blocks) - 1
-    return [(text + (SEPARATOR if i < last else ""), mark) for i, (text, mark) in enumerate(blocks)]
+        blocks.append((run, False))
+    return blocks
 
 
 def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dict[str, Any]:

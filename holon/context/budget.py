@@ -65,13 +65,16 @@ class Form(msgspec.Struct, frozen=True, kw_only=True):
     """One rendering of a section: its kind, text, token count and what it left out.
 
     ``omissions`` names, with the ref that restores it, everything this form shortens or
-    drops compared with the section's full content.
+    drops compared with the section's full content. ``cuts`` are offsets of line breaks
+    in ``text`` where an adapter may start a new content block (see
+    :attr:`~holon.context.PromptSection.cuts`).
     """
 
     kind: FormKind
     text: str
     tokens: int
     omissions: tuple[r.Omission, ...] = ()
+    cuts: tuple[int, ...] = ()
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):

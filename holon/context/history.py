@@ -67,6 +67,7 @@ class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int
     refs: tuple[str, ...]
     cleared: tuple[r.Omission, ...] = ()
+    turn: int | None = None
 
 
 class HistoryRules(msgspec.Struct, frozen=True, kw_only=True):
@@ -183,12 +184,21 @@ def history_units(
             cleared = (r.Omission(section="history", ref=ref, reason="message over its cap"),)
         line = f"[{ledger_ref(m.seq)}] {who}: {text}"
         units.append(
-            HistoryUnit(seq=m.seq, text=line, tokens=count(line), refs=(ledger_ref(m.seq),), cleared=cleared)
+            HistoryUnit(
+                seq=m.seq,
+                text=line,
+                tokens=count(line),
+                refs=(ledger_ref(m.seq),),
+                cleared=cleared,
+                turn=m.turn,
+            )
         )
     for b in inputs.briefs:
         scope = f" ({b.brief.work_item_id})" if b.brief.work_item_id else ""
         line = f"[{ledger_ref(b.seq)}] brief {b.brief.status}{scope}: {b.brief.text}"
-        units.append(HistoryUnit(seq=b.seq, text=line, tokens=count(line), refs=(ledger_ref(b.seq),)))
+        units.append(
+            HistoryUnit(seq=b.seq, text=line, tokens=count(line), refs=(ledger_ref(b.seq),), turn=b.turn)
+        )
 
     cap = rules.tool_result_max_tokens
     for ex in _pairs(inputs):
@@ -241,6 +251,7 @@ def history_units(
                 tokens=count(head) + body_tokens + 1,
                 refs=(ledger_ref(ex.intent_seq), ledger_ref(ex.result_seq)),
                 cleared=tuple(omissions),
+                turn=ex.turn,
             )
         )
     units.sort(key=lambda u: u.seq)
@@ -278,7 +289,12 @@ def _render_units(
         tokens = sum(count(line) + 1 for line in head) + sum(u.tokens + 1 for u in before)
         cut = anchor is not None or any(u.cleared for u in before)
         kind: FormKind = "truncated" if cut else "full"
-        history = Form(kind=kind, text="\n".join([*head, *(u.text for u in before)]), tokens=tokens)
+        history = Form(
+            kind=kind,
+            text="\n".join([*head, *(u.text for u in before)]),
+            tokens=tokens,
+            cuts=_turn_cuts(head, before),
+        )
     work: Form | None = None
     if after:
         tokens = count(TURN_WORK_HEADER) + 1 + sum(u.tokens + 1 for u in after)
@@ -292,6 +308,26 @@ def _render_units(
     for u in shown:
         omissions.extend(u.cleared)
     return history, work, omissions
+
+
+def _turn_cuts(head: Sequence[str], units: Sequence[HistoryUnit]) -> tuple[int, ...]:
+    """Offsets in the history text of the line break before each unit that starts a new turn.
+
+    A provider that caches whole content blocks (Anthropic) finds the previous prompt's
+    history again only where one of the new prompt's blocks ends: the next turn's history
+    is this one plus the last turn's units, so cutting blocks before every turn's first
+    unit keeps the previous history's end a block boundary. The cuts depend only on the
+    units before them, so they stay where they were while the history grows at its end.
+    """
+    cuts: list[int] = []
+    offset = sum(len(line) + 1 for line in head) - 1
+    previous: int | None = None
+    for i, unit in enumerate(units):
+        if i > 0 and unit.turn != previous:
+            cuts.append(offset)
+        previous = unit.turn
+        offset += 1 + len(unit.text)
+    return tuple(cuts)
 
 
 # The split of a prompt with no current input (or one without a seq): everything is history.

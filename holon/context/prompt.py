@@ -37,7 +37,13 @@ def _hash(text: str) -> str:
 
 
 class PromptSection(msgspec.Struct, frozen=True, kw_only=True):
-    """One rendered section: name, stability class, text, tokens, form, cache breakpoint flag."""
+    """One rendered section: name, stability class, text, tokens, form, cache breakpoint flag.
+
+    ``cuts`` are offsets of line breaks in ``text`` where a provider adapter may start a
+    new content block; the history has one before each turn's first unit, so the
+    previous prompt's history ends at a block boundary of the next one (Anthropic reads
+    a cached prefix only at block boundaries). They change no text.
+    """
 
     name: str
     stability: Stability
@@ -45,6 +51,7 @@ class PromptSection(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int
     form: FormKind = "full"
     breakpoint: bool = False
+    cuts: tuple[int, ...] = ()
 
 
 class CacheIdentity(msgspec.Struct, frozen=True, kw_only=True):

@@ -337,7 +337,12 @@ def _yielded(candidate: Candidate) -> Form:
 
 def _section(name: str, form: Form) -> PromptSection:
     return PromptSection(
-        name=name, stability=SECTION_STABILITY[name], text=form.text, tokens=form.tokens, form=form.kind
+        name=name,
+        stability=SECTION_STABILITY[name],
+        text=form.text,
+        tokens=form.tokens,
+        form=form.kind,
+        cuts=form.cuts,
     )
 
 
