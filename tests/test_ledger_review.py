@@ -466,3 +466,28 @@ def test_overlapping_segments_are_named_as_overlapping_not_as_missing_records(tm
         report = reader.verify()
     assert [p.file for p in report.problems if p.message.startswith(overlap)] == [str(moved)]
     assert "are missing" not in str(report)
+
+
+@pytest.mark.parametrize("which", ["sealed", "active"])
+def test_a_directory_under_a_segments_name_is_corruption_named_not_an_oserror(
+    tmp_path: Path, which: str
+) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="never", segment_bytes=4096) as ledger:
+        ledger.append_many([message(i, size=100) for i in range(100)])
+    segs = list_segments(path / "segments")
+    seg = segs[1] if which == "sealed" else segs[-1]
+    target = seg.sealed if which == "sealed" else seg.plain
+    assert target is not None
+    target.unlink()
+    target.mkdir()
+    for attempt in (
+        lambda: list(Ledger.open(path, readonly=True).read()),
+        lambda: Ledger.open(path, readonly=True).get(segs[-1].start_seq),
+        lambda: Ledger.open(path),
+    ):
+        with pytest.raises(LedgerCorrupt, match="not a regular file") as caught:
+            attempt()
+        assert caught.value.file == str(target)
+    report = Ledger.open(path, readonly=True).verify()
+    assert not report.ok and any(str(target) in str(p) for p in report.problems)

@@ -157,15 +157,32 @@ def segment_dir_names(seg_dir: Path) -> list[str]:
 
 
 def list_segments(seg_dir: Path) -> list[SegmentFile]:
-    """All segments in ``seg_dir`` sorted by start seq; other files are ignored."""
+    """All segments in ``seg_dir`` sorted by start seq; other files are ignored.
+
+    An entry with a segment's name that is not a regular file (a directory, a device) is
+    LedgerCorrupt naming it: every reader lists first, so none of them meets it as an
+    IsADirectoryError, or blocks reading a pipe.
+    """
     plain: dict[int, Path] = {}
     sealed: dict[int, Path] = {}
-    for name in segment_dir_names(seg_dir):
-        match = _NAME_RE.match(name)
+    try:
+        entries = list(os.scandir(seg_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        segment_dir_names(seg_dir)  # raises the missing-directory LedgerCorrupt
+        raise
+    for entry in entries:
+        match = _NAME_RE.match(entry.name)
         if match is None:
             continue
+        path = seg_dir / entry.name
+        if not entry.is_file():  # d_type from the listing: no extra stat on Linux
+            raise LedgerCorrupt(
+                "a segment's name holds something that is not a regular file; move it away and "
+                "restore the segment from a backup",
+                file=str(path),
+            )
         start = int(match.group(1))
-        (sealed if match.group(2) else plain)[start] = seg_dir / name
+        (sealed if match.group(2) else plain)[start] = path
     return [SegmentFile(s, plain.get(s), sealed.get(s)) for s in sorted(plain.keys() | sealed.keys())]
 
 
