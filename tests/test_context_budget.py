@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import holon.records as r
@@ -190,3 +190,32 @@ def test_an_exact_estimator_prompt_fits_counted_whole() -> None:
         for k in range(4):
             live.append(r.Message(role="assistant", text=f"ok {k}.\r\n\n"))
     assert refitted > 0, "the session never needed a refit: it no longer tests one"
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.text(alphabet=st.sampled_from([*"ab .:-", "\r", "\n", "\t", "😀"]), max_size=30), min_size=3),
+    st.integers(250, 700),
+    st.sampled_from(["o200k_base", "cl100k_base"]),
+)
+def test_exact_estimator_prompts_fit_whatever_the_texts_end_with(
+    texts: list[str], window: int, name: str
+) -> None:
+    # DESIGN.md invariant 3 for an estimator whose counts do not add up over joins: any
+    # texts (line endings, whitespace runs, emoji at unit edges), rendered turn after
+    # turn so the anchored history fills its room, fit counted whole.
+    estimator = get_estimator(name)
+    config = RenderConfig(estimator=name)
+    budget = Budget(context_window=window, output_reserve=0)
+    live = LiveLedger()
+    live.append(POLICY, in_turn=False)
+    for turn, text in enumerate(texts):
+        live.start_turn("operator", f"step {turn}")
+        live.before_prompt()
+        try:
+            prompt = build_context(live.state, budget, config, agent_id=AGENT)
+        except BudgetExceeded:
+            return  # loud, as the invariant allows
+        live.append(prompt_rendered(prompt), step_ms=5)
+        assert estimator.count(prompt.text) == prompt.total_tokens <= budget.available
+        live.append(r.Message(role="assistant", text=text or "."))
