@@ -13,7 +13,7 @@ from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound
 from holon.ledger import Ledger, blobs, export_jsonl, files, import_jsonl, segments, store, verify
 from holon.ledger.compression import compress
 from holon.ledger.segments import encode_segment_header, list_segments, parse_segment_header
-from holon.records import ToolResult
+from holon.records import BlobRef, Record, ToolResult
 from tests.ledger_support import (
     AGENT,
     active_segment,
@@ -491,3 +491,24 @@ def test_a_directory_under_a_segments_name_is_corruption_named_not_an_oserror(
         assert caught.value.file == str(target)
     report = Ledger.open(path, readonly=True).verify()
     assert not report.ok and any(str(target) in str(p) for p in report.problems)
+
+
+def test_a_blob_ref_stating_the_wrong_size_is_refused_on_append_and_reported_by_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The size is what audit reports as a tool output's bytes: a hand-built BlobRef with
+    # the right hash and a wrong size was acknowledged, and verify() said nothing.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="never") as ledger:
+        ref = ledger.put_blob(b"x" * 5000)
+        wrong = BlobRef(hash=ref.hash, size=10, preview="")
+        before = ledger.head()
+        with pytest.raises(InvalidRecord, match="holds 5,000") as refused:
+            ledger.append(Record(body=ToolResult(call_id="c", tool="t", status="ok", blob=wrong), ts=1))
+        assert refused.value.field == "body.blob.size" and ledger.head() == before
+        ledger.append(Record(body=ToolResult(call_id="c", tool="t", status="ok", blob=ref), ts=1))
+        # A ledger written before the check (or by other code) can still hold one.
+        monkeypatch.setattr(blobs.BlobStore, "size", lambda self, blob_hash: 10)
+        ledger.append(Record(body=ToolResult(call_id="d", tool="t", status="ok", blob=wrong), ts=2))
+    report = Ledger.open(path, readonly=True).verify()
+    assert [p.message for p in report.problems] == ["seq 1 says this blob holds 10 bytes, it holds 5,000"]

@@ -26,6 +26,8 @@ __all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "check_blob_hash"]
 log = logging.getLogger("holon.ledger")
 
 _HASH_RE: Final = re.compile(r"[0-9a-f]{64}")
+# Blob sizes a store remembers (see BlobStore.size): enough for any recent output.
+_SIZES_KEPT: Final = 4096
 #: Characters of a moved output kept inline in the record as ``BlobRef.preview``.
 BLOB_PREVIEW_CHARS: Final = 200
 _ZSTD_LEVEL: Final = 3
@@ -51,6 +53,10 @@ class BlobStore:
     def __init__(self, root: Path, *, durable: bool) -> None:
         self.root = root
         self._durable = durable
+        # Sizes of blobs this store wrote or checked, newest last: a record naming one of
+        # them (the runtime stores an output, then appends its BlobRef) has its size
+        # checked without reading the blob back.
+        self._sizes: dict[str, int] = {}
 
     def path_of(self, blob_hash: str) -> Path:
         """Where the blob named ``blob_hash`` lives (the hash must be well-formed)."""
@@ -66,6 +72,7 @@ class BlobStore:
         blob_hash = blake3.blake3(data).hexdigest()
         path = self.path_of(blob_hash)
         ref = BlobRef(hash=blob_hash, size=len(data), preview=preview)
+        self._remember(blob_hash, len(data))
         if path.exists():
             problem = self._damage(path, data)
             if problem is None:
@@ -117,6 +124,19 @@ class BlobStore:
         record, written or pending, can name it.
         """
         self.path_of(blob_hash).unlink(missing_ok=True)
+
+    def size(self, blob_hash: str) -> int:
+        """The size in bytes of the stored blob ``blob_hash`` (read and checked if not known)."""
+        known = self._sizes.get(blob_hash)
+        if known is None:
+            known = len(self.get(blob_hash))
+            self._remember(blob_hash, known)
+        return known
+
+    def _remember(self, blob_hash: str, size: int) -> None:
+        if len(self._sizes) >= _SIZES_KEPT:
+            del self._sizes[next(iter(self._sizes))]
+        self._sizes[blob_hash] = size
 
     def contains(self, blob_hash: str) -> bool:
         """True when a blob with this (well-formed) hash is stored."""

@@ -539,6 +539,17 @@ class Ledger:
                     where=f"seq {seq}",
                     field="body.blob.hash",
                 )
+            # Its size is what audit reports as the output's bytes, so it must be the blob's:
+            # known without a read for a blob this ledger just stored (the runtime's way),
+            # read and checked once for any other.
+            held = self.blobs.size(body.blob.hash)
+            if body.blob.size != held:
+                raise InvalidRecord(
+                    f"BlobRef says blob {body.blob.hash[:16]}… holds {body.blob.size:,} bytes, it holds "
+                    f"{held:,}; use the BlobRef put_blob() returns",
+                    where=f"seq {seq}",
+                    field="body.blob.size",
+                )
             return record
         output = body.output
         if len(output) * 4 <= threshold:  # UTF-8 takes at most 4 bytes a character

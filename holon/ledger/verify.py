@@ -118,6 +118,8 @@ def verify_ledger(
     """
     problems: list[Problem] = []
     referenced: dict[str, int] = {}
+    # (blob hash, size the record states) -> first seq stating it: checked against the blob.
+    claimed: dict[tuple[str, int], int] = {}
     checked = 0
     head = (-1, header.genesis.hex())
     torn: TornTail | None = None
@@ -188,6 +190,7 @@ def verify_ledger(
                 body = record.body
                 if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
                     referenced.setdefault(body.blob.hash, expected)
+                    claimed.setdefault((body.blob.hash, body.blob.size), expected)
                 expected += 1
                 checked += 1
             prev = walk.prev
@@ -214,8 +217,9 @@ def verify_ledger(
             done += seg_sizes[index]
             progress(done, total)
     blobs_checked = 0
+    actual: dict[str, int] = {}  # hash -> size of each blob that checked out
     for (name, path), size in zip(stored, blob_sizes, strict=True):
-        problem = _check_stored_blob(blobs, name, path)
+        problem = _check_stored_blob(blobs, name, path, actual)
         if problem is None:
             blobs_checked += 1
         else:
@@ -236,6 +240,17 @@ def verify_ledger(
                     f"blob referenced by seq {seq} is missing",
                 )
             )
+    for (blob_hash, stated), seq in sorted(claimed.items(), key=lambda item: item[1]):
+        held = actual.get(blob_hash)
+        if held is not None and held != stated:
+            # The blob is fine; the record misstates it (audit's output_bytes reads this).
+            problems.append(
+                Problem(
+                    str(blobs.path_of(blob_hash)),
+                    None,
+                    f"seq {seq} says this blob holds {stated:,} bytes, it holds {held:,}",
+                )
+            )
     return VerifyReport(
         ok=not problems,
         records_checked=checked,
@@ -246,8 +261,11 @@ def verify_ledger(
     )
 
 
-def _check_stored_blob(blobs: BlobStore, name: str, path: Path) -> Problem | None:
-    """The problem with one file of the blob store (a stray name, bad zstd, wrong hash), if any."""
+def _check_stored_blob(blobs: BlobStore, name: str, path: Path, actual: dict[str, int]) -> Problem | None:
+    """The problem with one file of the blob store (a stray name, bad zstd, wrong hash), if any.
+
+    The size of a blob that checks out goes into ``actual``.
+    """
     try:
         check_blob_hash(name)
     except InvalidRef:
@@ -260,7 +278,7 @@ def _check_stored_blob(blobs: BlobStore, name: str, path: Path) -> Problem | Non
             f"stray file in the blob store: a blob named {name} belongs in {blobs.path_of(name)}",
         )
     try:
-        blobs.get(name)
+        actual[name] = len(blobs.get(name))
     except HolonError as exc:
         return _problem(exc, str(path))
     return None
