@@ -803,7 +803,20 @@ class Agent:
         # By turn index, not by turns since open: the same turns checkpoint however
         # often the daemon was restarted.
         if every and turn.index % every == 0:
-            checkpoint_seq = self.checkpoint()
+            # The turn is recorded and durable; a checkpoint is only a cache of its fold. A
+            # full disk or a read-only checkpoint directory raised out of the turn's `with`
+            # block, hiding the daemon's own exception and the summary of a turn that did
+            # end: a daemon redelivering the input then ran the turn twice.
+            try:
+                checkpoint_seq = self.checkpoint()
+            except OSError as exc:
+                log.warning(
+                    "ledger %s: checkpoint after turn %d not written (%s); the turn is recorded, the "
+                    "next open folds from an older checkpoint",
+                    self._ledger.path,
+                    turn.index,
+                    exc,
+                )
         return TurnSummary(
             turn=turn.index,
             outcome=outcome,

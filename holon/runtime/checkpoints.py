@@ -29,6 +29,7 @@ still holds, at that seq, the record the checkpoint was made from.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -208,13 +209,20 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + _TMP)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk leaves a partial temp file: removed now, not at the next checkpoint,
+        # which on a full disk may never come.
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def _fsync_dir(path: Path) -> None:

@@ -1,0 +1,54 @@
+"""Findings of a second adversarial review of the runtime facade, each pinned by a test.
+
+A daemon must be able to trust what leaves a turn's `with` block: the daemon's own
+exception or a holon error about its input, never an environmental failure of a cache,
+and no record that says something the runtime does not know.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from pathlib import Path
+
+import pytest
+
+from holon.runtime import Agent, AgentConfig
+from holon.runtime import checkpoints as ck
+from tests.runtime_support import Tick
+
+
+def test_a_checkpoint_that_cannot_be_written_does_not_fail_the_turn_that_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A full disk (or a read-only checkpoints/) raised OSError out of the turn's `with`
+    # block after the turn was recorded: the daemon's own exception was replaced, the
+    # summary lost, and a partial temp file stayed behind.
+    real_write = ck.os.write
+
+    def full(fd: int, data: bytes | memoryview) -> int:
+        real_write(fd, bytes(data[:10]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    config = AgentConfig(checkpoint_every=1)
+    with Agent.open(tmp_path / "l", agent_id="rv2", clock=Tick(), config=config) as agent:
+        with agent.turn(input="one"):
+            pass
+        monkeypatch.setattr(ck.os, "write", full)
+        with caplog.at_level(logging.WARNING, logger="holon.runtime"):
+            with pytest.raises(ValueError, match="the daemon's own"), agent.turn(input="two") as turn:
+                raise ValueError("the daemon's own error")
+            with agent.turn(input="three") as ok:
+                pass
+        assert turn.summary is not None and turn.summary.outcome == "failed"
+        assert turn.summary.checkpoint_seq is None
+        assert ok.summary is not None and ok.summary.outcome == "completed"
+        assert "checkpoint after turn 2 not written" in caplog.text
+        assert not [p.name for p in (tmp_path / "l" / "checkpoints").iterdir() if p.name.endswith(".tmp")]
+        # Asked for explicitly, the failure is the caller's to see.
+        with pytest.raises(OSError, match="No space left"):
+            agent.checkpoint()
+        monkeypatch.undo()
+    with Agent.open(tmp_path / "l", clock=Tick(), config=config) as agent:
+        assert agent.report.checkpoint_seq is not None and agent.report.rejected == ()
+        assert agent.state.turn is not None and agent.state.turn.index == 3
