@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from holon.errors import InvalidRecord
 from holon.runtime import Agent, AgentConfig
 from holon.runtime import checkpoints as ck
 from tests.runtime_support import Tick
@@ -52,3 +53,33 @@ def test_a_checkpoint_that_cannot_be_written_does_not_fail_the_turn_that_ended(
     with Agent.open(tmp_path / "l", clock=Tick(), config=config) as agent:
         assert agent.report.checkpoint_seq is not None and agent.report.rejected == ()
         assert agent.state.turn is not None and agent.state.turn.index == 3
+
+
+def test_a_value_run_cannot_record_leaves_the_call_open_not_an_error(tmp_path: Path) -> None:
+    # execute() ran the effect and returned bytes (subprocess output not decoded): the
+    # InvalidRecord was recorded as an `error` result, which says the effect did not
+    # happen, and the key then replayed that error; a daemon retrying under a new key
+    # deployed twice.
+    with Agent.open(tmp_path / "l", agent_id="rv2", clock=Tick()) as agent:
+        with agent.turn(input="deploy") as turn:
+            call = turn.tool("sh", {"cmd": "make deploy"}, idempotency_key="deploy:1")
+            head = agent.ledger.head()
+            for value in (b"deployed\n", ("deployed", "0"), ("a", 0, "b"), "caf\udce9"):
+                with pytest.raises(InvalidRecord, match=r"ran, but what it returned cannot be recorded"):
+                    call.run(lambda value=value: value)  # type: ignore[misc]
+            assert agent.ledger.head() == head and not call.done
+            call.finish("deployed\n")
+            assert call.result is not None and call.result.status == "ok"
+            # An exception from execute() is still an error result, and propagates.
+            failing = turn.tool("sh", {"cmd": "false"})
+            with pytest.raises(RuntimeError, match="boom"):
+                failing.run(lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+            assert failing.result is not None and failing.result.status == "error"
+            assert failing.run(lambda: "again") is failing.result
+            # Left open, the turn's end records the outcome as unknown.
+            lost = turn.tool("sh", {"cmd": "make migrate"}, idempotency_key="migrate:1")
+            with pytest.raises(InvalidRecord):
+                lost.run(lambda: b"migrated")  # type: ignore[arg-type,return-value]
+        assert lost.result is not None and lost.result.status == "unknown"
+        assert agent.recorded_call("deploy:1") is not None
+        assert agent.recorded_call("deploy:1").status == "ok"  # type: ignore[union-attr]

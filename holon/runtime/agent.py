@@ -949,17 +949,34 @@ class ToolCall:
 
         ``execute()`` returns the output, or ``(output, exit_code)`` (a non-zero exit
         code records status ``error``). An exception records an ``error`` result and
-        propagates.
+        propagates. A returned value that cannot be recorded (bytes, not a string, text
+        that is not UTF-8) raises InvalidRecord and leaves the call open: the effect ran,
+        so it is not recorded as an error.
         """
         if self.result is not None:
             return self.result
-        with self:
+        try:
             value = execute()
-            if isinstance(value, tuple):
+        except BaseException as exc:
+            self.finish(_error_text(exc), status="error" if isinstance(exc, Exception) else "interrupted")
+            raise
+        # Past this point the effect has happened. A value that cannot be recorded (bytes,
+        # text that is not UTF-8) was recorded as an ``error`` result, which reads as "it did
+        # not happen": a daemon retrying under a new key ran the effect twice. The call stays
+        # open instead; unless finished, the turn's end records it ``unknown``.
+        try:
+            if isinstance(value, tuple) and len(value) == 2:
                 output, code = value
                 self.finish(output, status="ok" if code == 0 else "error", exit_code=code)
             else:
                 self.finish(value)
+        except InvalidRecord as exc:
+            raise InvalidRecord(
+                f"tool call {self.call_id} ({self.tool}) ran, but what it returned cannot be recorded "
+                f"({exc}); the call is still open: finish it with call.finish(<str output>) (decode bytes "
+                "with errors='replace'), or the turn's end records its outcome as unknown",
+                where="the record to append",
+            ) from None
         assert self.result is not None
         return self.result
 
