@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from holon.errors import InvalidRecord
+from holon.errors import InvalidRecord, UsageError
 from holon.runtime import Agent, AgentConfig
 from holon.runtime import checkpoints as ck
 from tests.runtime_support import Tick
@@ -83,3 +83,25 @@ def test_a_value_run_cannot_record_leaves_the_call_open_not_an_error(tmp_path: P
         assert lost.result is not None and lost.result.status == "unknown"
         assert agent.recorded_call("deploy:1") is not None
         assert agent.recorded_call("deploy:1").status == "ok"  # type: ignore[union-attr]
+
+
+def test_a_clock_reading_that_is_not_integer_milliseconds_is_named_and_does_not_stick(tmp_path: Path) -> None:
+    # `clock=lambda: time.time() * 1000` (a float) or an overflowing reading was kept as
+    # the floor of every later timestamp: each append failed as an InvalidRecord about
+    # field `ts`, and the agent stayed unusable after the clock was right again.
+    readings: list[object] = [1.7e12, 1 << 64, True]
+    tick = Tick()
+
+    def clock() -> int:
+        return readings.pop(0) if readings else tick()  # type: ignore[return-value]
+
+    with Agent.open(tmp_path / "l", agent_id="rv2", clock=clock) as agent:
+        head = agent.ledger.head()
+        for _ in range(3):
+            with pytest.raises(UsageError, match=r"clock returned .*integer milliseconds"):
+                agent.turn(input="hello")
+            assert agent.ledger.head() == head and agent.current_turn is None
+        with agent.turn(input="hello") as turn:
+            turn.record_message("hi")
+        assert turn.summary is not None and turn.summary.outcome == "completed"
+        assert agent.last_ts < 1 << 63

@@ -722,7 +722,16 @@ class Agent:
 
     def _now(self) -> int:
         # Timestamps never go backwards in one ledger, even when the wall clock steps back.
-        ts = max(self._clock(), self._last_ts)
+        now = self._clock()
+        # Checked before it is kept: a float (time.time() * 1000) or an overflowing reading
+        # became the floor of every later timestamp, so each record after it failed to
+        # validate, with a message about a field, not the clock.
+        if isinstance(now, bool) or not isinstance(now, int) or now >= 1 << 63:
+            raise UsageError(
+                f"the agent's clock returned {now!r}: it must return integer milliseconds since the "
+                "epoch below 2**63, e.g. time.time_ns() // 1_000_000; nothing was recorded"
+            )
+        ts = max(now, self._last_ts)
         self._last_ts = ts
         return ts
 
