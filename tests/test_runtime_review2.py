@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from holon.errors import InvalidRecord, UsageError
+from holon.ledger import Ledger
 from holon.runtime import Agent, AgentConfig
 from holon.runtime import checkpoints as ck
 from tests.runtime_support import Tick
@@ -105,3 +106,33 @@ def test_a_clock_reading_that_is_not_integer_milliseconds_is_named_and_does_not_
             turn.record_message("hi")
         assert turn.summary is not None and turn.summary.outcome == "completed"
         assert agent.last_ts < 1 << 63
+
+
+def test_a_turn_whose_end_could_not_be_recorded_is_not_nested_into_by_the_next(tmp_path: Path) -> None:
+    # The clock failed (or returned garbage) as the turn ended: turn_ended was never
+    # appended, yet the agent let the next turn start inside the open one; that turn
+    # then stayed open in the ledger for good, and no open closed it.
+    failing = [False]
+    tick = Tick()
+
+    def clock() -> int:
+        if failing[0]:
+            failing[0] = False
+            raise RuntimeError("NTP unreachable")
+        return tick()
+
+    with Agent.open(tmp_path / "l", agent_id="rv2", clock=clock) as agent:
+        with pytest.raises(RuntimeError, match="NTP"), agent.turn(input="one"):
+            failing[0] = True
+        head = agent.ledger.head()
+        with pytest.raises(UsageError, match="turn 1 is still open in ledger"):
+            agent.turn(input="two")
+        assert agent.ledger.head() == head
+    with Agent.open(tmp_path / "l", clock=clock) as agent:
+        assert agent.report.interrupted_turn == 1
+        with agent.turn(input="two") as turn:
+            pass
+        assert turn.index == 2
+    with Ledger.open(tmp_path / "l", readonly=True) as ledger:
+        ends = [(rec.turn, rec.kind) for rec in ledger.read(0) if rec.kind in ("turn_started", "turn_ended")]
+    assert ends == [(1, "turn_started"), (1, "turn_ended"), (2, "turn_started"), (2, "turn_ended")]

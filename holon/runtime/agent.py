@@ -691,6 +691,16 @@ class Agent:
                 f"turn {self._turn.index} is still open; end it (leave its `with` block) before opening "
                 "another: turns do not nest"
             )
+        open_in_ledger = self._state.runtime.turn
+        if open_in_ledger is not None and open_in_ledger.open and open_in_ledger.index is not None:
+            # The last turn's end could not be recorded (its clock reading or its turn_ended
+            # append failed): a new turn_started would nest inside it, and no open would
+            # ever close it.
+            raise UsageError(
+                f"turn {open_in_ledger.index} is still open in ledger {self._ledger.path}: its end could "
+                "not be recorded (see the error its `with` block raised); close this agent and open it "
+                "again, which closes that turn as interrupted"
+            )
         if input is not None and role not in _INPUT_ROLES:
             raise UsageError(f"input role {role!r} must be one of {', '.join(_INPUT_ROLES)}")
         index = self.next_turn_index
