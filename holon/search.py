@@ -26,7 +26,7 @@ from typing import Final, Literal
 import msgspec
 
 import holon.records as r
-from holon.context.search import episode_text, terms
+from holon.context.search import episode_text, fold_positions, terms
 
 __all__ = ["MemoryHit", "MemorySearch", "evidence_text", "search_terms"]
 
@@ -129,9 +129,13 @@ def _snippet(text: str, wanted: set[str]) -> str:
         return best
     # A long line (a one-line JSON output, a log line): its head may not show the match,
     # and then the snippet does not tell the model why it was found.
-    lowered = best.lower()
-    found = [m.start() for t in sorted(wanted) if (m := re.search(rf"(?<![0-9a-z]){re.escape(t)}", lowered))]
+    # Looked for in the line folded as terms() folds it (``strasse`` in "Straße", ``cafe``
+    # in "Café"), each hit mapped back to where it is in the line as written.
+    folded, origin = fold_positions(best) if not best.isascii() else (best.lower(), None)
+    found = [m.start() for t in sorted(wanted) if (m := re.search(rf"(?<![0-9a-z]){re.escape(t)}", folded))]
     at = min(found, default=0)
+    if origin is not None and found:
+        at = origin[at]
     if at + 40 <= _SNIPPET - 1:
         return best[: _SNIPPET - 1] + "…"
     start = at - _SNIPPET // 4

@@ -235,6 +235,18 @@ def test_the_snippet_of_a_long_line_shows_the_match(where: int) -> None:
     assert hit.snippet.startswith("{") == (where < 3)  # an early match keeps the line's head
 
 
+@pytest.mark.parametrize(
+    ("query", "written"), [("strasse", "Straße"), ("cafe", "Café"), ("istanbul", "İSTANBUL")]
+)
+def test_the_snippet_of_a_long_line_shows_a_match_found_by_its_folded_form(query: str, written: str) -> None:
+    # The match was looked for as written in the lowered line, so a term found by its
+    # folded form was never located and the snippet fell back to the line's head.
+    line = " ".join(f"Eintrag{i} ok" for i in range(40)) + f" Umleitung über die {written} Nord"
+    hit = MemorySearch([_msg(0, "unrelated"), _msg(1, line)]).search(query)[0]
+    assert hit.ref == "ledger:1" and len(hit.snippet) <= 160
+    assert written in hit.snippet and hit.snippet.strip("…") in line
+
+
 # ---------------------------------------------------------------- ties and hash seeds
 
 _TIES = """

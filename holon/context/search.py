@@ -34,7 +34,15 @@ import msgspec
 
 import holon.records as r
 
-__all__ = ["STOP_WORDS", "EpisodeHit", "EpisodeIndex", "EpisodeIndexRejected", "episode_text", "terms"]
+__all__ = [
+    "STOP_WORDS",
+    "EpisodeHit",
+    "EpisodeIndex",
+    "EpisodeIndexRejected",
+    "episode_text",
+    "fold_positions",
+    "terms",
+]
 
 _TERM: Final = re.compile(r"[0-9a-z]+(?:[_-][0-9a-z]+)*")
 _STOP: Final = frozenset(
@@ -185,6 +193,22 @@ def _fold_run(match: re.Match[str]) -> str:
     # ``ｶﾞ`` as ``ガ``. Only non-ASCII runs are folded: most non-ASCII characters in a
     # ledger are punctuation (— → …) inside ASCII text, which stays as it is.
     return unicodedata.normalize("NFKC", match.group()).translate(_FOLD)
+
+
+def fold_positions(text: str) -> tuple[str, list[int]]:
+    """``text`` folded character by character as :func:`terms` folds it, and where each
+    folded character came from (its offset in ``text``).
+
+    For showing where a term was found: ``strasse`` is at offset 0 of ``Straße``.
+    """
+    folded: list[str] = []
+    origin: list[int] = []
+    for at, char in enumerate(text):
+        lowered = char.lower()
+        piece = lowered if lowered.isascii() else unicodedata.normalize("NFKC", lowered).translate(_FOLD)
+        folded.append(piece)
+        origin.extend([at] * len(piece))
+    return "".join(folded), origin
 
 
 def terms(text: str) -> list[str]:
