@@ -512,3 +512,26 @@ def test_a_blob_ref_stating_the_wrong_size_is_refused_on_append_and_reported_by_
         ledger.append(Record(body=ToolResult(call_id="d", tool="t", status="ok", blob=wrong), ts=2))
     report = Ledger.open(path, readonly=True).verify()
     assert [p.message for p in report.problems] == ["seq 1 says this blob holds 10 bytes, it holds 5,000"]
+
+
+@pytest.mark.parametrize("planted", ["symlink", "directory"])
+def test_a_lock_file_that_is_not_a_file_is_refused_and_nothing_it_points_to_is_touched(
+    tmp_path: Path, planted: str
+) -> None:
+    # Opening for writing writes the pid over the lock file's contents: through a symlink
+    # planted (or copied) into the ledger, it truncated whatever file the link named.
+    path = tmp_path / "l"
+    Ledger.create(path, agent_id=AGENT).close()
+    lock = path / "holon-ledger.lock"
+    lock.unlink(missing_ok=True)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    if planted == "symlink":
+        lock.symlink_to(precious)
+    else:
+        lock.mkdir()
+    with pytest.raises(LedgerCorrupt, match="lock file") as refused:
+        Ledger.open(path)
+    assert refused.value.file == str(lock)
+    assert precious.read_text() == "keep me\n"
+    assert list(Ledger.open(path, readonly=True).read()) == []  # readers need no lock

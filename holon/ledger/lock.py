@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from pathlib import Path
 from typing import Final
 
-from holon.errors import LedgerLocked
+from holon.errors import LedgerCorrupt, LedgerLocked
 
 __all__ = ["LOCK_NAME", "WriterLock"]
 
@@ -24,7 +25,25 @@ class WriterLock:
 
     def __init__(self, ledger_dir: Path) -> None:
         self.path = ledger_dir / LOCK_NAME
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # Not through a symlink: the pid is written over the file's contents, and a link
+            # planted in a ledger (or copied into one) would have them truncated wherever it
+            # points.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if not (self.path.is_symlink() or self.path.is_dir()):
+                raise
+            raise LedgerCorrupt(
+                "the writer lock file is a symlink or a directory, not a file holon made; remove it "
+                f"(holon creates it again) ({exc.strerror or exc})",
+                file=str(self.path),
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise LedgerCorrupt(
+                "the writer lock file is not a regular file; remove it (holon creates it again)",
+                file=str(self.path),
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
