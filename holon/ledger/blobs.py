@@ -7,9 +7,11 @@ the digest, so a damaged blob is an error naming its file, never wrong bytes.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -94,7 +96,7 @@ class BlobStore:
     def _damage(path: Path, data: bytes) -> str | None:
         """What is wrong with the stored file ``path`` that should hold ``data``; None if nothing."""
         try:
-            stored = decompress(path.read_bytes(), file=str(path))
+            stored = decompress(_read_regular(path), file=str(path))
         except LedgerCorrupt as exc:
             return exc.detail
         except OSError as exc:
@@ -150,18 +152,18 @@ class BlobStore:
         """
         path = self.path_of(blob_hash)
         try:
-            compressed = path.read_bytes()
+            compressed = _read_regular(path)
         except FileNotFoundError:
             raise RefNotFound(
                 f"blob {blob_hash} is not in the blob store {self.root}; "
                 "check the hash, or import the blob files that came with an exported ledger"
             ) from None
         except OSError as exc:
-            # A directory or a symlink loop under a blob's name, an unreadable file: the
+            # A directory, a symlink, a device under a blob's name, an unreadable file: the
             # store is damaged there, and the caller gets the file, not an OSError.
+            why = "a symlink, not a file holon wrote" if path.is_symlink() else (exc.strerror or str(exc))
             raise LedgerCorrupt(
-                f"blob file cannot be read ({exc.strerror or exc}); restore it from a backup",
-                file=str(path),
+                f"blob file cannot be read ({why}); restore it from a backup", file=str(path)
             ) from None
         try:
             data = decompress(compressed, file=str(path))
@@ -210,3 +212,20 @@ class BlobStore:
             if removed:
                 fsync_dir(fan_dir)
         return removed
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file ``path``, not following a symlink.
+
+    holon writes blobs as regular files; a symlink, a pipe or a device under a blob's
+    name (planted, or left by a copy) could point reads anywhere, or block or never end
+    (``/dev/zero``), before the hash check could refuse what it read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as stream:
+            return stream.read()
+    finally:
+        os.close(fd)
