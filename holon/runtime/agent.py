@@ -312,6 +312,9 @@ class Agent:
         self._unfinished_refresh: tuple[r.Record, ...] = ()
         self._tail_ts = 0  # the ts of the newest record (set on open from the ledger)
         self._closed = False
+        # Why this agent's live state can no longer be trusted to match its ledger (an
+        # append folded only in part, a post-turn refresh cut short): it refuses more use.
+        self._stale: str | None = None
         self.report = OpenReport(created=False)
 
     # ------------------------------------------------------------------ opening
@@ -729,6 +732,12 @@ class Agent:
     def _check_open(self) -> None:
         if self._closed:
             raise UsageError(f"agent on ledger {self._ledger.path} is closed; open it again")
+        if self._stale is not None:
+            raise UsageError(
+                f"agent on ledger {self._ledger.path} stopped: {self._stale}; its live state may no longer "
+                "match the ledger, so it records nothing more: close it and open the ledger again, which "
+                "folds what was recorded and completes what was cut short"
+            )
 
     def _now(self) -> int:
         # Timestamps never go backwards in one ledger, even when the wall clock steps back.
@@ -757,15 +766,33 @@ class Agent:
 
     def _append_checked(self, checked: r.Record) -> r.Record:
         """Append a record already validated by :func:`_checked`, fold it, return it as stored."""
-        return self._fold_stored(msgspec.structs.replace(checked, seq=self._ledger.append(checked)))
+        seq = self._ledger.append(checked)
+        try:
+            return self._fold_stored(msgspec.structs.replace(checked, seq=seq))
+        except BaseException as exc:
+            self._stop(f"seq {seq} was appended but not folded ({_error_text(exc)})")
+            raise
 
     def _append_all_checked(self, records: list[r.Record]) -> list[r.Record]:
         """Append validated records all or none (:meth:`Ledger.append_many`), fold them, return them."""
         seqs = self._ledger.append_many(records)
-        return [
-            self._fold_stored(msgspec.structs.replace(record, seq=seq))
-            for record, seq in zip(records, seqs, strict=True)
-        ]
+        try:
+            return [
+                self._fold_stored(msgspec.structs.replace(record, seq=seq))
+                for record, seq in zip(records, seqs, strict=True)
+            ]
+        except BaseException as exc:
+            self._stop(f"seqs {seqs[0]}..{seqs[-1]} were appended but not all folded ({_error_text(exc)})")
+            raise
+
+    def _stop(self, why: str) -> None:
+        """Refuse further use: the live state may differ from the ledger (KeyboardInterrupt mid-append).
+
+        Going on would derive the post-turn refresh from a state the ledger does not
+        reproduce, and `holon verify` would report the ledger divergent from then on.
+        """
+        if self._stale is None:
+            self._stale = why
 
     def _fold_stored(self, stored: r.Record) -> r.Record:
         """Fold a record the ledger has just stored into the agent's state and tool log."""
@@ -813,7 +840,14 @@ class Agent:
             for call in list(turn.open_calls()):
                 call._abandon()
             self._append(r.TurnEnded(outcome=outcome, error=error), turn.index)
-            derived = self._refresh()
+            try:
+                derived = self._refresh()
+            except BaseException as exc:
+                # turn_ended is recorded without (all of) what its refresh derives: a next turn
+                # started after it would leave that refresh missing for good. Reopening the
+                # ledger completes it (see _RefreshTracker).
+                self._stop(f"the post-turn refresh of turn {turn.index} was cut short ({_error_text(exc)})")
+                raise
             self._ledger.flush()
         finally:
             self._turn = None
@@ -1488,6 +1522,9 @@ class Turn:
         else:
             outcome, error = "interrupted", _error_text(exc)
         self._ended = True
-        if self.agent._closed:
+        agent = self.agent
+        if agent._closed or (exc is not None and agent._stale is not None):
+            # Nothing more is recorded by a stopped agent: the turn stays open in the
+            # ledger, and the next open closes it as interrupted.
             return
-        self.summary = self.agent._end_turn(self, outcome, error)
+        self.summary = agent._end_turn(self, outcome, error)

@@ -1,0 +1,104 @@
+"""Findings of a third adversarial review of the runtime facade, each pinned by a test.
+
+A KeyboardInterrupt (or any exception) may arrive anywhere; whatever it cuts short,
+the daemon sees its own exception, the ledger still verifies, and the agent either
+goes on correctly or refuses with a UsageError saying to reopen — after which the
+ledger is whole again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from holon import records as r
+from holon.errors import UsageError
+from holon.ledger import Ledger
+from holon.projections import verify_derivations
+from holon.runtime import Agent
+from holon.runtime import agent as agent_module
+from tests.runtime_support import Tick
+
+
+def _agent(path: Path) -> Agent:
+    return Agent.open(path, agent_id="rv3", clock=Tick())
+
+
+def _work(turn: agent_module.Turn) -> None:
+    # Enough for the post-turn refresh to derive a working-memory delta.
+    turn.add_work_item("w1", "ship it", state="active")
+    turn.record_decision("d1", "use blue")
+
+
+def _assert_whole(path: Path) -> list[r.Record]:
+    with Ledger.open(path, readonly=True) as ledger:
+        assert ledger.verify().ok
+        records = list(ledger.read(0))
+    report = verify_derivations(records)
+    assert report.ok, report
+    return records
+
+
+def _reopen_and_use(path: Path) -> Agent:
+    agent = Agent.open(path, clock=Tick())
+    with agent.turn(input="after") as turn:
+        turn.context()
+        turn.record_message("fine")
+    assert turn.summary is not None and turn.summary.outcome == "completed"
+    return agent
+
+
+def test_a_post_turn_refresh_cut_short_stops_the_agent_until_reopened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Interrupted after turn_ended and before its derived records, the agent let the next
+    # turn start: the refresh of turn 1 was then missing for good and `holon verify`
+    # reported the ledger divergent ("expected a derived working_memory_delta").
+    real_refresh = agent_module.post_turn_refresh
+
+    def interrupted(state: object) -> tuple[r.Record, ...]:
+        monkeypatch.setattr(agent_module, "post_turn_refresh", real_refresh)
+        raise KeyboardInterrupt
+
+    with _agent(tmp_path / "l") as agent:
+        with pytest.raises(KeyboardInterrupt), agent.turn(input="one") as turn:
+            _work(turn)
+            turn.context()
+            monkeypatch.setattr(agent_module, "post_turn_refresh", interrupted)
+        head = agent.ledger.head()
+        with pytest.raises(UsageError, match=r"refresh of turn 1 was cut short.*open the ledger again"):
+            agent.turn(input="two")
+        with pytest.raises(UsageError, match="cut short"):
+            agent.checkpoint()
+        assert agent.ledger.head() == head
+    with _reopen_and_use(tmp_path / "l") as agent:
+        assert agent.report.completed_refresh == 1 and agent.report.interrupted_turn is None
+    _assert_whole(tmp_path / "l")
+
+
+def test_an_interrupt_between_an_append_and_its_fold_stops_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The record was in the ledger but not in the live state; the turn's refresh was
+    # derived from that state, so the ledger failed verification from then on.
+    real_apply = agent_module.apply
+
+    def interrupted(state: object, record: r.Record) -> object:
+        if isinstance(record.body, r.Decision):
+            monkeypatch.setattr(agent_module, "apply", real_apply)
+            raise KeyboardInterrupt
+        return real_apply(state, record)  # type: ignore[arg-type]
+
+    with _agent(tmp_path / "l") as agent:
+        monkeypatch.setattr(agent_module, "apply", interrupted)
+        with pytest.raises(KeyboardInterrupt), agent.turn(input="one") as turn:
+            turn.context()
+            _work(turn)
+        with pytest.raises(UsageError, match="was appended but not folded"):
+            agent.turn(input="two")
+    _assert_whole(tmp_path / "l")
+    with _reopen_and_use(tmp_path / "l") as agent:
+        assert agent.report.interrupted_turn == 1
+        assert agent.state.decisions  # the decision appended before the interrupt is folded now
+    _assert_whole(tmp_path / "l")
