@@ -15,6 +15,7 @@ import pytest
 from holon import records as r
 from holon.errors import UsageError
 from holon.ledger import Ledger
+from holon.ledger import store as ledger_store
 from holon.projections import verify_derivations
 from holon.runtime import Agent
 from holon.runtime import agent as agent_module
@@ -47,6 +48,31 @@ def _reopen_and_use(path: Path) -> Agent:
         turn.record_message("fine")
     assert turn.summary is not None and turn.summary.outcome == "completed"
     return agent
+
+
+def test_an_interrupt_that_cuts_a_flush_short_is_what_leaves_the_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C during the fsync of turn.context() failed the ledger writer; the turn's end
+    # then raised "an earlier write failed" out of the `with` block, so the daemon's
+    # `except KeyboardInterrupt` (its shutdown path) never saw the interrupt.
+    real_sync = ledger_store.sync_file
+
+    def interrupted(fd: int) -> None:
+        monkeypatch.setattr(ledger_store, "sync_file", real_sync)
+        raise KeyboardInterrupt
+
+    with _agent(tmp_path / "l") as agent:
+        with pytest.raises(KeyboardInterrupt), agent.turn(input="one") as turn:
+            _work(turn)
+            monkeypatch.setattr(ledger_store, "sync_file", interrupted)
+            turn.context()
+        with pytest.raises(UsageError, match="turn 1 is still open in ledger"):
+            agent.turn(input="two")
+    _assert_whole(tmp_path / "l")
+    with _reopen_and_use(tmp_path / "l") as agent:
+        assert agent.report.interrupted_turn == 1
+    _assert_whole(tmp_path / "l")
 
 
 def test_a_post_turn_refresh_cut_short_stops_the_agent_until_reopened(

@@ -1527,4 +1527,17 @@ class Turn:
             # Nothing more is recorded by a stopped agent: the turn stays open in the
             # ledger, and the next open closes it as interrupted.
             return
-        self.summary = agent._end_turn(self, outcome, error)
+        try:
+            self.summary = agent._end_turn(self, outcome, error)
+        except Exception as end_exc:
+            if exc is None:
+                raise
+            # The block's own exception (a KeyboardInterrupt that cut a flush short, an
+            # OSError) is what the daemon must see, not the failure it caused here.
+            log.warning(
+                "ledger %s: turn %d's end was not recorded (%s); it stays open in the ledger until the "
+                "next open closes it as interrupted",
+                agent._ledger.path,
+                self.index,
+                _error_text(end_exc),
+            )
