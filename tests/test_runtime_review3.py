@@ -8,11 +8,13 @@ ledger is whole again.
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from holon import records as r
+from holon.context.estimator import DEFAULT_ESTIMATOR, get_estimator
 from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.ledger import store as ledger_store
@@ -128,3 +130,28 @@ def test_an_interrupt_between_an_append_and_its_fold_stops_the_agent(
         assert agent.report.interrupted_turn == 1
         assert agent.state.decisions  # the decision appended before the interrupt is folded now
     _assert_whole(tmp_path / "l")
+
+
+def test_a_large_tool_output_is_counted_without_multiplying_memory(tmp_path: Path) -> None:
+    # The heuristic estimator split the whole text with findall before counting: ~50
+    # bytes per piece, so recording a 50 MB tool output (its round is counted against the
+    # budget) peaked at 2.5 GB. The counts themselves are unchanged.
+    text = "line of tool output 0123456789 ÄÖ 日本語 ── x_y aGVsbG8gd29ybGQgaGVsbG8=\n" * 40_000
+    assert len(text) > 2_000_000
+    estimator = get_estimator(DEFAULT_ESTIMATOR)
+    tracemalloc.start()
+    try:
+        counted = estimator.count(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000_000, f"counting a {len(text):,}-character text peaked at {peak:,} bytes"
+    line = text[: text.index("\n") + 1]
+    assert counted == estimator.count(line * 1_000) * 40  # the per-line count, repeated
+    with _agent(tmp_path / "l") as agent, agent.turn(input="cat it") as turn:
+        turn.context()
+        call = turn.tool("cat", {"path": "big.log"})
+        call.run(lambda: text)
+        assert call.result is not None and call.result.blob is not None
+        prompt = turn.context()
+        assert f"blob:{call.result.blob.hash}" in prompt.block_text("turn") + prompt.block_text("agent")
