@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from holon import records as r
+from holon.context import render as render_module
 from holon.context.estimator import DEFAULT_ESTIMATOR, get_estimator
+from holon.context.render import token_counter
 from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.ledger import store as ledger_store
@@ -155,3 +157,13 @@ def test_a_large_tool_output_is_counted_without_multiplying_memory(tmp_path: Pat
         assert call.result is not None and call.result.blob is not None
         prompt = turn.context()
         assert f"blob:{call.result.blob.hash}" in prompt.block_text("turn") + prompt.block_text("agent")
+
+
+def test_the_token_count_cache_does_not_keep_a_large_text_alive() -> None:
+    # Memoized by the text itself, a 50 MB output recorded as a round stayed in memory
+    # until 4096 other texts had been counted.
+    text = "x = compute(y)\n" * 100_000
+    count = token_counter(DEFAULT_ESTIMATOR)
+    assert count(text) == count(text) == get_estimator(DEFAULT_ESTIMATOR).count(text)
+    held = [len(key) for memo in render_module._COUNTS.values() for key in memo]
+    assert max(held, default=0) < len(text)

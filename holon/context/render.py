@@ -86,6 +86,8 @@ _SHARED_FILE_MAX: Final = 3
 # same history items and sections. A count is a pure function of the text, so the
 # cache changes speed only, never the bytes.
 _COUNT_CACHE_SIZE: Final = 4096
+# Longer texts are counted each time rather than kept alive by the cache.
+_MEMO_CHARS: Final = 1 << 20
 _COUNTS: dict[tuple[str, str], dict[str, int]] = {}
 
 
@@ -100,6 +102,9 @@ def token_counter(estimator_name: str) -> Callable[[str], int]:
     memo = _COUNTS.setdefault((estimator.name, estimator.version), {})
 
     def count(text: str) -> int:
+        if len(text) > _MEMO_CHARS:
+            # Kept as a key, a 50 MB tool output stayed alive for the next 4096 counts.
+            return estimator.count(text)
         n = memo.get(text)
         if n is None:
             if len(memo) >= _COUNT_CACHE_SIZE:
