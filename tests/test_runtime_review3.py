@@ -8,6 +8,7 @@ ledger is whole again.
 
 from __future__ import annotations
 
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -167,3 +168,40 @@ def test_the_token_count_cache_does_not_keep_a_large_text_alive() -> None:
     assert count(text) == count(text) == get_estimator(DEFAULT_ESTIMATOR).count(text)
     held = [len(key) for memo in render_module._COUNTS.values() for key in memo]
     assert max(held, default=0) < len(text)
+
+
+def test_a_second_thread_appending_while_one_appends_is_refused(tmp_path: Path) -> None:
+    # Nothing stopped two threads appending at once: run with a tiny switch interval, a
+    # thread recording messages beside one running tools broke the hash chain
+    # ("broken hash chain: frame commits to ..."), and the ledger no longer opened.
+    inside, release = threading.Event(), threading.Event()
+    tick = Tick()
+    hold = [False]
+
+    def clock() -> int:
+        if hold[0] and threading.current_thread() is not threading.main_thread():
+            hold[0] = False
+            inside.set()
+            assert release.wait(timeout=60)
+        return tick()
+
+    with Agent.open(tmp_path / "l", agent_id="rv3", clock=clock) as agent, agent.turn(input="one") as turn:
+        turn.context()
+        hold[0] = True
+        other = threading.Thread(target=turn.record_message, args=("from the other thread",))
+        other.start()
+        assert inside.wait(timeout=60)  # the other thread is inside its append now
+        head = agent.ledger.head()
+        try:
+            with pytest.raises(UsageError, match="in use by another thread; nothing was recorded"):
+                turn.record_message("from the main thread")
+            with pytest.raises(UsageError, match="in use by another thread"):
+                turn.tool("sh", {"cmd": "ls"})
+            assert agent.ledger.head() == head
+        finally:
+            release.set()
+            other.join()
+        turn.record_message("after the hand-back")
+    records = _assert_whole(tmp_path / "l")
+    texts = [rec.body.text for rec in records if isinstance(rec.body, r.Message)]
+    assert texts == ["one", "from the other thread", "after the hand-back"]

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, get_args
@@ -315,6 +317,9 @@ class Agent:
         # Why this agent's live state can no longer be trusted to match its ledger (an
         # append folded only in part, a post-turn refresh cut short): it refuses more use.
         self._stale: str | None = None
+        # Held while the agent appends (and through a turn's end, a render, an intent's
+        # flush): a second thread appending at the same time broke the hash chain.
+        self._busy = threading.RLock()
         self.report = OpenReport(created=False)
 
     # ------------------------------------------------------------------ opening
@@ -759,10 +764,11 @@ class Agent:
 
         ``ts`` defaults to the clock; derived records carry their turn_ended's ``ts``.
         """
-        record = r.Record(body=body, ts=self._now() if ts is None else ts, turn=turn)
-        if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is None:
-            record = self._place_output(record, body)
-        return self._append_checked(_checked(record))
+        with self._exclusive():
+            record = r.Record(body=body, ts=self._now() if ts is None else ts, turn=turn)
+            if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is None:
+                record = self._place_output(record, body)
+            return self._append_checked(_checked(record))
 
     def _append_checked(self, checked: r.Record) -> r.Record:
         """Append a record already validated by :func:`_checked`, fold it, return it as stored."""
@@ -775,7 +781,8 @@ class Agent:
 
     def _append_all_checked(self, records: list[r.Record]) -> list[r.Record]:
         """Append validated records all or none (:meth:`Ledger.append_many`), fold them, return them."""
-        seqs = self._ledger.append_many(records)
+        with self._exclusive():
+            seqs = self._ledger.append_many(records)
         try:
             return [
                 self._fold_stored(msgspec.structs.replace(record, seq=seq))
@@ -784,6 +791,19 @@ class Agent:
         except BaseException as exc:
             self._stop(f"seqs {seqs[0]}..{seqs[-1]} were appended but not all folded ({_error_text(exc)})")
             raise
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Refuse (UsageError) a second thread using the agent while this one appends."""
+        if not self._busy.acquire(blocking=False):
+            raise UsageError(
+                f"agent on ledger {self._ledger.path} is in use by another thread; nothing was recorded: "
+                "an agent is driven by one thread at a time (hand it to another thread only between calls)"
+            )
+        try:
+            yield
+        finally:
+            self._busy.release()
 
     def _stop(self, why: str) -> None:
         """Refuse further use: the live state may differ from the ledger (KeyboardInterrupt mid-append).
@@ -837,18 +857,21 @@ class Agent:
 
     def _end_turn(self, turn: Turn, outcome: Outcome, error: str | None) -> TurnSummary:
         try:
-            for call in list(turn.open_calls()):
-                call._abandon()
-            self._append(r.TurnEnded(outcome=outcome, error=error), turn.index)
-            try:
-                derived = self._refresh()
-            except BaseException as exc:
-                # turn_ended is recorded without (all of) what its refresh derives: a next turn
-                # started after it would leave that refresh missing for good. Reopening the
-                # ledger completes it (see _RefreshTracker).
-                self._stop(f"the post-turn refresh of turn {turn.index} was cut short ({_error_text(exc)})")
-                raise
-            self._ledger.flush()
+            with self._exclusive():
+                for call in list(turn.open_calls()):
+                    call._abandon()
+                self._append(r.TurnEnded(outcome=outcome, error=error), turn.index)
+                try:
+                    derived = self._refresh()
+                except BaseException as exc:
+                    # turn_ended is recorded without (all of) what its refresh derives: a next
+                    # turn started after it would leave that refresh missing for good.
+                    # Reopening the ledger completes it (see _RefreshTracker).
+                    self._stop(
+                        f"the post-turn refresh of turn {turn.index} was cut short ({_error_text(exc)})"
+                    )
+                    raise
+                self._ledger.flush()
         finally:
             self._turn = None
         checkpoint_seq = None
@@ -885,14 +908,15 @@ class Agent:
         self._check_open()
         if self._turn is not None:
             raise UsageError("checkpoints are written between turns; end the open turn first")
-        self._ledger.flush()
-        seq, head_hash = self._ledger.head()
-        # The episode index is saved too (built now if this process never needed it), so
-        # the first turn after the next open does not re-tokenize the whole archive.
-        write_checkpoint(
-            self._ledger.path, self._state, self._tools, head_hash=head_hash, episodes=self.episodes
-        )
-        prune_checkpoints(self._ledger.path, self.config.checkpoints_kept)
+        with self._exclusive():
+            self._ledger.flush()
+            seq, head_hash = self._ledger.head()
+            # The episode index is saved too (built now if this process never needed it), so
+            # the first turn after the next open does not re-tokenize the whole archive.
+            write_checkpoint(
+                self._ledger.path, self._state, self._tools, head_hash=head_hash, episodes=self.episodes
+            )
+            prune_checkpoints(self._ledger.path, self.config.checkpoints_kept)
         return seq
 
     # ------------------------------------------------------------------ closing
@@ -1137,20 +1161,21 @@ class Turn:
         available = agent.config.budget.available
         owed = refresh_before_prompt(agent._state, ts=agent._tail_ts)
         if prompt is None or owed or not rounds_fit(prompt.total_tokens, self._round_tokens, available):
-            for record in owed:
-                agent._append(record.body, record.turn, ts=record.ts)
-            prompt = build_context(
-                agent._state,
-                agent.config.budget,
-                agent.config.render,
-                agent_id=agent.agent_id,
-                index=agent.episodes,
-            )
-            agent._append(prompt_rendered(prompt), self.index)
-            # The model is called next, often for seconds: make the turn's input and the
-            # record of what the model is shown durable first, so a crash during the
-            # call leaves an interrupted turn with its input, not a lost one.
-            agent._ledger.flush()
+            with agent._exclusive():
+                for record in owed:
+                    agent._append(record.body, record.turn, ts=record.ts)
+                prompt = build_context(
+                    agent._state,
+                    agent.config.budget,
+                    agent.config.render,
+                    agent_id=agent.agent_id,
+                    index=agent.episodes,
+                )
+                agent._append(prompt_rendered(prompt), self.index)
+                # The model is called next, often for seconds: make the turn's input and the
+                # record of what the model is shown durable first, so a crash during the
+                # call leaves an interrupted turn with its input, not a lost one.
+                agent._ledger.flush()
             self._prompt = prompt
             self._prompts += 1
             self._rounds, self._round_tokens = [], 0
@@ -1458,12 +1483,13 @@ class Turn:
                 self._add_tool_round(call)
                 return call
         call_id = f"c{self.index}.{len(self._calls) + 1}"
-        stored = agent._append(
-            r.ToolIntent(call_id=call_id, tool=name, args=dict(args), idempotency_key=idempotency_key),
-            self.index,
-        )
-        # The write-ahead rule: the intent reaches the disk before the side effect runs.
-        agent._ledger.flush()
+        with agent._exclusive():
+            stored = agent._append(
+                r.ToolIntent(call_id=call_id, tool=name, args=dict(args), idempotency_key=idempotency_key),
+                self.index,
+            )
+            # The write-ahead rule: the intent reaches the disk before the side effect runs.
+            agent._ledger.flush()
         body = stored.body
         assert isinstance(body, r.ToolIntent)
         call = ToolCall(
