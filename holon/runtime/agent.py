@@ -781,16 +781,20 @@ class Agent:
 
     def _append_all_checked(self, records: list[r.Record]) -> list[r.Record]:
         """Append validated records all or none (:meth:`Ledger.append_many`), fold them, return them."""
+        # The fold too: another thread's append between these records and their fold would
+        # be folded before them, out of the ledger's order.
         with self._exclusive():
             seqs = self._ledger.append_many(records)
-        try:
-            return [
-                self._fold_stored(msgspec.structs.replace(record, seq=seq))
-                for record, seq in zip(records, seqs, strict=True)
-            ]
-        except BaseException as exc:
-            self._stop(f"seqs {seqs[0]}..{seqs[-1]} were appended but not all folded ({_error_text(exc)})")
-            raise
+            try:
+                return [
+                    self._fold_stored(msgspec.structs.replace(record, seq=seq))
+                    for record, seq in zip(records, seqs, strict=True)
+                ]
+            except BaseException as exc:
+                self._stop(
+                    f"seqs {seqs[0]}..{seqs[-1]} were appended but not all folded ({_error_text(exc)})"
+                )
+                raise
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
