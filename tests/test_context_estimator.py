@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import bpe_openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from holon.context import BpeEstimator, HeuristicEstimator, available_estimators, get_estimator
+from holon.context import BpeEstimator, HeuristicEstimator, available_estimators, get_estimator, rounds
 from tests.corpus import corpus
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "corpus").glob("*.txt"))
@@ -115,3 +116,14 @@ def test_exact_estimators_do_not_promise_joins_add_up(name: str, a: str) -> None
     # output), a line break and the next unit cost one token more joined than apart.
     b = "[ledger:12] assistant: ok"
     assert estimator.count(a + "\n" + b) > estimator.count(a) + estimator.count(b) + 1
+
+
+@given(_JOIN_TEXT, st.integers(0, 40), st.integers(1, 8))
+def test_a_bounded_count_that_fits_is_an_upper_bound(text: str, room: int, piece: int) -> None:
+    # Thresholds shrunk so short texts take the piecewise path: whenever the bounded count
+    # says a round fits (<= room), it is at least the whole count, so the prompt and its
+    # rounds never overflow; past the room it may stop early.
+    count = HeuristicEstimator().count
+    with mock.patch.object(rounds, "_WHOLE_CHARS", 0), mock.patch.object(rounds, "_PIECE_CHARS", piece):
+        bounded = rounds.bounded_count(count, text * 3, room)
+    assert bounded > room or bounded >= count(text * 3)

@@ -205,3 +205,33 @@ def test_a_second_thread_appending_while_one_appends_is_refused(tmp_path: Path) 
     records = _assert_whole(tmp_path / "l")
     texts = [rec.body.text for rec in records if isinstance(rec.body, r.Message)]
     assert texts == ["one", "from the other thread", "after the hand-back"]
+
+
+def test_a_huge_tool_output_is_counted_only_as_far_as_the_room_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Recording a 50 MB output took seconds, nearly all of it counting every piece of it
+    # for the round's tokens, though a few thousand tokens already show it cannot fit.
+    counted: list[int] = []
+    real = agent_module.token_counter
+
+    def spy(name: str):  # type: ignore[no-untyped-def]
+        inner = real(name)
+
+        def count(text: str) -> int:
+            counted.append(len(text))
+            return inner(text)
+
+        return count
+
+    output = "".join(f"row {i}: value {i * 7}\n" for i in range(250_000))  # ~5 MB
+    with Agent.open(tmp_path / "a", agent_id="a", clock=Tick()) as agent, agent.turn(input="dump") as turn:
+        first = turn.context()
+        monkeypatch.setattr(agent_module, "token_counter", spy)
+        turn.tool("bash", {"cmd": "dump"}).run(lambda: output)
+        monkeypatch.setattr(agent_module, "token_counter", real)
+        assert sum(counted) < len(output) // 10
+        # It does not fit: the next call renders the prompt again, with the output as a
+        # restorable preview.
+        again = turn.context()
+        assert again is not first and "restore with ref blob:" in again.text

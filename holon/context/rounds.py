@@ -14,6 +14,7 @@ units (the work on that input so far).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 import msgspec
@@ -23,6 +24,7 @@ from holon.context.refs import ledger_ref
 
 __all__ = [
     "MODEL_OUTPUT_KINDS",
+    "bounded_count",
     "call_line",
     "is_model_output",
     "result_head",
@@ -136,6 +138,35 @@ def round_text(record: r.Record, *, output: str | None = None, cite: bool = True
         return f"{ref}summary of earlier context: {body.text}"
     # The policy, turn boundaries, rendered prompts and derived records are not rounds.
     return None
+
+
+# A round's part longer than this is counted a piece at a time, only as far as it can fit.
+_WHOLE_CHARS: Final = 1 << 20
+_PIECE_CHARS: Final = 1 << 16
+
+
+def bounded_count(count: Callable[[str], int], text: str, room: int) -> int:
+    """``count(text)``, or for a text over 1 Mi characters an upper bound that stops once
+    it passes ``room``.
+
+    A long text is counted in pieces cut at line breaks, plus one token per break: for an
+    estimator whose counts add up over joins (``Estimator.joins_add_up``) that sum is at
+    least the whole count, so a round judged to fit does fit (one judged not to may have
+    fitted narrowly: the prompt is then rendered again a call early). Counting stops as
+    soon as the sum passes ``room``: a 50 MB tool output does not fit any budget, and
+    counting all of its pieces took seconds. A stretch with no line break is counted whole.
+    """
+    if len(text) <= _WHOLE_CHARS:
+        return count(text)
+    total, start, end = 0, 0, len(text)
+    while start < end:
+        cut = text.find("\n", start + _PIECE_CHARS)
+        stop = end if cut < 0 else cut
+        total += count(text[start:stop]) + (1 if cut >= 0 else 0)
+        if total > room:
+            return total
+        start = stop + 1
+    return total
 
 
 def rounds_fit(prompt_tokens: int, round_tokens: int, available: int) -> bool:

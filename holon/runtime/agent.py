@@ -37,10 +37,18 @@ from holon.context import (
     Prompt,
     RenderConfig,
     build_context,
+    get_estimator,
     prompt_rendered,
 )
 from holon.context.render import describe_projection, projection_stated, token_counter
-from holon.context.rounds import call_line, is_model_output, result_head, round_text, rounds_fit
+from holon.context.rounds import (
+    bounded_count,
+    call_line,
+    is_model_output,
+    result_head,
+    round_text,
+    rounds_fit,
+)
 from holon.errors import InvalidRecord, InvalidRef, NotALedger, RefNotFound, UsageError
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
 from holon.projections import (
@@ -1220,9 +1228,16 @@ class Turn:
         """Count a round recorded after the prompt (the parts of its text: a long output is
         counted on its own, as the next render's history will count it, so it is counted once)."""
         if self._prompt is not None:  # before the first prompt, the prompt itself shows it
-            count = token_counter(self.agent.config.render.estimator)
+            name = self.agent.config.render.estimator
+            count = token_counter(name)
             self._rounds.append(item)
-            self._round_tokens += sum(count(part) + 1 for part in parts)
+            # Past the room left, a long part's exact count changes nothing (the next call
+            # renders the prompt again): where it is a sound upper bound, stop counting there.
+            bounded = get_estimator(name).joins_add_up
+            room = self.agent.config.budget.available - self._prompt.total_tokens
+            for part in parts:
+                left = room - self._round_tokens
+                self._round_tokens += (bounded_count(count, part, left) if bounded else count(part)) + 1
 
     def _add_tool_round(self, call: ToolCall) -> None:
         assert call.result is not None and call.intent_seq is not None
