@@ -90,7 +90,9 @@ def test_a_clock_reading_that_is_not_integer_milliseconds_is_named_and_does_not_
     # `clock=lambda: time.time() * 1000` (a float) or an overflowing reading was kept as
     # the floor of every later timestamp: each append failed as an InvalidRecord about
     # field `ts`, and the agent stayed unusable after the clock was right again.
-    readings: list[object] = [1.7e12, 1 << 64, True]
+    # A microsecond and a nanosecond reading of today, and a negative one, too: each would
+    # have stamped the append-only ledger wrong for good.
+    readings: list[object] = [1.7e12, 1 << 64, True, 1_732_300_000_000_000, 1_732_300_000_000_000_000, -5]
     tick = Tick()
 
     def clock() -> int:
@@ -98,8 +100,8 @@ def test_a_clock_reading_that_is_not_integer_milliseconds_is_named_and_does_not_
 
     with Agent.open(tmp_path / "l", agent_id="rv2", clock=clock) as agent:
         head = agent.ledger.head()
-        for _ in range(3):
-            with pytest.raises(UsageError, match=r"clock returned .*integer milliseconds"):
+        for _ in range(6):
+            with pytest.raises(UsageError, match=r"clock returned .*(integer milliseconds|not milliseconds)"):
                 agent.turn(input="hello")
             assert agent.ledger.head() == head and agent.current_turn is None
         with agent.turn(input="hello") as turn:

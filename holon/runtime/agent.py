@@ -212,6 +212,11 @@ def _check_projection(ledger: Ledger, state: ProjectionState, config: Projection
     )
 
 
+# Milliseconds since the epoch in the year 5138: no millisecond clock reads more, and a
+# microsecond reading of today already does.
+_MAX_CLOCK_MS: Final = 10**14
+
+
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How an agent renders, stores and checkpoints.
 
@@ -762,6 +767,14 @@ class Agent:
             raise UsageError(
                 f"the agent's clock returned {now!r}: it must return integer milliseconds since the "
                 "epoch below 2**63, e.g. time.time_ns() // 1_000_000; nothing was recorded"
+            )
+        if not 0 <= now < _MAX_CLOCK_MS:
+            # time.time_ns or a microsecond clock passed as the clock: every timestamp of an
+            # append-only ledger would be wrong for good, and the floor of all later ones.
+            raise UsageError(
+                f"the agent's clock returned {now:,}, which is not milliseconds since the epoch "
+                "(negative, or past the year 5000: micro- or nanoseconds?); return "
+                "time.time_ns() // 1_000_000; nothing was recorded"
             )
         ts = max(now, self._last_ts)
         self._last_ts = ts
