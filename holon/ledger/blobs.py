@@ -7,11 +7,9 @@ the digest, so a damaged blob is an error naming its file, never wrong bytes.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -20,7 +18,7 @@ import blake3
 
 from holon.errors import InvalidRef, LedgerCorrupt, RefNotFound
 from holon.ledger.compression import compress, decompress
-from holon.ledger.files import TMP_SUFFIX, fsync_dir, write_atomic
+from holon.ledger.files import TMP_SUFFIX, fsync_dir, open_regular, write_atomic
 from holon.records import BlobRef
 
 __all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "check_blob_hash"]
@@ -215,17 +213,8 @@ class BlobStore:
 
 
 def _read_regular(path: Path) -> bytes:
-    """The bytes of the regular file ``path``, not following a symlink.
-
-    holon writes blobs as regular files; a symlink, a pipe or a device under a blob's
-    name (planted, or left by a copy) could point reads anywhere, or block or never end
-    (``/dev/zero``), before the hash check could refuse what it read.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as stream:
-            return stream.read()
-    finally:
-        os.close(fd)
+    """The bytes of the blob file ``path``, a regular file read without following a link
+    (:func:`~holon.ledger.files.open_regular`): a link could point reads anywhere, or at
+    ``/dev/zero``, before the hash check could refuse what it read."""
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as stream:
+        return stream.read()

@@ -8,13 +8,15 @@ files are debris from a crash between those steps; a writer removes them on open
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import Final
 
 from holon.errors import UsageError
 
-__all__ = ["TMP_SUFFIX", "check_outside", "fsync_dir", "sync_file", "write_atomic"]
+__all__ = ["TMP_SUFFIX", "check_outside", "fsync_dir", "open_regular", "sync_file", "write_atomic"]
 
 TMP_SUFFIX: Final = ".tmp"
 
@@ -25,6 +27,20 @@ def sync_file(fd: int) -> None:
         os.fdatasync(fd)
     else:  # pragma: no cover - macOS/Windows
         os.fsync(fd)
+
+
+def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` for a file holon made: never through a symlink, and only a regular file.
+
+    A symlink (ELOOP), a directory (EISDIR) or a pipe or device (EINVAL, opened without
+    blocking) planted or copied into a ledger raises OSError: through a link, holon would
+    read or overwrite whatever it points to; a pipe would block a read for ever.
+    """
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 def fsync_dir(path: Path) -> None:

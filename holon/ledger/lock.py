@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
-import stat
 from pathlib import Path
 from typing import Final
 
 from holon.errors import LedgerCorrupt, LedgerLocked
+from holon.ledger.files import open_regular
 
 __all__ = ["LOCK_NAME", "WriterLock"]
 
@@ -29,21 +30,15 @@ class WriterLock:
             # Not through a symlink: the pid is written over the file's contents, and a link
             # planted in a ledger (or copied into one) would have them truncated wherever it
             # points.
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
-            if not (self.path.is_symlink() or self.path.is_dir()):
+            if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.EINVAL):
                 raise
             raise LedgerCorrupt(
-                "the writer lock file is a symlink or a directory, not a file holon made; remove it "
-                f"(holon creates it again) ({exc.strerror or exc})",
+                "the writer lock file is a symlink, a directory or another non-file, not a file holon "
+                f"made; remove it (holon creates it again) ({exc.strerror})",
                 file=str(self.path),
             ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise LedgerCorrupt(
-                "the writer lock file is not a regular file; remove it (holon creates it again)",
-                file=str(self.path),
-            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
