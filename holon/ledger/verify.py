@@ -117,8 +117,8 @@ def verify_ledger(
     bytes of the files checked so far (as stored on disk) out of all of them.
     """
     problems: list[Problem] = []
-    referenced: dict[str, int] = {}
-    # (blob hash, size the record states) -> first seq stating it: checked against the blob.
+    # (blob hash, size the record states) -> first seq stating it: each referenced blob
+    # must exist and hold that many bytes.
     claimed: dict[tuple[str, int], int] = {}
     checked = 0
     head = (-1, header.genesis.hex())
@@ -189,7 +189,6 @@ def verify_ledger(
                     )
                 body = record.body
                 if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
-                    referenced.setdefault(body.blob.hash, expected)
                     claimed.setdefault((body.blob.hash, body.blob.size), expected)
                 expected += 1
                 checked += 1
@@ -227,7 +226,11 @@ def verify_ledger(
         if progress is not None:
             done += size
             progress(done, total)
-    for blob_hash, seq in sorted(referenced.items(), key=lambda item: item[1]):
+    references = sorted(claimed.items(), key=lambda item: item[1])
+    first: dict[str, int] = {}  # each blob by the first seq naming it, in seq order
+    for (blob_hash, _stated), seq in references:
+        first.setdefault(blob_hash, seq)
+    for blob_hash, seq in first.items():
         try:
             present = blobs.contains(blob_hash)
         except InvalidRef:
@@ -240,7 +243,7 @@ def verify_ledger(
                     f"blob referenced by seq {seq} is missing",
                 )
             )
-    for (blob_hash, stated), seq in sorted(claimed.items(), key=lambda item: item[1]):
+    for (blob_hash, stated), seq in references:
         held = actual.get(blob_hash)
         if held is not None and held != stated:
             # The blob is fine; the record misstates it (audit's output_bytes reads this).
