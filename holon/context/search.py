@@ -188,11 +188,16 @@ class _Fold(dict[int, str]):
 _FOLD: Final = _Fold()
 
 
-def _fold_run(match: re.Match[str]) -> str:
+def _fold(text: str) -> str:
     # NFKC first: a decomposed accent is folded as the precomposed letter, halfwidth
-    # ``ｶﾞ`` as ``ガ``. Only non-ASCII runs are folded: most non-ASCII characters in a
-    # ledger are punctuation (— → …) inside ASCII text, which stays as it is.
-    return unicodedata.normalize("NFKC", match.group()).translate(_FOLD)
+    # ``ｶﾞ`` as ``ガ``.
+    return unicodedata.normalize("NFKC", text).translate(_FOLD)
+
+
+def _fold_run(match: re.Match[str]) -> str:
+    # Only non-ASCII runs are folded: most non-ASCII characters in a ledger are
+    # punctuation (— → …) inside ASCII text, which stays as it is.
+    return _fold(match.group())
 
 
 def fold_positions(text: str) -> tuple[str, list[int]]:
@@ -205,7 +210,7 @@ def fold_positions(text: str) -> tuple[str, list[int]]:
     origin: list[int] = []
     for at, char in enumerate(text):
         lowered = char.lower()
-        piece = lowered if lowered.isascii() else unicodedata.normalize("NFKC", lowered).translate(_FOLD)
+        piece = lowered if lowered.isascii() else _fold(lowered)
         folded.append(piece)
         origin.extend([at] * len(piece))
     return "".join(folded), origin
