@@ -144,16 +144,20 @@ class SegmentFile:
         return str(path)
 
 
+def _missing_dir(seg_dir: Path) -> LedgerCorrupt:
+    # The header says this is a ledger: a missing segment directory is damage to it.
+    return LedgerCorrupt(
+        "the segment directory is missing (every record is gone); restore it from a backup",
+        file=str(seg_dir),
+    )
+
+
 def segment_dir_names(seg_dir: Path) -> list[str]:
     """The names in the segment directory; LedgerCorrupt if it is missing or not a directory."""
     try:
         return os.listdir(seg_dir)
     except (FileNotFoundError, NotADirectoryError):
-        # The header says this is a ledger: a missing segment directory is damage to it.
-        raise LedgerCorrupt(
-            "the segment directory is missing (every record is gone); restore it from a backup",
-            file=str(seg_dir),
-        ) from None
+        raise _missing_dir(seg_dir) from None
 
 
 def list_segments(seg_dir: Path) -> list[SegmentFile]:
@@ -168,8 +172,7 @@ def list_segments(seg_dir: Path) -> list[SegmentFile]:
     try:
         entries = list(os.scandir(seg_dir))
     except (FileNotFoundError, NotADirectoryError):
-        segment_dir_names(seg_dir)  # raises the missing-directory LedgerCorrupt
-        raise
+        raise _missing_dir(seg_dir) from None
     for entry in entries:
         match = _NAME_RE.match(entry.name)
         if match is None:
