@@ -25,6 +25,7 @@ import difflib
 import importlib
 import io
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -53,9 +54,12 @@ from holon.ledger import (
     DEFAULT_BLOB_THRESHOLD,
     HEADER_NAME,
     SETTING_RANGES,
+    DamagedTail,
     Ledger,
+    cut_tail,
     export_jsonl,
     import_jsonl,
+    inspect_tail,
 )
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, verify_derivations
@@ -1572,6 +1576,8 @@ def verify(path: Path, as_json: bool) -> None:
             )
             check = verify_derivations(records, config=projection)
     tail = report.torn_tail
+    # Where the damage is a cut of the active tail, say so: that one has a repair.
+    damaged = None if report.ok else _damaged_tail_of(path)
     with _report():
         if as_json:
             _echo_json(
@@ -1601,6 +1607,7 @@ def verify(path: Path, as_json: bool) -> None:
                             "reason": tail.reason,
                         },
                         "warnings": report.warnings,
+                        "damaged_tail": damaged,
                     },
                     "derivations": check,
                 }
@@ -1615,6 +1622,12 @@ def verify(path: Path, as_json: bool) -> None:
                 click.echo(f"storage           {len(report.problems)} problem(s):")
                 for p in report.problems:
                     click.echo(f"  {p}")
+                if damaged is not None:
+                    click.echo(
+                        f"repair            the damage at byte {damaged.offset} of {damaged.file} is in the "
+                        f"active segment's tail: `holon repair {_shell_path(path)}` shows what cutting it "
+                        "there loses"
+                    )
             if tail is not None:
                 size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
                 click.echo(
@@ -1648,6 +1661,101 @@ def verify(path: Path, as_json: bool) -> None:
         raise CheckFailed(
             f"derived records diverge at seq {check.divergence.seq} ({check.divergence.kind})"
             f"{_projection_hint(projection)}"
+        )
+
+
+def _shell_path(path: Path) -> str:
+    return shlex.quote(str(path))
+
+
+def _damaged_tail_of(path: Path) -> DamagedTail | None:
+    """The damaged active tail `holon repair` would cut, if that is where damage is."""
+    try:
+        return inspect_tail(path)
+    except HolonError:  # damage a cut cannot repair: verify has listed it already
+        return None
+
+
+def _seq_span(first: int, last: int) -> str:
+    return f"seq {first}" if first == last else f"seqs {first}-{last}"
+
+
+@main.command()
+@_common
+@click.option(
+    "--cut-at",
+    "cut_at",
+    type=click.IntRange(min=0),
+    metavar="OFFSET",
+    help="Cut the active segment at this byte, where the damage starts (as shown without it).",
+)
+def repair(path: Path, as_json: bool, cut_at: int | None) -> None:
+    """Cut a damaged tail off the active segment (after a power loss under fsync batch/never).
+
+    Opening refuses an active segment whose damaged frame has intact frames after it:
+    a power loss can write the unsynced tail back out of order, but only you know
+    whether those records were acknowledged. Without --cut-at, nothing is changed: it
+    shows where the damage starts and which seqs a cut there loses, and exits 3 (the
+    ledger is corrupt until cut; 0 when there is nothing to cut). With --cut-at OFFSET
+    (that byte), it checks everything an open for writing checks, keeps the bytes it
+    cuts in PATH/cut/, truncates, and exits 0. Damage anywhere else is not a cut
+    (`holon verify` lists it).
+
+    Example: holon repair runs/agent-7 --cut-at 964
+    """
+    found = inspect_tail(path)
+    if cut_at is None:
+        _show_damaged_tail(path, found, as_json)
+        if found is not None:
+            raise _Corrupt(
+                f"ledger {path} has a damaged tail (nothing was changed); cut it with "
+                f"`holon repair {_shell_path(path)} --cut-at {found.offset}`",
+                error_type=LedgerCorrupt.__name__,
+            )
+        return
+    action = cut_tail(path, cut_at)
+    assert found is not None  # cut_tail refuses an offset where inspect_tail found nothing
+    with _report():
+        if as_json:
+            _echo_json({"cut": action, "seqs": [found.first_seq, found.last_seq]})
+        else:
+            click.echo(
+                f"cut               {_n(action.bytes_cut)} bytes at byte {action.offset} of {action.file} "
+                f"({_seq_span(found.first_seq, found.last_seq)})"
+            )
+            click.echo(f"kept in           {action.kept}")
+            click.echo(f"next seq          {found.first_seq}")
+
+
+def _show_damaged_tail(path: Path, found: DamagedTail | None, as_json: bool) -> None:
+    with _report():
+        if as_json:
+            _echo_json({"damaged_tail": found, "cut_at": None if found is None else found.offset})
+            return
+        if found is None:
+            click.echo(
+                "nothing to cut: the active segment's frames are valid to its end or to a torn tail "
+                "(which any open for writing cuts); `holon verify` checks the rest"
+            )
+            return
+        after = found.later_seqs
+        click.echo(f"damaged frame     {found.file} at byte {found.offset}: {found.damage}")
+        click.echo(
+            f"after it          {_n(found.length)} bytes to the end of the file; "
+            + (
+                f"{_count(len(after), 'intact frame')} ({_seq_span(after[0], after[-1])})"
+                if after
+                else "no intact frame found"
+            )
+        )
+        click.echo(
+            f"a cut loses       {_seq_span(found.first_seq, found.last_seq)}. After a power loss under "
+            f'fsync "batch" or "never", none was acknowledged if your last flush() returned before '
+            f"seq {found.first_seq} was appended; otherwise acknowledged records were damaged"
+        )
+        click.echo(
+            f"to cut            holon repair {_shell_path(path)} --cut-at {found.offset}"
+            "  (the bytes cut are kept in the ledger's cut/ directory)"
         )
 
 

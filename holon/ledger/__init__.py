@@ -13,6 +13,7 @@ from holon.ledger.frames import TornTail, decode_frame, encode_frame
 from holon.ledger.header import HEADER_NAME, SETTING_RANGES
 from holon.ledger.jsonl import blobs_dir_for, export_jsonl, import_jsonl
 from holon.ledger.recovery import RecoveryAction
+from holon.ledger.repair import DamagedTail, cut_tail, inspect_tail
 from holon.ledger.segments import FORMAT_VERSION
 from holon.ledger.store import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
 from holon.ledger.verify import Problem, VerifyReport
@@ -24,6 +25,7 @@ __all__ = [
     "HEADER_NAME",
     "SETTING_RANGES",
     "BlobStore",
+    "DamagedTail",
     "FsyncPolicy",
     "Ledger",
     "Problem",
@@ -31,8 +33,10 @@ __all__ = [
     "TornTail",
     "VerifyReport",
     "blobs_dir_for",
+    "cut_tail",
     "decode_frame",
     "encode_frame",
     "export_jsonl",
     "import_jsonl",
+    "inspect_tail",
 ]

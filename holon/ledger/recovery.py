@@ -12,15 +12,15 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
-from holon.errors import InvalidRecord, LedgerCorrupt
+from holon.errors import InvalidRecord, LedgerCorrupt, UsageError
 from holon.ledger.blobs import BlobStore
 from holon.ledger.compression import decompress
-from holon.ledger.files import TMP_SUFFIX, fsync_dir, sync_file
-from holon.ledger.frames import FrameWalk
+from holon.ledger.files import TMP_SUFFIX, fsync_dir, sync_file, write_atomic
+from holon.ledger.frames import FrameWalk, TornTail
 from holon.ledger.header import LedgerHeader
 from holon.ledger.segments import (
     SEGMENT_HEADER,
@@ -32,7 +32,12 @@ from holon.ledger.segments import (
     seq_gap,
 )
 
-__all__ = ["RecoveredState", "RecoveryAction", "recover"]
+__all__ = ["CUT_DIR", "DAMAGED", "RecoveredState", "RecoveryAction", "payload_seq", "recover", "walk_segment"]
+
+#: Directory in the ledger root that keeps the bytes a requested cut removed.
+CUT_DIR: Final = "cut"
+#: How the reason of a torn tail that is really frame damage (``cut_damage``) starts.
+DAMAGED: Final = "damaged frame: "
 
 log = logging.getLogger("holon.ledger")
 
@@ -41,11 +46,15 @@ log = logging.getLogger("holon.ledger")
 class RecoveryAction:
     """One repair a writer made on open, with where it happened."""
 
-    action: Literal["truncated_torn_tail", "removed_temp_file", "sealed_segment", "finished_seal"]
+    action: Literal[
+        "truncated_torn_tail", "removed_temp_file", "sealed_segment", "finished_seal", "cut_damaged_tail"
+    ]
     file: str
     offset: int
     bytes_cut: int
     detail: str
+    #: ``cut_damaged_tail`` only: the file that keeps the bytes cut.
+    kept: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ class _SeqOnly(msgspec.Struct):
 _SEQ_DECODER = msgspec.msgpack.Decoder(_SeqOnly)
 
 
-def _payload_seq(payload: memoryview, *, file: str, offset: int) -> int:
+def payload_seq(payload: memoryview, *, file: str, offset: int) -> int:
     """The seq in a frame payload, without decoding the body."""
     try:
         return _SEQ_DECODER.decode(payload).seq
@@ -84,8 +93,17 @@ def _note(actions: list[RecoveryAction], action: RecoveryAction) -> None:
     actions.append(action)
 
 
-def _walk_end(buf: bytes, seg: SegmentFile, file: str, *, active: bool) -> tuple[FrameWalk, int]:
-    """Walk a segment checking checksums and seqs (not chain links); return walk and next seq."""
+def walk_segment(
+    buf: bytes, seg: SegmentFile, file: str, *, active: bool, cut_damage: bool = False
+) -> tuple[FrameWalk, int]:
+    """Walk a segment checking checksums and seqs (not chain links); return walk and next seq.
+
+    ``cut_damage`` (active segment only): frame damage the walk meets ends it like a
+    torn tail of everything from the damaged frame (``walk.torn``, whose reason starts
+    with :data:`DAMAGED`), instead of raising. Every frame before it is valid. A frame
+    that passes its checksum but holds the wrong seq still raises: no crash or power
+    loss writes one.
+    """
     header = parse_segment_header(buf, file=file)
     if header.start_seq != seg.start_seq:
         raise LedgerCorrupt(
@@ -97,21 +115,34 @@ def _walk_end(buf: bytes, seg: SegmentFile, file: str, *, active: bool) -> tuple
         buf, file=file, pos=SEGMENT_HEADER.size, end=len(buf), prev=header.prev_hash, active=active
     )
     expected = seg.start_seq
-    for offset, payload in walk.frames():
-        seq = _payload_seq(payload, file=file, offset=offset)
-        if seq != expected:
-            raise LedgerCorrupt(
-                f"frame holds seq {seq} where seq {expected} belongs", file=file, offset=offset
-            )
-        expected += 1
+    try:
+        for offset, payload in walk.frames():
+            seq = payload_seq(payload, file=file, offset=offset)
+            if seq != expected:
+                raise LedgerCorrupt(
+                    f"frame holds seq {seq} where seq {expected} belongs", file=file, offset=offset
+                )
+            expected += 1
+    except LedgerCorrupt as exc:
+        # The walk raises at its frontier (walk.pos); the seq check raises after it.
+        if not (cut_damage and active) or exc.offset != walk.pos:
+            raise
+        walk.torn = TornTail(file, walk.pos, len(buf) - walk.pos, f"{DAMAGED}{exc.detail}")
     return walk, expected
 
 
-def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredState:
+def recover(
+    seg_dir: Path, blobs: BlobStore, header: LedgerHeader, *, cut_at: int | None = None
+) -> RecoveredState:
     """Bring the segment directory to a clean state for appending; report what was done.
 
     Everything is checked before anything is repaired: damage a crash cannot explain
     raises LedgerCorrupt with the directory exactly as it was found.
+
+    ``cut_at``: also cut the active segment at this byte offset, which must be where its
+    first damaged frame starts (``holon repair`` shows it). That is the one repair for
+    what a power loss can leave under fsync ``batch``/``never`` (docs/ledger-format.md);
+    the bytes cut are kept in ``<ledger>/cut/`` before the segment is truncated.
     """
     names = sorted(segment_dir_names(seg_dir))
     segs = list_segments(seg_dir)
@@ -141,15 +172,19 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
     predecessor: tuple[int, bytes] | None = None
     for seg in unsealed:
         assert seg.plain is not None
-        walk, end_seq = _walk_end(seg.plain.read_bytes(), seg, str(seg.plain), active=False)
+        walk, end_seq = walk_segment(seg.plain.read_bytes(), seg, str(seg.plain), active=False)
         if seg is segs[-2]:
             assert walk.prev is not None
             predecessor = (end_seq, walk.prev)
 
     active_path = last.plain
     buf = active_path.read_bytes()
-    walk, next_seq = _walk_end(buf, last, str(active_path), active=True)
+    walk, next_seq = walk_segment(buf, last, str(active_path), active=True, cut_damage=cut_at is not None)
     header_prev = parse_segment_header(buf, file=str(active_path)).prev_hash
+    cut_bytes: bytes | None = None
+    if cut_at is not None:
+        _check_cut(walk, cut_at, str(active_path))
+        cut_bytes = buf[cut_at:]
     del buf
     if predecessor is not None:
         _check_predecessor(predecessor, last, header_prev)
@@ -191,6 +226,13 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
         )
     if walk.torn is not None:
         torn = walk.torn
+        action: Literal["truncated_torn_tail", "cut_damaged_tail"] = "truncated_torn_tail"
+        detail = torn.reason
+        kept: str | None = None
+        if cut_bytes is not None:
+            kept = str(_keep_cut(seg_dir.parent, active_path.name, torn.offset, cut_bytes))
+            action = "cut_damaged_tail"
+            detail = f"{torn.reason}; the bytes cut are kept in {kept}"
         fd = os.open(active_path, os.O_WRONLY)
         try:
             os.ftruncate(fd, torn.offset)
@@ -199,7 +241,7 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
             os.close(fd)
         _note(
             actions,
-            RecoveryAction("truncated_torn_tail", str(active_path), torn.offset, torn.length, torn.reason),
+            RecoveryAction(action, str(active_path), torn.offset, torn.length, detail, kept),
         )
     head = walk.prev if walk.prev is not None else header_prev
     return RecoveredState(
@@ -210,6 +252,42 @@ def recover(seg_dir: Path, blobs: BlobStore, header: LedgerHeader) -> RecoveredS
         head_hash=head,
         actions=tuple(actions),
     )
+
+
+def _check_cut(walk: FrameWalk, cut_at: int, file: str) -> None:
+    """Refuse a requested cut that is not exactly at the active segment's first damaged frame."""
+    torn = walk.torn
+    if torn is not None and torn.reason.startswith(DAMAGED):
+        if torn.offset == cut_at:
+            return
+        raise UsageError(
+            f"the first damaged frame of {file} is at byte {torn.offset}, not {cut_at}; nothing was "
+            "changed. Run `holon repair` without --cut-at to see what a cut there would lose"
+        )
+    raise UsageError(
+        f"nothing to cut at byte {cut_at} of {file}: its frames are valid up to byte {walk.pos}"
+        + (" (the torn tail after them is cut by any open for writing)" if torn is not None else "")
+        + "; nothing was changed"
+    )
+
+
+def _keep_cut(root: Path, segment: str, offset: int, data: bytes) -> Path:
+    """Store the bytes a requested cut removes, durably, before anything is truncated.
+
+    Named by segment and offset; a second cut at the same place (the same damage found
+    again after a restore) gets a numbered name rather than replacing the first.
+    """
+    folder = root / CUT_DIR
+    if not folder.is_dir():
+        folder.mkdir()
+        fsync_dir(root)
+    path = folder / f"{segment}.{offset}.cut"
+    n = 1
+    while path.exists():
+        n += 1
+        path = folder / f"{segment}.{offset}.{n}.cut"
+    write_atomic(path, data)
+    return path
 
 
 def _finish_seal(seg: SegmentFile, seg_dir: Path, actions: list[RecoveryAction]) -> None:

@@ -182,8 +182,9 @@ class Ledger:
         *,
         readonly: bool,
         fsync: FsyncPolicy,
+        cut_at: int | None = None,
     ) -> None:
-        """Use :meth:`create` or :meth:`open`."""
+        """Use :meth:`create` or :meth:`open` (``cut_at``: :func:`holon.ledger.repair.cut_tail`)."""
         if fsync not in get_args(FsyncPolicy):
             raise UsageError(f"fsync policy {fsync!r} is not one of {', '.join(get_args(FsyncPolicy))}")
         self.path = path
@@ -219,7 +220,7 @@ class Ledger:
         self._head_hash = header.genesis
         self._writable = False
         if not readonly:
-            self._start_writer()
+            self._start_writer(cut_at)
             self._writable = True
 
     # ------------------------------------------------------------------ opening
@@ -296,10 +297,10 @@ class Ledger:
         root = Path(path)
         return cls(root, read_header(root), readonly=readonly, fsync=fsync)
 
-    def _start_writer(self) -> None:
+    def _start_writer(self, cut_at: int | None) -> None:
         self._lock = WriterLock(self.path)
         try:
-            state = recover(self._seg_dir, self.blobs, self.header)
+            state = recover(self._seg_dir, self.blobs, self.header, cut_at=cut_at)
             self._recovery = state.actions
             self._active_path = state.active_path
             self._active_start = state.active_start
