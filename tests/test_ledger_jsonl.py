@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
@@ -159,3 +160,56 @@ def test_a_copy_whose_first_lines_were_cut_is_refused(tmp_path: Path) -> None:
         assert target.head()[0] == -1
         # Evidence added to a ledger (not a copy) is re-sequenced from wherever it starts.
         assert import_jsonl(tmp_path / "cut.jsonl", target) == [0, 1, 2]
+
+
+def _exported_with_blob(tmp_path: Path) -> tuple[Path, Path]:
+    """An export holding one blob: (the JSONL file, the blob's file beside it)."""
+    src = tmp_path / "src"
+    with Ledger.create(src, agent_id=AGENT) as ledger:
+        ledger.append(tool_output(0, 20_000))
+        out = tmp_path / "x.jsonl"
+        export_jsonl(ledger, out)
+    (blob,) = blobs_dir_for(out).iterdir()
+    return out, blob
+
+
+@pytest.mark.parametrize("what", ["fifo", "directory", "endless"])
+def test_a_blob_file_that_is_not_a_regular_file_is_named_not_read(tmp_path: Path, what: str) -> None:
+    # A pipe under a blob's name would block the import for ever; /dev/zero would fill memory.
+    out, blob = _exported_with_blob(tmp_path)
+    blob.unlink()
+    if what == "fifo":
+        os.mkfifo(blob)
+    elif what == "directory":
+        blob.mkdir()
+    else:
+        blob.symlink_to("/dev/zero")
+    with Ledger.create(tmp_path / "dst", agent_id=AGENT) as ledger:
+        with pytest.raises(InvalidRecord, match=f"blob file {blob} cannot be read") as refused:
+            import_jsonl(out, ledger)
+        assert refused.value.where == f"line 1 of {out}"
+        assert ledger.head()[0] == -1
+
+
+def test_a_blob_file_longer_than_stated_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    out, blob = _exported_with_blob(tmp_path)
+    size = len(blob.read_bytes())
+    with open(blob, "ab") as f:
+        f.write(b"x" * 1000)
+    with Ledger.create(tmp_path / "dst", agent_id=AGENT) as ledger:
+        with pytest.raises(InvalidRecord, match=r"holds more than 20,?000 bytes"):
+            import_jsonl(out, ledger)
+        assert ledger.head()[0] == -1
+    assert blob.stat().st_size == size + 1000
+
+
+def test_a_symlinked_blob_file_with_the_right_bytes_imports(tmp_path: Path) -> None:
+    out, blob = _exported_with_blob(tmp_path)
+    elsewhere = tmp_path / "shared-blob"
+    blob.rename(elsewhere)
+    blob.symlink_to(elsewhere)
+    with Ledger.create(tmp_path / "dst", agent_id=AGENT) as ledger:
+        assert import_jsonl(out, ledger) == [0]
+        (record,) = ledger.read()
+        assert record.body.blob is not None
+        assert ledger.get_blob(record.body.blob.hash) == elsewhere.read_bytes()

@@ -13,8 +13,10 @@ seq 0 and would not verify after another ledger's records.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -194,7 +196,7 @@ def _load_blob(
     except InvalidRef as exc:
         raise InvalidRecord(str(exc), where=where, field="body.blob.hash") from None
     try:
-        data = (blob_dir / blob_hash).read_bytes()
+        data = _read_blob_file(blob_dir / blob_hash, size)
     except FileNotFoundError:
         if ledger.has_blob(blob_hash):
             return
@@ -204,7 +206,7 @@ def _load_blob(
             where=where,
             field="body.blob.hash",
         ) from None
-    except OSError as exc:  # a directory in its place, no permission
+    except OSError as exc:  # a directory, pipe or device in its place, no permission
         raise InvalidRecord(
             f"blob file {blob_dir / blob_hash} cannot be read ({exc.strerror or exc}); "
             "copy the .blobs directory that came with the export",
@@ -213,10 +215,36 @@ def _load_blob(
         ) from None
     actual = blake3.blake3(data).hexdigest()
     if actual != blob_hash or len(data) != size:
+        held = f"{len(data)} bytes hashing to {actual}" if len(data) <= size else f"more than {size} bytes"
         raise InvalidRecord(
-            f"blob file {blob_dir / blob_hash} holds {len(data)} bytes hashing to {actual}, "
+            f"blob file {blob_dir / blob_hash} holds {held}, "
             f"not the {size} bytes hashing to {blob_hash} the record names",
             where=where,
             field="body.blob",
         )
     blobs[blob_hash] = data
+
+
+def _read_blob_file(path: Path, size: int) -> bytes:
+    """Read a blob file of an export, at most ``size + 1`` bytes of it.
+
+    The file may be a symlink (its bytes are checked against the hash either way), but
+    must be a regular file: a pipe would block the import for ever, ``/dev/zero`` would
+    fill memory. Reading one byte more than the record states is enough to tell a file
+    that is too long, without reading a huge one whole.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks: list[bytes] = []
+        left = size + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
