@@ -134,7 +134,7 @@ class BlobStore:
         return known
 
     def _remember(self, blob_hash: str, size: int) -> None:
-        if len(self._sizes) >= _SIZES_KEPT:
+        if blob_hash not in self._sizes and len(self._sizes) >= _SIZES_KEPT:
             del self._sizes[next(iter(self._sizes))]
         self._sizes[blob_hash] = size
 
