@@ -101,6 +101,10 @@ class TornTail:
     offset: int
     length: int
     reason: str
+    #: Not a torn frame but a damaged one (checksum, head or chain link) with bytes after
+    #: it, taken for the end of the data only because a cut there was asked for
+    #: (``holon repair``); never set by a plain walk.
+    damaged: bool = False
 
     def __str__(self) -> str:
         what = "1 byte that is" if self.length == 1 else f"{self.length} bytes that are"

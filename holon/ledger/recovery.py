@@ -32,12 +32,10 @@ from holon.ledger.segments import (
     seq_gap,
 )
 
-__all__ = ["CUT_DIR", "DAMAGED", "RecoveredState", "RecoveryAction", "payload_seq", "recover", "walk_segment"]
+__all__ = ["CUT_DIR", "RecoveredState", "RecoveryAction", "payload_seq", "recover", "walk_segment"]
 
 #: Directory in the ledger root that keeps the bytes a requested cut removed.
 CUT_DIR: Final = "cut"
-#: How the reason of a torn tail that is really frame damage (``cut_damage``) starts.
-DAMAGED: Final = "damaged frame: "
 
 log = logging.getLogger("holon.ledger")
 
@@ -99,8 +97,8 @@ def walk_segment(
     """Walk a segment checking checksums and seqs (not chain links); return walk and next seq.
 
     ``cut_damage`` (active segment only): frame damage the walk meets ends it like a
-    torn tail of everything from the damaged frame (``walk.torn``, whose reason starts
-    with :data:`DAMAGED`), instead of raising. Every frame before it is valid. A frame
+    torn tail of everything from the damaged frame (``walk.torn``, marked ``damaged``),
+    instead of raising. Every frame before it is valid. A frame
     that passes its checksum but holds the wrong seq still raises: no crash or power
     loss writes one.
     """
@@ -127,7 +125,7 @@ def walk_segment(
         # The walk raises at its frontier (walk.pos); the seq check raises after it.
         if not (cut_damage and active) or exc.offset != walk.pos:
             raise
-        walk.torn = TornTail(file, walk.pos, len(buf) - walk.pos, f"{DAMAGED}{exc.detail}")
+        walk.torn = TornTail(file, walk.pos, len(buf) - walk.pos, exc.detail, damaged=True)
     return walk, expected
 
 
@@ -232,7 +230,7 @@ def recover(
         if cut_bytes is not None:
             kept = str(_keep_cut(seg_dir.parent, active_path.name, torn.offset, cut_bytes))
             action = "cut_damaged_tail"
-            detail = f"{torn.reason}; the bytes cut are kept in {kept}"
+            detail = f"damaged frame cut on request: {torn.reason}; the bytes cut are kept in {kept}"
         fd = os.open(active_path, os.O_WRONLY)
         try:
             os.ftruncate(fd, torn.offset)
@@ -257,7 +255,7 @@ def recover(
 def _check_cut(walk: FrameWalk, cut_at: int, file: str) -> None:
     """Refuse a requested cut that is not exactly at the active segment's first damaged frame."""
     torn = walk.torn
-    if torn is not None and torn.reason.startswith(DAMAGED):
+    if torn is not None and torn.damaged:
         if torn.offset == cut_at:
             return
         raise UsageError(

@@ -24,7 +24,7 @@ from typing import Final
 from holon.errors import HolonError, LedgerCorrupt
 from holon.ledger.frames import FRAME_HEAD, FRAME_OVERHEAD, MAX_PAYLOAD, FrameWalk
 from holon.ledger.header import read_header
-from holon.ledger.recovery import DAMAGED, RecoveryAction, payload_seq, walk_segment
+from holon.ledger.recovery import RecoveryAction, payload_seq, walk_segment
 from holon.ledger.segments import list_segments
 from holon.ledger.store import Ledger
 
@@ -84,13 +84,13 @@ def inspect_tail(path: str | Path) -> DamagedTail | None:
     file = str(seg.plain)
     walk, next_seq = walk_segment(buf, seg, file, active=True, cut_damage=True)
     torn = walk.torn
-    if torn is None or not torn.reason.startswith(DAMAGED):
+    if torn is None or not torn.damaged:
         return None
     return DamagedTail(
         file=file,
         offset=torn.offset,
         length=torn.length,
-        damage=torn.reason.removeprefix(DAMAGED),
+        damage=torn.reason,
         first_seq=next_seq,
         later_seqs=_later_seqs(buf, torn.offset, file),
     )
