@@ -52,11 +52,21 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
     ]
     start = next((ts for ts in stamps if ts is not None), None)
     builder = TranscriptBuilder(format=FORMAT, source=source, start_ms=start)
+    seen: set[str] = set()  # uuids of the messages imported so far
     for (kind, event), ts in zip(events, stamps, strict=True):
         builder.at(ts)
         if kind == "summary":
             _summary(builder, event, uuids)
         elif kind in ("user", "assistant"):
+            uuid = event.as_object().get("uuid")
+            if isinstance(uuid, str):
+                if uuid in seen:
+                    # A uuid names one message. Claude Code writes some twice (the whole history
+                    # again per prompt with stream-json input; a first prompt echoed): a copy is
+                    # not another turn or another tool call.
+                    builder.skip("duplicate event")
+                    continue
+                seen.add(uuid)
             if event.as_object().get("isSidechain") is True:
                 # Subagent (Task) conversations: their outcome reaches the main thread as the
                 # Task tool's result, which is imported; their inner steps are not.

@@ -1,0 +1,55 @@
+"""Importer edge cases found in the second review: shapes real tools write that the samples lack."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from holon.importers import IMPORTERS, ImportReport
+from holon.records import Message, ToolIntent, ToolResult
+
+USER = {"role": "user", "content": "fix it"}
+
+
+def _claude(*events: dict[str, Any]) -> bytes:
+    lines = []
+    for index, event in enumerate(events):
+        base = {"uuid": f"u{index}", "timestamp": f"2025-03-01T10:00:{index:02d}Z", "sessionId": "s1"}
+        lines.append(json.dumps(base | event))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _parse(fmt: str, data: bytes) -> ImportReport:
+    return IMPORTERS[fmt].parse_bytes(data, source="t")
+
+
+def _messages(report: ImportReport) -> list[str]:
+    return [rec.body.text for rec in report.records if isinstance(rec.body, Message)]
+
+
+def test_a_claude_code_message_written_twice_is_imported_once() -> None:
+    # Claude Code writes some messages twice with the same uuid (with `--input-format
+    # stream-json` the whole history again after every prompt; a first prompt echoed). Each
+    # copy became another turn and another tool call, and the copied result answered nothing.
+    events = [
+        {"type": "user", "message": USER},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}},
+        {"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "done"}]}},
+    ]
+    once = _claude(*events)
+    lines = once.splitlines(keepends=True)
+    second = [{"type": "user", "message": {"role": "user", "content": "and now?"}, "uuid": "u9",
+               "timestamp": "2025-03-01T10:00:09Z", "sessionId": "s1"}]
+    twice = once + b"".join(lines) + json.dumps(second[0]).encode() + b"\n"
+    report = _parse("claude-code", twice)
+    assert _messages(report) == ["fix it", "done", "and now?"]
+    assert report.turns == 2 and report.tool_calls == 1
+    assert [rec.body.call_id for rec in report.records if isinstance(rec.body, ToolResult)] == ["t1"]
+    assert report.skipped == {"duplicate event": 4}
+    assert [rec.body for rec in report.records if isinstance(rec.body, ToolIntent)] == [
+        ToolIntent(call_id="t1", tool="Bash", args={"command": "ls"})
+    ]
