@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
+from holon.errors import InvalidRecord
 from holon.importers import IMPORTERS, ImportReport
 from holon.records import Message, ToolIntent, ToolResult
 
@@ -53,3 +56,29 @@ def test_a_claude_code_message_written_twice_is_imported_once() -> None:
     assert [rec.body for rec in report.records if isinstance(rec.body, ToolIntent)] == [
         ToolIntent(call_id="t1", tool="Bash", args={"command": "ls"})
     ]
+
+
+NOT_UTF8: dict[str, bytes] = {
+    "claude-code": _claude({"type": "user", "message": USER}).replace(b"fix it", b"caf\xe9 fix it"),
+    "openai-chat": json.dumps([USER]).encode().replace(b"fix it", b"caf\xe9 fix it"),
+    "swe-agent": json.dumps({"history": [USER]}).encode().replace(b"fix it", b"caf\xe9 fix it"),
+    "openhands": json.dumps(
+        [{"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}}]
+    ).encode().replace(b"fix it", b"caf\xe9 fix it"),
+    "jsonl": b'{"seq": 0, "ts": 1, "turn": null, "kind": "message", "v": 1, '
+    b'"body": {"role": "user", "text": "caf\xe9 fix it"}}\n',
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(NOT_UTF8))
+def test_a_file_that_is_not_utf8_names_the_byte_where_it_is_and_what_to_do(fmt: str) -> None:
+    # A transcript re-saved by a Windows tool as Latin-1: the error said "at byte 1" or so (the
+    # offset inside the JSON string holding the byte, not in the file or line) and nothing
+    # about what to do, wrapped in "not a JSON document (...)".
+    data = NOT_UTF8[fmt]
+    with pytest.raises(InvalidRecord) as caught:
+        _parse(fmt, data)
+    offset = data.splitlines()[0].index(b"\xe9")
+    message = str(caught.value)
+    assert f"not UTF-8 text (byte 0xe9 at byte {offset}: " in message, message
+    assert "save it as UTF-8" in message and "not a JSON" not in message

@@ -19,7 +19,7 @@ import msgspec
 
 from holon.errors import InvalidRecord
 
-__all__ = ["Node", "decode_json_document", "iter_jsonl", "parse_iso_ms", "try_json_document"]
+__all__ = ["Node", "decode_json_document", "iter_jsonl", "not_utf8", "parse_iso_ms", "try_json_document"]
 
 _JSON_DECODER: Final = msgspec.json.Decoder()
 _BOM: Final = b"\xef\xbb\xbf"
@@ -55,13 +55,31 @@ class _MalformedJSON(ValueError):
     """The bytes are UTF-8 but not JSON (as opposed to not UTF-8, or nested too deeply)."""
 
 
+class _NotUTF8(ValueError):
+    """The bytes are not UTF-8 text: the message names the byte and says what to do."""
+
+
+def not_utf8(data: bytes) -> str | None:
+    """Why ``data`` is not UTF-8 text, naming the first bad byte and its offset, or None if it is."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # msgspec's own error counts from the start of the JSON string holding the byte, not of
+        # the file or line, so the offset is found here.
+        return (
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at byte {exc.start}: {exc.reason}); "
+            "holon reads transcripts as UTF-8: save it as UTF-8 and import it again"
+        )
+    return None
+
+
 def _decode_once(data: bytes) -> Any:
     try:
         return _JSON_DECODER.decode(data)
     except msgspec.DecodeError as exc:
         raise _MalformedJSON(str(exc)) from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise _NotUTF8(not_utf8(data) or f"not UTF-8 text ({exc.reason})") from None
     except RecursionError:
         # msgspec recurses per nesting level; absurdly deep input is not a transcript.
         raise ValueError("JSON nested too deeply") from None
@@ -236,7 +254,8 @@ def decode_json_document(data: bytes, *, source: str, format_hint: str) -> Node:
         if cut is not None:
             raise InvalidRecord(cut, where=source) from None
         hint = f"; {format_hint}" if format_hint else ""
-        raise InvalidRecord(f"not a JSON document ({exc}){hint}", where=source) from None
+        message = str(exc) if isinstance(exc, _NotUTF8) else f"not a JSON document ({exc})"
+        raise InvalidRecord(f"{message}{hint}", where=source) from None
     return Node(value, where=source, format_hint=format_hint)
 
 
@@ -264,7 +283,8 @@ def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[
             if cut is not None:
                 raise InvalidRecord(cut, where=where) from None
             hint = f"; {format_hint}" if format_hint else ""
-            raise InvalidRecord(f"not a JSON value ({exc}){hint}", where=where) from None
+            message = str(exc) if isinstance(exc, _NotUTF8) else f"not a JSON value ({exc})"
+            raise InvalidRecord(f"{message}{hint}", where=where) from None
         yield number, Node(value, where=where, format_hint=format_hint)
 
 

@@ -14,6 +14,7 @@ import msgspec
 
 from holon.errors import InvalidRecord
 from holon.importers._builder import ImportReport
+from holon.importers._shape import not_utf8
 from holon.records import Record, decode_json_record
 
 __all__ = ["FORMAT", "parse_jsonl"]
@@ -28,12 +29,13 @@ def parse_jsonl(data: bytes, *, source: str) -> ImportReport:
         if not line.strip():
             continue
         where = f"line {number} of {source}"
+        reason = not_utf8(line)
+        if reason is not None:
+            raise InvalidRecord(reason, where=where)
         try:
             record = decode_json_record(line, where=where)
-        except UnicodeDecodeError as exc:
-            # decode_json_record lets these two escape; an importer promises only InvalidRecord.
-            raise InvalidRecord(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=where) from None
         except RecursionError:
+            # decode_json_record lets this escape; an importer promises only InvalidRecord.
             raise InvalidRecord("JSON nested too deeply", where=where) from None
         records.append(msgspec.structs.replace(record, seq=-1))
     return ImportReport(format=FORMAT, source=source, records=tuple(records))
