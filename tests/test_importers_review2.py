@@ -82,3 +82,27 @@ def test_a_file_that_is_not_utf8_names_the_byte_where_it_is_and_what_to_do(fmt: 
     message = str(caught.value)
     assert f"not UTF-8 text (byte 0xe9 at byte {offset}: " in message, message
     assert "save it as UTF-8" in message and "not a JSON" not in message
+
+
+def _openhands_run(observation_extras: dict[str, Any]) -> bytes:
+    return json.dumps([
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+        {"id": 2, "source": "agent", "action": "run", "args": {"command": "git status", "thought": ""}},
+        {"id": 3, "source": "agent", "cause": 2, "observation": "run",
+         "content": "fatal: not a git repository", "extras": observation_extras},
+    ]).encode()
+
+
+@pytest.mark.parametrize(("code", "status"), [(128, "error"), (0, "ok"), (-1, "interrupted")])
+def test_an_older_openhands_run_keeps_its_exit_code_on_extras(code: int, status: str) -> None:
+    # OpenDevin and early OpenHands wrote `extras: {"command_id", "command", "exit_code"}` (no
+    # `metadata`): a failed command was imported as `ok` with no exit code.
+    old = {"command_id": -1, "command": "git status", "exit_code": code}
+    report = _parse("openhands", _openhands_run(old))
+    results = [rec.body for rec in report.records if isinstance(rec.body, ToolResult)]
+    assert [(r.status, r.exit_code) for r in results] == [(status, code)]
+    # The current shape still wins where both are present.
+    current = {"exit_code": 7, "metadata": {"exit_code": code}}
+    results = [rec.body for rec in _parse("openhands", _openhands_run(current)).records
+               if isinstance(rec.body, ToolResult)]
+    assert [(r.status, r.exit_code) for r in results] == [(status, code)]

@@ -173,10 +173,11 @@ def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str])
         return
     extras = event.get("extras")
     metadata = extras.get("metadata") if extras is not None and extras.is_object() else None
-    exit_code = None
-    if metadata is not None and metadata.is_object():
-        code = metadata.get("exit_code")
-        exit_code = code.as_int() if code is not None else None
+    # Current runs keep the exit code under `extras.metadata`; runs before that (OpenDevin,
+    # early OpenHands) kept it on `extras` itself.
+    holder = metadata if metadata is not None and metadata.is_object() else extras
+    code = holder.get("exit_code") if holder is not None and holder.is_object() else None
+    exit_code = code.as_int() if code is not None else None
     status = _status(name, exit_code, event.as_object().get("success"), content)
     path = edits.pop(source_id, None)
     builder.result(
