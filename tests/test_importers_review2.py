@@ -106,3 +106,24 @@ def test_an_older_openhands_run_keeps_its_exit_code_on_extras(code: int, status:
     results = [rec.body for rec in _parse("openhands", _openhands_run(current)).records
                if isinstance(rec.body, ToolResult)]
     assert [(r.status, r.exit_code) for r in results] == [(status, code)]
+
+
+def test_an_openai_custom_tool_call_is_a_call_with_its_text_input() -> None:
+    # Chat completions with custom (free-form) tools write `{"type": "custom", "custom": {"name",
+    # "input"}}` and no `function`: the whole file was refused ("missing `function`").
+    chat = json.dumps([
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "custom", "custom": {"name": "apply_patch", "input": "*** Begin Patch"}},
+            {"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Done!"},
+        {"role": "tool", "tool_call_id": "c2", "content": "a.py"},
+    ]).encode()
+    bodies = [rec.body for rec in _parse("openai-chat", chat).records]
+    assert [body for body in bodies if isinstance(body, ToolIntent)] == [
+        ToolIntent(call_id="c1", tool="apply_patch", args={"input": "*** Begin Patch"}),
+        ToolIntent(call_id="c2", tool="ls", args={}),
+    ]
+    results = [(body.call_id, body.tool, body.output) for body in bodies if isinstance(body, ToolResult)]
+    assert results == [("c1", "apply_patch", "Done!"), ("c2", "ls", "a.py")]

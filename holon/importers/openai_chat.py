@@ -160,6 +160,12 @@ def _assistant_calls(
     calls = message.get("tool_calls")
     if calls is not None:
         for call in calls.items():
+            custom = call.get("custom") if call.str_of("type") == "custom" else None
+            if custom is not None:
+                # A custom (free-form) tool takes one text `input`, not JSON arguments.
+                name = custom.field("name").as_str()
+                builder.intent(call.field("id").as_str(), name, _custom_input(custom))
+                continue
             function = call.field("function")
             builder.intent(
                 call.field("id").as_str(),
@@ -173,6 +179,11 @@ def _assistant_calls(
         call_id = f"function_call-{index}"
         legacy.append((call_id, name))
         builder.intent(call_id, name, tool_arguments(function_call.get("arguments")))
+
+
+def _custom_input(custom: Node) -> dict[str, Any]:
+    value = custom.as_object().get("input")
+    return {} if value is None else {"input": value}
 
 
 def _tool_result(builder: TranscriptBuilder, call_id: str, text: str) -> None:
