@@ -127,3 +127,34 @@ def test_an_openai_custom_tool_call_is_a_call_with_its_text_input() -> None:
     ]
     results = [(body.call_id, body.tool, body.output) for body in bodies if isinstance(body, ToolResult)]
     assert results == [("c1", "apply_patch", "Done!"), ("c2", "ls", "a.py")]
+
+
+def test_an_opendevin_history_of_action_observation_pairs_imports() -> None:
+    # OpenDevin and early OpenHands evaluation outputs store `history` as [action, observation]
+    # pairs whose events have no `id` or `cause`: the whole file was refused ("expected an
+    # object"). The pair says which action an observation answers.
+    run = {"instance_id": "x", "history": [
+        [{"source": "user", "action": "message", "args": {"content": "fix it"}},
+         {"source": "user", "observation": "null", "content": "", "extras": {}}],
+        [{"source": "agent", "action": "run", "args": {"command": "git status", "thought": "Look."}},
+         {"source": "agent", "observation": "run", "content": "fatal: not a git repository",
+          "extras": {"command_id": -1, "command": "git status", "exit_code": 128}}],
+        [{"source": "agent", "action": "run", "args": {"command": "ls", "thought": ""}},
+         {"source": "agent", "observation": "run", "content": "a.py",
+          "extras": {"command_id": -1, "command": "ls", "exit_code": 0}}],
+        [{"source": "agent", "action": "finish", "args": {"outputs": {}, "thought": ""}},
+         {"source": "agent", "observation": "null", "content": "", "extras": {}}],
+    ]}
+    report = _parse("openhands", json.dumps(run).encode())
+    bodies = [rec.body for rec in report.records]
+    assert _messages(report) == ["fix it", "Look."]
+    assert [(b.call_id, b.args) for b in bodies if isinstance(b, ToolIntent)] == [
+        ("pair-1", {"command": "git status"}), ("pair-2", {"command": "ls"})
+    ]
+    results = [(b.call_id, b.status, b.exit_code, b.output) for b in bodies if isinstance(b, ToolResult)]
+    assert results == [
+        ("pair-1", "error", 128, "fatal: not a git repository"), ("pair-2", "ok", 0, "a.py")
+    ]
+    assert report.turns == 1 and report.skipped == {"observation:null": 2}
+    with pytest.raises(InvalidRecord, match=r"field `history\[0\]`: not an OpenHands event pair"):
+        _parse("openhands", json.dumps({"history": [[run["history"][0][0]]]}).encode())

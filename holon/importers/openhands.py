@@ -1,7 +1,8 @@
 """Import OpenHands event streams.
 
 Accepted files: evaluation output JSONL (one run per line, its events under
-``history``), a JSON object with ``history``, or a JSON array of events. Each event
+``history``), a JSON object with ``history``, or a JSON array of events; ``history`` may
+also hold ``[action, observation]`` pairs (OpenDevin-era outputs). Each event
 is an *action* (``action``: ``message``, ``run``, ``read``, ``edit``, ``think``,
 ``finish``, ``system``, ...) or an *observation* (``observation``), and an
 observation names the action it answers by ``cause`` (the action's ``id``). See
@@ -46,9 +47,26 @@ def _events(run: Node) -> Node:
     return run.field("history") if run.is_object() else run
 
 
+def _flat_events(run: Node) -> Iterator[tuple[Node, str | None]]:
+    """Each event of a run, with the key joining it to its pair when the run stores pairs.
+
+    OpenDevin and early OpenHands evaluation outputs store ``history`` as ``[action,
+    observation]`` pairs whose events carry no ``id`` or ``cause``: the pair itself says which
+    action an observation answers, so both get the pair's key (``pair-<index>``).
+    """
+    for index, entry in enumerate(_events(run).items()):
+        if isinstance(entry.value, list):
+            if len(entry.value) != 2:
+                raise entry.error("not an OpenHands event pair (expected [action, observation])")
+            for event in entry.items():
+                yield event, f"pair-{index}"
+        else:
+            yield entry, None
+
+
 def _first_timestamp(runs: list[Node]) -> int | None:
     for run in runs:
-        for event in _events(run).items():
+        for event, _ in _flat_events(run):
             stamp = event.get("timestamp") if event.is_object() else None
             if stamp is not None:
                 return parse_iso_ms(stamp)
@@ -75,17 +93,16 @@ def _with_history(node: Node) -> Node:
 
 
 def _run(builder: TranscriptBuilder, run: Node) -> None:
-    events = _events(run)
     edits: dict[str, str] = {}  # source id of a pending `edit` action -> the path it writes
-    for event in events.items():
+    for event, pair in _flat_events(run):
         if not event.is_object():
             raise event.error("not an OpenHands event (expected an object)")
         stamp = event.get("timestamp")
         builder.at(None if stamp is None else parse_iso_ms(stamp))
         if event.has("action"):
-            _action(builder, event, edits)
+            _action(builder, event, edits, pair)
         elif event.has("observation"):
-            _observation(builder, event, edits)
+            _observation(builder, event, edits, pair)
         else:
             raise event.error("not an OpenHands event (no `action` or `observation`)")
     error = run.opt_str("error") if run.is_object() else None
@@ -100,7 +117,7 @@ def _args(event: Node) -> Node:
     return args if args is not None else event.child("args", {})
 
 
-def _action(builder: TranscriptBuilder, event: Node, edits: dict[str, str]) -> None:
+def _action(builder: TranscriptBuilder, event: Node, edits: dict[str, str], pair: str | None) -> None:
     name = event.field("action").as_str()
     args = _args(event)
     source_kind = event.str_of("source")
@@ -129,7 +146,7 @@ def _action(builder: TranscriptBuilder, event: Node, edits: dict[str, str]) -> N
     elif name in _NOT_TOOLS or not (event.has("tool_call_metadata") or name in _TOOL_ACTIONS):
         builder.skip(f"action:{name}")
     else:
-        _tool_call(builder, event, name, args, edits)
+        _tool_call(builder, event, name, args, edits, pair=pair)
 
 
 def _finish_status(args: Node) -> Literal["result", "failure"]:
@@ -137,14 +154,17 @@ def _finish_status(args: Node) -> Literal["result", "failure"]:
     return "failure" if completed in (False, "false") else "result"
 
 
-def _tool_call(builder: TranscriptBuilder, event: Node, name: str, args: Node, edits: dict[str, str]) -> None:
-    source_id = str(event.field("id").as_int())
+def _tool_call(
+    builder: TranscriptBuilder, event: Node, name: str, args: Node, edits: dict[str, str], *, pair: str | None
+) -> None:
+    event_id = str(event.field("id").as_int()) if pair is None or event.has("id") else None
+    source_id = pair if pair is not None else str(event_id)
     metadata = event.get("tool_call_metadata")
     tool = name
-    call_id = None
+    call_id = event_id
     if metadata is not None:
         tool = metadata.str_of("function_name", name)
-        call_id = metadata.opt_str("tool_call_id")
+        call_id = metadata.opt_str("tool_call_id") or call_id
     values: dict[str, Any] = dict(args.as_object())
     thought = values.pop("thought", None)
     if name == "think":
@@ -158,11 +178,11 @@ def _tool_call(builder: TranscriptBuilder, event: Node, name: str, args: Node, e
         edits[source_id] = path
 
 
-def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str]) -> None:
+def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str], pair: str | None) -> None:
     name = event.field("observation").as_str()
     content = event.str_of("content", event.str_of("message"))
     cause = event.get("cause")
-    source_id = str(cause.as_int()) if cause is not None else None
+    source_id = pair if pair is not None else str(cause.as_int()) if cause is not None else None
     if source_id is None or builder.pending(source_id) is None:
         if name == "error":
             # An error with no action behind it: the call was rejected before it ran (bad
