@@ -768,6 +768,24 @@ def _check_version(v: int, where: str) -> None:
         )
 
 
+def _not_utf8(data: bytes, form: str, exc: UnicodeDecodeError) -> str:
+    """Name the first byte of ``data`` that is not UTF-8, by its offset in ``data``.
+
+    msgspec's own error counts from the start of the JSON string holding the byte, which
+    would send a reader to the wrong place in the line.
+    """
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as whole:
+        exc = whole
+    else:  # pragma: no cover - msgspec found a bad byte, so the whole decode finds it too
+        return f"the {form} holds text that is not UTF-8 ({exc.reason}); re-encode it as UTF-8"
+    return (
+        f"the {form} holds text that is not UTF-8 (byte 0x{data[exc.start]:02x} at byte {exc.start}: "
+        f"{exc.reason}); re-encode it as UTF-8"
+    )
+
+
 def _decode(
     data: bytes | bytearray | memoryview,
     *,
@@ -784,11 +802,7 @@ def _decode(
             # Re-decode to say precisely what is wrong (always raises for bad input).
             return _decode_slow(data, envelope, bodies, where)
     except UnicodeDecodeError as exc:
-        raise InvalidRecord(
-            f"the {form} holds text that is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-            "re-encode it as UTF-8",
-            where=where,
-        ) from None
+        raise InvalidRecord(_not_utf8(bytes(data), form, exc), where=where) from None
     except RecursionError:
         raise InvalidRecord(
             f"the {form} is nested too deeply to decode; flatten the offending value", where=where

@@ -158,3 +158,12 @@ def test_an_opendevin_history_of_action_observation_pairs_imports() -> None:
     assert report.turns == 1 and report.skipped == {"observation:null": 2}
     with pytest.raises(InvalidRecord, match=r"field `history\[0\]`: not an OpenHands event pair"):
         _parse("openhands", json.dumps({"history": [[run["history"][0][0]]]}).encode())
+
+
+def test_the_offset_of_a_byte_that_is_not_utf8_counts_a_byte_order_mark() -> None:
+    # Windows tools start files with a BOM; the offset must still be the byte's in the file.
+    data = b"\xef\xbb\xbf" + json.dumps({"messages": [{"role": "user", "content": "cafX"}]}).encode()
+    data = data.replace(b"X", b"\xe9")
+    offset = data.index(b"\xe9")
+    with pytest.raises(InvalidRecord, match=f"byte 0xe9 at byte {offset}: "):
+        _parse("openai-chat", data)

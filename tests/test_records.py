@@ -140,12 +140,18 @@ def test_newer_schema_version_is_named_before_an_unknown_body_field() -> None:
 # --------------------------------------------------------------------------- hostile input
 
 _ENVELOPE_START = b'{"seq": 0, "ts": 1, "turn": null, "kind": "tool_intent", "v": 1, "body": '
+_CALL_ID_AT = len(_ENVELOPE_START + b'{"call_id": "')  # where a call id's text starts in the line
 
 
 @pytest.mark.parametrize(
     ("line", "message", "field"),
     [
-        (_ENVELOPE_START + b'{"call_id": "\xff\xfe", "tool": "t"}}', "not UTF-8 text", None),
+        (
+            _ENVELOPE_START + b'{"call_id": "\xff\xfe", "tool": "t"}}',
+            # The offset in the line, not in the JSON string holding the byte.
+            rf"not UTF-8 \(byte 0xff at byte {_CALL_ID_AT}:",
+            None,
+        ),
         (
             _ENVELOPE_START + b'{"call_id": "c", "tool": "t", "args": {"x": ' + b"[" * 50_000,
             "nested too deeply",

@@ -254,7 +254,10 @@ def decode_json_document(data: bytes, *, source: str, format_hint: str) -> Node:
         if cut is not None:
             raise InvalidRecord(cut, where=source) from None
         hint = f"; {format_hint}" if format_hint else ""
-        message = str(exc) if isinstance(exc, _NotUTF8) else f"not a JSON document ({exc})"
+        # Offsets of a byte that is not UTF-8 count from the file's start, byte order mark included.
+        message = f"not a JSON document ({exc})"
+        if isinstance(exc, _NotUTF8):
+            message = not_utf8(data) or str(exc)
         raise InvalidRecord(f"{message}{hint}", where=source) from None
     return Node(value, where=source, format_hint=format_hint)
 
