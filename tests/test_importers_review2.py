@@ -167,3 +167,13 @@ def test_the_offset_of_a_byte_that_is_not_utf8_counts_a_byte_order_mark() -> Non
     offset = data.index(b"\xe9")
     with pytest.raises(InvalidRecord, match=f"byte 0xe9 at byte {offset}: "):
         _parse("openai-chat", data)
+
+
+def test_a_timestamp_before_1970_is_named_where_the_transcript_holds_it() -> None:
+    # It was refused only at append time, as "record N mapped from F", with no line.
+    line = {"type": "user", "uuid": "u1", "timestamp": "1969-12-31T23:59:59Z",
+            "message": {"role": "user", "content": "hi"}}
+    data = (json.dumps(line) + "\n").encode()
+    with pytest.raises(InvalidRecord, match="before 1970") as caught:
+        _parse("claude-code", data)
+    assert "line 1" in str(caught.value)

@@ -306,4 +306,11 @@ def parse_iso_ms(node: Node) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
     # Integer timedelta division: exact, unlike float seconds * 1000.
-    return (moment - _EPOCH) // _ONE_MS
+    ms = (moment - _EPOCH) // _ONE_MS
+    if ms < 0:
+        # Refused here, where the transcript's line is known, rather than by the ledger later.
+        raise node.error(
+            f"timestamp {text[:40]!r} is before 1970: holon records times as milliseconds since the "
+            "Unix epoch; fix the transcript's clock"
+        )
+    return ms
