@@ -7,7 +7,7 @@ import sys
 import time
 
 # Order follows the layers: storage, memory, rendering, runtime, audit, evaluation.
-SUITES = ("ledger", "projections", "context", "search", "runtime", "audit", "eval")
+SUITES = ("ledger", "projections", "context", "search", "runtime", "audit", "audit_scale", "eval")
 
 
 def main(argv: list[str]) -> int:

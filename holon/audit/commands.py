@@ -152,9 +152,24 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     type=click.IntRange(min=1),
     help=f"Most rows the table shows; the count is always exact.  [default: {TABLE_ROWS}]",
 )
+@click.option(
+    "--database",
+    "database",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Write the tables into this new DuckDB file (reopen it with DuckDB) instead of memory.",
+)
+@click.option(
+    "--memory-limit",
+    "memory_limit",
+    metavar="SIZE",
+    help="Most memory DuckDB holds, e.g. 2GB; past it the load spills to a temporary directory.",
+)
 def audit(
     *,
     paths: tuple[Path, ...],
+    database: Path | None,
+    memory_limit: str | None,
     sql: str | None,
     report: str | None,
     params: tuple[str, ...],
@@ -165,7 +180,8 @@ def audit(
     """Audit ledgers offline in DuckDB: SQL, canned reports, or a table summary.
 
     PATHS are ledger directories (one per agent); they are opened read-only and loaded
-    into one in-memory DuckDB database whose tables all carry an agent_id column:
+    into one DuckDB database (in memory, or the new file given by --database) whose
+    tables all carry an agent_id column:
     agents, records, messages, tool_calls, turns, prompts, prompt_sections, omissions,
     deltas, episodes, plans (schemas in docs/audit.md). Without --sql or --report, lists
     the tables and their row counts. Queries cannot write files. --json and --csv write
@@ -184,7 +200,7 @@ def audit(
     # A report's parameters are checked before the (possibly long) load.
     query = report_query(report, **_parse_params(params)) if report is not None else None
     with progress_total("loading") as advance:
-        con = connect(list(paths), progress=advance)
+        con = connect(list(paths), progress=advance, database=database, memory_limit=memory_limit)
     try:
         # Loading is done: from here on no query may touch the file system, so audit
         # SQL cannot write anywhere (COPY ... TO, ATTACH, ...).

@@ -22,6 +22,7 @@ def export_parquet(
     overwrite: bool = False,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    memory_limit: str | None = None,
 ) -> list[Path]:
     """Write every audit table of these ledgers as zstd Parquet; returns the files written.
 
@@ -38,7 +39,8 @@ def export_parquet(
     partitions. A table without rows for an agent writes no file for it.
 
     ``progress(done, total)`` is called through the load (as by :func:`connect`) and
-    after each table is written.
+    after each table is written. ``memory_limit`` caps DuckDB's memory as for
+    :func:`connect` (the load spills past it), for ledgers larger than memory.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -54,7 +56,12 @@ def export_parquet(
         assert progress is not None
         progress(done, total + len(TABLES))
 
-    con = connect(roots, workers=workers, progress=loading if progress is not None else None)
+    con = connect(
+        roots,
+        workers=workers,
+        progress=loading if progress is not None else None,
+        memory_limit=memory_limit,
+    )
     try:
         out.mkdir(parents=True, exist_ok=True)
         # Written beside the target first, then moved in per agent: a failed export leaves

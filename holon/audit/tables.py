@@ -5,7 +5,9 @@ into newline-delimited JSON in a temporary directory, then builds every table wi
 ``CREATE TABLE ... AS SELECT ... FROM read_json(...)`` per table: DuckDB parses the
 files natively, in parallel, into typed columns. No row passes through Python twice and
 nothing is inserted row by row. The temporary files are gone when :func:`connect`
-returns; the tables live in the (in-memory) connection.
+returns; the tables live in the connection: in memory, or in a DuckDB file the caller
+names (``database=``), with DuckDB's memory capped (``memory_limit=``) so a ledger of
+any size loads in bounded memory.
 
 The schema of every table is in :data:`TABLES` (and docs/audit.md). Fields a record
 left at their default (the wire form omits them) are filled with that default here, so
@@ -14,11 +16,13 @@ a query never has to know about the omission.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -40,7 +44,7 @@ from holon.audit.extract import (
 from holon.audit.query import AuditError
 from holon.errors import HolonError, UsageError
 
-__all__ = ["TABLES", "Table", "connect", "default_chunk_records", "default_workers"]
+__all__ = ["MAX_CHUNK_RECORDS", "TABLES", "Table", "connect", "default_chunk_records", "default_workers"]
 
 LedgerPaths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
@@ -518,14 +522,21 @@ def default_workers(chunks: int) -> int:
     return 1 if chunks <= 1 else max(1, min(os.cpu_count() or 1, chunks))
 
 
+#: Most records a chunk holds by default. A worker holds its whole chunk decoded (about
+#: 1.3 KB per record, measured), so without a cap a 10M-record ledger on 2 CPUs made
+#: 2.5M-record chunks and workers of ~3 GB each; at the cap a worker stays near 330 MB.
+MAX_CHUNK_RECORDS: Final = 250_000
+
+
 def default_chunk_records(records: int, workers: int | None) -> int:
     """Chunk size for a load: two chunks per worker, so a slow worker is evened out.
 
     Never below :data:`CHUNK_RECORDS`: smaller chunks cost more (an extra segment read
-    per chunk bound) than they balance.
+    per chunk bound) than they balance; never above :data:`MAX_CHUNK_RECORDS`, which
+    bounds each worker's memory whatever the ledger's size.
     """
     cpus = workers if workers is not None else os.cpu_count() or 1
-    return max(CHUNK_RECORDS, -(-records // (2 * max(cpus, 1))))
+    return min(MAX_CHUNK_RECORDS, max(CHUNK_RECORDS, -(-records // (2 * max(cpus, 1)))))
 
 
 def connect(
@@ -534,8 +545,10 @@ def connect(
     workers: int | None = None,
     chunk_records: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    database: str | os.PathLike[str] | None = None,
+    memory_limit: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Load one ledger or a fleet of ledgers into a new in-memory DuckDB connection.
+    """Load one ledger or a fleet of ledgers into a new DuckDB connection (in memory by default).
 
     ``paths`` is a ledger directory or an iterable of them; each is opened read-only
     (audit never writes to a ledger) and loaded up to its head at the time of the call.
@@ -546,11 +559,25 @@ def connect(
     process). ``progress(done, total)`` is called after each chunk is read and each table
     is built (``total`` counts both).
 
+    ``database`` is the path of a new DuckDB file to write the tables into (it must not
+    exist): the tables are on disk, and the file can be reopened later with
+    ``duckdb.connect(database)`` without loading the ledgers again. ``memory_limit``
+    (DuckDB's syntax: ``"2GB"``, ``"500MB"``) caps the memory DuckDB holds; past it,
+    DuckDB spills to a temporary directory (``<database>.tmp`` beside a database file,
+    else a new directory in ``$TMPDIR``, removed when the connection closes). The tables
+    are the same whichever is chosen.
+
     Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
-    AuditError when two ledgers belong to the same agent or a record holds a value the
-    tables cannot (an integer beyond 64 bits).
+    AuditError when two ledgers belong to the same agent, a record holds a value the
+    tables cannot (an integer beyond 64 bits), ``database`` exists or ``memory_limit`` is
+    not a size DuckDB understands.
     """
     roots = ledger_paths(paths)
+    if database is not None and os.path.lexists(database):
+        raise AuditError(
+            f"cannot write the audit tables to {database}: it exists; choose a new file name "
+            "(or delete it), or open it with duckdb.connect() to query the tables it holds"
+        )
     fleet = [read_info(root, ix) for ix, root in enumerate(roots)]
     seen: dict[str, str] = {}
     for info in fleet:
@@ -569,17 +596,57 @@ def connect(
     with tempfile.TemporaryDirectory(prefix="holon-audit-") as tmp:
         # Workers are forked before this process opens DuckDB (and its threads).
         _extract_all(chunks, tmp, default_workers(len(chunks)) if workers is None else workers, step)
-        con = duckdb.connect(":memory:")
+        con = _open_database(database, memory_limit)
         try:
             _build(con, fleet, Path(tmp), step)
         except duckdb.Error as exc:
-            con.close()
+            _discard(con, database)
             # Named while the extracted files still exist: the error names one of them.
             raise _load_error(exc, fleet, Path(tmp)) from None
         except BaseException:
-            con.close()
+            _discard(con, database)
             raise
     return con
+
+
+def _discard(con: duckdb.DuckDBPyConnection, database: str | os.PathLike[str] | None) -> None:
+    """Close a failed load's connection; a database file it created is removed, not left half-built."""
+    con.close()
+    if database is not None:
+        for name in (os.fspath(database), os.fspath(database) + ".wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+
+
+def _open_database(
+    database: str | os.PathLike[str] | None, memory_limit: str | None
+) -> duckdb.DuckDBPyConnection:
+    """A new DuckDB database (in memory, or the file ``database``) capped at ``memory_limit``."""
+    try:
+        con = duckdb.connect(":memory:" if database is None else os.fspath(database))
+    except duckdb.Error as exc:
+        raise AuditError(f"cannot create the DuckDB database {database}: {_first_line(exc)}") from None
+    try:
+        if database is None:
+            # DuckDB spills an in-memory database to `.tmp` in the working directory, which
+            # may be anywhere (a ledger, a repository): use a directory of our own, which
+            # DuckDB creates on the first spill and removes on close.
+            spill = Path(tempfile.gettempdir()) / f"holon-audit-spill-{os.getpid()}-{uuid.uuid4().hex}"
+            con.execute(f"SET temp_directory = {_sql_string(str(spill))}")
+        if memory_limit is not None:
+            con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
+    except duckdb.Error as exc:
+        con.close()
+        raise AuditError(
+            f"cannot set DuckDB's memory limit to {memory_limit!r}: {_first_line(exc)} "
+            "(give a size such as 2GB or 500MB)"
+        ) from None
+    return con
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class _Seq(msgspec.Struct):
