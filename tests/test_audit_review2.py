@@ -122,3 +122,47 @@ def test_cli_database_option_writes_a_file_holding_the_tables(session_ledger: Pa
         assert _tables(con) == _tables(connect(session_ledger))
     finally:
         con.close()
+
+
+# --------------------------------------------------------------------------- integers beyond 64 bits
+
+
+@pytest.mark.parametrize(
+    ("record", "field", "value"),
+    [
+        (
+            r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", exit_code=2**64 - 1), ts=2),
+            "body.exit_code",
+            2**64 - 1,
+        ),
+        (r.Record(body=r.Message(role="user", text="hi"), ts=2**63), "ts", 2**63),
+        (
+            r.Record(
+                body=r.PromptRendered(
+                    working_memory_revision=0,
+                    compression_epoch=0,
+                    cache_key="k",
+                    prompt_hash="h",
+                    total_tokens=1,
+                    budget=1,
+                    estimator="e",
+                    omitted=(r.Omission(section="history", ref="ledger:0", reason="r", tokens=2**63),),
+                ),
+                ts=2,
+            ),
+            "body.omitted[0].tokens",
+            2**63,
+        ),
+    ],
+)
+def test_an_integer_beyond_64_bits_is_an_error_naming_seq_and_field(
+    tmp_path: Path, record: r.Record, field: str, value: int
+) -> None:
+    # The ledger holds integers up to 2**64 - 1; the audit's integer columns are BIGINT.
+    # The error named the seq but not which of the record's fields held the value.
+    path = tmp_path / "ledger"
+    write_ledger(path, "a", [r.Record(body=r.Message(role="user", text="hi"), ts=1), record])
+    with pytest.raises(AuditError) as caught:
+        connect(path)
+    message = str(caught.value)
+    assert "seq 1" in message and f"{value} in {field}," in message and str(path.resolve()) in message

@@ -677,6 +677,7 @@ def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> Au
             with file.open("rb") as lines:
                 line = next(line for n, line in enumerate(lines, 1) if n == int(match["line"]))
             seq = msgspec.json.decode(line, type=_Seq).seq
+            field = _field_beyond_64_bits(msgspec.json.decode(line), "")
             kind = file.name.split(".", 1)[0]
             path = next(info.path for info in fleet if info.agent_ix == agent_ix)
         except (OSError, ValueError, StopIteration, msgspec.DecodeError):
@@ -684,12 +685,37 @@ def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> Au
         else:
             # What DuckDB says after naming the (deleted) file: the value it could not hold.
             what = detail[detail.find(match.group(0)) + len(match.group(0)) :].lstrip(": ") or detail
+            if field is not None:
+                return AuditError(
+                    f"cannot audit {path}: the {kind} record at seq {seq} holds {field[1]} in "
+                    f"{field[0]}, beyond the 64-bit integers of the audit tables (-2**63 .. "
+                    f"2**63 - 1). See the record with `holon get {path} ledger:{seq}`"
+                )
             return AuditError(
                 f"cannot audit {path}: the {kind} record at seq {seq} holds a value the audit "
                 f"tables cannot hold ({what}); their integers are 64-bit. See the record with "
                 f"`holon get {path} ledger:{seq}`"
             )
     return AuditError(f"cannot load {where} into DuckDB: {detail}")
+
+
+def _field_beyond_64_bits(value: object, where: str) -> tuple[str, int] | None:
+    """The first field (as ``body.omitted[2].tokens``) holding an integer a BIGINT cannot, and it."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return (where, value) if not -(2**63) <= value < 2**63 else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _field_beyond_64_bits(item, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _field_beyond_64_bits(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 class _Steps:
