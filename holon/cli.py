@@ -862,7 +862,16 @@ class _ProgressLedger:
     help="Parquet only: replace this agent's tables already in OUT (other agents' tables stay). "
     "A JSONL export always replaces OUT.",
 )
-def export(path: Path, as_json: bool, out: Path, fmt: str, overwrite: bool) -> None:
+@click.option(
+    "--memory-limit",
+    "memory_limit",
+    metavar="SIZE",
+    help="Parquet only: most memory DuckDB holds while loading, e.g. 2GB; past it, it spills to "
+    "a temporary directory (see `holon audit --memory-limit`).",
+)
+def export(
+    *, path: Path, as_json: bool, out: Path, fmt: str, overwrite: bool, memory_limit: str | None
+) -> None:
     """Export the ledger at PATH to OUT as canonical JSONL or as Parquet audit tables.
 
     Several agents can be exported into one Parquet directory, one at a time; exporting
@@ -870,8 +879,10 @@ def export(path: Path, as_json: bool, out: Path, fmt: str, overwrite: bool) -> N
 
     Example: holon export runs/agent-7 agent-7.jsonl
     """
+    if memory_limit is not None and fmt != "parquet":
+        raise click.UsageError("--memory-limit is for --format parquet (a JSONL export holds no tables)")
     if fmt == "parquet":
-        files = _export_parquet(path, out, overwrite=overwrite)
+        files = _export_parquet(path, out, overwrite=overwrite, memory_limit=memory_limit)
         if as_json:
             _echo_json({"format": fmt, "files": [str(f) for f in files]})
         else:
@@ -888,13 +899,15 @@ def export(path: Path, as_json: bool, out: Path, fmt: str, overwrite: bool) -> N
         click.echo(f"wrote {_n(count)} records to {out}")
 
 
-def _export_parquet(path: Path, out: Path, *, overwrite: bool) -> list[Path]:
+def _export_parquet(path: Path, out: Path, *, overwrite: bool, memory_limit: str | None) -> list[Path]:
     # Imported on use: DuckDB stays off the start-up path of every other command.
     from holon.audit import export_parquet  # noqa: PLC0415
 
     Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
     with progress_total("exporting") as advance:
-        files: list[Path] = export_parquet([path], out, overwrite=overwrite, progress=advance)
+        files: list[Path] = export_parquet(
+            [path], out, overwrite=overwrite, progress=advance, memory_limit=memory_limit
+        )
     return files
 
 

@@ -87,6 +87,12 @@ def test_a_memory_limit_duckdb_does_not_understand_is_an_audit_error(session_led
         connect(session_ledger, memory_limit="lots")
 
 
+def test_a_memory_limit_too_small_to_load_says_to_raise_it(session_ledger: Path) -> None:
+    # DuckDB's read buffers (32 MiB) do not spill: its bare "Out of Memory Error" named no fix.
+    with pytest.raises(AuditError, match=r"Out of Memory.*give DuckDB more memory \(--memory-limit"):
+        connect(session_ledger, memory_limit="10MB")
+
+
 def test_a_failed_load_into_a_database_file_leaves_no_file(tmp_path: Path) -> None:
     path = tmp_path / "ledger"
     huge = r.ToolResult(call_id="c", tool="t", status="ok", exit_code=2**63)
@@ -166,3 +172,18 @@ def test_an_integer_beyond_64_bits_is_an_error_naming_seq_and_field(
         connect(path)
     message = str(caught.value)
     assert "seq 1" in message and f"{value} in {field}," in message and str(path.resolve()) in message
+
+
+def test_cli_parquet_export_takes_a_memory_limit(session_ledger: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "pq"
+    small = runner.invoke(main, ["export", str(session_ledger), str(out), "--format", "parquet",
+                                 "--memory-limit", "10MB"])
+    assert small.exit_code == 2 and "give DuckDB more memory" in small.output
+    done = runner.invoke(main, ["export", str(session_ledger), str(out), "--format", "parquet",
+                                "--memory-limit", "500MB"])
+    assert done.exit_code == 0, done.output
+    assert any(out.rglob("*.parquet"))
+    jsonl = runner.invoke(main, ["export", str(session_ledger), str(tmp_path / "x.jsonl"),
+                                 "--memory-limit", "500MB"])
+    assert jsonl.exit_code == 2 and "--memory-limit is for --format parquet" in jsonl.output

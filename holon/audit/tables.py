@@ -667,6 +667,12 @@ def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> Au
     """
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     where = ", ".join(info.path for info in fleet)
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        # Loading needs some memory that does not spill (read buffers of 32 MiB per thread).
+        return AuditError(
+            f"cannot load {where} into DuckDB: {detail}; give DuckDB more memory "
+            "(--memory-limit / memory_limit=, e.g. 1GB; at least about 150MB for the smallest ledger)"
+        )
     match = _FAILED_LINE.search(str(exc))
     if match is not None:
         file = Path(match["file"])
