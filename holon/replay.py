@@ -54,6 +54,7 @@ from holon.projections import (
     WorkingMemoryState,
     apply,
     initial_state,
+    owed_refresh,
     post_turn_refresh,
     refresh_before_prompt,
     snapshot_lines,
@@ -921,7 +922,8 @@ def append_evidence(
     record gets the next seq; after every ``turn_ended`` the post-turn refresh runs and
     its derived records are appended right after it (and before a ``prompt_rendered``,
     the refresh the runtime runs before a prompt), and a refresh the ledger still owes
-    (its writer died after a ``turn_ended``) is appended first. Derived records in
+    (its writer died after a ``turn_ended``, or between the refresh's delta and its
+    episode) is appended first. Derived records in
     the input are refused (they are the refresh's to write). Everything is checked and
     derived before the first byte is written: on any error nothing is appended.
     Refused as well, because the runtime never writes them and the projections would
@@ -952,10 +954,9 @@ def append_evidence(
         folded = apply(folded, stored)
         out.append(stored)
 
-    closed = folded.memory.closed_interval
-    if closed is not None and closed.to_seq == folded.seq:
-        for derived in post_turn_refresh(folded):
-            put(derived)
+    # A writer that died after a turn_ended owes its refresh, or the rest of it.
+    for derived in owed_refresh(folded):
+        put(derived)
     tail_ts = _tail_ts(ledger)
     for number, record in enumerate(records, 1):
         _check_evidence(

@@ -9,7 +9,8 @@ same state, snapshots, deltas and episodes in any process. See docs/memory-model
 - :class:`WorkingMemoryState` — revision, pending delta, epoch, episode builder, archive.
 - :class:`ProjectionState` / :func:`apply` / :func:`fold` — both folded together.
 - :func:`refresh_working_memory` / :func:`refresh_episode_memory` /
-  :func:`post_turn_refresh` — the post-turn refresh producing derived records;
+  :func:`post_turn_refresh` — the post-turn refresh producing derived records
+  (:func:`owed_refresh`: what of it a ledger cut short still owes);
   :func:`refresh_before_prompt` — the mid-turn refresh when working memory states
   something the turn made untrue (:func:`superseded_fields`).
 - :func:`verify_derivations` — replay verification.
@@ -39,6 +40,7 @@ from holon.projections.refresh import (
     boundary_reasons,
     changed_fields,
     delta_lines,
+    owed_refresh,
     post_turn_refresh,
     refresh_before_prompt,
     refresh_episode_memory,
@@ -140,6 +142,7 @@ __all__ = [
     "encode_checkpoint",
     "fold",
     "initial_state",
+    "owed_refresh",
     "post_turn_refresh",
     "refresh_before_prompt",
     "queued_work",

@@ -20,6 +20,8 @@ from __future__ import annotations
 from itertools import islice
 from typing import Final, Literal, TypeAlias
 
+import msgspec
+
 import holon.records as r
 from holon.errors import UsageError
 from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval
@@ -33,6 +35,7 @@ __all__ = [
     "boundary_reasons",
     "changed_fields",
     "delta_lines",
+    "owed_refresh",
     "post_turn_refresh",
     "refresh_before_prompt",
     "refresh_episode_memory",
@@ -416,3 +419,28 @@ def post_turn_refresh(state: ProjectionState) -> tuple[r.Record, ...]:
     Append the returned records in this order right after the turn_ended record.
     """
     return refresh_working_memory(state) + refresh_episode_memory(state)
+
+
+def owed_refresh(state: ProjectionState) -> tuple[r.Record, ...]:
+    """The derived records of the last post-turn refresh that ``state`` has not folded yet.
+
+    A ledger (a checkpoint, a folded prefix) may stop right after a turn_ended, owing its
+    whole refresh, or between the two records of that refresh: its delta folded, its
+    episode not yet (the writer died in between). Anywhere else nothing is owed. Append
+    the returned records, in order, before anything else.
+    """
+    closed = state.memory.closed_interval
+    if closed is None or closed.to_seq is None:
+        return ()
+    if closed.to_seq == state.seq:
+        return post_turn_refresh(state)
+    latest = state.memory.latest_delta
+    if state.seq == closed.to_seq + 1 and latest is not None and latest.evidence_to_seq == closed.to_seq:
+        # Only the delta of this refresh has evidence up to its turn_ended, and it stands
+        # right after it: the record at ``state.seq`` is that delta. The episode does not
+        # depend on whether the delta was folded (see refresh_episode_memory), and a
+        # derived record changes runtime state only by its seq, so rewinding the seq
+        # gives the state the refresh ran on.
+        runtime = msgspec.structs.replace(state.runtime, seq=closed.to_seq, applied=state.runtime.applied - 1)
+        return refresh_episode_memory(msgspec.structs.replace(state, runtime=runtime))
+    return ()

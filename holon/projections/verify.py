@@ -24,7 +24,7 @@ import msgspec
 import holon.records as r
 from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
 from holon.projections.projection import ProjectionState, apply, initial_state
-from holon.projections.refresh import post_turn_refresh, refresh_before_prompt, refresh_episode_memory
+from holon.projections.refresh import owed_refresh, post_turn_refresh, refresh_before_prompt
 
 __all__ = ["Divergence", "FieldDiff", "VerificationReport", "diff_records", "verify_derivations"]
 
@@ -105,28 +105,10 @@ def diff_records(expected: r.Record, found: r.Record) -> tuple[FieldDiff, ...]:
 
 
 def _owed_after(state: ProjectionState) -> tuple[tuple[r.Record, ...], int | None]:
-    """The derived records still owed right after ``state``, and the turn_ended they follow.
-
-    A state (a checkpoint, a folded prefix) may stop right after a turn_ended, owing its
-    whole refresh, or between the two records of that refresh: its delta folded, its
-    episode not yet. Anywhere else nothing is owed.
-    """
+    """The derived records still owed right after ``state``, and the turn_ended they follow."""
+    owed = owed_refresh(state)
     closed = state.memory.closed_interval
-    if closed is None or closed.to_seq is None:
-        return (), None
-    if closed.to_seq == state.seq:
-        return post_turn_refresh(state), state.seq
-    latest = state.memory.latest_delta
-    if state.seq == closed.to_seq + 1 and latest is not None and latest.evidence_to_seq == closed.to_seq:
-        # Only the delta of this refresh has evidence up to its turn_ended, and it stands
-        # right after it: the record at ``state.seq`` is that delta. The episode does not
-        # depend on whether the delta was folded (see refresh_episode_memory), and a
-        # derived record changes runtime state only by its seq, so rewinding the seq
-        # gives the state the refresh ran on.
-        runtime = msgspec.structs.replace(state.runtime, seq=closed.to_seq, applied=state.runtime.applied - 1)
-        rewound = msgspec.structs.replace(state, runtime=runtime)
-        return refresh_episode_memory(rewound), closed.to_seq
-    return (), None
+    return owed, (closed.to_seq if owed and closed is not None else None)
 
 
 def verify_derivations(
