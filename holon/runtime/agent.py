@@ -61,6 +61,7 @@ from holon.projections import (
     WorkingMemoryState,
     apply,
     initial_state,
+    owed_refresh,
     post_turn_refresh,
     refresh_before_prompt,
 )
@@ -158,36 +159,6 @@ def _strings(value: tuple[str, ...], field: str) -> tuple[str, ...]:
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch: the default clock of an agent."""
     return time.time_ns() // 1_000_000
-
-
-class _RefreshTracker:
-    """Notices, while a ledger is folded on open, a post-turn refresh that was cut short.
-
-    The runtime appends a turn_ended and then the derived records its refresh returns;
-    a crash in between (a segment rollover can make the turn_ended durable on its own)
-    leaves fewer derived records than the refresh derives. :meth:`missing` names the ones
-    still to append.
-    """
-
-    def __init__(self) -> None:
-        # The state right after the last turn_ended, while only derived records follow it
-        # (states are immutable, so keeping one is free; the refresh runs once, at the end).
-        self._ended: ProjectionState | None = None
-        self._found = 0
-
-    def see(self, state: ProjectionState, record: r.Record) -> None:
-        if record.kind == r.TurnEnded.KIND:
-            self._ended, self._found = state, 0
-        elif record.kind in r.DERIVED_KINDS and self._ended is not None:
-            self._found += 1
-        else:
-            self._ended = None
-
-    def missing(self) -> tuple[r.Record, ...]:
-        if self._ended is None:
-            return ()
-        expected = post_turn_refresh(self._ended)
-        return expected[self._found :] if self._found < len(expected) else ()
 
 
 def _check_projection(ledger: Ledger, state: ProjectionState, config: ProjectionConfig) -> None:
@@ -419,7 +390,6 @@ class Agent:
         checkpoint: tuple[Path, str] | None = None
         folded = 0
         last_ts = 0
-        refresh = _RefreshTracker()
 
         def tail(seq: int) -> list[r.Record]:
             return list(ledger.read(seq + 1))
@@ -442,7 +412,6 @@ class Agent:
             for record in records:
                 state = apply(state, record)
                 tools.apply(record)
-                refresh.see(state, record)
                 last_ts = record.ts
             folded = len(records)
             break
@@ -453,12 +422,12 @@ class Agent:
             for record in ledger.read(0):
                 state = apply(state, record)
                 tools.apply(record)
-                refresh.see(state, record)
                 last_ts = record.ts
                 folded += 1
         _check_projection(ledger, state, config.projection)
         agent = cls(ledger, state, tools, config=config, clock=clock)
-        agent._unfinished_refresh = refresh.missing()
+        # A crash between a turn_ended and the end of its refresh: append the rest on open.
+        agent._unfinished_refresh = owed_refresh(state)
         agent._last_ts = last_ts if folded else agent._last_record_ts()
         agent._tail_ts = agent._last_ts
         index_rejected: EpisodeIndexRejected | None = None
@@ -891,7 +860,7 @@ class Agent:
                 except BaseException as exc:
                     # turn_ended is recorded without (all of) what its refresh derives: a next
                     # turn started after it would leave that refresh missing for good.
-                    # Reopening the ledger completes it (see _RefreshTracker).
+                    # Reopening the ledger completes it (owed_refresh).
                     self._stop(
                         f"the post-turn refresh of turn {turn.index} was cut short ({_error_text(exc)})"
                     )
