@@ -1270,9 +1270,30 @@ class Turn:
     def record_plan(
         self, steps: list[r.PlanStep] | tuple[r.PlanStep, ...], *, work_item_id: str | None = None
     ) -> int:
-        """Replace the plan of a work item (default: the active one) whole."""
+        """Replace the plan of a work item (default: the active one) whole.
+
+        ``steps`` are :class:`~holon.records.PlanStep` (``PlanStep(id="s1", text="run the
+        tests")``, status ``pending`` unless given); a bare string, or a list of strings,
+        is refused with an :class:`~holon.errors.InvalidRecord` saying so.
+        """
         target = work_item_id if work_item_id is not None else self.agent.state.active_work_item_id
-        return self.record(r.WorkPlan(work_item_id=target, steps=tuple(steps))).seq
+        if isinstance(steps, str):
+            raise InvalidRecord(
+                f"a plan is a list of steps, got the string {steps!r}: "
+                f"pass [holon.PlanStep(id='s1', text={steps!r})]",
+                where="the record to append",
+                field="body.steps",
+            )
+        steps = tuple(steps)
+        for n, step in enumerate(steps):
+            if isinstance(step, str):
+                raise InvalidRecord(
+                    f"a plan step is a holon.PlanStep with an id of its own, got the string {step!r}: "
+                    f"pass holon.PlanStep(id='s{n + 1}', text={step!r})",
+                    where="the record to append",
+                    field=f"body.steps[{n}]",
+                )
+        return self.record(r.WorkPlan(work_item_id=target, steps=steps)).seq
 
     def record_decision(
         self, id: str, text: str, *, rationale: str | None = None, work_item_id: str | None = None
