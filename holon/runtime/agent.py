@@ -39,6 +39,7 @@ from holon.context import (
     build_context,
     get_estimator,
     prompt_rendered,
+    restore_bytes,
 )
 from holon.context.render import describe_projection, projection_stated, token_counter
 from holon.context.rounds import (
@@ -609,7 +610,7 @@ class Agent:
         """The text behind a prompt's ref, one page of ``config.recall_page_chars`` from ``offset``.
 
         What the ``holon_get`` recall tool returns (see :func:`holon.runtime.recall.get_text`);
-        :func:`holon.context.restore_bytes` gives the whole original bytes instead.
+        :meth:`get_bytes` gives the whole original bytes instead.
         """
         self._check_open()
         if not isinstance(ref, str):
@@ -618,6 +619,19 @@ class Agent:
             raise UsageError(f"offset must be an integer, got {offset!r}")
         source = AgentRefSource(self._ledger, self.episodes)
         return get_text(ref, source, offset=offset, page_chars=self.config.recall_page_chars)
+
+    def get_bytes(self, ref: str) -> bytes:
+        """The whole original bytes behind a prompt's ref, as :func:`holon.context.restore_bytes` gives them.
+
+        A cleared tool result restores to its full output (read from the blob store when it
+        was stored there), a message to its text, an episode to its JSON encoding. Raises
+        :class:`~holon.errors.InvalidRef` for a malformed ref and
+        :class:`~holon.errors.RefNotFound` for one that names nothing in this ledger.
+        """
+        self._check_open()
+        if not isinstance(ref, str):
+            raise InvalidRef(f"a ref is a string (ledger:<seq>, blob:<hash> or episode:<id>), got {ref!r}")
+        return restore_bytes(ref, AgentRefSource(self._ledger, self.episodes))
 
     @property
     def seq(self) -> int:
