@@ -201,6 +201,21 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
 
 
 @runner("docs/daemon-guide.md#3")
+def _recording(code: str, tmp: Path) -> None:
+    with Agent.open(tmp / "l", agent_id="a") as agent:
+        _run(code, "recording", {"agent": agent})
+        assert agent.state.active_work_item_id is None, "W1 finished"
+        assert not agent.state.waits and [w.id for w in agent.state.resolved_waits] == ["qa-2.4.1"]
+    bodies = [rec.body for rec in _records(tmp / "l")]
+    plan = next(b for b in bodies if isinstance(b, r.WorkPlan))
+    assert plan.work_item_id == "W1" and [s.id for s in plan.steps] == ["s1", "s2", "s3"]
+    assert any(isinstance(b, r.WaitingResolved) and b.resolution == "arrived" for b in bodies)
+    ended = [b.outcome for b in bodies if isinstance(b, r.TurnEnded)]
+    assert ended == ["waiting", "completed"]
+    _verifies(tmp / "l")
+
+
+@runner("docs/daemon-guide.md#4")
 def _tool_signature(code: str, tmp: Path) -> None:
     with Agent.open(tmp / "l", agent_id="a") as agent, agent.turn(input="go") as turn:
         ns = _run(code, "turn.tool", {"turn": turn, "name": "bash", "args": {"cmd": "ls"}})
