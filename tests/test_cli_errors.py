@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -407,3 +410,19 @@ def test_a_bad_option_value_is_a_json_usage_error_wherever_json_stands(
     assert (error["kind"], error["type"], error["exit_code"]) == ("usage error", "UsageError", EXIT_USAGE)
     message = str(error["message"])
     assert "Invalid value for '--budget'" in message and "see holon render --help" in message
+
+
+def test_python_dash_m_holon_is_the_holon_command(tmp_path: Path) -> None:
+    # Where the console script is not on PATH (a venv not activated, a zipapp), `python -m
+    # holon` must behave as `holon`, with the same name in its messages and exit codes.
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run(
+        [sys.executable, "-m", "holon", "verify", str(tmp_path / "missing")],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("holon: error:")
+    usage = subprocess.run(
+        [sys.executable, "-m", "holon", "--help"], capture_output=True, text=True, env=env, check=False
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: holon ")
