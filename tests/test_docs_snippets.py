@@ -14,6 +14,7 @@ import importlib
 import io
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -140,6 +141,7 @@ def _use(use_id: str, name: str, args: dict[str, Any]) -> SimpleNamespace:
 
 
 WRITE = "echo rollout-ok > status.txt; cat status.txt"
+HANGS = "tail -f /var/log/rollout.log"
 
 
 def _markers(request: dict[str, Any]) -> int:
@@ -156,6 +158,7 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
         [
             [_text("Writing it."), _use("u1", "bash", {"command": WRITE})],
             [_use("u2", "holon_search", {"query": "rollout"})],
+            [_use("u3", "bash", {"command": HANGS})],
             [_text("Done: status.txt says rollout-ok.")],
         ]
     )
@@ -169,6 +172,15 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
         else:
             sys.modules["anthropic"] = saved
     ns["WORKSPACE"] = str(workspace)
+    real_bash = ns["run_bash"]
+
+    def run_bash(command: str) -> tuple[str, int]:
+        if command == HANGS:  # what subprocess.run(timeout=600) raises for a command that hangs
+            raise subprocess.TimeoutExpired(command, 600)
+        result: tuple[str, int] = real_bash(command)
+        return result
+
+    ns["run_bash"] = run_bash
     stdin = sys.stdin
     sys.stdin = io.StringIO("write the rollout status\n\n")
     try:
@@ -177,7 +189,7 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
         sys.stdin = stdin
 
     assert (workspace / "status.txt").read_text() == "rollout-ok\n"
-    assert len(calls) == 3
+    assert len(calls) == 4
     prompt_text = calls[0]["messages"][0]["content"][0]["text"]
     for k, request in enumerate(calls):
         assert request["model"] == "claude-sonnet-4-5" and request["max_tokens"] == 8_000
@@ -193,6 +205,9 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
     search_result = calls[2]["messages"][-1]["content"][0]
     assert bash_result["content"] == "rollout-ok\n" and bash_result["is_error"] is False
     assert search_result["content"].startswith("3 hits for 'rollout', best first:\n1. ledger:6 — tool_result")
+    # A tool that raises is an error result the model sees, not the end of the daemon.
+    timed_out = calls[3]["messages"][-1]["content"][0]
+    assert timed_out["is_error"] is True and "TimeoutExpired" in timed_out["content"]
     records = _records(tmp / "state/agent-7")
     assert [rec.kind for rec in records].count("prompt_rendered") == 1
     said = [b.text for b in (x.body for x in records) if isinstance(b, r.Message) and b.role == "assistant"]
