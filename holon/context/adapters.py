@@ -47,6 +47,19 @@ def _turn_text(prompt: Prompt) -> str:
     return SEPARATOR.join(s.text for s in prompt.sections if s.stability == "turn")
 
 
+def _schema(tool: r.ToolDefinition) -> dict[str, Any]:
+    """The tool's parameters as the object schema both providers require.
+
+    Anthropic's ``input_schema`` and OpenAI's ``parameters`` must say ``"type": "object"``
+    (Anthropic answers 400 ``input_schema.type: Field required``, OpenAI 400 ``schema must be
+    a JSON Schema of 'type: "object"'``); a definition that leaves the type out — ``{}``, or
+    ``{"properties": …}``, which describes an object anyway — gets it added.
+    """
+    if "type" in tool.parameters:
+        return dict(tool.parameters)
+    return {"type": "object", **tool.parameters}
+
+
 def _breakpoint_after(prompt: Prompt, section: PromptSection) -> bool:
     # The tools section is not a system block; its breakpoint moves to the last Stable
     # system block before it (or after it), which covers the tools in Anthropic's order.
@@ -114,8 +127,7 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
     tools = prompt.tools
     if tools:
         request["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.parameters or {"type": "object"}}
-            for t in tools
+            {"name": t.name, "description": t.description, "input_schema": _schema(t)} for t in tools
         ]
     if system:
         request["system"] = system
@@ -159,7 +171,7 @@ def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _openai_tools(tools: tuple[r.ToolDefinition, ...], *, nested: bool) -> list[dict[str, Any]]:
     out = []
     for t in tools:
-        fn = {"name": t.name, "description": t.description, "parameters": t.parameters or {"type": "object"}}
+        fn = {"name": t.name, "description": t.description, "parameters": _schema(t)}
         out.append({"type": "function", "function": fn} if nested else {"type": "function", **fn})
     return out
 

@@ -1,0 +1,307 @@
+"""Request bodies the providers accept: a checker of their documented rules, driven over many prompts.
+
+A daemon passes the adapters' output straight to the provider, so each body must pass
+the request validation of the Anthropic Messages API and of OpenAI Chat Completions /
+Responses. :func:`check_anthropic` and :func:`check_openai_chat` encode the rules a body
+can break (the roles and their order, non-blank text blocks, at most four
+``cache_control`` breakpoints, tool names and schemas, the length of the routing
+fields, tool calls answered by their results); the tests run them over the fixture
+ledgers, generated sessions (with an exact BPE estimator too), generated agent runs at
+budgets from roomy to below the pinned minimum, and hand-made edge cases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+import holon.records as r
+from holon.context import (
+    Budget,
+    ContextInputs,
+    CurrentInput,
+    Prompt,
+    RenderConfig,
+    build_context,
+    cache_last_block,
+    to_anthropic_messages,
+    to_openai_chat,
+    to_openai_responses,
+)
+from holon.context.prompt import SEPARATOR
+from holon.projections import WorkingMemorySnapshot, apply, initial_state
+from tests.cli_support import CLI_BUDGET, CLI_RENDER, fixture_names, live_records
+from tests.context_inputs import message
+from tests.context_session import run_session
+
+#: Tool names both providers accept (Anthropic's and OpenAI's function-name pattern).
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: Anthropic's limit on ``metadata.user_id``; OpenAI's on ``prompt_cache_key``.
+ANTHROPIC_USER_ID_MAX = 256
+OPENAI_CACHE_KEY_MAX = 64
+
+
+def _nonblank_text(where: str, text: object) -> None:
+    assert isinstance(text, str), f"{where}: text is {type(text).__name__}"
+    # Anthropic: "text content blocks must contain non-whitespace text".
+    assert text.strip(), f"{where}: empty or whitespace-only text block {text!r}"
+
+
+def _check_schema(where: str, schema: object) -> None:
+    assert isinstance(schema, dict), f"{where}: schema is not an object"
+    # Both providers require a tool's input schema to be of type object.
+    assert schema.get("type") == "object", f"{where}: schema type is {schema.get('type')!r}, not 'object'"
+
+
+def check_anthropic(request: dict[str, Any]) -> None:
+    """Assert that ``request`` passes the Anthropic Messages API's validation."""
+    json.dumps(request)
+    assert isinstance(request.get("model"), str) and request["model"]
+    assert isinstance(request.get("max_tokens"), int) and request["max_tokens"] >= 1
+    marks = 0
+    names = []
+    for i, tool in enumerate(request.get("tools", [])):
+        assert TOOL_NAME.match(tool["name"]), f"tools.{i}.name {tool['name']!r}"
+        names.append(tool["name"])
+        _check_schema(f"tools.{i}.input_schema", tool["input_schema"])
+        marks += "cache_control" in tool
+    assert len(names) == len(set(names)), f"tool names are not unique: {names}"
+    system = request.get("system")
+    if isinstance(system, str):
+        _nonblank_text("system", system)
+    elif system is not None:
+        assert isinstance(system, list) and system, "system must be a string or a non-empty list"
+        for i, block in enumerate(system):
+            assert block["type"] == "text", f"system.{i} is a {block['type']} block"
+            _nonblank_text(f"system.{i}", block["text"])
+            marks += "cache_control" in block
+    messages = request["messages"]
+    assert messages, "at least one message is required"
+    assert messages[0]["role"] == "user", "the first message must be the user's"
+    pending: set[str] = set()  # tool_use ids the next user message must answer
+    for i, msg in enumerate(messages):
+        role, content = msg["role"], msg["content"]
+        assert role in ("user", "assistant"), f"messages.{i}.role {role!r}"
+        if i:
+            assert role != messages[i - 1]["role"], f"messages.{i}: roles must alternate"
+        if isinstance(content, str):
+            _nonblank_text(f"messages.{i}.content", content)
+            content = [{"type": "text", "text": content}]
+        assert content, f"messages.{i}: content must not be empty"
+        answered: set[str] = set()
+        seen_other = False
+        for j, block in enumerate(content):
+            where = f"messages.{i}.content.{j}"
+            marks += "cache_control" in block
+            kind = block["type"]
+            if kind == "text":
+                _nonblank_text(where, block["text"])
+                seen_other = True
+            elif kind == "tool_use":
+                assert role == "assistant", f"{where}: tool_use outside an assistant message"
+                pending.add(block["id"])
+            elif kind == "tool_result":
+                assert role == "user", f"{where}: tool_result outside a user message"
+                assert not seen_other, f"{where}: tool_result blocks must come first"
+                assert block["tool_use_id"] in pending, f"{where}: answers no tool_use of the message before"
+                answered.add(block["tool_use_id"])
+            else:
+                seen_other = True
+        if role == "user" and i:
+            assert answered == pending, f"messages.{i}: tool_use ids {sorted(pending - answered)} unanswered"
+            pending = set()
+    assert messages[-1]["role"] == "assistant" or not pending
+    assert marks <= 4, f"{marks} cache_control breakpoints; Anthropic accepts at most 4"
+    metadata = request.get("metadata")
+    if metadata is not None:
+        user_id = metadata["user_id"]
+        assert isinstance(user_id, str) and len(user_id) <= ANTHROPIC_USER_ID_MAX, (
+            f"metadata.user_id has {len(user_id)} characters; at most {ANTHROPIC_USER_ID_MAX}"
+        )
+
+
+def _check_openai_tools(tools: list[dict[str, Any]], *, nested: bool) -> None:
+    names = []
+    for i, tool in enumerate(tools):
+        assert tool["type"] == "function"
+        fn = tool["function"] if nested else tool
+        assert TOOL_NAME.match(fn["name"]), f"tools.{i}.name {fn['name']!r}"
+        names.append(fn["name"])
+        _check_schema(f"tools.{i}.parameters", fn["parameters"])
+    assert len(names) == len(set(names)), f"tool names are not unique: {names}"
+
+
+def _check_cache_key(request: dict[str, Any]) -> None:
+    key = request.get("prompt_cache_key")
+    if key is not None:
+        assert isinstance(key, str) and len(key) <= OPENAI_CACHE_KEY_MAX, (
+            f"prompt_cache_key has {len(key)} characters; OpenAI accepts at most {OPENAI_CACHE_KEY_MAX}"
+        )
+
+
+def check_openai_chat(request: dict[str, Any]) -> None:
+    """Assert that ``request`` passes OpenAI Chat Completions' validation."""
+    json.dumps(request)
+    assert isinstance(request.get("model"), str) and request["model"]
+    messages = request["messages"]
+    assert messages
+    pending: set[str] = set()
+    for i, msg in enumerate(messages):
+        role = msg["role"]
+        assert role in ("system", "developer", "user", "assistant", "tool"), f"messages.{i}.role {role!r}"
+        if role == "tool":
+            assert msg["tool_call_id"] in pending, f"messages.{i}: answers no pending tool call"
+            pending.discard(msg["tool_call_id"])
+            continue
+        assert not pending, f"messages.{i}: tool calls {sorted(pending)} have no tool message"
+        if role in ("system", "developer", "user"):
+            assert isinstance(msg.get("content"), str | list), f"messages.{i}.content is null"
+        if role == "assistant":
+            pending = {call["id"] for call in msg.get("tool_calls", [])}
+            assert msg.get("content") is not None or pending
+    assert not pending, f"tool calls {sorted(pending)} have no tool message"
+    _check_openai_tools(request.get("tools", []), nested=True)
+    _check_cache_key(request)
+
+
+def check_openai_responses(request: dict[str, Any]) -> None:
+    """Assert that ``request`` passes OpenAI Responses' validation (the parts holon writes)."""
+    json.dumps(request)
+    assert isinstance(request.get("model"), str) and request["model"]
+    assert request["input"]
+    for i, item in enumerate(request["input"]):
+        assert item["role"] in ("system", "developer", "user", "assistant"), f"input.{i}.role"
+        assert isinstance(item["content"], str | list), f"input.{i}.content is null"
+    _check_openai_tools(request.get("tools", []), nested=False)
+    _check_cache_key(request)
+
+
+def check_all(prompt: Prompt) -> None:
+    """Every adapter's body for ``prompt`` passes its provider's checks, and reads the same text."""
+    anthropic = to_anthropic_messages(prompt, model="claude-sonnet-4-5", max_tokens=1_000)
+    check_anthropic(anthropic)
+    # The rounds a daemon appends in a turn keep the body valid once the end mark moves.
+    messages = json.loads(json.dumps(anthropic["messages"]))
+    messages.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}},
+            ],
+        }
+    )
+    messages.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
+    )
+    check_anthropic({**anthropic, "messages": cache_last_block(messages)})
+    chat = to_openai_chat(prompt, model="gpt-4.1")
+    check_openai_chat(chat)
+    check_openai_responses(to_openai_responses(prompt, model="gpt-4.1"))
+    # No adapter changes the text the model reads.
+    shown = [s.text for s in prompt.sections if s.name != "tools" and s.text.strip()]
+    system_text = "\n\n".join(b["text"] for b in anthropic.get("system", []))
+    user_text = "".join(b["text"] for b in anthropic["messages"][0]["content"])
+    assert [t for t in shown if t in system_text or t in user_text] == shown
+    chat_text = SEPARATOR.join(m["content"] for m in chat["messages"])
+    assert all(t in chat_text for t in shown)
+
+
+# --------------------------------------------------------------------------- driven prompts
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_every_prompt_of_the_fixture_ledgers_is_a_valid_request(name: str) -> None:
+    state = None
+    checked = 0
+    records = live_records(name)
+    for record in records:
+        state = apply(state if state is not None else initial_state(), record)
+        if isinstance(record.body, (r.PromptRendered, r.TurnStarted, r.ToolResult)):
+            check_all(build_context(state, CLI_BUDGET, CLI_RENDER, agent_id=name))
+            checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("estimator", ["holon-heuristic", "o200k_base"])
+@pytest.mark.parametrize("window", [2_500, 12_000])
+def test_every_prompt_of_a_generated_session_is_a_valid_request(estimator: str, window: int) -> None:
+    seen: list[int] = []
+
+    def check(turn: int, prompt: Prompt, session: object) -> None:
+        check_all(prompt)
+        seen.append(turn)
+
+    run_session(
+        40,
+        Budget(context_window=window, output_reserve=window // 10),
+        RenderConfig(prompt_cache_key="migration", estimator=estimator),
+        on_prompt=check,
+    )
+    assert len(seen) >= 40
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def _inputs(**fields: Any) -> ContextInputs:
+    base: dict[str, Any] = {"agent_id": "a1"}
+    base.update(fields)
+    return ContextInputs(**base)
+
+
+BUDGET = Budget(context_window=8_000, output_reserve=500)
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        _inputs(),
+        _inputs(snapshot=WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="x")),
+        _inputs(current_input=CurrentInput(text="", seq=3)),
+        _inputs(current_input=CurrentInput(text=" \n\t", seq=3)),
+        _inputs(messages=(message(5, "q"), message(6, "", role="assistant"))),
+        _inputs(messages=(message(5, "  "),), current_input=CurrentInput(text="x", seq=9)),
+        _inputs(policy=r.SystemPolicy(text="Be brief."), current_input=CurrentInput(text="x", seq=9)),
+    ],
+    ids=["bare", "active work", "empty input", "blank input", "empty message", "blank message", "policy"],
+)
+def test_edge_prompts_are_valid_requests(inputs: ContextInputs) -> None:
+    check_all(build_context(inputs, BUDGET))
+
+
+# --------------------------------------------------------------------------- the fixes
+
+
+def _policy_prompt(policy: r.SystemPolicy, **fields: Any) -> Prompt:
+    return build_context(
+        _inputs(policy=policy, current_input=CurrentInput(text="go", seq=9), **fields), BUDGET
+    )
+
+
+def test_a_tool_schema_without_a_type_is_sent_as_an_object_schema() -> None:
+    # `{"properties": …}` describes an object, but Anthropic rejects an input_schema
+    # without "type" (400 input_schema.type: Field required) and OpenAI a function whose
+    # parameters are not of type object: the daemon's first model call would fail.
+    properties = {"path": {"type": "string"}}
+    tools = (
+        r.ToolDefinition(name="read_file", description="Read a file.", parameters={"properties": properties}),
+        r.ToolDefinition(name="noop"),
+        r.ToolDefinition(name="bash", parameters={"type": "object", "required": ["command"]}),
+    )
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful.", tools=tools))
+    anthropic = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    chat = to_openai_chat(prompt, model="m")
+    responses = to_openai_responses(prompt, model="m")
+    expected = [
+        {"type": "object", "properties": properties},
+        {"type": "object"},
+        {"type": "object", "required": ["command"]},
+    ]
+    assert [t["input_schema"] for t in anthropic["tools"]] == expected
+    assert [t["function"]["parameters"] for t in chat["tools"]] == expected
+    assert [t["parameters"] for t in responses["tools"]] == expected
+    check_all(prompt)
