@@ -305,3 +305,41 @@ def test_a_tool_schema_without_a_type_is_sent_as_an_object_schema() -> None:
     assert [t["function"]["parameters"] for t in chat["tools"]] == expected
     assert [t["parameters"] for t in responses["tools"]] == expected
     check_all(prompt)
+
+
+def test_a_long_routing_key_is_sent_as_a_hash_that_fits_the_providers_limits() -> None:
+    # A UUID agent id and a descriptive cache key make a routing key of 67 characters;
+    # OpenAI rejects a prompt_cache_key over 64 (400 string_above_max_length), Anthropic a
+    # metadata.user_id over 256 (an agent id may have 256 characters).
+    agent = "0b6f1c52-8a4e-4a4f-9d1e-3c2f0e7a9b11"
+    config = RenderConfig(prompt_cache_key="tenant-42/support-bot-eu")
+    inputs = _inputs(agent_id=agent, current_input=CurrentInput(text="go", seq=9))
+    prompt = build_context(inputs, BUDGET, config)
+    assert len(prompt.identity.routing_key) == 67
+    key = to_openai_chat(prompt, model="m")["prompt_cache_key"]
+    assert len(key) <= OPENAI_CACHE_KEY_MAX and key.startswith("holon:")
+    assert to_openai_responses(prompt, model="m")["prompt_cache_key"] == key
+    # Stable: the next turn's prompt routes to the same cache; another agent does not.
+    again = build_context(
+        _inputs(agent_id=agent, current_input=CurrentInput(text="more", seq=12)), BUDGET, config
+    )
+    assert to_openai_chat(again, model="m")["prompt_cache_key"] == key
+    other = build_context(_inputs(agent_id=agent[:-1] + "2"), BUDGET, config)
+    assert to_openai_chat(other, model="m")["prompt_cache_key"] != key
+    # Anthropic's limit is longer: this key goes as it is, a 256-character agent's is hashed.
+    assert to_anthropic_messages(prompt, model="m", max_tokens=10)["metadata"]["user_id"] == (
+        prompt.identity.routing_key
+    )
+    long = build_context(_inputs(agent_id="a" * 256), BUDGET, config)
+    user_id = to_anthropic_messages(long, model="m", max_tokens=10)["metadata"]["user_id"]
+    assert len(user_id) <= ANTHROPIC_USER_ID_MAX and user_id.startswith("holon:")
+    check_all(prompt)
+    check_all(long)
+
+
+def test_a_routing_key_within_the_limits_is_sent_unchanged() -> None:
+    prompt = build_context(_inputs(agent_id="agent-7"), BUDGET, RenderConfig(prompt_cache_key="support-bot"))
+    assert to_openai_chat(prompt, model="m")["prompt_cache_key"] == "holon:agent-7:support-bot"
+    assert to_anthropic_messages(prompt, model="m", max_tokens=1)["metadata"]["user_id"] == (
+        "holon:agent-7:support-bot"
+    )

@@ -24,11 +24,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import blake3
+
 import holon.records as r
 from holon.context.prompt import SEPARATOR, Prompt, PromptSection
 
 __all__ = [
     "MAX_ANTHROPIC_BREAKPOINTS",
+    "MAX_ANTHROPIC_USER_ID",
+    "MAX_OPENAI_CACHE_KEY",
     "cache_last_block",
     "to_anthropic_messages",
     "to_openai_chat",
@@ -37,6 +41,23 @@ __all__ = [
 
 #: Anthropic accepts at most four cache_control breakpoints per request.
 MAX_ANTHROPIC_BREAKPOINTS: Final = 4
+#: The longest ``metadata.user_id`` Anthropic accepts.
+MAX_ANTHROPIC_USER_ID: Final = 256
+#: The longest ``prompt_cache_key`` OpenAI accepts.
+MAX_OPENAI_CACHE_KEY: Final = 64
+
+
+def _key(prompt: Prompt, limit: int) -> str:
+    """The routing key, or — when it is longer than the provider accepts — a hash of it.
+
+    ``holon:<agent>:<prompt_cache_key>`` can be long (an agent id may have 256 characters);
+    a longer field is a 400 (OpenAI: ``string_above_max_length``). The hash,
+    ``holon:`` and 32 hex digits of its blake3, is as stable per agent and cache key.
+    """
+    key = prompt.identity.routing_key
+    if len(key) <= limit:
+        return key
+    return "holon:" + blake3.blake3(key.encode()).hexdigest()[:32]
 
 
 def _prefix(prompt: Prompt) -> list[PromptSection]:
@@ -132,7 +153,7 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
     if system:
         request["system"] = system
     request["messages"] = [{"role": "user", "content": content}]
-    request["metadata"] = {"user_id": prompt.identity.routing_key}
+    request["metadata"] = {"user_id": _key(prompt, MAX_ANTHROPIC_USER_ID)}
     return request
 
 
@@ -187,7 +208,7 @@ def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
     tools = prompt.tools
     if tools:
         request["tools"] = _openai_tools(tools, nested=True)
-    request["prompt_cache_key"] = prompt.identity.routing_key
+    request["prompt_cache_key"] = _key(prompt, MAX_OPENAI_CACHE_KEY)
     return request
 
 
@@ -202,5 +223,5 @@ def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
     tools = prompt.tools
     if tools:
         request["tools"] = _openai_tools(tools, nested=False)
-    request["prompt_cache_key"] = prompt.identity.routing_key
+    request["prompt_cache_key"] = _key(prompt, MAX_OPENAI_CACHE_KEY)
     return request
