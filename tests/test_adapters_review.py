@@ -20,10 +20,13 @@ import pytest
 
 import holon.records as r
 from holon.context import (
+    AssemblyPlan,
     Budget,
+    CacheIdentity,
     ContextInputs,
     CurrentInput,
     Prompt,
+    PromptSection,
     RenderConfig,
     build_context,
     cache_last_block,
@@ -31,6 +34,7 @@ from holon.context import (
     to_openai_chat,
     to_openai_responses,
 )
+from holon.context.budget import Stability
 from holon.context.prompt import SEPARATOR
 from holon.projections import WorkingMemorySnapshot, apply, initial_state
 from tests.cli_support import CLI_BUDGET, CLI_RENDER, fixture_names, live_records
@@ -343,3 +347,64 @@ def test_a_routing_key_within_the_limits_is_sent_unchanged() -> None:
     assert to_anthropic_messages(prompt, model="m", max_tokens=1)["metadata"]["user_id"] == (
         "holon:agent-7:support-bot"
     )
+
+
+@pytest.mark.parametrize("text", [" ", "\n", "\n\n  \t"])
+def test_a_blank_policy_text_is_no_system_block_and_its_breakpoint_moves_to_the_tools(text: str) -> None:
+    # A policy text of whitespace (a template that rendered empty) became a system block
+    # of whitespace, which Anthropic rejects: "text content blocks must contain
+    # non-whitespace text". It is left out; the breakpoint it carried, which covers the
+    # tool definitions, goes to the last tool, so the tools are still cached.
+    tools = (
+        r.ToolDefinition(name="bash", parameters={"type": "object"}),
+        r.ToolDefinition(name="read_file", parameters={"type": "object"}),
+    )
+    prompt = _policy_prompt(r.SystemPolicy(text=text, tools=tools))
+    assert prompt.section("system") is not None
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert "system" not in request
+    assert [("cache_control" in t) for t in request["tools"]] == [False, True]
+    assert "".join(b["text"] for b in request["messages"][0]["content"]) == prompt.block_text("turn")
+    # With working memory after it: no system block comes before it, so the tools take it.
+    memory = WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="ship it")
+    prompt = _policy_prompt(r.SystemPolicy(text=text, tools=tools), snapshot=memory)
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert [b["text"] for b in request["system"]] == [prompt.block_text("agent")]
+    assert "cache_control" in request["tools"][-1] and "cache_control" in request["system"][0]
+    # Without tools the breakpoint has nothing to cover and is dropped.
+    prompt = _policy_prompt(r.SystemPolicy(text=text), snapshot=memory)
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert [b["text"] for b in request["system"]] == [prompt.block_text("agent")]
+
+
+def test_a_blank_system_block_hands_its_breakpoint_to_the_block_before_it() -> None:
+    def section(name: str, stability: Stability, text: str, mark: bool = False) -> PromptSection:
+        return PromptSection(name=name, stability=stability, text=text, tokens=1, breakpoint=mark)
+
+    prompt = Prompt(
+        sections=(
+            section("system", "stable", "Be careful.", mark=True),
+            section("working_memory", "agent", "## Working memory\nnothing yet"),
+            section("episodes", "agent", "  \n", mark=True),
+            section("current_input", "turn", "## Current input\ngo", mark=True),
+        ),
+        identity=CacheIdentity(
+            agent_id="a1",
+            prompt_cache_key="k",
+            working_memory_revision=1,
+            compression_epoch=0,
+            block_hashes={},
+        ),
+        plan=AssemblyPlan(budget=100, available=100, total_tokens=10, sections=(), omitted=()),
+        estimator="holon-heuristic",
+        render_config={},
+    )
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert [(b["text"], "cache_control" in b) for b in request["system"]] == [
+        ("Be careful.", True),
+        ("## Working memory\nnothing yet", True),
+    ]

@@ -129,30 +129,35 @@ def _turn_blocks(prompt: Prompt) -> list[tuple[str, bool]]:
 
 def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dict[str, Any]:
     """An Anthropic Messages request body for this prompt."""
-    system: list[dict[str, Any]] = []
-    marks = 0
+    tools = [{"name": t.name, "description": t.description, "input_schema": _schema(t)} for t in prompt.tools]
+    # (block, marked) in Anthropic's cache order: tools → system → messages.
+    system: list[tuple[dict[str, Any], bool]] = []
+    tools_marked = False
     for section in _prefix(prompt):
-        block: dict[str, Any] = {"type": "text", "text": section.text}
-        if _breakpoint_after(prompt, section) and marks < MAX_ANTHROPIC_BREAKPOINTS:
-            block["cache_control"] = {"type": "ephemeral"}
-            marks += 1
-        system.append(block)
-    content: list[dict[str, Any]] = []
-    for text, mark in _turn_blocks(prompt):
-        block = {"type": "text", "text": text}
+        mark = _breakpoint_after(prompt, section)
+        if not section.text.strip():
+            # Anthropic rejects a blank text block (400 "text content blocks must contain
+            # non-whitespace text"), e.g. a policy text of a line break: it is left out, and
+            # its breakpoint — the prefix up to it is the prefix up to what came before —
+            # goes to the block before it, or to the last tool definition.
+            if mark and system:
+                system[-1] = (system[-1][0], True)
+            elif mark and tools:
+                tools_marked = True
+            continue
+        system.append(({"type": "text", "text": section.text}, mark))
+    content = [({"type": "text", "text": text}, mark) for text, mark in _turn_blocks(prompt)]
+    marks = 0
+    for block, mark in [*([(tools[-1], True)] if tools_marked else []), *system, *content]:
         if mark and marks < MAX_ANTHROPIC_BREAKPOINTS:
             block["cache_control"] = {"type": "ephemeral"}
             marks += 1
-        content.append(block)
     request: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
-    tools = prompt.tools
     if tools:
-        request["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": _schema(t)} for t in tools
-        ]
+        request["tools"] = tools
     if system:
-        request["system"] = system
-    request["messages"] = [{"role": "user", "content": content}]
+        request["system"] = [block for block, _ in system]
+    request["messages"] = [{"role": "user", "content": [block for block, _ in content]}]
     request["metadata"] = {"user_id": _key(prompt, MAX_ANTHROPIC_USER_ID)}
     return request
 
