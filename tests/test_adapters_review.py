@@ -17,6 +17,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import holon.records as r
 from holon.context import (
@@ -36,10 +38,13 @@ from holon.context import (
 )
 from holon.context.budget import Stability
 from holon.context.prompt import SEPARATOR
+from holon.context.sections import SECTION_ORDER
+from holon.errors import BudgetExceeded
 from holon.projections import WorkingMemorySnapshot, apply, initial_state
 from tests.cli_support import CLI_BUDGET, CLI_RENDER, fixture_names, live_records
 from tests.context_inputs import message
 from tests.context_session import run_session
+from tests.strategies import AgentRun, agent_runs
 
 #: Tool names both providers accept (Anthropic's and OpenAI's function-name pattern).
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -246,6 +251,72 @@ def test_every_prompt_of_a_generated_session_is_a_valid_request(estimator: str, 
         on_prompt=check,
     )
     assert len(seen) >= 40
+
+
+tool_names = st.from_regex(r"[a-zA-Z0-9_-]{1,64}", fullmatch=True)
+schemas = st.sampled_from(
+    [
+        {},
+        {"type": "object"},
+        {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        {"properties": {"path": {"type": "string"}}},
+    ]
+)
+tool_lists = st.lists(
+    st.builds(r.ToolDefinition, name=tool_names, description=st.text(max_size=30), parameters=schemas),
+    max_size=4,
+    unique_by=lambda t: t.name,
+)
+policies = st.none() | st.builds(
+    r.SystemPolicy,
+    text=st.sampled_from(["You are a careful engineer.", "", " ", "\n\n", "Be brief.\n"])
+    | st.text(max_size=20),
+    tools=tool_lists.map(tuple),
+)
+agent_ids = st.sampled_from(["a-7", "0b6f1c52-8a4e-4a4f-9d1e-3c2f0e7a9b11"]) | st.text(
+    st.characters(codec="ascii", categories=["L", "N", "P"]), min_size=1, max_size=256
+)
+cache_keys = st.sampled_from(["default", "support-bot", "tenant-42/project-7/agent-pool-east"]) | st.text(
+    st.characters(codec="ascii", categories=["L", "N", "P"]), min_size=1, max_size=80
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    run=agent_runs(max_turns=8, long_texts=True, open_turn=True),
+    window=st.integers(len(SECTION_ORDER) + 1, 400) | st.integers(400, 40_000),
+    estimator=st.sampled_from(["holon-heuristic", "o200k_base"]),
+    keep=st.sampled_from([0, 1, 4]),
+    policy=policies,
+    agent_id=agent_ids,
+    cache_key=cache_keys,
+)
+def test_generated_runs_render_to_valid_requests(
+    *,
+    run: AgentRun,
+    window: int,
+    estimator: str,
+    keep: int,
+    policy: r.SystemPolicy | None,
+    agent_id: str,
+    cache_key: str,
+) -> None:
+    state = initial_state(run.config)
+    for record in run.records:
+        state = apply(state, record)
+    if policy is not None:
+        state = apply(state, r.Record(body=policy, ts=10**12))
+    config = RenderConfig(
+        estimator=estimator, keep_tool_results=keep, message_max_tokens=40, prompt_cache_key=cache_key
+    )
+    budget = Budget(context_window=window, output_reserve=0)
+    try:
+        prompt = build_context(state, budget, config, agent_id=agent_id)
+    except BudgetExceeded:
+        event("BudgetExceeded")
+        return
+    event("history shown" if prompt.section("history") else "history evicted")
+    check_all(prompt)
 
 
 # --------------------------------------------------------------------------- edge cases
