@@ -96,10 +96,13 @@ def check_anthropic(request: dict[str, Any]) -> None:
         assert role in ("user", "assistant"), f"messages.{i}.role {role!r}"
         if i:
             assert role != messages[i - 1]["role"], f"messages.{i}: roles must alternate"
+        final_assistant = role == "assistant" and i == len(messages) - 1
         if isinstance(content, str):
+            if final_assistant and not content:
+                continue  # "except for the optional final assistant message"
             _nonblank_text(f"messages.{i}.content", content)
             content = [{"type": "text", "text": content}]
-        assert content, f"messages.{i}: content must not be empty"
+        assert content or final_assistant, f"messages.{i}: content must not be empty"
         answered: set[str] = set()
         seen_other = False
         for j, block in enumerate(content):
@@ -479,3 +482,23 @@ def test_a_blank_system_block_hands_its_breakpoint_to_the_block_before_it() -> N
         ("Be careful.", True),
         ("## Working memory\nnothing yet", True),
     ]
+
+
+def test_cache_last_block_never_marks_a_block_anthropic_refuses_a_breakpoint_on() -> None:
+    # The request may end with an empty assistant message (Anthropic allows an empty final
+    # assistant content). It became an empty text block with cache_control — a 400 ("text
+    # content blocks must be non-empty", "cache_control cannot be set for empty text blocks")
+    # for a request that was valid before the call.
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful."))
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    messages = request["messages"]
+    end = messages[0]["content"][-1]
+    messages.append({"role": "assistant", "content": ""})
+    cache_last_block(messages)
+    assert messages[-1] == {"role": "assistant", "content": ""}
+    assert end["cache_control"] == {"type": "ephemeral"}  # the previous end stays marked
+    check_anthropic(request)
+    # Calling it again (the next call of the turn) changes nothing either.
+    cache_last_block(messages)
+    assert messages[-1] == {"role": "assistant", "content": ""}
+    check_anthropic(request)

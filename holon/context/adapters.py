@@ -162,6 +162,11 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
     return request
 
 
+def _markable(block: dict[str, Any]) -> bool:
+    # Anthropic rejects cache_control on an empty text block.
+    return block.get("type") != "text" or bool(str(block.get("text", "")).strip())
+
+
 def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Move the request's last ``cache_control`` breakpoint to the last content block; in place.
 
@@ -170,7 +175,10 @@ def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     call read what the previous one wrote (Anthropic looks back up to 20 blocks from a
     breakpoint); the prompt may already use all four breakpoints Anthropic allows, so the
     last one in the messages — the previous end — moves to the newest block instead of a
-    fifth being added. String contents are turned into one text block. Returns ``messages``.
+    fifth being added. String contents are turned into one text block. A block Anthropic
+    takes no ``cache_control`` on — a blank text (a final assistant message may be empty) —
+    is passed over for the last one that does; a blank string content is left as it is.
+    Returns ``messages``.
     """
     marked = [
         block
@@ -184,10 +192,13 @@ def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     last = messages[-1]
     content = last.get("content")
     if isinstance(content, str):
+        if not content.strip():
+            return messages
         content = last["content"] = [{"type": "text", "text": content}]
-    if not content:
+    targets = [block for block in content or () if isinstance(block, dict) and _markable(block)]
+    if not targets:
         return messages
-    target = content[-1]
+    target = targets[-1]
     if marked and marked[-1] is not target:
         del marked[-1]["cache_control"]  # the previous end: the new one replaces it
     target["cache_control"] = {"type": "ephemeral"}
