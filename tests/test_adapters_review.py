@@ -39,7 +39,7 @@ from holon.context import (
 from holon.context.budget import Stability
 from holon.context.prompt import SEPARATOR
 from holon.context.sections import SECTION_ORDER
-from holon.errors import BudgetExceeded
+from holon.errors import BudgetExceeded, UsageError
 from holon.projections import WorkingMemorySnapshot, apply, initial_state
 from tests.cli_support import CLI_BUDGET, CLI_RENDER, fixture_names, live_records
 from tests.context_inputs import message
@@ -502,3 +502,31 @@ def test_cache_last_block_never_marks_a_block_anthropic_refuses_a_breakpoint_on(
     cache_last_block(messages)
     assert messages[-1] == {"role": "assistant", "content": ""}
     check_anthropic(request)
+
+
+@pytest.mark.parametrize("name", ["run tests", "", "x" * 65, "bash.exec", "größe"])
+def test_a_tool_name_the_providers_refuse_is_a_usage_error_naming_it(name: str) -> None:
+    # Both providers answer 400 for such a name; renaming it would break mapping the
+    # model's calls back, so the adapter says which name and what to do instead.
+    tool = r.ToolDefinition(name=name, description="d", parameters={})
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful.", tools=(tool,)))
+    for adapt in (
+        lambda p: to_anthropic_messages(p, model="m", max_tokens=100),
+        lambda p: to_openai_chat(p, model="m"),
+        lambda p: to_openai_responses(p, model="m"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(repr(name))):
+            adapt(prompt)
+
+
+def test_a_tool_defined_twice_is_a_usage_error() -> None:
+    twice = tuple(r.ToolDefinition(name="bash", description=d, parameters={}) for d in ("a", "b"))
+    with pytest.raises(UsageError, match="defined twice"):
+        to_openai_chat(_policy_prompt(r.SystemPolicy(text="Be careful.", tools=twice)), model="m")
+
+
+@pytest.mark.parametrize("max_tokens", [0, -1, True])
+def test_max_tokens_below_one_is_a_usage_error(max_tokens: int) -> None:
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful."))
+    with pytest.raises(UsageError, match="max_tokens must be a positive integer"):
+        to_anthropic_messages(prompt, model="m", max_tokens=max_tokens)

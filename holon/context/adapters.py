@@ -22,12 +22,14 @@ their tokens and is not repeated in the system text.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import blake3
 
 import holon.records as r
 from holon.context.prompt import SEPARATOR, Prompt, PromptSection
+from holon.errors import UsageError
 
 __all__ = [
     "MAX_ANTHROPIC_BREAKPOINTS",
@@ -66,6 +68,31 @@ def _prefix(prompt: Prompt) -> list[PromptSection]:
 
 def _turn_text(prompt: Prompt) -> str:
     return SEPARATOR.join(s.text for s in prompt.sections if s.stability == "turn")
+
+
+#: What both providers accept as a tool name (Anthropic and OpenAI answer 400 otherwise).
+_TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def _check_tools(tools: tuple[r.ToolDefinition, ...]) -> None:
+    """Refuse tool names the providers reject, here, where the fix can be named.
+
+    A name is not renamed on the way out: the model's tool calls come back under the name
+    it was given, and the daemon maps them back by that name.
+    """
+    seen: set[str] = set()
+    for tool in tools:
+        if not _TOOL_NAME.fullmatch(tool.name):
+            raise UsageError(
+                f"tool name {tool.name!r} is not accepted by Anthropic or OpenAI: a name is 1-64 "
+                "letters, digits, '_' or '-'; rename it in the SystemPolicy's tools"
+            )
+        if tool.name in seen:
+            raise UsageError(
+                f"tool {tool.name!r} is defined twice in the SystemPolicy; the providers refuse "
+                "duplicate tool names: keep one definition"
+            )
+        seen.add(tool.name)
 
 
 def _schema(tool: r.ToolDefinition) -> dict[str, Any]:
@@ -128,7 +155,16 @@ def _turn_blocks(prompt: Prompt) -> list[tuple[str, bool]]:
 
 
 def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dict[str, Any]:
-    """An Anthropic Messages request body for this prompt."""
+    """An Anthropic Messages request body for this prompt.
+
+    Raises UsageError for a ``max_tokens`` below 1 or a tool name the provider refuses.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise UsageError(
+            f"max_tokens must be a positive integer (Anthropic refuses {max_tokens!r}); pass the "
+            "output reserve of the budget, e.g. budget.output_reserve"
+        )
+    _check_tools(prompt.tools)
     tools = [{"name": t.name, "description": t.description, "input_schema": _schema(t)} for t in prompt.tools]
     # (block, marked) in Anthropic's cache order: tools → system → messages.
     system: list[tuple[dict[str, Any], bool]] = []
@@ -206,6 +242,7 @@ def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _openai_tools(tools: tuple[r.ToolDefinition, ...], *, nested: bool) -> list[dict[str, Any]]:
+    _check_tools(tools)
     out = []
     for t in tools:
         fn = {"name": t.name, "description": t.description, "parameters": _schema(t)}
