@@ -29,14 +29,16 @@ def sync_file(fd: int) -> None:
         os.fsync(fd)
 
 
-def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
+def open_regular(path: Path, flags: int, mode: int = 0o644, *, follow_symlinks: bool = False) -> int:
     """``os.open`` for a file holon made: never through a symlink, and only a regular file.
 
     A symlink (ELOOP), a directory (EISDIR) or a pipe or device (EINVAL, opened without
     blocking) planted or copied into a ledger raises OSError: through a link, holon would
     read or overwrite whatever it points to; a pipe would block a read for ever.
+    ``follow_symlinks``: a link to a regular file is opened (a file the user gave, whose
+    bytes are checked after reading); still only a regular file.
     """
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    fd = os.open(path, flags | (0 if follow_symlinks else os.O_NOFOLLOW) | os.O_NONBLOCK, mode)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))

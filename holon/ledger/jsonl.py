@@ -13,10 +13,8 @@ seq 0 and would not verify after another ledger's records.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -26,7 +24,7 @@ import msgspec
 
 from holon.errors import InvalidRecord, InvalidRef, UsageError
 from holon.ledger.blobs import check_blob_hash
-from holon.ledger.files import check_outside, write_atomic
+from holon.ledger.files import check_outside, open_regular, write_atomic
 from holon.ledger.frames import MAX_PAYLOAD, oversized_payload
 from holon.ledger.store import Ledger
 from holon.records import (
@@ -233,10 +231,8 @@ def _read_blob_file(path: Path, size: int) -> bytes:
     fill memory. Reading one byte more than the record states is enough to tell a file
     that is too long, without reading a huge one whole.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = open_regular(path, os.O_RDONLY, follow_symlinks=True)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
         chunks: list[bytes] = []
         left = size + 1
         while left > 0:
