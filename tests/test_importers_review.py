@@ -9,34 +9,15 @@ from typing import Any
 import pytest
 
 from holon.errors import InvalidRecord
-from holon.importers import IMPORTERS, ImportReport
 from holon.ledger import Ledger
-from holon.records import Message, ToolIntent, ToolResult
+from holon.records import ToolIntent, ToolResult
 from tests.cli_support import invoke, tree_bytes
+from tests.importers_support import USER, claude_jsonl, message_texts, parse_as
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
-USER = {"role": "user", "content": "fix it"}
-
-
-def _claude(*events: dict[str, Any]) -> bytes:
-    lines = []
-    for index, event in enumerate(events):
-        base = {"uuid": f"u{index}", "timestamp": f"2025-03-01T10:00:{index:02d}Z", "sessionId": "s1"}
-        lines.append(json.dumps(base | event))
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _parse(fmt: str, data: bytes) -> ImportReport:
-    return IMPORTERS[fmt].parse_bytes(data, source="t")
-
-
-def _messages(report: ImportReport) -> list[str]:
-    return [rec.body.text for rec in report.records if isinstance(rec.body, Message)]
-
-
 SAMPLES: dict[str, bytes] = {
-    "claude-code": _claude({"type": "user", "message": {"role": "user", "content": "fix it"}}),
+    "claude-code": claude_jsonl({"type": "user", "message": {"role": "user", "content": "fix it"}}),
     "openai-chat": json.dumps([USER]).encode(),
     "swe-agent": json.dumps({"history": [USER]}).encode(),
     "openhands": json.dumps(
@@ -49,7 +30,7 @@ SAMPLES: dict[str, bytes] = {
 def test_a_utf8_byte_order_mark_is_ignored(fmt: str) -> None:
     # Windows tools (PowerShell's Out-File, Notepad) prefix UTF-8 files with a BOM; RFC 8259
     # lets a parser ignore it, and the file is otherwise the tool's own.
-    assert _messages(_parse(fmt, b"\xef\xbb\xbf" + SAMPLES[fmt])) == ["fix it"]
+    assert message_texts(parse_as(fmt, b"\xef\xbb\xbf" + SAMPLES[fmt])) == ["fix it"]
 
 
 def test_lone_surrogate_escapes_become_replacement_characters() -> None:
@@ -58,10 +39,10 @@ def test_lone_surrogate_escapes_become_replacement_characters() -> None:
     # The rest of the file must still import; an escaped backslash before `u` is just text.
     text = r"cut \ud83d|\ude00|\ud83d\ude00|\\ud800"
     data = SAMPLES["claude-code"].replace(b'"fix it"', f'"{text}"'.encode())
-    assert _messages(_parse("claude-code", data)) == ["cut \ufffd|\ufffd|\U0001f600|\\ud800"]
+    assert message_texts(parse_as("claude-code", data)) == ["cut \ufffd|\ufffd|\U0001f600|\\ud800"]
     for fmt, sample in SAMPLES.items():
         damaged = sample.replace(b"fix it", rb"fix \udcff it")
-        assert _messages(_parse(fmt, damaged)) == ["fix \ufffd it"], fmt
+        assert message_texts(parse_as(fmt, damaged)) == ["fix \ufffd it"], fmt
 
 
 @pytest.mark.parametrize(
@@ -87,9 +68,9 @@ def test_a_transcript_without_timestamps_imports_into_a_ledger_that_has_records(
 
 
 def test_only_a_synthetic_clock_moves_after_a_ledger() -> None:
-    synthetic = _parse("openai-chat", SAMPLES["openai-chat"])
+    synthetic = parse_as("openai-chat", SAMPLES["openai-chat"])
     assert [rec.ts for rec in synthetic.after(5_000).records] == [6_000, 7_000, 8_000]
-    timestamped = _parse("claude-code", SAMPLES["claude-code"])
+    timestamped = parse_as("claude-code", SAMPLES["claude-code"])
     assert timestamped.after(5_000) == timestamped
 
 
@@ -97,18 +78,18 @@ def test_arguments_the_ledger_cannot_store_are_kept_as_json_text(tmp_path: Path)
     # Tool arguments are model-written and never a reason to refuse a file, but msgpack holds
     # no integer beyond 64 bits: the import failed at "seq N" (no such line), left a blob behind.
     big = 123456789012345678901234567890
-    data = _claude(
+    data = claude_jsonl(
         {"type": "user", "message": {"role": "user", "content": "fix it"}},
         {"type": "assistant", "message": {"role": "assistant", "content": [
             {"type": "tool_use", "id": "t1", "name": "Calc", "input": {"n": big}},
         ]}},
     )
-    intents = [rec.body for rec in _parse("claude-code", data).records if isinstance(rec.body, ToolIntent)]
+    intents = [rec.body for rec in parse_as("claude-code", data).records if isinstance(rec.body, ToolIntent)]
     assert intents == [ToolIntent(call_id="t1", tool="Calc", args={"arguments": f'{{"n":{big}}}'})]
     chat = json.dumps([USER, {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": json.dumps({"n": -big})}},
     ]}]).encode()
-    intents = [rec.body for rec in _parse("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
+    intents = [rec.body for rec in parse_as("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
     assert intents == [ToolIntent(call_id="c1", tool="f", args={"arguments": f'{{"n":{-big}}}'})]
     path = tmp_path / "t.jsonl"
     path.write_bytes(data)
@@ -123,7 +104,7 @@ def test_openai_arguments_of_another_json_type_do_not_refuse_the_file(arguments:
     chat = json.dumps([USER, {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}},
     ]}]).encode()
-    intents = [rec.body for rec in _parse("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
+    intents = [rec.body for rec in parse_as("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
     assert intents == [ToolIntent(call_id="c1", tool="f", args={"arguments": arguments})]
 
 
@@ -133,19 +114,19 @@ def test_a_transcript_cut_off_mid_line_says_so_and_what_to_do(tmp_path: Path) ->
     data = (FIXTURES / "claude-code" / "session.jsonl").read_bytes().rstrip(b"\n")
     last = data.count(b"\n") + 1
     with pytest.raises(InvalidRecord) as caught:
-        _parse("claude-code", data[:-20])
+        parse_as("claude-code", data[:-20])
     message = str(caught.value)
     assert f"line {last} of t" in message and "ends in the middle of its last line" in message
     assert "still being written" in message and "--from" not in message
     trajectory = (FIXTURES / "swe-agent" / "function-calling.traj").read_bytes()
     with pytest.raises(InvalidRecord) as caught:
-        _parse("swe-agent", trajectory[: len(trajectory) // 2])
+        parse_as("swe-agent", trajectory[: len(trajectory) // 2])
     assert "ends in the middle of" in str(caught.value) and "--from" not in str(caught.value)
     # A complete last line without its newline is fine, and a cut line that is not the last is
     # still reported as malformed (with the --from hint).
-    assert _parse("claude-code", data).records
+    assert parse_as("claude-code", data).records
     with pytest.raises(InvalidRecord, match="--from claude-code"):
-        _parse("claude-code", b"{\n" + data)
+        parse_as("claude-code", b"{\n" + data)
 
 
 def test_an_openai_refusal_is_the_assistant_message() -> None:
@@ -157,8 +138,8 @@ def test_an_openai_refusal_is_the_assistant_message() -> None:
         USER,
         {"role": "assistant", "content": [{"type": "refusal", "refusal": "Nor that."}]},
     ]).encode()
-    report = _parse("openai-chat", chat)
-    assert _messages(report) == ["fix it", "I can't help with that.", "fix it", "Nor that."]
+    report = parse_as("openai-chat", chat)
+    assert message_texts(report) == ["fix it", "I can't help with that.", "fix it", "Nor that."]
     assert report.skipped == {}
 
 
@@ -173,7 +154,7 @@ def test_a_swe_agent_action_with_empty_tool_calls_is_still_a_call(observation_ro
     trajectory = json.dumps({"history": [
         USER, {"role": "assistant", "content": "done", "action": "submit", "tool_calls": []}, observation,
     ]}).encode()
-    report = _parse("swe-agent", trajectory)
+    report = parse_as("swe-agent", trajectory)
     bodies = [rec.body for rec in report.records]
     assert ToolIntent(call_id="action-0", tool="bash", args={"command": "submit"}) in bodies
     results = [body for body in bodies if isinstance(body, ToolResult)]
@@ -186,8 +167,8 @@ def test_openhands_message_images_are_counted_as_skipped() -> None:
     # report must say so rather than drop them without a count.
     events = json.dumps([{"id": 1, "source": "user", "action": "message",
                           "args": {"content": "see", "image_urls": ["data:image/png;base64,AA", "b.png"]}}])
-    report = _parse("openhands", events.encode())
-    assert _messages(report) == ["see"] and report.skipped == {"image": 2}
+    report = parse_as("openhands", events.encode())
+    assert message_texts(report) == ["see"] and report.skipped == {"image": 2}
 
 
 def test_a_transcript_older_than_the_ledger_is_refused_naming_the_file(tmp_path: Path) -> None:
@@ -206,7 +187,7 @@ def test_a_transcript_older_than_the_ledger_is_refused_naming_the_file(tmp_path:
 
 
 NAN_SAMPLES: dict[str, bytes] = {
-    "claude-code": _claude({"type": "user", "message": USER, "cost": float("nan")}),
+    "claude-code": claude_jsonl({"type": "user", "message": USER, "cost": float("nan")}),
     "openai-chat": json.dumps([USER | {"logprob": float("-inf")}]).encode(),
     "swe-agent": json.dumps({"history": [USER], "info": {"instance_cost": float("nan")}}).encode(),
     "openhands": json.dumps(
@@ -220,7 +201,7 @@ def test_python_nan_and_infinity_words_do_not_refuse_the_file(fmt: str) -> None:
     # Python's json.dump writes a float NaN or infinity as a bare word (not JSON). Before,
     # the file was refused with "invalid character" and a hint that --from was wrong.
     assert b"NaN" in NAN_SAMPLES[fmt] or b"Infinity" in NAN_SAMPLES[fmt]
-    assert _messages(_parse(fmt, NAN_SAMPLES[fmt])) == ["fix it"]
+    assert message_texts(parse_as(fmt, NAN_SAMPLES[fmt])) == ["fix it"]
 
 
 NAN = float("nan")
@@ -229,13 +210,13 @@ NAN = float("nan")
 def test_a_nan_in_tool_arguments_is_kept_as_text(tmp_path: Path) -> None:
     # The ledger holds no NaN (its JSONL form could not), so the arguments are kept as the
     # transcript wrote them, like an integer beyond 64 bits.
-    data = _claude(
+    data = claude_jsonl(
         {"type": "user", "message": {"role": "user", "content": "fix it"}},
         {"type": "assistant", "message": {"role": "assistant", "content": [
             {"type": "tool_use", "id": "t1", "name": "Fit", "input": {"tol": NAN, "max": float("inf")}},
         ]}},
     )
-    intents = [rec.body for rec in _parse("claude-code", data).records if isinstance(rec.body, ToolIntent)]
+    intents = [rec.body for rec in parse_as("claude-code", data).records if isinstance(rec.body, ToolIntent)]
     assert intents == [ToolIntent(call_id="t1", tool="Fit", args={"arguments": '{"tol":NaN,"max":Infinity}'})]
     path = tmp_path / "t.jsonl"
     path.write_bytes(data)
@@ -248,7 +229,7 @@ def test_other_bare_words_are_still_not_json(word: bytes) -> None:
     data = b'{"history": [{"role": "user", "content": "fix it"}], "cost": ' + word + b"}"
     malformed = r"not a JSON document \(JSON is malformed: invalid character \(byte \d+\)\)"
     with pytest.raises(InvalidRecord, match=malformed):
-        _parse("swe-agent", data)
+        parse_as("swe-agent", data)
 
 
 @pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 1e300])
@@ -265,5 +246,5 @@ def test_a_swe_agent_step_time_that_is_no_duration_is_left_out(seconds: float) -
             {"role": "tool", "content": "a.py", "tool_call_ids": ["c1"]},
         ],
     }).encode()
-    results = [rec.body for rec in _parse("swe-agent", data).records if isinstance(rec.body, ToolResult)]
+    results = [rec.body for rec in parse_as("swe-agent", data).records if isinstance(rec.body, ToolResult)]
     assert [(result.output, result.duration_ms) for result in results] == [("a.py", None)]

@@ -8,26 +8,8 @@ from typing import Any
 import pytest
 
 from holon.errors import InvalidRecord
-from holon.importers import IMPORTERS, ImportReport
-from holon.records import Message, ToolIntent, ToolResult
-
-USER = {"role": "user", "content": "fix it"}
-
-
-def _claude(*events: dict[str, Any]) -> bytes:
-    lines = []
-    for index, event in enumerate(events):
-        base = {"uuid": f"u{index}", "timestamp": f"2025-03-01T10:00:{index:02d}Z", "sessionId": "s1"}
-        lines.append(json.dumps(base | event))
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _parse(fmt: str, data: bytes) -> ImportReport:
-    return IMPORTERS[fmt].parse_bytes(data, source="t")
-
-
-def _messages(report: ImportReport) -> list[str]:
-    return [rec.body.text for rec in report.records if isinstance(rec.body, Message)]
+from holon.records import ToolIntent, ToolResult
+from tests.importers_support import USER, claude_jsonl, message_texts, parse_as
 
 
 def test_a_claude_code_message_written_twice_is_imported_once() -> None:
@@ -43,13 +25,13 @@ def test_a_claude_code_message_written_twice_is_imported_once() -> None:
         {"type": "assistant", "message": {"role": "assistant", "content": [
             {"type": "text", "text": "done"}]}},
     ]
-    once = _claude(*events)
+    once = claude_jsonl(*events)
     lines = once.splitlines(keepends=True)
     second = [{"type": "user", "message": {"role": "user", "content": "and now?"}, "uuid": "u9",
                "timestamp": "2025-03-01T10:00:09Z", "sessionId": "s1"}]
     twice = once + b"".join(lines) + json.dumps(second[0]).encode() + b"\n"
-    report = _parse("claude-code", twice)
-    assert _messages(report) == ["fix it", "done", "and now?"]
+    report = parse_as("claude-code", twice)
+    assert message_texts(report) == ["fix it", "done", "and now?"]
     assert report.turns == 2 and report.tool_calls == 1
     assert [rec.body.call_id for rec in report.records if isinstance(rec.body, ToolResult)] == ["t1"]
     assert report.skipped == {"duplicate event": 4}
@@ -59,7 +41,7 @@ def test_a_claude_code_message_written_twice_is_imported_once() -> None:
 
 
 NOT_UTF8: dict[str, bytes] = {
-    "claude-code": _claude({"type": "user", "message": USER}).replace(b"fix it", b"caf\xe9 fix it"),
+    "claude-code": claude_jsonl({"type": "user", "message": USER}).replace(b"fix it", b"caf\xe9 fix it"),
     "openai-chat": json.dumps([USER]).encode().replace(b"fix it", b"caf\xe9 fix it"),
     "swe-agent": json.dumps({"history": [USER]}).encode().replace(b"fix it", b"caf\xe9 fix it"),
     "openhands": json.dumps(
@@ -77,7 +59,7 @@ def test_a_file_that_is_not_utf8_names_the_byte_where_it_is_and_what_to_do(fmt: 
     # about what to do, wrapped in "not a JSON document (...)".
     data = NOT_UTF8[fmt]
     with pytest.raises(InvalidRecord) as caught:
-        _parse(fmt, data)
+        parse_as(fmt, data)
     offset = data.splitlines()[0].index(b"\xe9")
     message = str(caught.value)
     assert f"not UTF-8 text (byte 0xe9 at byte {offset}: " in message, message
@@ -98,12 +80,12 @@ def test_an_older_openhands_run_keeps_its_exit_code_on_extras(code: int, status:
     # OpenDevin and early OpenHands wrote `extras: {"command_id", "command", "exit_code"}` (no
     # `metadata`): a failed command was imported as `ok` with no exit code.
     old = {"command_id": -1, "command": "git status", "exit_code": code}
-    report = _parse("openhands", _openhands_run(old))
+    report = parse_as("openhands", _openhands_run(old))
     results = [rec.body for rec in report.records if isinstance(rec.body, ToolResult)]
     assert [(r.status, r.exit_code) for r in results] == [(status, code)]
     # The current shape still wins where both are present.
     current = {"exit_code": 7, "metadata": {"exit_code": code}}
-    results = [rec.body for rec in _parse("openhands", _openhands_run(current)).records
+    results = [rec.body for rec in parse_as("openhands", _openhands_run(current)).records
                if isinstance(rec.body, ToolResult)]
     assert [(r.status, r.exit_code) for r in results] == [(status, code)]
 
@@ -120,7 +102,7 @@ def test_an_openai_custom_tool_call_is_a_call_with_its_text_input() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "Done!"},
         {"role": "tool", "tool_call_id": "c2", "content": "a.py"},
     ]).encode()
-    bodies = [rec.body for rec in _parse("openai-chat", chat).records]
+    bodies = [rec.body for rec in parse_as("openai-chat", chat).records]
     assert [body for body in bodies if isinstance(body, ToolIntent)] == [
         ToolIntent(call_id="c1", tool="apply_patch", args={"input": "*** Begin Patch"}),
         ToolIntent(call_id="c2", tool="ls", args={}),
@@ -145,9 +127,9 @@ def test_an_opendevin_history_of_action_observation_pairs_imports() -> None:
         [{"source": "agent", "action": "finish", "args": {"outputs": {}, "thought": ""}},
          {"source": "agent", "observation": "null", "content": "", "extras": {}}],
     ]}
-    report = _parse("openhands", json.dumps(run).encode())
+    report = parse_as("openhands", json.dumps(run).encode())
     bodies = [rec.body for rec in report.records]
-    assert _messages(report) == ["fix it", "Look."]
+    assert message_texts(report) == ["fix it", "Look."]
     assert [(b.call_id, b.args) for b in bodies if isinstance(b, ToolIntent)] == [
         ("pair-1", {"command": "git status"}), ("pair-2", {"command": "ls"})
     ]
@@ -157,7 +139,7 @@ def test_an_opendevin_history_of_action_observation_pairs_imports() -> None:
     ]
     assert report.turns == 1 and report.skipped == {"observation:null": 2}
     with pytest.raises(InvalidRecord, match=r"field `history\[0\]`: not an OpenHands event pair"):
-        _parse("openhands", json.dumps({"history": [[run["history"][0][0]]]}).encode())
+        parse_as("openhands", json.dumps({"history": [[run["history"][0][0]]]}).encode())
 
 
 def test_the_offset_of_a_byte_that_is_not_utf8_counts_a_byte_order_mark() -> None:
@@ -166,7 +148,7 @@ def test_the_offset_of_a_byte_that_is_not_utf8_counts_a_byte_order_mark() -> Non
     data = data.replace(b"X", b"\xe9")
     offset = data.index(b"\xe9")
     with pytest.raises(InvalidRecord, match=f"byte 0xe9 at byte {offset}: "):
-        _parse("openai-chat", data)
+        parse_as("openai-chat", data)
 
 
 def test_a_timestamp_before_1970_is_named_where_the_transcript_holds_it() -> None:
@@ -175,5 +157,5 @@ def test_a_timestamp_before_1970_is_named_where_the_transcript_holds_it() -> Non
             "message": {"role": "user", "content": "hi"}}
     data = (json.dumps(line) + "\n").encode()
     with pytest.raises(InvalidRecord, match="before 1970") as caught:
-        _parse("claude-code", data)
+        parse_as("claude-code", data)
     assert "line 1" in str(caught.value)
