@@ -244,6 +244,7 @@ from tests.live import LiveLedger  # noqa: E402
 
 _WORK_IDS = ("W1", "W2", "W3", "W4")
 _FILES = ("src/app.py", "src/db.py", "src/api.py", "tests/test_app.py", "README.md", "docs/guide.md")
+_ODD_PATHS = ("./src/app.py", " src/db.py", "")
 _COMMANDS = ("pytest -q", "ruff check .", "git status", "ls src", "make build", "mypy src")
 _STEP_STATUSES = ("pending", "in_progress", "done", "blocked", "skipped")
 _ACTIONS = (
@@ -327,7 +328,8 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
             tool, args = draw(st.sampled_from(["read", "edit"])), {"path": draw(st.sampled_from(_FILES))}
         live.append(r.ToolIntent(call_id=call_id, tool=tool, args=args))
         if action == "tool":
-            touched = tuple(draw(st.lists(st.sampled_from(_FILES), max_size=3, unique=True)))
+            # Tools report paths as they please: `./x`, padded, blank (state normalizes them).
+            touched = tuple(draw(st.lists(st.sampled_from(_FILES + _ODD_PATHS), max_size=3, unique=True)))
             status = draw(st.sampled_from(["ok", "ok", "ok", "error", "interrupted"]))
             live.append(
                 r.ToolResult(
@@ -383,9 +385,12 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
             )
             for i in range(n)
         )
-        live.append(r.WorkPlan(work_item_id=work, steps=steps))
-        if work is not None:
-            script.plans[work] = steps
+        # Mostly the active item's plan; sometimes another declared item's (maybe finished)
+        # or an id no item has.
+        target = draw(st.sampled_from([work, work, work, *script.declared, "never-declared"]))
+        live.append(r.WorkPlan(work_item_id=target, steps=steps))
+        if target is not None and target == work:
+            script.plans[target] = steps
     elif action == "plan_edit" and work is not None and work in script.plans:
         steps = script.plans[work]
         i = draw(st.integers(0, len(steps) - 1))
@@ -414,7 +419,8 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
                 id=f"D{draw(st.integers(1, 5))}",
                 text=draw(script.text),
                 rationale=draw(st.none() | text),
-                work_item_id=draw(st.sampled_from([work, None])),
+                # Redeclared under another item (or none) as often as under the active one.
+                work_item_id=draw(st.sampled_from([work, None, *script.declared, "never-declared"])),
             )
         )
     elif action == "follow_up":

@@ -161,6 +161,22 @@ def test_episode_lists_are_capped() -> None:
     assert len(episode.summary_lines) == 3 and episode.summary_lines[-1] == "closed by: result_checkpoint"
 
 
+def test_episode_files_are_keyed_as_the_working_set_keys_them() -> None:
+    live = LiveLedger()
+    _start(live)
+    (episode,) = _turn(
+        live,
+        r.ToolIntent(call_id="c", tool="bash", args={"command": "make"}),
+        r.ToolResult(
+            call_id="c", tool="bash", status="ok", touched_files=("./b.py", "b.py", " ", "", " a.py")
+        ),
+        r.Brief(status="result", text="built"),
+    )
+    # One file per path the working set knows, no blank entries: `./b.py` is `b.py`.
+    assert episode.touched_files == ("b.py", "a.py")
+    assert set(episode.touched_files) <= set(live.state.runtime.files)
+
+
 def test_archive_chunks_and_lookups() -> None:
     archive = EpisodeArchive()
     episodes = [

@@ -114,10 +114,31 @@ def test_finalized_episodes_are_immutable_and_do_not_overlap(run: AgentRun) -> N
             assert current[-1] == episode and episode.episode_id == len(archived)
             assert episode.from_seq <= episode.to_seq < record.seq
             assert episode.first_turn <= episode.last_turn
+            # Files as the working set keys them: one entry per file, none blank.
+            files = episode.touched_files
+            assert len(set(files)) == len(files)
+            assert all(f and f == f.strip() and not f.startswith("./") for f in files)
             if archived:
                 assert episode.from_seq > archived[-1].to_seq
             assert state.memory.compression_epoch == len(current)
         archived = current
+
+
+@PROPERTY
+@given(agent_runs())
+def test_state_keeps_plans_and_decisions_of_open_items_only_each_decision_once(run: AgentRun) -> None:
+    state = fold((), config=run.config)
+    for record in run.records:
+        state = apply(state, record)
+        runtime = state.runtime
+        # Every bucket belongs to an open item, so finishing the item frees it: state stays bounded.
+        assert set(runtime.plans) <= set(runtime.work_items)
+        assert set(runtime.decisions) <= set(runtime.work_items)
+        # A decision lives in one place, its latest version: an old copy would read as valid.
+        kept = [d for bucket in runtime.decisions.values() for d in bucket] + list(runtime.unscoped_decisions)
+        assert len({d.id for d in kept}) == len(kept)
+        if isinstance(record.body, r.Decision) and record.body.work_item_id in (None, *runtime.work_items):
+            assert any(d.seq == record.seq for d in kept)
 
 
 @PROPERTY

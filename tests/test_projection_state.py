@@ -143,6 +143,44 @@ def test_unplaceable_records_are_carried_not_dropped() -> None:
     assert (carried.seq, carried.kind, carried.body) == (1, "waiting_resolved", {"id": "nobody"})
 
 
+def test_plans_and_decisions_for_work_that_is_not_open_are_carried() -> None:
+    config = ProjectionConfig(finished_window=1)
+    state = _fold(
+        r.WorkItem(id="A", objective="a", state="done"),
+        r.WorkItem(id="B", objective="b", state="done"),  # pushes A out of the finished window
+        r.WorkPlan(work_item_id="typo", steps=(r.PlanStep(id="s1", text="x"),)),
+        r.Decision(id="d1", text="t", work_item_id="typo"),
+        r.Decision(id="d2", text="t", work_item_id="A"),
+        r.WorkPlan(work_item_id="B", steps=()),
+        config=config,
+    )
+    # No bucket is opened for an id no open item has: nothing would ever close it.
+    assert state.plans == {} and state.decisions == {}
+    assert state.carried_count == 4
+    assert [c.note for c in state.carried[-4:]] == [
+        "plan for unknown work item 'typo'",
+        "decision for unknown work item 'typo'",
+        "decision for unknown work item 'A'",
+        "plan for finished work item 'B'",
+    ]
+
+
+def test_a_decision_moved_to_another_item_leaves_the_first() -> None:
+    state = _fold(
+        r.WorkItem(id="A", objective="a", state="active"),
+        r.WorkItem(id="B", objective="b", state="queued"),
+        r.Decision(id="d1", text="use sqlite", work_item_id="A"),
+        r.Decision(id="d2", text="pin versions", work_item_id="A"),
+        r.Decision(id="d1", text="use postgres", work_item_id="B"),
+    )
+    assert [d.text for d in state.decisions["A"]] == ["pin versions"]
+    assert [d.text for d in state.decisions["B"]] == ["use postgres"]
+    # Moved out of any item, too: only the unscoped copy remains.
+    state = apply_runtime(state, r.Record(body=r.Decision(id="d2", text="float versions"), ts=9, seq=5))
+    assert "A" not in state.decisions
+    assert [d.text for d in state.unscoped_decisions] == ["float versions"]
+
+
 def test_turn_state_tracks_open_and_outcome() -> None:
     state = _fold(r.TurnStarted(trigger="user", input="hi"))
     assert state.turn is not None and state.turn.open

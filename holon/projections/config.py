@@ -19,7 +19,10 @@ __all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig"]
 #: derived records carry it, checkpoints are keyed by it, verification checks it.
 # 4: a wait boundary needs a wait opened in the turn to be still open, and only the
 # resolution of an open wait makes a turn a wake (episodes and delta reasons changed).
-PROJECTION_VERSION: Final = 4
+# 5: episodes list touched files as the working set keys them (no `./`, no blanks); a
+# redeclared decision leaves the bucket of the item it moved from; a plan or decision
+# for a work item that is not open is carried, not kept in a bucket nothing closes.
+PROJECTION_VERSION: Final = 5
 
 
 class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -45,6 +45,7 @@ __all__ = [
     "apply_runtime",
     "command_of",
     "file_arguments",
+    "normalize_path",
     "one_line",
     "queued_work",
     "waiting_work",
@@ -285,7 +286,7 @@ class CarriedRecord(_Entry, frozen=True, kw_only=True):
     kind: str
     turn: int | None
     note: str
-    # Plain data (``msgspec.to_builtins`` of the body): a union of every body type
+    # Plain data (the body's msgpack form decoded untyped): a union of every body type
     # cannot be decoded from a checkpoint without the envelope's kind tag.
     body: Any
 
@@ -430,16 +431,28 @@ def _push(window: tuple[Any, ...], item: Any, cap: int) -> tuple[Any, ...]:
 
 
 def _carry(state: RuntimeState, record: r.Record, note: str, config: ProjectionConfig) -> _Changes:
-    entry = CarriedRecord(
-        seq=record.seq, kind=record.kind, turn=record.turn, note=note, body=msgspec.to_builtins(record.body)
-    )
+    # The body as a checkpoint decodes it (lists, not tuples), so a state restored from a
+    # checkpoint equals the state folded live.
+    body = msgspec.msgpack.decode(msgspec.msgpack.encode(record.body))
+    entry = CarriedRecord(seq=record.seq, kind=record.kind, turn=record.turn, note=note, body=body)
     return {
         "carried": _push(state.carried, entry, config.carried_window),
         "carried_count": state.carried_count + 1,
     }
 
 
-def _normalize_path(path: str) -> str:
+def _not_open(state: RuntimeState, work_item_id: str) -> str:
+    """How a carried record names a work item that is not open: finished, or unknown."""
+    if state.find_work_item(work_item_id) is not None:
+        return f"finished work item {work_item_id!r}"
+    return f"unknown work item {work_item_id!r}"
+
+
+def normalize_path(path: str) -> str:
+    """A working-set path as state keys it: surrounding blanks and leading ``./`` dropped.
+
+    ``""`` means no path (a blank entry); callers skip it.
+    """
     if path and not path[0].isspace() and not path[-1].isspace() and not path.startswith("./"):
         return path  # the common case, without allocating
     path = path.strip()
@@ -459,7 +472,7 @@ def _touch(
 ) -> dict[str, FileTouch]:
     out = dict(files)
     for raw in paths:
-        path = _normalize_path(raw)
+        path = normalize_path(raw)
         if not path:
             continue
         prev = out.pop(path, None)
@@ -632,11 +645,12 @@ def _on_work_plan(
     entry = PlanEntry(work_item_id=body.work_item_id, steps=body.steps, seq=record.seq)
     if body.work_item_id is None:
         return _with(state, record, {"unscoped_plan": entry})
-    if body.work_item_id not in state.work_items and state.find_work_item(body.work_item_id) is not None:
-        # Plans are kept for open work only, so finished work cannot pin state forever.
-        return _with(
-            state, record, _carry(state, record, f"plan for finished work item {body.work_item_id!r}", config)
-        )
+    if body.work_item_id not in state.work_items:
+        # Plans are kept for open work only, so neither finished work nor an id no work
+        # item has (a typo, or an item finished so long ago it left the window) can pin
+        # state forever.
+        note = f"plan for {_not_open(state, body.work_item_id)}"
+        return _with(state, record, _carry(state, record, note, config))
     plans = dict(state.plans)
     plans[body.work_item_id] = entry
     return _with(state, record, {"plans": plans})
@@ -717,21 +731,31 @@ def _on_decision(
         id=body.id, text=body.text, rationale=body.rationale, work_item_id=body.work_item_id, seq=record.seq
     )
     cap = config.decisions_cap
+    if body.work_item_id is not None and body.work_item_id not in state.work_items:
+        # Decisions are kept per open work item; a finished item's live in its episodes,
+        # and an id no work item has would open a bucket nothing ever closes.
+        note = f"decision for {_not_open(state, body.work_item_id)}"
+        return _with(state, record, _carry(state, record, note, config))
+    # A redeclared decision replaces its earlier version wherever that was kept: moved to
+    # another item (or out of any), the old copy would still read as valid there.
     unscoped = state.unscoped_decisions
     if any(d.id == body.id for d in unscoped):
         unscoped = tuple(d for d in unscoped if d.id != body.id)
+    decisions = state.decisions
+    holders = [item for item, kept in decisions.items() if any(d.id == body.id for d in kept)]
+    if holders or body.work_item_id is not None:
+        decisions = dict(decisions)
+        for item in holders:
+            kept = tuple(d for d in decisions[item] if d.id != body.id)
+            if kept:
+                decisions[item] = kept
+            else:
+                del decisions[item]
     if body.work_item_id is None:
-        return _with(state, record, {"unscoped_decisions": _push(unscoped, entry, cap)})
-    if body.work_item_id not in state.work_items and state.find_work_item(body.work_item_id) is not None:
-        # Decisions are kept per open work item; a finished item's live in its episodes.
         return _with(
-            state,
-            record,
-            _carry(state, record, f"decision for finished work item {body.work_item_id!r}", config),
+            state, record, {"decisions": decisions, "unscoped_decisions": _push(unscoped, entry, cap)}
         )
-    decisions = dict(state.decisions)
-    kept = tuple(d for d in decisions.get(body.work_item_id, ()) if d.id != body.id)
-    decisions[body.work_item_id] = _push(kept, entry, cap)
+    decisions[body.work_item_id] = _push(decisions.get(body.work_item_id, ()), entry, cap)
     return _with(state, record, {"decisions": decisions, "unscoped_decisions": unscoped})
 
 
