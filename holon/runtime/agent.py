@@ -157,6 +157,18 @@ def _strings(value: tuple[str, ...], field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+# How many known ids a refusal lists (open work items, open waits, running tasks...).
+_LISTED_IDS: Final = 5
+
+
+def _listed(ids: list[str]) -> str:
+    """Up to :data:`_LISTED_IDS` ids, quoted, and how many more: ``'W1', 'W2' and 3 more``, or ``none``."""
+    if not ids:
+        return "none"
+    shown = ", ".join(repr(i) for i in ids[:_LISTED_IDS])
+    return shown if len(ids) <= _LISTED_IDS else f"{shown} and {len(ids) - _LISTED_IDS} more"
+
+
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch: the default clock of an agent."""
     return time.time_ns() // 1_000_000
@@ -1246,7 +1258,17 @@ class Turn:
     # ------------------------------------------------------------------ recording
 
     def record(self, body: r.Body) -> r.Record:
-        """Append any evidence record in this turn (runtime and derived kinds are refused)."""
+        """Append any evidence record in this turn (runtime and derived kinds are refused).
+
+        This is the raw evidence path, and it stays permissive: it records what it is
+        given even when the ids it names are unknown (a state change for an undeclared
+        work item, the resolution of a wait that is not open, the result of a task this
+        ledger never saw start), which an importer or a replay of another tool's history
+        needs. The fold keeps what it cannot place in ``state.carried``, which the prompt
+        does not show. The named methods (:meth:`activate`, :meth:`resolve_wait`,
+        :meth:`task_result`, ...) refuse such calls instead; use this method to record
+        one of them anyway.
+        """
         self._check_live()
         kind = getattr(type(body), "KIND", None)
         if not isinstance(kind, str) or r.BODY_TYPES.get(kind) is not type(body):
@@ -1288,8 +1310,21 @@ class Turn:
 
         ``steps`` are :class:`~holon.records.PlanStep` (``PlanStep(id="s1", text="run the
         tests")``, status ``pending`` unless given); a bare string, or a list of strings,
-        is refused with an :class:`~holon.errors.InvalidRecord` saying so.
+        is refused with an :class:`~holon.errors.InvalidRecord` saying so. With no active
+        work item (and no ``work_item_id``) the plan is the unscoped one.
+
+        An explicit ``work_item_id`` must name an open (queued, active or waiting) work
+        item, declared earlier (in this turn too): plans are kept for open work only, so
+        a plan for a finished item would be carried in ``state.carried`` (no prompt
+        shows it) and one for an undeclared item shown nowhere until it is declared.
+        Otherwise a :class:`~holon.errors.UsageError` names the id and the open items,
+        and nothing is recorded: declare the item with :meth:`add_work_item` (or reopen
+        a finished one with :meth:`activate`) first, or record the plan anyway with
+        ``turn.record(holon.records.WorkPlan(...))``.
         """
+        self._check_live()
+        if work_item_id is not None:
+            self._check_open_work("turn.record_plan", "plans", work_item_id)
         target = work_item_id if work_item_id is not None else self.agent.state.active_work_item_id
         if isinstance(steps, str):
             raise InvalidRecord(
@@ -1312,7 +1347,18 @@ class Turn:
     def record_decision(
         self, id: str, text: str, *, rationale: str | None = None, work_item_id: str | None = None
     ) -> int:
-        """Record a decision (scoped to the active work item unless given)."""
+        """Record a decision (scoped to the active work item unless given; unscoped when none is active).
+
+        An explicit ``work_item_id`` must name an open (queued, active or waiting) work
+        item, as for :meth:`record_plan`: decisions are kept per open work item, so one
+        for a finished item would be carried and one for an undeclared item shown
+        nowhere until it is declared. Otherwise a :class:`~holon.errors.UsageError`
+        says so and nothing is recorded; ``turn.record(holon.records.Decision(...))``
+        records it anyway.
+        """
+        self._check_live()
+        if work_item_id is not None:
+            self._check_open_work("turn.record_decision", "decisions", work_item_id)
         target = work_item_id if work_item_id is not None else self.agent.state.active_work_item_id
         return self.record(r.Decision(id=id, text=text, rationale=rationale, work_item_id=target)).seq
 
@@ -1335,7 +1381,19 @@ class Turn:
         status: Literal["open", "done", "dropped"] = "open",
         work_item_id: str | None = None,
     ) -> int:
-        """Declare (or close, with ``status``) a follow-up."""
+        """Declare (or close, with ``status``) a follow-up.
+
+        Declaring (``status="open"``) is always accepted: it opens the follow-up, rewords
+        an open one, or reopens a closed one. Closing (``"done"`` / ``"dropped"``) needs a
+        follow-up of that id that is open now (opened earlier, in this turn too); closing
+        an id that is not open — never opened, a typo, or closed already — would leave
+        the intended follow-up open in the prompt, so it is refused with a
+        :class:`~holon.errors.UsageError` naming the open follow-ups, and nothing is
+        recorded (``turn.record(holon.records.FollowUp(...))`` records it anyway).
+        """
+        self._check_live()
+        if status != "open":
+            self._check_open_follow_up(id, status)
         return self.record(r.FollowUp(id=id, text=text, status=status, work_item_id=work_item_id)).seq
 
     def wait_for(
@@ -1355,7 +1413,17 @@ class Turn:
         resolution: Literal["arrived", "cancelled", "timed_out"] = "arrived",
         detail: str | None = None,
     ) -> int:
-        """Record that a wait ended."""
+        """Record that an open wait ended.
+
+        ``id`` must name a wait that is open now (opened with :meth:`wait_for`, in this
+        turn too). Resolving one that is not — never opened, a typo, or resolved already
+        (resolving twice) — would be carried by the fold (``state.carried``) and leave
+        the real wait open in the prompt, so it is refused with a
+        :class:`~holon.errors.UsageError` naming the open waits, and nothing is
+        recorded; ``turn.record(holon.records.WaitingResolved(...))`` records it anyway.
+        """
+        self._check_live()
+        self._check_open_wait(id)
         return self.record(r.WaitingResolved(id=id, resolution=resolution, detail=detail)).seq
 
     def add_work_item(
@@ -1387,16 +1455,48 @@ class Turn:
         *,
         reason: str | None = None,
     ) -> int:
-        """Move a work item to a new state (activate, wait, finish, abandon)."""
-        return self.record(r.WorkItemState(id=id, state=state, reason=reason)).seq
+        """Move a work item to a new state (activate, wait, finish, abandon).
+
+        ``id`` must name a work item the agent knows: an open one (declared with
+        :meth:`add_work_item`, in this turn too) or one among the
+        ``projection.finished_window`` most recently finished. A finished item can be
+        moved again: to ``active``, ``queued`` or ``waiting`` reopens it (its plan and
+        decisions start empty, as the fold keeps those for open work only); ``done``
+        or ``abandoned`` again records the new reason. Any other id — undeclared, a
+        typo, finished too long ago — is refused with a :class:`~holon.errors.UsageError`
+        naming the open and recently finished items, and nothing is recorded: the fold
+        would only carry the change and the model would silently lose its work. Declare
+        it with :meth:`add_work_item` (which works for an old finished item too), or
+        record the change anyway with ``turn.record(holon.records.WorkItemState(...))``.
+        """
+        return self._set_work_state("turn.set_work_state", id, state, reason)
 
     def activate(self, id: str, *, reason: str | None = None) -> int:
-        """Make a work item the active one."""
-        return self.set_work_state(id, "active", reason=reason)
+        """Make a work item the active one (a known id only: see :meth:`set_work_state`)."""
+        return self._set_work_state("turn.activate", id, "active", reason)
 
     def finish_work(self, id: str, *, reason: str | None = None) -> int:
-        """Mark a work item done."""
-        return self.set_work_state(id, "done", reason=reason)
+        """Mark a work item done (a known id only: see :meth:`set_work_state`)."""
+        return self._set_work_state("turn.finish_work", id, "done", reason)
+
+    def _set_work_state(
+        self,
+        call: str,
+        id: str,
+        state: Literal["queued", "active", "waiting", "done", "abandoned"],
+        reason: str | None,
+    ) -> int:
+        self._check_live()
+        known = self.agent.state
+        if known.find_work_item(id) is None:
+            raise UsageError(
+                f"{call}({id!r}) in turn {self.index}: no work item {id!r} is open or recently finished "
+                f"({self._known_work(known)}), so the fold would only carry the change in state.carried, "
+                f"which no prompt shows; nothing was recorded: declare it first with "
+                f"turn.add_work_item({id!r}, objective, state={state!r}), or record the change anyway "
+                f"with turn.record(holon.records.WorkItemState(id={id!r}, state={state!r}))"
+            )
+        return self.record(r.WorkItemState(id=id, state=state, reason=reason)).seq
 
     def start_task(self, id: str, description: str, *, work_item_id: str | None = None) -> int:
         """Record a background task started."""
@@ -1405,7 +1505,17 @@ class Turn:
     def task_result(
         self, id: str, *, status: Literal["ok", "error", "cancelled"], summary: str, output: str = ""
     ) -> int:
-        """Record a background task's result rejoining the agent (large outputs go to a blob)."""
+        """Record a running background task's result rejoining the agent (large outputs go to a blob).
+
+        ``id`` must name a task that is running now (started with :meth:`start_task`, in
+        this turn too). A result for a task never started — a typo — or one that already
+        rejoined (a second result) is refused with a :class:`~holon.errors.UsageError`
+        naming the running tasks, and nothing is recorded. For a task started before
+        this ledger (an import), record the result anyway with
+        ``turn.record(holon.records.TaskResult(...))``.
+        """
+        self._check_live()
+        self._check_running_task(id)
         return self.record(r.TaskResult(id=id, status=status, summary=summary, output=output)).seq
 
     def set_environment(
@@ -1420,6 +1530,92 @@ class Turn:
         return self.record(
             r.ExecutionEnvironment(workspace=workspace, cwd=cwd, branch=branch, extra=dict(extra or {}))
         ).seq
+
+    # ------------------------------------------------------------------ id checks
+    # The named methods refuse ids the fold could not place (it would carry the record
+    # in ``state.carried``, which no prompt shows): a daemon's typo must not silently
+    # lose the model's active work. They read the live state, which is folded after
+    # every append, so what this turn declared earlier counts.
+
+    @staticmethod
+    def _known_work(state: RuntimeState) -> str:
+        finished = [e.id for e in reversed(state.finished_work)]
+        return f"open work items: {_listed(list(state.work_items))}; recently finished: {_listed(finished)}"
+
+    def _check_open_work(self, call: str, what: str, work_item_id: str) -> None:
+        """Refuse a plan or decision for a work item that is not open."""
+        state = self.agent.state
+        if work_item_id in state.work_items:
+            return
+        finished = state.find_work_item(work_item_id)
+        if finished is not None:
+            problem = (
+                f"work item {work_item_id!r} is {finished.state} (since seq {finished.state_seq}) and "
+                f"{what} are kept for open work items only, so the fold would only carry this in "
+                "state.carried"
+            )
+            todo = f"reopen it first with turn.activate({work_item_id!r})"
+        else:
+            problem = f"no work item {work_item_id!r} is declared, so no prompt would show this until it is"
+            todo = f"declare it first with turn.add_work_item({work_item_id!r}, objective)"
+        kind = "WorkPlan" if what == "plans" else "Decision"
+        raise UsageError(
+            f"{call}(work_item_id={work_item_id!r}) in turn {self.index}: {problem} "
+            f"({self._known_work(state)}); nothing was recorded: {todo}, leave work_item_id out to use "
+            f"the active item, or record it anyway with turn.record(holon.records.{kind}(...))"
+        )
+
+    def _check_open_wait(self, id: str) -> None:
+        state = self.agent.state
+        if id in state.waits:
+            return
+        resolved = next((w for w in reversed(state.resolved_waits) if w.id == id), None)
+        problem = (
+            f"wait {id!r} was already resolved ({resolved.resolution}) at seq {resolved.resolved_seq}"
+            if resolved is not None
+            else f"no wait {id!r} is open"
+        )
+        raise UsageError(
+            f"turn.resolve_wait({id!r}) in turn {self.index}: {problem} (open waits: "
+            f"{_listed(list(state.waits))}), so the fold would only carry the resolution in state.carried; "
+            f"nothing was recorded: resolve one of the open waits, open this one first with "
+            f"turn.wait_for({id!r}, waiting_on), or record it anyway with "
+            f"turn.record(holon.records.WaitingResolved(id={id!r}, ...))"
+        )
+
+    def _check_running_task(self, id: str) -> None:
+        state = self.agent.state
+        if id in state.tasks:
+            return
+        done = next((t for t in reversed(state.finished_tasks) if t.id == id), None)
+        problem = (
+            f"task {id!r} already rejoined ({done.status}) at seq {done.result_seq}"
+            if done is not None
+            else f"no task {id!r} was started"
+        )
+        raise UsageError(
+            f"turn.task_result({id!r}) in turn {self.index}: {problem} (running tasks: "
+            f"{_listed(list(state.tasks))}); nothing was recorded: record the result of a running task, "
+            f"start this one first with turn.start_task({id!r}, description), or, for a task started "
+            f"before this ledger, record it anyway with turn.record(holon.records.TaskResult(id={id!r}, ...))"
+        )
+
+    def _check_open_follow_up(self, id: str, status: str) -> None:
+        state = self.agent.state
+        if id in state.follow_ups:
+            return
+        closed = next((f for f in reversed(state.closed_follow_ups) if f.id == id), None)
+        problem = (
+            f"follow-up {id!r} was already closed ({closed.status}) at seq {closed.seq}"
+            if closed is not None
+            else f"no follow-up {id!r} is open"
+        )
+        raise UsageError(
+            f"turn.follow_up({id!r}, status={status!r}) in turn {self.index}: {problem} (open follow-ups: "
+            f"{_listed(list(state.follow_ups))}); nothing was recorded: close one of the open follow-ups, "
+            f"open this one first with turn.follow_up({id!r}, text), or record it anyway with "
+            f"turn.record(holon.records.FollowUp(id={id!r}, ..., status={status!r}))"
+        )
 
     # ------------------------------------------------------------------ tools
 
