@@ -101,7 +101,9 @@ def _probe_turn(agent: Agent, i: int) -> tuple[float, float]:
     clock = time.perf_counter
     started = clock()
     with agent.turn(input=f"probe {i}: check the build output and continue the plan") as turn:
-        if i == 0:
+        # Declared by the agent's first probe turn, whatever its i: the cold-open probes start
+        # at i = 10**6 on a ledger without it, where the plan and brief below named no item.
+        if "PROBE" not in agent.state.work_items:
             turn.add_work_item("PROBE", "keep the build green while the probe runs", state="active")
         turn.context()
         tool_started = clock()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.runtime import _probe_turn
 from holon import records as r
 from holon.errors import UsageError
 from holon.runtime import Agent
@@ -297,3 +298,19 @@ def test_turn_record_still_records_what_the_fold_carries(tmp_path: Path) -> None
         assert agent.seq == seq + 3
         assert agent.state.carried_count == 2
         assert [t.id for t in agent.state.finished_tasks] == ["t0"]
+
+
+# --------------------------------------------------------------------------- callers
+
+
+def test_the_runtime_benchmark_probe_declares_its_work_item_on_any_ledger(tmp_path: Path) -> None:
+    # benchmarks/runtime.py's cold-open probes start at i = 10**6 on a ledger that never
+    # declared PROBE: their record_plan(work_item_id="PROBE") recorded a plan no prompt
+    # showed (and is refused now). The probe declares the item on its first turn.
+    with _agent(tmp_path / "l") as agent:
+        for i in range(10**6, 10**6 + 3):  # 10**6 + 2 records the plan
+            _probe_turn(agent, i)
+        state = agent.state
+        assert state.active_work_item_id == "PROBE"
+        assert state.plan_of("PROBE") is not None
+        assert state.carried_count == 0
