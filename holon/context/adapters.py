@@ -250,10 +250,21 @@ def _openai_tools(tools: tuple[r.ToolDefinition, ...], *, nested: bool) -> list[
     return out
 
 
+def _openai_system(prompt: Prompt) -> str:
+    """The cacheable prefix as one system text, without blank sections.
+
+    A section of only whitespace (a policy template that rendered empty) adds nothing the
+    model can read; sent, it was a system message of whitespace, or whitespace and a blank
+    line before working memory. Left out, a prompt without other prefix text has no
+    system message at all, as when there is no policy.
+    """
+    return SEPARATOR.join(s.text for s in _prefix(prompt) if s.text.strip())
+
+
 def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
     """An OpenAI Chat Completions request body for this prompt."""
     messages: list[dict[str, Any]] = []
-    prefix = SEPARATOR.join(s.text for s in _prefix(prompt))
+    prefix = _openai_system(prompt)
     if prefix:
         messages.append({"role": "system", "content": prefix})
     messages.append({"role": "user", "content": _turn_text(prompt)})
@@ -268,7 +279,7 @@ def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
 def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
     """An OpenAI Responses request body for this prompt."""
     items: list[dict[str, Any]] = []
-    prefix = SEPARATOR.join(s.text for s in _prefix(prompt))
+    prefix = _openai_system(prompt)
     if prefix:
         items.append({"role": "system", "content": prefix})
     items.append({"role": "user", "content": _turn_text(prompt)})
