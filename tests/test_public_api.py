@@ -12,7 +12,17 @@ import holon
 FACADE_FROM_LAYER = {
     "holon.ledger": ("Ledger", "export_jsonl", "import_jsonl", "VerifyReport"),
     "holon.projections": ("fold", "apply", "post_turn_refresh", "verify_derivations", "WorkingMemoryState"),
-    "holon.context": ("build_context", "Budget", "RenderConfig", "restore", "to_anthropic_messages"),
+    "holon.context": (
+        "build_context",
+        "Budget",
+        "RenderConfig",
+        "restore",
+        "to_anthropic_messages",
+        "to_openai_chat",
+        "parse_tool_arguments",
+        "openai_assistant_message",
+        "InvalidToolArguments",
+    ),
     "holon.importers": ("import_transcript", "read_transcript", "FORMATS"),
     "holon.runtime": ("Agent", "AgentConfig", "ToolCall", "UnknownOutcome", "RECALL_TOOLS"),
     "holon.search": ("MemoryHit",),

@@ -13,11 +13,16 @@ key in any process. See docs/context-rendering.md.
   :class:`EpisodeIndexRejected` says why saved bytes were not used).
 - :func:`parse_ref`, :func:`restore`, :func:`restore_bytes` — the restoration contract.
 - :func:`to_anthropic_messages`, :func:`to_openai_chat`, :func:`to_openai_responses`;
-  :func:`cache_last_block` for the rounds a daemon appends within a turn.
+  :func:`cache_last_block` for the rounds a daemon appends within a turn;
+  :func:`parse_tool_arguments` (:class:`InvalidToolArguments`) and
+  :func:`openai_assistant_message` for the model's tool calls.
 """
 
 from holon.context.adapters import (
+    InvalidToolArguments,
     cache_last_block,
+    openai_assistant_message,
+    parse_tool_arguments,
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
@@ -55,6 +60,7 @@ __all__ = [
     "Estimator",
     "Form",
     "HeuristicEstimator",
+    "InvalidToolArguments",
     "Prompt",
     "PromptSection",
     "Ref",
@@ -65,7 +71,9 @@ __all__ = [
     "cache_last_block",
     "get_estimator",
     "inputs_from_state",
+    "openai_assistant_message",
     "parse_ref",
+    "parse_tool_arguments",
     "plan_budget",
     "prompt_rendered",
     "restore",

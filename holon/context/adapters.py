@@ -15,6 +15,11 @@
   rest, ``tools`` as function tools, and ``prompt_cache_key`` set to the agent's routing
   key (OpenAI caches prefixes automatically; the key keeps one agent's requests on the
   same cache).
+- :func:`parse_tool_arguments` — a tool call's arguments as the model sent them (OpenAI:
+  a JSON string the model may get wrong) to the dict ``Turn.tool`` records, or
+  :class:`InvalidToolArguments`, whose text tells the model what was wrong;
+  :func:`openai_assistant_message` — the model's Chat Completions message as the
+  assistant message a daemon appends to its next request.
 
 The tool definitions travel structured in ``tools``; their text section only counts
 their tokens and is not repeated in the system text.
@@ -22,20 +27,26 @@ their tokens and is not repeated in the system text.
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, NoReturn
 
 import blake3
 
 import holon.records as r
 from holon.context.prompt import SEPARATOR, Prompt, PromptSection
-from holon.errors import UsageError
+from holon.errors import HolonError, UsageError
 
 __all__ = [
     "MAX_ANTHROPIC_BREAKPOINTS",
     "MAX_ANTHROPIC_USER_ID",
     "MAX_OPENAI_CACHE_KEY",
+    "InvalidToolArguments",
     "cache_last_block",
+    "openai_assistant_message",
+    "parse_tool_arguments",
     "to_anthropic_messages",
     "to_openai_chat",
     "to_openai_responses",
@@ -289,3 +300,157 @@ def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
         request["tools"] = _openai_tools(tools, nested=False)
     request["prompt_cache_key"] = _key(prompt, MAX_OPENAI_CACHE_KEY)
     return request
+
+
+# --------------------------------------------------------------------------- the model's tool calls
+
+#: How much of the model's arguments an :class:`InvalidToolArguments` quotes back.
+_ARGS_PREVIEW: Final = 300
+#: The integers the ledger stores (msgpack: int64 and uint64).
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
+
+
+class InvalidToolArguments(HolonError, ValueError):
+    """A model's tool-call arguments are not a JSON object the ledger can record: nothing may run.
+
+    The model made the mistake, so the model is told: ``str(exc)`` says what was wrong and
+    what to send instead — send it back as the call's result. Record the call before
+    answering, so the ledger holds what the model was told: ``turn.tool(exc.tool,
+    exc.recorded_args)``, then ``finish(str(exc), status="error")``. ``arguments`` is the
+    text as the model sent it.
+    """
+
+    def __init__(self, tool: str, arguments: object, problem: str) -> None:
+        self.tool = tool
+        self.arguments = arguments
+        self.problem = problem
+        shown = arguments if isinstance(arguments, str) else repr(arguments)
+        if len(shown) > _ARGS_PREVIEW:
+            shown = shown[:_ARGS_PREVIEW] + f"… ({len(shown):,} characters)"
+        super().__init__(
+            f"{tool}: the arguments {problem}; nothing was run. Call {tool} again with its "
+            f"arguments as one JSON object. You sent: {shown}"
+        )
+
+    @property
+    def recorded_args(self) -> dict[str, Any]:
+        """The arguments to record the call with: the model's text, as a string the ledger stores.
+
+        The same form ``Turn.recall`` records arguments in that cannot be stored as given.
+        """
+        text = self.arguments if isinstance(self.arguments, str) else repr(self.arguments)
+        return {"unrecordable_arguments": text.encode("utf-8", "backslashreplace").decode("utf-8")}
+
+
+def _no_constant(name: str) -> NoReturn:
+    # json.loads accepts NaN, Infinity and -Infinity, which are not JSON.
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _unrecordable(value: Any) -> str | None:
+    """Why the ledger cannot store a decoded JSON value (naming where in it), or None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        at = f" at `{where}`" if where else ""
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"hold text that is not valid UTF-8 (a lone surrogate escape such as \\ud800){at}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"hold a number too large for JSON ({item!r}){at}: send it as a string"
+        elif isinstance(item, int) and not isinstance(item, bool) and not _INT_MIN <= item <= _INT_MAX:
+            return f"hold an integer beyond 64 bits{at}: send it as a string"
+    return None
+
+
+def parse_tool_arguments(tool: str, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The arguments of a model's tool call as the dict ``Turn.tool`` records.
+
+    ``arguments`` is what the provider returned: OpenAI's ``function.arguments`` (Chat
+    Completions) or ``arguments`` (Responses) — a JSON string the model wrote, which may
+    be cut off (``finish_reason="length"``) or otherwise malformed — or an already
+    decoded object (Anthropic's ``input``). An empty string or None is ``{}`` (a call
+    without arguments). Raises :class:`InvalidToolArguments`, whose text is written for
+    the model, when the text is not JSON, is JSON but not an object, holds ``NaN`` or an
+    infinity (``json.loads`` accepts those) or what the ledger cannot store (an integer
+    beyond 64 bits, a lone surrogate) — ``Turn.tool`` would otherwise raise
+    ``InvalidRecord`` and end the turn over the model's mistake. ``tool`` names the tool
+    in that text. Arguments of another type are the caller's mistake: UsageError.
+    """
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments, parse_constant=_no_constant)
+        except RecursionError:
+            raise InvalidToolArguments(tool, arguments, "are nested too deeply to decode") from None
+        except ValueError as exc:
+            raise InvalidToolArguments(tool, arguments, f"are not valid JSON ({exc})") from None
+    elif isinstance(arguments, Mapping):
+        value = dict(arguments)
+    else:
+        raise UsageError(
+            f"parse_tool_arguments({tool!r}, ...): arguments must be the JSON text the provider "
+            f"returned (a str), a dict or None, not {type(arguments).__name__}"
+        )
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(value), "a number"
+        )
+        raise InvalidToolArguments(tool, arguments, f"are {kind}, not a JSON object")
+    problem = _unrecordable(value)
+    if problem is not None:
+        raise InvalidToolArguments(tool, arguments, problem)
+    return value
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def openai_assistant_message(message: Any) -> dict[str, Any]:
+    """The model's Chat Completions message as the assistant message of the next request.
+
+    ``message`` is ``response.choices[0].message`` (an SDK object or its dict). The result
+    holds only what the request accepts: ``role``, ``content`` (``None`` beside tool
+    calls, ``""`` for a message without either), ``refusal`` when there is one, and
+    ``tool_calls`` with each call's id, name and arguments. Arguments that
+    :func:`parse_tool_arguments` refuses are sent back as ``"{}"``: OpenAI-compatible
+    servers (vLLM, llama.cpp, SGLang) parse the arguments in the history and answer 400
+    for every later request of the conversation otherwise. The daemon answers such a
+    call with the :class:`InvalidToolArguments` text, which quotes what the model sent.
+    Append the result after the prompt's messages, then one ``{"role": "tool",
+    "tool_call_id": ..., "content": ...}`` per call, in order.
+    """
+    content = _field(message, "content")
+    calls = _field(message, "tool_calls") or ()
+    out: dict[str, Any] = {"role": "assistant", "content": content if content is not None or calls else ""}
+    refusal = _field(message, "refusal")
+    if refusal is not None:
+        out["refusal"] = refusal
+    if calls:
+        sent = []
+        for call in calls:
+            function = _field(call, "function")
+            name = _field(function, "name")
+            arguments = _field(function, "arguments")
+            try:
+                parse_tool_arguments(name, arguments)
+            except InvalidToolArguments:
+                arguments = "{}"
+            sent.append(
+                {
+                    "id": _field(call, "id"),
+                    "type": _field(call, "type") or "function",
+                    "function": {"name": name, "arguments": arguments if arguments is not None else "{}"},
+                }
+            )
+        out["tool_calls"] = sent
+    return out
