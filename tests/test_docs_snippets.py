@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ from holon.ledger import Ledger
 from holon.projections import fold, verify_derivations
 from holon.runtime import Agent, ToolCall
 from tests.runtime_support import load_daemon
+from tests.test_adapters_review import check_openai_chat
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -230,7 +232,150 @@ def _recording(code: str, tmp: Path) -> None:
     _verifies(tmp / "l")
 
 
+def _fake_openai(script: list[SimpleNamespace]) -> tuple[ModuleType, list[dict[str, Any]]]:
+    """An ``openai`` module whose client answers Chat Completions with the scripted messages, in order."""
+    calls: list[dict[str, Any]] = []
+
+    class _Completions:
+        def create(self, **request: Any) -> SimpleNamespace:
+            calls.append(msgspec.json.decode(msgspec.json.encode(request, enc_hook=vars)))
+            message = script.pop(0)
+            reason = "tool_calls" if message.tool_calls else "stop"
+            return SimpleNamespace(choices=[SimpleNamespace(index=0, message=message, finish_reason=reason)])
+
+    module = ModuleType("openai")
+    module.OpenAI = lambda: SimpleNamespace(chat=SimpleNamespace(completions=_Completions()))  # type: ignore[attr-defined]
+    return module, calls
+
+
+def _said(content: str | None, *calls: tuple[str, str, str]) -> SimpleNamespace:
+    """A Chat Completions message as the SDK returns it: (id, name, arguments as the model wrote them)."""
+    tool_calls = [
+        SimpleNamespace(id=i, type="function", function=SimpleNamespace(name=name, arguments=arguments))
+        for i, name, arguments in calls
+    ]
+    return SimpleNamespace(
+        role="assistant",
+        content=content,
+        refusal=None,
+        annotations=[],
+        audio=None,
+        function_call=None,
+        tool_calls=tool_calls or None,
+    )
+
+
+BROKEN = '{"command": "rm -rf build" "--verbose"}'  # a missing comma: not JSON
+COUNT = "seq 1 3000"  # an output larger than the rest of the budget after the prompt
+
+
 @runner("docs/daemon-guide.md#4")
+def _openai_daemon(code: str, tmp: Path) -> None:
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    module, calls = _fake_openai(
+        [
+            # turn 1: text and a tool call; a recall call beside invalid arguments; a tool that raises
+            _said("Writing it.", ("call_1", "bash", f'{{"command": "{WRITE}"}}')),
+            _said(None, ("call_2", "holon_search", '{"query": "rollout"}'), ("call_3", "bash", BROKEN)),
+            _said(None, ("call_4", "bash", f'{{"command": "{HANGS}"}}')),
+            _said("Done: status.txt says rollout-ok."),
+            # turn 2: a tool output that does not fit after the prompt, so the prompt is rendered again
+            _said(None, ("call_5", "bash", f'{{"command": "{COUNT}"}}')),
+            _said("Counted to 3000."),
+        ]
+    )
+    saved = sys.modules.get("openai")
+    sys.modules["openai"] = module
+    try:
+        ns = _run(code, "agentd_openai.py", {"__name__": "agentd_openai"})
+    finally:
+        if saved is None:
+            del sys.modules["openai"]
+        else:
+            sys.modules["openai"] = saved
+    ns["WORKSPACE"] = str(workspace)
+    ns["CONFIG"] = msgspec.structs.replace(
+        ns["CONFIG"], budget=holon.Budget(context_window=6_000, output_reserve=500)
+    )
+    real_bash = ns["run_bash"]
+    ran: list[str] = []
+
+    def run_bash(command: str) -> tuple[str, int]:
+        ran.append(command)
+        if command == HANGS:
+            raise subprocess.TimeoutExpired(command, 600)
+        result: tuple[str, int] = real_bash(command)
+        return result
+
+    ns["run_bash"] = run_bash
+    stdin = sys.stdin
+    sys.stdin = io.StringIO("write the rollout status\n\ncount to 3000\n")
+    try:
+        ns["main"](str(tmp / "state/agent-7"))
+    finally:
+        sys.stdin = stdin
+
+    assert (workspace / "status.txt").read_text() == "rollout-ok\n"
+    assert ran == [WRITE, HANGS, COUNT], "the call with invalid arguments ran nothing"
+    assert len(calls) == 6
+    for request in calls:
+        check_openai_chat(request)
+        assert request["model"] == "gpt-4.1" and request["max_completion_tokens"] == 8_000
+        assert [t["function"]["name"] for t in request["tools"]] == ["bash", "holon_get", "holon_search"]
+        assert "cache_control" not in json.dumps(request), "OpenAI has no cache breakpoints"
+        # One routing key for the agent: every call of every turn reads the same cache.
+        assert request["prompt_cache_key"] == "holon:agent-7:agent-7"
+    # Turn 1: one prompt, [system, user], then each call is the previous one plus its round.
+    head = calls[0]["messages"]
+    assert [m["role"] for m in head] == ["system", "user"]
+    assert (
+        "You maintain the service" in head[0]["content"] and "write the rollout status" in head[1]["content"]
+    )
+    rounds = [m["role"] for m in calls[3]["messages"][2:]]
+    assert rounds == ["assistant", "tool", "assistant", "tool", "tool", "assistant", "tool"]
+    for k in range(1, 4):
+        assert calls[k]["messages"][: len(calls[k - 1]["messages"])] == calls[k - 1]["messages"]
+    tool_messages = {m["tool_call_id"]: m["content"] for m in calls[3]["messages"] if m["role"] == "tool"}
+    assert tool_messages["call_1"] == "rollout-ok\n"
+    assert tool_messages["call_2"].startswith("3 hits for 'rollout', best first:\n1. ledger:")
+    assert tool_messages["call_3"] == (
+        "bash: the arguments are not valid JSON (Expecting ',' delimiter: line 1 column 28 (char 27)); "
+        f"nothing was run. Call bash again with its arguments as one JSON object. You sent: {BROKEN}"
+    )
+    assert "TimeoutExpired" in tool_messages["call_4"]
+    # The invalid arguments go back as {}: servers that parse the history would refuse them.
+    echoed = calls[3]["messages"][4]["tool_calls"]
+    assert [(c["id"], c["function"]["arguments"]) for c in echoed] == [
+        ("call_2", '{"query": "rollout"}'),
+        ("call_3", "{}"),
+    ]
+    # Turn 2: the count's output did not fit after the prompt: a new prompt (its rounds now
+    # history), and the messages start over from it.
+    assert [m["role"] for m in calls[4]["messages"]] == ["system", "user"]
+    assert [m["role"] for m in calls[5]["messages"]] == ["system", "user"]
+    assert "count to 3000" in calls[5]["messages"][1]["content"]
+    assert "c2.1" in calls[5]["messages"][1]["content"], "the call is in the new prompt's history"
+
+    records = _records(tmp / "state/agent-7")
+    intents = [(b.tool, b.args) for b in (x.body for x in records) if isinstance(b, r.ToolIntent)]
+    assert intents == [
+        ("bash", {"command": WRITE}),
+        ("holon_search", {"query": "rollout"}),
+        ("bash", {"unrecordable_arguments": BROKEN}),
+        ("bash", {"command": HANGS}),
+        ("bash", {"command": COUNT}),
+    ]
+    results = [(b.call_id, b.status) for b in (x.body for x in records) if isinstance(b, r.ToolResult)]
+    assert results == [("c1.1", "ok"), ("c1.2", "ok"), ("c1.3", "error"), ("c1.4", "error"), ("c2.1", "ok")]
+    rendered = [x.turn for x in records if x.kind == "prompt_rendered"]
+    assert rendered == [1, 2, 2]
+    said = [b.text for b in (x.body for x in records) if isinstance(b, r.Message) and b.role == "assistant"]
+    assert said == ["Writing it.", "Done: status.txt says rollout-ok.", "Counted to 3000."]
+    _verifies(tmp / "state/agent-7")
+
+
+@runner("docs/daemon-guide.md#5")
 def _tool_signature(code: str, tmp: Path) -> None:
     with Agent.open(tmp / "l", agent_id="a") as agent, agent.turn(input="go") as turn:
         ns = _run(code, "turn.tool", {"turn": turn, "name": "bash", "args": {"cmd": "ls"}})
