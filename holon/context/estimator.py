@@ -106,13 +106,51 @@ _W_DENSE: Final = 0.13  # per character of a dense run
 _W_SYMBOL: Final = 2.2  # the first character of a symbol run (emoji aside)
 _W_SYMBOL_LONG: Final = 1.0  # per further character (BPE merges runs like "──" or "███")
 _W_ASTRAL: Final = 2.7  # per emoji (any character beyond U+FFFF): runs of them do not merge
+# Whitespace runs. A run is one piece of the split, but BPE does not merge a long one
+# into one token: o200k spends a token per 16 newlines or tabs, per 128 spaces, per 2
+# lone carriage returns, per 4 characters of alternating whitespace (lines of trailing
+# spaces, blank CRLF lines) and up to 2 per rarer space character (NEL, vertical tab).
+# Counted as one piece, 100,000 newlines cost 1 token instead of 6,250. A run costs the
+# larger of its piece weight and these per-character weights, which add up over a join
+# (a blank line adds 2/8, at most two changes and a lone space: under 1): joins_add_up still holds.
+_W_WS_CHANGE: Final = 0.36  # per change of character within a run
+_W_WS_LINE: Final = 1 / 8  # per newline or tab
+_W_WS_CRLF: Final = 1 / 4  # per CRLF line break (counted as one character)
+_W_WS_SPACE: Final = 1 / 64  # per space (in a run of spaces too)
+_W_WS_CR: Final = 0.75  # per carriage return
+_W_WS_WIDE: Final = 0.6  # per no-break or ideographic space
+_W_WS_OTHER: Final = 2.0  # per other whitespace character
+# Collapses each run of one repeated character to that character (C speed, one string).
+_REPEATS: Final = re.compile(r"(.)\1+", re.DOTALL)
+
+
+def _whitespace_run(run: str) -> float:
+    """A whitespace run's per-character cost (see _W_WS_CHANGE and below)."""
+    crlf = run.count("\r\n")
+    if crlf:
+        run = run.replace("\r\n", "\n")
+    line = run.count("\n") + run.count("\t") - crlf
+    space = run.count(" ")
+    cr = run.count("\r")
+    wide = run.count("\xa0") + run.count("\u3000")
+    changes = len(_REPEATS.sub(r"\1", run)) - 1 if len(run) > 1 else 0
+    rest = len(run) - line - crlf - space - cr - wide
+    return (
+        _W_WS_CRLF * crlf
+        + _W_WS_CHANGE * changes
+        + _W_WS_LINE * line
+        + _W_WS_SPACE * space
+        + _W_WS_CR * cr
+        + _W_WS_WIDE * wide
+        + _W_WS_OTHER * rest
+    )
 
 
 class HeuristicEstimator:
     """The dependency-free default: a calibrated linear model over a regex split."""
 
     name: Final = DEFAULT_ESTIMATOR
-    version: Final = "2"
+    version: Final = "3"
     # A line break is a piece of its own (or merges into a neighbouring whitespace run,
     # which only lowers the count), no other piece crosses it, and each part is rounded
     # up on its own: joined texts never cost more than their parts plus one.
@@ -121,8 +159,8 @@ class HeuristicEstimator:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        words = cjk = digits = punct = punct_long = spaces = newlines = other = 0
-        symbols = 0.0
+        words = cjk = digits = punct = punct_long = other = 0
+        symbols = runs = 0.0
         # findall builds every piece of the text at once: ~50 bytes per piece, a 2.5 GB peak
         # for a 50 MB tool output. A long text is scanned one match at a time instead
         # (groups("") is exactly what findall gives for each match).
@@ -139,11 +177,11 @@ class HeuristicEstimator:
                 punct_long += len(g_punct) - 1
             elif g_spaces:
                 if len(g_spaces) > 1:
-                    spaces += 1
+                    runs += max(_W_SPACES, _W_WS_SPACE * len(g_spaces))
             elif g_num:
                 digits += (len(g_num) + 2) // 3
             elif g_ws:
-                newlines += 1
+                runs += max(_W_NEWLINE, _whitespace_run(g_ws))
             elif g_cjk:
                 cjk += len(g_cjk)
             elif g_other:
@@ -159,11 +197,10 @@ class HeuristicEstimator:
             + _W_DIGITS * digits
             + _W_PUNCT * punct
             + _W_PUNCT_LONG * punct_long
-            + _W_SPACES * spaces
-            + _W_NEWLINE * newlines
             + _W_OTHER * other
             + _W_DENSE * dense
             + symbols
+            + runs
         )
         # Round up: a prompt must never be under-budgeted by a rounding error.
         return int(total) + (total > int(total))
