@@ -126,6 +126,7 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
         if not message.is_object() or not message.has("role"):
             raise message.error("not a chat message (no `role`)")
         role = message.field("role").as_str()
+        _require_content(message, role)
         text = message_text(message.get("content"), builder)
         if role in ("system", "developer"):
             builder.emit(SystemPolicy(text=text, tools=tools))
@@ -137,6 +138,8 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
             text = "\n".join(t for t in (text, message.str_of("refusal")) if t)
             if text:
                 builder.agent(Message(role="assistant", text=text))
+            if message.has("audio"):
+                builder.skip("audio")  # spoken output; audio is not imported (as images are not)
             _assistant_calls(builder, message, index, legacy)
         elif role == "tool":
             _tool_result(builder, message.field("tool_call_id").as_str(), text)
@@ -152,6 +155,39 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
             builder.skip(f"role:{role}")
     if tools and not policy_seen:
         builder.emit(SystemPolicy(text="", tools=tools))
+
+
+#: Roles whose message the API refuses without `content` (an assistant one may leave it null).
+_CONTENT_REQUIRED: Final = frozenset({"system", "developer", "user", "tool"})
+#: What stands in for an assistant message's `content` when it is null.
+_ASSISTANT_CONTENT_STANDINS: Final = ("tool_calls", "function_call", "refusal", "audio")
+
+
+def _require_content(message: Node, role: str) -> None:
+    """Refuse a message with null or missing `content` where the chat API requires it.
+
+    Only an assistant message may leave `content` null, and only when it says something
+    else: tool calls, a legacy `function_call`, a `refusal` or `audio`. Anything else with no
+    content is no message the API accepts or returns (a user message that says nothing cannot
+    open a turn), so the file is refused where it is rather than imported as empty text.
+    """
+    if message.has("content"):
+        return
+    if role == "assistant":
+        if any(message.as_object().get(key) for key in _ASSISTANT_CONTENT_STANDINS):
+            return
+        expected = "`content`, `tool_calls`, `function_call`, `refusal` or `audio`"
+    elif role in _CONTENT_REQUIRED:
+        expected = "`content` (a string or an array of content parts)"
+    else:
+        return  # a role holon does not import (counted as skipped) needs nothing
+    missing = "null" if "content" in message.as_object() else "missing"
+    article = "an" if role[:1] in ("a", "e", "i", "o", "u") else "a"
+    raise message.error(
+        f"{article} `{role}` message needs {expected}, but its `content` is {missing}: the chat API accepts "
+        "no such message; fix or remove it",
+        key="content",
+    )
 
 
 def _assistant_calls(

@@ -130,11 +130,7 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
                 if not _has_tool_calls(entry):
                     waiting_action = source_id
         elif role == "tool" or (role == "user" and waiting_action is not None):
-            ids = (
-                [node.as_str() for node in entry.field("tool_call_ids").items()]
-                if role == "tool"
-                else []
-            )
+            ids = [node.as_str() for node in entry.field("tool_call_ids").items()] if role == "tool" else []
             if not ids and waiting_action is not None:
                 # The observation of an action without tool calls, even when logged as a tool.
                 ids = [waiting_action]
