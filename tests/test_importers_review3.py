@@ -9,7 +9,7 @@ import pytest
 
 from holon.errors import InvalidRecord
 from holon.importers import ImportReport
-from holon.records import Message, TurnStarted
+from holon.records import Brief, ExecutionEnvironment, Message, ToolIntent, ToolResult, TurnStarted
 from tests.importers_support import USER, claude_jsonl, parse_as
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -153,3 +153,88 @@ def test_claude_code_text_that_merely_mentions_command_tags_is_a_user_message() 
     text = "why does `<command-name>` show up in my logs?"
     report = parse_as("claude-code", claude_jsonl(_user(text)))
     assert [r.body.input for r in report.records if isinstance(r.body, TurnStarted)] == [text]
+
+
+def _steps_only(*steps: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {"trajectory": list(steps), "info": {"exit_status": "submitted", "submission": "diff"}}
+    ).encode()
+
+
+def test_a_swe_agent_traj_with_only_trajectory_imports_its_steps_as_calls() -> None:
+    # Before: refused ("no `history`") although every step says what ran and what it printed.
+    state = {"working_dir": "/testbed", "open_file": "/testbed/a.py"}
+    report = parse_as(
+        "swe-agent",
+        _steps_only(
+            {
+                "thought": "Look.",
+                "action": "ls\n",
+                "observation": "a.py",
+                "execution_time": 0.5,
+                "state": state,
+            },
+            {
+                "response": "Fix.",
+                "action": "edit 1:1\nx = 1\nend_of_edit",
+                "observation": "ok",
+                "state": state,
+            },
+            {"thought": "", "action": "create 'b c.py'", "observation": "", "state": json.dumps(state)},
+        ),
+    )
+    bodies = [r.body for r in report.records]
+    assert [b.text for b in bodies if isinstance(b, Message)] == ["Look.", "Fix."]
+    intents = [b for b in bodies if isinstance(b, ToolIntent)]
+    assert [(i.call_id, i.tool, i.args) for i in intents] == [
+        ("action-0", "bash", {"command": "ls"}),
+        ("action-1", "bash", {"command": "edit 1:1\nx = 1\nend_of_edit"}),
+        ("action-2", "bash", {"command": "create 'b c.py'"}),
+    ]
+    results = [b for b in bodies if isinstance(b, ToolResult)]
+    assert [(r.output, r.duration_ms, r.touched_files) for r in results] == [
+        ("a.py", 500, ()),
+        ("ok", None, ("/testbed/a.py",)),
+        ("", None, ("/testbed/b c.py",)),
+    ]
+    assert isinstance(bodies[0], ExecutionEnvironment) and bodies[0].cwd == "/testbed"
+    assert any(isinstance(b, Brief) and b.text == "diff" for b in bodies)
+    assert report.turns == 1 and report.unmatched_intents == 0
+
+
+@pytest.mark.parametrize("missing", ["action", "observation"])
+def test_a_swe_agent_step_without_what_ran_or_what_it_printed_is_named(missing: str) -> None:
+    step = {"thought": "t", "action": "ls", "observation": "a.py"}
+    del step[missing]
+    with pytest.raises(InvalidRecord, match=f"trajectory step 1 has no `{missing}`") as info:
+        parse_as("swe-agent", _steps_only({"action": "pwd", "observation": "/"}, step))
+    assert info.value.field == f"trajectory[1].{missing}"
+
+
+def test_a_swe_agent_step_whose_output_was_no_command_is_not_a_call() -> None:
+    report = parse_as(
+        "swe-agent",
+        _steps_only(
+            {"thought": "hm", "action": "", "observation": "Your output was not formatted correctly"}
+        ),
+    )
+    assert report.tool_calls == 0 and report.skipped == {"step without an action": 1}
+    assert _channel(report) == [(0, "swe-agent:error", "Your output was not formatted correctly")]
+
+
+def test_an_old_style_swe_agent_edit_action_touches_the_open_file() -> None:
+    # Before: an old-style run's `edit` (a bash-session command, not a tool call) touched nothing.
+    data = json.dumps(
+        {
+            "history": [
+                USER,
+                {"role": "assistant", "content": "Edit.", "action": "edit 1:1\nx = 1\nend_of_edit"},
+                {"role": "user", "content": "File updated."},
+            ],
+            "trajectory": [
+                {"action": "edit 1:1", "observation": "File updated.", "state": {"open_file": "/r/a.py"}}
+            ],
+        }
+    ).encode()
+    results = [r.body for r in parse_as("swe-agent", data).records if isinstance(r.body, ToolResult)]
+    assert [r.touched_files for r in results] == [("/r/a.py",)]

@@ -12,6 +12,7 @@ file), which tells which file the windowed ``edit``/``insert`` commands wrote.
 from __future__ import annotations
 
 import posixpath
+import shlex
 from collections import deque
 from typing import Final
 
@@ -90,8 +91,10 @@ def _steps(root: Node) -> list[_State]:
 def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
     """Map a SWE-agent ``.traj`` file's bytes to holon records."""
     root = decode_json_document(data, source=source, format_hint=_HINT)
+    if root.is_object() and not root.has("history") and root.has("trajectory"):
+        return _from_trajectory(root, source)
     if not root.is_object() or not root.has("history"):
-        raise root.error("not a SWE-agent trajectory (no `history`)")
+        raise root.error("not a SWE-agent trajectory (no `history` or `trajectory`)")
     history = list(root.field("history").items())
     steps = _steps(root)
     actions = sum(1 for entry in history if _is_action(entry))
@@ -124,7 +127,13 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
             state = aligned[action_index] if aligned else None
             for source_id, tool, args in _calls(entry, action_index):
                 builder.intent(source_id, tool, args)
-                touched.setdefault(source_id, deque()).append(_touched(tool, args, state))
+                # An old-style action is a command line: what it writes is read from the line.
+                files = (
+                    _touched(tool, args, state)
+                    if _has_tool_calls(entry)
+                    else _command_touched(str(args["command"]), state)
+                )
+                touched.setdefault(source_id, deque()).append(files)
                 duration = round(state.seconds * 1000) if state and state.seconds is not None else None
                 durations.setdefault(source_id, deque()).append(duration)
                 if not _has_tool_calls(entry):
@@ -150,6 +159,61 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
             builder.user_turn(text)
         else:
             builder.skip(f"role:{role}")
+    _outcome(builder, root.get("info"))
+    return builder.finish()
+
+
+def _step_text(step: Node, key: str, index: int) -> str:
+    node = step.get(key)
+    if node is None:
+        raise step.error(
+            f"trajectory step {index} has no `{key}`: a .traj without `history` is imported from its "
+            "steps, and each needs `action` (the command it ran) and `observation` (what it printed); "
+            "import the run's full .traj, with `history`",
+            key=key,
+        )
+    return node.as_str()
+
+
+def _from_trajectory(root: Node, source: str) -> ImportReport:
+    """A run saved with ``trajectory`` only (no ``history``): one call per step.
+
+    Each step holds the model's ``thought`` (or ``response``), the ``action`` it ran in
+    SWE-agent's bash session and the ``observation`` it got. Without the chat there is no
+    system prompt or issue text, so the steps form a ``continuation`` turn.
+    """
+    trajectory = root.field("trajectory")
+    if not trajectory.as_list():
+        raise root.error(
+            "not a SWE-agent trajectory (no `history`): its `trajectory` has no steps either, so "
+            "there is nothing to import"
+        )
+    builder = TranscriptBuilder(format=FORMAT, source=source)
+    steps = _steps(root)
+    if steps and steps[0].cwd is not None:
+        builder.environment(cwd=steps[0].cwd)
+    for index, (step, state) in enumerate(zip(trajectory.items(), steps, strict=True)):
+        action = _step_text(step, "action", index).strip()
+        observation = _step_text(step, "observation", index)
+        thought = step.opt_str("thought")
+        thought = step.str_of("response") if thought is None else thought
+        if thought:
+            builder.agent(Message(role="assistant", text=thought))
+        if not action:
+            # A step whose output SWE-agent could not parse as a command (a format error): nothing
+            # ran, and the observation is SWE-agent's complaint, which the model saw.
+            builder.skip("step without an action")
+            if observation:
+                builder.agent(Message(role="channel", channel="swe-agent:error", text=observation))
+            continue
+        call_id = f"action-{index}"
+        args: dict[str, object] = {"command": action}
+        builder.intent(call_id, "bash", args)
+        duration = round(state.seconds * 1000) if state.seconds is not None else None
+        touched = _command_touched(action, state)
+        builder.result(call_id, status="ok", output=observation, touched_files=touched, duration_ms=duration)
+        if state.cwd is not None:
+            builder.environment(cwd=state.cwd)
     _outcome(builder, root.get("info"))
     return builder.finish()
 
@@ -195,6 +259,29 @@ def _touched(tool: str, args: dict[str, object], state: _State | None) -> tuple[
             return (posixpath.normpath(posixpath.join(cwd, name)) if cwd else name,)
         return ()
     return edit_targets(tool, dict(args), cwd=cwd)
+
+
+def _command_touched(command: str, state: _State | None) -> tuple[str, ...]:
+    """The files an old-style action line writes (``edit 3:5``, ``create f.py``, ``str_replace_editor ...``).
+
+    SWE-agent's editor commands are functions in its bash session: the line names them first,
+    then their arguments (an ``edit``'s replacement text follows on the next lines).
+    """
+    first_line = command.split("\n", 1)[0]
+    try:
+        words = shlex.split(first_line)
+    except ValueError:
+        words = first_line.split()
+    if not words:
+        return ()
+    name, rest = words[0], words[1:]
+    if name in _OPEN_FILE_EDITS:
+        return _touched(name, {}, state)
+    if name == "create":
+        return _touched(name, {"filename": rest[0]} if rest else {}, state)
+    if name == "str_replace_editor" and len(rest) >= 2:  # a sub-command and a path
+        return _touched(name, {"command": rest[0], "path": rest[1]}, state)
+    return ()
 
 
 def _outcome(builder: TranscriptBuilder, info: Node | None) -> None:
