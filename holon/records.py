@@ -34,6 +34,8 @@ from holon.errors import InvalidRecord
 __all__ = [
     "BODY_TYPES",
     "DERIVED_KINDS",
+    "MAX_TS",
+    "MIN_TS",
     "SCHEMA_VERSION",
     "BlobRef",
     "Body",
@@ -73,11 +75,21 @@ __all__ = [
     "encode_msgpack_record_into",
     "kind_of",
     "non_json_value",
+    "ts_out_of_range",
 ]
 
 #: Version of the record schema written into every envelope (``v``). Readers accept
 #: every version up to this one; a newer version is refused with a clear error.
 SCHEMA_VERSION: Final = 2
+
+#: The ``ts`` a ledger accepts on append (inclusive): milliseconds since the Unix epoch,
+#: from 1970 to the year 5138. Below is no time holon records (the importers refuse a
+#: transcript's pre-1970 timestamps); above is a micro- or nanosecond clock taken for
+#: milliseconds (today's time in microseconds already reads more). The one definition of
+#: the range: the ledger's append check, the runtime's clock check and ``holon verify``'s
+#: finding for older ledgers holding other values all mean this range.
+MIN_TS: Final = 0
+MAX_TS: Final = 10**14 - 1
 
 JSON: TypeAlias = Any
 """A JSON-compatible value (tool arguments, tool schemas)."""
@@ -950,6 +962,24 @@ def _check_free_json(body: Body, where: str | None, seq: int) -> None:
                 problem = non_json_value(value, field)
                 if problem is not None:
                     raise InvalidRecord(problem[1], where=where or f"seq {seq}", field=problem[0])
+
+
+def ts_out_of_range(ts: int, *, where: str) -> InvalidRecord:
+    """The error for a ``ts`` outside :data:`MIN_TS` .. :data:`MAX_TS`, naming ``where`` and ``ts``.
+
+    Built only once a check failed (``if not MIN_TS <= ts <= MAX_TS``), so the check costs
+    a comparison on the append path.
+    """
+    if ts < MIN_TS:
+        why = "a time before 1970, or a difference or counter taken for a time"
+    else:
+        why = "a micro- or nanosecond clock? time.time_ns() // 1_000_000 gives milliseconds"
+    return InvalidRecord(
+        f"ts {ts} is out of range: ts is milliseconds since the Unix epoch, "
+        f"{MIN_TS} to {MAX_TS:,} (the year 5138) ({why}); nothing was appended",
+        where=where,
+        field="ts",
+    )
 
 
 def check_payload(data: bytes | bytearray | memoryview, *, seq: int) -> None:

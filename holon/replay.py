@@ -843,9 +843,6 @@ def _tail_ts(ledger: Ledger) -> int:
     return ledger.get(seq).ts if seq >= 0 else 0
 
 
-_MAX_TS: Final = (1 << 63) - 1  # the ledger stores ts as a signed 64-bit integer
-
-
 def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, where: str) -> None:
     """Refuse an input record the runtime would never write (see :func:`append_evidence`)."""
     if record.kind in r.DERIVED_KINDS:
@@ -855,12 +852,9 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
             where=where,
             field="kind",
         )
-    if not 0 <= record.ts <= _MAX_TS:
-        raise InvalidRecord(
-            f"ts {record.ts} is out of range: ts is milliseconds since the Unix epoch (0..{_MAX_TS})",
-            where=where,
-            field="ts",
-        )
+    if not r.MIN_TS <= record.ts <= r.MAX_TS:
+        # The ledger's own range, checked here so the error names the input record.
+        raise r.ts_out_of_range(record.ts, where=where)
     if record.ts < last_ts:
         raise InvalidRecord(
             f"ts {record.ts} is before the previous record's ts {last_ts}: timestamps never go "

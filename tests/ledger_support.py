@@ -15,7 +15,7 @@ from pathlib import Path
 import blake3
 import msgspec
 
-from holon.ledger import Ledger
+from holon.ledger import Ledger, store
 from holon.ledger.frames import FrameWalk, chain_hash
 from holon.ledger.header import genesis_hash
 from holon.ledger.segments import SEGMENT_HEADER, list_segments, load_segment
@@ -103,6 +103,17 @@ def flip_byte(path: Path, offset: int) -> None:
         byte = f.read(1)
         f.seek(offset)
         f.write(bytes([byte[0] ^ 0xFF]))
+
+
+@contextmanager
+def without_ts_check() -> Iterator[None]:
+    """Append as holon did before it checked ``ts``: what older ledgers may hold (tests only)."""
+    saved = store._MIN_TS, store._MAX_TS
+    store._MIN_TS, store._MAX_TS = -(2**64), 2**64
+    try:
+        yield
+    finally:
+        store._MIN_TS, store._MAX_TS = saved
 
 
 @contextmanager

@@ -207,7 +207,7 @@ def records(kind: str | None = None) -> st.SearchStrategy[r.Record]:
     return st.builds(
         r.Record,
         body=record_bodies(kind),
-        ts=st.integers(0, 2**53),
+        ts=st.integers(r.MIN_TS, r.MAX_TS),
         turn=st.none() | st.integers(0, 10**6),
         seq=st.integers(0, 2**40),
     )

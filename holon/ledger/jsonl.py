@@ -29,12 +29,15 @@ from holon.ledger.frames import MAX_PAYLOAD, oversized_payload
 from holon.ledger.store import Ledger
 from holon.records import (
     DERIVED_KINDS,
+    MAX_TS,
+    MIN_TS,
     Record,
     TaskResult,
     ToolResult,
     decode_json_record,
     encode_json_record,
     encode_msgpack_record,
+    ts_out_of_range,
 )
 
 __all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
@@ -101,7 +104,9 @@ def import_jsonl(
     Every line must decode to a record, seqs must be consecutive (from 0 for a copy: a file
     holding derived records, or any file under ``require_empty``), and every referenced
     blob must be in ``<path>.blobs/`` with matching hash and size (or already in the
-    ledger). Otherwise InvalidRecord names ``line N of <file>`` and nothing is appended.
+    ledger), and every ``ts`` in ``MIN_TS .. MAX_TS`` (as ``append`` checks; an export of
+    a ledger written before that check may hold others). Otherwise InvalidRecord names
+    ``line N of <file>`` and nothing is appended.
     Records are re-sequenced after the ledger's head. A file holding derived records
     is refused (UsageError) unless the ledger is empty; ``require_empty`` refuses any
     file then (a copy of an export). Both are checked after the file, so a damaged file
@@ -145,6 +150,9 @@ def import_jsonl(
             raise InvalidRecord(f"record cannot be stored ({exc})", where=where) from None
         if size > MAX_PAYLOAD:
             raise oversized_payload(size, where=where)
+        if not MIN_TS <= record.ts <= MAX_TS:
+            # Refused here, as append_many would, so the error names the line.
+            raise ts_out_of_range(record.ts, where=where)
         body = record.body
         if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
             _load_blob(body.blob.hash, body.blob.size, blob_dir, ledger=ledger, blobs=blobs, where=where)

@@ -66,6 +66,8 @@ from holon.ledger.segments import (
 from holon.ledger.verify import VerifyReport, verify_ledger
 from holon.records import (
     BODY_TYPES,
+    MAX_TS,
+    MIN_TS,
     BlobRef,
     Record,
     TaskResult,
@@ -73,6 +75,7 @@ from holon.records import (
     check_payload,
     decode_msgpack_record,
     encode_msgpack_record_into,
+    ts_out_of_range,
 )
 
 __all__ = ["DEFAULT_BLOB_THRESHOLD", "DEFAULT_SEGMENT_BYTES", "FsyncPolicy", "Ledger"]
@@ -104,6 +107,10 @@ _replace = msgspec.structs.replace
 _encode_into = encode_msgpack_record_into
 _BLOB_KINDS: Final = frozenset({ToolResult, TaskResult})
 _BODY_CLASSES: Final = frozenset(BODY_TYPES.values())
+# The ts range every append checks (module globals, so a test can write the out-of-range
+# ts of a ledger from before the check).
+_MIN_TS = MIN_TS
+_MAX_TS = MAX_TS
 
 
 def _not_a_record(value: object, seq: int) -> InvalidRecord:
@@ -352,6 +359,8 @@ class Ledger:
         A record built with the default ``seq=-1`` gets the next seq; an explicit seq must
         be exactly the next one. Tool and task outputs over the blob threshold are moved
         to the blob store first: the stored record has ``output=""`` and ``blob=BlobRef``.
+        ``ts`` must be in ``MIN_TS .. MAX_TS`` (:mod:`holon.records`): milliseconds since
+        the epoch, 1970 to the year 5138; any other is InvalidRecord, nothing appended.
         """
         if not self._writable:
             self._check_writable()
@@ -380,6 +389,10 @@ class Ledger:
             # A record no reader would accept (Message(text=123)) is refused here, before
             # it is staged: once appended, every read would fail at its seq.
             check_payload(scratch[HASH_SIZE:], seq=seq)
+            # After the payload check, which makes ts an int: a ts outside the range is
+            # refused (audit subtracts them, and no clock reads them).
+            if not _MIN_TS <= record.ts <= _MAX_TS:
+                raise ts_out_of_range(record.ts, where=f"seq {seq}")
         except InvalidRecord:
             if created:
                 self._discard(created)
@@ -412,7 +425,11 @@ class Ledger:
         return seq
 
     def append_many(self, records: Iterable[Record]) -> list[int]:
-        """Append records in order and return their seqs; nothing is appended if one is invalid."""
+        """Append records in order and return their seqs; nothing is appended if one is invalid.
+
+        The checks are :meth:`append`'s; an error names the seq the record would get and
+        its index in ``records``.
+        """
         self._check_writable()
         first = self._next_seq
         # Every record is checked and encoded before the first frame is staged: each payload
@@ -441,6 +458,8 @@ class Ledger:
                     raise oversized_payload(n, where=f"seq {seq}")
                 payload_start = start + FRAME_OVERHEAD
                 check_payload(frames[payload_start : payload_start + n], seq=seq)
+                if not _MIN_TS <= record.ts <= _MAX_TS:
+                    raise ts_out_of_range(record.ts, where=f"seq {seq} (record {seq - first} of the batch)")
         except BaseException:
             self._discard(created)
             raise

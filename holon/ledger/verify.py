@@ -24,9 +24,12 @@ from holon.ledger.segments import (
     parse_segment_header,
     seq_gap,
 )
-from holon.records import TaskResult, ToolResult, decode_msgpack_record
+from holon.records import MAX_TS, MIN_TS, TaskResult, ToolResult, decode_msgpack_record
 
-__all__ = ["Problem", "VerifyReport", "verify_ledger"]
+__all__ = ["TS_EXAMPLES", "Problem", "VerifyReport", "verify_ledger"]
+
+#: How many records with an out-of-range ``ts`` a report names (it counts them all).
+TS_EXAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -61,19 +64,41 @@ class VerifyReport:
     head: tuple[int, str]
     problems: tuple[Problem, ...]
     torn_tail: TornTail | None = None
+    #: ``(seq, ts)`` of the first :data:`TS_EXAMPLES` records whose ``ts`` is outside
+    #: ``MIN_TS .. MAX_TS`` (written before the ledger refused them), in seq order.
+    ts_out_of_range: tuple[tuple[int, int], ...] = ()
+    #: How many records hold such a ``ts`` in all.
+    ts_out_of_range_count: int = 0
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What is not wrong with the records but deserves attention: the torn tail, if any."""
+        """What is not wrong with the stored bytes but deserves attention.
+
+        The torn tail, if any, and records holding a ``ts`` outside the range ``append``
+        accepts (older ledgers may): intact, hash-chained records, so not corruption.
+        """
+        out: list[str] = []
         tail = self.torn_tail
-        if tail is None:
-            return ()
-        cut = "that byte" if tail.length == 1 else f"those {tail.length} bytes"
-        return (
-            f"torn tail: {tail} — this is what a crash mid-append leaves (damage to the final frame, or "
-            "a write in progress, looks the same); the records before it verify, and opening the ledger "
-            f"for writing will cut {cut}",
-        )
+        if tail is not None:
+            cut = "that byte" if tail.length == 1 else f"those {tail.length} bytes"
+            out.append(
+                f"torn tail: {tail} — this is what a crash mid-append leaves (damage to the final frame, "
+                "or a write in progress, looks the same); the records before it verify, and opening the "
+                f"ledger for writing will cut {cut}"
+            )
+        if self.ts_out_of_range_count:
+            count = self.ts_out_of_range_count
+            shown = self.ts_out_of_range
+            named = ", ".join(f"seq {seq} (ts {ts})" for seq, ts in shown)
+            more = f" and {count - len(shown)} more" if count > len(shown) else ""
+            out.append(
+                f"{count} record(s) hold a ts outside {MIN_TS}..{MAX_TS} (milliseconds since the epoch, "
+                f"1970 to the year 5138), which appends refuse: {named}{more}; written before that check, "
+                "they verify as stored (the hash chain commits to them), but their times are no times: "
+                "audit durations from them are wrong (NULL past 64 bits), and an export of this ledger "
+                "does not import"
+            )
+        return tuple(out)
 
     def __str__(self) -> str:
         if self.ok:
@@ -121,6 +146,8 @@ def verify_ledger(
     # must exist and hold that many bytes.
     claimed: dict[tuple[str, int], int] = {}
     checked = 0
+    odd_ts: list[tuple[int, int]] = []  # (seq, ts) of the first records holding a ts out of range
+    bad_ts = 0
     head = (-1, header.genesis.hex())
     torn: TornTail | None = None
     expected: int | None = 0
@@ -190,6 +217,10 @@ def verify_ledger(
                 body = record.body
                 if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
                     claimed.setdefault((body.blob.hash, body.blob.size), expected)
+                if not MIN_TS <= record.ts <= MAX_TS:
+                    bad_ts += 1
+                    if len(odd_ts) < TS_EXAMPLES:
+                        odd_ts.append((expected, record.ts))
                 expected += 1
                 checked += 1
             prev = walk.prev
@@ -261,6 +292,8 @@ def verify_ledger(
         head=head,
         problems=tuple(problems),
         torn_tail=torn,
+        ts_out_of_range=tuple(odd_ts),
+        ts_out_of_range_count=bad_ts,
     )
 
 
