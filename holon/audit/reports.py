@@ -53,7 +53,7 @@ _FLAGGED_CALLS: Final = """
         FROM tool_calls
         WINDOW same AS (PARTITION BY agent_id, tool, args ORDER BY coalesce(intent_seq, result_seq))
     ), flagged AS (
-        SELECT *, coalesce(args IS NOT NULL AND turn - previous_turn <= $window, false) AS duplicate
+        SELECT *, coalesce(args IS NOT NULL AND turn::HUGEINT - previous_turn <= $window, false) AS duplicate
         FROM ordered
     )
 """

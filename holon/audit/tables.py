@@ -180,7 +180,8 @@ TABLES: Final[dict[str, Table]] = {
                 ),
                 "exit_code": "exit code, if reported",
                 "duration_ms": (
-                    "reported duration, else result ts - intent ts; NULL when the outcome is unknown"
+                    "reported duration, else result ts - intent ts; NULL when the outcome is unknown "
+                    "(or the difference does not fit 64 bits: a ts from before holon checked them)"
                 ),
                 "output_bytes": "UTF-8 bytes of the output (inline or blob)",
                 "blob_hash": "blob holding the output, if it was moved to the blob store",
@@ -207,9 +208,11 @@ TABLES: Final[dict[str, Table]] = {
                    i.ts AS intent_ts, x.ts AS result_ts, coalesce(x.status, 'unknown') AS status,
                    x.exit_code,
                    -- an unknown result is written on reopen: its ts says when the crash was
-                   -- noticed, not how long the call ran
+                   -- noticed, not how long the call ran. The difference is taken in 128 bits:
+                   -- a ledger from before the ts check may hold two that are 2**63 apart.
                    CASE WHEN coalesce(x.status, 'unknown') = 'unknown' THEN NULL
-                        ELSE coalesce(x.duration_ms, x.ts - i.ts) END AS duration_ms,
+                        ELSE coalesce(x.duration_ms, try_cast(x.ts::HUGEINT - i.ts AS BIGINT)) END
+                       AS duration_ms,
                    x.output_bytes,
                    x.blob_hash, x.touched_files
             FROM intents i FULL OUTER JOIN results x
@@ -232,7 +235,7 @@ TABLES: Final[dict[str, Table]] = {
                 "ended_ts": "end time (ms)",
                 "outcome": "completed, waiting, failed or interrupted; NULL while open",
                 "error": "error text of a failed turn",
-                "duration_ms": "ended_ts - started_ts",
+                "duration_ms": "ended_ts - started_ts (NULL if it does not fit 64 bits, as in tool_calls)",
                 "records": "records carrying this turn index",
                 "tool_calls": "tool intents in the turn",
                 "prompts": "prompts rendered in the turn",
@@ -252,7 +255,8 @@ TABLES: Final[dict[str, Table]] = {
             )
             SELECT coalesce(s.agent_id, e.agent_id) AS agent_id, coalesce(s.turn, e.turn) AS turn,
                    s.trigger, s.input, s.seq AS started_seq, e.seq AS ended_seq, s.ts AS started_ts,
-                   e.ts AS ended_ts, e.outcome, e.error, e.ts - s.ts AS duration_ms,
+                   e.ts AS ended_ts, e.outcome, e.error,
+                   try_cast(e.ts::HUGEINT - s.ts AS BIGINT) AS duration_ms,  -- as tool_calls
                    coalesce(c.records, 0) AS records, coalesce(c.tool_calls, 0) AS tool_calls,
                    coalesce(c.prompts, 0) AS prompts
             FROM s FULL OUTER JOIN e ON s.agent_id = e.agent_id AND s.turn = e.turn
