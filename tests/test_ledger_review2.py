@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from holon import records as r
-from holon.errors import InvalidRecord
+from holon.errors import InvalidRecord, RefNotFound, UsageError
 from holon.ledger import Ledger, export_jsonl, import_jsonl
 from tests.cli_support import tree_bytes, write_jsonl
 from tests.ledger_support import without_ts_check
@@ -143,3 +143,63 @@ def test_an_export_of_a_legacy_ledger_exports_and_its_import_names_the_line(tmp_
         with pytest.raises(InvalidRecord, match=r"line 3 of .*x\.jsonl, field `ts`: ts -3 is out of range"):
             import_jsonl(tmp_path / "x.jsonl", new)
         assert new.head()[0] == -1
+
+
+# --------------------------------------------------------------------------- edges of reading and appending
+
+
+def test_read_with_a_negative_to_seq_is_a_usage_error_not_an_empty_read(tmp_path: Path) -> None:
+    # read(0, -1) looked like a slice ("all but the last") and silently yielded nothing.
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        ledger.append_many([_message(n) for n in range(3)])
+        with pytest.raises(UsageError, match=r"to_seq -1 must be >= 0 .* head\(\)\[0\] \+ 1 - n"):
+            ledger.read(0, -1)
+        assert [rec.seq for rec in ledger.read(0, 2)] == [0, 1]
+        assert list(ledger.read(2, 1)) == [] and list(ledger.read(7)) == []  # empty ranges stay empty
+
+
+def test_append_many_of_nothing_appends_nothing_and_returns_no_seqs(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="always") as ledger:
+        ledger.append(_message(1))
+        before, head = tree_bytes(path), ledger.head()
+        assert ledger.append_many([]) == [] and ledger.append_many(iter(())) == []
+        assert ledger.head() == head and tree_bytes(path) == before
+        assert ledger.append(_message(2)) == 1
+
+
+def test_an_empty_ledger_reads_as_empty_for_a_writer_and_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="never") as ledger:
+        head = ledger.head()
+        assert head[0] == -1 and list(ledger.read()) == [] and list(ledger.read(5)) == []
+    with Ledger.open(path, readonly=True) as reader:
+        assert reader.head() == head and list(reader.read()) == []
+        with pytest.raises(RefNotFound, match="seq 0 is past the end"):
+            reader.get(0)
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["append", "append_many"])
+@pytest.mark.parametrize("over", [-1, 0, 1])
+def test_a_segment_that_reaches_segment_bytes_exactly_rolls_over(
+    tmp_path: Path, many: bool, over: int
+) -> None:
+    # The active segment is sealed once it holds segment_bytes or more: a first frame that
+    # fills it to exactly 1024 bytes starts a new segment at seq 1; one byte less does not.
+    path = tmp_path / "l"
+    empty = len(r.encode_msgpack_record(r.Record(body=r.Message(role="user", text=""), ts=1, seq=0)))
+    text = "x" * (1024 - 64 - 48 - empty - 2 + over)  # segment header, frame overhead, str16 length
+    first = r.Record(body=r.Message(role="user", text=text), ts=1)
+    assert 64 + 48 + len(r.encode_msgpack_record(msgspec.structs.replace(first, seq=0))) == 1024 + over
+    with Ledger.create(path, agent_id="a", fsync="never", segment_bytes=1024) as ledger:
+        if many:
+            ledger.append_many([first, _message(2)])
+        else:
+            ledger.append(first)
+            ledger.append(_message(2))
+    starts = sorted(int(name.name.split(".")[0]) for name in (path / "segments").iterdir())
+    assert starts == ([0, 2] if over < 0 else [0, 1])
+    with Ledger.open(path) as ledger:  # reopens, reads across and appends on
+        assert [rec.seq for rec in ledger.read()] == [0, 1]
+        assert ledger.append(_message(3)) == 2
+        assert ledger.verify().ok

@@ -729,6 +729,12 @@ class Ledger:
         """
         if from_seq < 0:
             raise UsageError(f"from_seq {from_seq} must be >= 0")
+        if to_seq is not None and to_seq < 0:
+            # Not a slice: read(0, -1) read nothing at all, not all but the last record.
+            raise UsageError(
+                f"to_seq {to_seq} must be >= 0 (it is the seq to stop before, not counted from the end); "
+                "pass head()[0] + 1 - n to leave out the last n records"
+            )
         self._publish()
         return self._records(from_seq, to_seq)
 
