@@ -238,3 +238,14 @@ def test_an_old_style_swe_agent_edit_action_touches_the_open_file() -> None:
     ).encode()
     results = [r.body for r in parse_as("swe-agent", data).records if isinstance(r.body, ToolResult)]
     assert [r.touched_files for r in results] == [("/r/a.py",)]
+
+
+def test_a_timestamp_past_the_ledgers_range_is_named_where_the_transcript_holds_it() -> None:
+    # Python dates reach the year 9999, the ledger's ts only 5138: the ledger refused it at
+    # append, naming a record of the batch instead of the transcript's line.
+    line = {"type": "user", "uuid": "u1", "timestamp": "6000-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "hi"}}
+    data = (json.dumps(line) + "\n").encode()
+    with pytest.raises(InvalidRecord, match="past the year 5138") as caught:
+        parse_as("claude-code", data)
+    assert "line 1" in str(caught.value)

@@ -12,7 +12,7 @@ from holon import records as r
 from holon.errors import InvalidRecord, LedgerLocked, NotALedger, UsageError
 from holon.ledger import Ledger
 from holon.runtime import Agent
-from tests.ledger_support import child_env
+from tests.ledger_support import child_env, without_ts_check
 from tests.runtime_support import ROOT, Tick
 
 
@@ -179,3 +179,22 @@ def test_a_ledger_is_not_created_inside_another_ledger(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="inside the ledger at"):
         Agent.open(tmp_path / "l" / "blobs" / "x", agent_id="e2")
     assert not (tmp_path / "l" / "blobs" / "x").exists()
+
+
+def test_a_legacy_out_of_range_ts_does_not_become_the_floor_of_later_timestamps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A ledger written before the ledger checked ts may end in a nanosecond reading; as the
+    # floor of later timestamps it made every append after it fail (the ledger refuses it).
+    path = tmp_path / "l"
+    with _agent(path) as agent, agent.turn(input="first"):
+        pass
+    with without_ts_check(), Ledger.open(path) as ledger:
+        bad = ledger.append(
+            r.Record(body=r.Message(role="user", text="clocked in ns"), ts=1_700_000_000_000_000_000)
+        )
+    with caplog.at_level("WARNING"), Agent.open(path, clock=Tick()) as agent:
+        with agent.turn(input="second") as turn:
+            turn.record_message("still recording")
+        assert r.MIN_TS <= agent.last_ts <= r.MAX_TS
+    assert f"seq {bad} has ts 1700000000000000000, outside" in caplog.text

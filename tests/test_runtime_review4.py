@@ -159,7 +159,7 @@ def test_a_plan_or_decision_for_an_undeclared_work_item_is_refused(tmp_path: Pat
             agent,
             lambda: turn.record_plan([r.PlanStep(id="s1", text="build")], work_item_id="W2"),
             "turn.record_plan(work_item_id='W2')",
-            "no work item 'W2' is declared",
+            "no open or recently finished work item is 'W2'",
             "open work items: 'W1'",
             "turn.add_work_item('W2', objective)",
             "turn.record(holon.records.WorkPlan(...))",

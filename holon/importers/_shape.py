@@ -18,6 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from holon.errors import InvalidRecord
+from holon.records import MAX_TS, MIN_TS
 
 __all__ = ["Node", "decode_json_document", "iter_jsonl", "not_utf8", "parse_iso_ms", "try_json_document"]
 
@@ -307,10 +308,15 @@ def parse_iso_ms(node: Node) -> int:
         moment = moment.replace(tzinfo=dt.UTC)
     # Integer timedelta division: exact, unlike float seconds * 1000.
     ms = (moment - _EPOCH) // _ONE_MS
-    if ms < 0:
-        # Refused here, where the transcript's line is known, rather than by the ledger later.
+    # Refused here, where the transcript's line is known, rather than by the ledger later.
+    if ms < MIN_TS:
         raise node.error(
             f"timestamp {text[:40]!r} is before 1970: holon records times as milliseconds since the "
             "Unix epoch; fix the transcript's clock"
+        )
+    if ms > MAX_TS:
+        raise node.error(
+            f"timestamp {text[:40]!r} is past the year 5138, the last a ledger records "
+            f"(ts {MAX_TS}, milliseconds since the Unix epoch); fix the transcript's clock"
         )
     return ms

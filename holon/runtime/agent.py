@@ -196,9 +196,25 @@ def _check_projection(ledger: Ledger, state: ProjectionState, config: Projection
     )
 
 
-# Milliseconds since the epoch in the year 5138: no millisecond clock reads more, and a
-# microsecond reading of today already does.
-_MAX_CLOCK_MS: Final = 10**14
+def _floor_ts(floor: int, record: r.Record, path: Path) -> int:
+    """The floor of later timestamps after ``record``: its ts, unless it is out of range.
+
+    A ledger written before the ledger checked ``ts`` may hold a nanosecond reading; as
+    the floor it would make every later append fail (the ledger refuses it now), so it
+    is skipped, with a warning naming it (``holon verify`` lists such records too).
+    """
+    if r.MIN_TS <= record.ts <= r.MAX_TS:
+        return record.ts
+    log.warning(
+        "ledger %s: seq %d has ts %d, outside %d..%d (milliseconds since the epoch); later "
+        "timestamps do not follow it",
+        path,
+        record.seq,
+        record.ts,
+        r.MIN_TS,
+        r.MAX_TS,
+    )
+    return floor
 
 
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -425,7 +441,7 @@ class Agent:
             for record in records:
                 state = apply(state, record)
                 tools.apply(record)
-                last_ts = record.ts
+                last_ts = _floor_ts(last_ts, record, ledger.path)
             folded = len(records)
             break
         if state is None:
@@ -435,7 +451,7 @@ class Agent:
             for record in ledger.read(0):
                 state = apply(state, record)
                 tools.apply(record)
-                last_ts = record.ts
+                last_ts = _floor_ts(last_ts, record, ledger.path)
                 folded += 1
         _check_projection(ledger, state, config.projection)
         agent = cls(ledger, state, tools, config=config, clock=clock)
@@ -478,7 +494,7 @@ class Agent:
 
     def _last_record_ts(self) -> int:
         seq = self._state.seq
-        return self._ledger.get(seq).ts if seq >= 0 else 0
+        return _floor_ts(0, self._ledger.get(seq), self._ledger.path) if seq >= 0 else 0
 
     def _recover(self) -> tuple[int | None, tuple[UnknownOutcome, ...]]:
         """Close what a crash left open, as records (recorded, not guessed)."""
@@ -763,7 +779,7 @@ class Agent:
                 f"the agent's clock returned {now!r}: it must return integer milliseconds since the "
                 "epoch below 2**63, e.g. time.time_ns() // 1_000_000; nothing was recorded"
             )
-        if not 0 <= now < _MAX_CLOCK_MS:
+        if not r.MIN_TS <= now <= r.MAX_TS:
             # time.time_ns or a microsecond clock passed as the clock: every timestamp of an
             # append-only ledger would be wrong for good, and the floor of all later ones.
             raise UsageError(
@@ -1316,7 +1332,8 @@ class Turn:
         An explicit ``work_item_id`` must name an open (queued, active or waiting) work
         item, declared earlier (in this turn too): plans are kept for open work only, so
         a plan for a finished item would be carried in ``state.carried`` (no prompt
-        shows it) and one for an undeclared item shown nowhere until it is declared.
+        shows it), as would one for an item never declared (declaring it later does not
+        bring the plan back).
         Otherwise a :class:`~holon.errors.UsageError` names the id and the open items,
         and nothing is recorded: declare the item with :meth:`add_work_item` (or reopen
         a finished one with :meth:`activate`) first, or record the plan anyway with
@@ -1351,10 +1368,9 @@ class Turn:
 
         An explicit ``work_item_id`` must name an open (queued, active or waiting) work
         item, as for :meth:`record_plan`: decisions are kept per open work item, so one
-        for a finished item would be carried and one for an undeclared item shown
-        nowhere until it is declared. Otherwise a :class:`~holon.errors.UsageError`
-        says so and nothing is recorded; ``turn.record(holon.records.Decision(...))``
-        records it anyway.
+        for a finished item, or one never declared, would be carried. Otherwise a
+        :class:`~holon.errors.UsageError` says so and nothing is recorded;
+        ``turn.record(holon.records.Decision(...))`` records it anyway.
         """
         self._check_live()
         if work_item_id is not None:
@@ -1556,7 +1572,10 @@ class Turn:
             )
             todo = f"reopen it first with turn.activate({work_item_id!r})"
         else:
-            problem = f"no work item {work_item_id!r} is declared, so no prompt would show this until it is"
+            problem = (
+                f"no open or recently finished work item is {work_item_id!r}, so the fold would only "
+                "carry this in state.carried"
+            )
             todo = f"declare it first with turn.add_work_item({work_item_id!r}, objective)"
         kind = "WorkPlan" if what == "plans" else "Decision"
         raise UsageError(
