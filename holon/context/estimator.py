@@ -21,6 +21,7 @@ estimator, so changing the heuristic's weights must bump its version.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -146,6 +147,20 @@ def _whitespace_run(run: str) -> float:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _short_ws_cost(run: str) -> float:
+    return max(_W_NEWLINE, _whitespace_run(run))
+
+
+def _ws_cost(run: str) -> float:
+    """A whitespace run's cost: the larger of its piece weight and its per-character cost.
+
+    Short runs (a line break and indentation) repeat all through code and logs: their
+    cost is remembered, bounded in count and in key length.
+    """
+    return _short_ws_cost(run) if len(run) <= 64 else max(_W_NEWLINE, _whitespace_run(run))
+
+
 class HeuristicEstimator:
     """The dependency-free default: a calibrated linear model over a regex split."""
 
@@ -181,7 +196,8 @@ class HeuristicEstimator:
             elif g_num:
                 digits += (len(g_num) + 2) // 3
             elif g_ws:
-                runs += max(_W_NEWLINE, _whitespace_run(g_ws))
+                # A lone line break is most runs: its per-character cost (1/8) is below the piece's.
+                runs += _W_NEWLINE if g_ws == "\n" else _ws_cost(g_ws)
             elif g_cjk:
                 cjk += len(g_cjk)
             elif g_other:
