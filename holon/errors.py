@@ -11,6 +11,7 @@ can catch one type at its edge. The tree is deliberately flat::
     ├── LedgerLocked                             another process holds the writer lock
     ├── LedgerCorrupt                            a frame, chain link, segment or blob is damaged
     ├── BudgetExceeded                           the pinned sections do not fit the budget
+    ├── InvalidToolArguments (also ValueError)   a model's tool-call arguments cannot be recorded
     └── UsageError                               the API was called out of order (e.g. nested turns)
 
 Messages say what went wrong, where (file, byte offset, seq, JSONL line, field), and
@@ -19,11 +20,14 @@ what to do about it.
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 __all__ = [
     "BudgetExceeded",
     "HolonError",
     "InvalidRecord",
     "InvalidRef",
+    "InvalidToolArguments",
     "LedgerCorrupt",
     "LedgerLocked",
     "NotALedger",
@@ -131,3 +135,39 @@ class BudgetExceeded(HolonError):
 
 class UsageError(HolonError):
     """The API was used out of order (nested turns, recording outside a turn, ...)."""
+
+
+#: How much of the model's arguments an :class:`InvalidToolArguments` quotes back.
+_ARGS_PREVIEW: Final = 300
+
+
+class InvalidToolArguments(HolonError, ValueError):
+    """A model's tool-call arguments are not a JSON object the ledger can record: nothing may run.
+
+    The model made the mistake, so the model is told: ``str(exc)`` says what was wrong and
+    what to send instead — send it back as the call's result. Record the call before
+    answering, so the ledger holds what the model was told: ``turn.tool(exc.tool,
+    exc.recorded_args)``, then ``finish(str(exc), status="error")``. ``arguments`` is the
+    text as the model sent it.
+    """
+
+    def __init__(self, tool: str, arguments: object, problem: str) -> None:
+        self.tool = tool
+        self.arguments = arguments
+        self.problem = problem
+        shown = arguments if isinstance(arguments, str) else repr(arguments)
+        if len(shown) > _ARGS_PREVIEW:
+            shown = shown[:_ARGS_PREVIEW] + f"… ({len(shown):,} characters)"
+        super().__init__(
+            f"{tool}: the arguments {problem}; nothing was run. Call {tool} again with its "
+            f"arguments as one JSON object. You sent: {shown}"
+        )
+
+    @property
+    def recorded_args(self) -> dict[str, Any]:
+        """The arguments to record the call with: the model's text, as a string the ledger stores.
+
+        The same form ``Turn.recall`` records arguments in that cannot be stored as given.
+        """
+        text = self.arguments if isinstance(self.arguments, str) else repr(self.arguments)
+        return {"unrecordable_arguments": text.encode("utf-8", "backslashreplace").decode("utf-8")}

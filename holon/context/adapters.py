@@ -37,7 +37,7 @@ import blake3
 
 import holon.records as r
 from holon.context.prompt import SEPARATOR, Prompt, PromptSection
-from holon.errors import HolonError, UsageError
+from holon.errors import InvalidToolArguments, UsageError
 
 __all__ = [
     "MAX_ANTHROPIC_BREAKPOINTS",
@@ -304,43 +304,9 @@ def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- the model's tool calls
 
-#: How much of the model's arguments an :class:`InvalidToolArguments` quotes back.
-_ARGS_PREVIEW: Final = 300
 #: The integers the ledger stores (msgpack: int64 and uint64).
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
-
-
-class InvalidToolArguments(HolonError, ValueError):
-    """A model's tool-call arguments are not a JSON object the ledger can record: nothing may run.
-
-    The model made the mistake, so the model is told: ``str(exc)`` says what was wrong and
-    what to send instead — send it back as the call's result. Record the call before
-    answering, so the ledger holds what the model was told: ``turn.tool(exc.tool,
-    exc.recorded_args)``, then ``finish(str(exc), status="error")``. ``arguments`` is the
-    text as the model sent it.
-    """
-
-    def __init__(self, tool: str, arguments: object, problem: str) -> None:
-        self.tool = tool
-        self.arguments = arguments
-        self.problem = problem
-        shown = arguments if isinstance(arguments, str) else repr(arguments)
-        if len(shown) > _ARGS_PREVIEW:
-            shown = shown[:_ARGS_PREVIEW] + f"… ({len(shown):,} characters)"
-        super().__init__(
-            f"{tool}: the arguments {problem}; nothing was run. Call {tool} again with its "
-            f"arguments as one JSON object. You sent: {shown}"
-        )
-
-    @property
-    def recorded_args(self) -> dict[str, Any]:
-        """The arguments to record the call with: the model's text, as a string the ledger stores.
-
-        The same form ``Turn.recall`` records arguments in that cannot be stored as given.
-        """
-        text = self.arguments if isinstance(self.arguments, str) else repr(self.arguments)
-        return {"unrecordable_arguments": text.encode("utf-8", "backslashreplace").decode("utf-8")}
 
 
 def _no_constant(name: str) -> NoReturn:
