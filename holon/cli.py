@@ -300,6 +300,11 @@ class HolonGroup(click.Group):
             raise  # `holon` alone prints its help
         except click.UsageError as exc:
             raise _usage(exc, ctx) from None
+        except BrokenPipeError:
+            # `holon --help | head -1`: --help and --version print while the group's options
+            # are parsed, outside invoke; click would end with 1, which means "a check failed".
+            _silence(sys.stdout)
+            raise click.exceptions.Exit(0) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
