@@ -1136,6 +1136,11 @@ def render(
 
     Example: holon render runs/agent-7 --at-turn 12 --format anthropic
     """
+    if model is not None and fmt in ("text", "json"):
+        # Checked before the ledger is read: a text or json prompt names no model.
+        raise click.UsageError(
+            "--model applies to the provider formats only (--format anthropic, openai or openai-responses)"
+        )
     found = _resolve_prompt(
         path=path,
         at_turn=at_turn,

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import msgspec
 import pytest
 
-from holon.cli import EXIT_OK
+from holon.cli import EXIT_OK, EXIT_USAGE
+from tests.cli_support import build_ledger, invoke
 from tests.ledger_support import child_env
 
 # --------------------------------------------------------------------------- a reader that leaves early
@@ -38,3 +41,26 @@ def test_help_and_version_to_a_reader_that_left_exit_0(args: tuple[str, ...]) ->
     # ("a check failed"); a subcommand's --help already exited 0.
     done = _with_closed_stdout(*args)
     assert (done.returncode, done.stderr) == (EXIT_OK, b"")
+
+
+# --------------------------------------------------------------------------- options that do not apply
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [(), ("--format", "text"), ("--format", "json"), ("--json",)],
+    ids=["default", "text", "json", "--json"],
+)
+def test_model_without_a_provider_format_is_a_usage_error(extra: tuple[str, ...], tmp_path: Path) -> None:
+    # `holon render L --model gpt-4.1` printed the text prompt and exited 0: the model named
+    # was silently dropped, as --call without --at-turn was before it.
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+    result = invoke("render", ledger, "--model", "gpt-x", *extra)
+    assert result.exit_code == EXIT_USAGE, result.stdout[:200]
+    assert result.stdout == ""
+    line = result.stderr.strip().splitlines()[-1]
+    assert "--model applies to the provider formats only" in line
+    # With a provider format it is the request's model.
+    request = invoke("render", ledger, "--format", "openai", "--model", "gpt-x")
+    assert request.exit_code == EXIT_OK, request.stderr
+    assert msgspec.json.decode(request.stdout)["model"] == "gpt-x"
