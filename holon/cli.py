@@ -62,7 +62,7 @@ from holon.ledger import (
     inspect_tail,
 )
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
-from holon.projections import DEFAULT_CONFIG, ProjectionConfig, verify_derivations
+from holon.projections import DEFAULT_CONFIG, Divergence, ProjectionConfig, verify_derivations
 from holon.replay import (
     DEFAULT_BUDGET,
     LedgerRefSource,
@@ -1070,10 +1070,15 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
                         click.echo(line)
     if report is not None and not report.ok:
         assert report.divergence is not None
-        raise CheckFailed(
-            f"derived records diverge at seq {report.divergence.seq} ({report.divergence.kind}); "
-            f"the ledger was written by different projection code, or edited{_projection_hint(projection)}"
-        )
+        raise _diverged(report.divergence, projection)
+
+
+def _diverged(divergence: Divergence, projection: ProjectionConfig) -> CheckFailed:
+    """The failure of `replay --check` and `verify` when a derived record differs."""
+    return CheckFailed(
+        f"derived records diverge at seq {divergence.seq} ({divergence.kind}); "
+        f"the ledger was written by different projection code, or edited{_projection_hint(projection)}"
+    )
 
 
 def _projection_hint(projection: ProjectionConfig) -> str:
@@ -1681,10 +1686,7 @@ def verify(path: Path, as_json: bool) -> None:
         )
     if check is not None and not check.ok:
         assert check.divergence is not None
-        raise CheckFailed(
-            f"derived records diverge at seq {check.divergence.seq} ({check.divergence.kind})"
-            f"{_projection_hint(projection)}"
-        )
+        raise _diverged(check.divergence, projection)
 
 
 def _shell_path(path: Path) -> str:

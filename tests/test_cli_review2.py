@@ -10,8 +10,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from holon.cli import EXIT_OK, EXIT_USAGE
-from tests.cli_support import build_ledger, invoke
+from holon import records as r
+from holon.cli import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
+from holon.ledger import Ledger
+from tests.cli_support import build_ledger, invoke, live_records
 from tests.ledger_support import child_env
 
 # --------------------------------------------------------------------------- a reader that leaves early
@@ -64,3 +66,29 @@ def test_model_without_a_provider_format_is_a_usage_error(extra: tuple[str, ...]
     request = invoke("render", ledger, "--format", "openai", "--model", "gpt-x")
     assert request.exit_code == EXIT_OK, request.stderr
     assert msgspec.json.decode(request.stdout)["model"] == "gpt-x"
+
+
+# --------------------------------------------------------------------------- verify's divergence
+
+
+def test_verify_says_what_a_divergence_means_as_replay_check_does(tmp_path: Path) -> None:
+    # verify's error line read "derived records diverge at seq N (mismatch) (or derived under a
+    # non-default ProjectionConfig ...)": an "or" to nothing, without the two likely causes
+    # that `replay --check` names for the same ledger.
+    records = list(live_records("boundary_task_rejoined"))
+    index = next(i for i, rec in enumerate(records) if isinstance(rec.body, r.ContextEpisodeRecord))
+    body = records[index].body
+    assert isinstance(body, r.ContextEpisodeRecord)
+    records[index] = msgspec.structs.replace(
+        records[index], body=msgspec.structs.replace(body, objective="rewritten")
+    )
+    ledger = tmp_path / "D"
+    with Ledger.create(ledger, agent_id="x", fsync="never") as opened:
+        opened.append_many(records)
+    verified = invoke("verify", ledger)
+    replayed = invoke("replay", ledger, "--check")
+    assert verified.exit_code == replayed.exit_code == EXIT_CHECK_FAILED
+    line = verified.stderr.strip().splitlines()[-1]
+    assert f"derived records diverge at seq {records[index].seq} (mismatch); " in line
+    assert "the ledger was written by different projection code, or edited" in line
+    assert line == replayed.stderr.strip().splitlines()[-1]
