@@ -25,6 +25,7 @@ import difflib
 import importlib
 import io
 import os
+import re
 import shlex
 import sys
 import traceback
@@ -143,7 +144,7 @@ class _Failure(click.ClickException):
             }
             line = msgspec.json.encode({"error": error}).decode()
         else:
-            line = f"holon: {self.prefix}: {message}"
+            line = _visible(f"holon: {self.prefix}: {message}")
         try:
             click.echo(line, err=True)
         except BrokenPipeError:
@@ -422,6 +423,25 @@ def _common(func: F) -> F:
 
 # --------------------------------------------------------------------------- output
 
+# C0 and C1 control characters but tab and newline, and DEL: what a terminal would act on.
+_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """``text`` with every control character but tab and newline as a ``\\xNN`` escape.
+
+    Records hold what tools printed and what users typed, escape sequences included: shown
+    raw on a terminal, an OSC sequence retitles the window or writes the clipboard and a
+    carriage return overwrites the line before it. `holon get` and `render --format text`
+    still write the exact bytes; every other text output goes through here.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _echo(message: str = "", *, err: bool = False) -> None:
+    """One line of readable text output, control characters made visible (see :func:`_visible`)."""
+    click.echo(_visible(message), err=err)
+
 
 def _echo_json(value: Any) -> None:
     try:
@@ -676,7 +696,7 @@ def init(path: Path, as_json: bool, agent_id: str, blob_threshold: int) -> None:
     if as_json:
         _echo_json({"path": str(path), "agent_id": agent_id, "head_seq": head[0], "head_hash": head[1]})
     else:
-        click.echo(f"created ledger {path} for agent {agent_id} (empty; genesis {head[1][:16]}…)")
+        _echo(f"created ledger {path} for agent {agent_id} (empty; genesis {head[1][:16]}…)")
 
 
 def _appended(as_json: bool, seqs: list[int], records: int, extra: dict[str, Any], ledger: Ledger) -> None:
@@ -696,9 +716,9 @@ def _appended(as_json: bool, seqs: list[int], records: int, extra: dict[str, Any
         )
         return
     if not seqs:
-        click.echo("nothing to append: the input holds no records")
+        _echo("nothing to append: the input holds no records")
         return
-    click.echo(
+    _echo(
         f"appended {_n(len(seqs))} records (seq {seqs[0]}..{seqs[-1]}), {derived} of them derived by the "
         f"post-turn refresh; head seq {head[0]} ({head[1][:16]}…)"
     )
@@ -821,7 +841,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         }
         if not as_json:
             skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
-            click.echo(
+            _echo(
                 f"read {file} ({fmt}): {_count(len(report.records), 'record')}, "
                 f"{_count(report.turns, 'turn')}, {_count(report.tool_calls, 'tool call')} "
                 f"({report.unmatched_intents} without a result); "
@@ -891,9 +911,9 @@ def export(
         if as_json:
             _echo_json({"format": fmt, "files": [str(f) for f in files]})
         else:
-            click.echo(f"wrote {len(files)} Parquet file(s) to {out}")
+            _echo(f"wrote {len(files)} Parquet file(s) to {out}")
             for f in files:
-                click.echo(f"  {f}")
+                _echo(f"  {f}")
         return
     with _reading(path) as ledger:
         # export_jsonl only reads records and blobs; the proxy adds the progress bar.
@@ -901,7 +921,7 @@ def export(
     if as_json:
         _echo_json({"format": fmt, "records": count, "path": str(out)})
     else:
-        click.echo(f"wrote {_n(count)} records to {out}")
+        _echo(f"wrote {_n(count)} records to {out}")
 
 
 def _export_parquet(path: Path, out: Path, *, overwrite: bool, memory_limit: str | None) -> list[Path]:
@@ -1034,18 +1054,18 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
                 }
             )
         else:
-            click.echo(
+            _echo(
                 f"agent {agent} · {_count(len(records), 'record')} · {_count(len(turns), 'turn')} · "
                 f"last seq {head[0]}"
             )
             for turn in turns:
-                click.echo("")
+                _echo("")
                 for line in _turn_lines(turn):
-                    click.echo(line)
-            click.echo("")
+                    _echo(line)
+            _echo("")
             if final is not None:
                 memory = final.memory
-                click.echo(
+                _echo(
                     f"after seq {final.seq}: working memory revision {memory.revision}, compression "
                     f"epoch {memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, "
                     f"pending delta: {'yes' if memory.pending is not None else 'no'}"
@@ -1055,7 +1075,7 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
                     pending = (
                         " (the last turn's refresh is still to be appended)" if report.pending_refresh else ""
                     )
-                    click.echo(
+                    _echo(
                         f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
                         f"{report.derived_checked} "
                         f"derived records equal what this holon derives (projection version "
@@ -1063,11 +1083,11 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
                     )
                 else:
                     assert report.divergence is not None
-                    click.echo(
+                    _echo(
                         f"replay check FAILED at seq {report.divergence.seq}: {report.divergence.describe()}"
                     )
                     for line in _diff_lines(report.divergence):
-                        click.echo(line)
+                        _echo(line)
     if report is not None and not report.ok:
         assert report.divergence is not None
         raise _diverged(report.divergence, projection)
@@ -1164,7 +1184,7 @@ def render(
         # tool output's colours are part of the prompt (and of its prompt_hash).
         click.echo(prompt.text.encode(), nl=sys.stdout.isatty())
         if stderr_is_terminal():
-            click.echo(f"holon: {_prompt_header(found)}", err=True)
+            _echo(f"holon: {_prompt_header(found)}", err=True)
         return
     reserve_used = int(prompt.render_config.get("budget", {}).get("output_reserve") or 0)
     max_tokens = reserve_used if reserve_used > 0 else 4096
@@ -1293,19 +1313,19 @@ def explain(
             }
         )
         return
-    click.echo(_prompt_header(found))
-    click.echo(
+    _echo(_prompt_header(found))
+    _echo(
         f"budget {_n(plan.budget)} - output reserve {_n(plan.budget - plan.available)} "
         f"= {_n(plan.available)} "
         f"available · used {_n(plan.total_tokens)} · estimator {prompt.estimator}"
         + (" · DEGRADED (prefix planned jointly with the turn)" if plan.degraded else "")
     )
-    click.echo(
+    _echo(
         f"cache key {prompt.cache_key} (revision {prompt.identity.working_memory_revision}, "
         f"epoch {prompt.identity.compression_epoch})"
     )
-    click.echo(f"episodes selected: {', '.join(f'episode:{e}' for e in plan.episodes) or 'none'}")
-    click.echo("")
+    _echo(f"episodes selected: {', '.join(f'episode:{e}' for e in plan.episodes) or 'none'}")
+    _echo("")
     for line in _table(
         ["section", "stability", "priority", "tokens", "status", "why"],
         [
@@ -1321,19 +1341,19 @@ def explain(
         ],
         right=(2, 3),
     ):
-        click.echo(line)
-    click.echo("(◆ = cache breakpoint: the prefix up to here is what a provider caches)")
-    click.echo("")
+        _echo(line)
+    _echo("(◆ = cache breakpoint: the prefix up to here is what a provider caches)")
+    _echo("")
     if not plan.omitted:
-        click.echo("nothing was omitted or shortened")
+        _echo("nothing was omitted or shortened")
         return
-    click.echo(f"omitted or shortened ({len(plan.omitted)}); restore any with `holon get PATH REF`:")
+    _echo(f"omitted or shortened ({len(plan.omitted)}); restore any with `holon get PATH REF`:")
     for line in _table(
         ["section", "ref", "tokens", "reason"],
         [[o.section, o.ref, _n(o.tokens), o.reason] for o in plan.omitted],
         right=(2,),
     ):
-        click.echo("  " + line)
+        _echo("  " + line)
 
 
 # --------------------------------------------------------------------------- memory / episodes
@@ -1366,38 +1386,38 @@ def memory(path: Path, as_json: bool, at_turn: int | None) -> None:
         return
     when = f"after turn {at_turn}" if at_turn is not None else "now"
     confirmed = view.confirmed_revision if view.confirmed_revision is not None else "none"
-    click.echo(
+    _echo(
         f"working memory {when} (seq {view.after_seq}) · revision {view.revision} · compression epoch "
         f"{view.compression_epoch} · last revision shown to the model: {confirmed} · "
         f"{view.archived_episodes} episode(s) archived"
     )
-    click.echo("")
-    click.echo("snapshot:")
+    _echo("")
+    _echo("snapshot:")
     for line in view.lines or ("(empty: no work item, plan or facts yet)",):
-        click.echo(f"  {line}")
-    click.echo("")
+        _echo(f"  {line}")
+    _echo("")
     delta = view.pending_delta
     if delta is not None:
-        click.echo(f"pending delta: {_delta_summary(delta)} — pinned in every prompt until one confirms it")
+        _echo(f"pending delta: {_delta_summary(delta)} — pinned in every prompt until one confirms it")
     elif view.latest_delta is not None:
         # The renderer keeps showing a confirmed delta while its revision holds (same
         # bytes, same cache prefix); say so, or `explain` seems to contradict this.
         delta = view.latest_delta
-        click.echo(
+        _echo(
             f"pending delta: none — a prompt confirmed revision {view.revision}; its delta, "
             f"{_delta_summary(delta)}, may still be shown, unpinned, while the revision holds"
         )
     else:
-        click.echo("pending delta: none (the model has seen the current revision)")
+        _echo("pending delta: none (the model has seen the current revision)")
     for line in delta.lines if delta is not None else ():
-        click.echo(f"  {line}")
-    click.echo("")
+        _echo(f"  {line}")
+    _echo("")
     b = view.builder
     if b.turns == 0 and b.from_seq is None:
-        click.echo("active episode: nothing accumulated since the last episode")
+        _echo("active episode: nothing accumulated since the last episode")
         return
     turns = f"turns {b.first_turn}-{b.last_turn}" if b.first_turn is not None else "no turns yet"
-    click.echo(
+    _echo(
         f"active episode: {b.work_item_id or 'no work item'}, {turns} ({b.turns} turn(s)), from ledger:"
         f"{b.from_seq}, {b.tool_calls} tool call(s), {b.failed_calls} failed"
     )
@@ -1409,7 +1429,7 @@ def memory(path: Path, as_json: bool, at_turn: int | None) -> None:
         ("results", b.results),
     ):
         if items:
-            click.echo(f"  {label}: {'; '.join(items)}")
+            _echo(f"  {label}: {'; '.join(items)}")
 
 
 @main.command()
@@ -1439,7 +1459,7 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
             _echo_json(archive)
             return
         if not archive:
-            click.echo("no episodes archived yet")
+            _echo("no episodes archived yet")
             return
         for line in _table(
             ["id", "turns", "work", "boundary", "evidence", "objective"],
@@ -1456,7 +1476,7 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
             ],
             right=(0,),
         ):
-            click.echo(line)
+            _echo(line)
         return
     hits = EpisodeIndex(archive).search(query, limit=limit)
     if as_json:
@@ -1473,7 +1493,7 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
         )
         return
     if not hits:
-        click.echo(f"no episode matches {query!r}")
+        _echo(f"no episode matches {query!r}")
         return
     for line in _table(
         ["ref", "score", "turns", "work", "matched", "objective"],
@@ -1490,7 +1510,7 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
         ],
         right=(1,),
     ):
-        click.echo(line)
+        _echo(line)
 
 
 # --------------------------------------------------------------------------- get / search
@@ -1563,12 +1583,12 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
         _echo_json(hits)
         return
     if not hits:
-        click.echo(f"nothing matches {query!r}")
+        _echo(f"nothing matches {query!r}")
         return
     for i, hit in enumerate(hits, 1):
-        click.echo(f"{i:>2}. {hit.ref}  score {hit.score:.3f}  {hit.provenance}")
-        click.echo(f"    {hit.snippet}")
-        click.echo(f"    matched: {', '.join(hit.matched)}")
+        _echo(f"{i:>2}. {hit.ref}  score {hit.score:.3f}  {hit.provenance}")
+        _echo(f"    {hit.snippet}")
+        _echo(f"    matched: {', '.join(hit.matched)}")
 
 
 # --------------------------------------------------------------------------- verify / stats
@@ -1644,40 +1664,40 @@ def verify(path: Path, as_json: bool) -> None:
             if report.ok:
                 seq, digest = report.head
                 head = f"head seq {seq} ({digest[:16]}…)" if seq >= 0 else f"empty (genesis {digest[:16]}…)"
-                click.echo(f"frames and chain  ok · {_n(report.records_checked)} records · {head}")
-                click.echo(f"blobs             ok · {_n(report.blobs_checked)} checked")
+                _echo(f"frames and chain  ok · {_n(report.records_checked)} records · {head}")
+                _echo(f"blobs             ok · {_n(report.blobs_checked)} checked")
             else:
-                click.echo(f"storage           {len(report.problems)} problem(s):")
+                _echo(f"storage           {len(report.problems)} problem(s):")
                 for p in report.problems:
-                    click.echo(f"  {p}")
+                    _echo(f"  {p}")
                 if damaged is not None:
-                    click.echo(
+                    _echo(
                         f"repair            the damage at byte {damaged.offset} of {damaged.file} is in the "
                         f"active segment's tail: `holon repair {_shell_path(path)}` shows what cutting it "
                         "there loses"
                     )
             if tail is not None:
                 size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
-                click.echo(
+                _echo(
                     f"torn tail         {size} after the last valid frame (byte {tail.offset} of "
                     f"{tail.file}): what a crash mid-append leaves; opening for writing cuts them"
                 )
             if check is not None:
                 if check.ok:
-                    click.echo(
+                    _echo(
                         f"derivations       ok · {check.refreshes} post-turn refreshes re-run · "
                         f"{check.derived_checked} derived records equal"
                     )
                 else:
                     assert check.divergence is not None
                     divergence = check.divergence
-                    click.echo(f"derivations       FAILED at seq {divergence.seq}: {divergence.describe()}")
+                    _echo(f"derivations       FAILED at seq {divergence.seq}: {divergence.describe()}")
                     for line in _diff_lines(check.divergence):
-                        click.echo(line)
+                        _echo(line)
             else:
-                click.echo("derivations       not checked (the stored bytes must verify first)")
+                _echo("derivations       not checked (the stored bytes must verify first)")
     for warning in report.warnings:
-        click.echo(f"holon: warning: {warning}", err=True)
+        _echo(f"holon: warning: {warning}", err=True)
     if not report.ok:
         first = report.problems[0]
         raise _Corrupt(
@@ -1744,12 +1764,12 @@ def repair(path: Path, as_json: bool, cut_at: int | None) -> None:
         if as_json:
             _echo_json({"cut": action, "seqs": [found.first_seq, found.last_seq]})
         else:
-            click.echo(
+            _echo(
                 f"cut               {_n(action.bytes_cut)} bytes at byte {action.offset} of {action.file} "
                 f"({_seq_span(found.first_seq, found.last_seq)})"
             )
-            click.echo(f"kept in           {action.kept}")
-            click.echo(f"next seq          {found.first_seq}")
+            _echo(f"kept in           {action.kept}")
+            _echo(f"next seq          {found.first_seq}")
 
 
 def _show_damaged_tail(path: Path, found: DamagedTail | None, as_json: bool) -> None:
@@ -1758,14 +1778,14 @@ def _show_damaged_tail(path: Path, found: DamagedTail | None, as_json: bool) -> 
             _echo_json({"damaged_tail": found, "cut_at": None if found is None else found.offset})
             return
         if found is None:
-            click.echo(
+            _echo(
                 "nothing to cut: the active segment's frames are valid to its end or to a torn tail "
                 "(which any open for writing cuts); `holon verify` checks the rest"
             )
             return
         after = found.later_seqs
-        click.echo(f"damaged frame     {found.file} at byte {found.offset}: {found.damage}")
-        click.echo(
+        _echo(f"damaged frame     {found.file} at byte {found.offset}: {found.damage}")
+        _echo(
             f"after it          {_n(found.length)} bytes to the end of the file; "
             + (
                 f"{_count(len(after), 'intact frame')} ({_seq_span(after[0], after[-1])})"
@@ -1773,12 +1793,12 @@ def _show_damaged_tail(path: Path, found: DamagedTail | None, as_json: bool) -> 
                 else "no intact frame found"
             )
         )
-        click.echo(
+        _echo(
             f"a cut loses       {_seq_span(found.first_seq, found.last_seq)}. After a power loss under "
             f'fsync "batch" or "never", none was acknowledged if your last flush() returned before '
             f"seq {found.first_seq} was appended; otherwise acknowledged records were damaged"
         )
-        click.echo(
+        _echo(
             f"to cut            holon repair {_shell_path(path)} --cut-at {found.offset}"
             "  (the bytes cut are kept in the ledger's cut/ directory)"
         )
@@ -1807,26 +1827,26 @@ def stats(path: Path, as_json: bool) -> None:
     span = ""
     if s.first_ts is not None and s.last_ts is not None:
         span = f" · {(s.last_ts - s.first_ts) / 3_600_000:.1f} h of ledger time"
-    click.echo(f"agent {agent} · {_count(s.records, 'record')} · {_count(s.turns, 'turn')}{span}")
+    _echo(f"agent {agent} · {_count(s.records, 'record')} · {_count(s.turns, 'turn')}{span}")
     outcomes = ", ".join(f"{k} {v}" for k, v in s.outcomes.items()) or "none"
-    click.echo(f"turn outcomes: {outcomes}")
-    click.echo(
+    _echo(f"turn outcomes: {outcomes}")
+    _echo(
         f"tool calls: {_n(s.tool_calls)} · unknown outcomes: {s.unknown_outcomes} · "
         f"outputs in blobs: {s.blobs}"
     )
-    click.echo(
+    _echo(
         f"working memory revision {s.revision} · compression epoch {s.compression_epoch} · "
         f"{s.episodes} episode(s)"
     )
-    click.echo("")
-    click.echo("records by kind:")
+    _echo("")
+    _echo("records by kind:")
     for line in _table(["kind", "count"], [[k, _n(v)] for k, v in s.by_kind.items()], right=(1,)):
-        click.echo("  " + line)
-    click.echo("")
+        _echo("  " + line)
+    _echo("")
     if not s.prompts:
-        click.echo("no recorded prompts (prompt_rendered records), so no token figures")
+        _echo("no recorded prompts (prompt_rendered records), so no token figures")
         return
-    click.echo(
+    _echo(
         f"prompts: {s.prompts} · cache keys: {s.cache_keys} distinct, "
         f"{s.cache_key_changes} change(s) between "
         f"consecutive prompts · evictions: {_n(s.evictions)}"
@@ -1838,14 +1858,14 @@ def stats(path: Path, as_json: bool) -> None:
     for line in _table(
         ["section", "prompts", "min", "median", "max", "shortened", "omitted"], rows, right=(1, 2, 3, 4, 5, 6)
     ):
-        click.echo("  " + line)
+        _echo("  " + line)
     if s.evictions_by_reason:
-        click.echo("")
-        click.echo("evictions by reason:")
+        _echo("")
+        _echo("evictions by reason:")
         for line in _table(
             ["reason", "count"], [[k, _n(v)] for k, v in s.evictions_by_reason.items()], right=(1,)
         ):
-            click.echo("  " + line)
+            _echo("  " + line)
 
 
 # `holon audit PATH... [--sql Q | --report NAME]` lives with the audit layer (docs/audit.md).
