@@ -70,6 +70,31 @@ def test_an_export_to_a_missing_directory_names_it_and_leaves_nothing(ledger: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
 
 
+def test_an_export_to_a_parquet_directory_whose_parent_is_missing_names_it(
+    ledger: Path, tmp_path: Path
+) -> None:
+    # The Parquet directory is created, its parents are not (a typo made a new tree).
+    result = invoke("export", ledger, tmp_path / "nope" / "pq", "--format", "parquet")
+    assert result.exit_code == 2
+    assert f"directory {tmp_path / 'nope'} does not exist" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_an_export_over_a_symbolic_link_is_refused_and_the_link_kept(ledger: Path, tmp_path: Path) -> None:
+    # `holon export L /dev/stdout` with stdout redirected to a file: the atomic replace
+    # renamed the export over the link, so /dev/stdout became a regular file.
+    real = tmp_path / "real.jsonl"
+    real.write_bytes(b"")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    result = invoke("export", ledger, link)
+    assert result.exit_code == 2
+    assert f"{link} is a symbolic link" in result.stderr
+    assert "pass the path of the file itself" in result.stderr
+    assert link.is_symlink() and real.read_bytes() == b""
+    assert not (tmp_path / "link.jsonl.blobs").exists()
+
+
 def test_a_failed_export_removes_the_blob_directory_it_created(tmp_path: Path) -> None:
     with Ledger.create(tmp_path / "L", agent_id="a") as led:
         led.append(r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", output="x" * 9000), ts=1))

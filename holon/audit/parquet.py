@@ -45,6 +45,10 @@ def export_parquet(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise AuditError(f"cannot export to {out}: it exists and is not a directory")
+    if not out.parent.is_dir():
+        # Created if missing, but not its parents: as a JSONL export, a typo in the path is
+        # named rather than turned into a new directory tree.
+        raise AuditError(f"cannot export to {out}: directory {out.parent} does not exist")
     roots = ledger_paths(paths)  # once: `paths` may be a one-shot iterable
     for ledger_dir in roots:
         check_outside(ledger_dir, out, what="Parquet directory")
@@ -63,7 +67,7 @@ def export_parquet(
         memory_limit=memory_limit,
     )
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(exist_ok=True)
         # Written beside the target first, then moved in per agent: a failed export leaves
         # the tree as it was, and no name for an agent's partition has to be guessed.
         staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))

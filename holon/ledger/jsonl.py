@@ -58,11 +58,20 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
     The file is replaced atomically; referenced blobs go to ``<path>.blobs/<hash>``.
     Refused (UsageError, nothing written): a path inside the ledger, a path that exists
     and is not a regular file (a directory, a device such as ``/dev/null``: the atomic
-    replace would swap it for a file), a missing parent directory.
+    replace would swap it for a file), a symbolic link (such as ``/dev/stdout``: the
+    replace would swap the link for a file), a missing parent directory.
     """
     target = Path(path)
     check_outside(ledger.path, target, what="export file")
     check_outside(ledger.path, blobs_dir_for(target), what="export blob directory")
+    if target.is_symlink():
+        # The atomic replace renames a new file over the name: the link itself would be
+        # replaced, not written through (as root, `/dev/stdout` became a regular file).
+        raise UsageError(
+            f"{target} is a symbolic link (to {os.readlink(target)}); an export replaces its file "
+            "atomically, which would replace the link, not write through it: pass the path of the "
+            "file itself"
+        )
     if target.exists() and not target.is_file():
         raise UsageError(
             f"{target} exists and is not a regular file; an export is written as a new file "
