@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 from pathlib import Path
 
+import duckdb
+import pytest
 from click.testing import CliRunner
 
 from holon import records as r
@@ -89,3 +94,34 @@ def test_an_empty_ledger_audits_to_empty_tables_and_reports(tmp_path: Path) -> N
     listed = CliRunner().invoke(main, ["audit", str(tmp_path / "l"), "--json"])
     assert listed.exit_code == 0, listed.output
     assert {row["table"]: row["rows"] for row in json.loads(listed.stdout)}["records"] == 0
+
+
+def test_ctrl_c_stops_a_running_query(tmp_path: Path) -> None:
+    # DuckDB never returns to Python while a statement runs, so SIGINT only took effect
+    # when the query ended: a runaway query could only be killed.
+    con = duckdb.connect()
+    stopped = threading.Event()
+    watchdog_fired = []
+
+    def keep_interrupting() -> None:
+        # SIGINT until the query stops; past a minute, stop it another way and fail.
+        for _ in range(300):
+            if stopped.wait(0.2):
+                return
+            os.kill(os.getpid(), signal.SIGINT)
+        watchdog_fired.append(True)
+        con.interrupt()
+
+    # Outside the query, a SIGINT only counts here (a KeyboardInterrupt would end pytest).
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    sender = threading.Thread(target=keep_interrupting)
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_sql(con, "SELECT sum(a.range * 2 + 1) FROM range(100000000000) a")
+    finally:
+        stopped.set()
+        sender.join()
+        signal.signal(signal.SIGINT, previous)
+        con.close()
+    assert not watchdog_fired

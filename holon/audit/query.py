@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import duckdb
@@ -60,6 +64,38 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class _Interrupt:
+    """Whether Ctrl-C asked DuckDB to stop the statement running under :func:`_interruptible`."""
+
+    requested = False
+
+
+@contextmanager
+def _interruptible(con: duckdb.DuckDBPyConnection) -> Iterator[_Interrupt]:
+    """Let Ctrl-C (SIGINT) stop a running statement.
+
+    DuckDB runs a statement without returning to Python, so Python's own SIGINT handling
+    (KeyboardInterrupt) waits for the statement to end: a runaway query could only be
+    killed. The handler asks DuckDB to stop (``con.interrupt()``); the caller turns the
+    InterruptException that follows into a KeyboardInterrupt. Signal handlers belong to
+    the main thread: elsewhere this does nothing.
+    """
+    flag = _Interrupt()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        flag.requested = True
+        con.interrupt()
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class RowStream:
     """A query's columns, and its rows fetched from DuckDB a batch at a time.
 
@@ -80,10 +116,13 @@ class RowStream:
         if not self.columns:
             return
         while True:
-            try:
-                rows = self._cursor.fetchmany(size)
-            except duckdb.Error as exc:
-                raise _sql_error(self._con, exc) from None
+            with _interruptible(self._con) as interrupt:
+                try:
+                    rows = self._cursor.fetchmany(size)
+                except duckdb.Error as exc:
+                    if interrupt.requested:
+                        raise KeyboardInterrupt from None
+                    raise _sql_error(self._con, exc) from None
             if not rows:
                 return
             yield [tuple(row) for row in rows]
@@ -93,15 +132,19 @@ def open_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] 
     """Run one SQL statement on an audit connection; its rows are read from the stream.
 
     Any DuckDB error (syntax, unknown table or column, type error, ...) becomes one
-    :class:`AuditError` whose message is one line naming the problem. The stream reads
+    :class:`AuditError` whose message is one line naming the problem. Ctrl-C (SIGINT, in
+    the main thread) stops a running statement with KeyboardInterrupt. The stream reads
     from ``con``'s current result, so read it before running another query there.
     """
     if not sql.strip():
         raise AuditError("the SQL query is empty; pass a SELECT over the audit tables (see docs/audit.md)")
-    try:
-        cursor = con.execute(sql, params) if params else con.execute(sql)
-    except duckdb.Error as exc:
-        raise _sql_error(con, exc) from None
+    with _interruptible(con) as interrupt:
+        try:
+            cursor = con.execute(sql, params) if params else con.execute(sql)
+        except duckdb.Error as exc:
+            if interrupt.requested:
+                raise KeyboardInterrupt from None
+            raise _sql_error(con, exc) from None
     return RowStream(con, cursor)
 
 
