@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any, Final, Protocol, runtime_checkable
 
 __all__ = [
@@ -234,7 +235,10 @@ class BpeEstimator:
             ) from exc
         self._encoding: Any = bpe_openai.get_encoding(encoding)
         self._name = encoding
-        self._version = f"bpe-openai-{bpe_openai.__version__}"
+        self._token_limit: Any = bpe_openai.TokenLimitError
+        # "+split1": a text of 1,000,000 characters or more, which bpe-openai refuses, is
+        # counted in pieces (_count_in_pieces); counts of shorter texts are unchanged.
+        self._version = f"bpe-openai-{bpe_openai.__version__}+split1"
 
     @property
     def name(self) -> str:
@@ -252,8 +256,65 @@ class BpeEstimator:
         return False
 
     def count(self, text: str) -> int:
-        # encode_ordinary: special-token text in a tool output is just text here.
-        return len(self._encoding.encode_ordinary(text)) if text else 0
+        return _count_in_pieces(self._count_piece, text, limit=_BPE_PIECE_CHARS)
+
+    def _count_piece(self, text: str) -> int:
+        """The exact count of a text shorter than bpe-openai's input limit."""
+        try:
+            # encode_ordinary: special-token text in a tool output is just text here.
+            return len(self._encoding.encode_ordinary(text)) if text else 0
+        except self._token_limit as exc:
+            # bpe-openai encodes the whole text, then refuses a result over 200,000
+            # tokens; the error carries the exact count.
+            return int(exc.token_count)
+
+
+# bpe-openai refuses a text of 1,000,000 characters or more ("Input too long to encode
+# safely"): a longer text is counted in pieces shorter than this, cut where the BPE
+# pre-tokenizer always splits (see _count_in_pieces).
+_BPE_PIECE_CHARS: Final = 999_999
+# Points where the o200k and cl100k pre-tokenizers always split, whatever surrounds them:
+# - after a line break followed by a character that is neither whitespace nor "/": no
+#   piece of either regex holds a line break followed by such a character (a word's
+#   optional prefix excludes \r and \n, a punctuation run may only end in [\r\n/]*
+#   (o200k) or [\r\n]* (cl100k), a whitespace piece holds no other character), and the
+#   piece before is the same whether the text ends there or goes on (a whitespace run
+#   ending in a line break is matched by \s*[\r\n] before any lookahead alternative);
+# - after an ASCII letter or digit followed by a space or ASCII punctuation other than
+#   "'": a word, digit group or contraction ends there (a contraction is "'" + letters,
+#   hence the exclusion) and no piece starts with a letter or digit before a space or
+#   punctuation.
+# Cut at such points, the pieces of a text are the pieces of its parts, so the counts add
+# up exactly (tests/test_context_review3.py checks it with Hypothesis on both encodings).
+_BPE_SPLIT: Final = re.compile(r"(?<=\n)(?=[^\s/])|(?<=[A-Za-z0-9])(?=[ !-&(-/:-@\[-`{-~])")
+
+
+def _count_in_pieces(count: Callable[[str], int], text: str, *, limit: int) -> int:
+    """``count(text)`` for a text of any length, where ``count`` takes under ``limit`` characters.
+
+    A longer text is cut at points where BPE always splits (``_BPE_SPLIT``), each cut
+    between ``limit // 2`` and ``limit`` characters after the last, and the pieces' exact
+    counts are added up. A stretch with no such point in that window (a line over half a
+    million characters of hex digits or CJK text without punctuation) cannot be counted
+    exactly; up to the next split point it is counted as its UTF-8 bytes, a sound upper
+    bound (every BPE token is at least one byte) that can only make a prompt smaller than
+    it could have been, never overflow its budget.
+    """
+    end = len(text)
+    if end < limit:
+        return count(text)
+    total, start = 0, 0
+    while end - start >= limit:
+        m = _BPE_SPLIT.search(text, start + limit // 2, start + limit)
+        if m is not None:
+            total += count(text[start : m.start()])
+            start = m.start()
+            continue
+        m = _BPE_SPLIT.search(text, start + limit)
+        stop = end if m is None else m.start()
+        total += len(text[start:stop].encode("utf-8", "surrogatepass"))
+        start = stop
+    return total + count(text[start:])
 
 
 _EXACT: Final = ("o200k_base", "cl100k_base")
