@@ -58,6 +58,8 @@ def test_parse_ref_accepts_the_three_schemes() -> None:
     assert str(parse_ref("ledger:12")) == "ledger:12"
     assert parse_ref(f"blob:{DIGEST}").scheme == "blob"
     assert parse_ref("episode:3").value == "3"
+    # Hex in upper case is the same hash (`holon get L blob:4253D7…` was "malformed").
+    assert parse_ref(f"blob:{DIGEST.upper()}") == parse_ref(f"blob:{DIGEST}")
     # Digits of other scripts are not seqs (`\d` alone would take them).
     other_digits = ("ledger:\uff15", "episode:\u0663")
     for bad in ("ledger:", "ledger:-1", "blob:xyz", "file:/etc/passwd", "episode:3x", *other_digits):

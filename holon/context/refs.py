@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 # ASCII only: `\d` alone also matches other scripts' digits (fullwidth, Arabic-Indic, ...).
-_REF: Final = re.compile(r"(ledger):(\d+)|(blob):([0-9a-f]{64})|(episode):(\d+)", re.ASCII)
+# Hex is read in either case (a hash copied through a tool that upper-cases it is still
+# the hash); the blob store names blobs in lowercase, which parse_ref returns.
+_REF: Final = re.compile(r"(ledger):(\d+)|(blob):([0-9a-fA-F]{64})|(episode):(\d+)", re.ASCII)
 
 
 class Ref(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,7 +75,7 @@ def parse_ref(text: str) -> Ref:
         )
     groups = match.groups()
     if groups[2]:
-        return Ref(scheme="blob", value=groups[3])
+        return Ref(scheme="blob", value=groups[3].lower())
     scheme: Literal["ledger", "episode"] = "ledger" if groups[0] else "episode"
     digits = groups[1] if groups[0] else groups[5]
     try:
