@@ -498,4 +498,9 @@ def test_tiny_budgets_raise_with_numbers(reserve: int, short: int) -> None:
         build_context(state, budget, agent_id=AGENT)
     assert (info.value.available, info.value.required) == (pinned - short, pinned)
     assert f"need {pinned} tokens but only {pinned - short} are available" in str(info.value)
+    # The caller's own figures, and which sections are pinned: what to change, and by how much.
+    message = str(info.value)
+    assert f"the room is the budget's {budget.available:,} tokens" in message
+    assert f"window of {budget.context_window:,} less an output reserve of {reserve:,}" in message
+    assert "current_input " in message and "tokens at their smallest" in message
     _check_threshold(state, budget, RenderConfig(), info.value)

@@ -462,6 +462,22 @@ def build_context(
     return msgspec.structs.replace(prompt, plan=msgspec.structs.replace(prompt.plan, total_tokens=exact))
 
 
+def _pinned_over_budget(exc: BudgetExceeded, candidates: list[Candidate], budget: Budget) -> BudgetExceeded:
+    """``exc`` with what the caller needs to fix it: each pinned section's smallest size,
+    and how the room it was measured against comes from the caller's budget."""
+    pinned = sorted(
+        ((c.name, c.forms[-1].tokens) for c in candidates if c.pinned), key=lambda item: (-item[1], item[0])
+    )
+    sizes = ", ".join(f"{name} {tokens:,}" for name, tokens in pinned)
+    return BudgetExceeded(
+        f"pinned sections over budget ({sizes} tokens at their smallest; the room is the budget's "
+        f"{budget.available:,} tokens — a window of {budget.context_window:,} less an output reserve of "
+        f"{budget.output_reserve:,} — less one token per section separator)",
+        available=exc.available,
+        required=exc.required,
+    )
+
+
 def _assemble(
     inputs: ContextInputs,
     budget: Budget,
@@ -492,7 +508,10 @@ def _assemble(
         chosen.update(plan_budget(turn, available - used, what="turn sections"))
     except BudgetExceeded:
         degraded = True
-        chosen = plan_budget([*prefix, *turn], available, what="pinned sections")
+        try:
+            chosen = plan_budget([*prefix, *turn], available, what="pinned sections")
+        except BudgetExceeded as exc:
+            raise _pinned_over_budget(exc, [*prefix, *turn], budget) from None
     used = sum(f.tokens for f in chosen.values())
 
     # -- recent history fills what is left
