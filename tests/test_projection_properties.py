@@ -137,8 +137,11 @@ def test_state_keeps_plans_and_decisions_of_open_items_only_each_decision_once(r
         # A decision lives in one place, its latest version: an old copy would read as valid.
         kept = [d for bucket in runtime.decisions.values() for d in bucket] + list(runtime.unscoped_decisions)
         assert len({d.id for d in kept}) == len(kept)
-        if isinstance(record.body, r.Decision) and record.body.work_item_id in (None, *runtime.work_items):
-            assert any(d.seq == record.seq for d in kept)
+        if isinstance(record.body, r.Decision):
+            # Kept where it now belongs, or carried; never beside an older version.
+            placed = record.body.work_item_id in (None, *runtime.work_items)
+            assert any(d.seq == record.seq for d in kept) == placed
+            assert [d.seq for d in kept if d.id == record.body.id] == ([record.seq] if placed else [])
 
 
 @PROPERTY

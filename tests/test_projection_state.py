@@ -179,6 +179,11 @@ def test_a_decision_moved_to_another_item_leaves_the_first() -> None:
     state = apply_runtime(state, r.Record(body=r.Decision(id="d2", text="float versions"), ts=9, seq=5))
     assert "A" not in state.decisions
     assert [d.text for d in state.unscoped_decisions] == ["float versions"]
+    # Moved to an item that is not open: carried, and no older copy stays behind.
+    state = apply_runtime(
+        state, r.Record(body=r.Decision(id="d2", text="lock versions", work_item_id="gone"), ts=9, seq=6)
+    )
+    assert state.unscoped_decisions == () and state.carried[-1].seq == 6
 
 
 def test_turn_state_tracks_open_and_outcome() -> None:

@@ -731,13 +731,9 @@ def _on_decision(
         id=body.id, text=body.text, rationale=body.rationale, work_item_id=body.work_item_id, seq=record.seq
     )
     cap = config.decisions_cap
-    if body.work_item_id is not None and body.work_item_id not in state.work_items:
-        # Decisions are kept per open work item; a finished item's live in its episodes,
-        # and an id no work item has would open a bucket nothing ever closes.
-        note = f"decision for {_not_open(state, body.work_item_id)}"
-        return _with(state, record, _carry(state, record, note, config))
     # A redeclared decision replaces its earlier version wherever that was kept: moved to
-    # another item (or out of any), the old copy would still read as valid there.
+    # another item (or out of any, or to one that is not open), the old copy would still
+    # read as valid there.
     unscoped = state.unscoped_decisions
     if any(d.id == body.id for d in unscoped):
         unscoped = tuple(d for d in unscoped if d.id != body.id)
@@ -751,6 +747,13 @@ def _on_decision(
                 decisions[item] = kept
             else:
                 del decisions[item]
+    if body.work_item_id is not None and body.work_item_id not in state.work_items:
+        # Decisions are kept per open work item; a finished item's live in its episodes,
+        # and an id no work item has would open a bucket nothing ever closes.
+        note = f"decision for {_not_open(state, body.work_item_id)}"
+        changes = _carry(state, record, note, config)
+        changes.update(decisions=decisions, unscoped_decisions=unscoped)
+        return _with(state, record, changes)
     if body.work_item_id is None:
         return _with(
             state, record, {"decisions": decisions, "unscoped_decisions": _push(unscoped, entry, cap)}
