@@ -152,6 +152,44 @@ def _markers(request: dict[str, Any]) -> int:
     return sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
 
 
+def _load_daemon(code: str, name: str, sdk: str, module: ModuleType) -> dict[str, Any]:
+    """Run a daemon snippet's definitions with ``module`` standing in for the provider SDK."""
+    saved = sys.modules.get(sdk)
+    sys.modules[sdk] = module
+    try:
+        return _run(code, f"{name}.py", {"__name__": name})
+    finally:
+        if saved is None:
+            del sys.modules[sdk]
+        else:
+            sys.modules[sdk] = saved
+
+
+def _drive_daemon(ns: dict[str, Any], tmp: Path, operator_lines: str) -> list[str]:
+    """Run a daemon snippet's main on ``operator_lines`` as stdin; returns the commands run.
+
+    ``HANGS`` raises what subprocess.run(timeout=600) raises for a command that hangs.
+    """
+    real_bash = ns["run_bash"]
+    ran: list[str] = []
+
+    def run_bash(command: str) -> tuple[str, int]:
+        ran.append(command)
+        if command == HANGS:
+            raise subprocess.TimeoutExpired(command, 600)
+        result: tuple[str, int] = real_bash(command)
+        return result
+
+    ns["run_bash"] = run_bash
+    stdin = sys.stdin
+    sys.stdin = io.StringIO(operator_lines)
+    try:
+        ns["main"](str(tmp / "state/agent-7"))
+    finally:
+        sys.stdin = stdin
+    return ran
+
+
 @runner("docs/daemon-guide.md#2")
 def _anthropic_daemon(code: str, tmp: Path) -> None:
     workspace = tmp / "workspace"
@@ -164,31 +202,9 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
             [_text("Done: status.txt says rollout-ok.")],
         ]
     )
-    saved = sys.modules.get("anthropic")
-    sys.modules["anthropic"] = module
-    try:
-        ns = _run(code, "agentd.py", {"__name__": "agentd"})
-    finally:
-        if saved is None:
-            del sys.modules["anthropic"]
-        else:
-            sys.modules["anthropic"] = saved
+    ns = _load_daemon(code, "agentd", "anthropic", module)
     ns["WORKSPACE"] = str(workspace)
-    real_bash = ns["run_bash"]
-
-    def run_bash(command: str) -> tuple[str, int]:
-        if command == HANGS:  # what subprocess.run(timeout=600) raises for a command that hangs
-            raise subprocess.TimeoutExpired(command, 600)
-        result: tuple[str, int] = real_bash(command)
-        return result
-
-    ns["run_bash"] = run_bash
-    stdin = sys.stdin
-    sys.stdin = io.StringIO("write the rollout status\n\n")
-    try:
-        ns["main"](str(tmp / "state/agent-7"))
-    finally:
-        sys.stdin = stdin
+    _drive_daemon(ns, tmp, "write the rollout status\n\n")
 
     assert (workspace / "status.txt").read_text() == "rollout-ok\n"
     assert len(calls) == 4
@@ -285,36 +301,12 @@ def _openai_daemon(code: str, tmp: Path) -> None:
             _said("Counted to 3000."),
         ]
     )
-    saved = sys.modules.get("openai")
-    sys.modules["openai"] = module
-    try:
-        ns = _run(code, "agentd_openai.py", {"__name__": "agentd_openai"})
-    finally:
-        if saved is None:
-            del sys.modules["openai"]
-        else:
-            sys.modules["openai"] = saved
+    ns = _load_daemon(code, "agentd_openai", "openai", module)
     ns["WORKSPACE"] = str(workspace)
     ns["CONFIG"] = msgspec.structs.replace(
         ns["CONFIG"], budget=holon.Budget(context_window=6_000, output_reserve=500)
     )
-    real_bash = ns["run_bash"]
-    ran: list[str] = []
-
-    def run_bash(command: str) -> tuple[str, int]:
-        ran.append(command)
-        if command == HANGS:
-            raise subprocess.TimeoutExpired(command, 600)
-        result: tuple[str, int] = real_bash(command)
-        return result
-
-    ns["run_bash"] = run_bash
-    stdin = sys.stdin
-    sys.stdin = io.StringIO("write the rollout status\n\ncount to 3000\n")
-    try:
-        ns["main"](str(tmp / "state/agent-7"))
-    finally:
-        sys.stdin = stdin
+    ran = _drive_daemon(ns, tmp, "write the rollout status\n\ncount to 3000\n")
 
     assert (workspace / "status.txt").read_text() == "rollout-ok\n"
     assert ran == [WRITE, HANGS, COUNT], "the call with invalid arguments ran nothing"
