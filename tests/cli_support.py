@@ -14,6 +14,7 @@ import functools
 from collections.abc import Iterable
 from pathlib import Path
 
+import msgspec
 from click.testing import CliRunner, Result
 
 from holon import records as r
@@ -87,3 +88,17 @@ def write_jsonl(path: Path, records: Iterable[r.Record]) -> Path:
     """Write records as canonical JSONL lines."""
     path.write_bytes(b"".join(r.encode_json_record(rec) + b"\n" for rec in records))
     return path
+
+
+def divergent_ledger(target: Path) -> tuple[Path, int]:
+    """A ledger whose first episode was edited after it was derived, and that episode's seq."""
+    records = list(live_records("boundary_task_rejoined"))
+    index = next(i for i, rec in enumerate(records) if isinstance(rec.body, r.ContextEpisodeRecord))
+    body = records[index].body
+    assert isinstance(body, r.ContextEpisodeRecord)
+    records[index] = msgspec.structs.replace(
+        records[index], body=msgspec.structs.replace(body, objective="rewritten")
+    )
+    with Ledger.create(target, agent_id="x", fsync="never") as ledger:
+        ledger.append_many(records)
+    return target, records[index].seq

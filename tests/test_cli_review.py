@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import blake3
-import msgspec
 import pytest
 
 import holon.cli
@@ -17,7 +16,7 @@ from holon import records as r
 from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERRUPTED
 from holon.ledger import Ledger
 from holon.runtime import Agent
-from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
+from tests.cli_support import build_ledger, divergent_ledger, invoke, write_jsonl
 from tests.ledger_support import child_env
 from tests.runtime_support import Tick
 
@@ -88,16 +87,7 @@ def _corrupt(target: Path) -> Path:
 
 
 def _divergent(target: Path) -> Path:
-    records = list(live_records("boundary_task_rejoined"))
-    index = next(i for i, rec in enumerate(records) if isinstance(rec.body, r.ContextEpisodeRecord))
-    body = records[index].body
-    assert isinstance(body, r.ContextEpisodeRecord)
-    records[index] = msgspec.structs.replace(
-        records[index], body=msgspec.structs.replace(body, objective="rewritten")
-    )
-    with Ledger.create(target, agent_id="x", fsync="never") as ledger:
-        ledger.append_many(records)
-    return target
+    return divergent_ledger(target)[0]
 
 
 def test_a_reader_leaving_early_does_not_turn_a_failed_check_into_success(tmp_path: Path) -> None:

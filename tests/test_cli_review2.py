@@ -13,8 +13,7 @@ import pytest
 
 from holon import records as r
 from holon.cli import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
-from holon.ledger import Ledger
-from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
+from tests.cli_support import build_ledger, divergent_ledger, invoke, write_jsonl
 from tests.ledger_support import child_env
 
 # --------------------------------------------------------------------------- a reader that leaves early
@@ -76,21 +75,12 @@ def test_verify_says_what_a_divergence_means_as_replay_check_does(tmp_path: Path
     # verify's error line read "derived records diverge at seq N (mismatch) (or derived under a
     # non-default ProjectionConfig ...)": an "or" to nothing, without the two likely causes
     # that `replay --check` names for the same ledger.
-    records = list(live_records("boundary_task_rejoined"))
-    index = next(i for i, rec in enumerate(records) if isinstance(rec.body, r.ContextEpisodeRecord))
-    body = records[index].body
-    assert isinstance(body, r.ContextEpisodeRecord)
-    records[index] = msgspec.structs.replace(
-        records[index], body=msgspec.structs.replace(body, objective="rewritten")
-    )
-    ledger = tmp_path / "D"
-    with Ledger.create(ledger, agent_id="x", fsync="never") as opened:
-        opened.append_many(records)
+    ledger, seq = divergent_ledger(tmp_path / "D")
     verified = invoke("verify", ledger)
     replayed = invoke("replay", ledger, "--check")
     assert verified.exit_code == replayed.exit_code == EXIT_CHECK_FAILED
     line = verified.stderr.strip().splitlines()[-1]
-    assert f"derived records diverge at seq {records[index].seq} (mismatch); " in line
+    assert f"derived records diverge at seq {seq} (mismatch); " in line
     assert "the ledger was written by different projection code, or edited" in line
     assert line == replayed.stderr.strip().splitlines()[-1]
 
