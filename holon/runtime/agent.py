@@ -1415,7 +1415,16 @@ class Turn:
     def wait_for(
         self, id: str, waiting_on: str, *, work_item_id: str | None = None, resume_hint: str | None = None
     ) -> int:
-        """Record a waiting intent; the turn then ends ``waiting`` (unless :meth:`end` says otherwise)."""
+        """Record a waiting intent; the turn then ends ``waiting`` (unless :meth:`end` says otherwise).
+
+        ``id`` must not name a wait that is open now: the fold would replace the open one,
+        so its ``waiting_on`` would leave the prompt and one resolution would end both. It
+        is refused with a :class:`~holon.errors.UsageError` naming the open wait, and
+        nothing is recorded; resolve it first (``resolution="cancelled"`` to drop it), or
+        replace it on purpose with ``turn.record(holon.records.WaitingIntent(...))``.
+        """
+        self._check_live()
+        self._check_new_wait(id)
         seq = self.record(
             r.WaitingIntent(id=id, waiting_on=waiting_on, work_item_id=work_item_id, resume_hint=resume_hint)
         ).seq
@@ -1515,7 +1524,17 @@ class Turn:
         return self.record(r.WorkItemState(id=id, state=state, reason=reason)).seq
 
     def start_task(self, id: str, description: str, *, work_item_id: str | None = None) -> int:
-        """Record a background task started."""
+        """Record a background task started.
+
+        ``id`` must not name a task that is running now: the fold would replace it, and
+        the two tasks' results could not be told apart (the first result would end the
+        second start). It is refused with a :class:`~holon.errors.UsageError` naming the
+        running task, and nothing is recorded; use a new id, record the running task's
+        result first, or replace it on purpose with
+        ``turn.record(holon.records.TaskStarted(...))``.
+        """
+        self._check_live()
+        self._check_new_task(id)
         return self.record(r.TaskStarted(id=id, description=description, work_item_id=work_item_id)).seq
 
     def task_result(
@@ -1600,6 +1619,30 @@ class Turn:
             f"nothing was recorded: resolve one of the open waits, open this one first with "
             f"turn.wait_for({id!r}, waiting_on), or record it anyway with "
             f"turn.record(holon.records.WaitingResolved(id={id!r}, ...))"
+        )
+
+    def _check_new_wait(self, id: str) -> None:
+        open_wait = self.agent.state.waits.get(id)
+        if open_wait is None:
+            return
+        raise UsageError(
+            f"turn.wait_for({id!r}) in turn {self.index}: wait {id!r} is already open (waiting on "
+            f"{open_wait.waiting_on!r} since seq {open_wait.seq}), and a second one would replace it, so "
+            f"one resolution would end both; nothing was recorded: use a new id, resolve the open one first "
+            f"with turn.resolve_wait({id!r}) (resolution='cancelled' to drop it), or replace it on purpose "
+            f"with turn.record(holon.records.WaitingIntent(id={id!r}, ...))"
+        )
+
+    def _check_new_task(self, id: str) -> None:
+        running = self.agent.state.tasks.get(id)
+        if running is None:
+            return
+        raise UsageError(
+            f"turn.start_task({id!r}) in turn {self.index}: task {id!r} is already running "
+            f"({running.description!r}, started at seq {running.started_seq}), and a second start would "
+            f"replace it, so the two results could not be told apart; nothing was recorded: use a new id, "
+            f"record the running task's result first with turn.task_result({id!r}, ...), or replace it on "
+            f"purpose with turn.record(holon.records.TaskStarted(id={id!r}, ...))"
         )
 
     def _check_running_task(self, id: str) -> None:
