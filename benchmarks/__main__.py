@@ -7,7 +7,9 @@ import sys
 import time
 
 # Order follows the layers: storage, memory, rendering, runtime, audit, evaluation.
-SUITES = ("ledger", "projections", "context", "search", "runtime", "audit", "audit_scale", "eval")
+SUITES = (
+    "ledger", "projections", "estimator", "context", "search", "runtime", "audit", "audit_scale", "eval",
+)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

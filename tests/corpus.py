@@ -308,6 +308,26 @@ def _base64ish(rng: random.Random) -> str:
     return "\n".join("".join(rng.choice(alphabet) for _ in range(76)) for _ in range(8)) + "\n"
 
 
+def _table_texts(rng: random.Random) -> list[str]:
+    """Columns of numbers as tools print them: a process list, a float matrix, a hexdump, disk usage."""
+    ps = "USER       PID %CPU %MEM    VSZ   RSS TTY STAT START   TIME COMMAND\n" + "".join(
+        f"{rng.choice(['root', 'agent', 'www'])!s:<8} {rng.randrange(1, 40000):>5} {rng.random() * 9:4.1f} "
+        f"{rng.random() * 9:4.1f} {rng.randrange(10**3, 10**6):>6} {rng.randrange(100, 90000):>5} ?   "
+        f"Ss   {rng.randrange(10, 24)}:{rng.randrange(60):02d}   0:{rng.randrange(60):02d} "
+        f"/usr/bin/{rng.choice(WORDS)}\n"
+        for _ in range(24)
+    )
+    matrix = "".join(" ".join(f"{rng.random() * 100:.4f}" for _ in range(8)) + "\n" for _ in range(20))
+    hexdump = "".join(
+        f"{i * 16:08x}  " + " ".join(f"{rng.randrange(256):02x}" for _ in range(16)) + "\n" for i in range(16)
+    )
+    du = "".join(
+        f"{rng.randrange(1, 10**6)}\t{rng.randrange(1, 10**4)} {rng.randrange(100)} ./{rng.choice(WORDS)}\n"
+        for _ in range(30)
+    )
+    return [ps, matrix, hexdump, du]
+
+
 def corpus() -> dict[str, str]:
     """Every calibration text by file name, in a fixed order."""
     rng = random.Random(20240601)
@@ -329,6 +349,9 @@ def corpus() -> dict[str, str]:
         texts[f"markdown-{i:02d}.txt"] = t
     texts["base64-00.txt"] = _base64ish(rng)
     texts["mixed-00.txt"] = CODE[0] + "\n" + SHELL[1] + "\n" + CJK[0] + "\n" + PROSE[2] + "\n"
+    # Generated from their own seed, so adding them left every text above unchanged.
+    for i, t in enumerate(_table_texts(random.Random(20261122))):
+        texts[f"table-{i:02d}.txt"] = t
     return texts
 
 

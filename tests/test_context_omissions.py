@@ -136,7 +136,7 @@ def test_compact_queue_keeps_the_ref_of_every_shortened_line() -> None:
         for i in range(12)
     )
     wait = WaitEntry(id="wait1", waiting_on="operator approval", resume_hint="a reply in #ops", seq=400)
-    prompt = build_context(inputs(queued=queued, open_waits=(wait,)), Budget(context_window=450))
+    prompt = build_context(inputs(queued=queued, open_waits=(wait,)), Budget(context_window=420))
     queue = prompt.section("queue")
     assert queue is not None and queue.form == "compact"
     lines = queue.text.splitlines()[1:]

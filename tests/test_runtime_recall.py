@@ -26,7 +26,7 @@ from tests.runtime_support import Tick, cold_replay, fold_ledger, same_record
 
 POLICY = r.SystemPolicy(text="You are a test agent.", tools=RECALL_TOOLS)
 # A small window, so a few large outputs are cleared from the history quickly.
-CONFIG = AgentConfig(budget=Budget(context_window=6_000, output_reserve=1_000), recall_page_chars=1_000)
+CONFIG = AgentConfig(budget=Budget(context_window=6_500, output_reserve=1_000), recall_page_chars=1_000)
 _REF = re.compile(r"restore with ref (ledger:\d+|blob:[0-9a-f]{64})")
 
 

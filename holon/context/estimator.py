@@ -82,7 +82,7 @@ _SYMBOL: Final = "\u0300-\u036f\u200b-\u200f\u2200-\u2bff\ufe00-\ufe0f\U0001f000
 _PIECE: Final = re.compile(
     r"([A-Z]*[a-z]+|[A-Z]+)"  # 1: ASCII word piece (camelCase splits like o200k)
     r"|( +)"  # 2: run of spaces
-    rf"|((?:[^\w\s{_SYMBOL}]|_)+)"  # 3: punctuation run (underscores included)
+    rf"|((?:[^\w\s{_SYMBOL}]|_)+[\r\n]*)"  # 3: punctuation run (underscores included) + line breaks
     r"|(\d+)"  # 4: digits (o200k groups them by three)
     r"|(\s+)"  # 5: newlines / tabs
     rf"|([{_CJK}]+)"  # 6: CJK run
@@ -91,6 +91,9 @@ _PIECE: Final = re.compile(
 )
 # Texts up to this many characters are split with findall (faster); longer ones piece by piece.
 _FINDALL_CHARS: Final = 1 << 16
+# A lone space before a digit: o200k's digit groups take no space, so it is a token of its
+# own (see _W_SPACE_DIGIT). Scanned apart from _PIECE: a branch there costs every piece.
+_SPACE_DIGIT: Final = re.compile(r" (?=\d)")
 # Base64, hex digests and similar: BPE finds few merges in them, so they cost extra.
 _DENSE: Final = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
 
@@ -98,13 +101,19 @@ _DENSE: Final = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
 # any of them changes.
 _W_WORD: Final = 1.08
 _W_CJK: Final = 0.78
-_W_DIGITS: Final = 1.28  # per group of up to three digits
-_W_PUNCT: Final = 0.70
-_W_PUNCT_LONG: Final = 0.55  # per character beyond the first in a punctuation run
-_W_SPACES: Final = 1.71  # per run of two or more spaces (indentation)
+_W_DIGITS: Final = 1.04  # per group of up to three digits
+_W_PUNCT: Final = 0.68
+_W_PUNCT_LONG: Final = 0.44  # per character beyond the first in a punctuation run
+_W_SPACES: Final = 1.62  # per run of two or more spaces (indentation)
+# o200k's pre-tokenizer never joins a space to a digit group, nor a line break to the
+# indentation after it (two or more spaces or tabs before the next line's text): both
+# cost a token of their own, which one-piece counting missed (a table of space-separated
+# numbers under-counted by a third, short indented lines by a sixth).
+_W_SPACE_DIGIT: Final = 1.0
+_W_INDENT: Final = 1.0
 _W_NEWLINE: Final = 0.97
 _W_OTHER: Final = 0.50  # per non-ASCII, non-CJK letter
-_W_DENSE: Final = 0.13  # per character of a dense run
+_W_DENSE: Final = 0.15  # per character of a dense run
 _W_SYMBOL: Final = 2.2  # the first character of a symbol run (emoji aside)
 _W_SYMBOL_LONG: Final = 1.0  # per further character (BPE merges runs like "──" or "███")
 _W_ASTRAL: Final = 2.7  # per emoji (any character beyond U+FFFF): runs of them do not merge
@@ -148,28 +157,40 @@ def _whitespace_run(run: str) -> float:
     )
 
 
+def _indent(run: str) -> float:
+    """The extra token of a line break's indentation: two or more characters after the last break."""
+    last = max(run.rfind("\n"), run.rfind("\r"))
+    return _W_INDENT if last >= 0 and len(run) - last > 2 else 0.0
+
+
 @functools.lru_cache(maxsize=1024)
 def _short_ws_cost(run: str) -> float:
-    return max(_W_NEWLINE, _whitespace_run(run))
+    return max(_W_NEWLINE + _indent(run), _whitespace_run(run))
 
 
 def _ws_cost(run: str) -> float:
-    """A whitespace run's cost: the larger of its piece weight and its per-character cost.
+    """A whitespace run's cost: the larger of its piece weight (with the indentation's own
+    token, see _W_INDENT) and its per-character cost. Inside the max, joins still add up: a
+    line break joined before a text's indentation adds at most _W_INDENT, since the text
+    alone already paid for its indentation as a piece.
 
     Short runs (a line break and indentation) repeat all through code and logs: their
     cost is remembered, bounded in count and in key length.
     """
-    return _short_ws_cost(run) if len(run) <= 64 else max(_W_NEWLINE, _whitespace_run(run))
+    if len(run) <= 64:
+        return _short_ws_cost(run)
+    return max(_W_NEWLINE + _indent(run), _whitespace_run(run))
 
 
 class HeuristicEstimator:
     """The dependency-free default: a calibrated linear model over a regex split."""
 
     name: Final = DEFAULT_ESTIMATOR
-    version: Final = "3"
-    # A line break is a piece of its own (or merges into a neighbouring whitespace run,
-    # which only lowers the count), no other piece crosses it, and each part is rounded
-    # up on its own: joined texts never cost more than their parts plus one.
+    version: Final = "4"
+    # A line break is a piece of its own, merges into a neighbouring whitespace run (which
+    # adds at most the indentation's token the text after it paid alone) or ends a
+    # punctuation run (free); no other piece crosses it, and each part is rounded up on
+    # its own: joined texts never cost more than their parts plus one.
     joins_add_up: Final = True
 
     def count(self, text: str) -> int:
@@ -190,7 +211,8 @@ class HeuristicEstimator:
                 words += 1
             elif g_punct:
                 punct += 1
-                punct_long += len(g_punct) - 1
+                # o200k ends a punctuation run with the line breaks after it: they cost nothing more.
+                punct_long += len(g_punct.rstrip("\r\n")) - 1
             elif g_spaces:
                 if len(g_spaces) > 1:
                     runs += max(_W_SPACES, _W_WS_SPACE * len(g_spaces))
@@ -207,6 +229,8 @@ class HeuristicEstimator:
                 astral = sum(1 for ch in g_symbol if ch > "\uffff")
                 bmp = len(g_symbol) - astral
                 symbols += _W_ASTRAL * astral + (_W_SYMBOL + _W_SYMBOL_LONG * (bmp - 1) if bmp else 0.0)
+        if digits:
+            runs += _W_SPACE_DIGIT * len(_SPACE_DIGIT.findall(text))
         dense = sum(m.end() - m.start() for m in _DENSE.finditer(text)) if len(text) >= 20 else 0
         total = (
             _W_WORD * words
