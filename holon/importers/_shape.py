@@ -139,11 +139,15 @@ class Node:
 
     # ------------------------------------------------------------------ errors
 
-    def error(self, message: str, *, key: str | int | None = None) -> InvalidRecord:
-        """An InvalidRecord at this node (or its child ``key``), with the format hint."""
+    def error(self, message: str, *, key: str | int | None = None, hint: bool = True) -> InvalidRecord:
+        """An InvalidRecord at this node (or its child ``key``), with the format hint unless ``hint=False``.
+
+        The hint asks whether ``--from`` is right; leave it out where the format is plainly right and
+        one value in it is wrong, as the question would send the user looking in the wrong place.
+        """
         field = self._child_path(key) if key is not None else self.path
-        hint = f"; {self.format_hint}" if self.format_hint else ""
-        return InvalidRecord(f"{message}{hint}", where=self.where, field=field or None)
+        hint_text = f"; {self.format_hint}" if self.format_hint and hint else ""
+        return InvalidRecord(f"{message}{hint_text}", where=self.where, field=field or None)
 
     def _child_path(self, key: str | int) -> str:
         if isinstance(key, int):
@@ -226,6 +230,37 @@ class Node:
         """The string at ``key``, or ``default`` when missing or null."""
         value = self.opt_str(key)
         return default if value is None else value
+
+    def tool_name(self, key: str, *, what: str) -> str:
+        """The tool name at ``key`` of a tool call (``what``, e.g. "a `tool_use` block"); blank is an error.
+
+        Every format names the tool a call runs; a call to no tool (``""``, or only whitespace) is
+        nothing holon can record or a model's next request can carry, so the file is refused there.
+        """
+        name = self.field(key).as_str()
+        if not name.strip():
+            raise self.error(
+                f"{what} has {_blank(name)} `{key}`: a tool call names the tool it runs, and holon records "
+                "no call to no tool; fix or remove the call",
+                key=key,
+                hint=False,
+            )
+        return name
+
+    def required_id(self, key: str, *, what: str, why: str) -> str:
+        """The call id at ``key``, which the format requires to be non-blank (``why`` says so)."""
+        value = self.field(key).as_str()
+        if not value.strip():
+            raise self.error(
+                f"{what} has {_blank(value)} `{key}`: {why}; fix or remove it",
+                key=key,
+                hint=False,
+            )
+        return value
+
+
+def _blank(value: str) -> str:
+    return "an empty" if not value else "a blank (whitespace-only)"
 
 
 def _without_bom(data: bytes) -> bytes:

@@ -219,8 +219,15 @@ def _result_text(content: Node | None) -> str:
     return "\n".join(parts)
 
 
+#: Why a Claude Code call id cannot be blank.
+_ID_REQUIRED: Final = (
+    "the Messages API gives every tool call an id (`toolu_...`) and refuses a blank one, and a "
+    "`tool_result` is joined to its `tool_use` by it alone"
+)
+
+
 def _tool_result(builder: TranscriptBuilder, block: Node, detail: Node | None) -> None:
-    call = block.field("tool_use_id").as_str()
+    call = block.required_id("tool_use_id", what="a `tool_result` block", why=_ID_REQUIRED)
     output = _result_text(block.get("content"))
     is_error = block.get("is_error")
     status: ToolStatus = "error" if is_error is not None and is_error.as_bool() else "ok"
@@ -250,9 +257,9 @@ def _assistant(builder: TranscriptBuilder, message: Node) -> None:
             else:
                 builder.skip("block:empty text")
         elif block_type == "tool_use":
-            name = block.field("name").as_str()
+            name = block.tool_name("name", what="a `tool_use` block")
             args = block.field("input").as_object()
-            builder.intent(block.field("id").as_str(), name, args)
+            builder.intent(block.required_id("id", what="a `tool_use` block", why=_ID_REQUIRED), name, args)
             if name == "TodoWrite":
                 _plan(builder, args)
         else:

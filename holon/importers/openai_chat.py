@@ -22,7 +22,7 @@ from holon.importers._effects import edit_targets
 from holon.importers._shape import Node, decode_json_document
 from holon.records import Message, SystemPolicy, ToolDefinition
 
-__all__ = ["FORMAT", "parse_openai_chat", "tool_definitions"]
+__all__ = ["FORMAT", "call_key", "join_key", "parse_openai_chat", "tool_definitions"]
 
 FORMAT: Final = "openai-chat"
 _HINT: Final = "is this really an OpenAI chat transcript (--from openai-chat)?"
@@ -142,7 +142,7 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
                 builder.skip("audio")  # spoken output; audio is not imported (as images are not)
             _assistant_calls(builder, message, index, legacy)
         elif role == "tool":
-            _tool_result(builder, message.field("tool_call_id").as_str(), text)
+            _tool_result(builder, call_key(message, "tool_call_id"), text)
         elif role == "function":
             name = message.field("name").as_str()
             match = next((pair for pair in legacy if pair[1] == name), None)
@@ -190,27 +190,43 @@ def _require_content(message: Node, role: str) -> None:
     )
 
 
+def call_key(node: Node, key: str) -> str:
+    """The call id at ``key``, as the key joining a call and its result; a blank id is ``""``.
+
+    The chat API always names a call, but OpenAI-compatible servers (Gemini's, LM Studio, some
+    streaming proxies) send ``"id": ""``, and their runners answer with ``"tool_call_id": ""``.
+    Such calls share the key ``""``: each id-less result answers the oldest id-less call, in
+    the order the runner answered them, and never a call that has an id.
+    """
+    return join_key(node.field(key).as_str())
+
+
+def join_key(call_id: str) -> str:
+    """``call_id`` as the key joining a call and its result: ``""`` when blank (see :func:`call_key`)."""
+    return call_id if call_id.strip() else ""
+
+
 def _assistant_calls(
     builder: TranscriptBuilder, message: Node, index: int, legacy: list[tuple[str, str]]
 ) -> None:
     calls = message.get("tool_calls")
     if calls is not None:
-        for call in calls.items():
+        for position, call in enumerate(calls.items()):
+            key = call_key(call, "id")
+            # A blank id is derived from the call's place: the message and its position in it.
+            call_id = key or f"tool_call-{index}.{position}"
             custom = call.get("custom") if call.str_of("type") == "custom" else None
             if custom is not None:
                 # A custom (free-form) tool takes one text `input`, not JSON arguments.
-                name = custom.field("name").as_str()
-                builder.intent(call.field("id").as_str(), name, _custom_input(custom))
+                name = custom.tool_name("name", what="a custom tool call")
+                builder.intent(key, name, _custom_input(custom), call_id=call_id)
                 continue
             function = call.field("function")
-            builder.intent(
-                call.field("id").as_str(),
-                function.field("name").as_str(),
-                tool_arguments(function.get("arguments")),
-            )
+            name = function.tool_name("name", what="a tool call's `function`")
+            builder.intent(key, name, tool_arguments(function.get("arguments")), call_id=call_id)
     function_call = message.get("function_call")
     if function_call is not None:
-        name = function_call.field("name").as_str()
+        name = function_call.tool_name("name", what="a `function_call`")
         # The legacy API has no call ids: the message position names the call.
         call_id = f"function_call-{index}"
         legacy.append((call_id, name))

@@ -119,6 +119,13 @@ def _args(event: Node) -> Node:
 
 def _action(builder: TranscriptBuilder, event: Node, edits: dict[str, str], pair: str | None) -> None:
     name = event.field("action").as_str()
+    if not name.strip():
+        raise event.error(
+            "an OpenHands action with no name: every action says what it does (`message`, `run`, `edit`, "
+            "...), and a tool call's name is its tool; fix or remove the event",
+            key="action",
+            hint=False,
+        )
     args = _args(event)
     source_kind = event.str_of("source")
     message = event.str_of("message")
@@ -163,8 +170,10 @@ def _tool_call(
     tool = name
     call_id = event_id
     if metadata is not None:
-        tool = metadata.str_of("function_name", name)
-        call_id = metadata.opt_str("tool_call_id") or call_id
+        # A blank function name or call id is as good as none: the action's own name and id (which
+        # its observation's `cause` names, so the join never depends on them) stand in.
+        tool = _non_blank(metadata.str_of("function_name")) or name
+        call_id = _non_blank(metadata.str_of("tool_call_id")) or call_id
     values: dict[str, Any] = dict(args.as_object())
     thought = values.pop("thought", None)
     if name == "think":
@@ -176,6 +185,10 @@ def _tool_call(
     path = values.get("path")
     if name == "edit" and isinstance(path, str) and path:
         edits[source_id] = path
+
+
+def _non_blank(text: str) -> str | None:
+    return text if text.strip() else None
 
 
 def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str], pair: str | None) -> None:

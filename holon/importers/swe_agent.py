@@ -21,7 +21,7 @@ import msgspec
 from holon.importers._builder import ImportReport, TranscriptBuilder
 from holon.importers._effects import edit_targets
 from holon.importers._shape import Node, decode_json_document
-from holon.importers.openai_chat import message_text, tool_arguments
+from holon.importers.openai_chat import call_key, join_key, message_text, tool_arguments
 from holon.records import Brief, Message, SystemPolicy
 
 __all__ = ["FORMAT", "parse_swe_agent"]
@@ -125,8 +125,8 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
                 continue
             action_index += 1
             state = aligned[action_index] if aligned else None
-            for source_id, tool, args in _calls(entry, action_index):
-                builder.intent(source_id, tool, args)
+            for source_id, call_id, tool, args in _calls(entry, action_index):
+                builder.intent(source_id, tool, args, call_id=call_id)
                 # An old-style action is a command line: what it writes is read from the line.
                 files = (
                     _touched(tool, args, state)
@@ -139,7 +139,11 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
                 if not _has_tool_calls(entry):
                     waiting_action = source_id
         elif role == "tool" or (role == "user" and waiting_action is not None):
-            ids = [node.as_str() for node in entry.field("tool_call_ids").items()] if role == "tool" else []
+            ids = (
+                [join_key(node.as_str()) for node in entry.field("tool_call_ids").items()]
+                if role == "tool"
+                else []
+            )
             if not ids and waiting_action is not None:
                 # The observation of an action without tool calls, even when logged as a tool.
                 ids = [waiting_action]
@@ -230,23 +234,27 @@ def _is_action(entry: Node) -> bool:
     return _has_tool_calls(entry) or bool(obj.get("action"))
 
 
-def _calls(entry: Node, action_index: int) -> list[tuple[str, str, dict[str, object]]]:
+def _calls(entry: Node, action_index: int) -> list[tuple[str, str, str, dict[str, object]]]:
+    """Each call of an action: (the key its observation names, its holon call id, tool, arguments)."""
     calls = entry.get("tool_calls")
     if calls is not None and _has_tool_calls(entry):
-        out: list[tuple[str, str, dict[str, object]]] = []
-        for call in calls.items():
+        out: list[tuple[str, str, str, dict[str, object]]] = []
+        for position, call in enumerate(calls.items()):
             function = call.field("function")
+            key = call_key(call, "id")
             out.append(
                 (
-                    call.field("id").as_str(),
-                    function.field("name").as_str(),
+                    key,
+                    key or f"action-{action_index}.{position}",
+                    function.tool_name("name", what="a tool call's `function`"),
                     tool_arguments(function.get("arguments")),
                 )
             )
         return out
     # Old-style runs: the action is a line typed into SWE-agent's bash session (its editor
     # commands are shell functions there), so it is a bash call named by its position.
-    return [(f"action-{action_index}", "bash", {"command": entry.field("action").as_str().strip()})]
+    call_id = f"action-{action_index}"
+    return [(call_id, call_id, "bash", {"command": entry.field("action").as_str().strip()})]
 
 
 def _touched(tool: str, args: dict[str, object], state: _State | None) -> tuple[str, ...]:

@@ -1,0 +1,193 @@
+"""Fourth review of the transcript importers: blank call ids and tool names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from holon.errors import InvalidRecord
+from holon.ledger import Ledger
+from holon.projections import fold
+from holon.records import ToolIntent, ToolResult
+from tests.cli_support import invoke, tree_bytes
+from tests.importers_support import USER, claude_jsonl, parse_as
+
+SUFFIX = {"claude-code": "jsonl", "openai-chat": "json", "swe-agent": "traj", "openhands": "json"}
+
+
+def _calls(data: bytes, fmt: str) -> list[tuple[str, str, str | None]]:
+    """(call id, tool, output or None for an intent) of every tool record ``fmt`` makes of ``data``."""
+    out: list[tuple[str, str, str | None]] = []
+    for record in parse_as(fmt, data).records:
+        if isinstance(record.body, ToolIntent):
+            out.append((record.body.call_id, record.body.tool, None))
+        elif isinstance(record.body, ToolResult):
+            out.append((record.body.call_id, record.body.tool, record.body.output))
+    return out
+
+
+def _imported(tmp_path: Path, fmt: str, data: bytes) -> list[tuple[str, str, str]]:
+    """Import ``data`` through the CLI, verify the ledger, and fold it: (call id, tool, outcome)."""
+    ledger, file = tmp_path / "L", tmp_path / f"t.{SUFFIX[fmt]}"
+    file.write_bytes(data)
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    result = invoke("import", ledger, file, "--from", fmt)
+    assert result.exit_code == 0, result.stderr
+    assert invoke("verify", ledger).exit_code == 0
+    with Ledger.open(ledger, readonly=True) as opened:
+        state = fold(opened.read())
+    return [(ex.call_id, ex.tool, ex.outcome) for ex in state.runtime.tools]
+
+
+def _refused(tmp_path: Path, fmt: str, data: bytes) -> str:
+    """Import ``data`` into a ledger holding a session; assert it is refused with nothing written."""
+    ledger, file = tmp_path / "L", tmp_path / f"t.{SUFFIX[fmt]}"
+    file.write_bytes(data)
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    before = tree_bytes(ledger)
+    result = invoke("import", ledger, file, "--from", fmt)
+    assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert tree_bytes(ledger) == before
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# ---------------------------------------------------------------- blank ids and names
+
+
+def _chat(call_id: str, name: str, answer_id: str | None = None) -> bytes:
+    answer = call_id if answer_id is None else answer_id
+    return json.dumps([
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": answer, "content": "a.py"},
+    ]).encode()
+
+
+def _claude(call_id: str, name: str, answer_id: str | None = None) -> bytes:
+    answer = call_id if answer_id is None else answer_id
+    return claude_jsonl(
+        {"type": "user", "message": USER},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": call_id, "name": name, "input": {}}]}},
+        {"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": answer, "content": "a.py"}]}},
+    )
+
+
+def _swe(call_id: str, name: str, answer_id: str | None = None) -> bytes:
+    answer = call_id if answer_id is None else answer_id
+    return json.dumps({"history": [
+        USER,
+        {"role": "assistant", "content": "Look.", "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"role": "tool", "content": "a.py", "tool_call_ids": [answer]},
+    ]}).encode()
+
+
+def _openhands(call_id: str, name: str, action: str = "run") -> bytes:
+    return json.dumps([
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+        {"id": 2, "source": "agent", "action": action, "args": {"command": "ls"},
+         "tool_call_metadata": {"function_name": name, "tool_call_id": call_id}},
+        {"id": 3, "cause": 2, "source": "agent", "observation": "run", "content": "a.py"},
+    ]).encode()
+
+
+BUILDERS = {"openai-chat": _chat, "claude-code": _claude, "swe-agent": _swe}
+FIELDS = {
+    "openai-chat": r"\[1\]\.tool_calls\[0\]\.function\.name",
+    "claude-code": r"message\.content\[0\]\.name",
+    "swe-agent": r"history\[1\]\.tool_calls\[0\]\.function\.name",
+}
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+@pytest.mark.parametrize("fmt", sorted(BUILDERS))
+def test_a_tool_call_with_a_blank_name_is_refused_where_it_is(fmt: str, name: str, tmp_path: Path) -> None:
+    # Imported as a call to tool "", rendered as `call c1  {}`: no format's API writes or accepts a
+    # call to no tool. The refusal names the field, and asks nothing about --from: the format is right.
+    data = BUILDERS[fmt]("c1", name)
+    with pytest.raises(InvalidRecord, match=FIELDS[fmt]) as caught:
+        parse_as(fmt, data)
+    blank = "an empty" if not name else "a blank (whitespace-only)"
+    assert f"has {blank} `name`" in str(caught.value) and "fix or remove the call" in str(caught.value)
+    assert "--from" not in str(caught.value)
+    assert "name" in _refused(tmp_path, fmt, data)
+
+
+@pytest.mark.parametrize(
+    ("field", "data"),
+    [
+        ("message.content[0].id", _claude("", "Bash", answer_id="t1")),
+        ("message.content[0].id", _claude(" ", "Bash")),
+        ("message.content[0].tool_use_id", _claude("t1", "Bash", answer_id="")),
+    ],
+)
+def test_a_claude_code_blank_call_id_is_refused(field: str, data: bytes, tmp_path: Path) -> None:
+    # The Messages API gives every tool_use an id (`toolu_...`) and refuses a blank one: such a
+    # file was edited or written by something else, and a blank id joins nothing reliably.
+    with pytest.raises(InvalidRecord, match="the Messages API gives every tool call an id") as caught:
+        parse_as("claude-code", data)
+    assert caught.value.field == field and "--from" not in str(caught.value)
+    _refused(tmp_path, "claude-code", data)
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+@pytest.mark.parametrize(("fmt", "derived"), [("openai-chat", "tool_call-1.0"), ("swe-agent", "action-0.0")])
+def test_an_openai_style_blank_call_id_gets_a_derived_one(
+    fmt: str, derived: str, blank: str, tmp_path: Path
+) -> None:
+    # Gemini's OpenAI-compatible endpoint and LM Studio send `"id": ""`, and runners answer with
+    # `"tool_call_id": ""`. Imported, the call got holon call id "" (a second one "#2"). It gets a
+    # deterministic id from its place, and its blank-id result still answers it.
+    data = BUILDERS[fmt](blank, "ls")
+    assert _calls(data, fmt) == [(derived, "ls", None), (derived, "ls", "a.py")]
+    assert _imported(tmp_path, fmt, data) == [(derived, "ls", "ok")]
+
+
+def test_blank_call_ids_answer_in_order_and_never_a_call_that_has_an_id() -> None:
+    chat = json.dumps([
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+            {"id": "c9", "type": "function", "function": {"name": "b", "arguments": "{}"}},
+            {"id": "", "type": "function", "function": {"name": "c", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "", "content": "1"},
+        {"role": "tool", "tool_call_id": " ", "content": "2"},
+        {"role": "tool", "tool_call_id": "", "content": "3"},
+    ]).encode()
+    report = parse_as("openai-chat", chat)
+    results = [(r.body.call_id, r.body.output) for r in report.records if isinstance(r.body, ToolResult)]
+    # The third blank-id result has no id-less call left: an orphan, not an answer to c9.
+    assert results == [("tool_call-1.0", "1"), ("tool_call-1.2", "2")]
+    assert report.skipped == {"orphan tool result": 1} and report.unmatched_intents == 1
+
+
+@pytest.mark.parametrize(("call_id", "name"), [("", "execute_bash"), ("  ", "execute_bash"), ("c1", " ")])
+def test_openhands_blank_call_metadata_falls_back_to_the_action(
+    call_id: str, name: str, tmp_path: Path
+) -> None:
+    # OpenHands joins an observation to its action by `cause`; the metadata only labels the call.
+    # A blank tool_call_id already fell back to the event id, but a whitespace one was kept, and
+    # a blank function_name made a call to tool "".
+    data = _openhands(call_id, name)
+    expected_id = call_id if call_id.strip() else "2"
+    expected_tool = name if name.strip() else "run"
+    assert _calls(data, "openhands") == [
+        (expected_id, expected_tool, None), (expected_id, expected_tool, "a.py")
+    ]
+    assert _imported(tmp_path, "openhands", data) == [(expected_id, expected_tool, "ok")]
+
+
+def test_an_openhands_action_with_no_name_is_refused(tmp_path: Path) -> None:
+    data = _openhands("c1", "execute_bash", action=" ")
+    with pytest.raises(InvalidRecord, match="an OpenHands action with no name") as caught:
+        parse_as("openhands", data)
+    assert caught.value.field == "[1].action"
+    _refused(tmp_path, "openhands", data)
