@@ -1,9 +1,10 @@
-"""Fourth review of the transcript importers: blank call ids and tool names."""
+"""Fourth review of the transcript importers: blank call ids and tool names, Responses API items."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,109 @@ def test_an_openhands_action_with_no_name_is_refused(tmp_path: Path) -> None:
         parse_as("openhands", data)
     assert caught.value.field == "[1].action"
     _refused(tmp_path, "openhands", data)
+
+
+# ---------------------------------------------------------------- Responses API items
+
+
+def _function_call(call_id: str | None, **extra: Any) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": "get_weather",
+            "arguments": '{"city": "Paris"}'} | extra
+
+
+def _output(call_id: str, output: Any = "18C") -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def test_responses_api_items_import_as_calls_and_results(tmp_path: Path) -> None:
+    # What the Agents SDK's `to_input_list()` writes: messages with a `role`, and calls, outputs
+    # and reasoning as items of their own. The whole file was refused at the first call item
+    # ("not a chat message (no `role`)"), or, when it came first, read as a list of runs.
+    items = [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"id": "rs_1", "type": "reasoning", "summary": []},
+        _function_call("call_1", id="fc_1", status="completed"),
+        _output("call_1"),
+        {"type": "custom_tool_call", "call_id": "call_2", "name": "apply_patch", "input": "*** Begin"},
+        {"type": "custom_tool_call_output", "call_id": "call_2",
+         "output": [{"type": "input_text", "text": "Done"}, {"type": "input_image", "image_url": "x"}]},
+        {"id": "ws_1", "type": "web_search_call", "status": "completed"},
+        {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "18C and sunny.", "annotations": []}]},
+    ]
+    data = json.dumps(items).encode()
+    report = parse_as("openai-chat", data)
+    bodies = [r.body for r in report.records]
+    assert [b for b in bodies if isinstance(b, ToolIntent)] == [
+        ToolIntent(call_id="call_1", tool="get_weather", args={"city": "Paris"}),
+        ToolIntent(call_id="call_2", tool="apply_patch", args={"input": "*** Begin"}),
+    ]
+    assert [(b.call_id, b.output) for b in bodies if isinstance(b, ToolResult)] == [
+        ("call_1", "18C"), ("call_2", "Done")
+    ]
+    assert report.turns == 1 and report.skipped == {
+        "content part:input_image": 1, "item:reasoning": 1, "item:web_search_call": 1
+    }
+    assert _imported(tmp_path, "openai-chat", data) == [
+        ("call_1", "get_weather", "ok"), ("call_2", "apply_patch", "ok")
+    ]
+    # A list that starts with an item is still items, not runs.
+    assert _calls(json.dumps(items[3:5]).encode(), "openai-chat") == [
+        ("call_1", "get_weather", None), ("call_1", "get_weather", "18C")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("item", "field", "message"),
+    [
+        (_function_call(None), "[1].call_id", "`function_call` item has no `call_id`"),
+        (_output("call_1") | {"call_id": None},
+         "[2].call_id", "`function_call_output` item has no `call_id`"),
+        (_function_call("call_1", name=""), "[1].name", "a `function_call` item has an empty `name`"),
+        (_output("call_1", output=None), "[2].output", "missing `output`"),
+        (_output("call_1", output=5), "[2].output", "expected an array, got a number"),
+    ],
+)
+def test_a_malformed_responses_item_is_refused_naming_it(
+    item: dict[str, Any], field: str, message: str, tmp_path: Path
+) -> None:
+    items: list[dict[str, Any]] = [USER, _function_call("call_1"), _output("call_1")]
+    items[int(field[1])] = item
+    data = json.dumps(items).encode()
+    with pytest.raises(InvalidRecord, match=message) as caught:
+        parse_as("openai-chat", data)
+    assert caught.value.field == field
+    _refused(tmp_path, "openai-chat", data)
+
+
+def test_responses_arguments_ids_and_unknown_outputs_follow_the_chat_rules() -> None:
+    # `arguments` logged decoded is taken as it is, an unparseable string kept whole; a blank
+    # call_id gets a derived id; an output for a call never made is an orphan (counted), and a
+    # reused call_id is suffixed.
+    items = [
+        USER,
+        _function_call("call_1", arguments={"city": "Paris"}),
+        _function_call("", arguments="{not json"),
+        _output("call_9"),
+        _function_call("call_1"),
+        _output("call_1", "first"),
+        _output("", "blank"),
+        _output("call_1", "second"),
+    ]
+    report = parse_as("openai-chat", json.dumps(items).encode())
+    bodies = [r.body for r in report.records]
+    assert [(b.call_id, b.args) for b in bodies if isinstance(b, ToolIntent)] == [
+        ("call_1", {"city": "Paris"}),
+        ("function_call-2", {"arguments": "{not json"}),
+        ("call_1#2", {"city": "Paris"}),
+    ]
+    assert [(b.call_id, b.output) for b in bodies if isinstance(b, ToolResult)] == [
+        ("call_1", "first"), ("function_call-2", "blank"), ("call_1#2", "second")
+    ]
+    assert report.skipped == {"orphan tool result": 1}
+
+
+def test_an_item_with_neither_role_nor_type_is_named() -> None:
+    with pytest.raises(InvalidRecord, match=r"field `\[1\]`: not a chat message \(no `role`\) or Responses"):
+        parse_as("openai-chat", json.dumps([USER, {"content": "x"}]).encode())

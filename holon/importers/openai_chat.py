@@ -45,7 +45,8 @@ def parse_openai_chat(data: bytes, *, source: str) -> ImportReport:
     entries = list(root.items()) if isinstance(root.value, list) else None
     if entries is None:
         raise root.error(_SHAPES)
-    if entries and entries[0].is_object() and not entries[0].has("role"):
+    # A run holds its messages; a Responses API item (`function_call`, `reasoning`) has a `type`.
+    if entries and entries[0].is_object() and not entries[0].has("role") and not entries[0].has("type"):
         for run in entries:
             if not run.is_object():
                 raise run.error("expected a run object with `traj` or `messages`")
@@ -123,8 +124,11 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
     legacy: list[tuple[str, str]] = []  # (synthetic call id, function name) of `function_call`s
     policy_seen = False
     for index, message in enumerate(messages.items()):
+        if message.is_object() and not message.has("role") and message.has("type"):
+            _response_item(builder, message, index)
+            continue
         if not message.is_object() or not message.has("role"):
-            raise message.error("not a chat message (no `role`)")
+            raise message.error("not a chat message (no `role`) or Responses API item (no `type`)")
         role = message.field("role").as_str()
         _require_content(message, role)
         text = message_text(message.get("content"), builder)
@@ -231,6 +235,41 @@ def _assistant_calls(
         call_id = f"function_call-{index}"
         legacy.append((call_id, name))
         builder.intent(call_id, name, tool_arguments(function_call.get("arguments")))
+
+
+#: Responses API items that call a tool -> the item type of their output.
+_RESPONSE_CALLS: Final = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+}
+_RESPONSE_OUTPUTS: Final = frozenset(_RESPONSE_CALLS.values())
+
+
+def _response_item(builder: TranscriptBuilder, item: Node, index: int) -> None:
+    """A Responses API item other than a message (messages have a `role` and read as chat messages).
+
+    The Responses API (and the Agents SDK's ``to_input_list()``) writes a call and its output as
+    items of their own, joined by ``call_id``; reasoning, built-in tool calls (web search, file
+    search, computer use) and other items are skipped and counted (``item:<type>``).
+    """
+    kind = item.field("type").as_str()
+    if kind not in _RESPONSE_CALLS and kind not in _RESPONSE_OUTPUTS:
+        builder.skip(f"item:{kind}")
+        return
+    if not item.has("call_id"):
+        raise item.error(
+            f"a `{kind}` item has no `call_id`: the Responses API gives every call one, and a call's "
+            "output is joined to it by it alone; fix or remove the item",
+            key="call_id",
+            hint=False,
+        )
+    key = call_key(item, "call_id")
+    if kind in _RESPONSE_OUTPUTS:
+        _tool_result(builder, key, message_text(item.field("output"), builder))
+        return
+    name = item.tool_name("name", what=f"a `{kind}` item")
+    args = tool_arguments(item.get("arguments")) if kind == "function_call" else _custom_input(item)
+    builder.intent(key, name, args, call_id=key or f"{kind}-{index}")
 
 
 def _custom_input(custom: Node) -> dict[str, Any]:
