@@ -298,3 +298,34 @@ def test_responses_arguments_ids_and_unknown_outputs_follow_the_chat_rules() -> 
 def test_an_item_with_neither_role_nor_type_is_named() -> None:
     with pytest.raises(InvalidRecord, match=r"field `\[1\]`: not a chat message \(no `role`\) or Responses"):
         parse_as("openai-chat", json.dumps([USER, {"content": "x"}]).encode())
+
+
+# ---------------------------------------------------------------- cut-off files
+
+
+OPENHANDS_EVENTS = [
+    {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+    {"id": 2, "source": "agent", "action": "run", "args": {"command": "ls", "thought": ""}},
+    {"id": 3, "cause": 2, "source": "agent", "observation": "run", "content": "a.py"},
+]
+
+
+@pytest.mark.parametrize(
+    "document", [OPENHANDS_EVENTS, {"instance_id": "x", "history": OPENHANDS_EVENTS}], ids=["events", "run"]
+)
+def test_a_pretty_printed_openhands_file_cut_off_says_so(document: object, tmp_path: Path) -> None:
+    # A trajectory OpenHands writes with indent=2, copied while still being written: it was read as
+    # JSON Lines and refused at "line 1" (a lone `[` or `{`) asking whether --from was right.
+    data = json.dumps(document, indent=2).encode()
+    assert _calls(data, "openhands") == [("2", "run", None), ("2", "run", "a.py")]
+    cut = data[: len(data) * 2 // 3]
+    with pytest.raises(InvalidRecord) as caught:
+        parse_as("openhands", cut)
+    message = str(caught.value)
+    assert message.startswith("invalid record at t: ") and "ends in the middle of it" in message
+    assert "--from" not in message and "line 1" not in message
+    assert "copied while still being written" in _refused(tmp_path, "openhands", cut)
+    # JSON Lines (one run per line) still names the line that was cut.
+    lines = json.dumps({"history": OPENHANDS_EVENTS}).encode() + b"\n"
+    with pytest.raises(InvalidRecord, match=r"at line 2 of t: .*ends in the middle of its last line"):
+        parse_as("openhands", lines + lines[:-20])

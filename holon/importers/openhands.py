@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any, Final, Literal
 
 from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
-from holon.importers._shape import Node, iter_jsonl, parse_iso_ms, try_json_document
+from holon.importers._shape import Node, decode_json_document, iter_jsonl, parse_iso_ms, try_json_document
 from holon.importers.openai_chat import tool_definitions
 from holon.records import Brief, Message, SystemPolicy
 
@@ -82,8 +82,24 @@ def _runs(data: bytes, source: str) -> Iterator[Node]:
         # errors should name line 1.
         yield document if isinstance(document.value, list) else _with_history(document)
         return
+    if document is None and _one_document(data):
+        # Not JSON Lines read line by line: its first line would be reported as "line 1: not a
+        # JSON value" and --from questioned, when a pretty-printed file was merely cut off
+        # (copied while OpenHands was still writing it) or is broken somewhere else.
+        decode_json_document(data, source=source, format_hint=_HINT)
     for _, node in iter_jsonl(data, source=source, format_hint=_HINT):
         yield _with_history(node)
+
+
+def _one_document(data: bytes) -> bool:
+    """Whether ``data`` is meant as one JSON document: an event array, or pretty-printed.
+
+    Evaluation output JSONL holds one run object per line. A file starting with ``[`` is an event
+    array, and one whose first line is a lone ``{`` (as ``json.dump(..., indent=2)`` writes it)
+    cannot be JSON Lines.
+    """
+    text = data.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return text.startswith(b"[") or text.split(b"\n", 1)[0].strip() == b"{"
 
 
 def _with_history(node: Node) -> Node:
