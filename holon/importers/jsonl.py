@@ -20,12 +20,14 @@ from holon.records import Record, decode_json_record
 __all__ = ["FORMAT", "parse_jsonl"]
 
 FORMAT: Final = "jsonl"
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 def parse_jsonl(data: bytes, *, source: str) -> ImportReport:
     """Decode a canonical holon JSONL file's bytes into records ready to append."""
     records: list[Record] = []
-    for number, line in enumerate(data.split(b"\n"), start=1):
+    # A leading byte order mark (a file re-saved by a Windows tool) is ignored, as in every format.
+    for number, line in enumerate(data.removeprefix(_BOM).split(b"\n"), start=1):
         if not line.strip():
             continue
         where = f"line {number} of {source}"
