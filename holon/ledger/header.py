@@ -100,10 +100,35 @@ def write_header(ledger_dir: Path, header: LedgerHeader) -> None:
     write_atomic(ledger_dir / HEADER_NAME, (json.dumps(doc, indent=2) + "\n").encode())
 
 
+def _enclosing_ledger(path: Path) -> Path | None:
+    """The ledger directory ``path`` lies inside (its header, a segment, ``blobs/``), if any.
+
+    Only looked for on the error path, a few levels up (blobs sit two below the ledger):
+    the user pointed at a part of a ledger, and the error should name the ledger itself.
+    """
+    for parent in path.parents[:3]:
+        if (parent / HEADER_NAME).is_file():
+            return parent
+    return None
+
+
+def _ledgers_in(directory: Path, limit: int = 5) -> list[str]:
+    """Up to ``limit`` ledgers directly inside ``directory`` (sorted), for an error naming them."""
+    try:
+        children = sorted(child for child in directory.iterdir() if (child / HEADER_NAME).is_file())
+    except OSError:
+        return []
+    names = [str(child) for child in children[:limit]]
+    return [*names, f"and {len(children) - limit} more"] if len(children) > limit else names
+
+
 def read_header(ledger_dir: Path) -> LedgerHeader:
     """Read and check the header; raise NotALedger when ``ledger_dir`` is not a ledger."""
     path = ledger_dir / HEADER_NAME
     if not ledger_dir.is_dir():
+        enclosing = _enclosing_ledger(ledger_dir) if ledger_dir.exists() else None
+        if enclosing is not None:
+            raise NotALedger(f"{ledger_dir} is a file of the ledger {enclosing}; pass {enclosing} itself")
         what = "does not exist" if not ledger_dir.exists() else "is not a directory"
         raise NotALedger(
             f"{ledger_dir} {what}; {_CREATE_HINT}"
@@ -111,9 +136,21 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
+        enclosing = _enclosing_ledger(ledger_dir)
+        if enclosing is not None:
+            raise NotALedger(
+                f"{ledger_dir} is a directory inside the ledger {enclosing}; pass {enclosing} itself"
+            ) from None
+        inside = _ledgers_in(ledger_dir)
         raise NotALedger(
             f"{ledger_dir} has no {HEADER_NAME}, so it is not a holon ledger; "
-            f"pass the ledger directory itself, or {_CREATE_HINT}"
+            + (
+                f"it holds the ledgers {', '.join(inside)}: pass one of them"
+                if len(inside) > 1
+                else f"it holds the ledger {inside[0]}: pass that directory"
+                if inside
+                else f"pass the ledger directory itself, or {_CREATE_HINT}"
+            )
         ) from None
     try:
         doc = json.loads(raw)
