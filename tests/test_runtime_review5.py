@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from holon import records as r
+from holon.errors import InvalidRecord
 from holon.runtime import Agent
 from tests.runtime_support import Tick
 from tests.test_runtime_review4 import _refused
@@ -75,3 +78,15 @@ def test_turn_record_still_replaces_an_open_wait_or_running_task(tmp_path: Path)
         turn.record(r.TaskStarted(id="build", description="build the docs"))
         assert agent.state.waits["qa"].waiting_on == "QA sign-off on 2.5.0"
         assert agent.state.tasks["build"].description == "build the docs"
+
+
+def test_a_tool_call_with_a_blank_name_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    with _agent(tmp_path / "l") as agent, agent.turn(input="go") as turn:
+        seq = agent.seq
+        for name in ("", "   ", None):
+            with pytest.raises(InvalidRecord) as info:
+                turn.tool(name, {"cmd": "ls"})  # type: ignore[arg-type]
+            assert info.value.field == "body.tool"
+            assert "is blank; a call names the tool it runs" in str(info.value)
+        assert agent.seq == seq
+        assert turn.tool("bash", {"cmd": "ls"}).run(lambda: "ok").output == "ok"

@@ -1735,6 +1735,15 @@ class Turn:
         """
         self._check_live()
         agent = self.agent
+        if not isinstance(name, str) or not name.strip():
+            # A call to no tool: nothing could run it, and no provider accepts it back in
+            # the next request (the importers refuse one in a transcript for the same reason).
+            raise InvalidRecord(
+                f"tool name {name!r} is blank; a call names the tool it runs (the model's call had "
+                "no name: answer it with an error message instead of recording a call)",
+                where="the record to append",
+                field="body.tool",
+            )
         # Checked before anything else: dict() of a list or string fails with a TypeError,
         # or silently turns a list of pairs into arguments the caller did not write.
         if not isinstance(args, Mapping):
