@@ -11,7 +11,7 @@ Sections, in prompt order (see docs/context-rendering.md for the full table):
  3'   context_summary     agent        70        no      full, truncated (only without WM)
  4    episodes            agent        60        no      full, compact, truncated
  5    pending_delta       turn         85        yes(*)  full, compact
- 6    active_work         turn         95        yes     full, compact
+ 6    active_work         turn         95        yes     full, compact, truncated
  7    queue               turn         50        no      full, compact
  8    history             turn         40        no      filled newest-first
  9    current_input       turn         100       yes     full, truncated
@@ -39,7 +39,7 @@ from holon.context.budget import Candidate, Form, FormKind, Stability
 from holon.context.inputs import ContextInputs
 from holon.context.refs import episode_ref, ledger_ref
 from holon.context.rounds import step_line
-from holon.projections import WorkingMemorySnapshot
+from holon.projections import PlanEntry, WorkingMemorySnapshot
 from holon.projections.state import one_line
 
 __all__ = [
@@ -685,7 +685,8 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
 
     When they equal working memory's, a one-line pointer avoids paying for them twice;
     a mid-revision change (a plan edited, a decision made this turn) is shown here in full
-    at once.
+    at once. The truncated form (the pinned minimum) keeps at most
+    :data:`TRUNCATED_OPEN_STEPS` open steps, clipped, so a huge plan still fits.
     """
     header = "## Active work item"
     work, plan = inputs.active_work, inputs.plan
@@ -707,7 +708,7 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
         )
         return _candidate("active_work", [_form("full", [header, line, *decided, *env], count)])
 
-    def lines(keep_finished: int) -> tuple[list[str], list[r.Omission]]:
+    def lines(keep_finished: int, *, bounded: bool = False) -> tuple[list[str], list[r.Omission]]:
         out = [header]
         omissions: list[r.Omission] = []
         if work is not None:
@@ -719,20 +720,75 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
             out.append("No active work item.")
         if plan is not None:
             out.append(f"current plan: [{ledger_ref(plan.seq)}]")
-            steps, omissions = _step_lines(
-                plan.steps, plan.seq, "active_work", count, keep_finished=keep_finished
+            steps, note, cut = _open_steps_bounded(plan, count) if bounded else (list(plan.steps), [], [])
+            step_lines, omissions = _step_lines(
+                steps, plan.seq, "active_work", count, keep_finished=keep_finished
             )
-            out.extend(steps)
+            out.extend(step_lines)
+            out.extend(note)
+            omissions.extend(cut)
         out.extend(decided)
         out.extend(env)
         return out, omissions
 
     full, collapsed_full = lines(RECENT_FINISHED_STEPS)
     compact, collapsed = lines(0)
+    truncated, cut = lines(0, bounded=True)
     return _candidate(
         "active_work",
-        [_form("full", full, count, collapsed_full), _form("compact", compact, count, collapsed)],
+        [
+            _form("full", full, count, collapsed_full),
+            _form("compact", compact, count, collapsed),
+            _form("truncated", truncated, count, cut),
+        ],
     )
+
+
+#: Open plan steps the pinned minimum of the active-work section lists, and the characters
+#: of each step's text it keeps. The live plan is not capped like working memory's copy:
+#: without a bound, a plan of a few thousand open steps made every prompt fail with
+#: BudgetExceeded, and the agent could not take a single turn to work through it.
+TRUNCATED_OPEN_STEPS: Final = 24
+_TRUNCATED_STEP_CHARS: Final = 200
+_OPEN_RANK: Final = {"in_progress": 0, "blocked": 1, "pending": 2}
+
+
+def _open_steps_bounded(
+    plan: PlanEntry, count: Counter
+) -> tuple[list[r.PlanStep], list[str], list[r.Omission]]:
+    """The plan with at most :data:`TRUNCATED_OPEN_STEPS` open steps (in progress first, then
+    blocked, then the earliest pending; shown in plan order), their texts clipped to one
+    line of :data:`_TRUNCATED_STEP_CHARS`; the placeholder line and omission for the rest."""
+    open_steps = [(i, s) for i, s in enumerate(plan.steps) if s.status in _OPEN_RANK]
+    ranked = sorted(open_steps, key=lambda item: (_OPEN_RANK[item[1].status], item[0]))
+    kept = {i for i, _ in ranked[:TRUNCATED_OPEN_STEPS]}
+    steps: list[r.PlanStep] = []
+    hidden: list[str] = []
+    clipped = 0
+    for i, step in enumerate(plan.steps):
+        if step.status not in _OPEN_RANK:
+            steps.append(step)
+        elif i not in kept:
+            hidden.append(step_line(step))
+        else:
+            text, cut = _clipped(step.text, _TRUNCATED_STEP_CHARS)
+            clipped += cut
+            steps.append(msgspec.structs.replace(step, text=text) if cut else step)
+    if not hidden and not clipped:
+        return steps, [], []
+    ref = ledger_ref(plan.seq)
+    shown = [f"+{len(hidden)} more open steps not shown"] if hidden else []
+    reason = [f"{len(hidden)} open plan steps not shown"] if hidden else []
+    if clipped:
+        shown.append(f"{clipped} long steps clipped")
+        reason.append(f"{clipped} plan steps clipped")
+    omission = r.Omission(
+        section="active_work",
+        ref=ref,
+        reason=", ".join(reason),
+        tokens=count("\n".join(hidden)) if hidden else 0,
+    )
+    return steps, [f"  ({', '.join(shown)} — restore with ref {ref})"], [omission]
 
 
 def queue_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
