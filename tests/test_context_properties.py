@@ -56,7 +56,7 @@ SEPARATORS = len(SECTION_ORDER)
 _CLEARED = re.compile(r"\[tool result cleared: (\S+) call (\S+), ([\d,]+) bytes — restore with ref (\S+)\]")
 _ANY_REF = re.compile(r"restore with ref ((?:ledger|blob|episode):[0-9a-f]+)")
 _REF = re.compile(r"(?:ledger|blob|episode):[0-9a-f]+")
-_MESSAGE_CUT = re.compile(r"\[message truncated: ([\d,]+) chars — restore with ref (\S+)\]")
+_MESSAGE_CUT = re.compile(r"\[(?:message|brief) truncated: ([\d,]+) chars — restore with ref (\S+)\]")
 _INPUT_CUT = re.compile(r"\[input truncated: ([\d,]+) of ([\d,]+) chars not shown — restore with ref (\S+)\]")
 _BLOB = re.compile(r"\[output stored as blob, ([\d,]+) bytes — restore with ref (\S+)\]")
 # A line that starts a history unit (a result line belongs to its call's unit).
@@ -178,6 +178,8 @@ def _check_evidence(omission: r.Omission, source: RefSource, state: ProjectionSt
         assert isinstance(found.body, r.TurnStarted | r.Message)
     elif "message over its cap" in reason:
         assert isinstance(found.body, r.Message)
+    elif "brief over its cap" in reason:
+        assert isinstance(found.body, r.Brief)
     elif "tool result" in reason:
         assert isinstance(found.body, r.ToolResult)
     elif (match := _ENTRY.search(reason)) is not None:

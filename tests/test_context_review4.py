@@ -18,8 +18,9 @@ from holon.context import (
     RenderConfig,
     build_context,
     get_estimator,
+    restore_bytes,
 )
-from holon.projections import PlanEntry, WorkItemEntry
+from holon.projections import BriefEntry, PlanEntry, WorkItemEntry
 from holon.runtime import Agent, AgentConfig
 from tests.context_inputs import inputs, message
 
@@ -27,6 +28,43 @@ _WORDS = ("replica", "lag", "vacuum", "index", "constraint", "sequence", "owner"
 _WORK = WorkItemEntry(
     id="w1", objective="ship the replica index", state="active", declared_seq=1, state_seq=1
 )
+
+
+class _Records:
+    """A RefSource over a few records by seq."""
+
+    def __init__(self, *records: r.Record) -> None:
+        self._by_seq = {rec.seq: rec for rec in records}
+
+    def record(self, seq: int) -> r.Record:
+        return self._by_seq[seq]
+
+    def blob(self, blob_hash: str) -> bytes:
+        raise KeyError(blob_hash)
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        raise KeyError(episode_id)
+
+
+def test_a_brief_larger_than_the_history_room_is_cut_instead_of_emptying_the_history() -> None:
+    # Briefs had no cap (messages, arguments and tool outputs do). The history is a run of
+    # units ending at the newest, so one pasted 260 KB report left out all twenty messages
+    # before it too: the prompt had no history at all, only "history over budget".
+
+    report = "verified row\n" * 20_000
+    brief = r.Brief(status="result", text=report, work_item_id="w1")
+    messages = tuple(message(100 + i, f"message {i}") for i in range(20))
+    source = inputs(messages=messages, briefs=(BriefEntry(seq=200, ts=200, turn=200, brief=brief),))
+    prompt = build_context(source, Budget(context_window=16_000))
+
+    history = prompt.section("history")
+    assert history is not None
+    assert "[ledger:119] user: message 19" in history.text
+    assert "[brief truncated: 260,000 chars — restore with ref ledger:200]" in history.text
+    assert prompt.total_tokens <= 16_000
+    [omission] = [o for o in prompt.plan.omitted if o.ref == "ledger:200"]
+    assert omission.reason == "brief over its cap"
+    assert restore_bytes("ledger:200", _Records(r.Record(seq=200, ts=200, body=brief))) == report.encode()
 
 
 def _plan(steps: int, *, in_progress: int, text: str = "") -> PlanEntry:

@@ -195,9 +195,20 @@ def history_units(
         )
     for b in inputs.briefs:
         scope = f" ({b.brief.work_item_id})" if b.brief.work_item_id else ""
-        line = f"[{ledger_ref(b.seq)}] brief {b.brief.status}{scope}: {b.brief.text}"
+        text = b.brief.text
+        cut: tuple[r.Omission, ...] = ()
+        if count(text) > rules.message_max_tokens:
+            # Capped like a message: the history is a contiguous run ending at its newest
+            # unit, so one brief larger than the room (a pasted report) left out all of it.
+            ref = ledger_ref(b.seq)
+            note = f"[brief truncated: {len(text):,} chars — restore with ref {ref}]"
+            text = text[: preview_chars * 2] + "\n" + note
+            cut = (r.Omission(section="history", ref=ref, reason="brief over its cap"),)
+        line = f"[{ledger_ref(b.seq)}] brief {b.brief.status}{scope}: {text}"
         units.append(
-            HistoryUnit(seq=b.seq, text=line, tokens=count(line), refs=(ledger_ref(b.seq),), turn=b.turn)
+            HistoryUnit(
+                seq=b.seq, text=line, tokens=count(line), refs=(ledger_ref(b.seq),), cleared=cut, turn=b.turn
+            )
         )
 
     cap = rules.tool_result_max_tokens
