@@ -23,6 +23,7 @@ from holon.context import (
 from holon.projections import BriefEntry, PlanEntry, WorkItemEntry
 from holon.runtime import Agent, AgentConfig
 from tests.context_inputs import inputs, message
+from tests.live import LiveLedger
 
 _WORDS = ("replica", "lag", "vacuum", "index", "constraint", "sequence", "owner", "grant", "role", "cursor")
 _WORK = WorkItemEntry(
@@ -108,6 +109,35 @@ def test_a_huge_live_plan_still_renders_its_open_steps_within_the_budget(plan: P
     assert "(3 finished steps not shown — restore with ref ledger:42)" in section.text
     cut = [o for o in prompt.plan.omitted if o.section == "active_work" and "finished" not in o.reason]
     assert [o.ref for o in cut] == ["ledger:42"]
+
+
+@pytest.mark.parametrize("window", [4_000, 32_000])
+def test_a_plan_of_a_few_pasted_pages_still_renders(window: int) -> None:
+    # Working memory's copy of the plan is capped in steps, not in their length: its
+    # smallest form kept every open step's text in full, so 8 steps of ~50 KB each
+    # (69k tokens) raised BudgetExceeded at every render, whatever the window.
+    live = LiveLedger()
+    live.start_turn("user", "migrate the billing tables")
+    live.append(r.WorkItem(id="w1", objective="migrate billing", state="active"))
+    page = "run the migration script on the next shard and compare the row counts " * 700
+    steps = tuple(
+        r.PlanStep(id=f"s{i}", text=page, status="in_progress" if i == 1 else "pending") for i in range(8)
+    )
+    plan = live.append(r.WorkPlan(work_item_id="w1", steps=steps))
+    live.end_turn("completed")
+    live.start_turn("user", "continue")
+    live.before_prompt()
+    budget = Budget(context_window=window, output_reserve=500)
+    prompt = build_context(live.state, budget, agent_id="a")
+
+    memory = prompt.section("working_memory")
+    assert memory is not None and memory.form == "truncated"
+    assert prompt.total_tokens <= budget.available
+    assert "  [>] s1: run the migration script on the next shard" in memory.text
+    assert f"  (8 long steps clipped — restore with ref ledger:{plan.seq})" in memory.text
+    assert any(
+        o.ref == f"ledger:{plan.seq}" and o.reason == "8 plan steps clipped" for o in prompt.plan.omitted
+    )
 
 
 def _episodes(n: int) -> list[r.ContextEpisodeRecord]:

@@ -217,13 +217,14 @@ def _step_lines(
 
 
 def _plan_lines(
-    snapshot: WorkingMemorySnapshot, count: Counter, *, keep_finished: int
+    snapshot: WorkingMemorySnapshot, count: Counter, *, keep_finished: int, clip: bool = False
 ) -> tuple[list[str], list[r.Omission]]:
     if snapshot.plan_seq is None:
         return [], []
     ref = ledger_ref(snapshot.plan_seq)
+    plan, clipped = _clip_open_steps(snapshot.plan) if clip else (list(snapshot.plan), 0)
     steps, omissions = _step_lines(
-        snapshot.plan, snapshot.plan_seq, "working_memory", count, keep_finished=keep_finished
+        plan, snapshot.plan_seq, "working_memory", count, keep_finished=keep_finished
     )
     lines = [f"plan: [{ref}]", *steps]
     if snapshot.plan_omitted:
@@ -236,7 +237,30 @@ def _plan_lines(
                 reason=f"{snapshot.plan_omitted} plan steps over the working-memory cap",
             )
         )
+    if clipped:
+        lines.append(f"  ({clipped} long steps clipped — restore with ref {ref})")
+        omissions.append(
+            r.Omission(section="working_memory", ref=ref, reason=f"{clipped} plan steps clipped")
+        )
     return lines, omissions
+
+
+#: Characters of an open plan step's text the pinned minimums (working memory's and active
+#: work's truncated forms) keep, on one line: a step of pasted pages was in every form in
+#: full, and a plan of a few such steps raised BudgetExceeded at every render.
+_TRUNCATED_STEP_CHARS: Final = 200
+_OPEN_RANK: Final = {"in_progress": 0, "blocked": 1, "pending": 2}
+
+
+def _clip_open_steps(steps: Sequence[r.PlanStep]) -> tuple[list[r.PlanStep], int]:
+    """``steps`` with each open step's text clipped to :data:`_TRUNCATED_STEP_CHARS`; how many were."""
+    out: list[r.PlanStep] = []
+    clipped = 0
+    for step in steps:
+        text, cut = _clipped(step.text, _TRUNCATED_STEP_CHARS) if step.status in _OPEN_RANK else ("", False)
+        clipped += cut
+        out.append(msgspec.structs.replace(step, text=text) if cut else step)
+    return out, clipped
 
 
 def _core_lines(s: WorkingMemorySnapshot) -> list[str]:
@@ -360,6 +384,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     ]
     summary_lines, summary_drops = _summary_dropped(s, count)
     plan_short, plan_short_omitted = _plan_lines(s, count, keep_finished=0)
+    plan_min, plan_min_omitted = _plan_lines(s, count, keep_finished=0, clip=True)
 
     compact = [header, *_core_lines(s), *summary_lines, *plan_short]
     compact_omitted = [*summary_drops, *plan_short_omitted]
@@ -399,8 +424,8 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
             compact_omitted.extend(rest)
     compact.extend(_wait_lines(s))
 
-    truncated = [header, *_core_lines(s), *summary_lines, *plan_short, *_wait_lines(s)]
-    truncated_omitted = [*summary_drops, *plan_short_omitted]
+    truncated = [header, *_core_lines(s), *summary_lines, *plan_min, *_wait_lines(s)]
+    truncated_omitted = [*summary_drops, *plan_min_omitted]
     for noun, drops in (("decision", decision_drops), ("follow-up", follow_up_drops), ("file", file_drops)):
         if drops:
             truncated.append(_not_shown(len(drops), noun, [o.ref for o in drops], more=False))
@@ -744,13 +769,11 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
     )
 
 
-#: Open plan steps the pinned minimum of the active-work section lists, and the characters
-#: of each step's text it keeps. The live plan is not capped like working memory's copy:
-#: without a bound, a plan of a few thousand open steps made every prompt fail with
-#: BudgetExceeded, and the agent could not take a single turn to work through it.
+#: Open plan steps the pinned minimum of the active-work section lists. The live plan is
+#: not capped like working memory's copy: without a bound, a plan of a few thousand open
+#: steps made every prompt fail with BudgetExceeded, and the agent could not take a single
+#: turn to work through it.
 TRUNCATED_OPEN_STEPS: Final = 24
-_TRUNCATED_STEP_CHARS: Final = 200
-_OPEN_RANK: Final = {"in_progress": 0, "blocked": 1, "pending": 2}
 
 
 def _open_steps_bounded(
@@ -762,18 +785,10 @@ def _open_steps_bounded(
     open_steps = [(i, s) for i, s in enumerate(plan.steps) if s.status in _OPEN_RANK]
     ranked = sorted(open_steps, key=lambda item: (_OPEN_RANK[item[1].status], item[0]))
     kept = {i for i, _ in ranked[:TRUNCATED_OPEN_STEPS]}
-    steps: list[r.PlanStep] = []
-    hidden: list[str] = []
-    clipped = 0
-    for i, step in enumerate(plan.steps):
-        if step.status not in _OPEN_RANK:
-            steps.append(step)
-        elif i not in kept:
-            hidden.append(step_line(step))
-        else:
-            text, cut = _clipped(step.text, _TRUNCATED_STEP_CHARS)
-            clipped += cut
-            steps.append(msgspec.structs.replace(step, text=text) if cut else step)
+    hidden = [step_line(s) for i, s in open_steps if i not in kept]
+    steps, clipped = _clip_open_steps(
+        [s for i, s in enumerate(plan.steps) if s.status not in _OPEN_RANK or i in kept]
+    )
     if not hidden and not clipped:
         return steps, [], []
     ref = ledger_ref(plan.seq)
