@@ -20,6 +20,7 @@ from holon.context import (
     get_estimator,
     restore_bytes,
 )
+from holon.errors import BudgetExceeded
 from holon.projections import BriefEntry, PlanEntry, WorkItemEntry
 from holon.runtime import Agent, AgentConfig
 from tests.context_inputs import inputs, message
@@ -239,3 +240,17 @@ def test_every_evicted_tool_output_restores_exactly_through_the_agent(tmp_path: 
             assert "".join(pages).encode() == data, ref
     finally:
         agent.close()
+
+
+def test_budget_exceeded_advises_shortening_the_largest_pinned_section() -> None:
+    # The advice always said "shorten the current input", even when a pasted objective in
+    # the active work item took the room: the caller was sent to the wrong place.
+    work = WorkItemEntry(
+        id="w1", objective="migrate the billing schema " * 800, state="active", declared_seq=1, state_seq=1
+    )
+    with pytest.raises(BudgetExceeded) as info:
+        build_context(inputs(active_work=work), Budget(context_window=2_000, output_reserve=200))
+    message = str(info.value)
+    assert "shorten the active work item (the largest pinned section" in message
+    assert "shorten the current input" not in message
+    assert f"need {info.value.required} tokens but only {info.value.available} are available" in message

@@ -469,13 +469,36 @@ def _pinned_over_budget(exc: BudgetExceeded, candidates: list[Candidate], budget
         ((c.name, c.forms[-1].tokens) for c in candidates if c.pinned), key=lambda item: (-item[1], item[0])
     )
     sizes = ", ".join(f"{name} {tokens:,}" for name, tokens in pinned)
+    largest = pinned[0][0] if pinned else "current_input"
     return BudgetExceeded(
         f"pinned sections over budget ({sizes} tokens at their smallest; the room is the budget's "
         f"{budget.available:,} tokens — a window of {budget.context_window:,} less an output reserve of "
         f"{budget.output_reserve:,} — less one token per section separator)",
         available=exc.available,
         required=exc.required,
+        fix=(
+            f"pinned sections need {exc.required} tokens but only {exc.available} are available; raise "
+            f"the context window, lower the output reserve, or {_SHORTEN.get(largest, f'shorten {largest}')}"
+        ),
     )
+
+
+#: What the caller can shorten when a pinned section is the largest: the advice of a
+#: BudgetExceeded names the section that takes the room, not always the current input.
+_SHORTEN: Final = {
+    "current_input": "shorten the current input (the largest pinned section)",
+    "active_work": (
+        "shorten the active work item (the largest pinned section: its objective, delivery target, "
+        "scope constraints or this turn's decisions)"
+    ),
+    "working_memory": (
+        "shorten working memory (the largest pinned section: the active work item's objective, scope "
+        "constraints or plan steps)"
+    ),
+    "system": "shorten the system policy (the largest pinned section)",
+    "tools": "offer fewer or shorter tool definitions (the largest pinned section)",
+    "pending_delta": "shorten this turn's working-memory changes (the largest pinned section)",
+}
 
 
 def _assemble(
