@@ -20,7 +20,9 @@ layers — :mod:`holon.projections` folds, :mod:`holon.context` renders.
   ``turn_ended`` the post-turn refresh's derived records follow, so the result verifies.
 
 Functions take records (any iterable, in seq order) rather than a ledger where they
-can, so a caller decides how to read them (all at once, with a progress bar, ...).
+can, so a caller decides how to read them (all at once, with a progress bar, ...). They
+fold from seq 0: records that start later, skip a seq or repeat one are a UsageError
+(see :func:`holon.projections.fold`), not a state no ledger ever had.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from holon.projections import (
     WorkingMemorySnapshot,
     WorkingMemoryState,
     apply,
+    fold,
     initial_state,
     owed_refresh,
     post_turn_refresh,
@@ -213,10 +216,7 @@ def state_after(records: Iterable[r.Record], config: ProjectionConfig | None = N
     Under ``config``, or (by default) the config the records' prompts record.
     """
     records, config = _projection_of(records, config)
-    state = initial_state(config)
-    for record in records:
-        state = apply(state, record)
-    return state
+    return fold(records, config=config)
 
 
 class PromptSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -324,7 +324,7 @@ def replay_turns(
             yield done
             if until_turn is not None and done.turn >= until_turn:
                 return
-        state = apply(state, record)
+        state = fold((record,), state)  # fold, not apply: records that skip or repeat seqs are refused
         if isinstance(body, r.TurnStarted):
             started += 1
             current = _TurnBuilder(record, body, record.turn if record.turn is not None else started)
@@ -776,7 +776,7 @@ def ledger_stats(records: Iterable[r.Record], *, projection: ProjectionConfig | 
     last_ts: int | None = None
     state = initial_state(projection)
     for record in records:
-        state = apply(state, record)
+        state = fold((record,), state)  # fold, not apply: records that skip or repeat seqs are refused
         count += 1
         first_ts = record.ts if first_ts is None else first_ts
         last_ts = record.ts

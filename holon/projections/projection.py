@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import msgspec
 
 import holon.records as r
+from holon.errors import UsageError
 from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig
 from holon.projections.memory import WorkingMemoryState, apply_memory
 from holon.projections.state import RuntimeState, apply_runtime
@@ -62,6 +63,13 @@ def fold(
 ) -> ProjectionState:
     """Fold records in order, from ``state`` (or the initial state under ``config``).
 
+    The records must continue the state: seqs ``state.seq + 1``, ``state.seq + 2``, …
+    (from 0 without a state), as a ledger holds them. Raises
+    :class:`~holon.errors.UsageError` at the first record that does not, naming its seq
+    and the one expected: a record folded twice (the whole ledger given with a
+    checkpoint's state) or after a gap gives a state no ledger ever had, and nothing
+    downstream could tell. (Whether the state came from the *same* ledger the seqs
+    cannot tell: a checkpoint's ``head_hash`` does, see :func:`restore_checkpoint`.)
     Raises ``ValueError`` when both ``state`` and a different ``config`` are given:
     continuing a fold under another config would mix two projections.
     """
@@ -70,5 +78,25 @@ def fold(
     elif config is not None and config != state.config:
         raise ValueError("fold: config differs from the config the state was folded with")
     for record in records:
+        if record.seq != state.runtime.seq + 1:
+            raise UsageError(discontinuity("fold", state.runtime.seq, record.seq))
         state = apply(state, record)
     return state
+
+
+def discontinuity(caller: str, folded: int, seq: int) -> str:
+    """Why a record with ``seq`` cannot be folded into a state folded to seq ``folded``.
+
+    Shared by :func:`fold` and :func:`~holon.projections.verify_derivations`, which
+    raise it as a UsageError. Not exported: callers only see the error.
+    """
+    expected = folded + 1
+    where = f"the state is folded to seq {folded}"
+    if seq < 0:
+        what = "was never appended to a ledger (seq -1): fold stored records"
+    elif seq < expected:
+        what = f"was already folded ({where}): pass the records from seq {expected} on"
+    else:
+        skipped = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}..{seq - 1}"
+        what = f"skips {skipped}: pass every record from seq {expected} on, in order"
+    return f"{caller}: record seq {seq} does not continue the state; expected seq {expected}; it {what}"

@@ -24,7 +24,7 @@ import msgspec
 import holon.records as r
 from holon.errors import UsageError
 from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
-from holon.projections.projection import ProjectionState, apply, initial_state
+from holon.projections.projection import ProjectionState, apply, discontinuity, initial_state
 from holon.projections.refresh import owed_refresh, post_turn_refresh, refresh_before_prompt
 
 __all__ = ["Divergence", "FieldDiff", "VerificationReport", "diff_records", "verify_derivations"]
@@ -126,9 +126,10 @@ def verify_derivations(
     divergence.
 
     Raises :class:`~holon.errors.UsageError` when the first record's seq does not follow
-    ``state.seq`` (is not 0 without a state): records folded twice (the whole ledger given
-    with a checkpoint's state) or after a gap would be checked against a state the ledger
-    never had, and "ok" or the seq of a divergence would mean nothing.
+    ``state.seq`` (is not 0 without a state), or a later record's seq does not follow the
+    one before it: records folded twice (the whole ledger given with a checkpoint's state)
+    or after a gap would be checked against a state the ledger never had, and "ok" or the
+    seq of a divergence would mean nothing.
     """
     if state is None:
         state = initial_state(config if config is not None else ProjectionConfig())
@@ -143,11 +144,15 @@ def verify_derivations(
     last_ts: int | None = None if state.seq >= 0 else 0
 
     for record in records:
-        if counted == 0 and record.seq != state.seq + 1:
-            raise UsageError(
-                f"verify_derivations: the first record is seq {record.seq}, but the state is "
-                f"folded to seq {state.seq}; pass the records from seq {state.seq + 1} on"
-            )
+        if record.seq != state.seq + 1:
+            if counted == 0:
+                raise UsageError(
+                    f"verify_derivations: the first record is seq {record.seq}, but the state is "
+                    f"folded to seq {state.seq}; pass the records from seq {state.seq + 1} on"
+                )
+            # A gap or a repeat further on would be reported as a divergence at a seq where
+            # the ledger differs from nothing (or, when no derived record notices, as ok).
+            raise UsageError(discontinuity("verify_derivations", state.seq, record.seq))
         counted += 1
         if position >= len(expected) and record.kind in r.DERIVED_KINDS:
             # Not owed by a turn_ended: it must be the refresh before a prompt. (When the
