@@ -889,6 +889,19 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
             where=where,
             field="kind",
         )
+    if is_open and turn is not None and turn.index is not None and record.turn != turn.index:
+        # The runtime writes every record of a turn with the turn's number. One that names
+        # another turn (a number going backwards in an imported history) filed the turn's
+        # message under that turn; a turn_ended under another number, or none, closed the
+        # turn's episode as "turns 3-1" (or "3-None") and gave its derived records that turn.
+        named = record.turn is not None or isinstance(record.body, r.TurnEnded)
+        if named and not isinstance(record.body, r.TurnStarted):
+            raise InvalidRecord(
+                f"{record.kind} of turn {record.turn} while turn {turn.index} is open: a record of a "
+                f"turn carries its number; give it turn {turn.index}",
+                where=where,
+                field="turn",
+            )
     last = turn.index if turn is not None else None
     repeated = record.turn is not None and last is not None and record.turn <= last
     if isinstance(record.body, r.TurnStarted) and repeated:
@@ -924,7 +937,8 @@ def append_evidence(
     fold them into nonsense: a negative or out-of-range ``ts``, a ``ts`` before the
     previous record's (timestamps never go backwards in a ledger), a negative ``turn``,
     a ``turn_ended`` with no open turn, a ``turn_started`` while a turn is open and one
-    whose turn number is not above the previous turn's.
+    whose turn number is not above the previous turn's, and inside an open numbered
+    turn a record naming another turn or a ``turn_ended`` without the turn's number.
     So is a ``prompt_rendered`` recording a projection config other than the one the
     ledger is derived under (``state.config``; when ``state`` is omitted, the config the
     ledger's prompts record). ``progress`` is called with the number of input records

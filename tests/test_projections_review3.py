@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from holon import records as r
-from holon.errors import UsageError
+from holon.errors import InvalidRecord, UsageError
+from holon.ledger import Ledger
 from holon.projections import (
     ProjectionConfig,
     ProjectionState,
@@ -17,7 +20,7 @@ from holon.projections import (
     restore_checkpoint,
     verify_derivations,
 )
-from holon.replay import ledger_stats, replay_turns, state_after
+from holon.replay import append_evidence, ledger_stats, replay_turns, state_after
 from tests.live import LiveLedger
 from tests.strategies import AgentRun, agent_runs
 
@@ -124,3 +127,46 @@ def test_replay_helpers_refuse_records_that_do_not_start_at_seq_0() -> None:
         ledger_stats([*records[:5], *records[6:]], projection=CONFIG)
     assert state_after(records, CONFIG) == fold(records, config=CONFIG)
     assert len(list(replay_turns(records, config=CONFIG))) == 3
+
+
+# --------------------------------------------------------------------------- append_evidence: turn numbers
+
+
+def _turn_three(tmp_path: Path) -> Ledger:
+    """A ledger whose turn 3 is open (a work item, then a result brief: the refresh closes an episode)."""
+    ledger = Ledger.create(tmp_path / "L", agent_id="a", fsync="never")
+    append_evidence(
+        ledger,
+        [
+            r.Record(body=r.TurnStarted(trigger="user"), ts=1, turn=3),
+            r.Record(body=r.WorkItem(id="W1", objective="o", state="active"), ts=2, turn=3),
+            r.Record(body=r.Brief(status="result", text="done"), ts=3, turn=3),
+        ],
+    )
+    return ledger
+
+
+@pytest.mark.parametrize("turn", [1, None])
+def test_append_evidence_refuses_a_turn_ended_naming_another_turn(tmp_path: Path, turn: int | None) -> None:
+    # The runtime closes turn N with a turn_ended of turn N. One of turn 1 (a turn number
+    # going backwards in an imported history) or of no turn was appended, and the refresh
+    # closed the turn's episode with summary "turns 3-1" (last_turn 1) or "turns 3-None"
+    # (last_turn -1), the episode record itself filed under turn 1 or no turn.
+    with _turn_three(tmp_path) as ledger:
+        head = ledger.head()
+        with pytest.raises(InvalidRecord, match=r"turn_ended of turn .* while turn 3 is open"):
+            append_evidence(ledger, [r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=turn)])
+        assert ledger.head() == head  # refused before anything was written
+        append_evidence(ledger, [r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=3)])
+        episodes = [rec for rec in ledger.read() if isinstance(rec.body, r.ContextEpisodeRecord)]
+    assert [(e.body.first_turn, e.body.last_turn, e.turn) for e in episodes] == [(3, 3, 3)]
+
+
+def test_append_evidence_refuses_a_record_naming_another_turn_inside_a_turn(tmp_path: Path) -> None:
+    # A message of turn 1 inside turn 3 was filed under turn 1: not the turn's input, and
+    # shown in the history as a turn of its own. A record without a turn stays accepted.
+    with _turn_three(tmp_path) as ledger:
+        with pytest.raises(InvalidRecord, match="message of turn 1 while turn 3 is open"):
+            append_evidence(ledger, [r.Record(body=r.Message(role="user", text="hi"), ts=4, turn=1)])
+        append_evidence(ledger, [r.Record(body=r.Message(role="user", text="hi"), ts=4)])
+        assert verify_derivations(ledger.read()).ok
