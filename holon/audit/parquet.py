@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from holon.audit.query import AuditError
+from holon.audit.query import AuditError, run_statement
 from holon.audit.tables import TABLES, LedgerPaths, connect, ledger_paths
 from holon.ledger.files import check_outside
 
@@ -73,9 +73,10 @@ def export_parquet(
         staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))
         try:
             for copied, name in enumerate(TABLES, 1):
-                con.execute(
+                run_statement(
+                    con,
                     f"COPY {name} TO '{_quote(str(staging / name))}' "
-                    "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (agent_id))"
+                    "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (agent_id))",
                 )
                 if progress is not None:
                     progress(loaded + copied, loaded + len(TABLES))

@@ -14,7 +14,17 @@ import msgspec
 
 from holon.errors import HolonError
 
-__all__ = ["FETCH_ROWS", "AuditError", "QueryResult", "RowStream", "object_keys", "open_query", "run_sql"]
+__all__ = [
+    "FETCH_ROWS",
+    "AuditError",
+    "QueryResult",
+    "RowStream",
+    "interruptible",
+    "object_keys",
+    "open_query",
+    "run_sql",
+    "run_statement",
+]
 
 #: Rows fetched from DuckDB at a time when a result is streamed.
 FETCH_ROWS = 10_000
@@ -65,13 +75,13 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _Interrupt:
-    """Whether Ctrl-C asked DuckDB to stop the statement running under :func:`_interruptible`."""
+    """Whether Ctrl-C asked DuckDB to stop the statement running under :func:`interruptible`."""
 
     requested = False
 
 
 @contextmanager
-def _interruptible(con: duckdb.DuckDBPyConnection) -> Iterator[_Interrupt]:
+def interruptible(con: duckdb.DuckDBPyConnection) -> Iterator[_Interrupt]:
     """Let Ctrl-C (SIGINT) stop a running statement.
 
     DuckDB runs a statement without returning to Python, so Python's own SIGINT handling
@@ -79,6 +89,10 @@ def _interruptible(con: duckdb.DuckDBPyConnection) -> Iterator[_Interrupt]:
     killed. The handler asks DuckDB to stop (``con.interrupt()``); the caller turns the
     InterruptException that follows into a KeyboardInterrupt. Signal handlers belong to
     the main thread: elsewhere this does nothing.
+
+    A Ctrl-C that came after the statement ended (or between two statements of the
+    block) is no interrupt to DuckDB, whose next statement starts uninterrupted: leaving
+    the block then raises the KeyboardInterrupt, so that Ctrl-C is not lost.
     """
     flag = _Interrupt()
     if threading.current_thread() is not threading.main_thread():
@@ -94,6 +108,8 @@ def _interruptible(con: duckdb.DuckDBPyConnection) -> Iterator[_Interrupt]:
         yield flag
     finally:
         signal.signal(signal.SIGINT, previous)
+    if flag.requested:
+        raise KeyboardInterrupt
 
 
 class RowStream:
@@ -116,7 +132,7 @@ class RowStream:
         if not self.columns:
             return
         while True:
-            with _interruptible(self._con) as interrupt:
+            with interruptible(self._con) as interrupt:
                 try:
                     rows = self._cursor.fetchmany(size)
                 except duckdb.Error as exc:
@@ -138,7 +154,7 @@ def open_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] 
     """
     if not sql.strip():
         raise AuditError("the SQL query is empty; pass a SELECT over the audit tables (see docs/audit.md)")
-    with _interruptible(con) as interrupt:
+    with interruptible(con) as interrupt:
         try:
             cursor = con.execute(sql, params) if params else con.execute(sql)
         except duckdb.Error as exc:
@@ -156,6 +172,23 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | N
     stream = open_query(con, sql, params)
     rows = [row for batch in stream.batches() for row in batch]
     return QueryResult(columns=stream.columns, rows=rows)
+
+
+def run_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Run one statement whose result is not read (a CREATE TABLE or COPY of a load or export).
+
+    Ctrl-C stops it with KeyboardInterrupt, as it does a query: a table of a big ledger
+    takes DuckDB seconds to build (minutes when it spills), and without the handler
+    Ctrl-C waited for the statement to end (a runaway one, forever), then came out as
+    DuckDB's RuntimeError "Query interrupted". DuckDB's own errors are raised as they are.
+    """
+    with interruptible(con) as interrupt:
+        try:
+            con.execute(sql)
+        except duckdb.Error:
+            if interrupt.requested:
+                raise KeyboardInterrupt from None
+            raise
 
 
 def _sql_error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> AuditError:

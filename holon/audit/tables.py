@@ -41,7 +41,7 @@ from holon.audit.extract import (
     plan_chunks,
     read_info,
 )
-from holon.audit.query import AuditError
+from holon.audit.query import AuditError, run_statement
 from holon.errors import HolonError, UsageError
 
 __all__ = ["MAX_CHUNK_RECORDS", "TABLES", "Table", "connect", "default_chunk_records", "default_workers"]
@@ -512,12 +512,23 @@ def _extract_all(
     # the ledger and msgspec code of holon.audit.extract, never DuckDB, so DuckDB threads
     # in the parent do not matter to them. Elsewhere (macOS) fork is unsafe: spawn.
     method = "fork" if sys.platform.startswith("linux") else "spawn"
-    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=get_context(method)) as pool:
-        returned: list[ChunkResult | None] = []
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=get_context(method))
+    returned: list[ChunkResult | None] = []
+    try:
         for result in pool.map(_extract_in_worker, chunks, [out_dir] * len(chunks)):
             returned.append(result)
             if done is not None:
                 done()
+    except BaseException:
+        # Ctrl-C (or a failed chunk): leaving the pool would wait for every chunk in flight
+        # to be extracted, seconds each on a big ledger, and a SIGINT sent to this process
+        # alone (`kill -INT`, a supervisor) never reaches the workers. What they write is
+        # about to be deleted: end them. (Python 3.14's terminate_workers() does this.)
+        for process in list((pool._processes or {}).values()):
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [extract_chunk(c, out_dir) if r is None else r for c, r in zip(chunks, returned, strict=True)]
 
 
@@ -768,7 +779,8 @@ def _build(
         sources[kind] = _read_json(files, body) if kind in present else _empty(body)
     sources["records"] = _read_json(os.path.join(root, "*", "*.jsonl"), None) if present else _empty("JSON")
     for table in TABLES.values():
-        con.execute(f"CREATE TABLE {table.name} AS {table.sql.format(**sources)}")
+        run_statement(con, f"CREATE TABLE {table.name} AS {table.sql.format(**sources)}")
         if done is not None:
             done()
     con.execute("DROP TABLE _fleet")
+
