@@ -57,13 +57,20 @@ from holon.ledger import (
     SETTING_RANGES,
     DamagedTail,
     Ledger,
+    VerifyReport,
     cut_tail,
     export_jsonl,
     import_jsonl,
     inspect_tail,
 )
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
-from holon.projections import DEFAULT_CONFIG, Divergence, ProjectionConfig, verify_derivations
+from holon.projections import (
+    DEFAULT_CONFIG,
+    Divergence,
+    ProjectionConfig,
+    VerificationReport,
+    verify_derivations,
+)
 from holon.replay import (
     DEFAULT_BUDGET,
     LedgerRefSource,
@@ -1632,6 +1639,7 @@ def verify(path: Path, as_json: bool) -> None:
             _echo_json(
                 {
                     "ok": report.ok and check is not None and check.ok,
+                    "findings": _verify_findings(report, check),
                     "storage": {
                         "ok": report.ok,
                         "records_checked": report.records_checked,
@@ -1656,6 +1664,12 @@ def verify(path: Path, as_json: bool) -> None:
                             "reason": tail.reason,
                         },
                         "warnings": report.warnings,
+                        "ts_out_of_range": None
+                        if not report.ts_out_of_range_count
+                        else {
+                            "count": report.ts_out_of_range_count,
+                            "examples": [{"seq": seq, "ts": ts} for seq, ts in report.ts_out_of_range],
+                        },
                         "damaged_tail": damaged,
                     },
                     "derivations": check,
@@ -1683,11 +1697,23 @@ def verify(path: Path, as_json: bool) -> None:
                     f"torn tail         {size} after the last valid frame (byte {tail.offset} of "
                     f"{tail.file}): what a crash mid-append leaves; opening for writing cuts them"
                 )
+            if report.ts_out_of_range_count:
+                first_seq = report.ts_out_of_range[0][0]
+                _echo(
+                    f"record times      {_n(report.ts_out_of_range_count)} record(s) hold a ts outside "
+                    f"{r.MIN_TS}..{r.MAX_TS}, the first at seq {first_seq}: written before appends "
+                    "checked it (see the warning)"
+                )
             if check is not None:
                 if check.ok:
+                    # The writer stopped between a turn_ended and its derived records: no divergence,
+                    # the runtime appends them on resume (as replay --check says).
+                    pending = ""
+                    if check.pending_refresh:
+                        pending = " · the last turn's refresh is still to be appended"
                     _echo(
                         f"derivations       ok · {check.refreshes} post-turn refreshes re-run · "
-                        f"{check.derived_checked} derived records equal"
+                        f"{check.derived_checked} derived records equal{pending}"
                     )
                 else:
                     assert check.divergence is not None
@@ -1708,6 +1734,52 @@ def verify(path: Path, as_json: bool) -> None:
     if check is not None and not check.ok:
         assert check.divergence is not None
         raise _diverged(check.divergence, projection)
+
+
+def _verify_findings(report: VerifyReport, check: VerificationReport | None) -> list[dict[str, Any]]:
+    """Every finding of `holon verify`, one shape for all: what a script acts on.
+
+    ``severity`` is ``error`` for what fails the command (exit 3 for storage, 1 for a
+    derivation) and ``warning`` for what does not (exit 0); ``kind`` says which check
+    found it; ``file``, ``offset`` (``decompressed``: into a sealed segment's
+    decompressed bytes) and ``seq`` locate it where known, else null; ``message`` is the
+    text the report prints.
+    """
+
+    def finding(
+        severity: str,
+        kind: str,
+        message: str,
+        *,
+        file: str | None = None,
+        offset: int | None = None,
+        decompressed: bool = False,
+        seq: int | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "severity": severity,
+            "kind": kind,
+            "file": file,
+            "offset": offset,
+            "decompressed": decompressed,
+            "seq": seq,
+            "message": message,
+        }
+
+    out = [
+        finding("error", "storage", p.message, file=p.file, offset=p.offset, decompressed=p.decompressed)
+        for p in report.problems
+    ]
+    tail, torn = report.torn_tail, report.torn_tail_warning
+    if tail is not None and torn is not None:
+        out.append(finding("warning", "torn_tail", torn, file=tail.file, offset=tail.offset))
+    odd_ts = report.ts_warning
+    if odd_ts is not None:
+        out.append(finding("warning", "ts_out_of_range", odd_ts, seq=report.ts_out_of_range[0][0]))
+    if check is not None and check.divergence is not None:
+        divergence = check.divergence
+        out.append(finding("error", "derivation", divergence.describe(), seq=divergence.seq))
+    return out
 
 
 def _shell_path(path: Path) -> str:

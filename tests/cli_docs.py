@@ -107,7 +107,16 @@ a `torn tail` row and a `holon: warning:` line naming the segment file, the byte
 and the byte count, and `--json` carries it as `storage.torn_tail` (`file`, `offset`,
 `bytes`, `reason`) and `storage.warnings`. `verify` itself changes nothing; the next
 open for writing (`holon append`, `holon import`, the agent) cuts those bytes. See
-[ledger-format.md](ledger-format.md#a-torn-tail-in-verify).
+[ledger-format.md](ledger-format.md#a-torn-tail-in-verify). Records of an older ledger
+whose `ts` is outside the range appends accept are a warning too (a `record times` row,
+and `storage.ts_out_of_range`: `count` and the first `examples` as `seq`, `ts`).
+
+`verify --json` lists every finding of the text report in `findings`, each as one object
+of the same keys: `severity` (`error`: storage damage, exit 3, or a derived record that
+differs, exit 1; `warning`: exit 0), `kind` (`storage`, `torn_tail`, `ts_out_of_range`,
+`derivation`), `file`, `offset` and `decompressed` (where in a file, or null), `seq` (the
+record concerned, or null) and `message` (the report's words). The sections `storage`
+and `derivations` keep the details of each check.
 
 ## Appending and importing
 

@@ -77,28 +77,37 @@ class VerifyReport:
         The torn tail, if any, and records holding a ``ts`` outside the range ``append``
         accepts (older ledgers may): intact, hash-chained records, so not corruption.
         """
-        out: list[str] = []
+        return tuple(w for w in (self.torn_tail_warning, self.ts_warning) if w is not None)
+
+    @property
+    def torn_tail_warning(self) -> str | None:
+        """The warning about :attr:`torn_tail`, None without one."""
         tail = self.torn_tail
-        if tail is not None:
-            cut = "that byte" if tail.length == 1 else f"those {tail.length} bytes"
-            out.append(
-                f"torn tail: {tail} — this is what a crash mid-append leaves (damage to the final frame, "
-                "or a write in progress, looks the same); the records before it verify, and opening the "
-                f"ledger for writing will cut {cut}"
-            )
-        if self.ts_out_of_range_count:
-            count = self.ts_out_of_range_count
-            shown = self.ts_out_of_range
-            named = ", ".join(f"seq {seq} (ts {ts})" for seq, ts in shown)
-            more = f" and {count - len(shown)} more" if count > len(shown) else ""
-            out.append(
-                f"{count} record(s) hold a ts outside {MIN_TS}..{MAX_TS} (milliseconds since the epoch, "
-                f"1970 to the year 5138), which appends refuse: {named}{more}; written before that check, "
-                "they verify as stored (the hash chain commits to them), but their times are no times: "
-                "audit durations from them are wrong (NULL past 64 bits), and an export of this ledger "
-                "does not import"
-            )
-        return tuple(out)
+        if tail is None:
+            return None
+        cut = "that byte" if tail.length == 1 else f"those {tail.length} bytes"
+        return (
+            f"torn tail: {tail} — this is what a crash mid-append leaves (damage to the final frame, "
+            "or a write in progress, looks the same); the records before it verify, and opening the "
+            f"ledger for writing will cut {cut}"
+        )
+
+    @property
+    def ts_warning(self) -> str | None:
+        """The warning about records whose ``ts`` is out of range, None without any."""
+        count = self.ts_out_of_range_count
+        if not count:
+            return None
+        shown = self.ts_out_of_range
+        named = ", ".join(f"seq {seq} (ts {ts})" for seq, ts in shown)
+        more = f" and {count - len(shown)} more" if count > len(shown) else ""
+        return (
+            f"{count} record(s) hold a ts outside {MIN_TS}..{MAX_TS} (milliseconds since the epoch, "
+            f"1970 to the year 5138), which appends refuse: {named}{more}; written before that check, "
+            "they verify as stored (the hash chain commits to them), but their times are no times: "
+            "audit durations from them are wrong (NULL past 64 bits), and an export of this ledger "
+            "does not import"
+        )
 
     def __str__(self) -> str:
         if self.ok:
