@@ -19,9 +19,10 @@ from click.testing import CliRunner
 from holon import records as r
 from holon.audit import connect, tables
 from holon.audit.tables import TABLES, Table
-from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERRUPTED, main
+from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_USAGE, main
+from holon.errors import UsageError
 from holon.ledger import Ledger
-from tests.cli_support import build_ledger, divergent_ledger, invoke, live_records
+from tests.cli_support import build_ledger, divergent_ledger, invoke, live_records, tree_bytes
 from tests.ledger_support import without_ts_check
 from tests.test_audit_support import write_ledger
 
@@ -274,3 +275,23 @@ def test_verify_says_when_the_last_refresh_is_still_to_be_appended(tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert json.loads(invoke("verify", tmp_path / "l", "--json").stdout)["derivations"]["pending_refresh"]
     assert "derived records equal · the last turn's refresh is still to be appended" in result.stdout
+
+
+# --------------------------------------------------------------------------- read-only
+
+
+@pytest.mark.parametrize("inside", ["audit.duckdb", "segments/audit.duckdb"])
+def test_a_database_file_inside_the_ledger_is_refused_and_the_ledger_untouched(
+    tmp_path: Path, inside: str
+) -> None:
+    # `holon audit L --database L/segments/audit.duckdb` wrote the DuckDB file (and its
+    # .wal) into the ledger being audited, which audit promises never to write to.
+    ledger = _small_ledger(tmp_path / "l")
+    before = tree_bytes(ledger)
+    result = invoke("audit", ledger, "--database", ledger / inside)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert f"audit database {ledger / inside} is inside the ledger {ledger}" in result.stderr
+    assert tree_bytes(ledger) == before
+    with pytest.raises(UsageError):
+        connect([tmp_path / "other-ledger-first", ledger], database=ledger / inside)
+    assert tree_bytes(ledger) == before

@@ -43,6 +43,7 @@ from holon.audit.extract import (
 )
 from holon.audit.query import AuditError, run_statement
 from holon.errors import HolonError, UsageError
+from holon.ledger.files import check_outside
 
 __all__ = ["MAX_CHUNK_RECORDS", "TABLES", "Table", "connect", "default_chunk_records", "default_workers"]
 
@@ -585,7 +586,7 @@ def connect(
     Raises NotALedger, LedgerCorrupt or InvalidRecord as ``Ledger.read`` would, and
     AuditError when two ledgers belong to the same agent, a record holds a value the
     tables cannot (an integer beyond 64 bits), ``database`` exists or ``memory_limit`` is
-    not a size DuckDB understands.
+    not a size DuckDB understands; UsageError when ``database`` is inside a ledger directory.
     """
     roots = ledger_paths(paths)
     if database is not None and os.path.lexists(database):
@@ -593,6 +594,11 @@ def connect(
             f"cannot write the audit tables to {database}: it exists; choose a new file name "
             "(or delete it), or open it with duckdb.connect() to query the tables it holds"
         )
+    if database is not None:
+        # Audit never writes to a ledger: a database file (its .wal, its .tmp spill
+        # directory) in the ledger directory would be new files in the ledger's tree.
+        for root in roots:
+            check_outside(root, Path(database), what="audit database")
     fleet = [read_info(root, ix) for ix, root in enumerate(roots)]
     seen: dict[str, str] = {}
     for info in fleet:
