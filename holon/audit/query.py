@@ -154,6 +154,17 @@ def open_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] 
     """
     if not sql.strip():
         raise AuditError("the SQL query is empty; pass a SELECT over the audit tables (see docs/audit.md)")
+    try:
+        statements = len(con.extract_statements(sql))
+    except duckdb.Error as exc:
+        raise _sql_error(con, exc) from None
+    if statements > 1:
+        # DuckDB runs every statement and returns the last one's rows: the others' results
+        # were dropped without a word.
+        raise AuditError(
+            f"the SQL holds {statements} statements, and audit runs one and shows its rows; run them one "
+            "at a time, or combine SELECTs into one (UNION ALL, a WITH clause)"
+        )
     with interruptible(con) as interrupt:
         try:
             cursor = con.execute(sql, params) if params else con.execute(sql)
