@@ -9,13 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import blake3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import holon.runtime.agent as agent_module
 from holon import records as r
 from holon.ledger import Ledger
 from holon.runtime import RECALL_TOOLS, Agent, AgentConfig
-from holon.runtime.recall import is_recall
+from holon.runtime.recall import get_text, is_recall
 from holon.search import MemoryHit, MemorySearch
 from tests.runtime_support import Tick
 
@@ -97,3 +100,149 @@ def test_more_records_than_the_agent_keeps_are_read_back(
         assert hit.snippet == "flamingo count 3 recorded at the loading dock"
         live = agent.search("flamingo count", limit=25)
     assert live == _fresh_hits(path, "flamingo count")
+
+
+# ---------------------------------------------------------------- holon_get: refs as a model writes them
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "{ref}).",  # "(… — restore with ref ledger:42)" and a full stop
+        "{ref}]",  # "[tool result cleared: … — restore with ref ledger:42]"
+        "`{ref}`",  # Markdown
+        "'{ref}'",
+        "  {ref}\n",
+        "holon get {ref}",  # the history's "restore any ref with `holon get <ref>`"
+        "restore with ref {ref}",
+        "{ref}, {ref}",  # the same ref twice is still one ref
+    ],
+)
+def test_a_ref_copied_with_what_surrounds_it_in_the_prompt_restores(tmp_path: Path, form: str) -> None:
+    """A ref copied with the bracket, backticks or full stop around it was a malformed-ref
+    error; the single ref in the text is now restored, and its notes name it bare."""
+    with _open(tmp_path / "l", AgentConfig(recall_page_chars=500)) as agent:
+        with agent.turn(input="go") as turn:
+            seq = turn.record_message("the staging database is read-only until Friday")
+            output = "".join(f"vacuum log line {n}\n" for n in range(2_000))
+            result = turn.tool("bash", {"cmd": "vacuum"}).run(lambda: output)
+            assert result.blob is not None
+            blob = f"blob:{result.blob.hash.upper()}"
+        with agent.turn(input="recall") as turn:
+            call = turn.recall("holon_get", {"ref": form.format(ref=f"ledger:{seq}")})
+            assert call.result is not None and call.result.status == "ok", call.output
+            assert call.output == "the staging database is read-only until Friday"
+            call = turn.recall("holon_get", {"ref": form.format(ref=blob), "offset": 480})
+            assert call.result is not None and call.result.status == "ok", call.output
+            assert call.output.startswith(output[480:500])
+            assert f"[blob:{result.blob.hash}, characters 480-" in call.output
+
+
+def test_several_refs_in_one_call_are_named_so_the_model_calls_once_for_each(tmp_path: Path) -> None:
+    """A list of refs ("restore with ref ledger:3, ledger:4") is answered with each ref to call."""
+    with _open(tmp_path / "l") as agent, agent.turn(input="go") as turn:
+        call = turn.recall("holon_get", {"ref": "ledger:3, ledger:4"})
+        assert call.result is not None and call.result.status == "error"
+        assert call.output == (
+            "'ledger:3, ledger:4' names 2 refs; holon_get restores one ref per call: "
+            "call it once with each of ledger:3, ledger:4"
+        )
+        # Text with no ref at all still says what a ref looks like.
+        call = turn.recall("holon_get", {"ref": "the last output"})
+        assert "malformed ref 'the last output': expected ledger:<seq>" in call.output
+
+
+def test_an_empty_text_is_said_to_be_empty(tmp_path: Path) -> None:
+    """A tool result with no output restored as an empty tool result, which reads as a tool
+    that did not answer (and a model calls it again)."""
+    with _open(tmp_path / "l") as agent, agent.turn(input="go") as turn:
+        turn.tool("bash", {"cmd": "true"}).run(lambda: "")
+        seq = agent.seq
+        call = turn.recall("holon_get", {"ref": f"ledger:{seq}"})
+        assert call.result is not None and call.result.status == "ok"
+        assert call.output == f"[ledger:{seq} is empty: the text behind it has no characters]"
+        assert agent.get_bytes(f"ledger:{seq}") == b""  # the bytes are still the original's
+        past = turn.recall("holon_get", {"ref": f"ledger:{seq}", "offset": 1})
+        assert past.result is not None and past.result.status == "error"
+        assert "offset 1 is past the end" in past.output
+
+
+# ---------------------------------------------------------------- paging: sound
+
+
+class _Blob:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def record(self, seq: int) -> r.Record:
+        raise LookupError(seq)
+
+    def blob(self, blob_hash: str) -> bytes:
+        return self.data
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        raise LookupError(episode_id)
+
+
+# Multi-byte characters, line breaks (CRLF too), a combining mark and a ZWJ sequence.
+_PIECES = st.sampled_from(
+    ["a", "é", "世", "😀", "\n", "\r\n", " ", "\u0301", "x" * 40, "\U0001f468\u200d\U0001f469"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.lists(_PIECES, max_size=300).map("".join), page=st.integers(1, 600))
+def test_pages_cover_the_text_exactly_and_each_fits_the_page(text: str, page: int) -> None:
+    """Sound: character offsets (never inside a UTF-8 sequence), no character lost or repeated
+    at a page boundary, each page's text within ``page_chars``, the note naming the next offset."""
+    data = text.encode()
+    ref = f"blob:{blake3.blake3(data).hexdigest()}"
+    source = _Blob(data)
+    if not text:
+        empty = f"[{ref} is empty: the text behind it has no characters]"
+        assert get_text(ref, source, page_chars=page) == empty
+        return
+    offset, pages = 0, []
+    while True:
+        out = get_text(ref, source, offset=offset, page_chars=page)
+        if offset == 0 and len(text) <= page:
+            assert out == text
+            pages.append(out)
+            break
+        body, note = out.rsplit("\n[", 1)
+        start, _, rest = note.removeprefix(f"{ref}, characters ").partition("-")
+        end = int(rest.split(" ", 1)[0].replace(",", ""))
+        assert int(start.replace(",", "")) == offset
+        chunk = text[offset:end]
+        assert 1 <= len(chunk) <= page
+        assert body in (chunk, chunk.removesuffix("\n"))
+        pages.append(chunk)
+        if end == len(text):
+            assert note.endswith(": the end]")
+            break
+        assert note.endswith(f"call holon_get with offset {end} for the next part]")
+        offset = end
+    assert "".join(pages) == text
+
+
+def test_a_10_mb_output_pages_through_the_agent(tmp_path: Path) -> None:
+    """Sound: a 10 MB blob-stored output comes back whole through holon_get, page by page."""
+    output = "".join(f"row {n:07d} ünïcode 世界 {'x' * (n % 50)}\n" for n in range(190_000))
+    assert len(output.encode()) > 10_000_000
+    config = AgentConfig(recall_page_chars=2_000_000)
+    with _open(tmp_path / "l", config) as agent, agent.turn(input="go") as turn:
+        turn.tool("bash", {"cmd": "dump"}).run(lambda: output)
+        ref, offset, pages = f"ledger:{agent.seq}", 0, []
+        while True:
+            call = turn.recall("holon_get", {"ref": ref, "offset": offset})
+            assert call.result is not None and call.result.status == "ok"
+            body, note = call.output.rsplit("\n", 1)
+            end = int(note.split("-", 1)[1].split(" ", 1)[0].replace(",", ""))
+            assert body + "\n" == output[offset:end] and end - offset <= config.recall_page_chars
+            pages.append(output[offset:end])
+            if end == len(output):
+                break
+            offset = end
+        assert "".join(pages) == output and len(pages) >= 5
+        recorded = [b for b in (rec.body for rec in agent.ledger.read(0)) if isinstance(b, r.ToolResult)]
+        assert recorded[-1].tool == "holon_get"

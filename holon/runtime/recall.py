@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import holon.records as r
-from holon.context import EpisodeIndex, RefSource, restore_bytes
+from holon.context import EpisodeIndex, RefSource, parse_ref, restore_bytes
 from holon.context.search import terms
-from holon.errors import RefNotFound, UsageError
+from holon.errors import InvalidRef, RefNotFound, UsageError
 from holon.ledger import Ledger
 from holon.search import MemoryHit
 
@@ -39,6 +39,7 @@ __all__ = [
     "AgentRefSource",
     "get_text",
     "is_recall",
+    "model_ref",
     "recall_args",
     "search_text",
 ]
@@ -50,6 +51,10 @@ SEARCH_LIMIT: Final = 8
 _MAX_SEARCH_LIMIT: Final = 25
 # Most characters of the query holon_search quotes back.
 _QUOTED_QUERY: Final = 200
+# What a model copies around a ref it takes from the prompt: the bracket or parenthesis
+# that closes the note ("restore with ref ledger:42]"), Markdown backticks ("`holon get
+# episode:3`"), quotes, a sentence's full stop, the comma of a list of refs.
+_AROUND_REF: Final = " \t\r\n`'\"()[]{}<>.,;:!?"
 
 GET_TOOL: Final = r.ToolDefinition(
     name="holon_get",
@@ -141,6 +146,36 @@ class AgentRefSource:
         return found
 
 
+def model_ref(text: str) -> str:
+    """The one ref in ``text`` as a model passes it, in its canonical form; InvalidRef otherwise.
+
+    A ref copied from the prompt often comes with what surrounds it there: a closing
+    bracket or parenthesis, backticks, a full stop, the command (``holon get ledger:42``).
+    The words and characters around a single ref are dropped; text naming several refs is
+    refused with the refs listed (one call restores one), and text naming none with what a
+    ref looks like.
+    """
+    try:
+        return str(parse_ref(text.strip(_AROUND_REF)))
+    except InvalidRef as exc:
+        malformed = exc
+    found: list[str] = []
+    for word in text.replace(",", " ").split():
+        try:
+            found.append(str(parse_ref(word.strip(_AROUND_REF))))
+        except InvalidRef:
+            continue
+    refs = list(dict.fromkeys(found))
+    if len(refs) == 1:
+        return refs[0]
+    if refs:
+        raise InvalidRef(
+            f"{text!r} names {len(refs)} refs; holon_get restores one ref per call: "
+            f"call it once with each of {', '.join(refs)}"
+        )
+    raise malformed
+
+
 def get_text(ref: str, source: RefSource, *, offset: int = 0, page_chars: int = RECALL_PAGE_CHARS) -> str:
     """What ``holon_get`` returns: the text behind ``ref`` from ``offset``, one page of it.
 
@@ -148,9 +183,13 @@ def get_text(ref: str, source: RefSource, *, offset: int = 0, page_chars: int = 
     it (so a restored output is byte-identical to the original). A longer one is cut at
     ``offset + page_chars`` characters, or at the last line break in the page's second
     half, and ends with a line naming the offset of the next part.
-    Bytes that are not UTF-8 are described, not dumped. Raises InvalidRef, RefNotFound
-    and UsageError (an offset past the end) with messages meant for the model.
+    Bytes that are not UTF-8 are described, not dumped, and an empty text is said to be
+    empty (an empty result reads as a tool that failed to answer). ``ref`` may come as
+    the model copied it (see :func:`model_ref`); the notes name it in its canonical form.
+    Raises InvalidRef, RefNotFound and UsageError (an offset past the end) with messages
+    meant for the model.
     """
+    ref = model_ref(ref)
     if offset < 0:
         raise UsageError(f"offset {offset} is negative: pass 0 to read {ref} from the start")
     data = restore_bytes(ref, source)
@@ -159,6 +198,8 @@ def get_text(ref: str, source: RefSource, *, offset: int = 0, page_chars: int = 
     except UnicodeDecodeError:
         return f"[{ref} is {len(data):,} bytes of binary data, not text; it is not shown]"
     total = len(text)
+    if total == 0 and offset == 0:
+        return f"[{ref} is empty: the text behind it has no characters]"
     if offset == 0 and total <= page_chars:
         return text
     if offset >= total:
