@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 import holon.runtime.agent as agent_module
 from holon import records as r
+from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.runtime import RECALL_TOOLS, Agent, AgentConfig
-from holon.runtime.recall import get_text, is_recall
+from holon.runtime.recall import get_text, is_recall, recall_args
 from holon.search import MemoryHit, MemorySearch
 from tests.runtime_support import Tick
 
@@ -165,6 +166,46 @@ def test_an_empty_text_is_said_to_be_empty(tmp_path: Path) -> None:
         past = turn.recall("holon_get", {"ref": f"ledger:{seq}", "offset": 1})
         assert past.result is not None and past.result.status == "error"
         assert "offset 1 is past the end" in past.output
+
+
+# ---------------------------------------------------------------- the model's mistakes, in its terms
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "says"),
+    [
+        ("holon_get", {"ref": "ledger:1", "offset": float("nan")}, "`offset` must be an integer, got nan"),
+        ("holon_get", {"ref": "ledger:1", "offset": float("inf")}, "`offset` must be an integer, got inf"),
+        ("holon_search", {"query": "x", "limit": float("nan")}, "`limit` must be an integer, got nan"),
+        ("holon_get", {1: "x", "ref": "ledger:1"}, "takes ref, offset; it got unknown argument(s) 1"),
+        ("holon_search", {"query": "a", None: 2}, "takes query, limit; it got unknown argument(s) None"),
+    ],
+    ids=["nan-offset", "inf-offset", "nan-limit", "int-key", "none-key"],
+)
+def test_unrecordable_arguments_are_explained_in_the_tools_terms(
+    tmp_path: Path, name: str, args: dict[Any, Any], says: str
+) -> None:
+    """NaN or an infinity (what json.loads makes of those bare words) and a key that is not a
+    string were answered with the ledger's words to the daemon ("record it as a string or
+    null", "Expected `str`, got `int` - at `key` in `$.args`"); the model is now told what the
+    tool takes, and the call is recorded like any other."""
+    with _open(tmp_path / "l") as agent:
+        with agent.turn(input="go") as turn:
+            call = turn.recall(name, args)
+            assert call.result is not None and call.result.status == "error"
+            assert call.output == f"{name}{':' if says.startswith('`') else ''} {says}"
+        bodies = [record.body for record in agent.ledger.read(0)]
+        (intent,) = [b for b in bodies if isinstance(b, r.ToolIntent) and b.tool == name]
+        assert list(intent.args) == ["unrecordable_arguments"]
+        results = [b for b in bodies if isinstance(b, r.ToolResult) and b.tool == name]
+        assert [(b.status, b.output) for b in results] == [("error", call.output)]
+        assert agent.ledger.verify().ok
+
+
+def test_recall_args_names_keys_that_are_not_strings() -> None:
+    """recall_args raised a TypeError (joining non-string keys) instead of its UsageError."""
+    with pytest.raises(UsageError, match=r"unknown argument\(s\) 1, page"):
+        recall_args("holon_get", {"ref": "ledger:1", 1: 2, "page": 3})
 
 
 # ---------------------------------------------------------------- paging: sound

@@ -209,4 +209,5 @@ def test_arguments_json_cannot_hold_are_refused_before_anything_is_recorded(tmp_
         # From the model, it is its mistake: an error result, recorded with the arguments as text.
         call = turn.recall("holon_search", {"query": "x", "limit": float("inf")})
         assert call.result is not None and call.result.status == "error"
-        assert "the number inf has no JSON form" in call.output
+        # Told in the tool's terms (the ledger's reason is advice to the daemon).
+        assert call.output == "holon_search: `limit` must be an integer, got inf"

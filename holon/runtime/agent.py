@@ -1725,9 +1725,18 @@ class Turn:
             # beyond 64 bits, a lone surrogate): the call is recorded with them as text and
             # the model is told, like any other mistake of its arguments.
             shown = repr(args).encode("utf-8", "backslashreplace").decode("utf-8")
+            problem = _error_text(exc).removeprefix("InvalidRecord: ")
+            if isinstance(args, Mapping):
+                # The ledger's reason is written for the daemon ("record it as a string or
+                # null"); when the arguments are also wrong as the tool reads them (a NaN
+                # offset), the model is told that instead, in the tool's terms.
+                try:
+                    recall_args(name, args)
+                except UsageError as mistake:
+                    problem = str(mistake)
             call = self.tool(name, {"unrecordable_arguments": shown[:_PREVIEW_CHARS]})
             with call:
-                call.finish(_error_text(exc).removeprefix("InvalidRecord: "), status="error")
+                call.finish(problem, status="error")
             return call
         with call:  # anything else (a damaged ledger) records an error result and propagates
             try:

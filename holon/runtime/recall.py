@@ -256,7 +256,8 @@ def recall_args(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
         fields = {"ref": (str, None), "offset": (int, 0)}
     else:
         fields = {"query": (str, None), "limit": (int, SEARCH_LIMIT)}
-    unknown = sorted(set(args) - set(fields))
+    # Keys that are not strings (a daemon's own dict; JSON has none) are named by repr.
+    unknown = sorted(key if isinstance(key, str) else repr(key) for key in set(args) - set(fields))
     if unknown:
         raise UsageError(f"{name} takes {', '.join(fields)}; it got unknown argument(s) {', '.join(unknown)}")
     out: dict[str, Any] = {}
