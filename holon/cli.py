@@ -225,6 +225,9 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+_LINE_BREAKS: Final = re.compile(r"[ \t]*[\r\n]+\s*")
+
+
 def _usage(exc: click.UsageError, ctx: click.Context) -> _Usage:
     """One line for a click usage error: the message, and which ``--help`` to read.
 
@@ -241,7 +244,9 @@ def _usage(exc: click.UsageError, ctx: click.Context) -> _Usage:
     else:
         command = ctx.meta.get(_COMMAND_KEY)
         where = f"{ctx.command.name} {command}" if command else str(ctx.command.name)
-    message = exc.format_message().rstrip()
+    # click lists a missing Choice option's values a line each ("Choose from:\n\tjsonl,\n\t...");
+    # the error is one line, in text and in a JSON error's message.
+    message = _LINE_BREAKS.sub(" ", exc.format_message().strip())
     message = message.removesuffix(".") if not message.endswith("..") else message
     return _Usage(f"{message} (see {where} --help)", error_type="UsageError")
 
