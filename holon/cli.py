@@ -455,6 +455,22 @@ def _echo(message: str = "", *, err: bool = False) -> None:
     click.echo(_visible(message), err=err)
 
 
+def _write_bytes(data: bytes, *, newline: bool) -> None:
+    """Write ``data`` exactly to a pipe or a file; to a terminal, made readable and harmless.
+
+    What `holon get` restores and `render --format text` reproduces is the bytes: a pipe
+    (`| b3sum`) or a file gets them unchanged. A terminal is a reader: there the bytes
+    a tool printed or a web page held would act (an OSC sequence retitles the window or
+    writes the clipboard, a carriage return hides what came before it), so control
+    characters and bytes that are not UTF-8 are shown as escapes, as in every other
+    command's text, and ``newline`` (a final newline) is added.
+    """
+    if not sys.stdout.isatty():
+        click.echo(data, nl=False)
+        return
+    click.echo(_visible(data.decode("utf-8", "backslashreplace")), nl=newline)
+
+
 def _echo_json(value: Any) -> None:
     try:
         data = msgspec.json.encode(value)
@@ -1169,8 +1185,9 @@ def render(
     Without --at-turn, the prompt for the next model call is rendered from the whole
     ledger (with the newest recorded config, or --budget etc.).
 
-    --format text writes exactly the prompt's bytes (a newline is added only on a
-    terminal), so `holon render L --at-turn 4 | b3sum` gives the recorded hash.
+    --format text writes exactly the prompt's bytes to a pipe or file, so `holon render
+    L --at-turn 4 | b3sum` gives the recorded hash; on a terminal, control characters
+    are shown as escapes (\\x1b) and a newline is added.
 
     Example: holon render runs/agent-7 --at-turn 12 --format anthropic
     """
@@ -1195,7 +1212,7 @@ def render(
     if fmt == "text":
         # As bytes: click strips ANSI escapes from text written to a pipe or file, and a
         # tool output's colours are part of the prompt (and of its prompt_hash).
-        click.echo(prompt.text.encode(), nl=sys.stdout.isatty())
+        _write_bytes(prompt.text.encode(), newline=True)
         if stderr_is_terminal():
             _echo(f"holon: {_prompt_header(found)}", err=True)
         return
@@ -1537,8 +1554,10 @@ def get(path: Path, as_json: bool, ref: str) -> None:
 
     Prints exactly what a prompt placeholder promises: a tool result's full output
     (from its blob if it was moved), a message's text, a turn's input, an episode's
-    JSON, a blob's bytes; any other record as its canonical JSON line. With --json,
-    the whole record or episode (and a blob as text or base64).
+    JSON, a blob's bytes; any other record as its canonical JSON line. Those bytes go
+    unchanged to a pipe or file; on a terminal, control characters and bytes that are
+    not UTF-8 are shown as escapes (\\x1b, \\xff). With --json, the whole record or
+    episode (and a blob as text or base64).
 
     Example: holon get runs/agent-7 ledger:1234 > output.txt
     """
@@ -1546,7 +1565,7 @@ def get(path: Path, as_json: bool, ref: str) -> None:
         source = LedgerRefSource(ledger)
         if not as_json:
             data = restore_bytes(ref, source)
-            click.echo(data, nl=sys.stdout.isatty() and not data.endswith(b"\n"))
+            _write_bytes(data, newline=not data.endswith(b"\n"))
             return
         found = restore(ref, source)
     if isinstance(found, bytes):

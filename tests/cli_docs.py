@@ -60,6 +60,9 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   (`kind` is `error`, `usage error` or `check failed`; `type` names the error class,
   e.g. `LedgerCorrupt`, `LedgerLocked`, `InvalidRecord`, `UsageError`). Only an unknown
   option is reported in text: click stops before it reads `--json`.
+- **Record text is escaped for reading.** Text output shows control characters (an
+  escape sequence, a carriage return) from records as `\\x1b`-style escapes, never raw;
+  `holon get` and `render --format text` write exact bytes to a pipe or file only.
 - **Warnings** are one line on stderr, `holon: warning: <what>`, and do not change the
   exit code.
 - **Exit codes:**
@@ -84,8 +87,10 @@ record and renders it again with the budget and render config recorded in that r
 does not — the ledger was edited, or the renderer or estimator changed since — the
 command exits 1 and says which. `--budget`, `--output-reserve`, `--cache-key` and
 `--estimator` change single values of the recorded config (and skip the check).
-`--format text` writes exactly the prompt's bytes (a trailing newline only on a
-terminal). A `prompt_rendered` record without a
+`--format text` writes exactly the prompt's bytes to a pipe or file; on a terminal it
+adds a trailing newline and shows control characters as escapes (`\\x1b`), so a tool
+output's escape sequences cannot act on the terminal (`holon get` does the same). A
+`prompt_rendered` record without a
 `render_config` was not written by `holon.context` and cannot be reproduced: the command
 says so and exits 1; `--no-check` (or an explicit `--budget`) renders the ledger at that
 point anyway. A turn with several model calls recorded several prompts: `--call K`

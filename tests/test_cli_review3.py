@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
+import blake3
+import pytest
+
+from holon import records as r
 from holon.cli import EXIT_OK, EXIT_USAGE
-from tests.cli_support import invoke
+from tests.cli_support import invoke, write_jsonl
+from tests.ledger_support import child_env
 
 # --------------------------------------------------------------------------- usage errors
 
@@ -29,3 +39,93 @@ def test_a_missing_choice_option_is_a_one_line_usage_error(tmp_path: Path) -> No
     message = json.loads(json_line)["error"]["message"]
     assert "\n" not in message and "\t" not in message
     assert message == line.removeprefix("holon: usage error: ")
+
+
+# --------------------------------------------------------------------------- exact bytes on a terminal
+
+# What a fetched web page or a tool can put in a record: an OSC 52 sequence writing the
+# terminal's clipboard, a title change, colours and a carriage return hiding the line's start.
+_HOSTILE = "ok \x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;PWNED\x07\x1b[31mred\x1b[0m\rHIDDEN end"
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    """A ledger whose turn 1 tool output (ledger:3) holds terminal escapes."""
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    records = [
+        r.Record(body=r.TurnStarted(trigger="user", input="fetch the page"), ts=1, turn=1),
+        r.Record(body=r.Message(role="user", text="fetch the page"), ts=2, turn=1),
+        r.Record(body=r.ToolIntent(call_id="c1", tool="fetch", args={"url": "x"}), ts=3, turn=1),
+        r.Record(
+            body=r.ToolResult(call_id="c1", tool="fetch", status="ok", output=_HOSTILE),
+            ts=4,
+            turn=1,
+        ),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=5, turn=1),
+    ]
+    assert invoke("append", ledger, write_jsonl(tmp_path / "in.jsonl", records)).exit_code == EXIT_OK
+    return ledger
+
+
+def _on_a_terminal(*args: str | Path) -> tuple[int, bytes]:
+    """Run ``holon`` with stdout a terminal (a pty); its exit code and what the terminal received."""
+    controller, terminal = pty.openpty()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "holon", *map(str, args)],
+            stdin=subprocess.DEVNULL,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            env=child_env(),
+        )
+    finally:
+        os.close(terminal)
+    shown = bytearray()
+    try:
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError as exc:  # EIO: the child closed the terminal
+                if exc.errno != errno.EIO:
+                    raise
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+    child.communicate(timeout=120)
+    return child.returncode, bytes(shown)
+
+
+@pytest.mark.parametrize("args", [("get", "ledger:3"), ("render",)], ids=["get", "render"])
+def test_exact_bytes_reach_a_terminal_escaped(args: tuple[str, ...], hostile: Path) -> None:
+    # `holon get L ledger:N` and `holon render L` wrote a record's bytes raw to the terminal:
+    # an OSC 52 sequence in a fetched page wrote the user's clipboard, a title change retitled
+    # the window, a carriage return hid what came before it. Every other command escaped them.
+    code, shown = _on_a_terminal(args[0], hostile, *args[1:])
+    assert code == EXIT_OK
+    assert b"\x1b" not in shown and b"\x07" not in shown and b"\r\x48IDDEN" not in shown
+    assert b"ok \\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b]0;PWNED\\x07\\x1b[31mred\\x1b[0m\\x0dHIDDEN" in shown
+
+
+def test_a_pipe_still_gets_the_exact_bytes(hostile: Path) -> None:
+    # The escaping is for a terminal only: a pipe or a file gets what was recorded.
+    got = subprocess.run(
+        [sys.executable, "-m", "holon", "get", str(hostile), "ledger:3"],
+        capture_output=True,
+        env=child_env(),
+        check=True,
+        timeout=120,
+    ).stdout
+    assert got == _HOSTILE.encode()
+    doc = json.loads(invoke("render", hostile, "--json").stdout)
+    rendered = subprocess.run(
+        [sys.executable, "-m", "holon", "render", str(hostile)],
+        capture_output=True,
+        env=child_env(),
+        check=True,
+        timeout=120,
+    ).stdout
+    assert blake3.blake3(rendered).hexdigest() == doc["prompt_hash"]
