@@ -766,11 +766,12 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     turn_ended with no open turn, a turn_started inside one or with a turn number
     not above the last turn's, and inside a turn a record naming another turn (or a
     turn_ended naming none). Every line is checked first: on any error nothing is
-    appended.
+    appended. RECORDS.jsonl `-` reads standard input.
 
     To copy a whole exported ledger (derived records and blobs included), use
     `holon import PATH FILE --from jsonl`.
     """
+    records_file = _input_file(records_file, "append")
     data = _read_input(records_file, "append")
     report = IMPORTERS["jsonl"].parse_bytes(data, source=str(records_file))
     # Record n came from the n-th non-blank line: errors name that line, as decoding does.
@@ -783,6 +784,27 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
             ledger, report.records, state=state, where=lambda n: f"line {lines[n - 1]} of {records_file}"
         )
         _appended(as_json, seqs, len(report.records), {"source": str(records_file)}, ledger)
+
+
+_STDIN: Final = Path("/dev/stdin")
+
+
+def _input_file(path: Path, command: str) -> Path:
+    """The file an input argument names: ``-`` is standard input, as for most commands.
+
+    Read as ``/dev/stdin``, which every reader here opens like a file (``import --from
+    jsonl`` then finds no ``.blobs/`` beside it). A terminal there is refused: the user
+    forgot to pipe the file in, and the command would wait for typing. ``./-`` names a
+    file called ``-``.
+    """
+    if str(path) != "-":
+        return path
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError(
+            f"- reads standard input, which is a terminal here: pipe or redirect the file in "
+            f"(`holon {command} PATH - < FILE`), or pass its path"
+        )
+    return _STDIN
 
 
 def _check_input(path: Path, command: str) -> None:
@@ -822,10 +844,12 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     a ledger that has records, use `holon append`).
 
     The whole file is checked before anything is written: a malformed line or a file
-    of another format is reported with its line, and nothing is appended.
+    of another format is reported with its line, and nothing is appended. FILE `-`
+    reads standard input (for `--from jsonl`, an export without blobs).
 
     Example: holon import runs/agent-7 session.jsonl --from claude-code
     """
+    file = _input_file(file, "import")
     _check_input(file, "import")
     if fmt == "jsonl":
         empty = UsageError(f"{file} is empty: there is no holon export in it to import")
@@ -929,10 +953,17 @@ def export(
     """Export the ledger at PATH to OUT as canonical JSONL or as Parquet audit tables.
 
     Several agents can be exported into one Parquet directory, one at a time; exporting
-    an agent already there again needs --overwrite.
+    an agent already there again needs --overwrite. OUT is a path: a JSONL export's
+    blobs go beside it, so it cannot be standard output.
 
     Example: holon export runs/agent-7 agent-7.jsonl
     """
+    if str(out) == "-":
+        # Not a file named "-" in the working directory, which the user did not ask for.
+        raise UsageError(
+            "holon export writes OUT as a file (a JSONL export with its blobs in OUT.blobs/ beside it) "
+            "or a Parquet directory, not to standard output: pass a path, e.g. `holon export PATH run.jsonl`"
+        )
     if memory_limit is not None and fmt != "parquet":
         raise click.UsageError("--memory-limit is for --format parquet (a JSONL export holds no tables)")
     if fmt == "parquet":

@@ -15,8 +15,11 @@ import pytest
 
 from holon import records as r
 from holon.cli import EXIT_OK, EXIT_USAGE
+from holon.ledger import Ledger
 from tests.cli_support import invoke, write_jsonl
 from tests.ledger_support import child_env
+
+IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
 # --------------------------------------------------------------------------- usage errors
 
@@ -129,3 +132,90 @@ def test_a_pipe_still_gets_the_exact_bytes(hostile: Path) -> None:
         timeout=120,
     ).stdout
     assert blake3.blake3(rendered).hexdigest() == doc["prompt_hash"]
+
+
+# --------------------------------------------------------------------------- `-` for standard input
+
+
+def _holon(*args: str | Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "holon", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        env=child_env(),
+        check=False,
+        timeout=120,
+    )
+
+
+def _turn(index: int, ts: int) -> list[r.Record]:
+    return [
+        r.Record(body=r.TurnStarted(trigger="user", input=f"go {index}"), ts=ts, turn=index),
+        r.Record(body=r.Message(role="user", text=f"go {index}"), ts=ts + 1, turn=index),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=ts + 2, turn=index),
+    ]
+
+
+def test_dash_reads_standard_input_for_append_and_import(tmp_path: Path) -> None:
+    # `zcat run.jsonl.gz | holon append L -` said "cannot read -: No such file or directory":
+    # the input file was only ever a path (and a file named "-" in the working directory
+    # was read instead, when there was one).
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    records = write_jsonl(tmp_path / "in.jsonl", _turn(1, 10)).read_bytes()
+    done = _holon("append", ledger, "-", stdin=records)
+    assert done.returncode == EXIT_OK, done.stderr
+    chat = IMPORTERS / "openai-chat" / "tau-bench-runs.json"
+    done = _holon("import", ledger, "-", "--from", "openai-chat", stdin=chat.read_bytes())
+    assert done.returncode == EXIT_OK, done.stderr
+    with Ledger.open(ledger, readonly=True) as opened:
+        inputs = [rec.body.input for rec in opened.read() if isinstance(rec.body, r.TurnStarted)]
+    assert inputs == ["go 1", "Change my seat.", "Book a flight."]
+    # A bad line is named in standard input, and nothing is appended.
+    done = _holon("append", ledger, "-", stdin=b"not json\n")
+    assert done.returncode == EXIT_USAGE
+    assert done.stderr.decode().startswith("holon: error: invalid record at line 1 of /dev/stdin")
+
+
+def test_dash_on_a_terminal_is_refused_not_a_wait(tmp_path: Path) -> None:
+    # Nothing piped in: rather than wait for typing, say what `-` means.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "holon", "append", str(ledger), "-"],
+            stdin=terminal,
+            capture_output=True,
+            env=child_env(),
+            check=False,
+            timeout=120,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert done.returncode == EXIT_USAGE
+    assert done.stderr.decode().strip() == (
+        "holon: error: - reads standard input, which is a terminal here: pipe or redirect the file in "
+        "(`holon append PATH - < FILE`), or pass its path"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_export_to_dash_is_refused_not_a_file_named_dash(fmt: str, tmp_path: Path) -> None:
+    # `holon export L -` wrote a file named "-" (and "-.blobs/") in the working directory
+    # and said "wrote N records to -", which reads as standard output.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    done = subprocess.run(
+        [sys.executable, "-m", "holon", "export", str(ledger), "-", "--format", fmt],
+        capture_output=True,
+        env=child_env(),
+        cwd=tmp_path,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == EXIT_USAGE
+    assert "not to standard output: pass a path" in done.stderr.decode()
+    assert done.stdout == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L"]
