@@ -118,6 +118,7 @@ _MAX_TOKENS: Final = 1_000_000_000
 _DEBUG_KEY: Final = "holon.debug"
 _COMMAND_KEY: Final = "holon.command"
 _JSON_KEY: Final = "holon.json"
+_ARGS_KEY: Final = "holon.args"
 _VERIFY_ADVICE: Final = "; run `holon verify` for a full report"
 
 
@@ -307,12 +308,15 @@ class HolonGroup(click.Group):
         return name, command, rest
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGS_KEY] = tuple(args)
         try:
             return super().parse_args(ctx, args)
         except click.exceptions.NoArgsIsHelpError:
             raise  # `holon` alone prints its help
         except click.UsageError as exc:
-            raise _usage(exc, ctx) from None
+            failure = _usage(exc, ctx)
+            failure.as_json = _asks_json(args)
+            raise failure from None
         except BrokenPipeError:
             # `holon --help | head -1`: --help and --version print while the group's options
             # are parsed, outside invoke; click would end with 1, which means "a check failed".
@@ -323,7 +327,11 @@ class HolonGroup(click.Group):
         try:
             return self._invoke(ctx)
         except _Failure as failure:
-            failure.as_json = bool(ctx.meta.get(_JSON_KEY))
+            failure.as_json = bool(ctx.meta.get(_JSON_KEY)) or (
+                # click stops parsing at an unknown option or one missing its value, before
+                # --json is read: the script that passed it still gets a JSON error.
+                isinstance(failure, _Usage) and _asks_json(ctx.meta.get(_ARGS_KEY, ()))
+            )
             raise
 
     def _invoke(self, ctx: click.Context) -> Any:
@@ -360,6 +368,12 @@ class HolonGroup(click.Group):
                     # verify stopped here: pointing at verify again says nothing.
                     message = message.removesuffix(_VERIFY_ADVICE)
             raise _FAILURES[code](message, error_type=type(exc).__name__) from None
+
+
+def _asks_json(args: Sequence[str]) -> bool:
+    """Whether the command line holds ``--json`` as an option (not after ``--``)."""
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options
 
 
 def _silence(stream: Any) -> None:

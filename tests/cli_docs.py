@@ -58,8 +58,9 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   Under `--json` the error line is a JSON object instead, for the script that asked:
   `{"error": {"exit_code": 2, "kind": "error", "type": "NotALedger", "message": "..."}}`
   (`kind` is `error`, `usage error` or `check failed`; `type` names the error class,
-  e.g. `LedgerCorrupt`, `LedgerLocked`, `InvalidRecord`, `UsageError`). Only an unknown
-  option is reported in text: click stops before it reads `--json`.
+  e.g. `LedgerCorrupt`, `LedgerLocked`, `InvalidRecord`, `UsageError`). A usage error
+  is a JSON object whenever `--json` is on the command line (before any `--`), also an
+  unknown option or an option missing its value, where click stops before `--json`.
 - **Record text is escaped for reading.** Text output shows control characters (an
   escape sequence, a carriage return) from records as `\\x1b`-style escapes, never raw;
   `holon get` and `render --format text` write exact bytes to a pipe or file only.

@@ -219,3 +219,37 @@ def test_export_to_dash_is_refused_not_a_file_named_dash(fmt: str, tmp_path: Pat
     assert "not to standard output: pass a path" in done.stderr.decode()
     assert done.stdout == b""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L"]
+
+
+# --------------------------------------------------------------------------- usage errors as JSON
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("stats", "{L}", "--json", "--budget", "3"), "No such option '--budget'"),
+        (("render", "{L}", "--json", "--at-turn"), "Option '--at-turn' requires an argument"),
+        (("import", "{L}", "x.jsonl", "--json", "--from"), "Option '--from' requires an argument"),
+        (("--bogus", "stats", "{L}", "--json"), "No such option '--bogus'"),
+        (("frobnicate", "--json"), "No such command 'frobnicate'"),
+    ],
+    ids=["unknown-option", "missing-value", "missing-choice-value", "group-option", "unknown-command"],
+)
+def test_a_script_passing_json_gets_every_usage_error_as_json(
+    args: tuple[str, ...], says: str, tmp_path: Path
+) -> None:
+    # click stops parsing at an unknown option or at an option missing its value, before it
+    # reads --json: `holon render L --json --at-turn` answered a script that asked for JSON
+    # with a text line, which `json.loads` fails on.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    result = invoke(*(str(ledger) if a == "{L}" else a for a in args))
+    assert result.exit_code == EXIT_USAGE and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    error = json.loads(line)["error"]
+    assert (error["kind"], error["type"], error["exit_code"]) == ("usage error", "UsageError", EXIT_USAGE)
+    assert says in error["message"]
+    # Without --json, the same error is text.
+    plain = [a for a in args if a != "--json"]
+    text = invoke(*(str(ledger) if a == "{L}" else a for a in plain))
+    assert text.stderr.startswith("holon: usage error: ") and says in text.stderr
