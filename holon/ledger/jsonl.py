@@ -44,6 +44,8 @@ __all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
 
 # What the msgpack encoder raises for a record it cannot encode (as in Ledger.append).
 _ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, ValueError)
+# A UTF-8 byte order mark: a file re-saved by a Windows editor starts with one.
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 def blobs_dir_for(path: str | os.PathLike[str]) -> Path:
@@ -124,7 +126,8 @@ def import_jsonl(
     """
     source = Path(path)
     blob_dir = blobs_dir_for(source)
-    raw = source.read_bytes()
+    # A leading byte order mark is not part of the first record (as holon append reads it).
+    raw = source.read_bytes().removeprefix(_BOM)
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
