@@ -217,6 +217,17 @@ def _load_blob(
         data = _read_blob_file(blob_dir / blob_hash, size)
     except FileNotFoundError:
         if ledger.has_blob(blob_hash):
+            # Trusted for its bytes (the store checks them on read), not for the size the
+            # record states: append_many would refuse that at a seq, not at this line, after
+            # the import had stored the other blobs.
+            stored = ledger.blobs.size(blob_hash)
+            if stored != size:
+                raise InvalidRecord(
+                    f"the record says blob {blob_hash} holds {size} bytes, but the ledger's copy of it "
+                    f"holds {stored}; the line was edited, or belongs with other blob files",
+                    where=where,
+                    field="body.blob.size",
+                ) from None
             return
         raise InvalidRecord(
             f"blob {blob_hash} is referenced but {blob_dir / blob_hash} does not exist; "
