@@ -855,7 +855,8 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     appended like `holon append`: the post-turn refresh adds the derived records after
     every turn. `--from jsonl` copies a `holon export` file exactly — derived records,
     timestamps and blobs (from FILE.blobs/) — into an empty ledger (to add evidence to
-    a ledger that has records, use `holon append`).
+    a ledger that has records, use `holon append`); run again after an import of the
+    same file was interrupted, it appends the records the ledger does not hold yet.
 
     The whole file is checked before anything is written: a malformed line or a file
     of another format is reported with its line, and nothing is appended. FILE `-`
@@ -872,11 +873,17 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         if file.is_file() and file.stat().st_size == 0:
             raise empty
         with _writing(path) as ledger:
+            held = ledger.head()[0] + 1
             with progress_total("importing") as advance:
                 seqs = import_jsonl(file, ledger, require_empty=True, progress=advance)
             if not seqs:  # a pipe (`... | holon import L /dev/stdin`) that held nothing
                 raise empty
-            _appended(as_json, seqs, len(seqs), {"source": str(file), "format": fmt}, ledger)
+            if held and not as_json:
+                _echo(
+                    f"continued an interrupted import: the ledger held the first {_n(held)} records of {file}"
+                )
+            extra = {"source": str(file), "format": fmt, "continued_after": held}
+            _appended(as_json, seqs, len(seqs), extra, ledger)
         return
     report = read_transcript(file, fmt)
     with _writing(path) as ledger:

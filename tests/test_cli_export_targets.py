@@ -119,8 +119,18 @@ def test_import_from_jsonl_wants_an_empty_ledger(ledger: Path, tmp_path: Path) -
     before = tree_bytes(ledger)
     result = invoke("import", ledger, out, "--from", "jsonl")
     assert result.exit_code == 2
-    assert "is not empty" in result.stderr and "holon append" in result.stderr
+    # Its own export: every record is there already (a finished import looks the same).
+    assert "is not empty" in result.stderr and "already holds every record" in result.stderr
     assert tree_bytes(ledger) == before
+    # A ledger holding other records.
+    assert invoke("init", tmp_path / "other", "--agent-id", "boundary_turn_cap").exit_code == 0
+    hello = write_jsonl(tmp_path / "hello.jsonl", [r.Record(body=r.Message(role="user", text="hello"), ts=1)])
+    assert invoke("append", tmp_path / "other", hello).exit_code == 0
+    before = tree_bytes(tmp_path / "other")
+    result = invoke("import", tmp_path / "other", out, "--from", "jsonl")
+    assert result.exit_code == 2
+    assert "is not empty" in result.stderr and "holon append" in result.stderr
+    assert tree_bytes(tmp_path / "other") == before
     # An empty ledger takes it, and it verifies.
     assert invoke("init", tmp_path / "copy", "--agent-id", "boundary_turn_cap").exit_code == 0
     assert invoke("import", tmp_path / "copy", out, "--from", "jsonl").exit_code == 0

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from holon.errors import InvalidRecord
-from holon.ledger import Ledger, export_jsonl, import_jsonl
+from holon.errors import InvalidRecord, UsageError
+from holon.ledger import Ledger, export_jsonl, import_jsonl, store
 from holon.records import Record
-from tests.ledger_support import AGENT, message, tool_output
+from tests.cli_support import invoke
+from tests.ledger_support import AGENT, assert_ledger_holds, message, tool_output
 
 
 def _export(tmp_path: Path, records: list[Record], **settings: int) -> tuple[Path, tuple[int, str]]:
@@ -87,5 +88,111 @@ def test_a_blob_the_ledger_holds_with_a_misstated_size_is_named_at_its_line_and_
     with Ledger.open(tmp_path / "copy") as copy:
         assert import_jsonl(edited, copy, require_empty=True) == list(range(5))
         assert copy.verify().ok
+
+
+# ---------------------------------------------------------------- an interrupted import
+
+
+def _interrupt_at_rollover(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    """Raise KeyboardInterrupt (Ctrl-C) when the writer starts its ``nth`` new segment."""
+    real = store.create_segment
+    calls = 0
+
+    def create(*args: object, **kwargs: object) -> Path:
+        nonlocal calls
+        calls += 1
+        if calls == nth:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "create_segment", create)
+
+
+def _interrupted_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[Record]]:
+    """A copy of an 80-record export whose import was interrupted at its third rollover."""
+    # Outputs of 2500 bytes go to blobs; those of 500 stay inline (under the threshold).
+    sizes = {4: 2500, 1: 500}
+    records = [tool_output(i, sizes[i % 9]) if i % 9 in sizes else message(i, 200) for i in range(80)]
+    out, _head = _export(tmp_path, records, segment_bytes=4096, blob_threshold=1000)
+    target = tmp_path / "copy"
+    ledger = Ledger.create(target, agent_id=AGENT, segment_bytes=4096, blob_threshold=1000)
+    with monkeypatch.context() as patch:
+        _interrupt_at_rollover(patch, 3)
+        with pytest.raises(KeyboardInterrupt):
+            import_jsonl(out, ledger, require_empty=True)
+    ledger.close()
+    return out, target, records
+
+
+def test_an_import_interrupted_after_a_rollover_continues_when_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first segments of an interrupted import were synced by its rollovers: the
+    # ledger held a part of the export, verified, and a second import was refused because
+    # the ledger was not empty. Nothing but deleting the ledger got the rest in.
+    out, target, _records = _interrupted_import(tmp_path, monkeypatch)
+    with Ledger.open(target) as partial:
+        held = partial.head()[0] + 1
+        assert 0 < held < 80
+        assert partial.verify().ok
+    with Ledger.open(target) as ledger:
+        assert import_jsonl(out, ledger, require_empty=True) == list(range(held, 80))
+    with Ledger.open(tmp_path / "src", readonly=True) as source:
+        expected = list(source.read())
+    assert_ledger_holds(target, expected)
+    with Ledger.open(target) as ledger:
+        head = ledger.head()
+        with pytest.raises(UsageError, match=r"already holds every record of .*x\.jsonl"):
+            import_jsonl(out, ledger, require_empty=True)
+        assert ledger.head() == head
+
+
+def test_only_a_ledger_holding_exactly_the_files_first_records_is_continued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, target, records = _interrupted_import(tmp_path, monkeypatch)
+    with Ledger.open(target, readonly=True) as partial:
+        held = partial.head()[0] + 1
+    # The same records under a smaller blob threshold are stored differently (the 500-byte
+    # output of seq 1 goes to a blob): not the file's.
+    with Ledger.create(tmp_path / "small", agent_id=AGENT, blob_threshold=100) as small:
+        small.append_many(records[:held])
+        assert small.get(1).body.blob is not None  # type: ignore[union-attr]
+        head = small.head()
+        with pytest.raises(UsageError, match="is not empty"):
+            import_jsonl(out, small, require_empty=True)
+        assert small.head() == head
+    # A record of the file's first ones edited: refused, the ledger unchanged.
+    lines = out.read_bytes().splitlines(keepends=True)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_bytes(lines[0].replace(b"record 0", b"record X") + b"".join(lines[1:]))
+    shutil.copytree(tmp_path / "x.jsonl.blobs", tmp_path / "edited.jsonl.blobs")
+    with Ledger.open(target) as ledger:
+        head = ledger.head()
+        with pytest.raises(UsageError, match="is not empty"):
+            import_jsonl(edited, ledger, require_empty=True)
+        assert ledger.head() == head
+        # A file that does not start at seq 0 continues nothing either.
+        cut = tmp_path / "cut.jsonl"
+        cut.write_bytes(b"".join(lines[1:]))
+        shutil.copytree(tmp_path / "x.jsonl.blobs", tmp_path / "cut.jsonl.blobs")
+        with pytest.raises(UsageError, match="is not empty"):
+            import_jsonl(cut, ledger, require_empty=True)
+        assert ledger.head() == head
+
+
+def test_holon_import_run_again_after_an_interruption_appends_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, target, _records = _interrupted_import(tmp_path, monkeypatch)
+    with Ledger.open(target, readonly=True) as partial:
+        held = partial.head()[0] + 1
+    result = invoke("import", target, out, "--from", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"the ledger held the first {held} records of {out}" in result.stdout
+    assert f"seq {held}..79" in result.stdout
+    assert invoke("verify", target).exit_code == 0
+    again = invoke("import", target, out, "--from", "jsonl", "--json")
+    assert again.exit_code == 2 and "already holds every record" in again.stderr
 
 

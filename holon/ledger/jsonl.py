@@ -8,11 +8,14 @@ fresh ledger of the same agent (and blob threshold) reproduces every record and 
 hash exactly. A file without derived records may also be appended to a non-empty ledger
 (re-sequenced from its next seq); one with derived records (working-memory deltas,
 episodes) only into an empty ledger: they were derived by folding their own ledger from
-seq 0 and would not verify after another ledger's records.
+seq 0 and would not verify after another ledger's records. Such a copy into a ledger that
+already holds the file's first records, exactly (an import that was killed or interrupted
+part way, after a rollover had made some of its records durable), continues after them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -46,6 +49,8 @@ __all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
 _ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, ValueError)
 # A UTF-8 byte order mark: a file re-saved by a Windows editor starts with one.
 _BOM: Final = b"\xef\xbb\xbf"
+
+log = logging.getLogger("holon.ledger")
 
 
 def blobs_dir_for(path: str | os.PathLike[str]) -> Path:
@@ -121,7 +126,10 @@ def import_jsonl(
     Records are re-sequenced after the ledger's head. A file holding derived records
     is refused (UsageError) unless the ledger is empty; ``require_empty`` refuses any
     file then (a copy of an export). Both are checked after the file, so a damaged file
-    is named first. ``progress(done, total)`` is
+    is named first. The one non-empty ledger such a copy goes into is one whose records
+    are exactly the file's first ones (an interrupted import of it): the rest are
+    appended, and the seqs returned are theirs; a ledger holding all of them is refused
+    (UsageError: nothing to import). ``progress(done, total)`` is
     called as lines are checked (the slow part); the append follows the last call.
     """
     source = Path(path)
@@ -173,7 +181,23 @@ def import_jsonl(
             progress(number, len(lines))
     head = ledger.head()[0]
     derived = next((rec for rec in records if rec.kind in DERIVED_KINDS), None)
-    if head >= 0 and (derived is not None or require_empty):
+    copy = derived is not None or require_empty
+    if head >= 0 and copy and first_seq == 0 and _holds_prefix(ledger, records, head):
+        # An import of this file that was interrupted: a rollover made its first records
+        # durable before the kill. They are exactly the file's, so the copy goes on after them.
+        if head + 1 == len(records):
+            raise UsageError(
+                f"ledger {ledger.path} is not empty: it already holds every record of {source} "
+                f"(head seq {head}), from an earlier import of it; there is nothing to import"
+            )
+        log.warning(
+            "import of %s continues an interrupted import: ledger %s holds its first %d records",
+            source,
+            ledger.path,
+            head + 1,
+        )
+        records = records[head + 1 :]
+    elif head >= 0 and copy:
         why = (
             f"{source} holds derived records ({derived.kind} among them), which only verify in the "
             "ledger they were folded from"
@@ -184,7 +208,7 @@ def import_jsonl(
             f"ledger {ledger.path} is not empty (head seq {head}) and {why}; import the file into a new "
             "ledger, or add evidence records with `holon append`"
         )
-    if first_seq not in (None, 0) and (derived is not None or require_empty):
+    if first_seq not in (None, 0) and copy:
         # A copy of a ledger starts at its seq 0; the consecutive-seq check above cannot see
         # lines cut from the head of the file. Derived records name seqs, so they only hold
         # in the whole ledger.
@@ -201,6 +225,22 @@ def import_jsonl(
     seqs = ledger.append_many(records)
     ledger.flush()
     return seqs
+
+
+def _holds_prefix(ledger: Ledger, records: list[Record], head: int) -> bool:
+    """Whether the ledger's records ``0..head`` are exactly the first ``head + 1`` of ``records``.
+
+    Compared as stored (the msgpack payloads the chain commits to), so a ledger that moved
+    an output to a blob where the file kept it inline is not taken for a prefix.
+    """
+    if head >= len(records):
+        return False
+    for stored, record in zip(ledger.read(0, head + 1), records, strict=False):
+        if encode_msgpack_record(stored) != encode_msgpack_record(
+            msgspec.structs.replace(record, seq=stored.seq)
+        ):
+            return False
+    return True
 
 
 def _load_blob(
