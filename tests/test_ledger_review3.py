@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from holon.errors import InvalidRecord, UsageError
 from holon.ledger import Ledger, export_jsonl, import_jsonl, store
-from holon.records import Record
+from holon.records import Record, ToolResult
 from tests.cli_support import invoke
 from tests.ledger_support import AGENT, assert_ledger_holds, message, tool_output
 
@@ -196,3 +199,90 @@ def test_holon_import_run_again_after_an_interruption_appends_the_rest(
     assert again.exit_code == 2 and "already holds every record" in again.stderr
 
 
+# ---------------------------------------------------------------- a write that fails
+
+
+def _failing(real: Callable[..., object], nth: int, err: int) -> Callable[..., object]:
+    """``real``, raising OSError(err) at its ``nth`` call from this thread (not the sealer's)."""
+    calls = 0
+    caller = threading.current_thread()
+
+    def fake(*args: object, **kwargs: object) -> object:
+        nonlocal calls
+        if threading.current_thread() is caller:
+            calls += 1
+            if calls == nth:
+                raise OSError(err, "injected")
+        return real(*args, **kwargs)
+
+    return fake
+
+
+def test_after_a_failed_write_the_writers_head_is_what_its_files_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # head() counted the records of the failed append_many (seq 5 and their hash) while
+    # read() and every later open found seq 2: a caller that caught the error was shown
+    # records that never reached the disk.
+    path = tmp_path / "l"
+    ledger = Ledger.create(path, agent_id=AGENT)
+    ledger.append_many([message(i) for i in range(3)])
+    durable = ledger.head()
+    with monkeypatch.context() as patch:
+        patch.setattr(store.os, "pwrite", _failing(store.os.pwrite, 1, errno.ENOSPC))
+        with pytest.raises(OSError, match="injected"):
+            ledger.append_many([message(i) for i in range(3, 6)])
+    assert ledger.head() == durable
+    assert [rec.seq for rec in ledger.read()] == [0, 1, 2]
+    with pytest.raises(UsageError, match=r"an earlier write .* failed"):
+        ledger.append(message(3))
+    ledger.close()
+    with Ledger.open(path) as again:
+        assert again.head() == durable
+
+
+@pytest.mark.parametrize(
+    ("name", "err"),
+    [("pwrite", errno.ENOSPC), ("write", errno.ENOSPC), ("fdatasync", errno.EIO), ("replace", errno.ENOSPC)],
+)
+@pytest.mark.parametrize("policy", ["always", "batch"])
+def test_a_write_failing_anywhere_in_append_many_acknowledges_nothing_and_reopens_consistent(
+    name: str, err: int, policy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every call of the os function during a batch that rolls segments over and stores
+    # blobs fails in turn (the disk fills, or the device errs, there).
+    before = [message(100 + i, 300) for i in range(5)]
+    batch = [tool_output(i, 3000) if i % 7 == 3 else message(i, 300) for i in range(24)]
+    nth = 1
+    while True:
+        path = tmp_path / f"l{nth}"
+        ledger = Ledger.create(path, agent_id=AGENT, segment_bytes=4096, blob_threshold=1000, fsync=policy)  # type: ignore[arg-type]
+        ledger.append_many(before)
+        ledger.flush()
+        with monkeypatch.context() as patch:
+            patch.setattr(store.os, name, _failing(getattr(store.os, name), nth, err))
+            try:
+                ledger.append_many(batch)
+                ledger.flush()
+            except OSError as exc:
+                assert exc.errno == err
+                failed = True
+            else:
+                failed = False
+        shown = ledger.head()
+        ledger.close()
+        if not failed:
+            break
+        with Ledger.open(path) as again:
+            head = again.head()
+            assert head[0] >= len(before) - 1 and head == shown, (nth, head, shown)
+            got = list(again.read())
+            report = again.verify()
+            assert report.ok, (nth, str(report))
+        assert [rec.ts for rec in got] == [rec.ts for rec in [*before, *batch][: len(got)]]
+        for rec in got:
+            if isinstance(rec.body, ToolResult) and rec.body.blob is not None:
+                with Ledger.open(path, readonly=True) as reader:
+                    assert len(reader.get_blob(rec.body.blob.hash)) == rec.body.blob.size
+        nth += 1
+    assert nth > 1, f"os.{name} was never called"

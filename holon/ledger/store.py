@@ -338,8 +338,12 @@ class Ledger:
         return self._recovery
 
     def head(self) -> tuple[int, str]:
-        """``(seq, hash hex)`` of the newest record; ``(-1, genesis hash)`` when empty."""
-        if not self.readonly:
+        """``(seq, hash hex)`` of the newest record; ``(-1, genesis hash)`` when empty.
+
+        A writer whose write failed answers from the files, as a reader does: the records
+        of the failed call were counted in memory, but reached the disk in part or not at all.
+        """
+        if not self.readonly and self._failed is None:
             return self._next_seq - 1, self._head_hash.hex()
         segs = self._listing()
         last = segs[-1]
@@ -824,8 +828,9 @@ class Ledger:
         if seq < 0:
             raise RefNotFound(f"seq {seq} does not exist: seqs start at 0")
         self._publish()
-        if self._fd is not None and seq >= self._active_start:
-            # The writer knows its active segment without listing the directory.
+        if self._fd is not None and self._failed is None and seq >= self._active_start:
+            # The writer knows its active segment without listing the directory (after a
+            # failed write it does not: it reads what is on disk, as a reader would).
             if seq >= self._next_seq:
                 raise RefNotFound(
                     f"seq {seq} is past the end of ledger {self.path} (next seq is {self._next_seq})"
