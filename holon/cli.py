@@ -778,8 +778,9 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     episode), so the ledger still verifies. Derived records in the input are refused,
     and so are records the runtime never writes: timestamps going backwards, a
     turn_ended with no open turn, a turn_started inside one or with a turn number
-    not above the last turn's, and inside a turn a record naming another turn (or a
-    turn_ended naming none). Every line is checked first: on any error nothing is
+    not above the last turn's, inside a turn a record naming another turn (or a
+    turn_ended naming none), and a prompt_rendered showing a working-memory revision
+    the ledger has not reached. Every line is checked first: on any error nothing is
     appended. RECORDS.jsonl `-` reads standard input.
 
     To copy a whole exported ledger (derived records and blobs included), use

@@ -876,6 +876,23 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
                 where=where,
                 field="body.render_config.projection",
             )
+    if isinstance(body, r.PromptRendered) and (
+        body.working_memory_revision > folded.memory.revision
+        or body.compression_epoch > folded.memory.compression_epoch
+    ):
+        # A prompt confirms the revision it showed: one claiming a revision the ledger has not
+        # reached would confirm the next working-memory change before any prompt showed it, so
+        # the model would never be told of it.
+        raise InvalidRecord(
+            f"the prompt records working-memory revision {body.working_memory_revision} and compression "
+            f"epoch {body.compression_epoch}, but the ledger has reached revision {folded.memory.revision} "
+            f"and epoch {folded.memory.compression_epoch}; a prompt can only show what was derived before "
+            "it: fix the record's revision and epoch",
+            where=where,
+            field="body.working_memory_revision"
+            if body.working_memory_revision > folded.memory.revision
+            else "body.compression_epoch",
+        )
     turn = folded.runtime.turn
     is_open = turn is not None and turn.open
     if isinstance(record.body, r.TurnEnded) and not is_open:
@@ -937,8 +954,10 @@ def append_evidence(
     fold them into nonsense: a negative or out-of-range ``ts``, a ``ts`` before the
     previous record's (timestamps never go backwards in a ledger), a negative ``turn``,
     a ``turn_ended`` with no open turn, a ``turn_started`` while a turn is open and one
-    whose turn number is not above the previous turn's, and inside an open numbered
-    turn a record naming another turn or a ``turn_ended`` without the turn's number.
+    whose turn number is not above the previous turn's, inside an open numbered
+    turn a record naming another turn or a ``turn_ended`` without the turn's number, and
+    a ``prompt_rendered`` showing a working-memory revision or compression epoch the
+    ledger has not reached.
     So is a ``prompt_rendered`` recording a projection config other than the one the
     ledger is derived under (``state.config``; when ``state`` is omitted, the config the
     ledger's prompts record). ``progress`` is called with the number of input records

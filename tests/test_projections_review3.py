@@ -170,3 +170,28 @@ def test_append_evidence_refuses_a_record_naming_another_turn_inside_a_turn(tmp_
             append_evidence(ledger, [r.Record(body=r.Message(role="user", text="hi"), ts=4, turn=1)])
         append_evidence(ledger, [r.Record(body=r.Message(role="user", text="hi"), ts=4)])
         assert verify_derivations(ledger.read()).ok
+
+
+def _prompt(revision: int, epoch: int) -> r.PromptRendered:
+    return r.PromptRendered(
+        working_memory_revision=revision, compression_epoch=epoch, cache_key="k", prompt_hash="h",
+        total_tokens=1, budget=1, estimator="holon-heuristic",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("revision", "epoch", "field"), [(9, 0, "revision 9"), (0, 5, "epoch 5")])
+def test_append_evidence_refuses_a_prompt_showing_what_was_not_derived_yet(
+    tmp_path: Path, revision: int, epoch: int, field: str
+) -> None:
+    # A prompt confirms the working-memory revision it showed. One claiming revision 9 of a
+    # ledger at revision 1 was accepted: the fold's confirmed revision went past the
+    # ledger's, and the next change (revision 2) counted as shown before any prompt showed it.
+    with _turn_three(tmp_path) as ledger:
+        folded = state_after(ledger.read())
+        head = ledger.head()
+        with pytest.raises(InvalidRecord, match=f"the prompt records .*{field}.*but the ledger has reached"):
+            append_evidence(ledger, [r.Record(body=_prompt(revision, epoch), ts=4, turn=3)])
+        assert ledger.head() == head
+        current = _prompt(folded.memory.revision, folded.memory.compression_epoch)
+        append_evidence(ledger, [r.Record(body=current, ts=4, turn=3)])
+        assert verify_derivations(ledger.read()).ok
