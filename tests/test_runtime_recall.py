@@ -104,7 +104,7 @@ def test_a_text_that_fits_comes_back_byte_identical(tmp_path: Path) -> None:
     ("args", "says"),
     [
         ({"ref": "ledger:abc"}, "malformed ref 'ledger:abc'"),
-        ({"ref": "ledger:999999"}, "seq 999999 is past the end"),
+        ({"ref": "ledger:999999"}, "ledger:999999 does not exist: the newest record is ledger:"),
         ({"ref": "episode:7"}, "episode:7 does not exist (no episode is archived yet)"),
         ({"ref": "blob:" + "0" * 64}, "0000"),
         ({"ref": "ledger:1", "offset": -5}, "offset -5 is negative"),

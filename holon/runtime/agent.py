@@ -80,6 +80,7 @@ from holon.runtime.recall import (
     RECALL_PAGE_CHARS,
     RECALL_TOOL_NAMES,
     AgentRefSource,
+    RestoredText,
     get_text,
     is_recall,
     recall_args,
@@ -234,8 +235,10 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
       multiple of N (0: never);
       ``checkpoints_kept``: how many to keep.
     - ``segment_bytes`` / ``blob_threshold``: used when the ledger is created.
-    - ``recall_page_chars``: the most characters one ``holon_get`` call returns
-      (:meth:`Turn.recall`).
+    - ``recall_page_chars``: the most characters of restored text one ``holon_get`` call
+      returns (:meth:`Turn.recall`); a longer text comes in pages, each ending with a
+      one-line note naming the next offset, which adds at most
+      :data:`~holon.runtime.recall.NOTE_CHARS` (200) characters.
     """
 
     budget: Budget = Budget(context_window=32_000, output_reserve=4_000)
@@ -330,6 +333,9 @@ class Agent:
         self._search: MemorySearch | None = None
         self._searched_to = 0  # the next seq the search index has not seen
         self._unsearched: list[r.Record] | None = None
+        # The text holon_get last paged, so each next page does not restore it again;
+        # dropped when a turn ends (a daemon pages through an output within a turn).
+        self._restored = RestoredText()
         self._turn: Turn | None = None
         self._unfinished_refresh: tuple[r.Record, ...] = ()
         self._tail_ts = 0  # the ts of the newest record (set on open from the ledger)
@@ -660,7 +666,9 @@ class Agent:
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise UsageError(f"offset must be an integer, got {offset!r}")
         source = AgentRefSource(self._ledger, self.episodes)
-        return get_text(ref, source, offset=offset, page_chars=self.config.recall_page_chars)
+        return get_text(
+            ref, source, offset=offset, page_chars=self.config.recall_page_chars, kept=self._restored
+        )
 
     def get_bytes(self, ref: str) -> bytes:
         """The whole original bytes behind a prompt's ref, as :func:`holon.context.restore_bytes` gives them.
@@ -930,6 +938,7 @@ class Agent:
                 self._ledger.flush()
         finally:
             self._turn = None
+            self._restored.clear()
         checkpoint_seq = None
         every = self.config.checkpoint_every
         # By turn index, not by turns since open: the same turns checkpoint however
@@ -983,6 +992,7 @@ class Agent:
         if self._closed:
             return
         self._closed = True
+        self._restored.clear()
         self._ledger.close()
 
     def __enter__(self) -> Agent:

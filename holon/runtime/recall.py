@@ -19,6 +19,8 @@ prompts are what the model saw.
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -31,12 +33,14 @@ from holon.search import MemoryHit
 
 __all__ = [
     "GET_TOOL",
+    "NOTE_CHARS",
     "RECALL_PAGE_CHARS",
     "RECALL_TOOLS",
     "RECALL_TOOL_NAMES",
     "SEARCH_LIMIT",
     "SEARCH_TOOL",
     "AgentRefSource",
+    "RestoredText",
     "get_text",
     "is_recall",
     "model_ref",
@@ -48,6 +52,12 @@ __all__ = [
 # 50 KB log does not undo the clearing that made room for the turn.
 RECALL_PAGE_CHARS: Final = 8_000
 SEARCH_LIMIT: Final = 8
+#: The most characters a paged holon_get result has beyond its page of text: the line
+#: break before its note and the note ("[blob:<64 hex>, characters 8,000-16,000 of
+#: 12,500,000; call holon_get with offset 16000 for the next part]"), for any text under
+#: 10**12 characters. Kept out of the page's text, not taken from it, so page boundaries
+#: do not depend on the note and a page_chars below it still pages.
+NOTE_CHARS: Final = 200
 _MAX_SEARCH_LIMIT: Final = 25
 # Most characters of the query holon_search quotes back.
 _QUOTED_QUERY: Final = 200
@@ -55,6 +65,13 @@ _QUOTED_QUERY: Final = 200
 # that closes the note ("restore with ref ledger:42]"), Markdown backticks ("`holon get
 # episode:3`"), quotes, a sentence's full stop, the comma of a list of refs.
 _AROUND_REF: Final = " \t\r\n`'\"()[]{}<>.,;:!?"
+# A ref's scheme in any case ("LEDGER:3", "Blob:…"): the schemes are three fixed words and
+# what follows the colon is digits or hex, so lower-casing the scheme cannot make one ref
+# read as another. The hex is already read in either case (holon.context.parse_ref).
+_SCHEME: Final = re.compile(r"(ledger|blob|episode)(?=:)", re.IGNORECASE | re.ASCII)
+# The most memory (sys.getsizeof) of the one restored text RestoredText keeps: paging
+# through a larger text restores it again for each page, as before.
+_KEPT_BYTES: Final = 64 * 1024 * 1024
 
 GET_TOOL: Final = r.ToolDefinition(
     name="holon_get",
@@ -127,12 +144,31 @@ class AgentRefSource:
         self._episodes = episodes
 
     def record(self, seq: int) -> r.Record:
-        """The record at ``seq`` (RefNotFound past the head)."""
-        return self._ledger.get(seq)
+        """The record at ``seq``; past the head, RefNotFound naming the newest seq.
+
+        The ledger's own message names its directory and is written for the daemon; this
+        one is read by the model, which can act only on the refs that exist.
+        """
+        try:
+            return self._ledger.get(seq)
+        except RefNotFound:
+            newest = self._ledger.head()[0]
+            if seq <= newest:
+                raise
+            raise RefNotFound(
+                f"ledger:{seq} does not exist: the newest record is ledger:{newest}; "
+                "check the seq against the note that named it"
+            ) from None
 
     def blob(self, blob_hash: str) -> bytes:
-        """A blob's bytes, verified against its hash."""
-        return self._ledger.get_blob(blob_hash)
+        """A blob's bytes, verified against its hash; RefNotFound without the store's path."""
+        try:
+            return self._ledger.get_blob(blob_hash)
+        except RefNotFound:
+            raise RefNotFound(
+                f"blob:{blob_hash} does not exist: this agent recorded no blob with that hash; "
+                "check the hash against the note that named it"
+            ) from None
 
     def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
         """The archived episode with this id (RefNotFound when there is none)."""
@@ -146,6 +182,11 @@ class AgentRefSource:
         return found
 
 
+def _lower_scheme(text: str) -> str:
+    """``text`` with a leading ref scheme in lower case (``LEDGER:3`` -> ``ledger:3``)."""
+    return _SCHEME.sub(lambda m: m.group(0).lower(), text, count=1) if _SCHEME.match(text) else text
+
+
 def model_ref(text: str) -> str:
     """The one ref in ``text`` as a model passes it, in its canonical form; InvalidRef otherwise.
 
@@ -153,16 +194,20 @@ def model_ref(text: str) -> str:
     bracket or parenthesis, backticks, a full stop, the command (``holon get ledger:42``).
     The words and characters around a single ref are dropped; text naming several refs is
     refused with the refs listed (one call restores one), and text naming none with what a
-    ref looks like.
+    ref looks like. The scheme is read in any case (``LEDGER:3``), as the hex of a hash is.
     """
+    stripped = text.strip(_AROUND_REF)
+    lowered = _lower_scheme(stripped)
     try:
-        return str(parse_ref(text.strip(_AROUND_REF)))
+        return str(parse_ref(lowered))
     except InvalidRef as exc:
-        malformed = exc
+        # Quoting the text as the model wrote it, not as lower-cased here.
+        said = str(exc).replace(repr(lowered), repr(stripped))
+        malformed = exc if lowered == stripped else InvalidRef(said)
     found: list[str] = []
     for word in text.replace(",", " ").split():
         try:
-            found.append(str(parse_ref(word.strip(_AROUND_REF))))
+            found.append(str(parse_ref(_lower_scheme(word.strip(_AROUND_REF)))))
         except InvalidRef:
             continue
     refs = list(dict.fromkeys(found))
@@ -176,7 +221,45 @@ def model_ref(text: str) -> str:
     raise malformed
 
 
-def get_text(ref: str, source: RefSource, *, offset: int = 0, page_chars: int = RECALL_PAGE_CHARS) -> str:
+class RestoredText:
+    """The last text ``holon_get`` restored, kept so paging through it restores it once.
+
+    Without it each page read, hashed and decoded the whole text again: 1,700 pages of a
+    13.7 MB output took ~31 ms each, ~53 s in all. One text is kept, by canonical ref, and
+    only up to :data:`_KEPT_BYTES` of memory; the owner drops it when the turn ends.
+    Serving a page from it is sound because what a ref names never changes (records are
+    append-only, a blob is named by its hash, an episode by its id) and the text kept was
+    verified when it was restored: no page comes from bytes that were not checked.
+    """
+
+    def __init__(self, max_bytes: int = _KEPT_BYTES) -> None:
+        self._max = max_bytes
+        self._ref: str | None = None
+        self._text = ""
+
+    def get(self, ref: str) -> str | None:
+        """The text kept for ``ref`` (canonical form), or None."""
+        return self._text if ref == self._ref else None
+
+    def keep(self, ref: str, text: str) -> None:
+        """Keep ``text`` as the text behind ``ref``, in place of the one kept (not when too large)."""
+        self.clear()
+        if sys.getsizeof(text) <= self._max:
+            self._ref, self._text = ref, text
+
+    def clear(self) -> None:
+        """Drop the kept text."""
+        self._ref, self._text = None, ""
+
+
+def get_text(
+    ref: str,
+    source: RefSource,
+    *,
+    offset: int = 0,
+    page_chars: int = RECALL_PAGE_CHARS,
+    kept: RestoredText | None = None,
+) -> str:
     """What ``holon_get`` returns: the text behind ``ref`` from ``offset``, one page of it.
 
     A text that fits is returned exactly as :func:`~holon.context.restore_bytes` gives
@@ -186,17 +269,26 @@ def get_text(ref: str, source: RefSource, *, offset: int = 0, page_chars: int = 
     Bytes that are not UTF-8 are described, not dumped, and an empty text is said to be
     empty (an empty result reads as a tool that failed to answer). ``ref`` may come as
     the model copied it (see :func:`model_ref`); the notes name it in its canonical form.
+    ``page_chars`` bounds the characters of the text a call returns; a paged text also
+    ends with that note, one line of at most :data:`NOTE_CHARS` characters (the page stays
+    ``page_chars`` of text, so pages and offsets do not depend on how long the note is).
+    ``kept``, when given, serves later pages of the same ref without restoring it again.
     Raises InvalidRef, RefNotFound and UsageError (an offset past the end) with messages
     meant for the model.
     """
     ref = model_ref(ref)
     if offset < 0:
         raise UsageError(f"offset {offset} is negative: pass 0 to read {ref} from the start")
-    data = restore_bytes(ref, source)
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        return f"[{ref} is {len(data):,} bytes of binary data, not text; it is not shown]"
+    text = kept.get(ref) if kept is not None else None
+    if text is None:
+        data = restore_bytes(ref, source)
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            return f"[{ref} is {len(data):,} bytes of binary data, not text; it is not shown]"
+        del data
+        if kept is not None and len(text) > page_chars:  # only a text that is paged is read again
+            kept.keep(ref, text)
     total = len(text)
     if total == 0 and offset == 0:
         return f"[{ref} is empty: the text behind it has no characters]"
