@@ -90,3 +90,27 @@ def test_a_tool_call_with_a_blank_name_is_refused_before_anything_is_recorded(tm
             assert "is blank; a call names the tool it runs" in str(info.value)
         assert agent.seq == seq
         assert turn.tool("bash", {"cmd": "ls"}).run(lambda: "ok").output == "ok"
+
+
+def test_a_blob_stored_output_is_read_back_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Finishing a call read its blob-stored output back twice (the round's content and its
+    # token count), and every `call.output` read, hashed and decoded it again.
+    big = "".join(f"line {i}: copied rows\n" for i in range(2_000))  # over the 4 KiB blob threshold
+    with _agent(tmp_path / "l") as agent, agent.turn(input="go") as turn:
+        reads: list[str] = []
+        get_blob = agent.ledger.get_blob
+
+        def counted(blob_hash: str) -> bytes:
+            reads.append(blob_hash)
+            return get_blob(blob_hash)
+
+        monkeypatch.setattr(agent.ledger, "get_blob", counted)
+        call = turn.tool("bash", {"cmd": "migrate"}, idempotency_key="k")
+        call.run(lambda: big)
+        assert call.result is not None and call.result.blob is not None
+        assert call.output == big and call.output == big
+        assert reads == []  # finish knew the text it stored
+        again = turn.tool("bash", {"cmd": "migrate"}, idempotency_key="k")
+        assert again.replayed
+        assert again.output == big and again.output == big
+        assert len(reads) == 1  # a replayed call reads its output back once

@@ -1037,6 +1037,10 @@ class ToolCall:
         self.result: r.ToolResult | None = result
         self.result_seq: int | None = None
         self.replayed = result is not None
+        # The output text of ``result`` (the result it belongs to, and the text): a
+        # blob-stored output is read back, hashed and decoded once, not on every access
+        # (finishing a call read a 12 MB output twice, for the round and its count).
+        self._output: tuple[r.ToolResult, str] | None = None
 
     @property
     def done(self) -> bool:
@@ -1048,7 +1052,10 @@ class ToolCall:
         """The result's output text (read back from the blob store when it was moved there)."""
         if self.result is None:
             raise UsageError(f"tool call {self.call_id} has no result yet")
-        return self._turn.agent.output_of(self.result)
+        kept = self._output
+        if kept is None or kept[0] is not self.result:
+            kept = self._output = (self.result, self._turn.agent.output_of(self.result))
+        return kept[1]
 
     def finish(
         self,
@@ -1084,6 +1091,8 @@ class ToolCall:
         assert isinstance(body, r.ToolResult)
         self.result = body
         self.result_seq = stored.seq
+        # What was stored is this text (inline, or as its UTF-8 bytes in a blob).
+        self._output = (body, output)
         self._turn._add_tool_round(self)
         return body
 
