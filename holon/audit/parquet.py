@@ -11,6 +11,7 @@ from pathlib import Path
 from holon.audit.query import AuditError, run_statement
 from holon.audit.tables import TABLES, LedgerPaths, connect, ledger_paths
 from holon.ledger.files import check_outside
+from holon.ledger.header import check_outside_ledgers
 
 __all__ = ["export_parquet"]
 
@@ -52,6 +53,8 @@ def export_parquet(
     roots = ledger_paths(paths)  # once: `paths` may be a one-shot iterable
     for ledger_dir in roots:
         check_outside(ledger_dir, out, what="Parquet directory")
+    # Nor into a ledger it does not read: the tables would be new files in that ledger's tree.
+    check_outside_ledgers(out, what="Parquet directory")
     loaded = 0
 
     def loading(done: int, total: int) -> None:

@@ -54,8 +54,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old state or all of it."""
+def write_atomic(path: Path, data: bytes, *, durable: bool = True, sync_dir: bool = True) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves either the old state or all of it.
+
+    ``durable``: the data and the new name survive a power loss once this returns.
+    ``sync_dir=False`` leaves the name's durability to the caller, who writes many files
+    into one directory and syncs it once after the last (the data is still synced).
+    """
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -73,7 +78,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
         # A failed write (disk full, a directory in the way) leaves no half file behind.
         tmp.unlink(missing_ok=True)
         raise
-    if durable:
+    if durable and sync_dir:
         fsync_dir(path.parent)
 
 

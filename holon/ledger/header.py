@@ -18,7 +18,7 @@ from typing import Final
 
 import blake3
 
-from holon.errors import LedgerCorrupt, NotALedger
+from holon.errors import LedgerCorrupt, NotALedger, UsageError
 from holon.ledger.files import write_atomic
 from holon.ledger.frames import MAX_PAYLOAD
 from holon.ledger.segments import FORMAT_VERSION
@@ -30,6 +30,7 @@ __all__ = [
     "HEADER_NAME",
     "SETTING_RANGES",
     "LedgerHeader",
+    "check_outside_ledgers",
     "genesis_hash",
     "read_header",
     "setting_problem",
@@ -110,6 +111,23 @@ def _enclosing_ledger(path: Path) -> Path | None:
         if (parent / HEADER_NAME).is_file():
             return parent
     return None
+
+
+def check_outside_ledgers(out: Path, *, what: str) -> None:
+    """Refuse an output path inside any ledger directory (UsageError naming that ledger).
+
+    An export checks the ledger it reads (:func:`~holon.ledger.files.check_outside`);
+    another ledger is found by the header in one of ``out``'s ancestors, at any depth, or
+    in ``out`` itself (a directory output). Links are resolved first: a path through a
+    link into a ledger writes there all the same.
+    """
+    target = out.resolve()
+    for directory in (target, *target.parents):
+        if (directory / HEADER_NAME).is_file():
+            raise UsageError(
+                f"{what} {out} is inside the ledger {directory}: writing there would damage it; "
+                "choose a path outside every ledger directory"
+            )
 
 
 def _ledgers_in(directory: Path, limit: int = 5) -> list[str]:

@@ -27,8 +27,9 @@ import msgspec
 
 from holon.errors import InvalidRecord, InvalidRef, UsageError
 from holon.ledger.blobs import check_blob_hash
-from holon.ledger.files import check_outside, open_regular, write_atomic
+from holon.ledger.files import check_outside, fsync_dir, open_regular, write_atomic
 from holon.ledger.frames import MAX_PAYLOAD, oversized_payload
+from holon.ledger.header import check_outside_ledgers
 from holon.ledger.store import Ledger
 from holon.records import (
     DERIVED_KINDS,
@@ -71,6 +72,9 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
     target = Path(path)
     check_outside(ledger.path, target, what="export file")
     check_outside(ledger.path, blobs_dir_for(target), what="export blob directory")
+    # Nor into another ledger: the file and its blobs would be new files in that ledger's tree.
+    check_outside_ledgers(target, what="export file")
+    check_outside_ledgers(blobs_dir_for(target), what="export blob directory")
     if target.is_symlink():
         # The atomic replace renames a new file over the name: the link itself would be
         # replaced, not written through (as root, `/dev/stdout` became a regular file).
@@ -98,8 +102,14 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
     try:
         if blob_hashes:
             out_dir.mkdir(exist_ok=True)
+            # Durable before the JSONL file, which is what says the export is complete:
+            # each blob's bytes synced as written, their names with one sync of the
+            # directory, and a new directory's own name with one of its parent.
             for blob_hash in dict.fromkeys(blob_hashes):
-                write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), durable=False)
+                write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), sync_dir=False)
+            fsync_dir(out_dir)
+            if created:
+                fsync_dir(out_dir.parent)
         write_atomic(target, b"".join(lines))
     except BaseException:
         if created:  # an export that failed leaves nothing of its own behind
