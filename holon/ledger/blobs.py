@@ -21,7 +21,7 @@ from holon.ledger.compression import compress, decompress
 from holon.ledger.files import TMP_SUFFIX, fsync_dir, open_regular, write_atomic
 from holon.records import BlobRef
 
-__all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "check_blob_hash"]
+__all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "check_blob_hash", "is_dotfile"]
 
 log = logging.getLogger("holon.ledger")
 
@@ -45,6 +45,17 @@ def check_blob_hash(blob_hash: object) -> str:
             "(a blake3 digest), as in a record's BlobRef.hash"
         )
     return blob_hash
+
+
+def is_dotfile(name: str) -> bool:
+    """Whether a name in the blob store is a dotfile: never a blob, never written by holon.
+
+    A file manager or file system puts such files in any directory it touches (macOS
+    Finder's ``.DS_Store``, AppleDouble ``._<name>`` files on a non-Mac volume, NFS's
+    ``.nfs…``, Spotlight's ``.Spotlight-V100``); ``verify()`` skips them. Any other name
+    that is not a blob's stays a problem it reports: that may be a damaged or misnamed blob.
+    """
+    return name.startswith(".")
 
 
 class BlobStore:
@@ -176,22 +187,31 @@ class BlobStore:
             )
         return data
 
-    def hashes(self) -> Iterator[tuple[str, Path]]:
-        """Every entry of the store as ``(name, path)``, ``.tmp`` debris aside.
+    def hashes(self, skipped: list[Path] | None = None) -> Iterator[tuple[str, Path]]:
+        """Every entry of the store as ``(name, path)``, ``.tmp`` debris and dotfiles aside.
 
         That is each blob, and whatever else is there for ``verify()`` to report: entries
         with malformed names, blobs in the wrong fan-out directory (``path`` is then not
-        :meth:`path_of` ``name``), and entries directly in the store's root.
+        :meth:`path_of` ``name``), and entries directly in the store's root. Entries whose
+        names start with a dot (:func:`is_dotfile`) go to ``skipped`` instead, a hidden
+        directory as itself (not what it holds).
         """
         if not self.root.is_dir():
             return
         for fan in sorted(os.listdir(self.root)):
             fan_dir = self.root / fan
+            if is_dotfile(fan):
+                if skipped is not None:
+                    skipped.append(fan_dir)
+                continue
             if not fan_dir.is_dir():
                 yield fan, fan_dir
                 continue
             for name in sorted(os.listdir(fan_dir)):
-                if not name.endswith(TMP_SUFFIX):
+                if is_dotfile(name):
+                    if skipped is not None:
+                        skipped.append(fan_dir / name)
+                elif not name.endswith(TMP_SUFFIX):
                     yield name, fan_dir / name
 
     def remove_debris(self) -> list[Path]:
@@ -201,7 +221,7 @@ class BlobStore:
             return removed
         for fan in os.listdir(self.root):
             fan_dir = self.root / fan
-            if not fan_dir.is_dir():
+            if is_dotfile(fan) or not fan_dir.is_dir():  # not holon's: nothing in it is debris of a put
                 continue
             for name in os.listdir(fan_dir):
                 if name.endswith(TMP_SUFFIX):

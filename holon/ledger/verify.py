@@ -30,6 +30,8 @@ __all__ = ["TS_EXAMPLES", "Problem", "VerifyReport", "verify_ledger"]
 
 #: How many records with an out-of-range ``ts`` a report names (it counts them all).
 TS_EXAMPLES = 10
+# How many skipped dotfiles the warning names (the report lists them all).
+_IGNORED_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,11 @@ class VerifyReport:
     ok: bool
     records_checked: int
     blobs_checked: int
+    #: ``(seq, hash hex)`` of the last record of the unbroken run from seq 0 whose frames,
+    #: seqs and chain links verified, ``(-1, genesis)`` when there is none. When ``ok``,
+    #: the ledger's head; otherwise the head the ledger holds intact up to its first
+    #: damaged record or segment (records after damage may verify too, but not as a chain
+    #: from the genesis hash).
     head: tuple[int, str]
     problems: tuple[Problem, ...]
     torn_tail: TornTail | None = None
@@ -69,6 +76,9 @@ class VerifyReport:
     ts_out_of_range: tuple[tuple[int, int], ...] = ()
     #: How many records hold such a ``ts`` in all.
     ts_out_of_range_count: int = 0
+    #: Entries of the blob store that are no blobs and were not checked: dotfiles that a
+    #: file manager leaves (``.DS_Store``), see :func:`~holon.ledger.blobs.is_dotfile`.
+    ignored: tuple[str, ...] = ()
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -77,7 +87,23 @@ class VerifyReport:
         The torn tail, if any, and records holding a ``ts`` outside the range ``append``
         accepts (older ledgers may): intact, hash-chained records, so not corruption.
         """
-        return tuple(w for w in (self.torn_tail_warning, self.ts_warning) if w is not None)
+        return tuple(
+            w for w in (self.torn_tail_warning, self.ts_warning, self.ignored_warning) if w is not None
+        )
+
+    @property
+    def ignored_warning(self) -> str | None:
+        """The warning about :attr:`ignored` files, None without any."""
+        if not self.ignored:
+            return None
+        shown = ", ".join(self.ignored[:_IGNORED_SHOWN])
+        more = f" and {len(self.ignored) - _IGNORED_SHOWN} more" if len(self.ignored) > _IGNORED_SHOWN else ""
+        return (
+            f"{len(self.ignored)} file(s) in the blob store are not blobs and were skipped: {shown}{more}; "
+            "their names start with a dot, as a file manager's files do (.DS_Store from macOS Finder, "
+            "._ AppleDouble files), and holon never writes such a name; they do no harm, and deleting "
+            "them is safe"
+        )
 
     @property
     def torn_tail_warning(self) -> str | None:
@@ -117,6 +143,12 @@ class VerifyReport:
         else:
             lines = [f"ledger has {len(self.problems)} problem(s):"]
             lines += [f"  {p}" for p in self.problems]
+            seq, digest = self.head
+            lines.append(
+                f"records verified up to seq {seq} (hash {digest}), a chain from seq 0"
+                if seq >= 0
+                else "no record verified as a chain from seq 0"
+            )
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -157,7 +189,8 @@ def verify_ledger(
     checked = 0
     odd_ts: list[tuple[int, int]] = []  # (seq, ts) of the first records holding a ts out of range
     bad_ts = 0
-    head = (-1, header.genesis.hex())
+    # (seq, chain hash) of the last record of the verified run from seq 0.
+    verified: tuple[int, bytes | None] = (-1, header.genesis)
     torn: TornTail | None = None
     expected: int | None = 0
     prev: bytes | None = header.genesis
@@ -168,7 +201,8 @@ def verify_ledger(
     except LedgerCorrupt as exc:  # no segment directory: reported, and the blobs still checked
         problems.append(_problem(exc, str(seg_dir)))
         segs = []
-    stored = list(blobs.hashes())
+    ignored: list[Path] = []
+    stored = list(blobs.hashes(ignored))
     # Progress counts bytes as stored: the sizes are read once, only when asked for.
     seg_sizes = [_size(seg.plain or seg.sealed) if progress else 0 for seg in segs]
     blob_sizes = [_size(path) if progress else 0 for _, path in stored]
@@ -201,6 +235,9 @@ def verify_ledger(
             expected = seg.start_seq
             prev = seg_header.prev_hash
             last = index == len(segs) - 1
+            # Whether this segment's records continue the verified run from seq 0: nothing
+            # before them (a segment, a header, a link) was found wrong.
+            chained = not problems
             walk = FrameWalk(
                 buf,
                 file=file,
@@ -230,12 +267,12 @@ def verify_ledger(
                     bad_ts += 1
                     if len(odd_ts) < TS_EXAMPLES:
                         odd_ts.append((expected, record.ts))
+                if chained:
+                    verified = (expected, walk.prev)
                 expected += 1
                 checked += 1
             prev = walk.prev
             torn = walk.torn
-            if walk.prev is not None and expected > seg.start_seq:
-                head = (expected - 1, walk.prev.hex())
             if last and sealed:
                 # Listed as the active segment, read as sealed: the writer rolled over since
                 # the listing (or the active segment was deleted). Go on into what it wrote.
@@ -294,15 +331,18 @@ def verify_ledger(
                     f"seq {seq} says this blob holds {stated:,} bytes, it holds {held:,}",
                 )
             )
+    seq, digest = verified
+    assert digest is not None  # the walk checks chain links, so each frame's hash is known
     return VerifyReport(
         ok=not problems,
         records_checked=checked,
         blobs_checked=blobs_checked,
-        head=head,
+        head=(seq, digest.hex()),
         problems=tuple(problems),
         torn_tail=torn,
         ts_out_of_range=tuple(odd_ts),
         ts_out_of_range_count=bad_ts,
+        ignored=tuple(str(path) for path in ignored),
     )
 
 
