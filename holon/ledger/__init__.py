@@ -9,6 +9,7 @@ See docs/ledger-format.md for the on-disk format, the chain, recovery and fsync 
 """
 
 from holon.ledger.blobs import BlobStore
+from holon.ledger.files import TMP_SUFFIX
 from holon.ledger.frames import TornTail, decode_frame, encode_frame
 from holon.ledger.header import HEADER_NAME, SETTING_RANGES
 from holon.ledger.jsonl import blobs_dir_for, export_jsonl, import_jsonl
@@ -24,6 +25,7 @@ __all__ = [
     "FORMAT_VERSION",
     "HEADER_NAME",
     "SETTING_RANGES",
+    "TMP_SUFFIX",
     "BlobStore",
     "DamagedTail",
     "FsyncPolicy",

@@ -25,11 +25,14 @@ from holon.ledger.header import LedgerHeader
 from holon.ledger.segments import (
     SEGMENT_HEADER,
     SegmentFile,
+    encode_segment_header,
     list_segments,
+    load_segment,
     parse_segment_header,
     seal_segment,
     segment_dir_names,
     seq_gap,
+    short_segment,
 )
 
 __all__ = ["CUT_DIR", "RecoveredState", "RecoveryAction", "payload_seq", "recover", "walk_segment"]
@@ -100,8 +103,13 @@ def walk_segment(
     torn tail of everything from the damaged frame (``walk.torn``, marked ``damaged``),
     instead of raising. Every frame before it is valid. A frame
     that passes its checksum but holds the wrong seq still raises: no crash or power
-    loss writes one.
+    loss writes one. A segment shorter than its header is then damaged from byte 0 (the
+    whole file, which holds no record: the repair gives it a new header).
     """
+    if cut_damage and active and len(buf) < SEGMENT_HEADER.size:
+        walk = FrameWalk(buf, file=file, pos=0, end=len(buf), prev=None, active=active)
+        walk.torn = TornTail(file, 0, len(buf), short_segment(len(buf), file=file), damaged=True)
+        return walk, seg.start_seq
     header = parse_segment_header(buf, file=file)
     if header.start_seq != seg.start_seq:
         raise LedgerCorrupt(
@@ -178,7 +186,15 @@ def recover(
     active_path = last.plain
     buf = active_path.read_bytes()
     walk, next_seq = walk_segment(buf, last, str(active_path), active=True, cut_damage=cut_at is not None)
-    header_prev = parse_segment_header(buf, file=str(active_path)).prev_hash
+    # Shorter than its header: the repair asked for (walk_segment raised otherwise) writes a
+    # new one, committing to the record before the segment, which must be read for it.
+    short = len(buf) < SEGMENT_HEADER.size
+    if short and predecessor is None and len(segs) > 1:
+        predecessor = _end_of(segs[-2])
+    if short:
+        header_prev = header.genesis if predecessor is None else predecessor[1]
+    else:
+        header_prev = parse_segment_header(buf, file=str(active_path)).prev_hash
     cut_bytes: bytes | None = None
     if cut_at is not None:
         _check_cut(walk, cut_at, str(active_path))
@@ -231,12 +247,18 @@ def recover(
             kept = str(_keep_cut(seg_dir.parent, active_path.name, torn.offset, cut_bytes))
             action = "cut_damaged_tail"
             detail = f"damaged frame cut on request: {torn.reason}; the bytes cut are kept in {kept}"
-        fd = os.open(active_path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, torn.offset)
-            sync_file(fd)
-        finally:
-            os.close(fd)
+        if short:
+            # No frame to keep: the whole file is replaced by a new segment's header.
+            what = torn.reason.split(";", 1)[0]
+            detail = f"segment header rewritten on request: {what}; the bytes cut are kept in {kept}"
+            write_atomic(active_path, encode_segment_header(last.start_seq, header_prev))
+        else:
+            fd = os.open(active_path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, torn.offset)
+                sync_file(fd)
+            finally:
+                os.close(fd)
         _note(
             actions,
             RecoveryAction(action, str(active_path), torn.offset, torn.length, detail, kept),
@@ -245,11 +267,20 @@ def recover(
     return RecoveredState(
         active_path=active_path,
         active_start=last.start_seq,
-        active_size=walk.pos,
+        active_size=SEGMENT_HEADER.size if short else walk.pos,
         next_seq=next_seq,
         head_hash=head,
         actions=tuple(actions),
     )
+
+
+def _end_of(seg: SegmentFile) -> tuple[int, bytes]:
+    """(end seq, last chain hash) of a complete segment, sealed or not: read only for a repair."""
+    data, file, sealed = load_segment(seg)
+    walk, end_seq = walk_segment(data, seg, file, active=False)
+    if walk.prev is None:  # pragma: no cover - a walk that checks links always knows the hash
+        raise LedgerCorrupt("segment holds no chain hash", file=file, offset=0, decompressed=sealed)
+    return end_seq, walk.prev
 
 
 def _check_cut(walk: FrameWalk, cut_at: int, file: str) -> None:

@@ -25,7 +25,7 @@ from holon.errors import HolonError, LedgerCorrupt
 from holon.ledger.frames import FRAME_HEAD, FRAME_OVERHEAD, MAX_PAYLOAD, FrameWalk
 from holon.ledger.header import read_header
 from holon.ledger.recovery import RecoveryAction, payload_seq, walk_segment
-from holon.ledger.segments import list_segments
+from holon.ledger.segments import SEGMENT_HEADER, list_segments
 from holon.ledger.store import Ledger
 
 __all__ = ["DamagedTail", "cut_tail", "inspect_tail"]
@@ -46,6 +46,11 @@ class DamagedTail:
     that frame. ``first_seq`` is the seq it should hold; ``later_seqs`` the seqs of intact
     frames found after it (their checksums match; their chain cannot be checked across the
     damage). A cut at ``offset`` loses ``first_seq`` and every later seq.
+
+    ``header``: the segment is shorter than its header (a copy or a full disk cut it;
+    holon never writes one), so ``offset`` is 0 and the file holds no record: the cut
+    loses none, and gives the segment a new header. Whatever records it held are gone
+    already.
     """
 
     file: str
@@ -54,6 +59,7 @@ class DamagedTail:
     damage: str
     first_seq: int
     later_seqs: tuple[int, ...]
+    header: bool = False
 
     @property
     def last_seq(self) -> int:
@@ -65,7 +71,8 @@ def inspect_tail(path: str | Path) -> DamagedTail | None:
     """Find the damaged tail of the active segment, changing nothing.
 
     ``None`` when the active segment's frames are valid up to its end or a torn tail
-    (which any open for writing cuts by itself). Damage that no cut of the active tail
+    (which any open for writing cuts by itself). An active segment shorter than its
+    header is a damaged tail at byte 0 (``header``). Damage that no cut of the active tail
     repairs (a bad segment header, a frame with the wrong seq, a missing segment) raises
     :class:`LedgerCorrupt` as opening would.
     """
@@ -93,6 +100,7 @@ def inspect_tail(path: str | Path) -> DamagedTail | None:
         damage=torn.reason,
         first_seq=next_seq,
         later_seqs=_later_seqs(buf, torn.offset, file),
+        header=len(buf) < SEGMENT_HEADER.size,
     )
 
 
@@ -101,7 +109,8 @@ def cut_tail(path: str | Path, offset: int) -> RecoveryAction:
 
     Opens the ledger for writing (so the writer lock is held and every check of an
     ordinary open runs first; any other damage raises with nothing changed), keeps the
-    bytes from ``offset`` to the end in ``<ledger>/cut/<segment>.<offset>.cut``, truncates,
+    bytes from ``offset`` to the end in ``<ledger>/cut/<segment>.<offset>.cut``, truncates
+    (a segment shorter than its header is given a new one),
     and returns the ``cut_damaged_tail`` action (also in the ledger's recovery actions and
     logged at WARNING). An offset that is not where :func:`inspect_tail` says the damage
     starts is a UsageError, and nothing is changed.

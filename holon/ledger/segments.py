@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ __all__ = [
     "segment_dir_names",
     "segment_name",
     "seq_gap",
+    "short_segment",
 ]
 
 #: On-disk format version written into the ledger header and every segment header.
@@ -89,7 +91,7 @@ def parse_segment_header(buf: bytes, *, file: str, decompressed: bool = False) -
     """
     if len(buf) < SEGMENT_HEADER.size:
         raise LedgerCorrupt(
-            f"segment is {len(buf)} bytes, shorter than its {SEGMENT_HEADER.size}-byte header",
+            short_segment(len(buf), file=file, decompressed=decompressed),
             file=file,
             offset=0,
             decompressed=decompressed,
@@ -112,6 +114,26 @@ def parse_segment_header(buf: bytes, *, file: str, decompressed: bool = False) -
             "holon reads; upgrade holon to read this ledger"
         )
     return SegmentHeader(start_seq=start_seq, prev_hash=prev_hash, version=version)
+
+
+def short_segment(size: int, *, file: str, decompressed: bool = False) -> str:
+    """What is wrong with a segment of ``size`` bytes, shorter than its header, and what to do.
+
+    holon writes a segment's header whole when it creates the segment (atomically), so
+    only something else leaves one shorter: a copy tool or a full disk. Its records, if it
+    held any, are gone with its bytes; the ledger's source or a backup still has them. The
+    newest segment (plain, the writer's) can be given a new header by ``holon repair``.
+    """
+    what = f"segment is {size} bytes, shorter than its {SEGMENT_HEADER.size}-byte header"
+    if decompressed:
+        return f"{what}; holon never seals such a segment: restore it from a backup"
+    ledger = shlex.quote(str(Path(file).parent.parent))
+    return (
+        f"{what}; holon writes a segment's header whole, so a copy tool or a full disk cut this file, "
+        "and any record it held went with its bytes. If the ledger is a copy, copy it again from its "
+        f"source (or a backup); if not, and this is the newest segment, `holon repair {ledger}` shows how "
+        "to give it a new header (the file holds no record to lose)"
+    )
 
 
 def seq_gap(expected: int, start_seq: int) -> str:
