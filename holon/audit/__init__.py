@@ -11,7 +11,7 @@ the table schemas, the reports and the fleet/Parquet story.
 from holon.audit.parquet import export_parquet
 from holon.audit.query import AuditError, QueryResult, RowStream, open_query, run_sql
 from holon.audit.reports import REPORTS, Report, report_query, run_report
-from holon.audit.tables import TABLES, Table, connect
+from holon.audit.tables import TABLES, Table, connect, memory_limit_problem
 
 __all__ = [
     "REPORTS",
@@ -23,6 +23,7 @@ __all__ = [
     "Table",
     "connect",
     "export_parquet",
+    "memory_limit_problem",
     "open_query",
     "report_query",
     "run_report",

@@ -19,7 +19,7 @@ import msgspec
 
 from holon.audit.query import QueryResult, RowStream, object_keys, open_query
 from holon.audit.reports import REPORTS, report_query
-from holon.audit.tables import TABLES, connect
+from holon.audit.tables import TABLES, connect, memory_limit_problem
 from holon.progress import progress_total
 
 __all__ = ["audit", "format_table"]
@@ -118,6 +118,14 @@ def _echo_csv(stream: RowStream) -> None:
         flush()
 
 
+def _memory_limit(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a --memory-limit that is not a positive size before anything is loaded."""
+    problem = None if value is None else memory_limit_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     params: dict[str, str] = {}
     for item in values:
@@ -163,6 +171,7 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     "--memory-limit",
     "memory_limit",
     metavar="SIZE",
+    callback=_memory_limit,
     help="Most memory DuckDB holds, e.g. 2GB; past it the load spills to a temporary directory.",
 )
 def audit(

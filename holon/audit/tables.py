@@ -44,8 +44,17 @@ from holon.audit.extract import (
 from holon.audit.query import AuditError, run_statement
 from holon.errors import HolonError, UsageError
 from holon.ledger.files import check_outside
+from holon.ledger.header import check_outside_ledgers
 
-__all__ = ["MAX_CHUNK_RECORDS", "TABLES", "Table", "connect", "default_chunk_records", "default_workers"]
+__all__ = [
+    "MAX_CHUNK_RECORDS",
+    "TABLES",
+    "Table",
+    "connect",
+    "default_chunk_records",
+    "default_workers",
+    "memory_limit_problem",
+]
 
 LedgerPaths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
@@ -543,6 +552,40 @@ def default_workers(chunks: int) -> int:
 #: 2.5M-record chunks and workers of ~3 GB each; at the cap a worker stays near 330 MB.
 MAX_CHUNK_RECORDS: Final = 250_000
 
+# A memory limit as DuckDB reads one: a number and a unit (1000- or 1024-based), or a
+# percentage of the machine's memory. Stricter than DuckDB, which takes "-5GB" for no
+# limit at all and reads "2GB x" as 2GB.
+_MEMORY_SIZE: Final = re.compile(
+    r"\s*(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>[a-z]+|%)\s*", re.IGNORECASE
+)
+_MEMORY_UNITS: Final = frozenset(
+    ["b", "byte", "bytes", "k", "kb", "kib", "m", "mb", "mib", "g", "gb", "gib", "t", "tb", "tib"]
+    + [f"{prefix}byte{s}" for prefix in ("kilo", "mega", "giga", "tera") for s in ("", "s")]
+)
+_MEMORY_EXAMPLES: Final = (
+    "give a positive number and a unit, e.g. 2GB, 500MB or 1.5GiB (KB, MB, GB, TB count in 1000s; "
+    "KiB, MiB, GiB, TiB in 1024s), or a share of the machine's memory, e.g. 50%"
+)
+
+
+def memory_limit_problem(value: str) -> str | None:
+    """What is wrong with ``value`` as a memory limit (``connect(memory_limit=)``), None if nothing.
+
+    Checked before the load, so a typo is named at once, not after the ledgers are read.
+    """
+    match = _MEMORY_SIZE.fullmatch(value)
+    if match is None:
+        return f"{value!r} is not a memory size: {_MEMORY_EXAMPLES}"
+    number, unit = float(match["number"]), match["unit"].lower()
+    if unit != "%" and unit not in _MEMORY_UNITS:
+        return f"{value!r} has no unit DuckDB knows ({match['unit']!r}): {_MEMORY_EXAMPLES}"
+    if number <= 0:
+        sign = "zero" if number == 0 else "negative"
+        return f"{value!r} is {sign}, which is no memory limit: {_MEMORY_EXAMPLES}"
+    if unit == "%" and number > 100:
+        return f"{value!r} is more than all of the machine's memory: {_MEMORY_EXAMPLES}"
+    return None
+
 
 def default_chunk_records(records: int, workers: int | None) -> int:
     """Chunk size for a load: two chunks per worker, so a slow worker is evened out.
@@ -589,6 +632,10 @@ def connect(
     not a size DuckDB understands; UsageError when ``database`` is inside a ledger directory.
     """
     roots = ledger_paths(paths)
+    if memory_limit is not None:
+        problem = memory_limit_problem(memory_limit)
+        if problem is not None:
+            raise AuditError(f"cannot set DuckDB's memory limit: {problem}")
     if database is not None and os.path.lexists(database):
         raise AuditError(
             f"cannot write the audit tables to {database}: it exists; choose a new file name "
@@ -599,6 +646,7 @@ def connect(
         # directory) in the ledger directory would be new files in the ledger's tree.
         for root in roots:
             check_outside(root, Path(database), what="audit database")
+        check_outside_ledgers(Path(database), what="audit database")
     fleet = [read_info(root, ix) for ix, root in enumerate(roots)]
     seen: dict[str, str] = {}
     for info in fleet:
