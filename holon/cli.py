@@ -12,7 +12,8 @@ Conventions (docs/cli.md is generated from the ``--help`` texts below):
 - errors are one line on stderr (``--debug`` adds the traceback; under ``--json`` the
   line is a JSON object); exit codes:
   0 ok, 1 a check failed, 2 usage or bad input, 3 the ledger is corrupt or locked,
-  70 an internal error (a bug), 130 interrupted (Ctrl-C).
+  70 an internal error (a bug), 74 the system refused a read or write (a full disk, a
+  read-only file system), 130 interrupted (Ctrl-C).
 
 Central error handling lives in :class:`HolonGroup`, so commands registered from other
 modules (``holon audit``) get the same exit codes and one-line messages.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import errno
 import importlib
 import io
 import os
@@ -55,6 +57,7 @@ from holon.ledger import (
     DEFAULT_BLOB_THRESHOLD,
     HEADER_NAME,
     SETTING_RANGES,
+    TMP_SUFFIX,
     DamagedTail,
     Ledger,
     VerifyReport,
@@ -98,6 +101,7 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_SYSTEM",
     "EXIT_USAGE",
     "CheckFailed",
     "HolonGroup",
@@ -109,6 +113,8 @@ EXIT_CHECK_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_CORRUPT: Final = 3
 EXIT_INTERNAL: Final = 70
+# sysexits' EX_IOERR: the system refused a read or write (a full disk, a read-only file system).
+EXIT_SYSTEM: Final = 74
 # 128 + SIGINT, as a shell reports a command that Ctrl-C stopped.
 EXIT_INTERRUPTED: Final = 130
 
@@ -209,18 +215,61 @@ class _Interrupted(_Failure):
     exit_code = EXIT_INTERRUPTED
 
 
+class _System(_Failure):
+    exit_code = EXIT_SYSTEM
+
+
 _FAILURES: Final[dict[int, type[_Failure]]] = {
     EXIT_CHECK_FAILED: CheckFailed,
     EXIT_USAGE: _Failure,
     EXIT_CORRUPT: _Corrupt,
     EXIT_INTERNAL: _Internal,
+    EXIT_SYSTEM: _System,
 }
+
+# What the system says when it cannot store or read what holon asked it to, whatever the
+# input: the cause is the machine's, and the advice is to fix that (exit EXIT_SYSTEM).
+_SYSTEM_ADVICE: Final[dict[int, str]] = {
+    errno.ENOSPC: "no space left on the device: free some space, then run the command again",
+    errno.EDQUOT: "disk quota exceeded: free some space within your quota (or have it raised), then run "
+    "the command again",
+    errno.EROFS: "read-only file system: a command that writes needs the ledger (and its output) on a "
+    "writable one; remount it read-write or copy the ledger elsewhere (read commands work on it as it is)",
+    errno.EIO: "input/output error: the device failed to read or write; check it (dmesg) before trusting "
+    "what it holds, and run `holon verify` on the ledger",
+}
+# Permissions: the user pointed at something they may not write (or read): exit EXIT_USAGE.
+_PERMISSION_ADVICE: Final = (
+    "permission denied: check the owner and permissions of the file and its directory (ls -l); "
+    "a ledger is written by the user who owns it"
+)
+
+
+def _os_error_message(exc: OSError) -> str:
+    """One line for an OSError: its cause and what to do, for the errors the system causes.
+
+    The file named is the one meant: an atomic write names its temporary ``<file>.tmp``,
+    which the failed write removed.
+    """
+    file = exc.filename
+    if isinstance(file, str) and file.endswith(TMP_SUFFIX) and not os.path.lexists(file):
+        file = file.removesuffix(TMP_SUFFIX)
+    advice = _SYSTEM_ADVICE.get(exc.errno or 0)
+    if advice is None and exc.errno in (errno.EACCES, errno.EPERM):
+        advice = _PERMISSION_ADVICE
+    if advice is None:
+        where = f"{file}: " if file else ""
+        return f"{where}{exc.strerror or exc}"
+    return f"{advice} ({file})" if file else advice
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """The exit code of an error: 3 for a corrupt or locked ledger, 2 for other holon errors."""
+    """The exit code of an error: 3 for a corrupt or locked ledger, 74 for a full disk or a
+    read-only file system, 2 for other holon errors and other OSErrors, 70 for a bug."""
     if isinstance(exc, LedgerCorrupt | LedgerLocked):
         return EXIT_CORRUPT
+    if isinstance(exc, OSError) and exc.errno in _SYSTEM_ADVICE:
+        return EXIT_SYSTEM
     if isinstance(exc, HolonError | OSError):
         return EXIT_USAGE
     return EXIT_INTERNAL
@@ -355,8 +404,7 @@ class HolonGroup(click.Group):
                 traceback.print_exc(file=sys.stderr)
             code = exit_code_for(exc)
             if isinstance(exc, OSError):
-                where = f"{exc.filename}: " if exc.filename else ""
-                message = f"{where}{exc.strerror or exc}"
+                message = _os_error_message(exc)
             elif code == EXIT_INTERNAL:
                 message = (
                     f"internal error {type(exc).__name__}: {exc} — this is a bug in holon; "
@@ -689,7 +737,8 @@ def main(ctx: click.Context, debug: bool) -> None:
     read-only and never change it. Every command takes --json for scripts.
 
     Exit codes: 0 ok, 1 a check failed, 2 usage error or bad input, 3 the ledger is
-    corrupt or locked, 70 internal error, 130 interrupted.
+    corrupt or locked, 70 internal error, 74 the system refused a read or write (disk
+    full, read-only file system), 130 interrupted.
     """
     if debug:
         ctx.meta[_DEBUG_KEY] = True
@@ -857,7 +906,8 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     every turn. `--from jsonl` copies a `holon export` file exactly — derived records,
     timestamps and blobs (from FILE.blobs/) — into an empty ledger (to add evidence to
     a ledger that has records, use `holon append`); run again after an import of the
-    same file was interrupted, it appends the records the ledger does not hold yet.
+    same file was interrupted, it appends the records the ledger does not hold yet. The
+    empty file an empty ledger exports imports as nothing (exit 0).
 
     The whole file is checked before anything is written: a malformed line or a file
     of another format is reported with its line, and nothing is appended. FILE `-`
@@ -872,7 +922,8 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         if not file.exists():
             raise UsageError(f"cannot read {file}: no such file")
         if file.is_file() and file.stat().st_size == 0:
-            raise empty
+            _import_empty_export(path, file, as_json=as_json)
+            return
         with _writing(path) as ledger:
             held = ledger.head()[0] + 1
             with progress_total("importing") as advance:
@@ -925,6 +976,39 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         _appended(as_json, seqs, len(report.records), extra, ledger)
 
 
+def _import_empty_export(path: Path, file: Path, *, as_json: bool) -> None:
+    """Import an empty JSONL file: the export of an empty ledger, so into an empty ledger a no-op.
+
+    The ledger is only read (nothing to write, no lock to take). Into a ledger that holds
+    records it is refused, as any copy of an export is; a pipe that brought nothing is
+    refused by the caller (a command before it that failed, not an export).
+    """
+    with _reading(path) as ledger:
+        head = ledger.head()[0]
+        if head >= 0:
+            raise UsageError(
+                f"{file} is empty: there is no holon export in it to import (an empty file is the export of "
+                f"an empty ledger, and {path} holds records up to seq {head})"
+            )
+        if as_json:
+            _appended(as_json, [], 0, {"source": str(file), "format": "jsonl", "continued_after": 0}, ledger)
+        else:
+            _echo(f"imported 0 records: {file} is empty, the export of an empty ledger; {path} stays empty")
+
+
+def _memory_limit(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a --memory-limit that is not a positive size before anything is loaded."""
+    if value is None:
+        return None
+    # Imported when the option is given: DuckDB stays off the start-up path of a JSONL export.
+    from holon.audit import memory_limit_problem  # noqa: PLC0415
+
+    problem = memory_limit_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 class _ProgressLedger:
     """A read-only ledger whose ``read`` reports progress; ``export_jsonl`` reads through it."""
 
@@ -966,6 +1050,7 @@ class _ProgressLedger:
     "--memory-limit",
     "memory_limit",
     metavar="SIZE",
+    callback=_memory_limit,
     help="Parquet only: most memory DuckDB holds while loading, e.g. 2GB; past it, it spills to "
     "a temporary directory (see `holon audit --memory-limit`).",
 )
@@ -1762,7 +1847,19 @@ def verify(path: Path, as_json: bool) -> None:
                 _echo(f"storage           {len(report.problems)} problem(s):")
                 for p in report.problems:
                     _echo(f"  {p}")
-                if damaged is not None:
+                seq, digest = report.head
+                _echo(
+                    f"verified          {_seq_span(0, seq)} (head {digest[:16]}…): a chain from seq 0, "
+                    "every frame and link checked"
+                    if seq >= 0
+                    else "verified          no record: the first problem comes before seq 0 checks out"
+                )
+                if damaged is not None and damaged.header:
+                    _echo(
+                        f"repair            the active segment {damaged.file} is shorter than its header: "
+                        f"`holon repair {_shell_path(path)}` shows how to give it a new one"
+                    )
+                elif damaged is not None:
                     _echo(
                         f"repair            the damage at byte {damaged.offset} of {damaged.file} is in the "
                         f"active segment's tail: `holon repair {_shell_path(path)}` shows what cutting it "
@@ -1853,6 +1950,16 @@ def _verify_findings(report: VerifyReport, check: VerificationReport | None) -> 
     odd_ts = report.ts_warning
     if odd_ts is not None:
         out.append(finding("warning", "ts_out_of_range", odd_ts, seq=report.ts_out_of_range[0][0]))
+    out += [
+        finding(
+            "warning",
+            "ignored_file",
+            "not a blob: its name starts with a dot, as a file manager's files do (.DS_Store); holon "
+            "never writes such a name, and verify skipped it",
+            file=ignored,
+        )
+        for ignored in report.ignored
+    ]
     if check is not None and check.divergence is not None:
         divergence = check.divergence
         out.append(finding("error", "derivation", divergence.describe(), seq=divergence.seq))
@@ -1873,6 +1980,20 @@ def _damaged_tail_of(path: Path) -> DamagedTail | None:
 
 def _seq_span(first: int, last: int) -> str:
     return f"seq {first}" if first == last else f"seqs {first}-{last}"
+
+
+def _header_repair_lines(path: Path, found: DamagedTail) -> list[str]:
+    """What `holon repair` shows for an active segment shorter than its header."""
+    return [
+        f"damaged segment   {found.file}: {_n(found.length)} bytes, shorter than its segment header",
+        "holds             no record (a segment's records follow its header); holon writes a header "
+        "whole, so a copy tool or a full disk cut this file",
+        f"lost              records from seq {found.first_seq} on, if the segment held any, went with its "
+        "bytes: if the ledger is a copy, copy it again from its source (or a backup) instead",
+        f"to repair         holon repair {_shell_path(path)} --cut-at 0  (writes a new header, committing "
+        f"to {f'seq {found.first_seq - 1}' if found.first_seq else 'the genesis hash'}; the bytes are kept "
+        "in the ledger's cut/ directory)",
+    ]
 
 
 @main.command()
@@ -1902,8 +2023,9 @@ def repair(path: Path, as_json: bool, cut_at: int | None) -> None:
     if cut_at is None:
         _show_damaged_tail(path, found, as_json)
         if found is not None:
+            what = "an active segment shorter than its header" if found.header else "a damaged tail"
             raise _Corrupt(
-                f"ledger {path} has a damaged tail (nothing was changed); cut it with "
+                f"ledger {path} has {what} (nothing was changed); cut it with "
                 f"`holon repair {_shell_path(path)} --cut-at {found.offset}`",
                 error_type=LedgerCorrupt.__name__,
             )
@@ -1912,7 +2034,12 @@ def repair(path: Path, as_json: bool, cut_at: int | None) -> None:
     assert found is not None  # cut_tail refuses an offset where inspect_tail found nothing
     with _report():
         if as_json:
-            _echo_json({"cut": action, "seqs": [found.first_seq, found.last_seq]})
+            # seqs: the first and last the cut lost; none for a header (the file held no record).
+            _echo_json({"cut": action, "seqs": [] if found.header else [found.first_seq, found.last_seq]})
+        elif found.header:
+            _echo(f"new header        {action.file} ({_n(action.bytes_cut)} bytes it held cut)")
+            _echo(f"kept in           {action.kept}")
+            _echo(f"next seq          {found.first_seq}")
         else:
             _echo(
                 f"cut               {_n(action.bytes_cut)} bytes at byte {action.offset} of {action.file} "
@@ -1932,6 +2059,10 @@ def _show_damaged_tail(path: Path, found: DamagedTail | None, as_json: bool) -> 
                 "nothing to cut: the active segment's frames are valid to its end or to a torn tail "
                 "(which any open for writing cuts); `holon verify` checks the rest"
             )
+            return
+        if found.header:
+            for line in _header_repair_lines(path, found):
+                _echo(line)
             return
         after = found.later_seqs
         _echo(f"damaged frame     {found.file} at byte {found.offset}: {found.damage}")

@@ -74,10 +74,16 @@ holon get runs/agent-7 ledger:1234                              # restore someth
     the recorded prompt.
   - `2` usage error or bad input: an unknown option, a missing path, a directory that is
     not a ledger, a malformed or wrong-format input file, a malformed or unknown ref, a
-    turn that is not in the ledger, a budget too small for the pinned sections.
+    turn that is not in the ledger, a budget too small for the pinned sections, a file
+    or directory you lack permission to write or read (the message says `permission
+    denied` and to check its owner and permissions).
   - `3` the ledger is corrupt (a damaged frame, chain link, segment or blob; `verify`
     lists them) or locked by another writer.
   - `70` internal error: a bug in holon (rerun with `--debug` and report the traceback).
+  - `74` the system refused a read or write: no space left on the device, a disk quota
+    exceeded, a read-only file system, an I/O error. The message names the cause, what
+    to do (free space, remount, check the device) and the file being written (not the
+    temporary `.tmp` name it is written under); `type` is `OSError`.
   - `130` interrupted (Ctrl-C) before the command finished.
 
 ## Reproducing a past prompt
@@ -117,12 +123,24 @@ open for writing (`holon append`, `holon import`, the agent) cuts those bytes. S
 whose `ts` is outside the range appends accept are a warning too (a `record times` row,
 and `storage.ts_out_of_range`: `count` and the first `examples` as `seq`, `ts`).
 
+Files in the blob store whose names start with a dot (`.DS_Store` from macOS Finder,
+`._` AppleDouble files) are no blobs and holon never writes such a name: `verify` skips
+them with a warning (exit 0); any other file that is not a blob in its place is a problem.
+
 `verify --json` lists every finding of the text report in `findings`, each as one object
 of the same keys: `severity` (`error`: storage damage, exit 3, or a derived record that
 differs, exit 1; `warning`: exit 0), `kind` (`storage`, `torn_tail`, `ts_out_of_range`,
-`derivation`), `file`, `offset` and `decompressed` (where in a file, or null), `seq` (the
-record concerned, or null) and `message` (the report's words). The sections `storage`
-and `derivations` keep the details of each check.
+`ignored_file`, `derivation`), `file`, `offset` and `decompressed` (where in a file, or
+null), `seq` (the record concerned, or null) and `message` (the report's words). The
+sections `storage` and `derivations` keep the details of each check.
+
+`storage.head_seq` and `storage.head_hash` (the text report's `head` when storage is ok,
+its `verified` row when not) are the last record of the unbroken run from seq 0 whose
+frames, seqs and chain links verified: the ledger's head when storage is ok; when it is
+not, where the intact chain ends — before the first damaged frame or segment (records
+after the damage may check out on their own, but not as a chain from the genesis hash),
+or the head itself when only blobs are damaged. `-1` and the genesis hash: no record
+verified as such a chain.
 
 ## Appending and importing
 
@@ -132,7 +150,11 @@ the agent runtime does: after each `turn_ended`, the post-turn refresh's derived
 passes `holon verify`. The whole input is decoded and checked before the first byte is
 written; a malformed line is reported with its line number and nothing is appended.
 `holon import --from jsonl` copies a `holon export` file exactly (derived records and
-blobs included) into an empty ledger. See [importers.md](importers.md) for how each
+blobs included) into an empty ledger; the export of an empty ledger is an empty file,
+which imports into an empty ledger as nothing (exit 0, 0 records; into a ledger with
+records it is refused, and an empty pipe is refused too: no export comes that way).
+`holon export` refuses an output inside any ledger directory, the one it reads or
+another. See [importers.md](importers.md) for how each
 format maps to records.
 
 ## Commands
