@@ -60,6 +60,9 @@ def test_parse_ref_accepts_the_three_schemes() -> None:
     assert parse_ref("episode:3").value == "3"
     # Hex in upper case is the same hash (`holon get L blob:4253D7…` was "malformed").
     assert parse_ref(f"blob:{DIGEST.upper()}") == parse_ref(f"blob:{DIGEST}")
+    # So is a scheme in upper case (`holon get L LEDGER:3` was "malformed", the model's holon_get took it).
+    assert str(parse_ref("LEDGER:3")) == "ledger:3" and str(parse_ref("Episode:4")) == "episode:4"
+    assert str(parse_ref(f"BLOB:{DIGEST.upper()}")) == f"blob:{DIGEST}"
     # Digits of other scripts are not seqs (`\d` alone would take them).
     other_digits = ("ledger:\uff15", "episode:\u0663")
     for bad in ("ledger:", "ledger:-1", "blob:xyz", "file:/etc/passwd", "episode:3x", *other_digits):

@@ -36,9 +36,12 @@ __all__ = [
 ]
 
 # ASCII only: `\d` alone also matches other scripts' digits (fullwidth, Arabic-Indic, ...).
-# Hex is read in either case (a hash copied through a tool that upper-cases it is still
-# the hash); the blob store names blobs in lowercase, which parse_ref returns.
-_REF: Final = re.compile(r"(ledger):(\d+)|(blob):([0-9a-fA-F]{64})|(episode):(\d+)", re.ASCII)
+# The scheme and hex are read in either case (a ref copied through a tool that upper-cases
+# it still names the same thing: `holon get LEDGER:3` as the model's holon_get reads it);
+# parse_ref returns them in lowercase, as the blob store names blobs.
+_REF: Final = re.compile(
+    r"(ledger):(\d+)|(blob):([0-9a-fA-F]{64})|(episode):(\d+)", re.ASCII | re.IGNORECASE
+)
 
 
 class Ref(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,7 +70,10 @@ def episode_ref(episode_id: int) -> str:
 
 
 def parse_ref(text: str) -> Ref:
-    """Parse ``ledger:<seq>``, ``blob:<hash>`` or ``episode:<id>``; raise :class:`InvalidRef` otherwise."""
+    """Parse ``ledger:<seq>``, ``blob:<hash>`` or ``episode:<id>``, scheme and hex in any case.
+
+    Raises :class:`InvalidRef` otherwise.
+    """
     match = _REF.fullmatch(text.strip())
     if match is None:
         raise InvalidRef(
