@@ -240,7 +240,9 @@ def history_units(
                 r.Omission(section="history", ref=ref, reason=f"tool result {reason}", tokens=out_tokens)
             )
         elif res.blob is not None:
-            preview = res.output or res.blob.preview
+            # At most ``preview_chars`` of it, as for a cleared result: a preview of 0 shows
+            # none (the blob's stored preview was shown whatever the setting).
+            preview = (res.output or res.blob.preview)[:preview_chars]
             body = (preview + "\n" if preview else "") + (
                 f"[output stored as blob, {size:,} bytes — restore with ref {ref}]"
             )
@@ -366,6 +368,13 @@ class _Layout:
         for i in range(len(self.units) - 1, -1, -1):
             self._suffix[i] = self._suffix[i + 1] + self.units[i].tokens + 1
 
+    def replace_newest(self, unit: HistoryUnit) -> None:
+        """Show ``unit`` in place of the newest unit (the same item, cut to fit)."""
+        delta = unit.tokens - self.units[-1].tokens
+        self.units[-1] = unit
+        for i in range(len(self.units)):
+            self._suffix[i] += delta
+
     def anchor_at(self, start: int, anchor: int) -> int | None:
         """The anchor a placeholder names when the history starts at ``start``, if any."""
         return anchor if start > 0 or self._floor > 0 else None
@@ -448,12 +457,62 @@ def plan_history(
         start = layout.fill(target, oldest)
         if start < len(units):
             return _plan(layout, start, units[start].seq, count, dropped)
+    if units and oldest < len(units):
+        # Not even the newest unit fits the whole room (the caps are absolute tokens, and
+        # a unit under them, or one whose parts are not capped, can be larger than the
+        # room): show it cut to fit, rather than no history at all.
+        newest = units[-1]
+        overhead = layout.tokens(len(units) - 1, newest.seq) - newest.tokens
+        fitted = _cut_to_fit(newest, allowance - overhead, count)
+        if fitted is not None:
+            layout.replace_newest(fitted)
+            return _plan(layout, len(units) - 1, newest.seq, count, dropped)
     omissions = [
         r.Omission(section="history", ref=ref, reason="history over budget", tokens=u.tokens)
         for u in units
         for ref in u.refs
     ]
     return HistoryPlan(form=None, omissions=(*dropped, *omissions), anchor=None)
+
+
+#: A unit cut to fit is searched for within this many characters per token of its room:
+#: a token is rarely longer (a run of blank lines is), and the search stays cheap for a
+#: unit of megabytes.
+_CUT_CHARS_PER_TOKEN: Final = 32
+
+
+def _cut_to_fit(unit: HistoryUnit, room: int, count: Counter) -> HistoryUnit | None:
+    """``unit`` as its longest head that fits ``room`` tokens with a note naming the refs that
+    restore it; ``None`` when not even the note fits."""
+    refs = ", ".join(unit.refs)
+
+    def text(keep: int) -> str:
+        note = (
+            f"[history item cut to fit the room: {keep:,} of {len(unit.text):,} chars shown — "
+            f"restore with ref {refs}]"
+        )
+        return f"{unit.text[:keep]}\n{note}" if keep else note
+
+    lo, hi = -1, min(len(unit.text), room * _CUT_CHARS_PER_TOKEN)
+    # The largest head that fits: counts grow with the head (give or take a token at the
+    # cut), so a bisection finds it in a few dozen counts of at most the room.
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(text(mid)) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo < 0:
+        return None
+    shown = text(lo)
+    tokens = count(shown)
+    cut = tuple(
+        r.Omission(
+            section="history", ref=ref, reason="history item cut to fit the room", tokens=unit.tokens - tokens
+        )
+        for ref in unit.refs
+    )
+    return msgspec.structs.replace(unit, text=shown, tokens=tokens, cleared=(*unit.cleared, *cut))
 
 
 def _plan(
