@@ -38,11 +38,14 @@ _INPUT_ROLES: Final = frozenset({"user", "operator", "channel"})
 
 
 class CurrentInput(msgspec.Struct, frozen=True, kw_only=True):
-    """The input this turn answers: its text, what triggered it, and the seq it came from."""
+    """The input this turn answers: its text, what triggered it, and the seq it came from
+    (``trigger_seq``: the ``turn_started`` record naming the trigger, which restores it
+    when the prompt's minimum clips it)."""
 
     text: str
     trigger: str = "input"
     seq: int | None = None
+    trigger_seq: int | None = None
 
 
 class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +62,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
       ``waiting`` work items and ``open_waits``; the recent ``messages``, ``briefs`` and
       ``tools`` windows (with their seqs); ``current_input``; ``resolved_waits`` and
       unknown-outcome calls (``tools`` entries without a result) as continuation context;
+      ``environment`` and ``environment_seq``, the record that declared it;
       ``new_decisions`` — decisions of the active item (or of none) declared since working
       memory was derived, which the snapshot cannot show until the next revision.
     - ``previous`` is the last ``PromptRendered``: at an unchanged revision its episode
@@ -97,6 +101,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     open_waits: tuple[WaitEntry, ...] = ()
     resolved_waits: tuple[WaitEntry, ...] = ()
     environment: r.ExecutionEnvironment | None = None
+    environment_seq: int | None = None
     messages: tuple[MessageEntry, ...] = ()
     briefs: tuple[BriefEntry, ...] = ()
     tools: tuple[ToolExecution, ...] = ()
@@ -162,13 +167,15 @@ def inputs_from_state(
         # The message then is the input, so the history must not show it a second time.
         message = _turn_message(runtime.messages, turn.index, turn.input)
         seq = message.seq if message is not None else turn.started_seq
-        current = CurrentInput(text=turn.input, trigger=turn.trigger, seq=seq)
+        current = CurrentInput(text=turn.input, trigger=turn.trigger, seq=seq, trigger_seq=turn.started_seq)
     elif turn is not None and turn.open:
         # No explicit input (a wake-up or timer): the newest operator/user message of
         # this turn is what the agent answers.
         message = _turn_message(runtime.messages, turn.index, None)
         if message is not None:
-            current = CurrentInput(text=message.message.text, trigger=turn.trigger, seq=message.seq)
+            current = CurrentInput(
+                text=message.message.text, trigger=turn.trigger, seq=message.seq, trigger_seq=turn.started_seq
+            )
     since = memory.interval.from_seq
     resolved = tuple(
         w for w in runtime.resolved_waits if since is not None and (w.resolved_seq or -1) >= since
@@ -211,6 +218,7 @@ def inputs_from_state(
         open_waits=tuple(runtime.waits.values()),
         resolved_waits=resolved,
         environment=runtime.environment.environment if runtime.environment is not None else None,
+        environment_seq=runtime.environment.seq if runtime.environment is not None else None,
         messages=runtime.messages,
         briefs=runtime.briefs,
         tools=runtime.tools,

@@ -39,7 +39,7 @@ from holon.context.budget import Candidate, Form, FormKind, Stability
 from holon.context.inputs import ContextInputs
 from holon.context.refs import episode_ref, ledger_ref
 from holon.context.rounds import step_line
-from holon.projections import PlanEntry, WorkingMemorySnapshot
+from holon.projections import PlanEntry, ToolExecution, WorkingMemorySnapshot
 from holon.projections.state import one_line
 
 __all__ = [
@@ -109,7 +109,6 @@ _COMPACT_FOLLOW_UPS: Final = 3
 _COMPACT_DELTA_LINES: Final = 3
 
 
-
 def _form(kind: FormKind, lines: Sequence[str], count: Counter, omissions: Sequence[r.Omission] = ()) -> Form:
     text = "\n".join(lines)
     return Form(kind=kind, text=text, tokens=count(text), omissions=tuple(omissions))
@@ -148,6 +147,122 @@ def _clip(text: str, limit: int) -> str:
 
 def _refs(*seqs: int | None) -> str:
     return " ".join(f"[{ledger_ref(s)}]" for s in seqs if s is not None)
+
+
+# What the pinned minimums (the truncated forms of working memory, active work and the
+# current input) keep of each text a record holds. Their size must not depend on the size
+# of any one record: a pasted spec as an objective or a scope constraint, a wait or a
+# decision of a few pages made the minimum larger than any window, and every render
+# raised BudgetExceeded — an agent that could not take a turn. Each clipped text's line
+# or a placeholder names the record that restores it.
+_PINNED_TEXT_CHARS: Final = 200
+_PINNED_OBJECTIVE_CHARS: Final = 400
+#: An id (of a work item, step, wait, decision or call) or a trigger: an ordinary one — a
+#: UUID counts 43 tokens — is never clipped; one of pasted text is.
+_PINNED_ID_CHARS: Final = 128
+_PINNED_ID_TOKENS: Final = 48
+_PINNED_ENV_CHARS: Final = 400
+#: Scope constraints and decisions made this turn the minimums list (the live work item's
+#: constraints, unlike working memory's, are not capped by the projection).
+_PINNED_SCOPE: Final = 12
+_PINNED_DECISIONS: Final = 8
+#: Unknown-outcome calls the current input's minimum lists (the newest; the projection's
+#: tool window bounds them only by its configured size).
+_PINNED_CALLS: Final = 8
+#: Refs a placeholder lists at most (the plan's omissions name every one).
+_PINNED_REFS: Final = 8
+
+
+#: A clipped text also keeps to a token bound of a third of its characters: characters
+#: alone bound emoji (about 2.7 tokens each) or CJK text at several times the tokens of
+#: prose, which is about a quarter of a token per character.
+_CHARS_PER_TOKEN: Final = 3
+
+
+def _bounded(text: str, limit: int, count: Counter) -> tuple[str, bool]:
+    """``text`` as it is when it has at most ``limit`` characters and ``limit // 3`` tokens (so
+    an ordinary text reads the same in every form), else on one line clipped to fit both;
+    and whether it changed. An id keeps to :data:`_PINNED_ID_TOKENS` instead."""
+    most = _PINNED_ID_TOKENS if limit == _PINNED_ID_CHARS else limit // _CHARS_PER_TOKEN
+    if len(text) <= limit and count(text) <= most:
+        return text, False
+    # A text over the limit is changed even when its one-line form fits (a run of blank
+    # lines): shown as it is, it would cost tokens per character.
+    flat = " ".join(text.split())
+    n = min(len(flat), limit)
+    while True:
+        shown = flat if n >= len(flat) else flat[: n - 1] + "…"
+        tokens = count(shown)
+        if tokens <= most or n <= 1:
+            return shown, True
+        n = min(n - 1, n * most // tokens)
+
+
+def _ref_list(refs: Sequence[str]) -> str:
+    """``refs`` for a placeholder: at most :data:`_PINNED_REFS` of them, then how many more."""
+    unique = list(dict.fromkeys(refs))
+    shown = ", ".join(unique[:_PINNED_REFS])
+    return shown if len(unique) <= _PINNED_REFS else f"{shown} and {len(unique) - _PINNED_REFS} more"
+
+
+def _shrunk(
+    section: str, ref: str, reason: str, full: Sequence[str], shown: Sequence[str], *, count: Counter
+) -> r.Omission:
+    """The omission for lines a minimum shortened: what the shortening saved, by ``ref``."""
+    tokens = max(0, count("\n".join(full)) - count("\n".join(shown)))
+    return r.Omission(section=section, ref=ref, reason=reason, tokens=tokens)
+
+
+def _work_lines(
+    lead: str,
+    item: tuple[str, str | None, str | None, str | None, Sequence[str]],
+    refs: str,
+    declaration: Sequence[str],
+    *,
+    section: str,
+    count: Counter,
+    bounded: bool,
+) -> tuple[list[str], list[r.Omission]]:
+    """A work item's lines — ``<lead><id> (<state>) — <objective> <refs>``, its delivery
+    target and scope constraints — and, ``bounded``, each clipped and at most
+    :data:`_PINNED_SCOPE` constraints, with a placeholder naming the declaration
+    (``declaration``: its ref, or the item's refs when it is not known which one it is)."""
+    work_id, state, objective, target, scope = item
+    full = [f"{lead}{work_id} ({state}) — {objective} {refs}"]
+    if target:
+        full.append(f"delivery target: {target}")
+    full.extend(f"scope: {c}" for c in scope)
+    if not bounded:
+        return full, []
+    ident, id_cut = _bounded(work_id, _PINNED_ID_CHARS, count)
+    goal, goal_cut = _bounded(f"{objective}", _PINNED_OBJECTIVE_CHARS, count)
+    lines = [f"{lead}{ident} ({state}) — {goal} {refs}"]
+    target_cut = False
+    if target:
+        shown_target, target_cut = _bounded(target, _PINNED_TEXT_CHARS, count)
+        lines.append(f"delivery target: {shown_target}")
+    kept = [_bounded(c, _PINNED_TEXT_CHARS, count) for c in scope[:_PINNED_SCOPE]]
+    lines.extend(f"scope: {c}" for c, _ in kept)
+    clipped = [
+        name
+        for name, cut in (("id", id_cut), ("objective", goal_cut), ("delivery target", target_cut))
+        if cut
+    ]
+    scope_cut = sum(cut for _, cut in kept)
+    if scope_cut:
+        clipped.append(f"{scope_cut} scope constraint{'' if scope_cut == 1 else 's'}")
+    hidden = len(scope) - len(kept)
+    if not clipped and not hidden:
+        return full, []
+    what = [f"{', '.join(clipped)} clipped"] if clipped else []
+    if hidden:
+        what.append(f"+{hidden} more scope constraint{'' if hidden == 1 else 's'} not shown")
+    # Safety content: every constraint kept is shown from its start, and the note says
+    # that more exists and where, so the model can restore it before acting.
+    lines.append(f"  ({'; '.join(what)} — restore with ref {_ref_list(declaration)})")
+    reason = f"work item {_clip(work_id, _PINNED_ID_CHARS)}: {'; '.join(what)}"
+    omission = _shrunk(section, declaration[0], reason, full, lines, count=count)
+    return lines, [msgspec.structs.replace(omission, ref=ref) for ref in declaration]
 
 
 # --------------------------------------------------------------------------- Stable
@@ -222,7 +337,7 @@ def _plan_lines(
     if snapshot.plan_seq is None:
         return [], []
     ref = ledger_ref(snapshot.plan_seq)
-    plan, clipped = _clip_open_steps(snapshot.plan) if clip else (list(snapshot.plan), 0)
+    plan, clipped = _clip_open_steps(snapshot.plan, count) if clip else (list(snapshot.plan), 0)
     steps, omissions = _step_lines(
         plan, snapshot.plan_seq, "working_memory", count, keep_finished=keep_finished
     )
@@ -252,36 +367,85 @@ _TRUNCATED_STEP_CHARS: Final = 200
 _OPEN_RANK: Final = {"in_progress": 0, "blocked": 1, "pending": 2}
 
 
-def _clip_open_steps(steps: Sequence[r.PlanStep]) -> tuple[list[r.PlanStep], int]:
-    """``steps`` with each open step's text clipped to :data:`_TRUNCATED_STEP_CHARS`; how many were."""
+def _clip_open_steps(steps: Sequence[r.PlanStep], count: Counter) -> tuple[list[r.PlanStep], int]:
+    """``steps`` with each open step's text clipped to :data:`_TRUNCATED_STEP_CHARS` (and its
+    id to :data:`_PINNED_ID_CHARS`); how many were."""
     out: list[r.PlanStep] = []
     clipped = 0
     for step in steps:
-        text, cut = _clipped(step.text, _TRUNCATED_STEP_CHARS) if step.status in _OPEN_RANK else ("", False)
-        clipped += cut
-        out.append(msgspec.structs.replace(step, text=text) if cut else step)
+        if step.status not in _OPEN_RANK:
+            out.append(step)
+            continue
+        # Over the limit in characters, not only once on one line: a step of blank lines
+        # was kept whole.
+        text, text_cut = _bounded(step.text, _TRUNCATED_STEP_CHARS, count)
+        ident, id_cut = _bounded(step.id, _PINNED_ID_CHARS, count)
+        clipped += text_cut or id_cut
+        out.append(msgspec.structs.replace(step, id=ident, text=text) if text_cut or id_cut else step)
     return out, clipped
 
 
-def _core_lines(s: WorkingMemorySnapshot) -> list[str]:
+def _declaration(inputs: ContextInputs) -> list[str]:
+    """The ref of the record that declared working memory's active work item (objective,
+    target, scope): the live entry's declaration when it is one of the snapshot's seqs,
+    else both of them (a declaration and a state change, in either order)."""
+    s = inputs.snapshot
+    live = (inputs.active_work, *inputs.suspended, *inputs.queued, *inputs.waiting)
+    for item in live:
+        if item is not None and item.id == s.active_work_item_id and item.declared_seq in s.work_item_seqs:
+            return [ledger_ref(item.declared_seq)]
+    return [ledger_ref(seq) for seq in s.work_item_seqs]
+
+
+def _core_lines(
+    inputs: ContextInputs, count: Counter, *, bounded: bool = False
+) -> tuple[list[str], list[r.Omission]]:
+    s = inputs.snapshot
     if s.active_work_item_id is None:
-        lines = ["active work: none"]
-    else:
-        work = f"{s.active_work_item_id} ({s.work_state}) — {s.objective}"
-        lines = [f"active work: {work} {_refs(*s.work_item_seqs)}"]
-        if s.delivery_target:
-            lines.append(f"delivery target: {s.delivery_target}")
-        lines.extend(f"scope: {c}" for c in s.scope_constraints)
-    return lines
+        return ["active work: none"], []
+    declaration = _declaration(inputs)
+    if not declaration:
+        bounded = False  # hand-made inputs without seqs: nothing could restore a clipped text
+    item = (s.active_work_item_id, s.work_state, s.objective, s.delivery_target, s.scope_constraints)
+    return _work_lines(
+        "active work: ",
+        item,
+        _refs(*s.work_item_seqs),
+        declaration,
+        section="working_memory",
+        count=count,
+        bounded=bounded,
+    )
 
 
-def _wait_lines(s: WorkingMemorySnapshot) -> list[str]:
-    return [
-        f"waiting on {w.id}: {w.waiting_on}"
-        + (f" (resume: {w.resume_hint})" if w.resume_hint else "")
-        + f" {_refs(w.seq)}"
-        for w in s.waiting_on
-    ]
+def _wait_lines(
+    s: WorkingMemorySnapshot, count: Counter, *, bounded: bool = False
+) -> tuple[list[str], list[r.Omission]]:
+    """Open waits, one line each citing the wait; ``bounded``, each text clipped (the line
+    still cites the record that restores it)."""
+    lines: list[str] = []
+    omissions: list[r.Omission] = []
+    for w in s.waiting_on:
+        full = f"waiting on {w.id}: {w.waiting_on}" + (f" (resume: {w.resume_hint})" if w.resume_hint else "")
+        if bounded:
+            ident, id_cut = _bounded(w.id, _PINNED_ID_CHARS, count)
+            on, on_cut = _bounded(w.waiting_on, _PINNED_TEXT_CHARS, count)
+            hint, hint_cut = _bounded(w.resume_hint or "", _PINNED_TEXT_CHARS, count)
+            if id_cut or on_cut or hint_cut:
+                short = f"waiting on {ident}: {on}" + (f" (resume: {hint})" if hint else "")
+                omissions.append(
+                    _shrunk(
+                        "working_memory",
+                        ledger_ref(w.seq),
+                        f"wait {ident} clipped",
+                        [full],
+                        [short],
+                        count=count,
+                    )
+                )
+                full = short
+        lines.append(f"{full} {_refs(w.seq)}")
+    return lines, omissions
 
 
 def _summary_dropped(s: WorkingMemorySnapshot, count: Counter) -> tuple[list[str], list[r.Omission]]:
@@ -333,7 +497,8 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     The full form lists the last 3 finished plan steps (older ones are collapsed into one
     line); the compact form collapses them all and keeps at most 6 files, 4 decisions
     (clipped, without rationale) and 3 follow-ups (clipped); the truncated form keeps only
-    the work item, scope, open plan steps and waits. Whatever a form leaves out is named
+    the work item, scope, open plan steps and waits, each text clipped (so no one record
+    makes the pinned minimum larger than a window). Whatever a form leaves out is named
     in a placeholder line with the refs that restore it, and reported as its omissions.
     """
     s = inputs.snapshot
@@ -341,7 +506,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         return None
     header = f"## Working memory (revision {inputs.working_memory_revision})"
     section = "working_memory"
-    core = _core_lines(s)
+    core, _ = _core_lines(inputs, count)
     if s.work_summary:
         core.append(f"summary: {s.work_summary}")
     file_lines = [f"{f.path} {_refs(f.seq)}" for f in s.files]
@@ -358,7 +523,8 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         full.append("files: " + ", ".join(file_lines))
     full.extend(decision_lines)
     full.extend(follow_up_lines)
-    full.extend(_wait_lines(s))
+    waits = _wait_lines(s, count)[0]
+    full.extend(waits)
 
     # What dropping each entry loses: its ref and the tokens of its full line.
     file_drops = [
@@ -386,7 +552,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     plan_short, plan_short_omitted = _plan_lines(s, count, keep_finished=0)
     plan_min, plan_min_omitted = _plan_lines(s, count, keep_finished=0, clip=True)
 
-    compact = [header, *_core_lines(s), *summary_lines, *plan_short]
+    compact = [header, *_core_lines(inputs, count)[0], *summary_lines, *plan_short]
     compact_omitted = [*summary_drops, *plan_short_omitted]
     if s.files:
         line = "files: " + ", ".join(f.path for f in s.files[:_COMPACT_FILES])
@@ -422,10 +588,12 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
             rest = drops[kept:]
             compact.append(_not_shown(len(rest), noun, [o.ref for o in rest], more=True))
             compact_omitted.extend(rest)
-    compact.extend(_wait_lines(s))
+    compact.extend(waits)
 
-    truncated = [header, *_core_lines(s), *summary_lines, *plan_min, *_wait_lines(s)]
-    truncated_omitted = [*summary_drops, *plan_min_omitted]
+    core_min, core_cut = _core_lines(inputs, count, bounded=True)
+    waits_min, waits_cut = _wait_lines(s, count, bounded=True)
+    truncated = [header, *core_min, *summary_lines, *plan_min, *waits_min]
+    truncated_omitted = [*core_cut, *summary_drops, *plan_min_omitted, *waits_cut]
     for noun, drops in (("decision", decision_drops), ("follow-up", follow_up_drops), ("file", file_drops)):
         if drops:
             truncated.append(_not_shown(len(drops), noun, [o.ref for o in drops], more=False))
@@ -662,18 +830,26 @@ def pending_delta_candidate(inputs: ContextInputs, count: Counter) -> Candidate 
         full.append("- changed: " + ", ".join(delta.changed_fields))
     forms = [_form("full", full, count)]
     ref = _delta_ref(delta)
-    if len(delta.lines) > _COMPACT_DELTA_LINES:
-        kept = [_clipped(line, 120) for line in delta.lines[:_COMPACT_DELTA_LINES]]
+    kept = [_bounded(line, 120, count) for line in delta.lines[:_COMPACT_DELTA_LINES]]
+    clipped = sum(1 for _, cut in kept if cut)
+    if len(delta.lines) > _COMPACT_DELTA_LINES or clipped:
+        # Also for a few lines, when one is long: the delta is pinned until a prompt
+        # confirmed it, and three lines of emoji made a minimum of over a thousand tokens.
         rest = delta.lines[_COMPACT_DELTA_LINES:]
         compact = [header, *(f"- {line}" for line, _ in kept)]
-        compact.append(
-            f"- (+{len(rest)} more changes; current values are in working memory — restore with ref {ref})"
-        )
-        clipped = sum(1 for _, cut in kept if cut)
-        reason = f"{len(rest)} of {len(delta.lines)} delta lines not shown" + (
-            f", {clipped} clipped" if clipped else ""
-        )
-        omission = r.Omission(section="pending_delta", ref=ref, reason=reason, tokens=count("\n".join(rest)))
+        if rest:
+            more = f"+{len(rest)} more changes; current values are in working memory"
+            compact.append(f"- ({more} — restore with ref {ref})")
+            reason = f"{len(rest)} of {len(delta.lines)} delta lines not shown" + (
+                f", {clipped} clipped" if clipped else ""
+            )
+            tokens = count("\n".join(rest))
+        else:
+            compact.append(f"- ({clipped} long changes clipped — restore with ref {ref})")
+            reason = f"{clipped} delta lines clipped"
+            shown = count("\n".join(line for line, _ in kept))
+            tokens = max(0, count("\n".join(delta.lines)) - shown)
+        omission = r.Omission(section="pending_delta", ref=ref, reason=reason, tokens=tokens)
         forms.append(_form("compact", compact, count, [omission]))
     contents = [
         r.Omission(section="pending_delta", ref=ref, reason="working-memory delta", tokens=forms[0].tokens)
@@ -705,55 +881,161 @@ def _environment_line(env: r.ExecutionEnvironment | None) -> list[str]:
     return ["environment: " + ", ".join(parts)] if parts else []
 
 
+def _environment_bounded(inputs: ContextInputs, count: Counter) -> tuple[list[str], list[r.Omission]]:
+    """The environment line clipped to :data:`_PINNED_ENV_CHARS`, citing its record when it is."""
+    full = _environment_line(inputs.environment)
+    if not full or inputs.environment_seq is None:
+        return full, []
+    shown, cut = _bounded(full[0], _PINNED_ENV_CHARS, count)
+    if not cut:
+        return full, []
+    line = f"{shown} {_refs(inputs.environment_seq)}"
+    ref = ledger_ref(inputs.environment_seq)
+    return [line], [_shrunk("active_work", ref, "environment clipped", full, [line], count=count)]
+
+
+def _decided_lines(
+    inputs: ContextInputs, count: Counter, *, bounded: bool = False
+) -> tuple[list[str], list[r.Omission]]:
+    """Decisions made this turn, each citing its record; ``bounded``, the newest
+    :data:`_PINNED_DECISIONS`, each clipped to one line, and a placeholder for the rest."""
+    revision = inputs.working_memory_revision
+    decisions = inputs.new_decisions
+    if bounded:
+        decisions = decisions[-_PINNED_DECISIONS:]
+    lines: list[str] = []
+    omissions: list[r.Omission] = []
+    for d in decisions:
+        text = d.text + (f" — because {d.rationale}" if d.rationale else "")
+        ident, id_cut = _bounded(d.id, _PINNED_ID_CHARS, count) if bounded else (d.id, False)
+        shown, text_cut = _bounded(text, _PINNED_TEXT_CHARS, count) if bounded else (text, False)
+        lead = f"decision {ident} (made this turn, after working memory revision {revision}): "
+        lines.append(f"{lead}{shown} {_refs(d.seq)}")
+        if id_cut or text_cut:
+            full = f"decision {d.id} (made this turn, after working memory revision {revision}): {text}"
+            omissions.append(
+                _shrunk(
+                    "active_work",
+                    ledger_ref(d.seq),
+                    f"decision {ident} clipped",
+                    [full],
+                    [lines[-1]],
+                    count=count,
+                )
+            )
+    dropped = inputs.new_decisions[: len(inputs.new_decisions) - len(decisions)]
+    if dropped:
+        refs = [ledger_ref(d.seq) for d in dropped]
+        n = len(dropped)
+        lines.append(
+            f"(+{n} earlier decision{'' if n == 1 else 's'} made this turn not shown — "
+            f"restore with ref {_ref_list(refs)})"
+        )
+        omissions.extend(
+            r.Omission(
+                section="active_work",
+                ref=ledger_ref(d.seq),
+                reason=f"decision {_clip(d.id, _PINNED_ID_CHARS)} made this turn not shown",
+                tokens=count(d.text + (d.rationale or "")),
+            )
+            for d in dropped
+        )
+    return lines, omissions
+
+
 def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
     """The live active work item and its current plan (pinned).
 
     When they equal working memory's, a one-line pointer avoids paying for them twice;
     a mid-revision change (a plan edited, a decision made this turn) is shown here in full
     at once. The truncated form (the pinned minimum) keeps at most
-    :data:`TRUNCATED_OPEN_STEPS` open steps, clipped, so a huge plan still fits.
+    :data:`TRUNCATED_OPEN_STEPS` open steps, clipped, so a huge plan still fits; it clips
+    the objective, delivery target, scope constraints (at most :data:`_PINNED_SCOPE`),
+    this turn's decisions (the newest :data:`_PINNED_DECISIONS`) and the environment too,
+    so no single record makes it larger than every window.
     """
     header = "## Active work item"
     work, plan = inputs.active_work, inputs.plan
     env = _environment_line(inputs.environment)
-    decided = [
-        f"decision {d.id} (made this turn, after working memory revision {inputs.working_memory_revision}): "
-        f"{d.text}" + (f" — because {d.rationale}" if d.rationale else "") + f" {_refs(d.seq)}"
-        for d in inputs.new_decisions
-    ]
+    env_min, env_cut = _environment_bounded(inputs, count)
+    decided, _ = _decided_lines(inputs, count)
+    decided_min, decided_cut = _decided_lines(inputs, count, bounded=True)
     if work is None and plan is None:
         return _candidate(
-            "active_work", [_form("full", [header, "No active work item.", *decided, *env], count)]
+            "active_work",
+            [
+                _form("full", [header, "No active work item.", *decided, *env], count),
+                _form(
+                    "truncated",
+                    [header, "No active work item.", *decided_min, *env_min],
+                    count,
+                    [*decided_cut, *env_cut],
+                ),
+            ],
         )
     if _live_matches_snapshot(inputs):
         assert work is not None
-        line = (
-            f"{work.id}: unchanged since working memory revision {inputs.working_memory_revision} "
+        pointer = (
+            f": unchanged since working memory revision {inputs.working_memory_revision} "
             "(objective, scope and plan are shown there)."
         )
-        return _candidate("active_work", [_form("full", [header, line, *decided, *env], count)])
+        full = [header, f"{work.id}{pointer}", *decided, *env]
+        ident, id_cut = _bounded(work.id, _PINNED_ID_CHARS, count)
+        short = [header, f"{ident}{pointer} {_refs(work.declared_seq)}" if id_cut else f"{work.id}{pointer}"]
+        cut = (
+            [
+                _shrunk(
+                    "active_work",
+                    ledger_ref(work.declared_seq),
+                    "work item id clipped",
+                    full[1:2],
+                    short[1:],
+                    count=count,
+                )
+            ]
+            if id_cut
+            else []
+        )
+        return _candidate(
+            "active_work",
+            [
+                _form("full", full, count),
+                _form("truncated", [*short, *decided_min, *env_min], count, [*cut, *decided_cut, *env_cut]),
+            ],
+        )
 
     def lines(keep_finished: int, *, bounded: bool = False) -> tuple[list[str], list[r.Omission]]:
         out = [header]
         omissions: list[r.Omission] = []
         if work is not None:
-            out.append(f"{work.id} ({work.state}) — {work.objective} {_refs(*work.seqs)}")
-            if work.delivery_target:
-                out.append(f"delivery target: {work.delivery_target}")
-            out.extend(f"scope: {c}" for c in work.scope_constraints)
+            item = (work.id, work.state, work.objective, work.delivery_target, work.scope_constraints)
+            work_lines, cut = _work_lines(
+                "",
+                item,
+                _refs(*work.seqs),
+                [ledger_ref(work.declared_seq)],
+                section="active_work",
+                count=count,
+                bounded=bounded,
+            )
+            out.extend(work_lines)
+            omissions.extend(cut)
         else:
             out.append("No active work item.")
         if plan is not None:
             out.append(f"current plan: [{ledger_ref(plan.seq)}]")
             steps, note, cut = _open_steps_bounded(plan, count) if bounded else (list(plan.steps), [], [])
-            step_lines, omissions = _step_lines(
+            step_lines, collapsed = _step_lines(
                 steps, plan.seq, "active_work", count, keep_finished=keep_finished
             )
             out.extend(step_lines)
             out.extend(note)
+            omissions.extend(collapsed)
             omissions.extend(cut)
-        out.extend(decided)
-        out.extend(env)
+        out.extend(decided_min if bounded else decided)
+        out.extend(env_min if bounded else env)
+        if bounded:
+            omissions.extend([*decided_cut, *env_cut])
         return out, omissions
 
     full, collapsed_full = lines(RECENT_FINISHED_STEPS)
@@ -787,7 +1069,7 @@ def _open_steps_bounded(
     kept = {i for i, _ in ranked[:TRUNCATED_OPEN_STEPS]}
     hidden = [step_line(s) for i, s in open_steps if i not in kept]
     steps, clipped = _clip_open_steps(
-        [s for i, s in enumerate(plan.steps) if s.status not in _OPEN_RANK or i in kept]
+        [s for i, s in enumerate(plan.steps) if s.status not in _OPEN_RANK or i in kept], count
     )
     if not hidden and not clipped:
         return steps, [], []
@@ -877,11 +1159,11 @@ def queue_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
     )
 
 
-def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens: int) -> Candidate:
-    """This turn's input plus continuation context (unknown-outcome calls, resolved waits)."""
-    current = inputs.current_input
-    trigger = current.trigger if current is not None else "continue"
-    header = f"## Current input ({trigger})"
+def _continuation(
+    inputs: ContextInputs, count: Counter, *, bounded: bool = False
+) -> tuple[list[str], list[r.Omission]]:
+    """Continuation context (an interrupted turn, unknown-outcome calls, resolved waits) and
+    what it clipped; ``bounded``, ids and texts are clipped too, each line citing its records."""
     continuation: list[str] = []
     clipped: list[r.Omission] = []
     if inputs.previous_outcome in ("interrupted", "failed"):
@@ -891,34 +1173,115 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
             inputs.previous_outcome, "failed"
         )
         continuation.append(f"- the previous turn {how}: check what it left done before going on")
-    for ex in inputs.tools:
+    unknown_calls = [
+        ex
+        for ex in inputs.tools
         # No result yet, or the runtime recorded on resume that the outcome was lost in a
         # crash (status "unknown"): either way the model must check before retrying.
-        unknown = ex.result is None or ex.result.status == "unknown"
-        if unknown and ex.intent is not None:
-            encoded = msgspec.json.encode(ex.intent.args, order="sorted").decode()
-            args, cut = _clipped(encoded, 160)
-            continuation.append(
-                f"- tool call {ex.call_id} ({ex.tool} {args}) was started {_refs(ex.intent_seq)} "
-                "and its outcome is unknown: check its effects before retrying"
-            )
-            if cut and ex.intent_seq is not None:
-                clipped.append(
-                    r.Omission(
-                        section="current_input",
-                        ref=ledger_ref(ex.intent_seq),
-                        reason=f"arguments of {ex.call_id} clipped",
-                        tokens=max(0, count(encoded) - count(args)),
-                    )
-                )
-    for wait in inputs.resolved_waits:
-        detail = f": {wait.detail}" if wait.detail else ""
+        if (ex.result is None or ex.result.status == "unknown") and ex.intent is not None
+    ]
+    hidden_calls: list[ToolExecution] = []
+    if bounded and len(unknown_calls) > _PINNED_CALLS:
+        # The newest ones: a crash leaves the last calls open.
+        hidden_calls = [ex for ex in unknown_calls[:-_PINNED_CALLS] if ex.intent_seq is not None]
+        unknown_calls = [ex for ex in unknown_calls if ex not in hidden_calls]
+    for ex in unknown_calls:
+        assert ex.intent is not None
+        encoded = msgspec.json.encode(ex.intent.args, order="sorted").decode()
+        args, cut = _clipped(encoded, 160)
+        call_id, tool, named_cut = ex.call_id, ex.tool, False
+        if bounded and ex.intent_seq is not None:
+            # Arguments of emoji clipped to 160 characters still took over 400 tokens.
+            args, cut = _bounded(encoded, 160, count)
+            call_id, id_cut = _bounded(ex.call_id, _PINNED_ID_CHARS, count)
+            tool, tool_cut = _bounded(ex.tool, _PINNED_ID_CHARS, count)
+            named_cut = id_cut or tool_cut
         continuation.append(
-            f"- wait {wait.id} ({wait.waiting_on}) {wait.resolution}{detail} {_refs(wait.resolved_seq)}"
+            f"- tool call {call_id} ({tool} {args}) was started {_refs(ex.intent_seq)} "
+            "and its outcome is unknown: check its effects before retrying"
         )
-    tail = ["continuation:", *continuation] if continuation else []
+        if cut and ex.intent_seq is not None:
+            clipped.append(
+                r.Omission(
+                    section="current_input",
+                    ref=ledger_ref(ex.intent_seq),
+                    reason=f"arguments of {call_id} clipped",
+                    tokens=max(0, count(encoded) - count(args)),
+                )
+            )
+        if named_cut and ex.intent_seq is not None:
+            full = f"{ex.call_id} ({ex.tool}"
+            clipped.append(
+                _shrunk(
+                    "current_input",
+                    ledger_ref(ex.intent_seq),
+                    f"id or tool of {call_id} clipped",
+                    [full],
+                    [f"{call_id} ({tool}"],
+                    count=count,
+                )
+            )
+    if hidden_calls:
+        call_refs = [ledger_ref(ex.intent_seq) for ex in hidden_calls if ex.intent_seq is not None]
+        continuation.append(
+            f"- +{len(hidden_calls)} earlier tool calls whose outcome is unknown are not shown: check their "
+            f"effects before retrying them — restore with ref {_ref_list(call_refs)}"
+        )
+        clipped.extend(
+            r.Omission(section="current_input", ref=ref, reason="unknown-outcome call not shown")
+            for ref in call_refs
+        )
+    for wait in inputs.resolved_waits:
+        ident, waiting_on, detail = wait.id, wait.waiting_on, wait.detail or ""
+        refs = _refs(wait.resolved_seq)
+        if bounded and wait.resolved_seq is not None:
+            ident, id_cut = _bounded(wait.id, _PINNED_ID_CHARS, count)
+            waiting_on, on_cut = _bounded(wait.waiting_on, _PINNED_TEXT_CHARS, count)
+            detail, detail_cut = _bounded(detail, _PINNED_TEXT_CHARS, count)
+            # What the wait was on is on its intent, how it ended on its resolution.
+            for seq, cut, what in (
+                (wait.seq, id_cut or on_cut, "wait"),
+                (wait.resolved_seq, detail_cut, "resolution"),
+            ):
+                if cut:
+                    full = f"{wait.id} ({wait.waiting_on}) {wait.detail}"
+                    short = f"{ident} ({waiting_on}) {detail}"
+                    reason = f"{what} of wait {ident} clipped"
+                    clipped.append(
+                        _shrunk("current_input", ledger_ref(seq), reason, [full], [short], count=count)
+                    )
+            if id_cut or on_cut:
+                refs = _refs(wait.seq, wait.resolved_seq)
+        continuation.append(
+            f"- wait {ident} ({waiting_on}) {wait.resolution}{f': {detail}' if detail else ''} {refs}"
+        )
+    return (["continuation:", *continuation] if continuation else []), clipped
+
+
+def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens: int) -> Candidate:
+    """This turn's input plus continuation context (unknown-outcome calls, resolved waits).
+
+    The truncated form (the pinned minimum) keeps the input's head and tail when it is over
+    ``max_tokens``, and the continuation context and trigger clipped like the other
+    minimums' texts.
+    """
+    current = inputs.current_input
+    trigger = current.trigger if current is not None else "continue"
+    header = f"## Current input ({trigger})"
+    header_min, header_cut = header, []
+    if current is not None and current.trigger_seq is not None:
+        shown, cut = _bounded(trigger, _PINNED_ID_CHARS, count)
+        if cut:
+            header_min = f"## Current input ({shown} {_refs(current.trigger_seq)})"
+            ref = ledger_ref(current.trigger_seq)
+            header_cut = [
+                _shrunk("current_input", ref, "trigger clipped", [header], [header_min], count=count)
+            ]
+    tail, clipped = _continuation(inputs, count)
+    tail_min, clipped_min = _continuation(inputs, count, bounded=True)
     text = current.text if current is not None else "(no new input: continue the active work)"
     forms = [_form("full", [header, text, *tail], count, clipped)]
+    body, body_cut = [text], []
     if current is not None and current.seq is not None and count(text) > max_tokens:
         ref = ledger_ref(current.seq)
         keep = max(200, max_tokens * 2)
@@ -931,5 +1294,8 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
         omission = r.Omission(
             section="current_input", ref=ref, reason="current input over its cap", tokens=count(middle)
         )
-        forms.append(_form("truncated", [header, head, note, end, *tail], count, [*clipped, omission]))
+        body, body_cut = [head, note, end], [omission]
+    forms.append(
+        _form("truncated", [header_min, *body, *tail_min], count, [*header_cut, *clipped_min, *body_cut])
+    )
     return _candidate("current_input", forms)
