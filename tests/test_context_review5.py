@@ -102,10 +102,13 @@ def test_a_pasted_spec_as_scope_objective_and_target_keeps_each_constraints_star
     assert any(
         line.startswith("scope: 0. the replica must keep every row of table t0 byte") for line in lines
     )
-    # (Working memory holds the first 12: the projection's scope_cap.)
+    # (Working memory holds the first 12: the projection's scope_cap; it names the other 20.)
     assert "scope: keep table t9 online" in lines and "scope: keep table t10 online" not in lines
     ref = f"ledger:{declared.seq}"
-    assert f"  (objective, delivery target, 1 scope constraint clipped — restore with ref {ref})" in lines
+    assert (
+        f"  (objective, delivery target, 1 scope constraint clipped; +20 more scope constraints not shown "
+        f"— restore with ref {ref})"
+    ) in lines
     assert restore_bytes(ref, _Records(live.records)) == r.encode_json_record(declared)
     [omission] = [o for o in prompt.plan.omitted if o.section == "working_memory" and o.ref == ref]
     assert omission.tokens > 10_000
@@ -506,3 +509,24 @@ def test_records_with_arbitrarily_long_texts_always_render_and_every_clipped_tex
         ref = f"ledger:{seq}"
         assert ref in omitted, (ref, original[:80])
         assert _holds(source, ref, original), ref
+
+
+def test_working_memory_names_the_scope_constraints_beyond_its_cap() -> None:
+    # The snapshot kept the first 12 scope constraints (scope_cap) and dropped the rest
+    # without a word, in every form: a 13th rule of the active item was simply not there.
+    live = LiveLedger()
+    live.start_turn("user", "migrate the billing tables")
+    scope = tuple(f"keep table t{i} online" for i in range(15))
+    declared = live.append(
+        r.WorkItem(id="w1", objective="migrate billing", state="active", scope_constraints=scope)
+    )
+    live.end_turn()
+    live.start_turn("user", "continue")
+    live.before_prompt()
+    assert live.state.memory.snapshot.scope_omitted == 3
+    prompt = build_context(live.state, Budget(context_window=32_000, output_reserve=1_000), agent_id="a")
+    memory = prompt.section("working_memory")
+    assert memory is not None and memory.form == "full"
+    ref = f"ledger:{declared.seq}"
+    assert f"  (+3 more scope constraints not shown — restore with ref {ref})" in memory.text.splitlines()
+    assert any(o.section == "working_memory" and o.ref == ref for o in prompt.plan.omitted)

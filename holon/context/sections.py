@@ -222,18 +222,28 @@ def _work_lines(
     section: str,
     count: Counter,
     bounded: bool,
+    omitted: int = 0,
 ) -> tuple[list[str], list[r.Omission]]:
     """A work item's lines — ``<lead><id> (<state>) — <objective> <refs>``, its delivery
     target and scope constraints — and, ``bounded``, each clipped and at most
     :data:`_PINNED_SCOPE` constraints, with a placeholder naming the declaration
-    (``declaration``: its ref, or the item's refs when it is not known which one it is)."""
+    (``declaration``: its ref, or the item's refs when it is not known which one it is).
+    ``omitted`` constraints beyond ``scope`` (working memory's cap) are named in every form."""
     work_id, state, objective, target, scope = item
     full = [f"{lead}{work_id} ({state}) — {objective} {refs}"]
     if target:
         full.append(f"delivery target: {target}")
     full.extend(f"scope: {c}" for c in scope)
+    full_omitted: list[r.Omission] = []
+    if omitted:
+        # Rules of the work item the snapshot does not hold: say so, and where they are.
+        note = f"+{omitted} more scope constraint{'' if omitted == 1 else 's'} not shown"
+        where = f" — restore with ref {_ref_list(declaration)}" if declaration else ""
+        full.append(f"  ({note}{where})")
+        reason = f"work item {_clip(work_id, _PINNED_ID_CHARS)}: {note} (over the working-memory cap)"
+        full_omitted = [r.Omission(section=section, ref=ref, reason=reason) for ref in declaration]
     if not bounded:
-        return full, []
+        return full, full_omitted
     ident, id_cut = _bounded(work_id, _PINNED_ID_CHARS, count)
     goal, goal_cut = _bounded(f"{objective}", _PINNED_OBJECTIVE_CHARS, count)
     lines = [f"{lead}{ident} ({state}) — {goal} {refs}"]
@@ -251,9 +261,9 @@ def _work_lines(
     scope_cut = sum(cut for _, cut in kept)
     if scope_cut:
         clipped.append(f"{scope_cut} scope constraint{'' if scope_cut == 1 else 's'}")
-    hidden = len(scope) - len(kept)
+    hidden = len(scope) - len(kept) + omitted
     if not clipped and not hidden:
-        return full, []
+        return full, full_omitted
     what = [f"{', '.join(clipped)} clipped"] if clipped else []
     if hidden:
         what.append(f"+{hidden} more scope constraint{'' if hidden == 1 else 's'} not shown")
@@ -415,6 +425,7 @@ def _core_lines(
         section="working_memory",
         count=count,
         bounded=bounded,
+        omitted=s.scope_omitted,
     )
 
 
@@ -506,7 +517,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         return None
     header = f"## Working memory (revision {inputs.working_memory_revision})"
     section = "working_memory"
-    core, _ = _core_lines(inputs, count)
+    core, core_omitted = _core_lines(inputs, count)
     if s.work_summary:
         core.append(f"summary: {s.work_summary}")
     file_lines = [f"{f.path} {_refs(f.seq)}" for f in s.files]
@@ -553,7 +564,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     plan_min, plan_min_omitted = _plan_lines(s, count, keep_finished=0, clip=True)
 
     compact = [header, *_core_lines(inputs, count)[0], *summary_lines, *plan_short]
-    compact_omitted = [*summary_drops, *plan_short_omitted]
+    compact_omitted = [*core_omitted, *summary_drops, *plan_short_omitted]
     if s.files:
         line = "files: " + ", ".join(f.path for f in s.files[:_COMPACT_FILES])
         if len(s.files) > _COMPACT_FILES:
@@ -601,7 +612,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     return _candidate(
         "working_memory",
         [
-            _form("full", full, count, plan_full_omitted),
+            _form("full", full, count, [*core_omitted, *plan_full_omitted]),
             _form("compact", compact, count, compact_omitted),
             _form("truncated", truncated, count, truncated_omitted),
         ],

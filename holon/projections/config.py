@@ -22,7 +22,9 @@ __all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig"]
 # 5: episodes list touched files as the working set keys them (no `./`, no blanks); a
 # redeclared decision leaves the bucket of the item it moved from; a plan or decision
 # for a work item that is not open is carried, not kept in a bucket nothing closes.
-PROJECTION_VERSION: Final = 5
+# 6: the snapshot counts the active item's scope constraints beyond ``scope_cap``
+# (``scope_omitted``), which it dropped without a word.
+PROJECTION_VERSION: Final = 6
 
 
 class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -130,6 +130,8 @@ def delta_lines(
             old, new = set(before.scope_constraints), set(after.scope_constraints)
             lines.extend(f"+scope: {c}" for c in after.scope_constraints if c not in old)
             lines.extend(f"-scope: {c}" for c in before.scope_constraints if c not in new)
+        elif field == "scope_omitted":
+            lines.append(f"scope constraints not shown: {before.scope_omitted} → {after.scope_omitted}")
         elif field == "plan":
             old_steps = {s.id: s for s in before.plan}
             new_ids = {s.id for s in after.plan}

@@ -66,7 +66,9 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     - ``active_work_item_id``, ``work_state``, ``objective``, ``delivery_target``,
       ``work_summary``: the active work item; ``work_item_seqs`` its declaration and
       last state change.
-    - ``scope_constraints``: declaration order, first ``scope_cap``.
+    - ``scope_constraints``: declaration order, first ``scope_cap``; ``scope_omitted``
+      counts the rest (shown as a placeholder naming the declaration, never dropped
+      without a word: they are the item's rules).
     - ``plan``: the active item's plan (else the unscoped plan) in plan order; beyond
       ``plan_cap`` steps, done/skipped steps are dropped first (oldest first), then the
       tail; ``plan_omitted`` counts what was dropped; ``plan_seq`` wrote the plan.
@@ -85,6 +87,7 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     work_summary: str | None = None
     work_item_seqs: tuple[int, ...] = ()
     scope_constraints: tuple[str, ...] = ()
+    scope_omitted: int = 0
     plan: tuple[SnapshotPlanStep, ...] = ()
     plan_seq: int | None = None
     plan_omitted: int = 0
@@ -166,6 +169,7 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
         work_summary=item.summary if item is not None else None,
         work_item_seqs=item.seqs if item is not None else (),
         scope_constraints=item.scope_constraints[: config.scope_cap] if item is not None else (),
+        scope_omitted=max(0, len(item.scope_constraints) - config.scope_cap) if item is not None else 0,
         plan=plan,
         plan_seq=plan_entry.seq if plan_entry is not None else None,
         plan_omitted=plan_omitted,
@@ -207,6 +211,8 @@ def snapshot_lines(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
         if snapshot.work_summary:
             lines.append(f"summary: {snapshot.work_summary}")
         lines.extend(f"scope: {c}" for c in snapshot.scope_constraints)
+        if snapshot.scope_omitted:
+            lines.append(f"(+{snapshot.scope_omitted} scope constraints not shown)")
     else:
         lines.append("active work: none")
     if snapshot.plan_seq is not None:
