@@ -156,6 +156,19 @@ def _orphan_omissions(inputs: ContextInputs) -> list[r.Omission]:
     ]
 
 
+def _capped(
+    kind: str, text: str, seq: int, count: Counter, rules: HistoryRules
+) -> tuple[str, tuple[r.Omission, ...]]:
+    """``text`` of a message or brief over ``message_max_tokens`` cut to its start and a
+    note naming the ref that restores it, with the omission; otherwise as it is."""
+    if count(text) <= rules.message_max_tokens:
+        return text, ()
+    ref = ledger_ref(seq)
+    note = f"[{kind} truncated: {len(text):,} chars — restore with ref {ref}]"
+    cut = (r.Omission(section="history", ref=ref, reason=f"{kind} over its cap"),)
+    return text[: rules.preview_chars * 2] + "\n" + note, cut
+
+
 def history_units(
     inputs: ContextInputs, count: Counter, rules: HistoryRules, *, cleared_through: int
 ) -> list[HistoryUnit]:
@@ -175,13 +188,7 @@ def history_units(
         if m.seq == current_seq:
             continue
         who = m.message.role + (f" {m.message.name}" if m.message.name else "")
-        text = m.message.text
-        cleared: tuple[r.Omission, ...] = ()
-        if count(text) > rules.message_max_tokens:
-            ref = ledger_ref(m.seq)
-            note = f"[message truncated: {len(text):,} chars — restore with ref {ref}]"
-            text = text[: preview_chars * 2] + "\n" + note
-            cleared = (r.Omission(section="history", ref=ref, reason="message over its cap"),)
+        text, cleared = _capped("message", m.message.text, m.seq, count, rules)
         line = f"[{ledger_ref(m.seq)}] {who}: {text}"
         units.append(
             HistoryUnit(
@@ -195,15 +202,9 @@ def history_units(
         )
     for b in inputs.briefs:
         scope = f" ({b.brief.work_item_id})" if b.brief.work_item_id else ""
-        text = b.brief.text
-        cut: tuple[r.Omission, ...] = ()
-        if count(text) > rules.message_max_tokens:
-            # Capped like a message: the history is a contiguous run ending at its newest
-            # unit, so one brief larger than the room (a pasted report) left out all of it.
-            ref = ledger_ref(b.seq)
-            note = f"[brief truncated: {len(text):,} chars — restore with ref {ref}]"
-            text = text[: preview_chars * 2] + "\n" + note
-            cut = (r.Omission(section="history", ref=ref, reason="brief over its cap"),)
+        # Capped like a message: the history is a contiguous run ending at its newest
+        # unit, so one brief larger than the room (a pasted report) left out all of it.
+        text, cut = _capped("brief", b.brief.text, b.seq, count, rules)
         line = f"[{ledger_ref(b.seq)}] brief {b.brief.status}{scope}: {text}"
         units.append(
             HistoryUnit(
