@@ -25,7 +25,7 @@ from holon.projections import (
     refresh_before_prompt,
 )
 
-__all__ = ["LiveLedger", "evidence_of", "replay_live"]
+__all__ = ["LiveLedger", "RecordsSource", "evidence_of", "replay_live"]
 
 #: Where generated ledgers start their clock (2023-11-14T22:13:20Z), in milliseconds.
 START_TS = 1_700_000_000_000
@@ -113,3 +113,20 @@ def replay_live(evidence: Iterable[r.Record], config: ProjectionConfig = DEFAULT
         if record.kind == r.TurnEnded.KIND:
             live.refresh()
     return live
+
+
+class RecordsSource:
+    """A RefSource over some records by seq (no blobs, no episodes): where a test restores
+    what a prompt clipped from the records a :class:`LiveLedger` (or the test) holds."""
+
+    def __init__(self, records: Iterable[r.Record]) -> None:
+        self._by_seq = {rec.seq: rec for rec in records}
+
+    def record(self, seq: int) -> r.Record:
+        return self._by_seq[seq]
+
+    def blob(self, blob_hash: str) -> bytes:
+        raise KeyError(blob_hash)
+
+    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
+        raise KeyError(episode_id)

@@ -24,28 +24,12 @@ from holon.errors import BudgetExceeded
 from holon.projections import BriefEntry, PlanEntry, WorkItemEntry
 from holon.runtime import Agent, AgentConfig
 from tests.context_inputs import inputs, message
-from tests.live import LiveLedger
+from tests.live import LiveLedger, RecordsSource
 
 _WORDS = ("replica", "lag", "vacuum", "index", "constraint", "sequence", "owner", "grant", "role", "cursor")
 _WORK = WorkItemEntry(
     id="w1", objective="ship the replica index", state="active", declared_seq=1, state_seq=1
 )
-
-
-class _Records:
-    """A RefSource over a few records by seq."""
-
-    def __init__(self, *records: r.Record) -> None:
-        self._by_seq = {rec.seq: rec for rec in records}
-
-    def record(self, seq: int) -> r.Record:
-        return self._by_seq[seq]
-
-    def blob(self, blob_hash: str) -> bytes:
-        raise KeyError(blob_hash)
-
-    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
-        raise KeyError(episode_id)
 
 
 def test_a_brief_larger_than_the_history_room_is_cut_instead_of_emptying_the_history() -> None:
@@ -66,7 +50,8 @@ def test_a_brief_larger_than_the_history_room_is_cut_instead_of_emptying_the_his
     assert prompt.total_tokens <= 16_000
     [omission] = [o for o in prompt.plan.omitted if o.ref == "ledger:200"]
     assert omission.reason == "brief over its cap"
-    assert restore_bytes("ledger:200", _Records(r.Record(seq=200, ts=200, body=brief))) == report.encode()
+    source = RecordsSource([r.Record(seq=200, ts=200, body=brief)])
+    assert restore_bytes("ledger:200", source) == report.encode()
 
 
 def _plan(steps: int, *, in_progress: int, text: str = "") -> PlanEntry:

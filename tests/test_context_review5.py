@@ -25,27 +25,11 @@ from holon.context import (
 )
 from holon.projections import DecisionEntry, WaitEntry, WorkItemEntry
 from tests.context_inputs import execution, inputs, message
-from tests.live import LiveLedger
+from tests.live import LiveLedger, RecordsSource
 from tests.strategies import text
 
 _BUDGET = Budget(context_window=4_000, output_reserve=500)
 _SPEC = "\n".join(f"{i}. the replica must keep every row of table t{i} byte for byte" for i in range(2_000))
-
-
-class _Records:
-    """A RefSource over a ledger's records (no blobs, no episodes)."""
-
-    def __init__(self, records: list[r.Record]) -> None:
-        self._by_seq = {rec.seq: rec for rec in records}
-
-    def record(self, seq: int) -> r.Record:
-        return self._by_seq[seq]
-
-    def blob(self, blob_hash: str) -> bytes:
-        raise KeyError(blob_hash)
-
-    def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
-        raise KeyError(episode_id)
 
 
 def _strings(value: Any) -> set[str]:
@@ -59,7 +43,7 @@ def _strings(value: Any) -> set[str]:
     return set()
 
 
-def _holds(source: _Records, ref: str, original: str) -> bool:
+def _holds(source: RecordsSource, ref: str, original: str) -> bool:
     found = restore(ref, source)
     assert isinstance(found, r.Record)
     return original in _strings(msgspec.to_builtins(found.body))
@@ -109,7 +93,7 @@ def test_a_pasted_spec_as_scope_objective_and_target_keeps_each_constraints_star
         f"  (objective, delivery target, 1 scope constraint clipped; +20 more scope constraints not shown "
         f"— restore with ref {ref})"
     ) in lines
-    assert restore_bytes(ref, _Records(live.records)) == r.encode_json_record(declared)
+    assert restore_bytes(ref, RecordsSource(live.records)) == r.encode_json_record(declared)
     [omission] = [o for o in prompt.plan.omitted if o.section == "working_memory" and o.ref == ref]
     assert omission.tokens > 10_000
 
@@ -500,7 +484,7 @@ def test_records_with_arbitrarily_long_texts_always_render_and_every_clipped_tex
     prompt = build_context(live.state, _BUDGET, agent_id="a")
 
     _within(prompt, _BUDGET)
-    source = _Records(live.records)
+    source = RecordsSource(live.records)
     omitted = {o.ref for o in prompt.plan.omitted}
     for seq, original in texts:
         # Shown whole: as written, or JSON-encoded (a call's arguments).
