@@ -18,6 +18,7 @@ from holon.cli import EXIT_OK, EXIT_USAGE
 from holon.ledger import Ledger
 from tests.cli_support import invoke, write_jsonl
 from tests.ledger_support import child_env
+from tests.test_cli_review import _holon_with_stdin, _turn
 
 IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
@@ -137,25 +138,6 @@ def test_a_pipe_still_gets_the_exact_bytes(hostile: Path) -> None:
 # --------------------------------------------------------------------------- `-` for standard input
 
 
-def _holon(*args: str | Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "holon", *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        env=child_env(),
-        check=False,
-        timeout=120,
-    )
-
-
-def _turn(index: int, ts: int) -> list[r.Record]:
-    return [
-        r.Record(body=r.TurnStarted(trigger="user", input=f"go {index}"), ts=ts, turn=index),
-        r.Record(body=r.Message(role="user", text=f"go {index}"), ts=ts + 1, turn=index),
-        r.Record(body=r.TurnEnded(outcome="completed"), ts=ts + 2, turn=index),
-    ]
-
-
 def test_dash_reads_standard_input_for_append_and_import(tmp_path: Path) -> None:
     # `zcat run.jsonl.gz | holon append L -` said "cannot read -: No such file or directory":
     # the input file was only ever a path (and a file named "-" in the working directory
@@ -163,16 +145,16 @@ def test_dash_reads_standard_input_for_append_and_import(tmp_path: Path) -> None
     ledger = tmp_path / "L"
     assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
     records = write_jsonl(tmp_path / "in.jsonl", _turn(1, 10)).read_bytes()
-    done = _holon("append", ledger, "-", stdin=records)
+    done = _holon_with_stdin(records, "append", ledger, "-")
     assert done.returncode == EXIT_OK, done.stderr
     chat = IMPORTERS / "openai-chat" / "tau-bench-runs.json"
-    done = _holon("import", ledger, "-", "--from", "openai-chat", stdin=chat.read_bytes())
+    done = _holon_with_stdin(chat.read_bytes(), "import", ledger, "-", "--from", "openai-chat")
     assert done.returncode == EXIT_OK, done.stderr
     with Ledger.open(ledger, readonly=True) as opened:
         inputs = [rec.body.input for rec in opened.read() if isinstance(rec.body, r.TurnStarted)]
     assert inputs == ["go 1", "Change my seat.", "Book a flight."]
     # A bad line is named in standard input, and nothing is appended.
-    done = _holon("append", ledger, "-", stdin=b"not json\n")
+    done = _holon_with_stdin(b"not json\n", "append", ledger, "-")
     assert done.returncode == EXIT_USAGE
     assert done.stderr.decode().startswith("holon: error: invalid record at line 1 of /dev/stdin")
 
