@@ -19,7 +19,6 @@ prompts are what the model saw.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -65,10 +64,6 @@ _QUOTED_QUERY: Final = 200
 # that closes the note ("restore with ref ledger:42]"), Markdown backticks ("`holon get
 # episode:3`"), quotes, a sentence's full stop, the comma of a list of refs.
 _AROUND_REF: Final = " \t\r\n`'\"()[]{}<>.,;:!?"
-# A ref's scheme in any case ("LEDGER:3", "Blob:…"): the schemes are three fixed words and
-# what follows the colon is digits or hex, so lower-casing the scheme cannot make one ref
-# read as another. The hex is already read in either case (holon.context.parse_ref).
-_SCHEME: Final = re.compile(r"(ledger|blob|episode)(?=:)", re.IGNORECASE | re.ASCII)
 # The most memory (sys.getsizeof) of the one restored text RestoredText keeps: paging
 # through a larger text restores it again for each page, as before.
 _KEPT_BYTES: Final = 64 * 1024 * 1024
@@ -182,11 +177,6 @@ class AgentRefSource:
         return found
 
 
-def _lower_scheme(text: str) -> str:
-    """``text`` with a leading ref scheme in lower case (``LEDGER:3`` -> ``ledger:3``)."""
-    return _SCHEME.sub(lambda m: m.group(0).lower(), text, count=1) if _SCHEME.match(text) else text
-
-
 def model_ref(text: str) -> str:
     """The one ref in ``text`` as a model passes it, in its canonical form; InvalidRef otherwise.
 
@@ -194,20 +184,16 @@ def model_ref(text: str) -> str:
     bracket or parenthesis, backticks, a full stop, the command (``holon get ledger:42``).
     The words and characters around a single ref are dropped; text naming several refs is
     refused with the refs listed (one call restores one), and text naming none with what a
-    ref looks like. The scheme is read in any case (``LEDGER:3``), as the hex of a hash is.
+    ref looks like. The scheme and hex are read in any case (``LEDGER:3``), as :func:`parse_ref` reads them.
     """
-    stripped = text.strip(_AROUND_REF)
-    lowered = _lower_scheme(stripped)
     try:
-        return str(parse_ref(lowered))
+        return str(parse_ref(text.strip(_AROUND_REF)))
     except InvalidRef as exc:
-        # Quoting the text as the model wrote it, not as lower-cased here.
-        said = str(exc).replace(repr(lowered), repr(stripped))
-        malformed = exc if lowered == stripped else InvalidRef(said)
+        malformed = exc
     found: list[str] = []
     for word in text.replace(",", " ").split():
         try:
-            found.append(str(parse_ref(_lower_scheme(word.strip(_AROUND_REF)))))
+            found.append(str(parse_ref(word.strip(_AROUND_REF))))
         except InvalidRef:
             continue
     refs = list(dict.fromkeys(found))
