@@ -31,6 +31,7 @@ __all__ = [
     "SETTING_RANGES",
     "LedgerHeader",
     "check_outside_ledgers",
+    "enclosing_ledger",
     "genesis_hash",
     "read_header",
     "setting_problem",
@@ -101,13 +102,13 @@ def write_header(ledger_dir: Path, header: LedgerHeader) -> None:
     write_atomic(ledger_dir / HEADER_NAME, (json.dumps(doc, indent=2) + "\n").encode())
 
 
-def _enclosing_ledger(path: Path) -> Path | None:
-    """The ledger directory ``path`` lies inside (its header, a segment, ``blobs/``), if any.
+def enclosing_ledger(path: Path, *, levels: int | None = None) -> Path | None:
+    """The ledger directory ``path`` lies inside, looking up ``levels`` ancestors (all by default).
 
-    Only looked for on the error path, a few levels up (blobs sit two below the ledger):
-    the user pointed at a part of a ledger, and the error should name the ledger itself.
+    The nearest one, or ``None``: a path inside a ledger is where a new ledger or an
+    output must not go, or a part of a ledger the user pointed at instead of the ledger.
     """
-    for parent in path.parents[:3]:
+    for parent in path.parents[:levels]:
         if (parent / HEADER_NAME).is_file():
             return parent
     return None
@@ -122,12 +123,12 @@ def check_outside_ledgers(out: Path, *, what: str) -> None:
     link into a ledger writes there all the same.
     """
     target = out.resolve()
-    for directory in (target, *target.parents):
-        if (directory / HEADER_NAME).is_file():
-            raise UsageError(
-                f"{what} {out} is inside the ledger {directory}: writing there would damage it; "
-                "choose a path outside every ledger directory"
-            )
+    directory = target if (target / HEADER_NAME).is_file() else enclosing_ledger(target)
+    if directory is not None:
+        raise UsageError(
+            f"{what} {out} is inside the ledger {directory}: writing there would damage it; "
+            "choose a path outside every ledger directory"
+        )
 
 
 def _ledgers_in(directory: Path, limit: int = 5) -> list[str]:
@@ -144,7 +145,7 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
     """Read and check the header; raise NotALedger when ``ledger_dir`` is not a ledger."""
     path = ledger_dir / HEADER_NAME
     if not ledger_dir.is_dir():
-        enclosing = _enclosing_ledger(ledger_dir) if ledger_dir.exists() else None
+        enclosing = enclosing_ledger(ledger_dir, levels=3) if ledger_dir.exists() else None
         if enclosing is not None:
             raise NotALedger(f"{ledger_dir} is a file of the ledger {enclosing}; pass {enclosing} itself")
         what = "does not exist" if not ledger_dir.exists() else "is not a directory"
@@ -154,7 +155,8 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        enclosing = _enclosing_ledger(ledger_dir)
+        # Blobs sit two below the ledger: a few levels up is where a part of it can be.
+        enclosing = enclosing_ledger(ledger_dir, levels=3)
         if enclosing is not None:
             raise NotALedger(
                 f"{ledger_dir} is a directory inside the ledger {enclosing}; pass {enclosing} itself"

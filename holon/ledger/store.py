@@ -43,8 +43,8 @@ from holon.ledger.frames import (
 from holon.ledger.header import (
     DEFAULT_BLOB_THRESHOLD,
     DEFAULT_SEGMENT_BYTES,
-    HEADER_NAME,
     LedgerHeader,
+    enclosing_ledger,
     read_header,
     setting_problem,
     write_header,
@@ -263,12 +263,12 @@ class Ledger:
             raise UsageError(f"cannot create a ledger at {root}: it exists and is not an empty directory")
         # A ledger inside another one (say, in its blob store) would make the outer one
         # fail verification: refuse, naming the ledger the path is inside.
-        for parent in root.absolute().parents:
-            if (parent / HEADER_NAME).is_file():
-                raise UsageError(
-                    f"cannot create a ledger at {root}: it is inside the ledger at {parent}; "
-                    "choose a path outside it"
-                )
+        parent = enclosing_ledger(root.absolute())
+        if parent is not None:
+            raise UsageError(
+                f"cannot create a ledger at {root}: it is inside the ledger at {parent}; "
+                "choose a path outside it"
+            )
         header = LedgerHeader(
             agent_id=agent_id,
             format_version=FORMAT_VERSION,
