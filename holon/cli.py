@@ -8,7 +8,7 @@ Conventions (docs/cli.md is generated from the ``--help`` texts below):
 
 - every command takes ``--json`` (output for scripts) and prints readable text otherwise;
 - read commands open the ledger read-only (no lock, no repair, no write);
-- long passes (replay, import, verify, export) show a progress bar on a terminal only;
+- long passes (replay, import, verify, export) show a progress bar on a terminal only (not TERM=dumb);
 - errors are one line on stderr (``--debug`` adds the traceback; under ``--json`` the
   line is a JSON object); exit codes:
   0 ok, 1 a check failed, 2 usage or bad input, 3 the ledger is corrupt or locked,

@@ -1,5 +1,8 @@
 """Progress bars for the command line: drawn on stderr, and only when stderr is a terminal.
 
+Not on a terminal that says it cannot move the cursor (``TERM=dumb``: Emacs' shell
+buffers, some CI consoles), where each redraw would print a new line.
+
 Both command-line edges — :mod:`holon.cli` and :mod:`holon.audit.commands` — show their
 long passes (replay, import, verify, export, the audit load) through these functions, so
 a bar never ends up in a pipe, a log file or a test's captured output. Library
@@ -9,6 +12,7 @@ turn such a callback into a bar.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -25,8 +29,13 @@ T = TypeVar("T")
 
 
 def stderr_is_terminal() -> bool:
-    """True when stderr is a terminal: the only place a progress bar is drawn."""
+    """True when stderr is a terminal (where the CLI adds notes meant for a person)."""
     return sys.stderr.isatty()
+
+
+def _draws_bars() -> bool:
+    """True where a progress bar is drawn: a terminal stderr that can redraw a line in place."""
+    return stderr_is_terminal() and os.environ.get("TERM") != "dumb"
 
 
 def progress_items(
@@ -37,7 +46,7 @@ def progress_items(
     ``length`` may be a function, called only when a bar is drawn: counting the items can
     cost a read (the head of a read-only ledger) that a pipe should not pay.
     """
-    if not stderr_is_terminal():
+    if not _draws_bars():
         yield from items
         return
     total = length() if callable(length) else length
@@ -52,7 +61,7 @@ def progress_total(label: str) -> Iterator[Callable[[int, int], None] | None]:
     For library passes that learn their total only once they start (``Ledger.verify``,
     ``holon.audit.connect``): the bar appears on the first call.
     """
-    if not stderr_is_terminal():
+    if not _draws_bars():
         yield None
         return
     with ExitStack() as stack:

@@ -50,7 +50,7 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   scripts with `--json`.
 - **Progress bars** appear on stderr for long passes (reading and replaying a ledger,
   append, import, verify, export, the `audit` load) only when stderr is a terminal —
-  never in pipes, logs or tests.
+  never in pipes, logs or tests, nor on a terminal that cannot redraw a line (`TERM=dumb`).
 - **Errors are one line** on stderr, `holon: error: <what, where, what to do>`, without
   a traceback; `--debug` (before or after the command name, for every command) adds the
   traceback. A usage error (an unknown command or option, a missing argument, a bad

@@ -83,6 +83,7 @@ def test_bars_are_shown_when_stderr_is_a_terminal(
 ) -> None:
     args, labels = _passes(ledger, tmp_path)[name]
     monkeypatch.setattr(holon.progress, "stderr_is_terminal", lambda: True)
+    monkeypatch.setenv("TERM", "xterm-256color")
     result = invoke(*args)
     assert result.exit_code == 0, result.stderr
     # CliRunner's stderr is not a real terminal, so click writes each bar's label once.
@@ -94,6 +95,7 @@ def test_bars_are_shown_when_stderr_is_a_terminal(
 def test_the_helpers_draw_bars_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("TERM", "xterm-256color")
     assert list(progress_items(range(4), length=lambda: 4, label="reading")) == [0, 1, 2, 3]
     with progress_total("verifying storage") as advance:
         assert advance is not None
@@ -120,3 +122,25 @@ def test_the_helpers_draw_nothing_off_a_terminal(monkeypatch: pytest.MonkeyPatch
     with progress_callback(3, "importing") as step:
         assert step is None
     assert pipe.getvalue() == ""
+
+
+@pytest.mark.parametrize("term", ["dumb", None])
+def test_a_terminal_that_cannot_redraw_gets_no_bars(
+    term: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TERM=dumb (Emacs' shell, some CI consoles) cannot move the cursor back: every redraw
+    # would be a new line. An unset TERM is not that promise, and keeps the bars.
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    if term is None:
+        monkeypatch.delenv("TERM", raising=False)
+    else:
+        monkeypatch.setenv("TERM", term)
+    assert list(progress_items(range(3), length=lambda: 3, label="reading")) == [0, 1, 2]
+    with progress_total("verifying storage") as advance:
+        if term is None:
+            assert advance is not None
+            advance(1, 1)
+        else:
+            assert advance is None
+    assert ("reading" in terminal.getvalue()) is (term is None)
