@@ -110,14 +110,18 @@ def test_import_into_a_non_empty_ledger_appends_after_its_head(tmp_path: Path) -
         assert target.verify().ok
 
 
-def test_import_reports_progress_per_line(tmp_path: Path) -> None:
+def test_import_reports_progress_in_bytes_over_both_reads(tmp_path: Path) -> None:
     with Ledger.create(tmp_path / "a", agent_id=AGENT) as source:
         source.append_many(message(i) for i in range(5))
         export_jsonl(source, tmp_path / "x.jsonl")
+    lines = (tmp_path / "x.jsonl").read_bytes().splitlines(keepends=True)
+    total = 2 * sum(map(len, lines))
     calls: list[tuple[int, int]] = []
     with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
         import_jsonl(tmp_path / "x.jsonl", target, progress=lambda *call: calls.append(call))
-    assert calls == [(line, 5) for line in range(1, 6)]
+    # Each line as it is checked (the first read), then the append (the second) to the end.
+    checked = [(sum(map(len, lines[:n])), total) for n in range(1, 6)]
+    assert calls == [*checked, (total, total)]
 
 
 def test_import_of_a_record_over_the_payload_limit_appends_nothing(

@@ -11,12 +11,22 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
 from holon.errors import UsageError
 
-__all__ = ["TMP_SUFFIX", "check_outside", "fsync_dir", "open_regular", "sync_file", "write_atomic"]
+__all__ = [
+    "TMP_SUFFIX",
+    "atomic_file",
+    "check_outside",
+    "fsync_dir",
+    "open_regular",
+    "sync_file",
+    "write_atomic",
+]
 
 TMP_SUFFIX: Final = ".tmp"
 
@@ -61,14 +71,32 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, sync_dir: boo
     ``sync_dir=False`` leaves the name's durability to the caller, who writes many files
     into one directory and syncs it once after the last (the data is still synced).
     """
+    with atomic_file(path, durable=durable, sync_dir=sync_dir) as write:
+        write(data)
+
+
+@contextmanager
+def atomic_file(
+    path: Path, *, durable: bool = True, sync_dir: bool = True
+) -> Iterator[Callable[[bytes], None]]:
+    """A ``write(data)`` function for ``path``: the file written replaces ``path`` when the block ends.
+
+    What :func:`write_atomic` does for bytes held in memory, for a file written as it is
+    produced (an export of a million records). The file is ``<name>.tmp`` until then; an
+    exception in the block removes it and leaves ``path`` as it was. Each ``write`` is one
+    or more ``os.write`` calls: callers gather small pieces into larger ones.
+    """
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # os.write may take part of it
+            view = view[os.write(fd, view) :]
+
     try:
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            yield write
             if durable:
                 sync_file(fd)
         finally:

@@ -3,7 +3,8 @@
 ``export_jsonl(ledger, "run.jsonl")`` writes every record exactly as stored (a moved
 tool output stays a ``BlobRef`` in its record) and each referenced blob's original bytes
 to ``run.jsonl.blobs/<hash>``. ``import_jsonl("run.jsonl", ledger)`` checks every line and
-every blob first and appends nothing unless all are valid. Importing an export into a
+every blob first and appends nothing unless all are valid. Both stream the file, so
+memory stays flat however long the ledger is. Importing an export into a
 fresh ledger of the same agent (and blob threshold) reproduces every record and the head
 hash exactly. A file without derived records may also be appended to a non-empty ledger
 (re-sequenced from its next seq); one with derived records (working-memory deltas,
@@ -18,16 +19,19 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import blake3
 import msgspec
 
 from holon.errors import InvalidRecord, InvalidRef, UsageError
 from holon.ledger.blobs import check_blob_hash
-from holon.ledger.files import check_outside, fsync_dir, open_regular, write_atomic
+from holon.ledger.files import atomic_file, check_outside, fsync_dir, open_regular, write_atomic
 from holon.ledger.frames import MAX_PAYLOAD, oversized_payload
 from holon.ledger.header import check_outside_ledgers
 from holon.ledger.store import Ledger
@@ -48,6 +52,11 @@ __all__ = ["blobs_dir_for", "export_jsonl", "import_jsonl"]
 
 # What the msgpack encoder raises for a record it cannot encode (as in Ledger.append).
 _ENCODE_ERRORS: Final = (msgspec.EncodeError, TypeError, OverflowError, ValueError)
+# The size of the pieces an export writes and an import reads.
+_CHUNK: Final = 1 << 20
+# An import appends its records in batches of about this many bytes of JSON lines (a
+# decoded record takes several times its line): bounded memory, and few append_many calls.
+_BATCH_BYTES: Final = 256 << 10
 # A UTF-8 byte order mark: a file re-saved by a Windows editor starts with one.
 _BOM: Final = b"\xef\xbb\xbf"
 
@@ -90,32 +99,43 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
         )
     if not target.parent.is_dir():
         raise UsageError(f"cannot write {target}: directory {target.parent} does not exist")
-    lines: list[bytes] = []
-    blob_hashes: list[str] = []
-    for record in ledger.read():
-        lines.append(encode_json_record(record) + b"\n")
-        body = record.body
-        if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
-            blob_hashes.append(body.blob.hash)
     out_dir = blobs_dir_for(target)
-    created = bool(blob_hashes) and not out_dir.exists()
+    created = not out_dir.exists()
+    count = 0
     try:
-        if blob_hashes:
-            out_dir.mkdir(exist_ok=True)
-            # Durable before the JSONL file, which is what says the export is complete:
-            # each blob's bytes synced as written, their names with one sync of the
-            # directory, and a new directory's own name with one of its parent.
-            for blob_hash in dict.fromkeys(blob_hashes):
-                write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), sync_dir=False)
-            fsync_dir(out_dir)
-            if created:
-                fsync_dir(out_dir.parent)
-        write_atomic(target, b"".join(lines))
+        with atomic_file(target) as write:
+            # Streamed, in pieces of ~1 MiB: memory stays flat however long the ledger is.
+            blob_hashes: dict[str, None] = {}
+            chunk: list[bytes] = []
+            held = 0
+            for record in ledger.read():
+                line = encode_json_record(record) + b"\n"
+                chunk.append(line)
+                held += len(line)
+                if held >= _CHUNK:
+                    write(b"".join(chunk))
+                    chunk.clear()
+                    held = 0
+                count += 1
+                body = record.body
+                if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
+                    blob_hashes[body.blob.hash] = None
+            write(b"".join(chunk))
+            if blob_hashes:
+                # Durable before the JSONL file's name, which is what says the export is
+                # complete: each blob's bytes synced as written, their names with one sync
+                # of the directory, and a new directory's own name with one of its parent.
+                out_dir.mkdir(exist_ok=True)
+                for blob_hash in blob_hashes:
+                    write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), sync_dir=False)
+                fsync_dir(out_dir)
+                if created:
+                    fsync_dir(out_dir.parent)
     except BaseException:
         if created:  # an export that failed leaves nothing of its own behind
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
-    return len(lines)
+    return count
 
 
 def import_jsonl(
@@ -139,26 +159,133 @@ def import_jsonl(
     is named first. The one non-empty ledger such a copy goes into is one whose records
     are exactly the file's first ones (an interrupted import of it): the rest are
     appended, and the seqs returned are theirs; a ledger holding all of them is refused
-    (UsageError: nothing to import). ``progress(done, total)`` is
-    called as lines are checked (the slow part); the append follows the last call.
+    (UsageError: nothing to import).
+
+    The file is read twice — checked whole, then appended in batches — so memory stays
+    flat however long it is; a file that is not a regular file (a pipe) is first copied
+    to a temporary file. A file changed between the two reads is refused before anything
+    is appended. ``progress(done, total)`` counts bytes over both reads.
     """
     source = Path(path)
     blob_dir = blobs_dir_for(source)
-    # A leading byte order mark is not part of the first record (as holon append reads it).
-    raw = source.read_bytes().removeprefix(_BOM)
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    records: list[Record] = []
-    blobs: dict[str, bytes] = {}
-    prev_seq: int | None = None
+    with _seekable(source) as file:
+        before = os.fstat(file.fileno())
+        total = 2 * before.st_size
+        checked = _check_lines(file, source, ledger, blob_dir, progress=progress, total=total)
+        head = ledger.head()[0]
+        copy = checked.derived is not None or require_empty
+        skip = 0
+        if head >= 0 and copy and checked.first_seq == 0 and checked.holds_prefix:
+            # An import of this file that was interrupted: a rollover made its first records
+            # durable before the kill. They are exactly the file's, so the copy goes on after them.
+            if head + 1 == checked.count:
+                raise UsageError(
+                    f"ledger {ledger.path} is not empty: it already holds every record of {source} "
+                    f"(head seq {head}), from an earlier import of it; there is nothing to import"
+                )
+            log.warning(
+                "import of %s continues an interrupted import: ledger %s holds its first %d records",
+                source,
+                ledger.path,
+                head + 1,
+            )
+            skip = head + 1
+        elif head >= 0 and copy:
+            why = (
+                f"{source} holds derived records ({checked.derived} among them), which only verify "
+                "in the ledger they were folded from"
+                if checked.derived is not None
+                else "a copy of an export needs an empty ledger"
+            )
+            raise UsageError(
+                f"ledger {ledger.path} is not empty (head seq {head}) and {why}; import the file into a "
+                "new ledger, or add evidence records with `holon append`"
+            )
+        first_seq = checked.first_seq
+        if first_seq not in (None, 0) and copy:
+            # A copy of a ledger starts at its seq 0; the consecutive-seq check cannot see
+            # lines cut from the head of the file. Derived records name seqs, so they only
+            # hold in the whole ledger.
+            raise InvalidRecord(
+                f"seq {first_seq} on the first line: an exported ledger starts at seq 0, so this file "
+                f"lost its first {first_seq} record(s) (cut or edited?); import the whole export"
+                if first_seq is not None and first_seq > 0
+                else f"seq {first_seq} on the first line: an exported ledger starts at seq 0",
+                where=f"line 1 of {source}",
+                field="seq",
+            )
+        after = os.fstat(file.fileno())
+        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+            raise UsageError(
+                f"{source} changed while it was being checked; nothing was appended: import it again "
+                "once nothing writes to it"
+            )
+        return _append_lines(
+            file, source, ledger, blob_dir, skip=skip, progress=progress, total=total
+        )
+
+
+class _Checked(msgspec.Struct, kw_only=True):
+    """What the first read of an import learned of the file, kept instead of its records."""
+
+    count: int = 0
     first_seq: int | None = None
-    for number, line in enumerate(lines, 1):
-        where = f"line {number} of {source}"
+    derived: str | None = None  # the kind of the first derived record, if any
+    holds_prefix: bool = False  # the ledger's records are exactly the file's first ones
+
+
+@contextmanager
+def _seekable(source: Path) -> Iterator[BinaryIO]:
+    """``source`` opened for reading twice: a pipe (``/dev/stdin``) is copied to a temporary file."""
+    with source.open("rb") as file:
+        if stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            yield file
+            return
+        with tempfile.TemporaryFile(prefix="holon-import-") as spool:
+            shutil.copyfileobj(file, spool, _CHUNK)
+            spool.seek(0)
+            yield spool
+
+
+def _lines(file: BinaryIO, source: Path) -> Iterator[tuple[int, bytes, int]]:
+    """Each line of ``file`` from its start: (line number, line without its newline, its size).
+
+    A leading byte order mark is not part of the first record (as holon append reads it).
+    An empty line is refused: a canonical JSONL file has a record on every line.
+    """
+    file.seek(0)
+    for number, raw in enumerate(file, 1):
+        line = raw.removesuffix(b"\n")
+        if number == 1:
+            line = line.removeprefix(_BOM)
         if not line.strip():
             raise InvalidRecord(
-                "empty line; a canonical JSONL file has one record on every line", where=where
+                "empty line; a canonical JSONL file has one record on every line",
+                where=f"line {number} of {source}",
             )
+        yield number, line, len(raw)
+
+
+def _check_lines(
+    file: BinaryIO,
+    source: Path,
+    ledger: Ledger,
+    blob_dir: Path,
+    *,
+    progress: Callable[[int, int], None] | None,
+    total: int,
+) -> _Checked:
+    """The first read of an import: every check, nothing kept but what :class:`_Checked` holds."""
+    checked = _Checked()
+    head = ledger.head()[0]
+    # The ledger's own records, compared with the file's first ones as the lines go by
+    # (an interrupted import of this file), until one differs.
+    stored: Iterator[Record] | None = ledger.read(0, head + 1) if head >= 0 else None
+    seen_blobs: set[str] = set()
+    prev_seq: int | None = None
+    done = 0
+    for number, line, size in _lines(file, source):
+        where = f"line {number} of {source}"
         record = decode_json_record(line, where=where)
         if prev_seq is not None and record.seq != prev_seq + 1:
             raise InvalidRecord(
@@ -168,97 +295,95 @@ def import_jsonl(
                 field="seq",
             )
         if prev_seq is None:
-            first_seq = record.seq
+            checked.first_seq = record.seq
         prev_seq = record.seq
         # Encoded here, not only by append_many, so the error names the line and no blob is
         # stored for an import that fails: JSON holds integers msgpack cannot (beyond 64
         # bits, in ts, turn or args), and a payload can be longer than its JSON line, at
         # most ~2.25x ("0.0," packs into 9 bytes).
         try:
-            size = len(encode_msgpack_record(record))
+            payload = encode_msgpack_record(record)
         except _ENCODE_ERRORS as exc:
             raise InvalidRecord(f"record cannot be stored ({exc})", where=where) from None
-        if size > MAX_PAYLOAD:
-            raise oversized_payload(size, where=where)
+        if len(payload) > MAX_PAYLOAD:
+            raise oversized_payload(len(payload), where=where)
         if not MIN_TS <= record.ts <= MAX_TS:
             # Refused here, as append_many would, so the error names the line.
             raise ts_out_of_range(record.ts, where=where)
         body = record.body
-        if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
-            _load_blob(body.blob.hash, body.blob.size, blob_dir, ledger=ledger, blobs=blobs, where=where)
-        records.append(msgspec.structs.replace(record, seq=-1))
+        blob = body.blob if isinstance(body, ToolResult | TaskResult) else None
+        if blob is not None and blob.hash not in seen_blobs:
+            _load_blob(blob.hash, blob.size, blob_dir, ledger=ledger, where=where)
+            seen_blobs.add(blob.hash)
+        if checked.derived is None and record.kind in DERIVED_KINDS:
+            checked.derived = record.kind
+        if stored is not None:
+            # Compared as stored (the msgpack payloads the chain commits to), so a ledger
+            # that moved an output to a blob where the file kept it inline is no prefix.
+            held = next(stored, None)
+            if held is None:
+                checked.holds_prefix = True  # every stored record matched one of the file's
+                stored = None
+            elif encode_msgpack_record(held) != encode_msgpack_record(
+                msgspec.structs.replace(record, seq=held.seq)
+            ):
+                stored = None
+        checked.count = number
+        done += size
         if progress is not None:
-            progress(number, len(lines))
-    head = ledger.head()[0]
-    derived = next((rec for rec in records if rec.kind in DERIVED_KINDS), None)
-    copy = derived is not None or require_empty
-    if head >= 0 and copy and first_seq == 0 and _holds_prefix(ledger, records, head):
-        # An import of this file that was interrupted: a rollover made its first records
-        # durable before the kill. They are exactly the file's, so the copy goes on after them.
-        if head + 1 == len(records):
-            raise UsageError(
-                f"ledger {ledger.path} is not empty: it already holds every record of {source} "
-                f"(head seq {head}), from an earlier import of it; there is nothing to import"
-            )
-        log.warning(
-            "import of %s continues an interrupted import: ledger %s holds its first %d records",
-            source,
-            ledger.path,
-            head + 1,
-        )
-        records = records[head + 1 :]
-    elif head >= 0 and copy:
-        why = (
-            f"{source} holds derived records ({derived.kind} among them), which only verify in the "
-            "ledger they were folded from"
-            if derived is not None
-            else "a copy of an export needs an empty ledger"
-        )
-        raise UsageError(
-            f"ledger {ledger.path} is not empty (head seq {head}) and {why}; import the file into a new "
-            "ledger, or add evidence records with `holon append`"
-        )
-    if first_seq not in (None, 0) and copy:
-        # A copy of a ledger starts at its seq 0; the consecutive-seq check above cannot see
-        # lines cut from the head of the file. Derived records name seqs, so they only hold
-        # in the whole ledger.
-        raise InvalidRecord(
-            f"seq {first_seq} on the first line: an exported ledger starts at seq 0, so this file lost "
-            f"its first {first_seq} record(s) (cut or edited?); import the whole export"
-            if first_seq is not None and first_seq > 0
-            else f"seq {first_seq} on the first line: an exported ledger starts at seq 0",
-            where=f"line 1 of {source}",
-            field="seq",
-        )
-    for data in blobs.values():
-        ledger.put_blob(data)
-    seqs = ledger.append_many(records)
+            progress(done, total)
+    if stored is not None and next(stored, None) is None:
+        checked.holds_prefix = True  # the file ended with the ledger's last record
+    return checked
+
+
+def _append_lines(
+    file: BinaryIO,
+    source: Path,
+    ledger: Ledger,
+    blob_dir: Path,
+    *,
+    skip: int,
+    progress: Callable[[int, int], None] | None,
+    total: int,
+) -> list[int]:
+    """The second read of an import: the records after the first ``skip``, appended in batches."""
+    seqs: list[int] = []
+    batch: list[Record] = []
+    stored_blobs: set[str] = set()
+    held = 0  # the batch's size as JSON lines
+    done = total // 2
+    for number, line, size in _lines(file, source):
+        done += size
+        if number <= skip:
+            continue
+        where = f"line {number} of {source}"
+        record = decode_json_record(line, where=where)
+        body = record.body
+        if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
+            blob_hash = body.blob.hash
+            if blob_hash not in stored_blobs:
+                data = _load_blob(blob_hash, body.blob.size, blob_dir, ledger=ledger, where=where)
+                if data is not None:
+                    ledger.put_blob(data)
+                stored_blobs.add(blob_hash)
+        batch.append(msgspec.structs.replace(record, seq=-1))
+        held += size
+        if held >= _BATCH_BYTES:
+            seqs.extend(ledger.append_many(batch))
+            batch.clear()
+            held = 0
+            if progress is not None:
+                progress(done, total)
+    seqs.extend(ledger.append_many(batch))
     ledger.flush()
+    if progress is not None:
+        progress(total, total)
     return seqs
 
 
-def _holds_prefix(ledger: Ledger, records: list[Record], head: int) -> bool:
-    """Whether the ledger's records ``0..head`` are exactly the first ``head + 1`` of ``records``.
-
-    Compared as stored (the msgpack payloads the chain commits to), so a ledger that moved
-    an output to a blob where the file kept it inline is not taken for a prefix.
-    """
-    if head >= len(records):
-        return False
-    for stored, record in zip(ledger.read(0, head + 1), records, strict=False):
-        if encode_msgpack_record(stored) != encode_msgpack_record(
-            msgspec.structs.replace(record, seq=stored.seq)
-        ):
-            return False
-    return True
-
-
-def _load_blob(
-    blob_hash: str, size: int, blob_dir: Path, *, ledger: Ledger, blobs: dict[str, bytes], where: str
-) -> None:
-    """Read and check one referenced blob from beside the JSONL file (or find it in the ledger)."""
-    if blob_hash in blobs:
-        return
+def _load_blob(blob_hash: str, size: int, blob_dir: Path, *, ledger: Ledger, where: str) -> bytes | None:
+    """One referenced blob's bytes from beside the JSONL file, checked; None if the ledger has it."""
     try:
         check_blob_hash(blob_hash)
     except InvalidRef as exc:
@@ -278,7 +403,7 @@ def _load_blob(
                     where=where,
                     field="body.blob.size",
                 ) from None
-            return
+            return None
         raise InvalidRecord(
             f"blob {blob_hash} is referenced but {blob_dir / blob_hash} does not exist; "
             "copy the .blobs directory that came with the export",
@@ -301,7 +426,7 @@ def _load_blob(
             where=where,
             field="body.blob",
         )
-    blobs[blob_hash] = data
+    return data
 
 
 def _read_blob_file(path: Path, size: int) -> bytes:
