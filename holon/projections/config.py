@@ -24,7 +24,9 @@ __all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig"]
 # for a work item that is not open is carried, not kept in a bucket nothing closes.
 # 6: the snapshot counts the active item's scope constraints beyond ``scope_cap``
 # (``scope_omitted``), which it dropped without a word.
-PROJECTION_VERSION: Final = 6
+# 7: the snapshot keeps the scope constraints beyond ``scope_cap`` (``scope_rest``), so
+# replacing or dropping one is a delta (which says so) and a dropped one supersedes.
+PROJECTION_VERSION: Final = 7
 
 
 class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

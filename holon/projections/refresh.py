@@ -104,6 +104,17 @@ def _delta_reason(fields: tuple[str, ...], interval: TurnInterval, *, mid_turn: 
     return "superseded" if mid_turn else "turn_completed"
 
 
+#: The snapshot fields that together hold the active item's scope constraints.
+_SCOPE_FIELDS: Final = frozenset({"scope_constraints", "scope_omitted", "scope_rest"})
+
+
+def _scope(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
+    """Every scope constraint of the snapshot's active item, shown or beyond the cap."""
+    if not snapshot.scope_rest:
+        return snapshot.scope_constraints
+    return (*snapshot.scope_constraints, *snapshot.scope_rest)
+
+
 def _ids_diff(label: str, before: dict[str, str], after: dict[str, str]) -> list[str]:
     lines = [f"+{label} {key}: {text}" for key, text in after.items() if before.get(key) != text]
     lines.extend(f"-{label} {key}" for key in before if key not in after)
@@ -115,6 +126,7 @@ def delta_lines(
 ) -> tuple[str, ...]:
     """Compact lines describing ``before → after`` for ``fields`` (at most ``cap`` lines)."""
     lines: list[str] = []
+    scope_told = False
     for field in fields:
         if field == "active_work_item_id":
             lines.append(f"active work: {before.active_work_item_id} → {after.active_work_item_id}")
@@ -126,12 +138,22 @@ def delta_lines(
             lines.append(f"delivery target: {after.delivery_target}")
         elif field == "work_summary":
             lines.append(f"summary: {after.work_summary}")
-        elif field == "scope_constraints":
-            old, new = set(before.scope_constraints), set(after.scope_constraints)
-            lines.extend(f"+scope: {c}" for c in after.scope_constraints if c not in old)
-            lines.extend(f"-scope: {c}" for c in before.scope_constraints if c not in new)
-        elif field == "scope_omitted":
-            lines.append(f"scope constraints not shown: {before.scope_omitted} → {after.scope_omitted}")
+        elif field in _SCOPE_FIELDS:
+            if scope_told:
+                continue
+            scope_told = True
+            # The whole rule set, shown or not: a constraint moving into view is not
+            # new, and one replaced beyond the cap is a change the model must be told.
+            was, now = _scope(before), _scope(after)
+            old, new = set(was), set(now)
+            scope_lines = [f"+scope: {c}" for c in now if c not in old]
+            scope_lines.extend(f"-scope: {c}" for c in was if c not in new)
+            if not scope_lines and before.scope_omitted != after.scope_omitted:
+                # Only a repeated constraint came or went: say what working memory shows.
+                scope_lines.append(
+                    f"scope constraints not shown: {before.scope_omitted} → {after.scope_omitted}"
+                )
+            lines.extend(scope_lines)
         elif field == "plan":
             old_steps = {s.id: s for s in before.plan}
             new_ids = {s.id for s in after.plan}
@@ -199,7 +221,7 @@ def superseded_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapsho
     else:
         if before.objective is not None and before.objective != after.objective:
             out.add("objective")
-        if not set(before.scope_constraints) <= set(after.scope_constraints):
+        if not set(_scope(before)) <= set(_scope(after)):
             out.add("scope_constraints")
         steps = {s.id: s.text for s in after.plan}
         for step in before.plan:

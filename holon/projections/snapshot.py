@@ -68,7 +68,8 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
       last state change.
     - ``scope_constraints``: declaration order, first ``scope_cap``; ``scope_omitted``
       counts the rest (shown as a placeholder naming the declaration, never dropped
-      without a word: they are the item's rules).
+      without a word: they are the item's rules) and ``scope_rest`` holds them, not to
+      be shown but so that replacing or dropping one is a change of working memory.
     - ``plan``: the active item's plan (else the unscoped plan) in plan order; beyond
       ``plan_cap`` steps, done/skipped steps are dropped first (oldest first), then the
       tail; ``plan_omitted`` counts what was dropped; ``plan_seq`` wrote the plan.
@@ -88,6 +89,7 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     work_item_seqs: tuple[int, ...] = ()
     scope_constraints: tuple[str, ...] = ()
     scope_omitted: int = 0
+    scope_rest: tuple[str, ...] = ()
     plan: tuple[SnapshotPlanStep, ...] = ()
     plan_seq: int | None = None
     plan_omitted: int = 0
@@ -160,6 +162,10 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
     decisions = tuple(decisions_list)
     follow_ups = tuple(islice(reversed(state.follow_ups.values()), config.follow_ups_cap))
     waiting_on = tuple(islice(reversed(state.waits.values()), config.waiting_cap))
+    # The constraints beyond the cap are kept (not shown): compared on the first
+    # ``scope_cap`` alone, replacing or dropping the 13th rule changed nothing.
+    scope = item.scope_constraints if item is not None else ()
+    scope_rest = scope[config.scope_cap :]
 
     return WorkingMemorySnapshot(
         active_work_item_id=active,
@@ -168,8 +174,9 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
         delivery_target=item.delivery_target if item is not None else None,
         work_summary=item.summary if item is not None else None,
         work_item_seqs=item.seqs if item is not None else (),
-        scope_constraints=item.scope_constraints[: config.scope_cap] if item is not None else (),
-        scope_omitted=max(0, len(item.scope_constraints) - config.scope_cap) if item is not None else 0,
+        scope_constraints=scope[: config.scope_cap],
+        scope_omitted=len(scope_rest),
+        scope_rest=scope_rest,
         plan=plan,
         plan_seq=plan_entry.seq if plan_entry is not None else None,
         plan_omitted=plan_omitted,
