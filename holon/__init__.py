@@ -39,6 +39,7 @@ from holon.errors import (
     LedgerCorrupt,
     LedgerLocked,
     NotALedger,
+    ProjectionConfigMismatch,
     RefNotFound,
     UsageError,
 )
@@ -146,6 +147,7 @@ __all__ = [
     "RECALL_TOOL_NAMES",
     "PlanStep",
     "ProjectionConfig",
+    "ProjectionConfigMismatch",
     "ProjectionState",
     "Prompt",
     "PromptRendered",

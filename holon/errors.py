@@ -12,6 +12,7 @@ can catch one type at its edge. The tree is deliberately flat::
     ├── LedgerCorrupt                            a frame, chain link, segment or blob is damaged
     ├── BudgetExceeded                           the pinned sections do not fit the budget
     ├── InvalidToolArguments (also ValueError)   a model's tool-call arguments cannot be recorded
+    ├── ProjectionConfigMismatch (also ValueError) a fold continued under another projection config
     └── UsageError                               the API was called out of order (e.g. nested turns)
 
 Messages say what went wrong, where (file, byte offset, seq, JSONL line, field), and
@@ -31,6 +32,7 @@ __all__ = [
     "LedgerCorrupt",
     "LedgerLocked",
     "NotALedger",
+    "ProjectionConfigMismatch",
     "RefNotFound",
     "UsageError",
 ]
@@ -135,6 +137,25 @@ class BudgetExceeded(HolonError):
 
 class UsageError(HolonError):
     """The API was used out of order (nested turns, recording outside a turn, ...)."""
+
+
+class ProjectionConfigMismatch(HolonError, ValueError):
+    """A fold or verification was asked to continue a state under another ProjectionConfig.
+
+    Derived records depend on the config (a turn cap finalizes other episodes), so one
+    state folded under two configs would mix two projections. ``differences`` names the
+    config fields that differ, in the config's field order; the message gives both values
+    of each and what to do. (A ValueError too, as this was before it had a class.)
+    """
+
+    def __init__(self, caller: str, differences: tuple[str, ...], detail: str) -> None:
+        self.caller = caller
+        self.differences = differences
+        super().__init__(
+            f"{caller}: the given projection config differs from the one the state was folded "
+            f"with ({detail}); continue with the state's config (pass no config), or fold the "
+            "ledger from seq 0 under the new one"
+        )
 
 
 #: How much of the model's arguments an :class:`InvalidToolArguments` quotes back.

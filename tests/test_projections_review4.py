@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
+
 from holon import records as r
-from holon.projections import refresh_before_prompt
+from holon.errors import HolonError, ProjectionConfigMismatch
+from holon.projections import (
+    CheckpointRejected,
+    ProjectionConfig,
+    ProjectionState,
+    encode_checkpoint,
+    fold,
+    refresh_before_prompt,
+    restore_checkpoint,
+    verify_derivations,
+)
 from tests.live import LiveLedger
 
 # --------------------------------------------------------------------------- scope beyond the cap
@@ -69,3 +81,44 @@ def test_a_constraint_moving_into_view_is_not_reported_as_new() -> None:
     live.append(_scoped((*_CAP_FULL[1:], "never push to main")))
     delta = _delta_of(live.end_turn())
     assert [line for line in delta.lines if "scope:" in line] == ["-scope: rule 0"]
+
+
+# --------------------------------------------------------------------------- another config
+
+
+def _folded_under_turn_cap_3() -> tuple[ProjectionState, list[r.Record]]:
+    live = LiveLedger(ProjectionConfig(turn_cap=3))
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    live.end_turn()
+    return live.state, live.records
+
+
+@pytest.mark.parametrize("call", ["fold", "verify_derivations"])
+def test_another_config_than_the_states_is_a_holon_error_naming_the_fields(call: str) -> None:
+    # A plain ValueError("config differs") said neither which knob differed nor what to do.
+    state, _ = _folded_under_turn_cap_3()
+    given = ProjectionConfig(turn_cap=5, files_cap=4)
+    with pytest.raises(ProjectionConfigMismatch) as caught:
+        if call == "fold":
+            fold([], state, config=given)
+        else:
+            verify_derivations([], state=state, config=given)
+    error = caught.value
+    assert isinstance(error, HolonError) and isinstance(error, ValueError)
+    message = str(error)
+    assert message.startswith(f"{call}:"), message
+    assert "turn_cap: the state's 3, given 5" in message, message
+    assert "files_cap: the state's 16, given 4" in message, message
+    assert "plan_cap" not in message, message
+    assert "from seq 0" in message, message  # what to do
+    assert error.differences == ("turn_cap", "files_cap")
+
+
+def test_a_checkpoint_of_another_config_names_the_fields_that_differ() -> None:
+    state, _ = _folded_under_turn_cap_3()
+    data = encode_checkpoint(state, head_hash="h")
+    rejected = restore_checkpoint(data, hash_at=lambda seq: "h", config=ProjectionConfig())
+    assert isinstance(rejected, CheckpointRejected) and rejected.reason == "config"
+    assert "turn_cap: the checkpoint's 3, given 12" in rejected.detail, rejected.detail
+    assert "plan_cap" not in rejected.detail, rejected.detail

@@ -21,7 +21,7 @@ from typing import Final, Literal
 import msgspec
 import zstandard
 
-from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig
+from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, config_differences
 from holon.projections.projection import ProjectionState
 
 __all__ = [
@@ -123,7 +123,8 @@ def restore_checkpoint(
             detail=f"made by projection version {key.projection_version}, this code is {PROJECTION_VERSION}",
         )
     if key.config != config:
-        return CheckpointRejected(reason="config", detail=f"made under {key.config!r}, expected {config!r}")
+        _, differ = config_differences(key.config, config, have_name="the checkpoint's")
+        return CheckpointRejected(reason="config", detail=f"made under another projection config ({differ})")
     ledger_hash = hash_at(key.seq)
     if ledger_hash is None:
         return CheckpointRejected(

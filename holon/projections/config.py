@@ -12,7 +12,7 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig"]
+__all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig", "config_differences"]
 
 #: Version of the projection rules. Bump it whenever a change to this package would
 #: derive a different record (or a different encoded state) from the same evidence:
@@ -68,3 +68,12 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
 #: The configuration used when none is given.
 DEFAULT_CONFIG: Final = ProjectionConfig()
+
+
+def config_differences(
+    have: ProjectionConfig, given: ProjectionConfig, *, have_name: str = "the state's"
+) -> tuple[tuple[str, ...], str]:
+    """The fields in which two configs differ, and ``"turn_cap: the state's 3, given 5; …"``."""
+    names = tuple(n for n in ProjectionConfig.__struct_fields__ if getattr(have, n) != getattr(given, n))
+    detail = "; ".join(f"{n}: {have_name} {getattr(have, n)}, given {getattr(given, n)}" for n in names)
+    return names, detail

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import msgspec
 
 import holon.records as r
-from holon.errors import UsageError
-from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig
+from holon.errors import ProjectionConfigMismatch, UsageError
+from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, config_differences
 from holon.projections.memory import WorkingMemoryState, apply_memory
 from holon.projections.state import RuntimeState, apply_runtime
 
@@ -70,18 +70,25 @@ def fold(
     checkpoint's state) or after a gap gives a state no ledger ever had, and nothing
     downstream could tell. (Whether the state came from the *same* ledger the seqs
     cannot tell: a checkpoint's ``head_hash`` does, see :func:`restore_checkpoint`.)
-    Raises ``ValueError`` when both ``state`` and a different ``config`` are given:
-    continuing a fold under another config would mix two projections.
+    Raises :class:`~holon.errors.ProjectionConfigMismatch` (a ``ValueError``) when both
+    ``state`` and a different ``config`` are given: continuing a fold under another
+    config would mix two projections.
     """
     if state is None:
         state = initial_state(config if config is not None else DEFAULT_CONFIG)
     elif config is not None and config != state.config:
-        raise ValueError("fold: config differs from the config the state was folded with")
+        raise config_mismatch("fold", state.config, config)
     for record in records:
         if record.seq != state.runtime.seq + 1:
             raise UsageError(discontinuity("fold", state.runtime.seq, record.seq))
         state = apply(state, record)
     return state
+
+
+def config_mismatch(caller: str, have: ProjectionConfig, given: ProjectionConfig) -> ProjectionConfigMismatch:
+    """The error of continuing a state folded under ``have`` with ``given`` (not exported)."""
+    names, detail = config_differences(have, given)
+    return ProjectionConfigMismatch(caller, names, detail)
 
 
 def discontinuity(caller: str, folded: int, seq: int) -> str:

@@ -24,7 +24,13 @@ import msgspec
 import holon.records as r
 from holon.errors import UsageError
 from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
-from holon.projections.projection import ProjectionState, apply, discontinuity, initial_state
+from holon.projections.projection import (
+    ProjectionState,
+    apply,
+    config_mismatch,
+    discontinuity,
+    initial_state,
+)
 from holon.projections.refresh import owed_refresh, post_turn_refresh, refresh_before_prompt
 
 __all__ = ["Divergence", "FieldDiff", "VerificationReport", "diff_records", "verify_derivations"]
@@ -125,16 +131,17 @@ def verify_derivations(
     prefix of the ledger, the report is the one for the whole ledger. Stops at the first
     divergence.
 
-    Raises :class:`~holon.errors.UsageError` when the first record's seq does not follow
-    ``state.seq`` (is not 0 without a state), or a later record's seq does not follow the
-    one before it: records folded twice (the whole ledger given with a checkpoint's state)
-    or after a gap would be checked against a state the ledger never had, and "ok" or the
-    seq of a divergence would mean nothing.
+    Raises :class:`~holon.errors.ProjectionConfigMismatch` when both ``state`` and
+    another ``config`` are given, and :class:`~holon.errors.UsageError` when the first
+    record's seq does not follow ``state.seq`` (is not 0 without a state), or a later
+    record's seq does not follow the one before it: records folded twice (the whole
+    ledger given with a checkpoint's state) or after a gap would be checked against a
+    state the ledger never had, and "ok" or the seq of a divergence would mean nothing.
     """
     if state is None:
         state = initial_state(config if config is not None else ProjectionConfig())
     elif config is not None and config != state.config:
-        raise ValueError("verify_derivations: config differs from the config of the given state")
+        raise config_mismatch("verify_derivations", state.config, config)
     expected, after_seq = _owed_after(state)
     position = 0
     counted = refreshes = checked = 0
