@@ -25,7 +25,9 @@ __all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig", "config_d
 # 6: the snapshot counts the active item's scope constraints beyond ``scope_cap``
 # (``scope_omitted``), which it dropped without a word.
 # 7: the snapshot keeps the scope constraints beyond ``scope_cap`` (``scope_rest``), so
-# replacing or dropping one is a delta (which says so) and a dropped one supersedes.
+# replacing or dropping one is a delta (which says so) and a dropped one supersedes; a
+# wait, follow-up or plan step that only fell out of its capped list is "not shown" in a
+# delta (was ``-``) and supersedes nothing.
 PROJECTION_VERSION: Final = 7
 
 

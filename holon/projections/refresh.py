@@ -17,6 +17,7 @@ Folding them is what moves the revision, the pending delta, the archive and the 
 
 from __future__ import annotations
 
+from collections.abc import Container
 from itertools import islice
 from typing import Final, Literal, TypeAlias
 
@@ -27,7 +28,7 @@ from holon.errors import UsageError
 from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval
 from holon.projections.projection import ProjectionState
 from holon.projections.snapshot import SNAPSHOT_FIELDS, WorkingMemorySnapshot, derive_snapshot
-from holon.projections.state import one_line
+from holon.projections.state import PlanEntry, RuntimeState, one_line
 
 __all__ = [
     "BOUNDARY_ORDER",
@@ -115,16 +116,50 @@ def _scope(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
     return (*snapshot.scope_constraints, *snapshot.scope_rest)
 
 
-def _ids_diff(label: str, before: dict[str, str], after: dict[str, str]) -> list[str]:
+def _live_plan(runtime: RuntimeState, snapshot: WorkingMemorySnapshot) -> PlanEntry | None:
+    """The plan ``snapshot`` shows steps of, as ``runtime`` holds it whole (see derive_snapshot)."""
+    active = snapshot.active_work_item_id
+    plan = runtime.plans.get(active) if active is not None else None
+    plan = plan if plan is not None else runtime.unscoped_plan
+    return plan if plan is not None and plan.seq == snapshot.plan_seq else None
+
+
+def _live_step_texts(runtime: RuntimeState | None, snapshot: WorkingMemorySnapshot) -> dict[str, str]:
+    """Every step of the plan ``snapshot`` shows, by id: shown or beyond ``plan_cap``."""
+    plan = _live_plan(runtime, snapshot) if runtime is not None and snapshot.plan_omitted else None
+    if plan is None:
+        return {s.id: s.text for s in snapshot.plan}
+    return {s.id: s.text for s in plan.steps}
+
+
+def _ids_diff(
+    label: str, before: dict[str, str], after: dict[str, str], *, still_open: Container[str] = ()
+) -> list[str]:
     lines = [f"+{label} {key}: {text}" for key, text in after.items() if before.get(key) != text]
-    lines.extend(f"-{label} {key}" for key in before if key not in after)
+    lines.extend(
+        f"{label} {key}: still open, not shown (over the cap)" if key in still_open else f"-{label} {key}"
+        for key in before
+        if key not in after
+    )
     return lines
 
 
 def delta_lines(
-    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, fields: tuple[str, ...], cap: int
+    before: WorkingMemorySnapshot,
+    after: WorkingMemorySnapshot,
+    fields: tuple[str, ...],
+    cap: int,
+    *,
+    runtime: RuntimeState | None = None,
 ) -> tuple[str, ...]:
-    """Compact lines describing ``before → after`` for ``fields`` (at most ``cap`` lines)."""
+    """Compact lines describing ``before → after`` for ``fields`` (at most ``cap`` lines).
+
+    ``runtime`` (the state ``after`` was derived from) tells a wait, follow-up or plan
+    step that only fell out of its capped list from one that ended: the first is said to
+    be not shown, not ``-``, which reads as resolved, closed or withdrawn.
+    """
+    open_waits = runtime.waits if runtime is not None else {}
+    open_follow_ups = runtime.follow_ups if runtime is not None else {}
     lines: list[str] = []
     scope_told = False
     for field in fields:
@@ -165,7 +200,11 @@ def delta_lines(
                     lines.append(f"plan step {step.id}: {prev.status} → {step.status}")
                 elif prev.text != step.text:
                     lines.append(f"plan step {step.id}: {step.text}")
-            lines.extend(f"-plan step {s.id}" for s in before.plan if s.id not in new_ids)
+            live_steps = _live_step_texts(runtime, after)
+            for s in before.plan:
+                if s.id not in new_ids:
+                    gone = "not shown (over the plan cap)" if s.id in live_steps else None
+                    lines.append(f"plan step {s.id}: {gone}" if gone else f"-plan step {s.id}")
         elif field == "files":
             old_paths = {f.path for f in before.files}
             new_paths = {f.path for f in after.files}
@@ -187,6 +226,7 @@ def delta_lines(
                     "follow-up",
                     {f.id: f.text for f in before.follow_ups},
                     {f.id: f.text for f in after.follow_ups},
+                    still_open=open_follow_ups,
                 )
             )
         elif field == "waiting_on":
@@ -195,6 +235,7 @@ def delta_lines(
                     "waiting on",
                     {w.id: w.waiting_on for w in before.waiting_on},
                     {w.id: w.waiting_on for w in after.waiting_on},
+                    still_open=open_waits,
                 )
             )
     clipped = [one_line(line) for line in lines]
@@ -204,14 +245,18 @@ def delta_lines(
     return tuple(clipped)
 
 
-def superseded_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) -> tuple[str, ...]:
+def superseded_fields(
+    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, *, runtime: RuntimeState | None = None
+) -> tuple[str, ...]:
     """Fields in which something ``before`` states is no longer true in ``after``.
 
     Progress and additions are not (a step done, a file touched, a new decision): a
     prompt may show them a turn late. A withdrawn or changed statement is: another
     active work item; its objective changed or a scope constraint dropped; a decision
     with the same id and another text; a plan step reworded, or removed while not
-    finished; a wait no longer open.
+    finished; a wait no longer open. Given ``runtime`` (the state ``after`` was derived
+    from), a wait or plan step that only fell out of its capped list (newer waits, steps
+    added before it) is known to still hold, and is not superseded.
     """
     out: set[str] = set()
     if before.active_work_item_id is None:
@@ -223,7 +268,7 @@ def superseded_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapsho
             out.add("objective")
         if not set(_scope(before)) <= set(_scope(after)):
             out.add("scope_constraints")
-        steps = {s.id: s.text for s in after.plan}
+        steps = _live_step_texts(runtime, after)
         for step in before.plan:
             text = steps.get(step.id)
             if (text is None and step.status not in ("done", "skipped")) or text not in (None, step.text):
@@ -232,8 +277,9 @@ def superseded_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapsho
     texts = {d.id: d.text for d in after.decisions}
     if any(texts.get(d.id, d.text) != d.text for d in before.decisions):
         out.add("decisions")
-    open_waits = {w.id for w in after.waiting_on}
-    if any(w.id not in open_waits for w in before.waiting_on):
+    listed = {w.id for w in after.waiting_on}
+    still_open = runtime.waits if runtime is not None else {}
+    if any(w.id not in listed and w.id not in still_open for w in before.waiting_on):
         out.add("waiting_on")
     return tuple(f for f in SNAPSHOT_FIELDS if f in out)
 
@@ -267,7 +313,7 @@ def _delta(
         to_revision=memory.revision + 1,
         reason=reason,
         changed_fields=fields,
-        lines=delta_lines(base, snapshot, fields, state.config.delta_lines_cap),
+        lines=delta_lines(base, snapshot, fields, state.config.delta_lines_cap, runtime=state.runtime),
         evidence_from_seq=evidence_from,
         evidence_to_seq=evidence_to,
         projection_version=state.projection_version,
@@ -290,7 +336,7 @@ def refresh_before_prompt(state: ProjectionState, *, ts: int) -> tuple[r.Record,
     if turn is None or not turn.open:
         return ()
     snapshot = derive_snapshot(state.runtime, state.config)
-    if not superseded_fields(state.memory.snapshot, snapshot):
+    if not superseded_fields(state.memory.snapshot, snapshot, runtime=state.runtime):
         return ()
     interval = state.memory.interval
     fields = changed_fields(state.memory.snapshot, snapshot)
