@@ -12,9 +12,9 @@
   later calls, which append their rounds, read the whole prompt.
 - :func:`to_openai_chat` / :func:`to_openai_responses` — OpenAI Chat Completions /
   Responses: one system message holding the cacheable prefix, one user message with the
-  rest, ``tools`` as function tools, and ``prompt_cache_key`` set to the agent's routing
-  key (OpenAI caches prefixes automatically; the key keeps one agent's requests on the
-  same cache).
+  rest, ``tools`` as function tools (for Responses with ``strict: false``, Chat
+  Completions' default), and ``prompt_cache_key`` set to the agent's routing key (OpenAI
+  caches prefixes automatically; the key keeps one agent's requests on the same cache).
 - :func:`parse_tool_arguments` — a tool call's arguments as the model sent them (OpenAI:
   a JSON string the model may get wrong) to the dict ``Turn.tool`` records, or
   :class:`InvalidToolArguments`, whose text tells the model what was wrong;
@@ -254,10 +254,17 @@ def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _openai_tools(tools: tuple[r.ToolDefinition, ...], *, nested: bool) -> list[dict[str, Any]]:
     _check_tools(tools)
-    out = []
+    out: list[dict[str, Any]] = []
     for t in tools:
-        fn = {"name": t.name, "description": t.description, "parameters": _schema(t)}
-        out.append({"type": "function", "function": fn} if nested else {"type": "function", **fn})
+        fn: dict[str, Any] = {"name": t.name, "description": t.description, "parameters": _schema(t)}
+        if nested:
+            out.append({"type": "function", "function": fn})
+        else:
+            # Responses treats a function tool without ``strict`` as strict where its schema
+            # allows (Chat Completions as not strict): every optional property becomes
+            # required, and the model fills the ones it meant to leave out with "" or 0.
+            # ``strict: false`` keeps the schema's meaning, as Chat Completions reads it.
+            out.append({"type": "function", **fn, "strict": False})
     return out
 
 
