@@ -2,9 +2,17 @@
 
 - Responses reads a function tool without ``strict`` as strict where it can (Chat
   Completions as not strict), so the same SystemPolicy meant different tools there.
+- The request's schemas were shallow copies of the folded state's SystemPolicy: a daemon
+  adjusting them in place changed what every later prompt rendered.
 """
 
 from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 import holon.records as r
 from holon.context import (
@@ -13,9 +21,11 @@ from holon.context import (
     CurrentInput,
     Prompt,
     build_context,
+    to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
 )
+from holon.projections import apply, initial_state
 from tests.test_adapters_review import check_all, check_openai_responses
 
 BUDGET = Budget(context_window=8_000, output_reserve=500)
@@ -58,3 +68,44 @@ def test_responses_function_tools_say_they_are_not_strict() -> None:
     # Chat Completions' default already is non-strict: its body is unchanged.
     assert all("strict" not in t["function"] for t in to_openai_chat(prompt, model="gpt-4.1")["tools"])
     check_all(prompt)
+
+
+def _tools_of(request: dict[str, Any]) -> list[dict[str, Any]]:
+    tools = request.get("tools", [])
+    # Anthropic's input_schema, Chat Completions' function.parameters, Responses' parameters.
+    return [t["input_schema"] if "input_schema" in t else t.get("function", t)["parameters"] for t in tools]
+
+
+@pytest.mark.parametrize(
+    "adapt",
+    [
+        lambda p: to_anthropic_messages(p, model="m", max_tokens=10),
+        lambda p: to_openai_chat(p, model="m"),
+        lambda p: to_openai_responses(p, model="m"),
+    ],
+    ids=["anthropic", "chat", "responses"],
+)
+def test_adjusting_a_requests_schemas_leaves_the_policy_and_the_next_prompt_unchanged(
+    adapt: Callable[[Prompt], dict[str, Any]],
+) -> None:
+    # A daemon preparing OpenAI strict mode sets additionalProperties: false on every
+    # nested object of the request's schemas. The nested dicts were the folded state's
+    # SystemPolicy: the next prompt rendered another tools section and cache key than the
+    # ledger's records reproduce.
+    policy = r.SystemPolicy(text="Be careful.", tools=(copy.deepcopy(BASH),))
+    state = apply(initial_state(), r.Record(seq=0, body=policy, ts=1))
+    state = apply(state, r.Record(seq=1, body=r.Message(role="user", text="go"), ts=2))
+    first = build_context(state, BUDGET, agent_id="a1")
+    request = adapt(first)
+    for schema in _tools_of(request):
+        schema["additionalProperties"] = False
+        for prop in schema["properties"].values():
+            prop["description"] = "changed"
+        schema["required"].append("cwd")
+    again = build_context(state, BUDGET, agent_id="a1")
+    assert again.text == first.text
+    assert again.cache_key == first.cache_key
+    declared = state.runtime.policy
+    assert declared is not None and declared.policy.tools == (BASH,)
+    # And the request itself was built from the policy as it is.
+    assert _tools_of(adapt(again)) == [dict(BASH.parameters)]

@@ -27,6 +27,7 @@ their tokens and is not repeated in the system text.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -113,10 +114,16 @@ def _schema(tool: r.ToolDefinition) -> dict[str, Any]:
     (Anthropic answers 400 ``input_schema.type: Field required``, OpenAI 400 ``schema must be
     a JSON Schema of 'type: "object"'``); a definition that leaves the type out — ``{}``, or
     ``{"properties": …}``, which describes an object anyway — gets it added.
+
+    The schema is a deep copy: the definition is the folded state's ``SystemPolicy``, and a
+    daemon that adjusts the request's schemas in place (``additionalProperties: false`` on
+    every nested object, for OpenAI's strict mode) changed the policy every later prompt
+    renders, so the tools section — and the cache key — no longer matched the ledger.
     """
-    if "type" in tool.parameters:
-        return dict(tool.parameters)
-    return {"type": "object", **tool.parameters}
+    schema = copy.deepcopy(tool.parameters)
+    if "type" in schema:
+        return schema
+    return {"type": "object", **schema}
 
 
 def _breakpoint_after(prompt: Prompt, section: PromptSection) -> bool:
