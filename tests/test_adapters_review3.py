@@ -4,11 +4,14 @@
   Completions as not strict), so the same SystemPolicy meant different tools there.
 - The request's schemas were shallow copies of the folded state's SystemPolicy: a daemon
   adjusting them in place changed what every later prompt rendered.
+- The tools section sorted the schemas' keys while the adapters send them as declared:
+  two policies differing only in key order rendered one cache key for two prefixes.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -109,3 +112,37 @@ def test_adjusting_a_requests_schemas_leaves_the_policy_and_the_next_prompt_unch
     assert declared is not None and declared.policy.tools == (BASH,)
     # And the request itself was built from the policy as it is.
     assert _tools_of(adapt(again)) == [dict(BASH.parameters)]
+
+
+def test_a_schema_in_another_key_order_is_another_cache_key() -> None:
+    # Anthropic caches the tool definitions as sent, in the declared key order; the tools
+    # section (which the key hashes) sorted the keys, so these two policies rendered one
+    # key for two prefixes, and an audit counted a hit the provider missed.
+    reordered = r.ToolDefinition(
+        name="bash",
+        description="Run a command.",
+        parameters={
+            "required": ["command"],
+            "properties": {
+                "cwd": {"description": "where to run it (default: the workspace)", "type": "string"},
+                "command": {"type": "string"},
+            },
+            "type": "object",
+        },
+    )
+    assert reordered.parameters == BASH.parameters  # the same schema, other bytes
+    one = _prompt(r.SystemPolicy(text="Be careful.", tools=(BASH,)))
+    other = _prompt(r.SystemPolicy(text="Be careful.", tools=(reordered,)))
+    sent = [json.dumps(to_anthropic_messages(p, model="m", max_tokens=10)["tools"]) for p in (one, other)]
+    assert sent[0] != sent[1]
+    assert one.cache_key != other.cache_key
+    assert one.identity.prefix_hash != other.identity.prefix_hash
+    # The section shows the parameters as declared, the line's own keys sorted as before.
+    tools = other.section("tools")
+    assert tools is not None
+    line = json.loads(tools.text.splitlines()[1])
+    assert list(line) == ["description", "name", "parameters"]
+    assert list(line["parameters"]) == ["required", "properties", "type"]
+    assert list(line["parameters"]["properties"]) == ["cwd", "command"]
+    # The same policy again is the same key: nothing else moved it.
+    assert _prompt(r.SystemPolicy(text="Be careful.", tools=(reordered,))).cache_key == other.cache_key

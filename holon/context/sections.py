@@ -286,14 +286,21 @@ def system_candidate(policy: r.SystemPolicy | None, count: Counter) -> Candidate
 
 
 def tools_candidate(policy: r.SystemPolicy | None, count: Counter) -> Candidate | None:
-    """Tool definitions as canonical JSON lines (adapters also pass them structured)."""
+    """Tool definitions as JSON lines (adapters also pass them structured).
+
+    The parameters keep the order the policy declares them in, which is the order the
+    adapters send them in: the section's text is what the cache identity hashes, and
+    Anthropic caches the tool definitions as sent, so a policy whose schemas differ only
+    in key order is a different cacheable prefix. Sorted, both rendered one cache key
+    while the second request missed the first's cache.
+    """
     if policy is None or not policy.tools:
         return None
     lines = ["## Tools"]
     for tool in policy.tools:
+        # The line's own keys in sorted order, as they always were.
         spec = msgspec.json.encode(
-            {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
-            order="sorted",
+            {"description": tool.description, "name": tool.name, "parameters": tool.parameters}
         ).decode()
         lines.append(spec)
     return _candidate("tools", [_form("full", lines, count)])
