@@ -6,6 +6,7 @@
   adjusting them in place changed what every later prompt rendered.
 - The tools section sorted the schemas' keys while the adapters send them as declared:
   two policies differing only in key order rendered one cache key for two prefixes.
+- ``cache_last_block`` moved the end mark onto a thinking block, which Anthropic refuses.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from holon.context import (
     CurrentInput,
     Prompt,
     build_context,
+    cache_last_block,
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
@@ -146,3 +148,29 @@ def test_a_schema_in_another_key_order_is_another_cache_key() -> None:
     assert list(line["parameters"]["properties"]) == ["cwd", "command"]
     # The same policy again is the same key: nothing else moved it.
     assert _prompt(r.SystemPolicy(text="Be careful.", tools=(reordered,))).cache_key == other.cache_key
+
+
+@pytest.mark.parametrize(
+    "thinking",
+    [
+        {"type": "thinking", "thinking": "Let me check the tests first.", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "EmwKAhgB"},
+    ],
+    ids=["thinking", "redacted_thinking"],
+)
+def test_cache_last_block_never_marks_a_thinking_block(thinking: dict[str, Any]) -> None:
+    # Anthropic: "Thinking blocks cannot be cached directly with cache_control". A request
+    # ending with the model's thinking (a final assistant message cut off while it thought)
+    # had the mark moved onto it: a 400 for a request that was valid before the call.
+    request = to_anthropic_messages(_prompt(r.SystemPolicy(text="Be careful.")), model="m", max_tokens=10)
+    messages = request["messages"]
+    end = messages[0]["content"][-1]
+    messages.append({"role": "assistant", "content": [thinking]})
+    cache_last_block(messages)
+    assert "cache_control" not in messages[-1]["content"][0]
+    assert end["cache_control"] == {"type": "ephemeral"}  # the previous end keeps the mark
+    # Beside a block that takes one, that block is marked instead.
+    messages[-1]["content"].append({"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}})
+    cache_last_block(messages)
+    assert [("cache_control" in b) for b in messages[-1]["content"]] == [False, True]
+    assert "cache_control" not in end

@@ -216,9 +216,17 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
     return request
 
 
+#: Blocks Anthropic takes no ``cache_control`` on ("Thinking blocks cannot be cached
+#: directly"; they are cached with the turn they are part of).
+_UNMARKABLE: Final = frozenset({"thinking", "redacted_thinking"})
+
+
 def _markable(block: dict[str, Any]) -> bool:
-    # Anthropic rejects cache_control on an empty text block.
-    return block.get("type") != "text" or bool(str(block.get("text", "")).strip())
+    # Anthropic rejects cache_control on an empty text block, and on a thinking block.
+    kind = block.get("type")
+    if kind in _UNMARKABLE:
+        return False
+    return kind != "text" or bool(str(block.get("text", "")).strip())
 
 
 def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -230,8 +238,9 @@ def cache_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     breakpoint); the prompt may already use all four breakpoints Anthropic allows, so the
     last one in the messages — the previous end — moves to the newest block instead of a
     fifth being added. String contents are turned into one text block. A block Anthropic
-    takes no ``cache_control`` on — a blank text (a final assistant message may be empty) —
-    is passed over for the last one that does; a blank string content is left as it is.
+    takes no ``cache_control`` on — a blank text (a final assistant message may be empty),
+    a thinking or redacted thinking block — is passed over for the last one that does; a
+    blank string content is left as it is.
     Returns ``messages``.
     """
     marked = [
