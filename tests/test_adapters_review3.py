@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +37,7 @@ from holon.context import (
 from holon.projections import apply, initial_state
 from tests.test_adapters_review import check_all, check_openai_responses
 
+ROOT = Path(__file__).resolve().parent.parent
 BUDGET = Budget(context_window=8_000, output_reserve=500)
 
 #: A tool with an optional property: strict mode would make ``cwd`` required.
@@ -174,3 +179,38 @@ def test_cache_last_block_never_marks_a_thinking_block(thinking: dict[str, Any])
     cache_last_block(messages)
     assert [("cache_control" in b) for b in messages[-1]["content"]] == [False, True]
     assert "cache_control" not in end
+
+
+_PAYLOADS = """
+import json
+import blake3
+import msgspec
+import holon.records as r
+from holon.context import Budget, RenderConfig, to_anthropic_messages, to_openai_chat, to_openai_responses
+from tests.context_session import run_session
+tool = r.ToolDefinition(name="grep", description="Søk \\u200b\\x1b[0m",
+    parameters={"type": "object", "properties": {"z": {"type": "string"}, "a": {"enum": ["é", "\\x00"]}}})
+policy = r.SystemPolicy(text="Be careful. 日本語 \\x07", tools=(tool,))
+config = RenderConfig(prompt_cache_key="k" * 70)  # sent hashed
+s = run_session(12, Budget(context_window=6000, output_reserve=500), config, seed=5)
+h = blake3.blake3()
+for t in sorted(s.prompts):
+    p = msgspec.structs.replace(s.prompts[t], tools=policy.tools)
+    for body in (to_anthropic_messages(p, model="m", max_tokens=9), to_openai_chat(p, model="m"),
+                 to_openai_responses(p, model="m")):
+        h.update(json.dumps(body, ensure_ascii=False).encode())
+print(len(s.prompts), h.hexdigest())
+"""
+
+
+def test_request_bodies_are_byte_identical_across_processes() -> None:
+    # The bodies are what the providers cache: another hash seed (dict and set order of
+    # the process) must not move a byte, or every restarted daemon starts cold.
+    outputs = []
+    for seed in ("1", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-c", _PAYLOADS], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        )
+        outputs.append(done.stdout.split())
+    assert outputs[0] == outputs[1] and int(outputs[0][0]) >= 12 and len(outputs[0][1]) == 64
