@@ -1,10 +1,16 @@
 """A long-running agent daemon on holon, with a scripted "model" and real local tools.
 
-Run it (no API key, no network)::
+Run it from the repository root with the venv ``make demo`` creates (no API key, no
+network)::
 
-    python examples/daemon.py                      # ~200 turns into .demo/ledger
-    python examples/daemon.py --fresh --turns 400  # start over, longer
-    python examples/daemon.py                      # after kill -9: resumes where it stopped
+    .venv/bin/python examples/daemon.py                      # 200 turns into .demo/ledger
+    .venv/bin/python examples/daemon.py --turns 400          # continue that ledger to 400 turns
+    .venv/bin/python examples/daemon.py --fresh --turns 400  # start over, longer
+    .venv/bin/python examples/daemon.py --turns 400          # after kill -9: resumes where it stopped
+
+A ledger that already holds ``--turns`` turns is left as it is (the run says so).
+``--fresh`` removes only what an earlier run made: it refuses a directory that is not
+this example's ledger, one a process is writing to, and a workspace holding other files.
 
 The job: inventory a generated source tree, module by module. Each module is a work
 item with a plan (survey, read, count, checksum, load data, aggregate, sometimes an
@@ -49,8 +55,17 @@ from pathlib import Path
 from typing import Any
 
 from holon.context import Prompt
+from holon.errors import HolonError, LedgerCorrupt, LedgerLocked, NotALedger, UsageError
+from holon.ledger import HEADER_NAME, Ledger
 from holon.records import PlanStep, SystemPolicy, ToolDefinition
 from holon.runtime import RECALL_TOOLS, Agent, AgentConfig, ToolCall, Turn
+
+#: The agent id of the example's ledger.
+AGENT_ID = "inventory-agent"
+#: Where the ledger goes unless --ledger says otherwise (`make demo` uses it too).
+DEFAULT_LEDGER = Path(".demo/ledger")
+#: What a run puts in its workspace; ``--fresh`` removes a workspace holding nothing else.
+WORKSPACE_ENTRIES = frozenset({"src", "reports", ".effects.log"})
 
 #: Scripted time: every record is one second after the previous one, from this instant.
 START_TS = 1_700_000_000_000
@@ -97,7 +112,58 @@ POLICY = SystemPolicy(
 
 def workspace_for(ledger: Path) -> Path:
     """The tools' workspace: a directory next to the ledger."""
-    return ledger.with_name(ledger.name + "-workspace")
+    # Normalised first: `--ledger .` or `..` names a directory whose name is not its last part.
+    whole = Path(os.path.abspath(ledger))
+    if not whole.name:
+        raise UsageError(f"--ledger {ledger}: the ledger cannot be the root directory; pass a new directory")
+    return whole.with_name(whole.name + "-workspace")
+
+
+def remove_earlier_run(ledger: Path) -> None:
+    """``--fresh``: remove the ledger and the workspace an earlier run made, and nothing else.
+
+    ``--fresh --ledger ~/notes`` must not delete ``~/notes``, nor a ledger another agent
+    (or a running copy of this example) writes: those are refused with a UsageError,
+    leaving everything in place.
+    """
+    ws = workspace_for(ledger)
+    if ledger.is_symlink() or (ledger.exists() and not ledger.is_dir()):
+        raise UsageError(f"--fresh would remove {ledger}, which is not a directory; pass a ledger directory")
+    if ledger.is_dir() and any(ledger.iterdir()):
+        if not (ledger / HEADER_NAME).is_file():
+            raise UsageError(
+                f"--fresh would remove {ledger}, which is not a holon ledger (it has no {HEADER_NAME}); "
+                "pass --ledger a new path, or the ledger an earlier run of this example made"
+            )
+        try:
+            # The writer lock says whether a process writes to it (the lock is released at once).
+            with Ledger.open(ledger) as earlier:
+                owner = earlier.agent_id
+        except LedgerLocked as exc:
+            raise UsageError(
+                f"--fresh would remove {ledger} while "
+                f"{f'process {exc.pid}' if exc.pid is not None else 'another process'} writes to it; "
+                "stop that process first"
+            ) from None
+        except LedgerCorrupt:
+            owner = AGENT_ID  # a damaged run of this example: starting over is what --fresh is for
+        if owner != AGENT_ID:
+            raise UsageError(
+                f"--fresh would remove {ledger}, the ledger of agent {owner!r}, not this example's "
+                f"{AGENT_ID!r}; pass --ledger a new path"
+            )
+    if ws.is_symlink() or (ws.exists() and not ws.is_dir()):
+        raise UsageError(f"--fresh would remove the workspace {ws}, which is not a directory; move it away")
+    if ws.is_dir():
+        others = sorted(p.name for p in ws.iterdir() if p.name not in WORKSPACE_ENTRIES)
+        if others:
+            raise UsageError(
+                f"--fresh would remove the workspace {ws}, which holds files this example did not "
+                f"make ({', '.join(others[:5])}); move them away or pass --ledger another path"
+            )
+        shutil.rmtree(ws)
+    if ledger.is_dir():
+        shutil.rmtree(ledger)
 
 
 def module_of(seed: int, k: int) -> str:
@@ -546,14 +612,14 @@ def run(
     """Drive the agent until the ledger holds ``turns`` turns; returns the run's stats."""
     ws = workspace_for(ledger)
     if fresh:
-        shutil.rmtree(ledger, ignore_errors=True)
-        shutil.rmtree(ws, ignore_errors=True)
-    ws.mkdir(parents=True, exist_ok=True)
+        remove_earlier_run(ledger)
     clock = TickClock()
     config = config or AgentConfig(checkpoint_every=50)
     stats = RunStats()
     tools = Tools(ws)
-    with Agent.open(ledger, agent_id="inventory-agent", config=config, clock=clock, policy=POLICY) as agent:
+    with Agent.open(ledger, agent_id=AGENT_ID, config=config, clock=clock, policy=POLICY) as agent:
+        # After the open, so a path that is no ledger leaves no workspace behind.
+        ws.mkdir(parents=True, exist_ok=True)
         clock.now = max(clock.now, agent.last_ts)
         report = agent.report
         if not quiet:
@@ -570,6 +636,16 @@ def run(
                 out(f"  turn {report.interrupted_turn} was left open by a crash: closed as interrupted")
             for unknown in report.unknown_outcomes:
                 out(f"  unknown outcome: {unknown.call_id} {unknown.tool} (key {unknown.idempotency_key})")
+        if agent.next_turn_index > turns:
+            # Run again after it finished (`make demo`, then this script): a table of no
+            # turns and a summary of zeros would look like a failure.
+            if not quiet:
+                out(
+                    f"nothing to run: the ledger holds {agent.next_turn_index - 1} turns (--turns {turns}); "
+                    f"pass --turns {agent.next_turn_index - 1 + 200} to continue it, or --fresh to start over"
+                )
+            return stats
+        if not quiet:
             out(
                 f"{'turn':>5} {'action':<22} {'stable':>6} {'agent':>6} {'turn':>6} {'rev':>4} {'ep':>3} "
                 "key   episodes"
@@ -629,16 +705,30 @@ def _summary(agent: Agent, stats: RunStats, out: Callable[[str], None]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ledger", type=Path, default=Path(".demo/ledger"), help="ledger directory")
+    parser.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER, help="ledger directory")
     parser.add_argument("--turns", type=int, default=200, help="run until the ledger holds this many turns")
     parser.add_argument(
-        "--fresh", action="store_true", help="remove an existing ledger (and workspace) first"
+        "--fresh",
+        action="store_true",
+        help="first remove the ledger and workspace an earlier run made (refuses any other directory)",
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing per turn, and no summary")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated job")
     args = parser.parse_args(argv)
     try:
         run(args.ledger, turns=args.turns, seed=args.seed, fresh=args.fresh, quiet=args.quiet)
+    except HolonError as exc:
+        # A wrong --ledger, a ledger in use or refused by --fresh: one line saying what to
+        # do, as the holon CLI does, not a traceback (exit codes as the CLI's).
+        print(f"daemon.py: error: {exc}", file=sys.stderr)
+        if isinstance(exc, NotALedger):
+            # Its advice (holon init) is for other programs: this one creates its own ledger.
+            print(
+                "daemon.py: it creates its ledger at a path that does not exist yet: "
+                f"pass --ledger NEW_PATH (default {DEFAULT_LEDGER})",
+                file=sys.stderr,
+            )
+        return 3 if isinstance(exc, LedgerCorrupt) else 2
     except KeyboardInterrupt:
         # The open turn was recorded as interrupted on the way out; the next run resumes.
         print("\ninterrupted: run the same command again to resume", file=sys.stderr)
@@ -648,6 +738,10 @@ def main(argv: list[str] | None = None) -> int:
         # closed on the way out); stop quietly, like any well-behaved CLI.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (interpreter shutdown flushes it)
         return 1
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"daemon.py: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 74
     return 0
 
 
