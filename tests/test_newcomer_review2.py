@@ -1,21 +1,27 @@
-"""A newcomer's first steps with examples/daemon.py (second review).
+"""A newcomer's first steps with examples/daemon.py and the README's commands (second review).
 
 ``--fresh`` deleted whatever ``--ledger`` named; a wrong path or a ledger in use ended in a
 traceback; running the example again after ``make demo`` printed an empty table and a
-summary of zeros.
+summary of zeros; the README's restore example named a record nothing had evicted, and
+its kill-and-resume step could not be done by hand.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import shlex
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from holon.ledger import HEADER_NAME, Ledger
 from holon.runtime import Agent
-from tests.cli_support import tree_bytes
+from tests.cli_support import invoke, tree_bytes
 from tests.runtime_support import load_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +169,65 @@ def test_running_it_again_says_there_is_nothing_to_run(tmp_path: Path) -> None:
         "or --fresh to start over"
     ]
     assert lines[0].startswith(f"ledger {path}: resumed at seq ")
+
+
+# ---------------------------------------------------------------- the README's commands
+
+
+def test_the_readme_commands_run_on_the_demo_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's `holon get` named ledger:123, a working-memory delta nothing had
+    # evicted; its ref is now one the turn-40 prompt shown just above it cleared.
+    monkeypatch.chdir(tmp_path)
+    load_daemon().run(Path(".demo/ledger"), turns=200, fresh=True, quiet=True)  # as `make demo` does
+    commands = _readme_commands(".venv/bin/holon ")
+    assert [shlex.split(c)[1] for c in commands] == ["memory", "render", "explain", "get", "audit"]
+    outputs = {}
+    for command in commands:
+        args = shlex.split(command)[1:]
+        result = invoke(*args)
+        assert result.exit_code == 0, (command, result.output, result.stderr)
+        outputs[args[0]] = result.stdout
+    ref = shlex.split(commands[3])[-1]
+    assert f"restore with ref {ref}]" in outputs["render"], "the prompt of turn 40 names the ref"
+    assert outputs["get"] == "wrote reports/W2.md\n"
+    assert "--at-turn 40" in commands[1] and "--at-turn 40" in commands[2]
+
+
+def test_the_readme_kill_and_resume_steps_resume(tmp_path: Path) -> None:
+    # "Kill the demo with Ctrl-C": the demo ends in about a second. The README's two
+    # commands kill a longer run part-way, then resume it.
+    kill, resume = _readme_commands("timeout -s KILL") + _readme_commands(".venv/bin/python examples/")
+    assert shlex.split(kill)[:4] == ["timeout", "-s", "KILL", "0.5"]
+    killed = shlex.split(kill)[4:]
+    assert killed[:2] == [".venv/bin/python", "examples/daemon.py"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    # A one-page pipe: the child blocks a few dozen lines ahead of what is read, so it is
+    # part-way through its 300 turns when killed, however slowly this test reads.
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    child = subprocess.Popen(
+        [sys.executable, str(DAEMON), *killed[2:]], cwd=tmp_path, env=env, stdout=write_end
+    )
+    os.close(write_end)
+    with os.fdopen(read_end) as output:
+        for line in output:
+            if line.startswith("   40 "):
+                break
+        child.send_signal(signal.SIGKILL)
+        assert child.wait() == -signal.SIGKILL
+    again = shlex.split(resume)
+    assert again[:2] == [".venv/bin/python", "examples/daemon.py"]
+    done = subprocess.run(
+        [sys.executable, str(DAEMON), *again[2:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("ledger .demo/ledger: resumed at seq ")
+    assert any(re.fullmatch(r"turns run now / in ledger +\d+ / 300", line) for line in lines)
+    with Ledger.open(tmp_path / ".demo/ledger", readonly=True) as ledger:
+        assert ledger.verify().ok
