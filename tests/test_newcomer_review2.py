@@ -17,8 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
+import holon
+from holon import records as r
 from holon.ledger import HEADER_NAME, Ledger
 from holon.runtime import Agent
 from tests.cli_support import invoke, tree_bytes
@@ -231,3 +234,66 @@ def test_the_readme_kill_and_resume_steps_resume(tmp_path: Path) -> None:
     assert any(re.fullmatch(r"turns run now / in ledger +\d+ / 300", line) for line in lines)
     with Ledger.open(tmp_path / ".demo/ledger", readonly=True) as ledger:
         assert ledger.verify().ok
+
+
+# ---------------------------------------------------------------- what the docs list
+
+
+def _section(doc: str, heading: str) -> str:
+    text = (ROOT / "docs" / doc).read_text()
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + len(heading) + 2)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _rows(section: str) -> list[list[str]]:
+    """The cells of a Markdown table's body rows."""
+    rows = [line.strip().strip("|").split("|") for line in section.splitlines() if line.startswith("| ")]
+    cells = [[cell.strip() for cell in row] for row in rows]
+    return [row for row in cells[1:] if set("".join(row)) != {"-"}]  # not the header nor its rule
+
+
+def test_ledger_format_lists_every_record_kind_with_its_fields() -> None:
+    # No page listed the record kinds: a newcomer writing `holon append` input read
+    # holon/records.py to learn what a line may hold.
+    section = _section("ledger-format.md", "## Record kinds")
+    listed = {}
+    for kind, body, required, optional, what in _rows(section):
+        listed[kind.strip("`")] = (body.strip("`"), required, optional, what)
+    assert list(listed) == list(r.BODY_TYPES), "every kind, in the order holon.records declares them"
+    for kind, cls in r.BODY_TYPES.items():
+        body, required, optional, what = listed[kind]
+        fields = msgspec.inspect.type_info(cls).fields  # type: ignore[attr-defined]
+        assert body == cls.__name__ and getattr(holon, body) is cls
+        assert required == ", ".join(f.name for f in fields if f.required), kind
+        assert optional == ", ".join(f.name for f in fields if not f.required), kind
+        group = "derived" if kind in r.DERIVED_KINDS else "runtime" if kind in RUNTIME_KINDS else "evidence"
+        assert what.endswith(f"({group})"), kind
+    example = re.search(r"```json\n(.*?)\n```", section, re.DOTALL)
+    assert example is not None
+    record = r.decode_json_record(example.group(1).encode(), where="ledger-format.md")
+    assert record.body == r.Message(role="user", text="hi") and record.v == r.SCHEMA_VERSION
+
+
+RUNTIME_KINDS = ("turn_started", "turn_ended", "prompt_rendered")
+
+
+def test_architecture_lists_every_name_import_holon_gives() -> None:
+    section = _section("architecture.md", "### The facade: `import holon`")
+    names = [name for row in _rows(section) for name in re.findall(r"`(\w+)`", row[1])]
+    assert len(names) == len(set(names)), "each name once"
+    assert sorted(names) == sorted(holon.__all__)
+
+
+def test_import_holon_does_not_load_duckdb() -> None:
+    # architecture.md: holon.audit is kept out of the facade so that `import holon` does
+    # not load DuckDB; `from holon.audit import connect` does.
+    code = "import sys, holon; print('duckdb' in sys.modules, hasattr(holon, 'audit'))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["False", "False"]
