@@ -40,12 +40,40 @@ _SNIPPET: Final = 160
 search_terms: Final = terms
 
 
+def _args_text(tool: str, args: dict[str, r.JSON]) -> str:
+    """A tool call as text: its name, then each argument as ``name: value``, strings as written.
+
+    Not the arguments' JSON: there a line break or a tab inside a string is an escape
+    (backslash, ``n``) glued to the next word, so the command ``cd /repo`` + line break +
+    ``pytest`` was indexed as ``npytest``, and the first word of every line of a
+    command or a written file could not be found. Nested objects and lists give their
+    leaves, each under its own key, walked with a stack so no nesting depth is too deep.
+    """
+    lines = [tool]
+    stack: list[tuple[str, r.JSON]] = []
+    for name, value in args.items():
+        if isinstance(value, str):
+            lines.append(f"{name}: {value}")  # the common case: no walk, no encoding
+            continue
+        stack.append((name, value))
+        while stack:
+            key, item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(reversed([(str(k), v) for k, v in item.items()]))
+            elif isinstance(item, list | tuple):
+                stack.extend(reversed([(key, v) for v in item]))
+            else:
+                text = item if isinstance(item, str) else msgspec.json.encode(item).decode()
+                lines.append(f"{key}: {text}")
+    return "\n".join(lines)
+
+
 def evidence_text(body: r.Body) -> str | None:
     """The searchable text of an evidence record, or ``None`` for kinds search skips."""
     if isinstance(body, r.Message | r.Brief | r.ContextSummary):
         return body.text
     if isinstance(body, r.ToolIntent):
-        return f"{body.tool} {msgspec.json.encode(body.args).decode()}"
+        return _args_text(body.tool, body.args)
     if isinstance(body, r.ToolResult):
         output = body.output or (body.blob.preview if body.blob is not None else "")
         return "\n".join([f"{body.tool} {body.status}", *body.touched_files, output])
