@@ -93,7 +93,7 @@ from holon.replay import (
     turn_spans,
 )
 from holon.runtime import is_recall
-from holon.search import MemorySearch
+from holon.search import MemorySearch, search_terms
 
 __all__ = [
     "EXIT_CHECK_FAILED",
@@ -1620,6 +1620,8 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
     """
     if query is None and _given("limit"):
         raise click.UsageError("--limit applies to --search only; without it every episode is listed")
+    if query is not None:
+        _check_query(query)
     with _reading(path) as ledger:
         archive = [rec.body for rec in _records(ledger) if isinstance(rec.body, r.ContextEpisodeRecord)]
     if query is None:
@@ -1684,6 +1686,20 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
 # --------------------------------------------------------------------------- get / search
 
 
+def _check_query(query: str) -> None:
+    """Refuse a query with no word to search for (as holon_search tells the model).
+
+    Its answer was "nothing matches": read as "the ledger holds no such thing", when the
+    query (punctuation, an emoji, only common words) could match nothing in any ledger.
+    """
+    if not search_terms(query):
+        quoted = repr(query if len(query) <= 200 else query[:199] + "…")
+        raise click.UsageError(
+            f"the query {quoted} has no words to search for: search for words of two or more "
+            "letters or digits (common words such as 'the' or 'with' are ignored)"
+        )
+
+
 @main.command()
 @_common
 @click.argument("ref")
@@ -1743,8 +1759,12 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     ref that restores it and where it came from. The model's own recall calls
     (holon_get, holon_search) are left out, as the agent's search leaves them out.
 
+    A query with no word to search for (punctuation, only common words such as "the")
+    is a usage error, not "nothing matches".
+
     Example: holon search runs/agent-7 "flaky test_checkout"
     """
+    _check_query(query)
     with _reading(path) as ledger:
         # As Agent.search: the model's own recall calls are not evidence to find.
         index = MemorySearch(rec for rec in _records(ledger) if not is_recall(rec))

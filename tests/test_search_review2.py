@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from holon import records as r
+from holon.cli import EXIT_OK, EXIT_USAGE
 from holon.context.search import episode_text, terms
 from holon.search import MemorySearch, evidence_text
+from tests.cli_support import build_ledger, invoke
 
 
 def _intent(seq: int, args: dict[str, r.JSON], tool: str = "bash") -> r.Record:
@@ -58,6 +61,29 @@ def test_a_tool_call_is_indexed_by_its_name_argument_names_and_every_value() -> 
     for _ in range(5_000):
         deep = {"k": [deep]}
     assert MemorySearch([_intent(0, {"deep": deep})]).search("bottom_word")[0].ref == "ledger:0"
+
+
+# ---------------------------------------------------------------- the CLI's queries
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_ledger(tmp_path_factory.mktemp("search") / "L", "session_multi_work")
+
+
+@pytest.mark.parametrize("command", [("search",), ("episodes", "--search")])
+@pytest.mark.parametrize("query", ["", "  ", "the", "!!! ???", "🚀", "with the"])
+def test_a_query_with_no_words_is_a_usage_error_not_nothing_matches(
+    session: Path, command: tuple[str, ...], query: str
+) -> None:
+    # `holon search L the` printed "nothing matches 'the'" (exit 0): read as "the ledger holds
+    # no such thing", when no ledger could match it. holon_search tells the model so too.
+    result = invoke(command[0], session, *command[1:], query)
+    assert result.exit_code == EXIT_USAGE, result.stdout
+    assert result.stdout == ""
+    assert f"the query {query!r} has no words to search for" in result.stderr
+    found = invoke(command[0], session, *command[1:], "billing", "--json")
+    assert found.exit_code == EXIT_OK and found.stdout.startswith("[")
 
 
 # ---------------------------------------------------------------- BM25 against a reference
