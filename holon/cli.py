@@ -69,7 +69,6 @@ from holon.ledger import (
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 from holon.projections import (
     DEFAULT_CONFIG,
-    Divergence,
     ProjectionConfig,
     VerificationReport,
     verify_derivations,
@@ -1256,16 +1255,49 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
                     for line in _diff_lines(report.divergence):
                         _echo(line)
     if report is not None and not report.ok:
-        assert report.divergence is not None
-        raise _diverged(report.divergence, projection)
+        raise _diverged(report, projection)
 
 
-def _diverged(divergence: Divergence, projection: ProjectionConfig) -> CheckFailed:
+def _diverged(report: VerificationReport, projection: ProjectionConfig) -> CheckFailed:
     """The failure of `replay --check` and `verify` when a derived record differs."""
+    divergence = report.divergence
+    assert divergence is not None
     return CheckFailed(
         f"derived records diverge at seq {divergence.seq} ({divergence.kind}); "
-        f"the ledger was written by different projection code, or edited{_projection_hint(projection)}"
+        f"{_divergence_cause(report, projection)}"
     )
+
+
+def _divergence_cause(report: VerificationReport, projection: ProjectionConfig) -> str:
+    """What a divergence means, and what to do: the cause named when the report shows it."""
+    divergence = report.divergence
+    assert divergence is not None
+    for diff in divergence.diffs:
+        if diff.field != "body.projection_version" or not isinstance(diff.found, int):
+            continue
+        # Derived by other rules: the ledger is not damaged, and "edited" sent the user
+        # looking for a tampering that never happened.
+        written = (
+            f"the {divergence.found_kind} there was derived by projection version {diff.found}; this holon "
+        )
+        if diff.found < diff.expected:
+            return (
+                f"{written}derives version {diff.expected}: an older holon wrote the ledger, and the memory "
+                "rules have changed since (docs/memory-model.md, Replay verification), which is not damage; "
+                "check its derived records with the holon release that wrote them"
+            )
+        return (
+            f"{written}derives version {diff.expected}: a newer holon wrote the ledger; "
+            "check it with that release or a later one"
+        )
+    if divergence.kind == "missing" and divergence.after_seq is not None and report.derived_checked == 0:
+        # Evidence written with Ledger.append alone: no refresh ever ran, so memory never changed.
+        return (
+            f"the ledger holds no derived record before seq {divergence.seq}: its writer appended "
+            "evidence without the post-turn refresh; write evidence with holon.Agent, `holon append` or "
+            "holon.replay.append_evidence, which append a turn's derived records after its turn_ended"
+        )
+    return f"the ledger was written by different projection code, or edited{_projection_hint(projection)}"
 
 
 def _projection_hint(projection: ProjectionConfig) -> str:
@@ -1926,8 +1958,7 @@ def verify(path: Path, as_json: bool) -> None:
             error_type=LedgerCorrupt.__name__,
         )
     if check is not None and not check.ok:
-        assert check.divergence is not None
-        raise _diverged(check.divergence, projection)
+        raise _diverged(check, projection)
 
 
 def _verify_findings(report: VerifyReport, check: VerificationReport | None) -> list[dict[str, Any]]:
