@@ -595,7 +595,12 @@ def _writing(path: Path) -> Iterator[Ledger]:
 
 
 def _records(ledger: Ledger, label: str = "reading") -> list[r.Record]:
-    return list(progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label))
+    return list(_each_record(ledger, label))
+
+
+def _each_record(ledger: Ledger, label: str = "reading") -> Iterator[r.Record]:
+    """The ledger's records one by one, for a pass that keeps only what it needs of each."""
+    return progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label)
 
 
 def _given(name: str) -> bool:
@@ -1655,7 +1660,8 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
     if query is not None:
         _check_query(query)
     with _reading(path) as ledger:
-        archive = [rec.body for rec in _records(ledger) if isinstance(rec.body, r.ContextEpisodeRecord)]
+        # Streamed: the episodes are a small part of a long ledger.
+        archive = [rec.body for rec in _each_record(ledger) if isinstance(rec.body, r.ContextEpisodeRecord)]
     if query is None:
         if as_json:
             _echo_json(archive)
@@ -1799,7 +1805,8 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     _check_query(query)
     with _reading(path) as ledger:
         # As Agent.search: the model's own recall calls are not evidence to find.
-        index = MemorySearch(rec for rec in _records(ledger) if not is_recall(rec))
+        # Streamed: the index keeps each record's searchable text, not the record.
+        index = MemorySearch(rec for rec in _each_record(ledger) if not is_recall(rec))
     hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]
     if as_json:
         _echo_json(hits)

@@ -1,5 +1,5 @@
-"""Export and import stream: memory stays flat however long the ledger, and the import
-stays all-or-nothing although it reads its file twice."""
+"""Export, import and the CLI's passes over episodes stream: memory stays flat however
+long the ledger, and the import stays all-or-nothing although it reads its file twice."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from holon.errors import UsageError
 from holon.ledger import Ledger, export_jsonl, import_jsonl
+from tests.cli_support import invoke
 from tests.ledger_support import AGENT, message, tool_output
 
 SMALL, LARGE = 5_000, 20_000
@@ -29,12 +30,14 @@ def _peak(action: Callable[[], object]) -> int:
 
 
 def _ledger(path: Path) -> Ledger:
-    # Segments of 1 MiB: a reader holds one segment at a time, and a writer seals one.
-    return Ledger.create(path, agent_id=AGENT, fsync="never", blob_threshold=1024, segment_bytes=1 << 20)
+    # Segments of 256 KiB, so that even the small ledger has several: a reader holds at
+    # most two decompressed segments at a time, and a writer seals one.
+    return Ledger.create(path, agent_id=AGENT, fsync="never", blob_threshold=1024, segment_bytes=256 << 10)
 
 
-def _export_and_import(root: Path, records: int) -> tuple[int, int]:
-    """The peaks of exporting a ledger of ``records`` records and of importing the export."""
+def _export_and_import(root: Path, records: int) -> tuple[int, int, int]:
+    """The peaks of exporting a ledger of ``records`` records, of importing the export, and
+    of listing its episodes with ``holon episodes``."""
     with _ledger(root / "L") as ledger:
         ledger.append_many(message(i, 200) for i in range(records))
         ledger.append(tool_output(records, 5000))  # one blob, written beside the file
@@ -45,7 +48,8 @@ def _export_and_import(root: Path, records: int) -> tuple[int, int]:
         assert target.verify().ok
     with Ledger.open(root / "L", readonly=True) as a, Ledger.open(root / "M", readonly=True) as b:
         assert a.head() == b.head()
-    return exported, imported
+    listed = _peak(lambda: invoke("episodes", root / "L", "--json"))
+    return exported, imported, listed
 
 
 def test_export_and_import_hold_a_piece_of_the_file_however_long_it_is(tmp_path: Path) -> None:
@@ -56,6 +60,8 @@ def test_export_and_import_hold_a_piece_of_the_file_however_long_it_is(tmp_path:
     large = _export_and_import(tmp_path / "large", LARGE)
     assert large[0] < 1.5 * small[0], ("export", small[0], large[0])
     assert large[1] < 1.5 * small[1], ("import", small[1], large[1])
+    # Before, `holon episodes` read every record into a list to keep the episodes.
+    assert large[2] < 1.5 * small[2], ("episodes", small[2], large[2])
 
 
 def test_a_file_changed_while_it_is_checked_appends_nothing(tmp_path: Path) -> None:
