@@ -39,7 +39,7 @@ from holon.context.budget import Candidate, Form, FormKind, Stability
 from holon.context.inputs import ContextInputs
 from holon.context.refs import episode_ref, ledger_ref
 from holon.context.rounds import step_line
-from holon.projections import PlanEntry, ToolExecution, WorkingMemorySnapshot
+from holon.projections import PlanEntry, ToolExecution, WorkingMemorySnapshot, WorkItemEntry
 from holon.projections.state import one_line
 
 __all__ = [
@@ -881,12 +881,41 @@ def _live_matches_snapshot(inputs: ContextInputs) -> bool:
         return False
     if (s.objective, s.delivery_target, s.work_state) != (work.objective, work.delivery_target, work.state):
         return False
-    if s.scope_constraints != work.scope_constraints or s.plan_omitted:
+    # The whole rule set: the snapshot's first ``scope_cap`` and the rest it keeps. Compared
+    # on the first ones alone, an item with one rule more than the cap never matched, and
+    # this section repeated every rule and the plan working memory had just shown.
+    if s.plan_omitted or len(work.scope_constraints) != len(s.scope_constraints) + len(s.scope_rest):
+        return False
+    if (*s.scope_constraints, *s.scope_rest) != work.scope_constraints:
         return False
     live = plan.steps if plan is not None else ()
     return len(live) == len(s.plan) and all(
         (a.id, a.text, a.status) == (b.id, b.text, b.status) for a, b in zip(live, s.plan, strict=True)
     )
+
+
+def _scope_rest(
+    work: WorkItemEntry, rest: Sequence[str], count: Counter
+) -> tuple[list[str], list[str], list[r.Omission]]:
+    """The scope constraints beyond working memory's cap, which only the active-work section
+    shows when it points at working memory: all of them (full form), and at most
+    :data:`_PINNED_SCOPE`, each clipped, with a placeholder naming the declaration for the
+    rest (the minimum: a list of pages of rules must not make it larger than a window);
+    and what the minimum cut."""
+    full = [f"scope: {c}" for c in rest]
+    kept = [_bounded(c, _PINNED_TEXT_CHARS, count) for c in rest[:_PINNED_SCOPE]]
+    short = [f"scope: {c}" for c, _ in kept]
+    clipped = sum(cut for _, cut in kept)
+    hidden = len(rest) - len(kept)
+    if not clipped and not hidden:
+        return full, full, []
+    what = [f"{clipped} scope constraint{'' if clipped == 1 else 's'} clipped"] if clipped else []
+    if hidden:
+        what.append(f"+{hidden} more scope constraint{'' if hidden == 1 else 's'} not shown")
+    ref = ledger_ref(work.declared_seq)
+    short.append(f"  ({'; '.join(what)} — restore with ref {ref})")
+    reason = f"work item {_clip(work.id, _PINNED_ID_CHARS)}: {'; '.join(what)}"
+    return full, short, [_shrunk("active_work", ref, reason, full, short, count=count)]
 
 
 def _environment_line(env: r.ExecutionEnvironment | None) -> list[str]:
@@ -993,13 +1022,24 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
         )
     if _live_matches_snapshot(inputs):
         assert work is not None
+        rest = inputs.snapshot.scope_rest
+        shown_there = (
+            f"objective, plan and the first {len(inputs.snapshot.scope_constraints)} scope constraints"
+            if rest
+            else "objective, scope and plan"
+        )
         pointer = (
             f": unchanged since working memory revision {inputs.working_memory_revision} "
-            "(objective, scope and plan are shown there)."
+            f"({shown_there} are shown there)."
         )
-        full = [header, f"{work.id}{pointer}", *decided, *env]
+        rest_full, rest_min, rest_cut = _scope_rest(work, rest, count)
+        full = [header, f"{work.id}{pointer}", *rest_full, *decided, *env]
         ident, id_cut = _bounded(work.id, _PINNED_ID_CHARS, count)
-        short = [header, f"{ident}{pointer} {_refs(work.declared_seq)}" if id_cut else f"{work.id}{pointer}"]
+        short = [
+            header,
+            f"{ident}{pointer} {_refs(work.declared_seq)}" if id_cut else f"{work.id}{pointer}",
+            *rest_min,
+        ]
         cut = (
             [
                 _shrunk(
@@ -1018,7 +1058,12 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
             "active_work",
             [
                 _form("full", full, count),
-                _form("truncated", [*short, *decided_min, *env_min], count, [*cut, *decided_cut, *env_cut]),
+                _form(
+                    "truncated",
+                    [*short, *decided_min, *env_min],
+                    count,
+                    [*cut, *rest_cut, *decided_cut, *env_cut],
+                ),
             ],
         )
 
