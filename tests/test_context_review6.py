@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import msgspec
+
 from holon import records as r
 from holon.context import Budget, build_context
+from holon.ledger import Ledger
+from tests.cli_support import invoke
 from tests.live import LiveLedger, RecordsSource
 
 # --------------------------------------------------------------------------- scope beyond the cap
@@ -84,3 +90,34 @@ def test_a_pointer_with_no_constraints_beyond_the_cap_reads_as_before() -> None:
     assert active.text.splitlines()[1:] == [
         "W1: unchanged since working memory revision 1 (objective, scope and plan are shown there)."
     ]
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def _shared_blob_ledger(path: Path) -> Path:
+    """Two calls in one turn returning the same large output: one blob, two results."""
+    output = "same listing line\n" * 400
+    bodies: list[r.Body] = [r.TurnStarted(trigger="user", input="go")]
+    for call in ("c1", "c2"):
+        bodies.append(r.ToolIntent(call_id=call, tool="bash", args={"command": "ls"}))
+        bodies.append(r.ToolResult(call_id=call, tool="bash", status="ok", output=output))
+    bodies.append(r.TurnEnded(outcome="completed"))
+    with Ledger.create(path, agent_id="a", fsync="never", blob_threshold=1024) as ledger:
+        ledger.append_many([r.Record(body=b, ts=i, turn=1) for i, b in enumerate(bodies)])
+    return path
+
+
+def test_explain_tells_apart_two_results_stored_in_one_blob(tmp_path: Path) -> None:
+    # Both rows read "history  blob:<h>  0  tool result stored as a blob (preview shown)":
+    # nothing said which result each one was.
+    path = _shared_blob_ledger(tmp_path / "L")
+    result = invoke("explain", path)
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if "blob:" in line]
+    assert len(rows) == 2 and rows[0] != rows[1], rows
+    assert "c1" in rows[0] and "ledger:2" in rows[0], rows
+    assert "c2" in rows[1] and "ledger:4" in rows[1], rows
+    doc = msgspec.json.decode(invoke("explain", path, "--json").stdout)
+    reasons = [o["reason"] for o in doc["omitted"]]
+    assert len(set(reasons)) == 2, reasons
