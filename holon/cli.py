@@ -1428,6 +1428,8 @@ class _SectionRow(msgspec.Struct, frozen=True, kw_only=True):
     why: str
 
 
+#: Distinct omission reasons `holon explain` shows in a section's "why" cell.
+_WHY_REASONS: Final = 3
 _STATUS: Final = {"full": "kept", "compact": "compacted", "truncated": "truncated", "omitted": "omitted"}
 
 
@@ -1476,7 +1478,12 @@ def explain(
     rows: list[_SectionRow] = []
     for s in plan.sections:
         section = rendered.get(s.section)
-        why = "; ".join(reasons.get(s.section, []))
+        named = reasons.get(s.section, [])
+        # Reasons name their item (an episode, a tool result): a section that left out dozens
+        # made one table cell of them all; the list below has each one with its ref.
+        why = "; ".join(named[:_WHY_REASONS])
+        if len(named) > _WHY_REASONS:
+            why += f"; +{len(named) - _WHY_REASONS} more (listed below)"
         if not why and s.form != "full":
             why = "did not fit the budget in full"
         if s.section == "pending_delta" and found.delta_confirmed and s.form != "omitted":

@@ -121,3 +121,22 @@ def test_explain_tells_apart_two_results_stored_in_one_blob(tmp_path: Path) -> N
     doc = msgspec.json.decode(invoke("explain", path, "--json").stdout)
     reasons = [o["reason"] for o in doc["omitted"]]
     assert len(set(reasons)) == 2, reasons
+
+
+def test_explain_keeps_a_sections_why_cell_short_when_it_left_out_many_items(tmp_path: Path) -> None:
+    # Each reason names its item, so the cell listed every one of them: dozens of results
+    # made one line of the table wider than any terminal. The list below has them all.
+    output = "same listing line\n" * 400
+    bodies: list[r.Body] = [r.TurnStarted(trigger="user", input="go")]
+    for n in range(6):
+        bodies.append(r.ToolIntent(call_id=f"c{n}", tool="bash", args={"command": "ls"}))
+        bodies.append(r.ToolResult(call_id=f"c{n}", tool="bash", status="ok", output=output))
+    bodies += [r.TurnEnded(outcome="completed"), r.TurnStarted(trigger="user", input="next")]
+    path = tmp_path / "L"
+    with Ledger.create(path, agent_id="a", fsync="never", blob_threshold=1024) as ledger:
+        ledger.append_many([r.Record(body=b, ts=i, turn=1 if i < 14 else 2) for i, b in enumerate(bodies)])
+    doc = msgspec.json.decode(invoke("explain", path, "--json").stdout)
+    history = next(row for row in doc["sections"] if row["section"] == "history")
+    assert history["why"].count("tool result ledger:") == 3, history["why"]
+    assert history["why"].endswith("; +3 more (listed below)"), history["why"]
+    assert sum(o["reason"].startswith("tool result ledger:") for o in doc["omitted"]) == 6
