@@ -92,6 +92,40 @@ def test_a_pointer_with_no_constraints_beyond_the_cap_reads_as_before() -> None:
     ]
 
 
+def _unscoped_plan() -> LiveLedger:
+    """A plan of no work item from turn 1, and no active item; turn 2 open, refreshed."""
+    live = LiveLedger()
+    live.start_turn("operator", "go")
+    steps = (r.PlanStep(id="s1", text="write the migration"), r.PlanStep(id="s2", text="run it"))
+    live.append(r.WorkPlan(work_item_id=None, steps=steps))
+    live.end_turn()
+    live.start_turn("operator", "continue")
+    live.before_prompt()
+    return live
+
+
+def test_active_work_does_not_repeat_an_unscoped_plan_working_memory_shows() -> None:
+    # With no active item, the section listed the whole unscoped plan under "No active work
+    # item." at every turn, right after working memory had shown the same plan.
+    live = _unscoped_plan()
+    prompt = build_context(live.state, _BUDGET, agent_id="a")
+    active, memory = prompt.section("active_work"), prompt.section("working_memory")
+    assert active is not None and memory is not None
+    assert "write the migration" in memory.text
+    assert "write the migration" not in active.text, active.text
+    assert active.text.splitlines()[1] == (
+        "No active work item; the plan is unchanged since working memory revision 1 (shown there)."
+    )
+
+
+def test_an_unscoped_plan_edited_this_turn_is_shown_from_the_live_plan() -> None:
+    live = _unscoped_plan()
+    live.append(r.WorkPlan(work_item_id=None, steps=(r.PlanStep(id="s1", text="drop the table"),)))
+    active = build_context(live.state, _BUDGET, agent_id="a").section("active_work")
+    assert active is not None and "unchanged since" not in active.text
+    assert "s1: drop the table" in active.text
+
+
 # --------------------------------------------------------------------------- explain
 
 

@@ -876,21 +876,37 @@ def pending_delta_candidate(inputs: ContextInputs, count: Counter) -> Candidate 
 
 
 def _live_matches_snapshot(inputs: ContextInputs) -> bool:
+    """Whether the live active item and plan are what working memory shows (then the
+    active-work section only points there)."""
     s, work, plan = inputs.snapshot, inputs.active_work, inputs.plan
-    if work is None or s.active_work_item_id != work.id:
+    if work is None:
+        # No active item: working memory shows the unscoped plan, which this section
+        # repeated in full at every turn.
+        if s.active_work_item_id is not None or plan is None or plan.seq != s.plan_seq:
+            return False
+    elif not _item_matches(s, work):
+        return False
+    if s.plan_omitted:
+        return False
+    live = plan.steps if plan is not None else ()
+    return len(live) == len(s.plan) and all(
+        (a.id, a.text, a.status) == (b.id, b.text, b.status) for a, b in zip(live, s.plan, strict=True)
+    )
+
+
+def _item_matches(s: WorkingMemorySnapshot, work: WorkItemEntry) -> bool:
+    if s.active_work_item_id != work.id:
         return False
     if (s.objective, s.delivery_target, s.work_state) != (work.objective, work.delivery_target, work.state):
         return False
     # The whole rule set: the snapshot's first ``scope_cap`` and the rest it keeps. Compared
     # on the first ones alone, an item with one rule more than the cap never matched, and
     # this section repeated every rule and the plan working memory had just shown.
-    if s.plan_omitted or len(work.scope_constraints) != len(s.scope_constraints) + len(s.scope_rest):
-        return False
-    if (*s.scope_constraints, *s.scope_rest) != work.scope_constraints:
-        return False
-    live = plan.steps if plan is not None else ()
-    return len(live) == len(s.plan) and all(
-        (a.id, a.text, a.status) == (b.id, b.text, b.status) for a, b in zip(live, s.plan, strict=True)
+    n = len(s.scope_constraints)
+    return (
+        len(work.scope_constraints) == n + len(s.scope_rest)
+        and work.scope_constraints[:n] == s.scope_constraints
+        and work.scope_constraints[n:] == s.scope_rest
     )
 
 
@@ -1020,8 +1036,21 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
                 ),
             ],
         )
-    if _live_matches_snapshot(inputs):
-        assert work is not None
+    if work is None and _live_matches_snapshot(inputs):
+        pointer = (
+            f"No active work item; the plan is unchanged since working memory revision "
+            f"{inputs.working_memory_revision} (shown there)."
+        )
+        return _candidate(
+            "active_work",
+            [
+                _form("full", [header, pointer, *decided, *env], count),
+                _form(
+                    "truncated", [header, pointer, *decided_min, *env_min], count, [*decided_cut, *env_cut]
+                ),
+            ],
+        )
+    if work is not None and _live_matches_snapshot(inputs):
         rest = inputs.snapshot.scope_rest
         shown_there = (
             f"objective, plan and the first {len(inputs.snapshot.scope_constraints)} scope constraints"
@@ -1047,7 +1076,7 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
                     ledger_ref(work.declared_seq),
                     "work item id clipped",
                     full[1:2],
-                    short[1:],
+                    short[1:2],
                     count=count,
                 )
             ]
