@@ -31,6 +31,7 @@ import re
 import shlex
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -1479,8 +1480,8 @@ def explain(
     for s in plan.sections:
         section = rendered.get(s.section)
         named = reasons.get(s.section, [])
-        # Reasons name their item (an episode, a tool result): a section that left out dozens
-        # made one table cell of them all; the list below has each one with its ref.
+        # Some reasons name their item (an episode, a decision, a call's arguments): a section
+        # that left out dozens made one table cell of them all; the list below has each one.
         why = "; ".join(named[:_WHY_REASONS])
         if len(named) > _WHY_REASONS:
             why += f"; +{len(named) - _WHY_REASONS} more (listed below)"
@@ -1560,9 +1561,15 @@ def explain(
         _echo("nothing was omitted or shortened")
         return
     _echo(f"omitted or shortened ({len(plan.omitted)}); restore any with `holon get PATH REF`:")
+    # Identical rows are one row with a count: results with the same output share one blob
+    # (`ls` run twice), and two rows alike read as a mistake. --json keeps every omission.
+    same = Counter((o.section, o.ref, o.tokens, o.reason) for o in plan.omitted)
     for line in _table(
         ["section", "ref", "tokens", "reason"],
-        [[o.section, o.ref, _n(o.tokens), o.reason] for o in plan.omitted],
+        [
+            [section, ref, _n(tokens), reason if n == 1 else f"{reason} ({n} items share this ref)"]
+            for (section, ref, tokens, reason), n in same.items()
+        ],
         right=(2,),
     ):
         _echo("  " + line)

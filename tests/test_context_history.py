@@ -86,7 +86,7 @@ def test_blob_results_point_at_their_blob_and_are_reported() -> None:
     digest = blake3.blake3(data).hexdigest()
     assert f"restore with ref blob:{digest}" in units[0].text
     assert [(o.ref, o.reason) for o in units[0].cleared] == [
-        (f"blob:{digest}", "tool result ledger:11 of c1 stored as a blob (preview shown)")
+        (f"blob:{digest}", "tool result stored as a blob (preview shown)")
     ]
 
 

@@ -229,9 +229,6 @@ def history_units(
         call = call_line(ex.intent_seq, ex.intent, args)
         ref = _result_ref(ex)
         size = _output_size(res)
-        # Which result an omission is: results with one output share one blob ref, and
-        # `holon explain` listed them as identical rows.
-        which = f"tool result {ledger_ref(ex.result_seq)} of {ex.call_id}"
         over_cap = out_tokens > cap
         if over_cap or (ex.result_seq <= cleared_through and ex.tool not in rules.protected_tools):
             reason = "over the size cap" if over_cap else "older than the newest results"
@@ -241,7 +238,7 @@ def history_units(
             if over_cap and preview_chars:
                 body = res.output[:preview_chars] + "\n" + body
             omissions.append(
-                r.Omission(section="history", ref=ref, reason=f"{which} {reason}", tokens=out_tokens)
+                r.Omission(section="history", ref=ref, reason=f"tool result {reason}", tokens=out_tokens)
             )
         elif res.blob is not None:
             # At most ``preview_chars`` of it, as for a cleared result: a preview of 0 shows
@@ -253,7 +250,7 @@ def history_units(
             # Only its preview is in the prompt; the output itself was never loaded, so
             # its tokens are not counted.
             omissions.append(
-                r.Omission(section="history", ref=ref, reason=f"{which} stored as a blob (preview shown)")
+                r.Omission(section="history", ref=ref, reason="tool result stored as a blob (preview shown)")
             )
         else:
             body = res.output
