@@ -61,7 +61,10 @@ _INPUT_CUT = re.compile(r"\[input truncated: ([\d,]+) of ([\d,]+) chars not show
 _BLOB = re.compile(r"\[output stored as blob, ([\d,]+) bytes — restore with ref (\S+)\]")
 # A line that starts a history unit (a result line belongs to its call's unit).
 _CITED = re.compile(r"^\[ledger:(\d+)\] (?!result )", re.MULTILINE)
-_ENTRY = re.compile(r"\b(decision|follow-up|work item|open wait|arguments of|result of|file) (\S+)")
+# The id a reason names; a colon after it is the reason's ("work item W1: objective clipped").
+_ENTRY = re.compile(
+    r"\b(decision|follow-up|work item|open wait|arguments of|result of|file) (\S+?):?(?=\s|$)"
+)
 
 budgets = st.integers(1_000, 200_000).flatmap(
     lambda w: st.builds(Budget, context_window=st.just(w), output_reserve=st.integers(0, w // 4))
@@ -182,6 +185,10 @@ def _check_evidence(omission: r.Omission, source: RefSource, state: ProjectionSt
         assert isinstance(found.body, r.Brief)
     elif "tool result" in reason:
         assert isinstance(found.body, r.ToolResult)
+    elif reason == "history item cut to fit the room":
+        # The newest history unit, cut: each of its records is named (a call and its result).
+        assert omission.section == "history"
+        assert isinstance(found.body, r.Message | r.Brief | r.ToolIntent | r.ToolResult | r.TurnStarted)
     elif (match := _ENTRY.search(reason)) is not None:
         # The entry's id (or path) is in the record it names.
         assert json.dumps(match.group(2))[1:-1] in line, (omission, line)

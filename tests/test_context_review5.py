@@ -514,3 +514,28 @@ def test_working_memory_names_the_scope_constraints_beyond_its_cap() -> None:
     ref = f"ledger:{declared.seq}"
     assert f"  (+3 more scope constraints not shown — restore with ref {ref})" in memory.text.splitlines()
     assert any(o.section == "working_memory" and o.ref == ref for o in prompt.plan.omitted)
+
+
+def test_a_call_cut_to_fit_is_never_shown_without_its_result() -> None:
+    # The newest unit cut to fit was cut anywhere: with long arguments (under their cap)
+    # the head ended inside the call's line, and the prompt showed the call without its
+    # result — a pair split, which the renderer promises never happens. Found by the
+    # `explore` Hypothesis profile (test_every_form_names_what_it_left_out).
+    big = " ".join(f"word{i}" for i in range(700))  # 1,484 tokens: under the 2,000 cap
+    call = execution(30, output="done")
+    call = msgspec.structs.replace(
+        call, intent=msgspec.structs.replace(call.intent, args={"command": f"echo {big}"})
+    )
+    budget = Budget(context_window=1_200)
+    prompt = build_context(inputs(tools=(call,)), budget)
+
+    _within(prompt, budget)
+    history = prompt.section("history")
+    assert history is not None
+    assert "] call c30 " not in history.text and "] result c30 " not in history.text
+    # Only the note, naming both records: the call and its result restore together.
+    assert re.search(
+        r"\n\[history item cut to fit the room: 0 of [\d,]+ chars shown — restore with ref "
+        r"ledger:300, ledger:301\]$",
+        history.text,
+    ), history.text[-300:]

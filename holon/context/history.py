@@ -68,6 +68,9 @@ class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
     refs: tuple[str, ...]
     cleared: tuple[r.Omission, ...] = ()
     turn: int | None = None
+    #: The shortest head of ``text`` that keeps the unit whole: a tool call's line and its
+    #: result's header. A unit cut to fit shows at least this much, or only its note.
+    whole_from: int = 0
 
 
 class HistoryRules(msgspec.Struct, frozen=True, kw_only=True):
@@ -266,6 +269,7 @@ def history_units(
                 refs=(ledger_ref(ex.intent_seq), ledger_ref(ex.result_seq)),
                 cleared=tuple(omissions),
                 turn=ex.turn,
+                whole_from=len(head),
             )
         )
     units.sort(key=lambda u: u.seq)
@@ -484,7 +488,8 @@ _CUT_CHARS_PER_TOKEN: Final = 32
 
 def _cut_to_fit(unit: HistoryUnit, room: int, count: Counter) -> HistoryUnit | None:
     """``unit`` as its longest head that fits ``room`` tokens with a note naming the refs that
-    restore it; ``None`` when not even the note fits."""
+    restore it; ``None`` when not even the note fits. A head shorter than the unit's
+    ``whole_from`` (a call without its result's header) is not shown: only the note is."""
     refs = ", ".join(unit.refs)
 
     def text(keep: int) -> str:
@@ -505,6 +510,10 @@ def _cut_to_fit(unit: HistoryUnit, room: int, count: Counter) -> HistoryUnit | N
             hi = mid - 1
     if lo < 0:
         return None
+    if lo < unit.whole_from:
+        # A head ending before the result's header shows the call without its result:
+        # the pair is never split, so only the note is shown, naming both.
+        lo = 0
     shown = text(lo)
     tokens = count(shown)
     cut = tuple(
