@@ -23,11 +23,13 @@ a new episode adds to that term.
 from __future__ import annotations
 
 import math
+import operator
 import re
 import sys
 import unicodedata
 from array import array
 from collections.abc import Iterable
+from itertools import islice, repeat
 from typing import Final, Literal, TypeAlias
 
 import msgspec
@@ -141,6 +143,31 @@ def _from_le(code: str, data: bytes) -> array[int]:
     if sys.byteorder != "little":
         values.byteswap()
     return values
+
+
+# The even byte values: what bytes.translate deletes to leave only odd ones.
+_EVEN_BYTES: Final = bytes(range(0, 256, 2))
+
+
+def _postings_problem(raw_offsets: bytes, offsets: array[int], flat: array[int], count: int) -> str | None:
+    """What is structurally wrong with saved postings, in O(terms), or None.
+
+    Checksummed bytes can still be malformed (a writer's bug, an edited file); without
+    these checks an odd or decreasing offset misreads (doc, tf) pairs, and a document
+    past the end raises IndexError in a later search instead of a rebuild now. Each
+    term's *last* document is checked, not every one: reading every pair costs more than
+    the rest of the restore. The spot check covers the newest episodes' postings in full.
+    """
+    # Offsets are little-endian u32: every fourth byte is a low byte, even for an even offset.
+    if raw_offsets[::4].translate(None, _EVEN_BYTES):
+        return "saved episode index has an offset inside a (doc, tf) pair"
+    if not all(map(operator.lt, offsets, islice(offsets, 1, None))):
+        return "saved episode index has a term with no postings or offsets out of order"
+    # The pair ending at a term's end offset is its last; each end is at least 2 here.
+    last = max(map(flat.__getitem__, map(operator.add, islice(offsets, 1, None), repeat(-2))), default=-1)
+    if last >= count:
+        return f"saved episode index has a posting for document {last}, past its {count} episodes"
+    return None
 
 
 def _other_tokenizer(saved: str) -> str:
@@ -445,8 +472,10 @@ class EpisodeIndex:
         ``episodes`` are all the episodes the index must cover, in order: the saved ones
         first (checked by id and ``to_seq``), then any archived since, which are indexed
         now. Only the newest few saved episodes are re-tokenized, as a check that the
-        saved postings are theirs. Returns why the bytes cannot be used when they do not
-        decode, were saved by other tokenizing code, or belong to other episodes.
+        saved postings are theirs; every term's postings get O(terms) structural checks
+        (offsets on pair boundaries and increasing, the last document in range). Returns
+        why the bytes cannot be used when they do not decode or are malformed, were saved
+        by other tokenizing code, or belong to other episodes.
         """
         try:
             saved = _SAVED_DECODER.decode(data)
@@ -491,6 +520,9 @@ class EpisodeIndex:
         bounds_ok = offsets[0] == 0 and offsets[-1] == len(flat) and sum(lengths) == saved.total_length
         if not bounds_ok:
             return EpisodeIndexRejected(reason="corrupt", detail="saved index has inconsistent offsets")
+        problem = _postings_problem(saved.offsets, offsets, flat, count)
+        if problem is not None:
+            return EpisodeIndexRejected(reason="corrupt", detail=problem)
         index._episodes = docs
         index._lengths = lengths
         index._total_length = saved.total_length
