@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 import time
+from collections.abc import Sequence
 
 # Order follows the layers: storage, memory, rendering, runtime, audit, evaluation.
 SUITES = (
@@ -12,16 +14,30 @@ SUITES = (
 )  # fmt: skip
 
 
-def main(argv: list[str]) -> int:
-    wanted = argv or list(SUITES)
-    for name in wanted:
-        try:
-            module = importlib.import_module(f"benchmarks.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"benchmarks.{name}":
-                print(f"== {name}: not present, skipped")
-                continue
-            raise
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Run the named benchmark suites in order, or every one (make bench).",
+        epilog="A suite also runs alone: python -m benchmarks.NAME (benchmarks.eval takes options).",
+    )
+    # No choices=: argparse 3.11 checks an empty nargs="*" list against them and refuses it.
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="SUITE",
+        help=f"suites to run, in order (default: all): {', '.join(SUITES)}",
+    )
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = _parser()
+    names: list[str] = parser.parse_args(list(argv)).names
+    unknown = [name for name in names if name not in SUITES]
+    if unknown:
+        parser.error(f"no suite {', '.join(map(repr, unknown))}; the suites are {', '.join(SUITES)}")
+    for name in names or SUITES:
+        module = importlib.import_module(f"benchmarks.{name}")
         print(f"\n== {name} " + "=" * (60 - len(name)))
         started = time.perf_counter()
         module.main()
