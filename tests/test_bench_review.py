@@ -6,12 +6,15 @@ stubs that fail if reached when a command should have been refused first.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
 
 import benchmarks.__main__ as runner
+from benchmarks.eval import run as eval_run
+from benchmarks.eval.scenario import SAMPLES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,3 +67,68 @@ def test_every_benchmark_module_is_a_suite_make_bench_runs() -> None:
     modules = {p.stem for p in here.glob("*.py") if "def main(" in p.read_text(encoding="utf-8")}
     modules |= {p.parent.name for p in here.glob("*/__init__.py")}
     assert modules - {"__main__"} == set(runner.SUITES)
+
+
+# ---------------------------------------------------------------- python -m benchmarks.eval
+
+
+@pytest.fixture
+def no_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail fast if the evaluation starts: these commands must be refused before it."""
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the evaluation ran instead of refusing its arguments")
+
+    monkeypatch.setattr(eval_run, "generate", refuse)
+
+
+@pytest.mark.usefixtures("no_run")
+@pytest.mark.parametrize("turns", ["0", "-3", "many"])
+def test_turns_must_be_a_positive_number(turns: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # 0 was read as "not given": the full two-minute run, and docs/evaluation.md rewritten.
+    with pytest.raises(SystemExit) as exit_:
+        eval_run.main(["--turns", turns, "--no-docs"])
+    assert exit_.value.code == 2
+    assert f"{turns!r} is not a number of turns" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("no_run")
+def test_a_samples_folder_holding_none_of_the_transcripts_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, it ran: "0 real transcripts from DIR" one line among the tables, and a
+    # fingerprint unlike the published one. (A folder that does not exist still skips them.)
+    (tmp_path / "claude-code").mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        eval_run.main(["--samples", str(tmp_path), "--quick"])  # one level too high, say
+    assert exit_.value.code == 2
+    assert f"holds none of the real transcripts (such as {SAMPLES[0][0]})" in capsys.readouterr().err
+
+
+def test_a_partial_samples_folder_names_the_transcripts_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fingerprint covers the samples: a partial folder must say why it differs.
+    kept = SAMPLES[3][0]
+    (tmp_path / kept).parent.mkdir(parents=True)
+    (tmp_path / kept).touch()
+    monkeypatch.setattr(eval_run, "load_samples", lambda _folder: iter(()))  # nothing is imported here
+    monkeypatch.setattr(eval_run, "GENERATED", ())
+    monkeypatch.setattr(eval_run, "verdicts", lambda _runs: [])
+    assert eval_run.main(["--samples", str(tmp_path), "--no-docs"]) == 0
+    missing = ", ".join(rel for rel, _ in SAMPLES if rel != kept)
+    assert f" (4 of 5 not found: {missing})" in capsys.readouterr().out
+
+
+def test_the_generated_doc_shows_the_harness_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        eval_run.main(["--help"])
+    help_text = capsys.readouterr().out
+    usage = " ".join(help_text.split("\n\n")[0].split()).removeprefix("usage: ")
+    for option in ("--samples", "--quick", "--turns", "--no-docs"):
+        assert option in usage
+    assert usage == eval_run.command_line()
+    doc = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    line = re.search(r"^make eval +# = \.venv/bin/(.*)$", doc, re.MULTILINE)
+    assert line is not None, "docs/evaluation.md shows the make eval command"
+    assert line.group(1) == usage, "regenerate docs/evaluation.md: python -m benchmarks.eval"

@@ -24,12 +24,12 @@ def write_doc(
     digest: str,
     chart: str,
     elapsed: float,
+    command: str,
 ) -> None:
-    """Write the evaluation page from the runs."""
+    """Write the evaluation page from the runs; ``command`` is the harness's usage line."""
     minutes = f"{elapsed / 60:.1f} min"
-    parts = [
-        _TEMPLATE.read_text(encoding="utf-8").format(minutes=minutes, digest=digest, sample_note=sample_note)
-    ]
+    template = _TEMPLATE.read_text(encoding="utf-8")
+    parts = [template.format(minutes=minutes, digest=digest, sample_note=sample_note, command=command)]
     parts.append("## Targets\n")
     parts.append("Checked on the generated scenarios, from the figures below:\n")
     for check in checks:

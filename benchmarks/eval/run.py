@@ -21,11 +21,11 @@ from benchmarks.eval.doc import write_doc
 from benchmarks.eval.metrics import PolicyRun, evaluate
 from benchmarks.eval.policies import POLICIES
 from benchmarks.eval.report import svg_chart, terminal_table, verdicts
-from benchmarks.eval.scenario import Scenario, generate, load_samples
+from benchmarks.eval.scenario import SAMPLES, Scenario, generate, load_samples
 from benchmarks.eval.trace import TokenCounter
 from holon.context import Budget
 
-__all__ = ["GENERATED", "WINDOWS", "fingerprint", "main", "run_scenario"]
+__all__ = ["GENERATED", "WINDOWS", "command_line", "fingerprint", "main", "parser", "run_scenario"]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 DEFAULT_SAMPLES: Final = ROOT.parent / "shared" / "samples"
@@ -99,18 +99,55 @@ def _shown(path: Path) -> str:
     return relative if len(relative) < len(str(path)) else str(path)
 
 
+def _turns(text: str) -> int:
+    try:
+        turns = int(text)
+    except ValueError:
+        turns = 0
+    if turns < 1:
+        # Not a run: 0 is falsy (it would read as "not given") and a negative count
+        # generates a scenario of no turns.
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of turns (a whole number, at least 1)")
+    return turns
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command's arguments; docs/evaluation.md shows its usage line (:func:`command_line`)."""
+    out = argparse.ArgumentParser(prog="python -m benchmarks.eval", description=__doc__.splitlines()[0])
+    out.add_argument(
+        "--samples",
+        type=Path,
+        metavar="DIR",
+        help=f"folder of real transcripts (default {_shown(DEFAULT_SAMPLES)}, skipped if it does not exist)",
+    )
+    out.add_argument("--quick", action="store_true", help="short generated scenarios only (a smoke run)")
+    out.add_argument("--turns", type=_turns, metavar="N", help="one generated scenario of N turns instead")
+    out.add_argument("--no-docs", action="store_true", help="print only; do not write docs/evaluation.*")
+    return out
+
+
+def command_line() -> str:
+    """The usage line as docs/evaluation.md shows it: the parser's own, on one line."""
+    return " ".join(parser().format_usage().split()).removeprefix("usage: ")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.eval", description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES, help="folder of real transcripts")
-    parser.add_argument("--quick", action="store_true", help="short generated scenarios only (a smoke run)")
-    parser.add_argument("--turns", type=int, help="one generated scenario of this many turns instead")
-    parser.add_argument("--no-docs", action="store_true", help="print only; do not write docs/evaluation.*")
-    args = parser.parse_args(list(argv) if argv is not None else [])
+    arguments = parser()
+    args = arguments.parse_args(list(argv) if argv is not None else [])
+    samples_dir: Path = DEFAULT_SAMPLES if args.samples is None else args.samples
+    missing = [rel for rel, _ in SAMPLES if not (samples_dir / rel).exists()]
+    if args.samples is not None and samples_dir.is_dir() and len(missing) == len(SAMPLES):
+        # An absent folder skips the samples, as its note says; a folder that exists but
+        # holds none of them is a wrong path (one level too high, say), not a choice.
+        arguments.error(
+            f"--samples {args.samples}: holds none of the real transcripts (such as {SAMPLES[0][0]}); "
+            "name the folder holding claude-code/, swe-agent/, tau-bench/ and openhands/"
+        )
     started = time.perf_counter()
 
     generated: list[PolicyRun] = []
     plan = QUICK if args.quick else GENERATED
-    if args.turns:
+    if args.turns is not None:
         plan = ((f"generated-{args.turns}", args.turns, 8, 6),)
     for name, turns, seed, rounds in plan:
         scenario = generate(name, turns, seed=seed, max_rounds=rounds)
@@ -123,14 +160,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     samples: list[PolicyRun] = []
     sample_note: str
-    if args.samples.is_dir():
-        found = list(load_samples(args.samples))
+    if samples_dir.is_dir():
+        found = list(load_samples(samples_dir))
         for scenario in found:
             samples += run_scenario(scenario)
-        sample_note = f"{len(found)} real transcripts from {_shown(args.samples)}"
+        sample_note = f"{len(found)} real transcripts from {_shown(samples_dir)}"
+        if missing:
+            # The fingerprint covers the samples: say why it differs from a full run's.
+            sample_note += f" ({len(missing)} of {len(SAMPLES)} not found: {', '.join(missing)})"
     else:
         sample_note = (
-            f"real transcripts: {_shown(args.samples)} does not exist — samples skipped (pass --samples DIR)"
+            f"real transcripts: {_shown(samples_dir)} does not exist — samples skipped (pass --samples DIR)"
         )
     print(sample_note)
 
@@ -143,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(f"\nfingerprint {digest} (same seed and code → same figures); {elapsed:.0f}s")
 
-    if not (args.no_docs or args.quick or args.turns):
+    if not (args.no_docs or args.quick or args.turns is not None):
         chart = generated[0].scenario
         (ROOT / "docs" / "evaluation.svg").write_text(svg_chart(generated, chart), encoding="utf-8")
         write_doc(
@@ -155,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             digest=digest,
             chart=chart,
             elapsed=elapsed,
+            command=command_line(),
         )
         print("wrote docs/evaluation.md and docs/evaluation.svg")
     return 0
