@@ -11,7 +11,8 @@ The planted agent runs 12 turns (prompts in turns 1-11; turn 12 fails before ren
 - tokens: each prompt has ``system`` = 100 tokens and ``history`` = 10 x turn tokens
   (history truncated at turn 5);
 - evictions: turns 5 and 6 omit ``ledger:3`` from history (40 tokens each); turn 6 also
-  leaves a decision out of working memory;
+  leaves a decision out of working memory, and turns 7 and 8 collapse 3 and 5 finished
+  plan steps (one cause);
 - cache: the key changes at turn 4 (a delta after turn 3: revision), turn 8 (a delta
   and an episode after turn 7: revision + epoch) and turn 11 (a new system policy in
   turn 10: prefix), so 3 changes in 12 turns = 25 per 100 turns;
@@ -82,6 +83,17 @@ def planted() -> tuple[list[r.Record], dict[str, Any]]:
             if turn == 6:
                 omitted += (
                     r.Omission(section="working_memory", ref="ledger:2", reason="decision d1 not shown"),
+                )
+            if turn in (7, 8):
+                # One cause, with another count each time: one row of the evictions report.
+                steps = 3 if turn == 7 else 5
+                omitted += (
+                    r.Omission(
+                        section="working_memory",
+                        ref="ledger:4",
+                        reason=f"{steps} finished plan steps collapsed",
+                        tokens=10 * steps,
+                    ),
                 )
             p.add(
                 r.PromptRendered(
@@ -260,19 +272,33 @@ def test_evictions_report(con: duckdb.DuckDBPyConnection) -> None:
     got = [
         (
             row["section"],
-            row["reason"],
+            row["cause"],
             row["omissions"],
             row["prompts"],
             row["distinct_refs"],
             row["tokens"],
             row["first_turn"],
             row["last_turn"],
+            row["example"],
         )
         for row in by_agent(run_report(con, "evictions"))
     ]
+    # Counted by cause: the reasons' ids and counts would make a row per item (before, the
+    # demo's "1 finished plan steps collapsed" … "8 …" were eight rows).
     assert got == [
-        ("history", "history over budget", 2, 2, 1, 80, 5, 6),
-        ("working_memory", "decision d1 not shown", 1, 1, 1, 0, 6, 6),
+        ("history", "history over budget", 2, 2, 1, 80, 5, 6, "history over budget"),
+        (
+            "working_memory",
+            "N finished plan steps collapsed",
+            2,
+            2,
+            1,
+            80,
+            7,
+            8,
+            "3 finished plan steps collapsed",
+        ),
+        ("working_memory", "decision <id> not shown", 1, 1, 1, 0, 6, 6, "decision d1 not shown"),
     ]
 
 

@@ -131,15 +131,16 @@ REPORTS: Final[dict[str, Report]] = {
         ),
         Report(
             name="evictions",
-            help="what prompts left out or truncated, by section and reason: how often, how many "
-            "tokens, in how many prompts, first and last turn",
+            help="what prompts left out or truncated, by section and cause (the reason without its "
+            "item's id and counts): how often, how many tokens, in how many prompts, first and last "
+            "turn, and one reason as an example",
             sql="""
-            SELECT agent_id, section, reason, count(*) AS omissions, count(DISTINCT seq) AS prompts,
+            SELECT agent_id, section, cause, count(*) AS omissions, count(DISTINCT seq) AS prompts,
                    count(DISTINCT ref) AS distinct_refs, sum(tokens) AS tokens,
-                   min(turn) AS first_turn, max(turn) AS last_turn
+                   min(turn) AS first_turn, max(turn) AS last_turn, min(reason) AS example
             FROM omissions
-            GROUP BY agent_id, section, reason
-            ORDER BY agent_id, omissions DESC, section, reason
+            GROUP BY agent_id, section, cause
+            ORDER BY agent_id, omissions DESC, section, cause
             """,
         ),
         Report(

@@ -116,6 +116,20 @@ def _source(kind: str | None) -> str:
 # Each table's SQL reads its kinds through ``{kind}`` placeholders, which connect()
 # replaces by a read_json over that kind's files (or an empty typed relation). Rows come
 # out ordered by agent and seq, so a plain SELECT reads like the ledger.
+#: An omission's reason as a cause to count by: the id of the item it names becomes
+#: ``<id>`` and every count ``N``, so "decision d1 not shown" and "decision d7 not shown",
+#: or "3 finished plan steps collapsed" and "5 …", are one cause (holon.context writes
+#: the reasons; each names its item so that `holon explain` can tell them apart). An id
+#: is told from a word by a digit or one of ``_./-`` in it ("wait of wait q1 clipped");
+#: an id of letters alone stays, and its reason is a cause of its own.
+_CAUSE: Final = (
+    "regexp_replace(regexp_replace({reason}, "
+    "'\\b(decision|follow-up|work item|wait|arguments of|result of|file) "
+    "[^\\s:;,()]*[0-9_./-][^\\s:;,()]*', "
+    "'\\1 <id>', 'g'), '\\b[0-9][0-9,]*\\b', 'N', 'g')"
+)
+
+
 TABLES: Final[dict[str, Table]] = {
     t.name: t
     for t in (
@@ -340,13 +354,15 @@ TABLES: Final[dict[str, Table]] = {
                 "section": "section the item belonged to",
                 "ref": "ref that restores it (ledger:<seq>, blob:<hash>, episode:<id>)",
                 "reason": "why it was left out",
+                "cause": "the reason with its item's id and its counts left out (<id>, N), to count by",
                 "tokens": "tokens it would have taken (0 when not reported)",
             },
-            """
+            f"""
             SELECT agent_id, seq, turn, o.section AS section, o.ref AS ref, o.reason AS reason,
+                   {_CAUSE.format(reason="o.reason")} AS cause,
                    coalesce(o.tokens, 0) AS tokens
             FROM (SELECT f.agent_id, p.seq, p.turn, unnest(p.body.omitted) AS o
-                  FROM {prompt_rendered} p JOIN _fleet f USING (agent_ix))
+                  FROM {{prompt_rendered}} p JOIN _fleet f USING (agent_ix))
             ORDER BY agent_id, seq
             """,
         ),
