@@ -98,8 +98,12 @@ def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
         raise UsageError(f"{source} is empty: there is no {fmt} transcript in it to import")
     report = importer.parse_bytes(data, source=source)
     if not report.records:
-        # Valid but empty (e.g. `[]`): every format says so the same way, not "appended 0".
-        raise UsageError(f"{source} holds no {fmt} conversation: nothing in it maps to a record")
+        # Valid but empty (e.g. `[]`): every format says so the same way, not "appended 0". What
+        # was left out is named: a file of only skipped events (summaries of other sessions,
+        # snapshots) is no empty file, and the reasons say why nothing was imported.
+        skipped = ", ".join(f"{reason} {count}" for reason, count in report.skipped.items())
+        left_out = f" (skipped: {skipped})" if skipped else ""
+        raise UsageError(f"{source} holds no {fmt} conversation: nothing in it maps to a record{left_out}")
     return report
 
 

@@ -9,6 +9,7 @@ compaction. See docs/importers.md for the full mapping.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final, Literal
 
 from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
@@ -52,13 +53,18 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
     """Map a Claude Code session JSONL file's bytes to holon records."""
     events: list[tuple[str, Node]] = []
     uuids: set[str] = set()
+    main_thread = False  # whether any message is the main conversation's (not a sidechain)
     for _, event in iter_jsonl(data, source=source, format_hint=_HINT):
         if not event.is_object() or not isinstance(event.as_object().get("type"), str):
             raise event.error("not a Claude Code event (no `type`)")
-        uuid = event.as_object().get("uuid")
+        obj = event.as_object()
+        uuid = obj.get("uuid")
         if isinstance(uuid, str):
             uuids.add(uuid)
-        events.append((event.field("type").as_str(), event))
+        kind = event.field("type").as_str()
+        if kind in ("user", "assistant") and obj.get("isSidechain") is not True:
+            main_thread = True
+        events.append((kind, event))
 
     stamps = [
         None if (stamp := event.get("timestamp")) is None else parse_iso_ms(stamp) for _, event in events
@@ -80,9 +86,11 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
                     builder.skip("duplicate event")
                     continue
                 seen.add(uuid)
-            if event.as_object().get("isSidechain") is True:
-                # Subagent (Task) conversations: their outcome reaches the main thread as the
-                # Task tool's result, which is imported; their inner steps are not.
+            if main_thread and event.as_object().get("isSidechain") is True:
+                # Subagent (Task) conversations inside a session's file: their outcome reaches the
+                # main thread as the Task tool's result, which is imported; their inner steps are
+                # not. A file with no main thread is a subagent's own transcript (Claude Code keeps
+                # them in <session>/subagents/agent-<id>.jsonl): its sidechain is the conversation.
                 builder.skip("sidechain event")
                 continue
             _environment(builder, event)
@@ -90,7 +98,7 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
             if kind == "user":
                 _user(builder, event, message)
             else:
-                _assistant(builder, message)
+                _assistant(builder, event, message)
         elif kind == "system":
             content = event.as_object().get("content")
             # Newer Claude Code versions log a local command as a system event with the same tags.
@@ -242,18 +250,45 @@ def _tool_result(builder: TranscriptBuilder, block: Node, detail: Node | None) -
     builder.result(call, status=status, output=output, exit_code=exit_code, touched_files=touched)
 
 
-def _assistant(builder: TranscriptBuilder, message: Node) -> None:
+#: The model name Claude Code gives the assistant messages it writes itself (no model said them).
+_SYNTHETIC_MODEL: Final = "<synthetic>"
+
+
+def _assistant(builder: TranscriptBuilder, event: Node, message: Node) -> None:
+    # Claude Code writes some assistant messages itself: an API error it gave up on ("API Error:
+    # 529 Overloaded", "You've hit your limit", flagged `isApiErrorMessage`) or a placeholder, with
+    # the model `<synthetic>`. The model never said them, so they are Claude Code's channel text,
+    # not assistant output a later prompt would show as the model's own words; an API error also
+    # ends the turn, failed, as Claude Code stops there.
+    api_error = event.as_object().get("isApiErrorMessage") is True
+    synthetic = api_error or message.as_object().get("model") == _SYNTHETIC_MODEL
+    channel = "claude-code:api-error" if api_error else "claude-code:synthetic"
+    texts: list[str] = []
+
+    def say(text: str) -> None:
+        if synthetic:
+            texts.append(text)
+            builder.agent(Message(role="channel", channel=channel, text=text))
+        else:
+            builder.agent(Message(role="assistant", text=text))
+
     content = message.field("content")
     if isinstance(content.value, str):
         if content.value:
-            builder.agent(Message(role="assistant", text=content.value))
-        return
+            say(content.value)
+    else:
+        _assistant_blocks(builder, content, say)
+    if api_error and builder.turn_open:
+        builder.end_turn("failed", error="\n".join(texts) or "API error")
+
+
+def _assistant_blocks(builder: TranscriptBuilder, content: Node, say: Callable[[str], None]) -> None:
     for block in content.items():
         block_type = block.field("type").as_str()
         if block_type == "text":
             text = block.field("text").as_str()
             if text:
-                builder.agent(Message(role="assistant", text=text))
+                say(text)
             else:
                 builder.skip("block:empty text")
         elif block_type == "tool_use":

@@ -144,6 +144,10 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
                 builder.agent(Message(role="assistant", text=text))
             if message.has("audio"):
                 builder.skip("audio")  # spoken output; audio is not imported (as images are not)
+            if any(message.as_object().get(key) for key in _REASONING_KEYS):
+                # The model's reasoning, as OpenAI-compatible servers return it: not imported, as
+                # Claude Code's thinking blocks and Responses `reasoning` items are not, but counted.
+                builder.skip("reasoning")
             _assistant_calls(builder, message, index, legacy)
         elif role == "tool":
             _tool_result(builder, call_key(message, "tool_call_id"), text)
@@ -161,6 +165,9 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
         builder.emit(SystemPolicy(text="", tools=tools))
 
 
+#: Where OpenAI-compatible servers put an assistant message's reasoning: `reasoning_content`
+#: (DeepSeek, vLLM, LiteLLM), `reasoning` and `reasoning_details` (OpenRouter, Ollama, vLLM).
+_REASONING_KEYS: Final = ("reasoning_content", "reasoning", "reasoning_details")
 #: Roles whose message the API refuses without `content` (an assistant one may leave it null).
 _CONTENT_REQUIRED: Final = frozenset({"system", "developer", "user", "tool"})
 #: What stands in for an assistant message's `content` when it is null.

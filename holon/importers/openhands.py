@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
 from holon.importers._shape import Node, decode_json_document, iter_jsonl, parse_iso_ms, try_json_document
 from holon.importers.openai_chat import tool_definitions
-from holon.records import Brief, Message, SystemPolicy
+from holon.records import Brief, ContextSummary, Message, SystemPolicy
 
 __all__ = ["FORMAT", "parse_openhands"]
 
@@ -166,6 +166,10 @@ def _action(builder: TranscriptBuilder, event: Node, edits: dict[str, str], pair
         if thought:
             builder.agent(Message(role="assistant", text=thought))
         builder.agent(Brief(status=_finish_status(args), text=args.str_of("final_thought", message)))
+    elif name == "condensation" and isinstance(summary := args.as_object().get("summary"), str) and summary:
+        # OpenHands' condenser forgot earlier events and put this summary in their place (its
+        # compaction): what the agent knew of them from here on, as Claude Code's compact summary.
+        builder.emit(ContextSummary(text=summary, source="openhands:condensation"))
     elif name in _NOT_TOOLS or not (event.has("tool_call_metadata") or name in _TOOL_ACTIONS):
         builder.skip(f"action:{name}")
     else:

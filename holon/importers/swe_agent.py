@@ -97,7 +97,9 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
         raise root.error("not a SWE-agent trajectory (no `history` or `trajectory`)")
     history = list(root.field("history").items())
     steps = _steps(root)
-    actions = sum(1 for entry in history if _is_action(entry))
+    # Demonstrations put in the history message by message (`put_demos_in_history`) hold the
+    # demo run's actions, which have no step in this run's `trajectory`.
+    actions = sum(1 for entry in history if _is_action(entry) and not _is_demo(entry))
     # States line up with actions only when the run recorded one step per action.
     aligned = steps if len(steps) == actions else []
 
@@ -110,7 +112,7 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
     action_index = -1
 
     for entry in history:
-        if entry.as_object().get("is_demo") is True:
+        if _is_demo(entry):
             # Demonstrations are few-shot examples pasted into the prompt, not this run's work.
             builder.skip("demonstration message")
             continue
@@ -225,6 +227,10 @@ def _from_trajectory(root: Node, source: str) -> ImportReport:
 def _has_tool_calls(entry: Node) -> bool:
     # An empty `tool_calls` list is no tool call: the `action` text is then the call.
     return bool(entry.as_object().get("tool_calls"))
+
+
+def _is_demo(entry: Node) -> bool:
+    return entry.as_object().get("is_demo") is True
 
 
 def _is_action(entry: Node) -> bool:
