@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from holon.errors import UsageError
-from holon.importers import read_transcript
+from holon.errors import InvalidRecord, UsageError
+from holon.importers import _shape, read_transcript
 from holon.records import ContextSummary, Message, ToolIntent, ToolResult, TurnEnded, TurnStarted
 from tests.cli_support import invoke, tree_bytes
 from tests.importers_support import USER, claude_jsonl, parse_as
@@ -253,3 +255,101 @@ def test_an_openhands_condensation_summary_is_a_context_summary() -> None:
     assert report.skipped == {"action:condensation": 1}  # no summary: nothing to keep, still counted
     assert [type(r.body) for r in report.records][:1] == [TurnStarted]
     assert not any(isinstance(r.body, ToolIntent) for r in report.records)
+
+
+# ---------------------------------------------------------------- large files: one copy, not several
+
+
+def _peak_over_size(parse: Callable[[bytes], object], data: bytes) -> float:
+    """Peak memory Python allocated while ``parse`` read ``data``, as a multiple of its size."""
+    tracemalloc.start()
+    try:
+        parse(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak / len(data)
+
+
+def test_a_long_claude_code_session_is_not_held_decoded_while_it_is_mapped() -> None:
+    # Every line was split out (a second copy of the file) and every event kept decoded (twice its
+    # size) until the last record was made: 5.9 times the file's size at the peak, over 500 MB for
+    # a 110 MB session. Now lines are decoded one at a time, in two passes: 0.35 times.
+    events: list[dict[str, Any]] = []
+    for i in range(600):
+        ts = {"timestamp": f"2025-03-01T10:{i // 60:02d}:{i % 60:02d}.{i:03d}Z"}
+        call = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
+        result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": "ok"}
+        events.append({"type": "assistant", "message": {"role": "assistant", "content": [call]}} | ts)
+        events.append(
+            ts
+            | {
+                "type": "user",
+                "message": {"role": "user", "content": [result]},
+                "toolUseResult": {"stdout": "z" * 2000, "lines": ["x"] * 200},
+            }
+        )
+    data = claude_jsonl(_PROMPT, *events)
+    assert _peak_over_size(lambda d: parse_as("claude-code", d), data) < 1.5
+
+
+def test_openhands_evaluation_output_is_read_run_by_run() -> None:
+    # Every run was decoded before the first was mapped, and the whole file was first tried as one
+    # JSON document whose escapes were all rewritten (a lone-surrogate repair that cannot help with
+    # "trailing characters"): 33 times the file's size at the peak. Now 1.4 (the records' outputs).
+    runs = []
+    for run in range(60):
+        history: list[dict[str, Any]] = [
+            {
+                "id": 0,
+                "timestamp": "2025-03-01T10:00:00",
+                "source": "user",
+                "action": "message",
+                "args": {"content": "fix"},
+            }
+        ]
+        for i in range(1, 20, 2):
+            history.append(
+                {
+                    "id": i,
+                    "timestamp": "2025-03-01T10:00:01",
+                    "source": "agent",
+                    "action": "run",
+                    "args": {"command": "ls\n" * 20},
+                    "tool_call_metadata": {"tool_call_id": f"c{i}", "function_name": "execute_bash"},
+                }
+            )
+            history.append(
+                {
+                    "id": i + 1,
+                    "timestamp": "2025-03-01T10:00:02",
+                    "source": "agent",
+                    "observation": "run",
+                    "cause": i,
+                    "content": "out\n" * 100,
+                    "extras": {"metadata": {"exit_code": 0}},
+                }
+            )
+        runs.append(json.dumps({"instance_id": run, "history": history}))
+    data = ("\n".join(runs) + "\n").encode()
+    assert parse_as("openhands", data).tool_calls == 600
+    assert _peak_over_size(lambda d: parse_as("openhands", d), data) < 3
+
+
+def test_json_lines_are_not_rewritten_for_a_repair_that_cannot_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoRewrite:
+        def sub(self, *args: object) -> bytes:
+            raise AssertionError("the file's escapes were rewritten")
+
+    monkeypatch.setattr(_shape, "_ESCAPE", NoRewrite())
+    run = {"history": [{"id": 0, "source": "user", "action": "message", "args": {"content": "a\\nb"}}]}
+    data = (json.dumps(run) + "\n" + json.dumps(run) + "\n").encode()
+    assert parse_as("openhands", data).turns == 2
+
+
+def test_a_json_lines_file_keeps_its_cut_off_and_line_errors() -> None:
+    good = claude_jsonl(_PROMPT)
+    with pytest.raises(InvalidRecord, match=r"line 2 of t.*ends in the middle of its last line"):
+        parse_as("claude-code", good + b'{"type": "user", "mess')
+    with pytest.raises(InvalidRecord, match=r"line 3 of t.*not a JSON value"):
+        parse_as("claude-code", good + b"\n{oops\n" + good)

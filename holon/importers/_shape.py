@@ -96,6 +96,11 @@ def _decode(data: bytes) -> Any:
     try:
         return _decode_once(data)
     except _MalformedJSON as exc:
+        if not _may_be_lone_surrogate(exc) and _python_constant_at(data, exc) is None:
+            # Neither repair can help (JSON Lines read as one document: "trailing characters").
+            # Rewriting every escape of a large file only to fail again took seconds and several
+            # times its size in memory, and every OpenHands JSONL import tries that first.
+            raise
         repaired = _ESCAPE.sub(_replace_lone_surrogate, data)
         if repaired == data:
             return _with_python_constants(data, exc)
@@ -109,6 +114,21 @@ def _decode(data: bytes) -> Any:
         return _with_python_constants(repaired, exc)
 
 
+def _may_be_lone_surrogate(exc: _MalformedJSON) -> bool:
+    # msgspec reports a lone surrogate escape as a bad surrogate pair, or (one followed by another
+    # escape, or ending a string) as input that was truncated.
+    text = str(exc)
+    return "surrogate" in text or "truncated" in text
+
+
+def _python_constant_at(data: bytes, exc: _MalformedJSON) -> int | None:
+    """The offset of the Python NaN / Infinity word ``exc`` stopped at, or None."""
+    at = _ERROR_BYTE.search(str(exc))
+    if at is None or not data.startswith(_PYTHON_CONSTANTS, int(at.group(1))):
+        return None
+    return int(at.group(1))
+
+
 def _with_python_constants(data: bytes, exc: _MalformedJSON) -> Any:
     """Decode JSON holding Python's bare NaN / Infinity words, or raise ``exc``.
 
@@ -117,8 +137,7 @@ def _with_python_constants(data: bytes, exc: _MalformedJSON) -> Any:
     It is not JSON, but refusing the whole transcript over a field holon may never read
     would help no one; where such a value is stored, the importer keeps it as text.
     """
-    at = _ERROR_BYTE.search(str(exc))
-    if at is None or not data.startswith(_PYTHON_CONSTANTS, int(at.group(1))):
+    if _python_constant_at(data, exc) is None:
         raise exc
     try:
         return json.loads(data)  # the stdlib parser reads the bare words as floats
@@ -308,9 +327,20 @@ def try_json_document(data: bytes, *, source: str, format_hint: str) -> Node | N
 
 
 def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[int, Node]]:
-    """Yield (1-based line number, node) for each non-blank line of a JSON Lines file."""
-    lines = _without_bom(data).split(b"\n")
-    for number, line in enumerate(lines, start=1):
+    """Yield (1-based line number, node) for each non-blank line of a JSON Lines file.
+
+    Lines are cut out one at a time, not split into a list first: that list is a second copy of
+    the whole file, and a session transcript can be hundreds of megabytes.
+    """
+    text = _without_bom(data)
+    start = 0
+    number = 0
+    while start <= len(text):
+        end = text.find(b"\n", start)
+        last = end < 0
+        line = text[start:] if last else text[start:end]
+        start = len(text) + 1 if last else end + 1
+        number += 1
         if not line.strip():
             continue
         where = f"line {number} of {source}"
@@ -318,7 +348,7 @@ def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[
             value = _decode(line)
         except ValueError as exc:
             # Only the last line, with no newline after it, can be a write still in progress.
-            cut = _cut_off(exc, "value", "its last line") if number == len(lines) else None
+            cut = _cut_off(exc, "value", "its last line") if last else None
             if cut is not None:
                 raise InvalidRecord(cut, where=where) from None
             hint = f"; {format_hint}" if format_hint else ""

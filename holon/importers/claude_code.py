@@ -51,29 +51,15 @@ _OUTPUT_TAGS: Final = ("local-command-stdout", "local-command-stderr", "bash-std
 
 def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
     """Map a Claude Code session JSONL file's bytes to holon records."""
-    events: list[tuple[str, Node]] = []
-    uuids: set[str] = set()
-    main_thread = False  # whether any message is the main conversation's (not a sidechain)
-    for _, event in iter_jsonl(data, source=source, format_hint=_HINT):
-        if not event.is_object() or not isinstance(event.as_object().get("type"), str):
-            raise event.error("not a Claude Code event (no `type`)")
-        obj = event.as_object()
-        uuid = obj.get("uuid")
-        if isinstance(uuid, str):
-            uuids.add(uuid)
-        kind = event.field("type").as_str()
-        if kind in ("user", "assistant") and obj.get("isSidechain") is not True:
-            main_thread = True
-        events.append((kind, event))
-
-    stamps = [
-        None if (stamp := event.get("timestamp")) is None else parse_iso_ms(stamp) for _, event in events
-    ]
-    start = next((ts for ts in stamps if ts is not None), None)
+    uuids, main_thread, start = _scan(data, source)
     builder = TranscriptBuilder(format=FORMAT, source=source, start_ms=start)
     seen: set[str] = set()  # uuids of the messages imported so far
-    for (kind, event), ts in zip(events, stamps, strict=True):
-        builder.at(ts)
+    # The file is decoded a second time, one line at a time, rather than every event kept from the
+    # scan: the decoded events of a long session take twice its size on top of the file and records.
+    for _, event in iter_jsonl(data, source=source, format_hint=_HINT):
+        kind = event.field("type").as_str()
+        stamp = event.get("timestamp")
+        builder.at(None if stamp is None else parse_iso_ms(stamp))
         if kind == "summary":
             _summary(builder, event, uuids)
         elif kind in ("user", "assistant"):
@@ -112,6 +98,33 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
         else:
             builder.skip(f"event:{kind}")
     return builder.finish()
+
+
+def _scan(data: bytes, source: str) -> tuple[set[str], bool, int | None]:
+    """What mapping needs of the whole file first: its uuids, whether it has a main thread, its start.
+
+    Every line is checked to be an event here, so no record is made of a file of another format.
+    The uuids tell a summary of this session from one copied from another; the start is the first
+    timestamp (the time of the events before it).
+    """
+    uuids: set[str] = set()
+    main_thread = False  # whether any message is the main conversation's (not a sidechain)
+    start: int | None = None
+    for _, event in iter_jsonl(data, source=source, format_hint=_HINT):
+        if not event.is_object() or not isinstance(event.as_object().get("type"), str):
+            raise event.error("not a Claude Code event (no `type`)")
+        obj = event.as_object()
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str):
+            uuids.add(uuid)
+        if obj["type"] in ("user", "assistant") and obj.get("isSidechain") is not True:
+            main_thread = True
+        stamp = event.get("timestamp")
+        if stamp is not None:
+            # Every timestamp is read here, so a bad one is refused before anything is mapped.
+            ts = parse_iso_ms(stamp)
+            start = ts if start is None else start
+    return uuids, main_thread, start
 
 
 def _summary(builder: TranscriptBuilder, event: Node, uuids: set[str]) -> None:

@@ -11,6 +11,7 @@ docs/importers.md for the full mapping.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import Any, Final, Literal
 
@@ -36,8 +37,19 @@ _ERROR_PREFIX: Final = "ERROR:"
 
 def parse_openhands(data: bytes, *, source: str) -> ImportReport:
     """Map an OpenHands event stream file's bytes to holon records."""
-    runs = list(_runs(data, source))
-    builder = TranscriptBuilder(format=FORMAT, source=source, start_ms=_first_timestamp(runs))
+    runs = _runs(data, source)
+    # Runs are decoded one at a time and dropped once mapped (an evaluation output holds hundreds,
+    # each a whole run); only those up to the first with a timestamp are read ahead for the clock.
+    ahead: deque[Node] = deque()
+    start = None
+    for run in runs:
+        ahead.append(run)
+        start = _first_timestamp([run])
+        if start is not None:
+            break
+    builder = TranscriptBuilder(format=FORMAT, source=source, start_ms=start)
+    while ahead:
+        _run(builder, ahead.popleft())
     for run in runs:
         _run(builder, run)
     return builder.finish()
@@ -76,7 +88,7 @@ def _first_timestamp(runs: list[Node]) -> int | None:
 def _runs(data: bytes, source: str) -> Iterator[Node]:
     """Each run in the file: a node holding `history`, or the event array itself."""
     document = try_json_document(data, source=source, format_hint=_HINT)
-    one_line = sum(1 for line in data.split(b"\n") if line.strip()) == 1
+    one_line = _lines(data) == 1
     if document is not None and (isinstance(document.value, list) or not one_line):
         # A bare event array, or a pretty-printed run; a one-line run is JSONL, and its
         # errors should name line 1.
@@ -89,6 +101,18 @@ def _runs(data: bytes, source: str) -> Iterator[Node]:
         decode_json_document(data, source=source, format_hint=_HINT)
     for _, node in iter_jsonl(data, source=source, format_hint=_HINT):
         yield _with_history(node)
+
+
+def _lines(data: bytes) -> int:
+    """How many non-blank lines ``data`` has, counting no further than 2 (without copying them)."""
+    count = 0
+    start = 0
+    while start <= len(data) and count < 2:
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        count += bool(data[start:end].strip())
+        start = end + 1
+    return count
 
 
 def _one_document(data: bytes) -> bool:
