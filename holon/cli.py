@@ -78,21 +78,23 @@ from holon.replay import (
     DEFAULT_BUDGET,
     LedgerRefSource,
     PromptAt,
+    Reader,
     RenderOverrides,
+    Resume,
     TurnReplay,
     append_evidence,
     describe_projection,
     find_turn,
     ledger_stats,
-    memory_at,
-    next_prompt,
+    memory_of,
+    next_prompt_of,
     projection_config_of,
-    prompt_at,
+    prompt_of,
     replay_turns,
     state_after,
     turn_spans,
 )
-from holon.runtime import is_recall
+from holon.runtime import checkpoint_resume, is_recall
 from holon.search import MemorySearch, search_terms
 
 __all__ = [
@@ -604,6 +606,22 @@ def _each_record(ledger: Ledger, label: str = "reading") -> Iterator[r.Record]:
     return progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label)
 
 
+def _passes(ledger: Ledger) -> tuple[Reader, Resume]:
+    """Read the ledger in passes (the first "reading", then "folding") and resume from a checkpoint.
+
+    Every pass, and the checkpoint's verification, stop at the head the first one saw: a
+    writer appending meanwhile changes none of them.
+    """
+    head = ledger.head()
+    labels = iter(("reading",))
+
+    def read() -> Iterator[r.Record]:
+        label = next(labels, "folding")
+        return progress_items(ledger.read(0, head[0] + 1), length=head[0] + 1, label=label)
+
+    return read, checkpoint_resume(ledger, head)
+
+
 def _given(name: str) -> bool:
     """Whether the option ``name`` of the running command was given, not left at its default."""
     source = click.get_current_context().get_parameter_source(name)
@@ -679,13 +697,13 @@ def _resolve_prompt(
     overrides = RenderOverrides(
         context_window=window, output_reserve=reserve, prompt_cache_key=cache_key, estimator=estimator
     )
-    with _reading(path) as ledger:
-        records = _records(ledger)
-        agent = ledger.agent_id
     try:
-        if at_turn is None:
-            return next_prompt(records, agent_id=agent, overrides=overrides)
-        found = prompt_at(records, at_turn, agent_id=agent, call=call, overrides=overrides)
+        with _reading(path) as ledger:
+            read, resume = _passes(ledger)
+            agent = ledger.agent_id
+            if at_turn is None:
+                return next_prompt_of(read, agent_id=agent, overrides=overrides, resume=resume)
+            found = prompt_of(read, at_turn, agent_id=agent, call=call, overrides=overrides)
     except BudgetExceeded as exc:
         # The library says "context window" and "output reserve"; name this command's options.
         raise _Failure(
@@ -1598,8 +1616,8 @@ def memory(path: Path, as_json: bool, at_turn: int | None) -> None:
     Example: holon memory runs/agent-7 --at-turn 12
     """
     with _reading(path) as ledger:
-        records = _records(ledger)
-    view = memory_at(records, at_turn)
+        read, resume = _passes(ledger)
+        view = memory_of(read, at_turn, resume=resume)
     if as_json:
         _echo_json(view)
         return
@@ -2171,9 +2189,11 @@ def stats(path: Path, as_json: bool) -> None:
     Example: holon stats runs/agent-7
     """
     with _reading(path) as ledger:
-        records = _records(ledger)
+        read, resume = _passes(ledger)
         agent = ledger.agent_id
-    s = ledger_stats(records)
+        # Two passes, none holding the records: the config the prompts record, then the counts.
+        projection = projection_config_of(read())
+        s = ledger_stats(read(), projection=projection, resume=resume)
     if as_json:
         _echo_json({"agent_id": agent, **msgspec.to_builtins(s)})
         return

@@ -27,7 +27,8 @@ fold from seq 0: records that start later, skip a seq or repeat one are a UsageE
 
 from __future__ import annotations
 
-import statistics
+import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
 
@@ -70,7 +71,9 @@ __all__ = [
     "MemoryView",
     "PromptAt",
     "PromptSummary",
+    "Reader",
     "RenderOverrides",
+    "Resume",
     "SectionStats",
     "TurnReplay",
     "TurnSpan",
@@ -80,9 +83,12 @@ __all__ = [
     "find_turn",
     "ledger_stats",
     "memory_at",
+    "memory_of",
     "next_prompt",
+    "next_prompt_of",
     "projection_config_of",
     "prompt_at",
+    "prompt_of",
     "recorded_projection",
     "replay_turns",
     "state_after",
@@ -190,9 +196,14 @@ def find_turn(spans: Sequence[TurnSpan], turn: int) -> TurnSpan:
     for span in spans:
         if span.turn == turn:
             return span
-    if not spans:
-        raise UsageError(f"turn {turn} is not in this ledger: it has no turns yet")
-    raise UsageError(f"turn {turn} is not in this ledger: it holds turns {spans[0].turn}..{spans[-1].turn}")
+    raise _no_turn(turn, (spans[0].turn, spans[-1].turn) if spans else None)
+
+
+def _no_turn(turn: int, held: tuple[int, int] | None) -> UsageError:
+    """Turn ``turn`` is absent; ``held`` is the first and last turn there are (``None``: no turns)."""
+    if held is None:
+        return UsageError(f"turn {turn} is not in this ledger: it has no turns yet")
+    return UsageError(f"turn {turn} is not in this ledger: it holds turns {held[0]}..{held[1]}")
 
 
 def _projection_of(
@@ -384,6 +395,46 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
         ) from None
 
 
+class _ConfigScan:
+    """:func:`projection_config_of`, one record at a time, so a pass can also do other work.
+
+    The first error is kept, not raised, so that a caller can raise it where
+    :func:`projection_config_of` would have (see :meth:`result`).
+    """
+
+    def __init__(self) -> None:
+        self.first: tuple[int, ProjectionConfig] | None = None
+        self.error: InvalidRecord | None = None
+
+    def see(self, record: r.Record) -> None:
+        body = record.body
+        if self.error is not None or not isinstance(body, r.PromptRendered) or not body.render_config:
+            return
+        try:
+            config = recorded_projection(body.render_config, where=f"seq {record.seq}")
+        except InvalidRecord as exc:
+            self.error = exc
+            return
+        if config is None:
+            return
+        if self.first is None:
+            self.first = (record.seq, config)
+        elif config != self.first[1]:
+            self.error = InvalidRecord(
+                f"the prompt records {describe_projection(config)}, but the prompt at seq {self.first[0]} "
+                f"recorded {describe_projection(self.first[1])}: the agent's projection config changed "
+                "within this ledger, so its derived records cannot be re-derived from seq 0 under "
+                "either config",
+                where=f"seq {record.seq}",
+                field="body.render_config.projection",
+            )
+
+    def result(self) -> ProjectionConfig:
+        if self.error is not None:
+            raise self.error
+        return self.first[1] if self.first is not None else DEFAULT_CONFIG
+
+
 def projection_config_of(records: Iterable[r.Record]) -> ProjectionConfig:
     """The projection config ``records`` were derived under, as their prompts record it.
 
@@ -393,26 +444,12 @@ def projection_config_of(records: Iterable[r.Record]) -> ProjectionConfig:
     both configs: derived records under two configs cannot be re-derived from seq 0
     under either one.
     """
-    first: tuple[int, ProjectionConfig] | None = None
+    scan = _ConfigScan()
     for record in records:
-        body = record.body
-        if not isinstance(body, r.PromptRendered) or not body.render_config:
-            continue
-        config = recorded_projection(body.render_config, where=f"seq {record.seq}")
-        if config is None:
-            continue
-        if first is None:
-            first = (record.seq, config)
-        elif config != first[1]:
-            raise InvalidRecord(
-                f"the prompt records {describe_projection(config)}, but the prompt at seq {first[0]} "
-                f"recorded {describe_projection(first[1])}: the agent's projection config changed "
-                "within this ledger, so its derived records cannot be re-derived from seq 0 under "
-                "either config",
-                where=f"seq {record.seq}",
-                field="body.render_config.projection",
-            )
-    return first[1] if first is not None else DEFAULT_CONFIG
+        scan.see(record)
+        if scan.error is not None:
+            break
+    return scan.result()
 
 
 class PromptAt(msgspec.Struct, frozen=True, kw_only=True):
@@ -617,24 +654,45 @@ def next_prompt(
     ``overrides`` applied; folded under ``projection``, or (by default) the projection
     config the records' prompts record.
     """
-    settings = None
     source: r.Record | None = None
     for record in reversed(records):
-        settings = _recorded_settings(record)
-        if settings is not None:
+        if _recorded_settings(record) is not None:
             source = record
             break
+    return _render_next(
+        source,
+        records[-1] if records else None,
+        lambda: state_after(records, projection),
+        agent_id=agent_id,
+        overrides=overrides,
+    )
+
+
+def _render_next(
+    source: r.Record | None,
+    last: r.Record | None,
+    folded: Callable[[], ProjectionState],
+    *,
+    agent_id: str,
+    overrides: RenderOverrides,
+) -> PromptAt:
+    """The prompt for the next model call after ``last``, rendered from ``folded()``.
+
+    ``source`` is the newest ``prompt_rendered`` with a ``render_config`` (``None``: the
+    defaults); ``folded`` is called after its settings are decoded and its estimator loaded.
+    """
+    settings = _recorded_settings(source) if source is not None else None
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
     _load_estimator(config, source if overrides.estimator is None else None)
-    state = state_after(records, projection)
+    state = folded()
     # As the runtime would: refresh first what the open turn made untrue (folded, not appended).
-    for derived in refresh_before_prompt(state, ts=records[-1].ts if records else 0):
+    for derived in refresh_before_prompt(state, ts=last.ts if last is not None else 0):
         state = apply(state, msgspec.structs.replace(derived, seq=state.seq + 1))
     prompt = build_context(state, budget, config, agent_id=agent_id)
     turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
     return PromptAt(
         turn=turn,
-        before_seq=records[-1].seq + 1 if records else 0,
+        before_seq=last.seq + 1 if last is not None else 0,
         prompt=prompt,
         delta_confirmed=state.memory.pending is None,
     )
@@ -681,7 +739,10 @@ def memory_at(
     if projection is None:
         projection = projection_config_of(records)
     upto = len(records) if turn is None else find_turn(turn_spans(records), turn).end
-    state = state_after(records[:upto], projection)
+    return _memory_view(turn, state_after(records[:upto], projection))
+
+
+def _memory_view(turn: int | None, state: ProjectionState) -> MemoryView:
     memory = state.memory
     return MemoryView(
         turn=turn,
@@ -695,6 +756,226 @@ def memory_at(
         pending_delta=memory.pending,
         latest_delta=_confirmed_delta(memory),
         builder=memory.builder,
+    )
+
+
+# --------------------------------------------------------------------------- streaming a ledger
+
+#: Reads a ledger's records from seq 0, in order, afresh at each call (``lambda: ledger.read()``).
+#: The ``*_of`` functions below read a ledger in passes this way instead of holding its records.
+Reader = Callable[[], Iterable[r.Record]]
+
+#: Resumes a fold of the whole ledger under a projection config: a verified state folded to
+#: some seq and the records after it, or ``None`` to fold from seq 0 (a ledger's checkpoints:
+#: :func:`holon.runtime.checkpoints.checkpoint_resume`).
+Resume = Callable[[ProjectionConfig], "tuple[ProjectionState, Sequence[r.Record]] | None"]
+
+
+class _TurnScan:
+    """Where turn ``wanted`` lies, found in one pass: what ``find_turn(turn_spans(records))`` gives.
+
+    Also kept for that turn: its recorded prompts (index and record), the end of its
+    input (:func:`_input_end`) with the record before it, and the newest prompt with a
+    ``render_config`` before it (what :func:`next_prompt` would render its prefix with).
+    """
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.found: TurnSpan | None = None
+        self.prompts: list[tuple[int, r.Record]] = []
+        self.input_end = 0
+        self.input_last: r.Record | None = None
+        self.settings: r.Record | None = None
+        self._held: tuple[int, int] | None = None
+        self._spans = 0
+        self._open: tuple[int, int, int] | None = None  # start, turn, started_seq
+        self._ended: int | None = None
+        self._tail = False  # past its turn_ended: only derived records still belong to it
+        self._inputs = False  # still reading the input messages right after its turn_started
+        self._configured: r.Record | None = None
+
+    def see(self, index: int, record: r.Record) -> None:
+        body = record.body
+        if self._open is not None:
+            # After its turn_ended only derived records belong to it; before, the next turn_started ends it.
+            ends = record.kind not in r.DERIVED_KINDS if self._tail else isinstance(body, r.TurnStarted)
+            if ends:
+                self._close(index)
+            else:
+                self._inside(index, record)
+        if self._open is None and isinstance(body, r.TurnStarted):
+            turn = record.turn if record.turn is not None else self._spans + 1
+            self._open, self._ended, self._tail = (index, turn, record.seq), None, False
+            if self.found is None and turn == self.wanted:
+                self._inputs, self.input_end, self.input_last = True, index + 1, record
+                self.settings = self._configured
+        if isinstance(body, r.PromptRendered) and body.render_config:
+            self._configured = record
+
+    def _inside(self, index: int, record: r.Record) -> None:
+        body = record.body
+        if isinstance(body, r.TurnEnded):
+            self._ended, self._tail = record.seq, True
+        assert self._open is not None
+        if self.found is not None or self._open[1] != self.wanted:
+            return
+        if isinstance(body, r.PromptRendered):
+            self.prompts.append((index, record))
+        if self._inputs and isinstance(body, r.Message) and body.role in _INPUT_ROLES:
+            self.input_end, self.input_last = index + 1, record
+        else:
+            self._inputs = False
+
+    def _close(self, end: int) -> None:
+        assert self._open is not None
+        start, turn, started = self._open
+        self._open = None
+        self._spans += 1
+        self._held = (self._held[0] if self._held else turn, turn)
+        if self.found is None and turn == self.wanted:
+            self.found = TurnSpan(turn=turn, start=start, end=end, started_seq=started, ended_seq=self._ended)
+
+    def finish(self, count: int) -> TurnSpan:
+        """The turn's span once ``count`` records were seen; UsageError as :func:`find_turn` when absent."""
+        if self._open is not None:
+            self._close(count)
+        if self.found is None:
+            raise _no_turn(self.wanted, self._held)
+        return self.found
+
+
+class _Pass(msgspec.Struct, kw_only=True):
+    """What a first pass over a ledger learns: its count, last record, newest configured prompt."""
+
+    count: int = 0
+    last: r.Record | None = None
+    configured: r.Record | None = None
+
+
+def _first_pass(read: Reader, config: _ConfigScan | None, turn: _TurnScan | None) -> _Pass:
+    seen = _Pass()
+    for index, record in enumerate(read()):
+        if config is not None:
+            config.see(record)
+        if turn is not None:
+            turn.see(index, record)
+        body = record.body
+        if isinstance(body, r.PromptRendered) and body.render_config:
+            seen.configured = record
+        seen.last = record
+        seen.count = index + 1
+    return seen
+
+
+def _fold_first(read: Reader, count: int, projection: ProjectionConfig) -> ProjectionState:
+    """The state after the first ``count`` records ``read()`` gives."""
+    return fold(itertools.islice(read(), count), config=projection)
+
+
+def _fold_all(read: Reader, projection: ProjectionConfig, resume: Resume | None) -> ProjectionState:
+    start = resume(projection) if resume is not None else None
+    if start is None:
+        return fold(read(), config=projection)
+    state, rest = start
+    return fold(rest, state)
+
+
+def memory_of(
+    read: Reader,
+    turn: int | None = None,
+    *,
+    projection: ProjectionConfig | None = None,
+    resume: Resume | None = None,
+) -> MemoryView:
+    """:func:`memory_at` of the records ``read()`` gives, read in passes rather than held.
+
+    Without ``turn`` the fold may start from ``resume``'s verified state (a checkpoint);
+    the result is the same.
+    """
+    scan = _ConfigScan() if projection is None else None
+    turns = _TurnScan(turn) if turn is not None else None
+    seen = _first_pass(read, scan, turns)
+    if scan is not None:
+        projection = scan.result()
+    assert projection is not None
+    if turns is None:
+        return _memory_view(turn, _fold_all(read, projection, resume))
+    return _memory_view(turn, _fold_first(read, turns.finish(seen.count).end, projection))
+
+
+def next_prompt_of(
+    read: Reader,
+    *,
+    agent_id: str,
+    overrides: RenderOverrides = _NO_OVERRIDES,
+    projection: ProjectionConfig | None = None,
+    resume: Resume | None = None,
+) -> PromptAt:
+    """:func:`next_prompt` of the records ``read()`` gives, read in passes rather than held.
+
+    The fold may start from ``resume``'s verified state (a checkpoint); the prompt is the same.
+    """
+    scan = _ConfigScan() if projection is None else None
+    seen = _first_pass(read, scan, None)
+
+    def folded() -> ProjectionState:
+        config = scan.result() if scan is not None else projection
+        assert config is not None
+        return _fold_all(read, config, resume)
+
+    return _render_next(seen.configured, seen.last, folded, agent_id=agent_id, overrides=overrides)
+
+
+def prompt_of(
+    read: Reader,
+    turn: int,
+    *,
+    agent_id: str,
+    call: int = 1,
+    overrides: RenderOverrides = _NO_OVERRIDES,
+    projection: ProjectionConfig | None = None,
+) -> PromptAt:
+    """:func:`prompt_at` of the records ``read()`` gives, read in passes rather than held."""
+    scan = _ConfigScan() if projection is None else None
+    turns = _TurnScan(turn)
+    seen = _first_pass(read, scan, turns)
+    if scan is not None:
+        projection = scan.result()
+    assert projection is not None
+    turns.finish(seen.count)
+    if call < 1:
+        raise UsageError(f"call {call} must be 1 or more (the first model call of a turn is 1)")
+    if not turns.prompts:
+        if call != 1:
+            raise UsageError(f"turn {turn} has no recorded prompt, so it has no call {call}")
+        folded_under = projection
+        found = _render_next(
+            turns.settings,
+            turns.input_last,
+            lambda: _fold_first(read, turns.input_end, folded_under),
+            agent_id=agent_id,
+            overrides=overrides,
+        )
+        return msgspec.structs.replace(found, turn=turn)
+    if call > len(turns.prompts):
+        raise UsageError(f"turn {turn} recorded {len(turns.prompts)} prompt(s); there is no call {call}")
+    index, record = turns.prompts[call - 1]
+    recorded = record.body
+    assert isinstance(recorded, r.PromptRendered)
+    state = _fold_first(read, index, projection)
+    settings = _recorded_settings(record)
+    budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
+    _load_estimator(config, record if settings is not None and overrides.estimator is None else None)
+    prompt = build_context(state, budget, config, agent_id=agent_id)
+    return PromptAt(
+        turn=turn,
+        before_seq=record.seq,
+        prompt=prompt,
+        recorded=recorded,
+        recorded_seq=record.seq,
+        checked=settings is not None and overrides.empty,
+        reproducible=settings is not None,
+        delta_confirmed=state.memory.pending is None,
     )
 
 
@@ -743,40 +1024,74 @@ class LedgerStats(msgspec.Struct, frozen=True, kw_only=True):
     last_ts: int | None
 
 
-def _section_stats(name: str, values: list[int], compacted: int, omitted: int) -> SectionStats:
+def _section_stats(name: str, values: Counter[int], compacted: int, omitted: int) -> SectionStats:
+    """Min, median and max of ``values`` (a count per value: as many values as prompts, few distinct)."""
+    count = values.total()
+    if not count:
+        return SectionStats(
+            section=name, prompts=0, min=0, median=0.0, max=0, compacted=compacted, omitted=omitted
+        )
+    ordered = sorted(values.items())
     return SectionStats(
         section=name,
-        prompts=len(values),
-        min=min(values) if values else 0,
-        median=float(statistics.median(values)) if values else 0.0,
-        max=max(values) if values else 0,
+        prompts=count,
+        min=ordered[0][0],
+        median=float(_median(ordered, count)),
+        max=ordered[-1][0],
         compacted=compacted,
         omitted=omitted,
     )
 
 
-def ledger_stats(records: Iterable[r.Record], *, projection: ProjectionConfig | None = None) -> LedgerStats:
+def _median(ordered: list[tuple[int, int]], count: int) -> float | int:
+    """``statistics.median`` of the values ``ordered`` counts (value, times), ascending."""
+
+    def nth(n: int) -> int:
+        seen = 0
+        for value, times in ordered:
+            seen += times
+            if n < seen:
+                return value
+        raise AssertionError(f"{n} is past the {count} values")
+
+    middle = count // 2
+    if count % 2:
+        return nth(middle)
+    return (nth(middle - 1) + nth(middle)) / 2
+
+
+def ledger_stats(
+    records: Iterable[r.Record], *, projection: ProjectionConfig | None = None, resume: Resume | None = None
+) -> LedgerStats:
     """Count what a ledger holds and summarize its recorded prompts.
 
-    Folded under ``projection``, or (by default) the projection config the ledger's prompts record.
+    Folded under ``projection``, or (by default) the projection config the ledger's prompts
+    record. One pass over ``records`` when ``projection`` is given, keeping counts rather
+    than records. With ``resume``, the fold starts from its verified state (a checkpoint of
+    the same ledger): records up to it are counted, not folded, and the result is the same.
     """
     records, projection = _projection_of(records, projection)
     by_kind: dict[str, int] = {}
     outcomes: dict[str, int] = {}
-    section_tokens: dict[str, list[int]] = {}
+    section_tokens: dict[str, Counter[int]] = {}
     section_forms: dict[str, list[int]] = {}
-    totals: list[int] = []
+    totals: Counter[int] = Counter()
     reasons: dict[str, int] = {}
     keys: set[str] = set()
-    changes = evictions = blobs = count = unknown = 0
+    changes = evictions = blobs = count = unknown = calls = 0
     last_key: str | None = None
-    intents: dict[str, int] = {}
+    # Intents whose call id no result has answered yet (a result answers every intent with
+    # its id, before or after it), rather than every intent: most are answered.
+    unanswered: dict[str, int] = {}
     answered: set[str] = set()
     first_ts: int | None = None
     last_ts: int | None = None
-    state = initial_state(projection)
+    start = resume(projection) if resume is not None else None
+    state = start[0] if start is not None else initial_state(projection)
+    resumed_at = state.seq if start is not None else None
     for record in records:
-        state = fold((record,), state)  # fold, not apply: records that skip or repeat seqs are refused
+        if resumed_at is None or record.seq > resumed_at:
+            state = fold((record,), state)  # fold, not apply: records that skip or repeat seqs are refused
         count += 1
         first_ts = record.ts if first_ts is None else first_ts
         last_ts = record.ts
@@ -785,16 +1100,19 @@ def ledger_stats(records: Iterable[r.Record], *, projection: ProjectionConfig | 
         if isinstance(body, r.TurnEnded):
             outcomes[body.outcome] = outcomes.get(body.outcome, 0) + 1
         elif isinstance(body, r.ToolIntent):
-            intents[body.call_id] = intents.get(body.call_id, 0) + 1
+            calls += 1
+            if body.call_id not in answered:
+                unanswered[body.call_id] = unanswered.get(body.call_id, 0) + 1
         elif isinstance(body, r.ToolResult | r.TaskResult):
             if isinstance(body, r.ToolResult):
                 answered.add(body.call_id)
+                unanswered.pop(body.call_id, None)
                 unknown += body.status == "unknown"
             blobs += body.blob is not None
         elif isinstance(body, r.PromptRendered):
-            totals.append(body.total_tokens)
+            totals[body.total_tokens] += 1
             for s in body.sections:
-                section_tokens.setdefault(s.section, []).append(s.tokens)
+                section_tokens.setdefault(s.section, Counter())[s.tokens] += 1
                 forms = section_forms.setdefault(s.section, [0, 0])
                 forms[0] += s.form in ("compact", "truncated")
                 forms[1] += s.form == "omitted"
@@ -804,7 +1122,7 @@ def ledger_stats(records: Iterable[r.Record], *, projection: ProjectionConfig | 
             keys.add(body.cache_key)
             changes += last_key is not None and body.cache_key != last_key
             last_key = body.cache_key
-    unknown += sum(n for call_id, n in intents.items() if call_id not in answered)
+    unknown += sum(unanswered.values())
     order = {name: i for i, name in enumerate(SECTION_ORDER)}
     sections = tuple(
         _section_stats(name, section_tokens[name], *section_forms[name])
@@ -815,9 +1133,9 @@ def ledger_stats(records: Iterable[r.Record], *, projection: ProjectionConfig | 
         by_kind=dict(sorted(by_kind.items())),
         turns=by_kind.get(r.TurnStarted.KIND, 0),
         outcomes=dict(sorted(outcomes.items())),
-        tool_calls=sum(intents.values()),
+        tool_calls=calls,
         unknown_outcomes=unknown,
-        prompts=len(totals),
+        prompts=totals.total(),
         prompt_tokens=_section_stats("total", totals, 0, 0) if totals else None,
         sections=sections,
         evictions=evictions,

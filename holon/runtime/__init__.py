@@ -14,7 +14,7 @@ See docs/daemon-guide.md.
 """
 
 from holon.runtime.agent import Agent, AgentConfig, OpenReport, ToolCall, Turn, TurnSummary, wall_clock_ms
-from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome
+from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome, checkpoint_resume
 from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS, is_recall
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "Turn",
     "TurnSummary",
     "UnknownOutcome",
+    "checkpoint_resume",
     "is_recall",
     "wall_clock_ms",
 ]

@@ -40,6 +40,7 @@ import msgspec
 
 import holon.records as r
 from holon.context import EpisodeIndex, EpisodeIndexRejected
+from holon.ledger import Ledger
 from holon.projections import (
     CheckpointRejected,
     ProjectionConfig,
@@ -56,6 +57,7 @@ __all__ = [
     "ToolIndex",
     "UnknownOutcome",
     "chain_hash",
+    "checkpoint_resume",
     "list_checkpoints",
     "load_checkpoint",
     "load_episode_index",
@@ -389,3 +391,38 @@ def load_episode_index(
     if isinstance(restored, EpisodeIndexRejected):
         return EpisodeIndexRejected(reason=restored.reason, detail=f"{side.name}: {restored.detail}")
     return restored
+
+
+def checkpoint_resume(
+    ledger: Ledger, head: tuple[int, str]
+) -> Callable[[ProjectionConfig], tuple[ProjectionState, list[r.Record]] | None]:
+    """Resume read-only folds of ``ledger`` up to ``head`` from its newest checkpoint that verifies.
+
+    The function returned gives, for a projection config, the state of the newest
+    checkpoint :func:`load_checkpoint` accepts under that config (format, projection version
+    and config, and the hash chain from it reproduces ``head``, the ``(seq, hash)`` the
+    fold ends at) and the records after it up to ``head``; or ``None`` when there is none
+    (no checkpoints, each rejected or unreadable), and the fold starts from seq 0. Nothing
+    is written: what ``holon memory``, ``render`` and ``stats`` fold from (see
+    :class:`holon.replay.Resume`).
+    """
+
+    def tail(seq: int) -> list[r.Record]:
+        return list(ledger.read(seq + 1, head[0] + 1))
+
+    def resume(config: ProjectionConfig) -> tuple[ProjectionState, list[r.Record]] | None:
+        try:
+            found = list_checkpoints(ledger.path)
+        except OSError:
+            return None
+        for _seq, path in found:
+            try:
+                loaded = load_checkpoint(path, head=head, tail=tail, config=config)
+            except OSError:
+                continue  # an unreadable sidecar: a cache lost, not the ledger damaged
+            if not isinstance(loaded, CheckpointRejected):
+                state, _tools, records = loaded
+                return state, records
+        return None
+
+    return resume
