@@ -173,9 +173,9 @@ def test_unknown_outcomes_count_every_intent_no_result_answers() -> None:
 
 @pytest.fixture(scope="module")
 def agent_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A ledger written by holon.Agent (examples/daemon.py), checkpointed every 5 turns."""
+    """A ledger written by holon.Agent (examples/daemon.py), checkpointed every 5 turns (at its head too)."""
     path = tmp_path_factory.mktemp("daemon") / "ledger"
-    load_daemon().run(path, turns=23, quiet=True, config=AgentConfig(checkpoint_every=5, checkpoints_kept=2))
+    load_daemon().run(path, turns=25, quiet=True, config=AgentConfig(checkpoint_every=5, checkpoints_kept=2))
     assert len(list((path / "checkpoints").glob("*.ckpt"))) == 2
     return path
 
