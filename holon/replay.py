@@ -162,33 +162,62 @@ class TurnSpan(msgspec.Struct, frozen=True, kw_only=True):
     ended_seq: int | None
 
 
-def turn_spans(records: Sequence[r.Record]) -> list[TurnSpan]:
+def turn_spans(records: Iterable[r.Record]) -> list[TurnSpan]:
     """Every turn of ``records``, in order.
 
     A turn runs from its ``turn_started`` through its ``turn_ended`` and the derived
     records that directly follow it; an unterminated turn runs to the next
     ``turn_started`` or the end.
     """
+    scan = _SpanScan()
     spans: list[TurnSpan] = []
-    i, n = 0, len(records)
-    while i < n:
-        rec = records[i]
-        if not isinstance(rec.body, r.TurnStarted):
-            i += 1
-            continue
-        start, turn = i, rec.turn if rec.turn is not None else len(spans) + 1
-        ended: int | None = None
-        i += 1
-        while i < n and not isinstance(records[i].body, r.TurnStarted):
-            if isinstance(records[i].body, r.TurnEnded):
-                ended = records[i].seq
-                i += 1
-                while i < n and records[i].kind in r.DERIVED_KINDS:
-                    i += 1
-                break
-            i += 1
-        spans.append(TurnSpan(turn=turn, start=start, end=i, started_seq=rec.seq, ended_seq=ended))
-    return spans
+    count = 0
+    for count, record in enumerate(records, 1):
+        closed = scan.see(count - 1, record)
+        if closed is not None:
+            spans.append(closed)
+    last = scan.finish(count)
+    return [*spans, last] if last is not None else spans
+
+
+class _SpanScan:
+    """:func:`turn_spans` one record at a time: :meth:`see` returns each span as it closes.
+
+    One rule for the list functions and for the passes of the ``*_of`` functions, which
+    do not hold the records.
+    """
+
+    def __init__(self) -> None:
+        self.open: tuple[int, int, int] | None = None  # start index, turn, started_seq
+        self.closed = 0
+        self.held: tuple[int, int] | None = None  # the first and last turn closed
+        self._ended: int | None = None
+        self._tail = False  # past its turn_ended: only derived records still belong to it
+
+    def see(self, index: int, record: r.Record) -> TurnSpan | None:
+        """Take record ``index``; the span it ends, if it ends one (it may then start the next)."""
+        body = record.body
+        closed = None
+        if self.open is not None:
+            # After its turn_ended only derived records belong to it; before, the next turn_started ends it.
+            if record.kind not in r.DERIVED_KINDS if self._tail else isinstance(body, r.TurnStarted):
+                closed = self.finish(index)
+            elif isinstance(body, r.TurnEnded):
+                self._ended, self._tail = record.seq, True
+        if self.open is None and isinstance(body, r.TurnStarted):
+            turn = record.turn if record.turn is not None else self.closed + 1
+            self.open, self._ended, self._tail = (index, turn, record.seq), None, False
+        return closed
+
+    def finish(self, end: int) -> TurnSpan | None:
+        """Close the open span at index ``end`` (the end of the records); ``None`` if none is open."""
+        if self.open is None:
+            return None
+        start, turn, started = self.open
+        self.open = None
+        self.closed += 1
+        self.held = (self.held[0] if self.held else turn, turn)
+        return TurnSpan(turn=turn, start=start, end=end, started_seq=started, ended_seq=self._ended)
 
 
 def find_turn(spans: Sequence[TurnSpan], turn: int) -> TurnSpan:
@@ -506,17 +535,6 @@ class PromptAt(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(reasons)
 
 
-def _input_end(records: Sequence[r.Record], span: TurnSpan) -> int:
-    """Index just past a turn's ``turn_started`` and the input messages right after it."""
-    i = span.start + 1
-    while i < span.end:
-        body = records[i].body
-        if not (isinstance(body, r.Message) and body.role in _INPUT_ROLES):
-            break
-        i += 1
-    return i
-
-
 class RenderOverrides(msgspec.Struct, frozen=True, kw_only=True):
     """Changes to the budget and render config a prompt is rendered with; ``None`` keeps a value.
 
@@ -604,39 +622,8 @@ def prompt_at(
     newest budget and config recorded before it (or the defaults). The ledger is folded
     under ``projection``, or (by default) the projection config its prompts record.
     """
-    if projection is None:
-        projection = projection_config_of(records)
-    spans = turn_spans(records)
-    span = find_turn(spans, turn)
-    if call < 1:
-        raise UsageError(f"call {call} must be 1 or more (the first model call of a turn is 1)")
-    calls = [i for i in range(span.start, span.end) if isinstance(records[i].body, r.PromptRendered)]
-    if not calls:
-        if call != 1:
-            raise UsageError(f"turn {turn} has no recorded prompt, so it has no call {call}")
-        end = _input_end(records, span)
-        found = next_prompt(records[:end], agent_id=agent_id, overrides=overrides, projection=projection)
-        return msgspec.structs.replace(found, turn=turn)
-    if call > len(calls):
-        raise UsageError(f"turn {turn} recorded {len(calls)} prompt(s); there is no call {call}")
-    index = calls[call - 1]
-    record = records[index]
-    recorded = record.body
-    assert isinstance(recorded, r.PromptRendered)
-    state = state_after(records[:index], projection)
-    settings = _recorded_settings(record)
-    budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
-    _load_estimator(config, record if settings is not None and overrides.estimator is None else None)
-    prompt = build_context(state, budget, config, agent_id=agent_id)
-    return PromptAt(
-        turn=turn,
-        before_seq=record.seq,
-        prompt=prompt,
-        recorded=recorded,
-        recorded_seq=record.seq,
-        checked=settings is not None and overrides.empty,
-        reproducible=settings is not None,
-        delta_confirmed=state.memory.pending is None,
+    return prompt_of(
+        lambda: records, turn, agent_id=agent_id, call=call, overrides=overrides, projection=projection
     )
 
 
@@ -654,18 +641,7 @@ def next_prompt(
     ``overrides`` applied; folded under ``projection``, or (by default) the projection
     config the records' prompts record.
     """
-    source: r.Record | None = None
-    for record in reversed(records):
-        if _recorded_settings(record) is not None:
-            source = record
-            break
-    return _render_next(
-        source,
-        records[-1] if records else None,
-        lambda: state_after(records, projection),
-        agent_id=agent_id,
-        overrides=overrides,
-    )
+    return next_prompt_of(lambda: records, agent_id=agent_id, overrides=overrides, projection=projection)
 
 
 def _render_next(
@@ -736,10 +712,7 @@ def memory_at(
 
     Folded under ``projection``, or (by default) the projection config the ledger's prompts record.
     """
-    if projection is None:
-        projection = projection_config_of(records)
-    upto = len(records) if turn is None else find_turn(turn_spans(records), turn).end
-    return _memory_view(turn, state_after(records[:upto], projection))
+    return memory_of(lambda: records, turn, projection=projection)
 
 
 def _memory_view(turn: int | None, state: ProjectionState) -> MemoryView:
@@ -775,8 +748,9 @@ class _TurnScan:
     """Where turn ``wanted`` lies, found in one pass: what ``find_turn(turn_spans(records))`` gives.
 
     Also kept for that turn: its recorded prompts (index and record), the end of its
-    input (:func:`_input_end`) with the record before it, and the newest prompt with a
-    ``render_config`` before it (what :func:`next_prompt` would render its prefix with).
+    input — its ``turn_started`` and the input messages right after it — with the record
+    before it, and the newest prompt with a ``render_config`` before it (what
+    :func:`next_prompt` would render its prefix with).
     """
 
     def __init__(self, wanted: int) -> None:
@@ -786,61 +760,37 @@ class _TurnScan:
         self.input_end = 0
         self.input_last: r.Record | None = None
         self.settings: r.Record | None = None
-        self._held: tuple[int, int] | None = None
-        self._spans = 0
-        self._open: tuple[int, int, int] | None = None  # start, turn, started_seq
-        self._ended: int | None = None
-        self._tail = False  # past its turn_ended: only derived records still belong to it
+        self._spans = _SpanScan()
         self._inputs = False  # still reading the input messages right after its turn_started
         self._configured: r.Record | None = None
 
     def see(self, index: int, record: r.Record) -> None:
         body = record.body
-        if self._open is not None:
-            # After its turn_ended only derived records belong to it; before, the next turn_started ends it.
-            ends = record.kind not in r.DERIVED_KINDS if self._tail else isinstance(body, r.TurnStarted)
-            if ends:
-                self._close(index)
-            else:
-                self._inside(index, record)
-        if self._open is None and isinstance(body, r.TurnStarted):
-            turn = record.turn if record.turn is not None else self._spans + 1
-            self._open, self._ended, self._tail = (index, turn, record.seq), None, False
-            if self.found is None and turn == self.wanted:
+        self._take(self._spans.see(index, record))
+        opened = self._spans.open
+        if self.found is None and opened is not None and opened[1] == self.wanted:
+            if opened[0] == index:  # its turn_started
                 self._inputs, self.input_end, self.input_last = True, index + 1, record
                 self.settings = self._configured
+            else:
+                if isinstance(body, r.PromptRendered):
+                    self.prompts.append((index, record))
+                if self._inputs and isinstance(body, r.Message) and body.role in _INPUT_ROLES:
+                    self.input_end, self.input_last = index + 1, record
+                else:
+                    self._inputs = False
         if isinstance(body, r.PromptRendered) and body.render_config:
             self._configured = record
 
-    def _inside(self, index: int, record: r.Record) -> None:
-        body = record.body
-        if isinstance(body, r.TurnEnded):
-            self._ended, self._tail = record.seq, True
-        assert self._open is not None
-        if self.found is not None or self._open[1] != self.wanted:
-            return
-        if isinstance(body, r.PromptRendered):
-            self.prompts.append((index, record))
-        if self._inputs and isinstance(body, r.Message) and body.role in _INPUT_ROLES:
-            self.input_end, self.input_last = index + 1, record
-        else:
-            self._inputs = False
-
-    def _close(self, end: int) -> None:
-        assert self._open is not None
-        start, turn, started = self._open
-        self._open = None
-        self._spans += 1
-        self._held = (self._held[0] if self._held else turn, turn)
-        if self.found is None and turn == self.wanted:
-            self.found = TurnSpan(turn=turn, start=start, end=end, started_seq=started, ended_seq=self._ended)
+    def _take(self, closed: TurnSpan | None) -> None:
+        if closed is not None and self.found is None and closed.turn == self.wanted:
+            self.found = closed
 
     def finish(self, count: int) -> TurnSpan:
         """The turn's span once ``count`` records were seen; UsageError as :func:`find_turn` when absent."""
-        if self._open is not None:
-            self._close(count)
+        self._take(self._spans.finish(count))
         if self.found is None:
-            raise _no_turn(self.wanted, self._held)
+            raise _no_turn(self.wanted, self._spans.held)
         return self.found
 
 
