@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -134,3 +135,13 @@ def child_env() -> dict[str, str]:
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def peak_memory(action: Callable[[], object]) -> int:
+    """The most memory Python held while ``action()`` ran, in bytes (allocations, not time)."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -5,7 +5,6 @@ stays flat however long the ledger, and every result equals the full fold's."""
 from __future__ import annotations
 
 import statistics
-import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -44,21 +43,11 @@ from holon.replay import (
 )
 from holon.runtime import AgentConfig, checkpoint_resume
 from tests.cli_support import build_ledger, fixture_names, invoke, live_records, tree_bytes
-from tests.ledger_support import AGENT, message, tool_output
+from tests.ledger_support import AGENT, message, peak_memory, tool_output
 from tests.runtime_support import load_daemon
 from tests.strategies import agent_runs
 
 SMALL, LARGE = 3_000, 12_000
-
-
-def _peak(action: Callable[[], object]) -> int:
-    """The most memory Python held while ``action()`` ran, in bytes (allocations, not time)."""
-    tracemalloc.start()
-    try:
-        action()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _long_ledger(path: Path, records: int) -> Path:
@@ -103,7 +92,7 @@ def test_whole_ledger_commands_hold_a_piece_of_it_however_long_it_is(
             nonlocal result
             result = invoke(command[0], path, *command[1:])
 
-        peaks.append(_peak(run))
+        peaks.append(peak_memory(run))
         assert result is not None and result.exit_code == 0, result.output if result else None
     assert peaks[1] < 1.5 * peaks[0], (command, peaks)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import threading
-import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,19 +12,9 @@ import pytest
 from holon.errors import UsageError
 from holon.ledger import Ledger, export_jsonl, import_jsonl
 from tests.cli_support import invoke
-from tests.ledger_support import AGENT, message, tool_output
+from tests.ledger_support import AGENT, message, peak_memory, tool_output
 
 SMALL, LARGE = 5_000, 20_000
-
-
-def _peak(action: Callable[[], object]) -> int:
-    """The most memory Python held while ``action()`` ran, in bytes (allocations, not time)."""
-    tracemalloc.start()
-    try:
-        action()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _ledger(path: Path) -> Ledger:
@@ -42,13 +30,13 @@ def _export_and_import(root: Path, records: int) -> tuple[int, int, int]:
         ledger.append_many(message(i, 200) for i in range(records))
         ledger.append(tool_output(records, 5000))  # one blob, written beside the file
     with Ledger.open(root / "L", readonly=True) as ledger:
-        exported = _peak(lambda: export_jsonl(ledger, root / "x.jsonl"))
+        exported = peak_memory(lambda: export_jsonl(ledger, root / "x.jsonl"))
     with _ledger(root / "M") as target:
-        imported = _peak(lambda: import_jsonl(root / "x.jsonl", target, require_empty=True))
+        imported = peak_memory(lambda: import_jsonl(root / "x.jsonl", target, require_empty=True))
         assert target.verify().ok
     with Ledger.open(root / "L", readonly=True) as a, Ledger.open(root / "M", readonly=True) as b:
         assert a.head() == b.head()
-    listed = _peak(lambda: invoke("episodes", root / "L", "--json"))
+    listed = peak_memory(lambda: invoke("episodes", root / "L", "--json"))
     return exported, imported, listed
 
 

@@ -22,25 +22,12 @@ from holon.context.search import terms
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import list_checkpoints
 from tests.runtime_support import load_daemon
+from tests.test_search_review import _episode
 
 # The layout's fields (holon.context.search._SavedIndex, array-like).
 _COUNT, _TERMS, _OFFSETS, _POSTINGS = 1, 6, 7, 8
 # How many of the newest episodes restore() re-tokenizes: older ones' postings go unread.
 _SPOT = 16
-
-
-def _episode(i: int, objective: str) -> r.ContextEpisodeRecord:
-    return r.ContextEpisodeRecord(
-        episode_id=i,
-        boundary_reason="turn_cap",
-        work_item_id=None,
-        first_turn=i,
-        last_turn=i,
-        from_seq=i * 10,
-        to_seq=i * 10 + 9,
-        objective=objective,
-        projection_version=1,
-    )
 
 
 def _archive() -> list[r.ContextEpisodeRecord]:
