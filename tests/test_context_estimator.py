@@ -8,7 +8,7 @@ from unittest import mock
 
 import bpe_openai
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from holon.context import BpeEstimator, HeuristicEstimator, available_estimators, get_estimator, rounds
@@ -99,6 +99,16 @@ _JOIN_TEXT = st.text(
 
 
 @given(_JOIN_TEXT, _JOIN_TEXT, st.sampled_from(["\n", "\n\n"]))
+# Found by the explore profile: a lone space before whitespace was a free piece of its
+# own, so the joined run gained three changes of character (estimator version 4: 6 > 2 + 2 + 1).
+@example(a="\x0b", b=" \x0b", sep="\n")
+# A punctuation run takes the line breaks after it, the joined one and the next text's:
+# the indentation after them was a piece of its own (1.62) on top of the line break
+# after it, where the next text alone paid one whitespace run (version 4: 6 > 2 + 2 + 1).
+@example(a="a.", b="\n  \n.", sep="\n")
+# A lone trailing space joined to a lone leading one across a blank line (2 > 0 + 0 + 1
+# when only a lone space before whitespace joined the run).
+@example(a=" ", b=" ", sep="\n\n")
 def test_heuristic_joins_add_up(a: str, b: str, sep: str) -> None:
     # The renderer counts a prompt in parts (units joined by a line break, sections by a
     # blank line) and reserves one token per join, relying on this promise.

@@ -81,7 +81,12 @@ _SYMBOL: Final = "\u0300-\u036f\u200b-\u200f\u2200-\u2bff\ufe00-\ufe0f\U0001f000
 # variance.
 _PIECE: Final = re.compile(
     r"([A-Z]*[a-z]+|[A-Z]+)"  # 1: ASCII word piece (camelCase splits like o200k)
-    r"|( +)"  # 2: run of spaces
+    # 2: run of spaces before a non-space. Spaces before other whitespace or at the end
+    # belong to a whitespace run (5), as o200k's pre-tokenizer joins them: split off as a
+    # piece of their own, a text's leading run split where a line break joined before it
+    # ended (after a punctuation run, which takes the breaks) and the joined text cost
+    # more than its parts plus one (see joins_add_up).
+    r"|( +(?=\S))"
     rf"|((?:[^\w\s{_SYMBOL}]|_)+[\r\n]*)"  # 3: punctuation run (underscores included) + line breaks
     r"|(\d+)"  # 4: digits (o200k groups them by three)
     r"|(\s+)"  # 5: newlines / tabs
@@ -123,7 +128,7 @@ _W_ASTRAL: Final = 2.7  # per emoji (any character beyond U+FFFF): runs of them 
 # spaces, blank CRLF lines) and up to 2 per rarer space character (NEL, vertical tab).
 # Counted as one piece, 100,000 newlines cost 1 token instead of 6,250. A run costs the
 # larger of its piece weight and these per-character weights, which add up over a join
-# (a blank line adds 2/8, at most two changes and a lone space: under 1): joins_add_up still holds.
+# (a blank line adds 2/8 and at most two changes: under 1): joins_add_up still holds.
 _W_WS_CHANGE: Final = 0.36  # per change of character within a run
 _W_WS_LINE: Final = 1 / 8  # per newline or tab
 _W_WS_CRLF: Final = 1 / 4  # per CRLF line break (counted as one character)
@@ -186,11 +191,14 @@ class HeuristicEstimator:
     """The dependency-free default: a calibrated linear model over a regex split."""
 
     name: Final = DEFAULT_ESTIMATOR
-    version: Final = "4"
-    # A line break is a piece of its own, merges into a neighbouring whitespace run (which
-    # adds at most the indentation's token the text after it paid alone) or ends a
-    # punctuation run (free); no other piece crosses it, and each part is rounded up on
-    # its own: joined texts never cost more than their parts plus one.
+    version: Final = "5"
+    # A line break is a piece of its own, merges the whitespace runs either side of it into
+    # one (adding two changes and the break, or the indentation's token the text after it
+    # paid alone) or ends a punctuation run (free; what follows the breaks it takes is one
+    # whitespace run or a piece the next text had alone, since spaces join the whitespace
+    # after them); no other piece crosses it, and each part is rounded up on its own:
+    # joined texts never cost more than their parts plus one (checked exhaustively on every
+    # pair of texts of up to 3 whitespace, punctuation and word characters).
     joins_add_up: Final = True
 
     def count(self, text: str) -> int:
