@@ -80,19 +80,18 @@ from holon.replay import (
     PromptAt,
     Reader,
     RenderOverrides,
+    Replay,
     Resume,
     TurnReplay,
     append_evidence,
     describe_projection,
-    find_turn,
     ledger_stats,
     memory_of,
     next_prompt_of,
     projection_config_of,
     prompt_of,
-    replay_turns,
+    replay_of,
     state_after,
-    turn_spans,
 )
 from holon.runtime import checkpoint_resume, is_recall
 from holon.search import MemorySearch, search_terms
@@ -535,13 +534,38 @@ def _write_bytes(data: bytes, *, newline: bool) -> None:
     click.echo(_visible(data.decode("utf-8", "backslashreplace")), nl=newline)
 
 
-def _echo_json(value: Any) -> None:
+def _json_text(value: Any) -> str:
     try:
         data = msgspec.json.encode(value)
     except UnicodeEncodeError:
         # A path that is not UTF-8 (see _printable): escape it rather than fail after the work is done.
         data = msgspec.json.encode(_printable_tree(msgspec.to_builtins(value)))
-    click.echo(msgspec.json.format(data, indent=2).decode())
+    return msgspec.json.format(data, indent=2).decode()
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(_json_text(value))
+
+
+def _echo_json_list(
+    head: dict[str, Any], key: str, items: Iterable[Any], tail: Callable[[], dict[str, Any]]
+) -> None:
+    """``_echo_json({**head, key: list(items), **tail()})``, printed as ``items`` come, never held.
+
+    ``tail`` is called once the items are printed (it may depend on them). The same bytes:
+    each item is formatted alone and indented to its depth (a JSON string holds no newline).
+    """
+    # ``key`` is the last key printed first and the first printed last: its value ends the one
+    # document and starts the other.
+    opening = _json_text({**head, key: None}).removesuffix("null\n}")
+    click.echo(f"{opening}[", nl=False)
+    separator = "\n"
+    for item in items:
+        click.echo(separator + "\n".join(f"    {line}" for line in _json_text(item).split("\n")), nl=False)
+        separator = ",\n"
+    click.echo("]" if separator == "\n" else "\n  ]", nl=False)
+    placeholder = len(_json_text({key: None}).removesuffix("\n}"))
+    click.echo(_json_text({key: None, **tail()})[placeholder:])
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:
@@ -1213,73 +1237,82 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
     Example: holon replay runs/agent-7 --until-turn 40 --check
     """
     with _reading(path) as ledger:
-        records = _records(ledger, "replaying")
         agent = ledger.agent_id
-    # The config the whole ledger records, also when only a prefix of it is replayed.
-    projection = projection_config_of(records)
-    end = len(records)
-    if until_turn is not None:
-        end = find_turn(turn_spans(records), until_turn).end
-    records = records[:end]
-    turns = list(replay_turns(records, config=projection))
-    final = state_after(records, projection) if records else None
-    report = None
-    if check:
-        report = verify_derivations(
-            progress_items(records, length=len(records), label="verifying"), config=projection
-        )
-    head = (records[-1].seq, "") if records else (-1, "")
-    with _report():
-        if as_json:
-            _echo_json(
-                {
-                    "agent_id": agent,
-                    "records": len(records),
-                    "last_seq": head[0],
-                    "turns": turns,
-                    "revision": final.memory.revision if final else 0,
-                    "compression_epoch": final.memory.compression_epoch if final else 0,
-                    "episodes": final.memory.archived_episodes if final else 0,
-                    "check": report,
-                }
-            )
-        else:
-            _echo(
-                f"agent {agent} · {_count(len(records), 'record')} · {_count(len(turns), 'turn')} · "
-                f"last seq {head[0]}"
-            )
-            for turn in turns:
-                _echo("")
-                for line in _turn_lines(turn):
-                    _echo(line)
-            _echo("")
-            if final is not None:
-                memory = final.memory
-                _echo(
-                    f"after seq {final.seq}: working memory revision {memory.revision}, compression "
-                    f"epoch {memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, "
-                    f"pending delta: {'yes' if memory.pending is not None else 'no'}"
+        upto = [ledger.head()[0] + 1]  # the records a pass reads: all, then those replayed
+        # No bar while the turns print to the same terminal: it would be drawn between them.
+        passes = ("reading", "verifying") if check else ("reading",)
+        labels = iter(passes if sys.stdout.isatty() else (*passes, "replaying"))
+
+        def read() -> Iterator[r.Record]:
+            label, count = next(labels, None), upto[0]
+            records = ledger.read(0, count)
+            return records if label is None else progress_items(records, length=count, label=label)
+
+        # The config the whole ledger records, also when only a prefix of it is replayed.
+        replay = replay_of(read, until_turn=until_turn)
+        upto[0] = replay.records
+        projection = replay.projection
+        # Checked before anything is printed, as the turns are printed while they are folded.
+        report = verify_derivations(replay.read(), config=projection) if check else None
+        with _report():
+            if as_json:
+                _echo_json_list(
+                    {"agent_id": agent, "records": replay.records, "last_seq": replay.last_seq},
+                    "turns",
+                    replay.turns(),
+                    lambda: _replayed_memory(replay) | {"check": report},
                 )
-            if report is not None:
-                if report.ok:
-                    pending = (
-                        " (the last turn's refresh is still to be appended)" if report.pending_refresh else ""
-                    )
-                    _echo(
-                        f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
-                        f"{report.derived_checked} "
-                        f"derived records equal what this holon derives (projection version "
-                        f"{report.projection_version}){pending}"
-                    )
-                else:
-                    assert report.divergence is not None
-                    _echo(
-                        f"replay check FAILED at seq {report.divergence.seq}: {report.divergence.describe()}"
-                    )
-                    for line in _diff_lines(report.divergence):
+            else:
+                _echo(
+                    f"agent {agent} · {_count(replay.records, 'record')} · "
+                    f"{_count(replay.turn_count, 'turn')} · last seq {replay.last_seq}"
+                )
+                for turn in replay.turns():
+                    _echo("")
+                    for line in _turn_lines(turn):
                         _echo(line)
+                _echo("")
+                final = replay.state if replay.records else None
+                if final is not None:
+                    memory = final.memory
+                    _echo(
+                        f"after seq {final.seq}: working memory revision {memory.revision}, compression "
+                        f"epoch {memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, "
+                        f"pending delta: {'yes' if memory.pending is not None else 'no'}"
+                    )
+                if report is not None:
+                    if report.ok:
+                        pending = (
+                            " (the last turn's refresh is still to be appended)"
+                            if report.pending_refresh
+                            else ""
+                        )
+                        _echo(
+                            f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
+                            f"{report.derived_checked} "
+                            f"derived records equal what this holon derives (projection version "
+                            f"{report.projection_version}){pending}"
+                        )
+                    else:
+                        assert report.divergence is not None
+                        _echo(
+                            f"replay check FAILED at seq {report.divergence.seq}: "
+                            f"{report.divergence.describe()}"
+                        )
+                        for line in _diff_lines(report.divergence):
+                            _echo(line)
     if report is not None and not report.ok:
         raise _diverged(report, projection)
+
+
+def _replayed_memory(replay: Replay) -> dict[str, int]:
+    """The memory figures of ``replay --json`` once the turns are folded (0 when nothing was)."""
+    memory = replay.state.memory if replay.state is not None and replay.records else None
+    return {
+        "revision": memory.revision if memory else 0,
+        "compression_epoch": memory.compression_epoch if memory else 0,
+        "episodes": memory.archived_episodes if memory else 0,
+    }
 
 
 def _diverged(report: VerificationReport, projection: ProjectionConfig) -> CheckFailed:

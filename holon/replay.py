@@ -8,7 +8,8 @@ layers — :mod:`holon.projections` folds, :mod:`holon.context` renders.
 - :class:`LedgerRefSource` — the :class:`~holon.context.RefSource` of a ledger, so
   ``restore(ref, LedgerRefSource(ledger))`` gives back what a placeholder promises.
 - :func:`turn_spans` — where each turn's records start and end (derived records included).
-- :func:`replay_turns` — per turn: revision, delta, episodes finalized, epoch, prompts.
+- :func:`replay_turns` — per turn: revision, delta, episodes finalized, epoch, prompts
+  (:func:`replay_of`: the same, reading a ledger in passes rather than holding it).
 - :func:`prompt_at` / :func:`next_prompt` — the prompt of a past turn, re-rendered from
   the ledger up to its ``PromptRendered`` record with the recorded budget and config
   (so its hash can be checked), or the prompt for the next model call.
@@ -73,6 +74,7 @@ __all__ = [
     "PromptSummary",
     "Reader",
     "RenderOverrides",
+    "Replay",
     "Resume",
     "SectionStats",
     "TurnReplay",
@@ -90,6 +92,7 @@ __all__ = [
     "prompt_at",
     "prompt_of",
     "recorded_projection",
+    "replay_of",
     "replay_turns",
     "state_after",
     "turn_spans",
@@ -345,31 +348,58 @@ def replay_turns(
     """Fold ``records`` and yield one :class:`TurnReplay` per turn, after its refresh.
 
     A turn is reported once its derived records have been folded (revision and epoch
-    are the values after the refresh). With ``until_turn``, stops after that turn.
-    Folds under ``config``, or (by default) the config the records' prompts record.
+    are the values after the refresh). With ``until_turn``, stops after the first turn
+    numbered ``until_turn`` or more. Folds under ``config``, or (by default) the config
+    the records' prompts record; given ``config``, ``records`` are read once, as they
+    come (:func:`replay_of` reads a ledger in passes and stops at turn ``until_turn``).
     """
     records, config = _projection_of(records, config)
-    state = initial_state(config)
-    current: _TurnBuilder | None = None
-    last_key: str | None = None
-    started = 0
-    for record in records:
+    yield from _TurnFold(config).turns(records, until_turn)
+
+
+class _TurnFold:
+    """The fold behind :func:`replay_turns` and :meth:`Replay.turns`: one record at a time.
+
+    Each record is folded as it comes and each turn reported as it closes, so nothing
+    but the open turn's facts is held; ``state`` is the state after the records folded.
+    """
+
+    def __init__(self, config: ProjectionConfig) -> None:
+        self.state = initial_state(config)
+        self._current: _TurnBuilder | None = None
+        self._last_key: str | None = None
+        self._started = 0
+
+    def turns(self, records: Iterable[r.Record], until_turn: int | None = None) -> Iterator[TurnReplay]:
+        """Fold ``records``, yielding each turn after its refresh; stop after turn ``until_turn`` or more."""
+        for record in records:
+            done = self._see(record)
+            if done is not None:
+                yield done
+                if until_turn is not None and done.turn >= until_turn:
+                    return
+        if self._current is not None:
+            done, self._current = self._current.finish(self.state), None
+            yield done
+
+    def _see(self, record: r.Record) -> TurnReplay | None:
+        """Fold ``record``; the turn it closes (finished before it is folded), if it closes one."""
         body = record.body
+        current = self._current
+        done = None
         if current is not None and (
             isinstance(body, r.TurnStarted)
             or (current.outcome is not None and record.kind not in r.DERIVED_KINDS)
         ):
-            done = current.finish(state)
-            current = None
-            yield done
-            if until_turn is not None and done.turn >= until_turn:
-                return
-        state = fold((record,), state)  # fold, not apply: records that skip or repeat seqs are refused
+            done, current = current.finish(self.state), None
+        # fold, not apply: records that skip or repeat seqs are refused
+        self.state = fold((record,), self.state)
         if isinstance(body, r.TurnStarted):
-            started += 1
-            current = _TurnBuilder(record, body, record.turn if record.turn is not None else started)
+            self._started += 1
+            current = _TurnBuilder(record, body, record.turn if record.turn is not None else self._started)
+        self._current = current
         if current is None:
-            continue
+            return done
         current.records += 1
         if isinstance(body, r.TurnEnded):
             current.outcome, current.ended_seq = body.outcome, record.seq
@@ -387,7 +417,7 @@ def replay_turns(
                 PromptSummary(
                     seq=record.seq,
                     cache_key=body.cache_key,
-                    previous_cache_key=last_key,
+                    previous_cache_key=self._last_key,
                     working_memory_revision=body.working_memory_revision,
                     compression_epoch=body.compression_epoch,
                     total_tokens=body.total_tokens,
@@ -396,9 +426,8 @@ def replay_turns(
                     omitted=len(body.omitted),
                 )
             )
-            last_key = body.cache_key
-    if current is not None:
-        yield current.finish(state)
+            self._last_key = body.cache_key
+        return done
 
 
 # --------------------------------------------------------------------------- prompts
@@ -828,6 +857,75 @@ def _fold_all(read: Reader, projection: ProjectionConfig, resume: Resume | None)
         return fold(read(), config=projection)
     state, rest = start
     return fold(rest, state)
+
+
+class Replay:
+    """A replay of the records ``read()`` gives, read in passes rather than held (:func:`replay_of`).
+
+    The first pass, made by :func:`replay_of`, learns what is replayed: ``records``, the
+    count through turn ``until_turn``'s post-turn refresh (every record without one),
+    the ``turn_count`` turns among them, the ``last_seq`` of the last one (-1: none) and the
+    ``projection`` config of the whole ledger. :meth:`turns` folds them, yielding
+    each turn as :func:`replay_turns` does; ``state`` is then the state after them.
+    """
+
+    def __init__(
+        self, read: Reader, *, projection: ProjectionConfig, records: int, turns: int, last_seq: int
+    ) -> None:
+        self.projection = projection
+        self.records = records
+        self.turn_count = turns
+        self.last_seq = last_seq
+        self.state: ProjectionState | None = None
+        self._read = read
+
+    def read(self) -> Iterator[r.Record]:
+        """The records replayed, read afresh (for a pass of the caller's own, such as a check)."""
+        return itertools.islice(self._read(), self.records)
+
+    def turns(self) -> Iterator[TurnReplay]:
+        """Fold the records replayed and yield each turn after its refresh; then ``state`` is set."""
+        folding = _TurnFold(self.projection)
+        yield from folding.turns(self.read())
+        self.state = folding.state
+
+
+def replay_of(
+    read: Reader, *, until_turn: int | None = None, projection: ProjectionConfig | None = None
+) -> Replay:
+    """:func:`replay_turns` of the records ``read()`` gives through turn ``until_turn``, read in passes.
+
+    One pass here learns the projection config (of the whole ledger, also when only a
+    prefix is replayed; ``projection`` when given) and where turn ``until_turn`` ends
+    (UsageError as :func:`find_turn` when there is no such turn); the returned
+    :class:`Replay` folds in another. Nothing is held but one turn's facts.
+    """
+    scan = _ConfigScan() if projection is None else None
+    spans = _SpanScan()
+    found: tuple[int, int, int] | None = None  # records, turns, last seq through until_turn
+    count = 0
+    last: r.Record | None = None
+    for index, record in enumerate(read()):
+        if scan is not None:
+            scan.see(record)
+        closed = spans.see(index, record)
+        if found is None and closed is not None and closed.turn == until_turn:
+            assert last is not None  # the record before ``record`` ends the span
+            found = (closed.end, spans.closed, last.seq)
+        last, count = record, index + 1
+    closed = spans.finish(count)
+    if found is None and closed is not None and closed.turn == until_turn:
+        assert last is not None
+        found = (closed.end, spans.closed, last.seq)
+    if scan is not None:
+        projection = scan.result()
+    assert projection is not None
+    if until_turn is None:
+        found = (count, spans.closed, last.seq if last is not None else -1)
+    elif found is None:
+        raise _no_turn(until_turn, spans.held)
+    records, turns, last_seq = found
+    return Replay(read, projection=projection, records=records, turns=turns, last_seq=last_seq)
 
 
 def memory_of(
