@@ -31,7 +31,7 @@ from holon.replay import (
 from tests.cli_support import build_ledger, fixture_names, invoke, live_records
 from tests.ledger_support import AGENT, message, peak_memory
 from tests.strategies import agent_runs
-from tests.test_cli_fold_streaming import LARGE, SMALL, _long_ledger
+from tests.test_cli_fold_streaming import assert_flat
 
 
 def _reader(records: Iterable[r.Record]) -> Callable[[], Iterable[r.Record]]:
@@ -53,17 +53,7 @@ def test_replay_holds_a_piece_of_the_ledger_however_long_it_is(
 ) -> None:
     # Before: replay read every record into a list first (1M records: ~800 MB); 4x the
     # records took ~4x the memory.
-    peaks = []
-    for path in (_long_ledger(tmp_path / "small", SMALL), _long_ledger(tmp_path / "large", LARGE)):
-        result = None
-
-        def run(path: Path = path) -> None:
-            nonlocal result
-            result = invoke(command[0], path, *command[1:])
-
-        peaks.append(peak_memory(run))
-        assert result is not None and result.exit_code == 0, result.output if result else None
-    assert peaks[1] < 1.5 * peaks[0], (command, peaks)
+    assert_flat(tmp_path, command)
 
 
 def _many_turns(path: Path, turns: int) -> Path:
