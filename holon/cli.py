@@ -26,6 +26,7 @@ import difflib
 import errno
 import importlib
 import io
+import itertools
 import os
 import re
 import shlex
@@ -71,7 +72,9 @@ from holon.progress import progress_callback, progress_items, progress_total, st
 from holon.projections import (
     DEFAULT_CONFIG,
     ProjectionConfig,
+    ProjectionState,
     VerificationReport,
+    fold,
     verify_derivations,
 )
 from holon.replay import (
@@ -91,7 +94,6 @@ from holon.replay import (
     projection_config_of,
     prompt_of,
     replay_of,
-    state_after,
 )
 from holon.runtime import checkpoint_resume, is_recall
 from holon.search import MemorySearch, search_terms
@@ -621,10 +623,6 @@ def _writing(path: Path) -> Iterator[Ledger]:
         ledger.close()
 
 
-def _records(ledger: Ledger, label: str = "reading") -> list[r.Record]:
-    return list(_each_record(ledger, label))
-
-
 def _each_record(ledger: Ledger, label: str = "reading") -> Iterator[r.Record]:
     """The ledger's records one by one, for a pass that keeps only what it needs of each."""
     return progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label)
@@ -644,6 +642,31 @@ def _passes(ledger: Ledger) -> tuple[Reader, Resume]:
         return progress_items(ledger.read(0, head[0] + 1), length=head[0] + 1, label=label)
 
     return read, checkpoint_resume(ledger, head)
+
+
+def _state_to_append_to(ledger: Ledger, incoming: Sequence[r.Record]) -> tuple[ProjectionState, int | None]:
+    """The state ``incoming`` evidence is appended onto, and the ledger's highest turn.
+
+    The ledger is read in passes, not held (a long ledger took its size in memory for
+    each `holon append`): the first finds the projection config its prompts and the
+    incoming records record (appended prompts may be the first to record it, in a ledger
+    written elsewhere) and the highest turn; the fold starts from a verified checkpoint
+    when there is one.
+    """
+    read, resume = _passes(ledger)
+    last_turn: int | None = None
+
+    def turns_seen() -> Iterator[r.Record]:
+        nonlocal last_turn
+        for record in read():
+            if record.turn is not None and (last_turn is None or record.turn > last_turn):
+                last_turn = record.turn
+            yield record
+
+    config = projection_config_of(itertools.chain(turns_seen(), incoming))
+    start = resume(config)
+    state = fold(read(), config=config) if start is None else fold(start[1], start[0])
+    return state, last_turn
 
 
 def _given(name: str) -> bool:
@@ -888,9 +911,7 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     # Record n came from the n-th non-blank line: errors name that line, as decoding does.
     lines = [number for number, line in enumerate(data.split(b"\n"), 1) if line.strip()]
     with _writing(path) as ledger:
-        existing = _records(ledger, "folding")
-        # Appended prompts may be the first to record the config (a ledger written elsewhere).
-        state = state_after(existing, projection_config_of([*existing, *report.records]))
+        state, _ = _state_to_append_to(ledger, report.records)
         seqs = append_evidence(
             ledger, report.records, state=state, where=lambda n: f"line {lines[n - 1]} of {records_file}"
         )
@@ -986,14 +1007,12 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         return
     report = read_transcript(file, fmt)
     with _writing(path) as ledger:
-        existing = _records(ledger, "folding")
-        state = state_after(existing, projection_config_of([*existing, *report.records]))
+        state, last_turn = _state_to_append_to(ledger, report.records)
         head = ledger.head()[0]
         if head >= 0:
             # An untimestamped transcript's synthetic clock starts at 0, and every transcript's
             # turns count from 0: both continue the ledger.
-            turns = [rec.turn for rec in existing if rec.turn is not None]
-            report = report.after(ledger.get(head).ts, last_turn=max(turns, default=None))
+            report = report.after(ledger.get(head).ts, last_turn=last_turn)
         with progress_callback(len(report.records), "importing") as advance:
             seqs = append_evidence(
                 ledger,

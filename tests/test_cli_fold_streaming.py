@@ -42,7 +42,7 @@ from holon.replay import (
     turn_spans,
 )
 from holon.runtime import AgentConfig, checkpoint_resume
-from tests.cli_support import build_ledger, fixture_names, invoke, live_records, tree_bytes
+from tests.cli_support import build_ledger, fixture_names, invoke, live_records, tree_bytes, write_jsonl
 from tests.ledger_support import AGENT, message, peak_memory, tool_output
 from tests.runtime_support import load_daemon
 from tests.strategies import agent_runs
@@ -98,6 +98,21 @@ def assert_flat(tmp_path: Path, command: tuple[str, ...]) -> None:
         peaks.append(peak_memory(run))
         assert result is not None and result.exit_code == 0, result.output if result else None
     assert peaks[1] < 1.5 * peaks[0], (command, peaks)
+
+
+def test_append_and_import_fold_the_ledger_without_holding_it(tmp_path: Path) -> None:
+    # Before: `holon append` and `holon import` listed every record of the ledger to fold
+    # the state the evidence goes onto; 4x the records took ~4x the memory.
+    turn = [
+        r.Record(body=r.TurnStarted(trigger="user", input="next"), ts=10**7, turn=10**6),
+        r.Record(body=r.Message(role="user", text="next"), ts=10**7 + 1, turn=10**6),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=10**7 + 2, turn=10**6),
+    ]
+    evidence = write_jsonl(tmp_path / "evidence.jsonl", turn)
+    assert_flat(tmp_path / "append", ("append", str(evidence)))
+    chat = tmp_path / "chat.json"
+    chat.write_text('[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]')
+    assert_flat(tmp_path / "import", ("import", str(chat), "--from", "openai-chat"))
 
 
 # --------------------------------------------------------------------------- the same results
