@@ -19,7 +19,7 @@ from benchmarks.eval.policies import (
     RollingWindow,
     ToolClearing,
 )
-from benchmarks.eval.run import budget_for, fingerprint, main, run_scenario
+from benchmarks.eval.run import budget_for, docs_withheld, fingerprint, main, run_scenario
 from benchmarks.eval.scenario import CONSTRAINT, Scenario, generate
 from benchmarks.eval.trace import TokenCounter, call_positions, transcript_text
 from holon.context import Prompt, build_context
@@ -121,6 +121,16 @@ def test_main_says_when_the_samples_are_absent(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "absent does not exist — samples skipped" in out
     assert "holon" in out and "fingerprint" in out
+
+
+def test_the_docs_are_left_alone_by_a_run_without_every_real_transcript(tmp_path: Path) -> None:
+    # `make bench` in a clone without ../shared/samples rewrote docs/evaluation.md with no
+    # real-transcript figures and a fingerprint no full run gives.
+    assert docs_withheld([], tmp_path) is None
+    why = docs_withheld(["claude-code/session.jsonl", "swe-agent/run.traj"], tmp_path / "absent")
+    assert why is not None
+    assert why.startswith("docs/evaluation.md and .svg not written: 2 of the ")
+    assert "pass --samples DIR" in why and "--no-docs" in why
 
 
 def test_holon_calls_in_a_turn_extend_the_previous_call_until_it_renders_again(scenario: Scenario) -> None:

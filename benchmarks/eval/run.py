@@ -131,6 +131,22 @@ def command_line() -> str:
     return " ".join(parser().format_usage().split()).removeprefix("usage: ")
 
 
+def docs_withheld(missing: Sequence[str], samples_dir: Path) -> str | None:
+    """Why this run leaves docs/evaluation.* as they are, or ``None`` when it may write them.
+
+    The page documents the real transcripts too: a run without some of them (a clone
+    without ../shared/samples, which ``make bench`` runs this in) would replace their
+    figures with nothing, and publish a fingerprint no full run gives.
+    """
+    if not missing:
+        return None
+    return (
+        f"docs/evaluation.md and .svg not written: {len(missing)} of the {len(SAMPLES)} real transcripts "
+        f"the page documents are not in {_shown(samples_dir)}; pass --samples DIR (the folder holding "
+        "claude-code/, swe-agent/, tau-bench/ and openhands/), or --no-docs to only print"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser()
     args = arguments.parse_args(list(argv) if argv is not None else [])
@@ -183,21 +199,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(f"\nfingerprint {digest} (same seed and code → same figures); {elapsed:.0f}s")
 
-    if not (args.no_docs or args.quick or args.turns is not None):
-        chart = generated[0].scenario
-        (ROOT / "docs" / "evaluation.svg").write_text(svg_chart(generated, chart), encoding="utf-8")
-        write_doc(
-            ROOT / "docs" / "evaluation.md",
-            generated=generated,
-            samples=samples,
-            sample_note=sample_note,
-            checks=checks,
-            digest=digest,
-            chart=chart,
-            elapsed=elapsed,
-            command=command_line(),
-        )
-        print("wrote docs/evaluation.md and docs/evaluation.svg")
+    if args.no_docs or args.quick or args.turns is not None:
+        return 0
+    withheld = docs_withheld(missing, samples_dir)
+    if withheld is not None:
+        print(withheld)
+        return 0
+    chart = generated[0].scenario
+    (ROOT / "docs" / "evaluation.svg").write_text(svg_chart(generated, chart), encoding="utf-8")
+    write_doc(
+        ROOT / "docs" / "evaluation.md",
+        generated=generated,
+        samples=samples,
+        sample_note=sample_note,
+        checks=checks,
+        digest=digest,
+        chart=chart,
+        elapsed=elapsed,
+        command=command_line(),
+    )
+    print("wrote docs/evaluation.md and docs/evaluation.svg")
     return 0
 
 
