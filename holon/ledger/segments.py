@@ -44,6 +44,7 @@ __all__ = [
     "SegmentHeader",
     "create_segment",
     "encode_segment_header",
+    "find_segment",
     "list_segments",
     "load_segment",
     "parse_segment_header",
@@ -200,7 +201,11 @@ def list_segments(seg_dir: Path) -> list[SegmentFile]:
         if match is None:
             continue
         path = seg_dir / entry.name
-        if not entry.is_file():  # d_type from the listing: no extra stat on Linux
+        # d_type from the listing: no extra stat on Linux. Where entries carry no type (XFS
+        # without ftype, NFS) is_file() stats the name, and a plain segment the writer's
+        # sealing thread unlinked since the readdir answers False: it was a regular file,
+        # and reading it falls back to its sealed copy.
+        if not entry.is_file() and os.path.lexists(path):
             raise LedgerCorrupt(
                 "a segment's name holds something that is not a regular file; move it away and "
                 "restore the segment from a backup",
@@ -209,6 +214,25 @@ def list_segments(seg_dir: Path) -> list[SegmentFile]:
         start = int(match.group(1))
         (sealed if match.group(2) else plain)[start] = path
     return [SegmentFile(s, plain.get(s), sealed.get(s)) for s in sorted(plain.keys() | sealed.keys())]
+
+
+def find_segment(seg_dir: Path, start_seq: int) -> SegmentFile | None:
+    """The segment starting at ``start_seq``, looked up by name; None if it has no file.
+
+    A listing of a directory too large for one ``getdents`` call can miss a segment that
+    the writer's sealing thread sealed during it (its ``.zst`` renamed in where the listing
+    had already passed, its plain file unlinked where it had not yet arrived: POSIX leaves
+    entries added or removed during a readdir unspecified). A reader that finds a gap
+    asks for the missing name directly before it calls the gap damage. The plain name is
+    tried first: the sealed file exists before the plain one is unlinked.
+    """
+    plain = seg_dir / segment_name(start_seq)
+    if plain.is_file():
+        return SegmentFile(start_seq, plain, None)
+    sealed = plain.with_name(plain.name + ".zst")
+    if sealed.is_file():
+        return SegmentFile(start_seq, None, sealed)
+    return None
 
 
 def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:

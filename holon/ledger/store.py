@@ -57,6 +57,7 @@ from holon.ledger.segments import (
     SegmentFile,
     SegmentHeader,
     create_segment,
+    find_segment,
     list_segments,
     load_segment,
     parse_segment_header,
@@ -851,6 +852,11 @@ class Ledger:
                     f"seq {seq} is past the end of ledger {self.path} "
                     f"(next seq is {seg.start_seq + len(offsets)})"
                 )
+            # A gap in the listing may be a segment sealed during it (see find_segment).
+            missed = find_segment(self._seg_dir, seg.start_seq + len(offsets))
+            if missed is not None and missed.start_seq < segs[index + 1].start_seq:
+                self._segs = [*segs[: index + 1], missed, *segs[index + 1 :]]
+                return self.get(seq)
             raise LedgerCorrupt(
                 f"segment ends before seq {seq} but the next segment starts at seq "
                 f"{segs[index + 1].start_seq}; a segment between them is missing",
@@ -1095,6 +1101,12 @@ class Ledger:
         prev: bytes | None = None
         while True:
             seg = segs[index]
+            if seg.start_seq > expected:
+                # A gap in the listing may be a segment sealed during it (see find_segment).
+                missed = find_segment(self._seg_dir, expected)
+                if missed is not None:
+                    segs = [*segs[:index], missed, *segs[index:]]
+                    seg = missed
             buf, file, sealed = self._load(seg)
             header = _check_header(buf, seg.start_seq, file, sealed=sealed)
             if seg.start_seq != expected:
@@ -1128,9 +1140,13 @@ class Ledger:
                 starts = [s.start_seq for s in segs]
                 here = bisect.bisect_left(starts, seg.start_seq)
                 if here == len(segs) or starts[here] != seg.start_seq:
-                    raise LedgerCorrupt(
-                        "segment disappeared while reading it", file=file, offset=pos, decompressed=sealed
-                    )
+                    # Rolled over and being sealed during the listing, which can miss it.
+                    missed = find_segment(self._seg_dir, seg.start_seq)
+                    if missed is None:
+                        raise LedgerCorrupt(
+                            "segment disappeared while reading it", file=file, offset=pos, decompressed=sealed
+                        )
+                    segs.insert(here, missed)
                 index = here
                 if index == len(segs) - 1:
                     if sealed:
