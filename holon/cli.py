@@ -2236,7 +2236,9 @@ def stats(path: Path, as_json: bool) -> None:
     and max per section over the prompts that rendered it. Cache-key changes count
     consecutive prompts whose cacheable prefix changed; unknown outcomes are tool calls
     whose effect the ledger cannot tell (a result recorded as unknown after a crash, or
-    no result at all).
+    no result at all). Evictions (items prompts left out or shortened) are counted by
+    cause: the reason with the item it names as <id> and its counts as N, as `holon audit
+    --report evictions` counts them; --json has them by reason too.
 
     Example: holon stats runs/agent-7
     """
@@ -2284,11 +2286,12 @@ def stats(path: Path, as_json: bool) -> None:
         ["section", "prompts", "min", "median", "max", "shortened", "omitted"], rows, right=(1, 2, 3, 4, 5, 6)
     ):
         _echo("  " + line)
-    if s.evictions_by_reason:
+    if s.evictions_by_cause:
         _echo("")
-        _echo("evictions by reason:")
+        # By cause, not reason: reasons name their item ("decision d7 not shown"), a row each.
+        _echo("evictions by cause (item ids shown as <id>, counts as N):")
         for line in _table(
-            ["reason", "count"], [[k, _n(v)] for k, v in s.evictions_by_reason.items()], right=(1,)
+            ["cause", "count"], [[k, _n(v)] for k, v in s.evictions_by_cause.items()], right=(1,)
         ):
             _echo("  " + line)
 

@@ -37,6 +37,7 @@ import msgspec
 
 import holon.records as r
 from holon.context.budget import Budget
+from holon.context.causes import omission_cause
 from holon.context.estimator import get_estimator
 from holon.context.prompt import Prompt
 from holon.context.render import (
@@ -1049,6 +1050,8 @@ class LedgerStats(msgspec.Struct, frozen=True, kw_only=True):
     (each one a cache rewrite at the provider); ``unknown_outcomes`` counts tool calls
     whose effect the ledger cannot tell: results recorded as ``unknown`` (the runtime
     records one for each intent a crash left open) and intents with no result at all.
+    ``evictions_by_cause`` counts the omissions by cause (their reason without the id of the
+    item and the counts it names, see :func:`holon.context.causes.omission_cause`), most first.
     """
 
     records: int
@@ -1062,6 +1065,7 @@ class LedgerStats(msgspec.Struct, frozen=True, kw_only=True):
     sections: tuple[SectionStats, ...]
     evictions: int
     evictions_by_reason: dict[str, int]
+    evictions_by_cause: dict[str, int]
     cache_keys: int
     cache_key_changes: int
     revision: int
@@ -1171,6 +1175,11 @@ def ledger_stats(
             changes += last_key is not None and body.cache_key != last_key
             last_key = body.cache_key
     unknown += sum(unanswered.values())
+    # Reasons name their item (a decision, a file): counted by reason, a summary has a row per
+    # item; by cause (holon.context.causes), one per kind of omission, as the audit counts.
+    causes: Counter[str] = Counter()
+    for reason, n in reasons.items():
+        causes[omission_cause(reason)] += n
     order = {name: i for i, name in enumerate(SECTION_ORDER)}
     sections = tuple(
         _section_stats(name, section_tokens[name], *section_forms[name])
@@ -1188,6 +1197,7 @@ def ledger_stats(
         sections=sections,
         evictions=evictions,
         evictions_by_reason=dict(sorted(reasons.items())),
+        evictions_by_cause=dict(sorted(causes.items(), key=lambda item: (-item[1], item[0]))),
         cache_keys=len(keys),
         cache_key_changes=changes,
         revision=state.memory.revision,
@@ -1197,8 +1207,6 @@ def ledger_stats(
         first_ts=first_ts,
         last_ts=last_ts,
     )
-
-
 
 
 # --------------------------------------------------------------------------- appending

@@ -42,6 +42,7 @@ from holon.audit.extract import (
     read_info,
 )
 from holon.audit.query import AuditError, run_statement
+from holon.context.causes import CAUSE_COUNT, CAUSE_ID, CAUSE_ID_REPLACEMENT
 from holon.errors import HolonError, UsageError
 from holon.ledger.files import check_outside
 from holon.ledger.header import check_outside_ledgers
@@ -116,17 +117,11 @@ def _source(kind: str | None) -> str:
 # Each table's SQL reads its kinds through ``{kind}`` placeholders, which connect()
 # replaces by a read_json over that kind's files (or an empty typed relation). Rows come
 # out ordered by agent and seq, so a plain SELECT reads like the ledger.
-#: An omission's reason as a cause to count by: the id of the item it names becomes
-#: ``<id>`` and every count ``N``, so "decision d1 not shown" and "decision d7 not shown",
-#: or "3 finished plan steps collapsed" and "5 …", are one cause (holon.context writes
-#: the reasons; each names its item so that `holon explain` can tell them apart). An id
-#: is told from a word by a digit or one of ``_./-`` in it ("wait of wait q1 clipped");
-#: an id of letters alone stays, and its reason is a cause of its own.
+#: An omission's reason as a cause to count by (see holon.context.causes, which `holon
+#: stats` counts by too): the id of the item it names becomes ``<id>`` and every count ``N``.
 _CAUSE: Final = (
-    "regexp_replace(regexp_replace({reason}, "
-    "'\\b(decision|follow-up|work item|wait|arguments of|result of|file) "
-    "[^\\s:;,()]*[0-9_./-][^\\s:;,()]*', "
-    "'\\1 <id>', 'g'), '\\b[0-9][0-9,]*\\b', 'N', 'g')"
+    f"regexp_replace(regexp_replace({{reason}}, '{CAUSE_ID}', '{CAUSE_ID_REPLACEMENT}', 'g'), "
+    f"'{CAUSE_COUNT}', 'N', 'g')"
 )
 
 
@@ -853,4 +848,3 @@ def _build(
         if done is not None:
             done()
     con.execute("DROP TABLE _fleet")
-
