@@ -1928,13 +1928,14 @@ def verify(path: Path, as_json: bool) -> None:
         projection = DEFAULT_CONFIG
         if report.ok:
             # A pass of its own: the config is needed before the first record is folded,
-            # and the records are streamed rather than held.
+            # and the records are streamed rather than held. Both stop at the head whose
+            # storage was verified: an agent appending meanwhile would have the derivations
+            # checked on records the report's storage figures do not hold.
+            end = report.head[0] + 1
             projection = projection_config_of(
-                progress_items(ledger.read(), length=report.records_checked, label="reading prompts")
+                progress_items(ledger.read(0, end), length=end, label="reading prompts")
             )
-            records = progress_items(
-                ledger.read(), length=report.records_checked, label="verifying derivations"
-            )
+            records = progress_items(ledger.read(0, end), length=end, label="verifying derivations")
             check = verify_derivations(records, config=projection)
     tail = report.torn_tail
     # Where the damage is a cut of the active tail, say so: that one has a repair.

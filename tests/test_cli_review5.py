@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from holon.audit import connect
 from holon.cli import EXIT_OK
 from holon.context.causes import omission_cause
 from holon.ledger import Ledger
+from holon.replay import append_evidence
 from tests.cli_support import invoke
 from tests.ledger_support import AGENT
 
@@ -112,3 +114,41 @@ def test_stats_and_the_audit_agree_on_causes(tmp_path: Path, reason: str) -> Non
         con.close()
     assert row is not None
     assert row[0] == omission_cause(reason)
+
+
+# --------------------------------------------------------------------------- verify: one head
+
+
+def _turn(turn: int) -> list[r.Record]:
+    return [
+        r.Record(body=r.TurnStarted(trigger="user", input="go"), ts=10 * turn, turn=turn),
+        r.Record(body=r.Message(role="user", text=f"go {turn}"), ts=10 * turn + 1, turn=turn),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=10 * turn + 2, turn=turn),
+    ]
+
+
+def test_verify_checks_derivations_up_to_the_head_it_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent appends while `holon verify` runs: the derivation check read on past the head
+    # whose frames, chain and blobs were verified, so the report mixed two ledgers (its
+    # refreshes counted a turn the storage figures do not hold).
+    ledger = tmp_path / "L"
+    with Ledger.create(ledger, agent_id=AGENT) as held:
+        append_evidence(held, _turn(1))
+    original = Ledger.verify
+
+    def verify_then_a_turn_is_appended(self: Ledger, **kwargs: Any) -> Any:
+        report = original(self, **kwargs)
+        with Ledger.open(ledger) as writer:
+            append_evidence(writer, _turn(2))
+        return report
+
+    monkeypatch.setattr(Ledger, "verify", verify_then_a_turn_is_appended)
+    result = invoke("verify", ledger, "--json")
+    assert result.exit_code == EXIT_OK, result.stderr
+    report = json.loads(result.stdout)
+    with Ledger.open(ledger, readonly=True) as held:
+        appended_after = held.head()[0] - report["storage"]["head_seq"]
+    assert appended_after > 0
+    assert report["derivations"]["refreshes"] == 1
