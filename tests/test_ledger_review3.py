@@ -161,27 +161,27 @@ def test_only_a_ledger_holding_exactly_the_files_first_records_is_continued(
     with Ledger.create(tmp_path / "small", agent_id=AGENT, blob_threshold=100) as small:
         small.append_many(records[:held])
         assert small.get(1).body.blob is not None  # type: ignore[union-attr]
-        head = small.head()
-        with pytest.raises(UsageError, match="is not empty"):
-            import_jsonl(out, small, require_empty=True)
-        assert small.head() == head
+        _refused_unchanged(out, small)
     # A record of the file's first ones edited: refused, the ledger unchanged.
     lines = out.read_bytes().splitlines(keepends=True)
     edited = tmp_path / "edited.jsonl"
     edited.write_bytes(lines[0].replace(b"record 0", b"record X") + b"".join(lines[1:]))
     shutil.copytree(tmp_path / "x.jsonl.blobs", tmp_path / "edited.jsonl.blobs")
     with Ledger.open(target) as ledger:
-        head = ledger.head()
-        with pytest.raises(UsageError, match="is not empty"):
-            import_jsonl(edited, ledger, require_empty=True)
-        assert ledger.head() == head
+        _refused_unchanged(edited, ledger)
         # A file that does not start at seq 0 continues nothing either.
         cut = tmp_path / "cut.jsonl"
         cut.write_bytes(b"".join(lines[1:]))
         shutil.copytree(tmp_path / "x.jsonl.blobs", tmp_path / "cut.jsonl.blobs")
-        with pytest.raises(UsageError, match="is not empty"):
-            import_jsonl(cut, ledger, require_empty=True)
-        assert ledger.head() == head
+        _refused_unchanged(cut, ledger)
+
+
+def _refused_unchanged(file: Path, ledger: Ledger) -> None:
+    """A copy of ``file`` into ``ledger`` is refused as into a non-empty ledger, which it leaves as it was."""
+    head = ledger.head()
+    with pytest.raises(UsageError, match="is not empty"):
+        import_jsonl(file, ledger, require_empty=True)
+    assert ledger.head() == head
 
 
 def test_holon_import_run_again_after_an_interruption_appends_the_rest(

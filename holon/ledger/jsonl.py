@@ -324,10 +324,13 @@ def _check_lines(
             if held is None:
                 checked.holds_prefix = True  # every stored record matched one of the file's
                 stored = None
-            elif encode_msgpack_record(held) != encode_msgpack_record(
-                msgspec.structs.replace(record, seq=held.seq)
-            ):
-                stored = None
+            else:
+                # The line's payload, encoded above, unless its seq is not the stored one's.
+                mine = payload if record.seq == held.seq else encode_msgpack_record(
+                    msgspec.structs.replace(record, seq=held.seq)
+                )
+                if encode_msgpack_record(held) != mine:
+                    stored = None
         checked.count = number
         done += size
         if progress is not None:
