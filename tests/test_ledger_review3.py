@@ -144,10 +144,7 @@ def test_an_import_interrupted_after_a_rollover_continues_when_run_again(
         expected = list(source.read())
     assert_ledger_holds(target, expected)
     with Ledger.open(target) as ledger:
-        head = ledger.head()
-        with pytest.raises(UsageError, match=r"already holds every record of .*x\.jsonl"):
-            import_jsonl(out, ledger, require_empty=True)
-        assert ledger.head() == head
+        _refused_unchanged(out, ledger, match=r"already holds every record of .*x\.jsonl")
 
 
 def test_only_a_ledger_holding_exactly_the_files_first_records_is_continued(
@@ -176,10 +173,10 @@ def test_only_a_ledger_holding_exactly_the_files_first_records_is_continued(
         _refused_unchanged(cut, ledger)
 
 
-def _refused_unchanged(file: Path, ledger: Ledger) -> None:
-    """A copy of ``file`` into ``ledger`` is refused as into a non-empty ledger, which it leaves as it was."""
+def _refused_unchanged(file: Path, ledger: Ledger, *, match: str = "is not empty") -> None:
+    """A copy of ``file`` into ``ledger`` is refused (``match``), leaving the ledger as it was."""
     head = ledger.head()
-    with pytest.raises(UsageError, match="is not empty"):
+    with pytest.raises(UsageError, match=match):
         import_jsonl(file, ledger, require_empty=True)
     assert ledger.head() == head
 
