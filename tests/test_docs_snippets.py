@@ -26,6 +26,7 @@ import msgspec
 import pytest
 
 import holon
+import holon.audit  # not in the facade (import holon leaves it undefined); the audit snippets use it
 from holon import records as r
 from holon.importers import ImportReport
 from holon.ledger import Ledger
