@@ -77,6 +77,7 @@ from holon.projections import (
     fold,
     verify_derivations,
 )
+from holon.prompt_check import APPENDED, PromptCheck, PromptsSummary, check_prompts_of
 from holon.replay import (
     DEFAULT_BUDGET,
     LedgerRefSource,
@@ -1643,6 +1644,150 @@ def explain(
         right=(2,),
     ):
         _echo("  " + line)
+
+
+# --------------------------------------------------------------------------- prompts
+
+#: How many prompts that differ `holon prompts` names without --each.
+_PROMPTS_NAMED: Final = 20
+
+_STATUS_TEXT: Final = {
+    "reproduced": "reproduced",
+    "differs": "DIFFERS",
+    "not_comparable": "not comparable",
+    "unconfigured": "no render config",
+}
+
+
+@main.command()
+@_common
+@click.option("--from-turn", type=int, metavar="N", help="Check the prompts of turn N and later only.")
+@click.option("--until-turn", type=int, metavar="N", help="Check the prompts up to turn N only.")
+@click.option("--each", is_flag=True, help="List every prompt, not only those that do not reproduce.")
+@click.option("--check", is_flag=True, help="Exit 1 when a prompt does not reproduce.")
+def prompts(
+    *, path: Path, as_json: bool, from_turn: int | None, until_turn: int | None, each: bool, check: bool
+) -> None:
+    """Render every recorded prompt again: does it reproduce, and where did its cached prefix break?
+
+    Each prompt_rendered record is rendered from the records before it with the budget and
+    config it records, as `holon render --at-turn` renders one, and its hash compared. A
+    prompt recorded by another renderer or estimator version is "not comparable", not a
+    failure; one recorded without a render config cannot be rendered again.
+
+    Each prompt is also compared with the previous one: the whole lines they share (at most
+    what a provider's cache can serve) and the section where they first differ. The table
+    sums the tokens not shared by that section, at a turn's first prompt and later in it;
+    "(appended)" is a prompt that only added to the previous one.
+
+    Example: holon prompts runs/agent-7 --from-turn 100 --check
+    """
+    summary = PromptsSummary()
+    named: list[PromptCheck] = []
+    with _reading(path) as ledger:
+        agent = ledger.agent_id
+        count = ledger.head()[0] + 1
+        # No bar while the prompts print to the same terminal: it would be drawn between them.
+        passes = ("reading",) if each and not as_json and sys.stdout.isatty() else ("reading", "rendering")
+        labels = iter(passes)
+
+        def read() -> Iterator[r.Record]:
+            label = next(labels, None)
+            records = ledger.read(0, count)
+            return records if label is None else progress_items(records, length=count, label=label)
+
+        checks = check_prompts_of(read, agent_id=agent, from_turn=from_turn, until_turn=until_turn)
+
+        def counted() -> Iterator[PromptCheck]:
+            for item in checks:
+                summary.add(item)
+                if item.status == "differs" and len(named) < _PROMPTS_NAMED:
+                    named.append(item)
+                yield item
+
+        with _report():
+            if as_json:
+                _echo_json_list({"agent_id": agent}, "prompts", counted(), lambda: {"summary": summary})
+            else:
+                for item in counted():
+                    if each:
+                        _echo(_prompt_line(item))
+    if not as_json:
+        for line in _prompts_text(agent, summary, [] if each else named, listed=each):
+            _echo(line)
+    if check and summary.first_difference is not None:
+        first = next(c for c in named if c.status == "differs")
+        raise CheckFailed(
+            f"the prompt at seq {first.seq} (turn {first.turn}, call {first.call}) does not reproduce: "
+            f"this holon renders {first.rendered_hash}, the ledger records {first.recorded_hash}, with the "
+            f"same renderer and estimator versions; `holon explain {shlex.quote(str(path))} --at-turn "
+            f"{first.turn} --call {first.call}` shows how it is rendered now"
+        )
+
+
+def _prompt_line(item: PromptCheck) -> str:
+    """One prompt of `holon prompts`: where it is, whether it reproduced, what it shared."""
+    turn = f"turn {item.turn}" if item.turn is not None else "no turn"
+    parts = [f"{turn} call {item.call}", f"seq {item.seq}", _STATUS_TEXT[item.status]]
+    if item.tokens is not None:
+        parts.insert(2, f"{item.tokens:,} tokens")
+    if item.shared is not None and item.breaks_at is not None:
+        changed = f" ({', '.join(item.changed)})" if item.changed else ""
+        where = "only added to the previous" if item.breaks_at == APPENDED else f"breaks at {item.breaks_at}"
+        parts.append(f"shares {item.shared:,} · {where}{changed}")
+    line = " · ".join(parts)
+    return f"{line}: {'; '.join(item.reasons)}" if item.reasons and item.status != "differs" else line
+
+
+def _prompts_text(
+    agent: str, summary: PromptsSummary, named: Sequence[PromptCheck], *, listed: bool
+) -> list[str]:
+    """The summary of `holon prompts`: statuses, the shared share and the table of breaks."""
+    statuses = " · ".join(
+        f"{_STATUS_TEXT[status]} {summary.by_status.get(status, 0):,}" for status in _STATUS_TEXT
+    )
+    # After a list of every prompt, a blank line first.
+    lines = [""] if listed else []
+    lines.append(f"agent {agent} · {_count(summary.prompts, 'recorded prompt')} rendered again")
+    if not summary.prompts:
+        return [*lines, "nothing to check: no prompt_rendered record in the turns asked for"]
+    lines.append(statuses)
+    lines += [
+        f"  {_count(n, 'prompt')}: {reason}"
+        for reason, n in sorted(summary.reasons.items(), key=lambda x: (-x[1], x[0]))
+    ]
+    share = summary.shared_share
+    if share is None:
+        return lines
+    lines.append(
+        f"shared with the previous prompt: {share:.1%} of {summary.compared_tokens:,} tokens "
+        f"({_count(summary.compared, 'prompt')} compared)"
+    )
+    total = summary.compared_tokens
+
+    def cell(tokens: int) -> str:
+        return f"{tokens / total:.1%}" if tokens else "-"
+
+    rows = sorted(summary.unshared.items(), key=lambda item: (-sum(item[1]), item[0]))
+    lines += ["", "tokens not shared, by the section where a prompt first differs from the previous one:"]
+    lines += [
+        "  " + line
+        for line in _table(
+            ["section", "turn start", "later in turn", "all"],
+            [[name, cell(first), cell(later), cell(first + later)] for name, (first, later) in rows],
+            right=(1, 2, 3),
+        )
+    ]
+    if named:
+        lines += [
+            "",
+            "prompts that differ from what the ledger records (same renderer and estimator versions):",
+        ]
+        lines += [f"  {_prompt_line(item)}" for item in named]
+        more = summary.by_status.get("differs", 0) - len(named)
+        if more > 0:
+            lines.append(f"  … and {more:,} more (--each lists every prompt)")
+    return lines
 
 
 # --------------------------------------------------------------------------- memory / episodes

@@ -97,6 +97,7 @@ __all__ = [
     "replay_turns",
     "state_after",
     "turn_spans",
+    "version_changes",
 ]
 
 #: Budget used to render when neither the caller nor a recorded prompt gives one.
@@ -541,28 +542,34 @@ class PromptAt(msgspec.Struct, frozen=True, kw_only=True):
 
     def mismatch_reasons(self) -> tuple[str, ...]:
         """Why a checked prompt may differ: a renderer or estimator version changed since."""
-        if self.recorded is None:
-            return ()
-        reasons: list[str] = []
-        recorded = self.recorded.render_config
-        version = recorded.get("version")
-        if version is not None and version != RENDER_VERSION:
+        return version_changes(self.recorded.render_config) if self.recorded is not None else ()
+
+
+def version_changes(render_config: dict[str, Any]) -> tuple[str, ...]:
+    """Why a prompt recorded with ``render_config`` may not reproduce here, named for a reader.
+
+    Empty when its renderer and estimator versions are this holon's; otherwise each
+    difference: another renderer version, another estimator version, or an estimator
+    this holon cannot load. A prompt whose hash differs for none of these reasons is a
+    real divergence.
+    """
+    reasons: list[str] = []
+    version = render_config.get("version")
+    if version is not None and version != RENDER_VERSION:
+        reasons.append(f"recorded by renderer version {version}, this holon renders version {RENDER_VERSION}")
+    name = render_config.get("estimator")
+    if isinstance(name, str):
+        try:
+            current = get_estimator(name).version
+        except (KeyError, ValueError, ImportError):
+            current = None
+        if current is None:
+            reasons.append(f"estimator {name!r} is not available here")
+        elif render_config.get("estimator_version") != current:
             reasons.append(
-                f"recorded by renderer version {version}, this holon renders version {RENDER_VERSION}"
+                f"estimator {name} was version {render_config.get('estimator_version')}, now {current}"
             )
-        name = recorded.get("estimator")
-        if isinstance(name, str):
-            try:
-                current = get_estimator(name).version
-            except (KeyError, ValueError, ImportError):
-                current = None
-            if current is None:
-                reasons.append(f"estimator {name!r} is not available here")
-            elif recorded.get("estimator_version") != current:
-                reasons.append(
-                    f"estimator {name} was version {recorded.get('estimator_version')}, now {current}"
-                )
-        return tuple(reasons)
+    return tuple(reasons)
 
 
 class RenderOverrides(msgspec.Struct, frozen=True, kw_only=True):

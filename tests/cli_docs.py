@@ -105,6 +105,20 @@ picks one. A turn with no recorded prompt is rendered as its first model call wo
 seen it (after its `turn_started` and input messages), with the newest budget and config
 recorded before it.
 
+`holon prompts PATH` does this for every recorded prompt in one fold (`--from-turn`,
+`--until-turn` limit it): each is reproduced, differs (same renderer and estimator
+versions, other bytes: `--check` exits 1 and names the first), is not comparable
+(recorded by another renderer or estimator version; the reasons are counted) or has no
+render config. It also compares each prompt with the previous recorded one: the whole
+lines they share — at most what a provider's cache can serve of it — and the section
+where they first differ, with what changed between them (working-memory revision,
+compression epoch, cache key, budget). The table sums the tokens not shared by that
+section, at a turn's first prompt and at the turn's later ones, so a daemon's operator
+sees what makes cache writes in a real run (docs/context-rendering.md, *Where the cached
+prefix breaks*). Only recorded prompts are compared: the rounds a daemon appends after a
+prompt within a turn (`Turn.context` returns the same prompt while they fit) are not
+prompts of their own.
+
 Without `--at-turn`, `render` and `explain` show the prompt for the next model call,
 rendered with the newest recorded budget and config (or `--budget`, `--output-reserve`,
 `--cache-key`, `--estimator`).

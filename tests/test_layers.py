@@ -25,6 +25,7 @@ ALLOWED_HOLON = {
     "progress": set(),  # terminal-only progress bars of the two command lines (cli, audit)
     "replay": {"records", "errors", "ledger", "projections", "context"},
     "search": {"records", "errors", "projections", "context"},
+    "prompt_check": {"records", "errors", "projections", "context", "replay"},
     "cli": {
         "records",
         "errors",
@@ -37,6 +38,7 @@ ALLOWED_HOLON = {
         "replay",
         "search",
         "progress",
+        "prompt_check",
     },
 }
 ALLOWED_THIRD_PARTY = {
@@ -50,6 +52,7 @@ ALLOWED_THIRD_PARTY = {
     "runtime": {"msgspec", "blake3"},
     "replay": {"msgspec"},
     "search": {"msgspec"},
+    "prompt_check": {"msgspec"},
     "progress": {"click"},
     "cli": {"msgspec", "click"},
 }

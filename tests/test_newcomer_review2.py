@@ -183,7 +183,7 @@ def test_the_readme_commands_run_on_the_demo_ledger(tmp_path: Path, monkeypatch:
     monkeypatch.chdir(tmp_path)
     load_daemon().run(Path(".demo/ledger"), turns=200, fresh=True, quiet=True)  # as `make demo` does
     commands = _readme_commands(".venv/bin/holon ")
-    assert [shlex.split(c)[1] for c in commands] == ["memory", "render", "explain", "get", "audit"]
+    assert [shlex.split(c)[1] for c in commands] == ["memory", "render", "explain", "get", "prompts", "audit"]
     outputs = {}
     for command in commands:
         args = shlex.split(command)[1:]
@@ -193,6 +193,7 @@ def test_the_readme_commands_run_on_the_demo_ledger(tmp_path: Path, monkeypatch:
     ref = shlex.split(commands[3])[-1]
     assert f"restore with ref {ref}]" in outputs["render"], "the prompt of turn 40 names the ref"
     assert outputs["get"] == "wrote reports/W2.md\n"
+    assert "200 recorded prompts rendered again\nreproduced 200 · DIFFERS 0" in outputs["prompts"]
     assert "--at-turn 40" in commands[1] and "--at-turn 40" in commands[2]
 
 

@@ -1,0 +1,313 @@
+"""Every recorded prompt of a ledger, rendered again: does it reproduce, and what did it share?
+
+``holon render --at-turn N`` re-renders one past prompt and checks its hash. This module
+does it for every ``prompt_rendered`` record of a ledger in one fold, which answers two
+questions a daemon's operator asks of a whole run:
+
+- **Does every prompt still reproduce?** Invariant 1 of the design — same ledger bytes,
+  same prompt bytes — checked over the run, not one turn: after an upgrade, on a
+  ledger copied from another machine, in a golden test. A prompt recorded by another
+  renderer or estimator version is *not comparable* (named, not failed); one recorded
+  without a ``render_config`` cannot be re-rendered at all (its budget is unknown).
+- **Where did the cacheable prefix break?** For each prompt, the prefix it shares with
+  the previous recorded prompt (whole lines, in estimated tokens), the section where the
+  two first differ, and what changed between them (working-memory revision,
+  compression epoch, cache key, budget). A provider can read at most that prefix from
+  its cache, so the tokens not shared, summed by section and by whether the prompt opened
+  its turn, say what costs cache writes — the same split as the evaluation's "where
+  holon's cacheable prefix breaks" (docs/evaluation.md), here for a real ledger.
+
+It is an edge module like :mod:`holon.replay`: it reads records and composes the pure
+layers. :func:`check_prompts_of` reads a ledger in passes (a first for the projection
+config, then one fold) and holds two prompts at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Final, Literal
+
+import msgspec
+
+import holon.records as r
+from holon.context.estimator import get_estimator
+from holon.context.prompt import Prompt
+from holon.context.render import build_context
+from holon.errors import UsageError
+from holon.projections import ProjectionConfig, ProjectionState, apply, initial_state
+from holon.replay import Reader, config_from_recorded, projection_config_of, version_changes
+
+__all__ = [
+    "APPENDED",
+    "PromptCheck",
+    "PromptStatus",
+    "PromptsSummary",
+    "check_prompts",
+    "check_prompts_of",
+    "shared_prefix",
+]
+
+#: What a recorded prompt is, rendered again: ``reproduced`` (same hash), ``differs`` (the
+#: same renderer and estimator versions give other bytes: a failure), ``not_comparable``
+#: (recorded by another renderer or estimator version, or with an estimator not available
+#: here) or ``unconfigured`` (recorded without a ``render_config``: not re-rendered).
+PromptStatus = Literal["reproduced", "differs", "not_comparable", "unconfigured"]
+
+#: The break "section" of a prompt that only added text to the previous one.
+APPENDED: Final = "(appended)"
+
+
+class PromptCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded prompt, rendered again from the records before it.
+
+    ``call`` counts the turn's recorded prompts from 1 (``holon render --at-turn T --call K``).
+    ``tokens`` is the re-rendered prompt's estimate; ``shared`` the tokens of the whole
+    lines it shares with the previous re-rendered prompt, ``breaks_at`` the section where
+    the two first differ (:data:`APPENDED` when this prompt only added text) and
+    ``changed`` what differs in their cache identities and budgets. All three are ``None``
+    / empty for the first prompt and for a prompt after one that was not re-rendered.
+    ``first_in_turn`` is true when the previous recorded prompt belongs to another turn.
+    """
+
+    seq: int
+    turn: int | None
+    call: int
+    status: PromptStatus
+    reasons: tuple[str, ...] = ()
+    recorded_hash: str
+    rendered_hash: str | None = None
+    tokens: int | None = None
+    shared: int | None = None
+    breaks_at: str | None = None
+    changed: tuple[str, ...] = ()
+    first_in_turn: bool = True
+
+
+class PromptsSummary(msgspec.Struct, kw_only=True):
+    """Totals over the prompts checked (:meth:`add` one :class:`PromptCheck` at a time).
+
+    ``reasons`` counts why prompts were not comparable or not rendered again (a ledger
+    written by an older holon has one reason on every prompt).
+
+    ``unshared`` sums, per break section, the tokens of prompts not shared with the previous
+    one — ``[at the turn's first prompt, later in the turn]`` — over ``compared`` prompts,
+    whose tokens sum to ``compared_tokens``; ``shared_tokens`` is the rest of them.
+    """
+
+    prompts: int = 0
+    by_status: dict[str, int] = msgspec.field(default_factory=dict)
+    reasons: dict[str, int] = msgspec.field(default_factory=dict)
+    first_difference: int | None = None
+    compared: int = 0
+    compared_tokens: int = 0
+    shared_tokens: int = 0
+    unshared: dict[str, list[int]] = msgspec.field(default_factory=dict)
+
+    def add(self, check: PromptCheck) -> None:
+        """Count ``check``."""
+        self.prompts += 1
+        self.by_status[check.status] = self.by_status.get(check.status, 0) + 1
+        if check.status in ("not_comparable", "unconfigured"):
+            for reason in check.reasons:
+                self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if check.status == "differs" and self.first_difference is None:
+            self.first_difference = check.seq
+        if check.shared is None or check.tokens is None or check.breaks_at is None:
+            return
+        self.compared += 1
+        self.compared_tokens += check.tokens
+        self.shared_tokens += check.shared
+        tally = self.unshared.setdefault(check.breaks_at, [0, 0])
+        tally[0 if check.first_in_turn else 1] += check.tokens - check.shared
+
+    @property
+    def shared_share(self) -> float | None:
+        """Share of the compared prompts' tokens shared with the previous prompt (``None``: none compared)."""
+        return self.shared_tokens / self.compared_tokens if self.compared_tokens else None
+
+
+def shared_prefix(previous: Prompt, current: Prompt) -> tuple[int, str]:
+    """Tokens of the whole lines ``current`` shares with ``previous``, and where they first differ.
+
+    Sections equal in name and text count their tokens and the separator before them
+    (one token, as the budget counts it); in the first section that differs, the lines
+    both start with are counted with ``current``'s estimator. Whole lines, because a
+    provider's cache reads whole tokens (and Anthropic whole content blocks), so a shared
+    half-word is not a shared token. The section is ``current``'s (the previous one's when
+    ``current`` has fewer), or :data:`APPENDED` when ``previous`` is all of ``current``'s start.
+    """
+    shared = 0
+    for index, section in enumerate(current.sections):
+        before = previous.sections[index] if index < len(previous.sections) else None
+        join = 1 if index else 0
+        if before is not None and before.name == section.name and before.text == section.text:
+            shared += join + section.tokens
+            continue
+        if before is None:
+            return shared, APPENDED
+        common = before.text[: _common_length(before.text, section.text)]
+        if before.name == section.name and common == before.text and index == len(previous.sections) - 1:
+            place = APPENDED  # the previous prompt ended in this section, and this one only went on
+        else:
+            place = section.name
+        lines = common[: common.rfind("\n") + 1]
+        counted = get_estimator(current.estimator).count(lines) if lines else 0
+        return shared + join + counted if lines else shared, place
+    if len(previous.sections) > len(current.sections):
+        return shared, previous.sections[len(current.sections)].name
+    return shared, APPENDED
+
+
+def _common_length(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (halving, with C-speed slice compares)."""
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    while high - low > 1:  # a[:low] == b[:low] and a[:high] != b[:high]
+        middle = (low + high) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _identity_changes(previous: Prompt, current: Prompt) -> tuple[str, ...]:
+    """What differs between two prompts' cache identities and budgets, named for a reader."""
+    before, now = previous.identity, current.identity
+    changes: list[str] = []
+    if before.working_memory_revision != now.working_memory_revision:
+        changes.append(f"revision {before.working_memory_revision}→{now.working_memory_revision}")
+    if before.compression_epoch != now.compression_epoch:
+        changes.append(f"epoch {before.compression_epoch}→{now.compression_epoch}")
+    if before.prompt_cache_key != now.prompt_cache_key:
+        changes.append(f"cache key {before.prompt_cache_key!r}→{now.prompt_cache_key!r}")
+    if previous.plan.budget != current.plan.budget:
+        changes.append(f"budget {previous.plan.budget:,}→{current.plan.budget:,}")
+    if previous.estimator != current.estimator:
+        changes.append(f"estimator {previous.estimator}→{current.estimator}")
+    return tuple(changes)
+
+
+class _Checker:
+    """Renders each recorded prompt from the state before it and compares it with the last one."""
+
+    def __init__(self, agent_id: str, from_turn: int | None, until_turn: int | None) -> None:
+        self.agent_id = agent_id
+        self.from_turn = from_turn
+        self.until_turn = until_turn
+        self.previous: tuple[int | None, Prompt | None] | None = None  # turn and prompt of the last one
+        self.calls: tuple[int | None, int] = (None, 0)
+
+    def wanted(self, turn: int | None) -> bool:
+        if turn is None:
+            return self.from_turn is None and self.until_turn is None
+        return (self.from_turn is None or turn >= self.from_turn) and (
+            self.until_turn is None or turn <= self.until_turn
+        )
+
+    def check(self, state: ProjectionState, record: r.Record, body: r.PromptRendered) -> PromptCheck:
+        turn = record.turn
+        call = self.calls[1] + 1 if self.calls[0] == turn else 1
+        self.calls = (turn, call)
+        first = self.previous is None or self.previous[0] != turn
+        head = PromptCheck(
+            seq=record.seq,
+            turn=turn,
+            call=call,
+            status="unconfigured",
+            recorded_hash=body.prompt_hash,
+            first_in_turn=first,
+        )
+        if not body.render_config:
+            self.previous = (turn, None)
+            return msgspec.structs.replace(
+                head, reasons=("recorded without a render_config: its budget and config are unknown",)
+            )
+        budget, config = config_from_recorded(body.render_config, where=f"seq {record.seq}")
+        reasons = version_changes(body.render_config)
+        try:
+            get_estimator(config.estimator)
+        except ValueError:  # named in ``reasons``: a tokenizer extra missing here, or a newer holon's
+            self.previous = (turn, None)
+            return msgspec.structs.replace(head, status="not_comparable", reasons=reasons)
+        prompt = build_context(state, budget, config, agent_id=self.agent_id)
+        rendered = prompt.prompt_hash
+        status: PromptStatus = "reproduced" if rendered == body.prompt_hash else "differs"
+        if status == "differs" and reasons:
+            status = "not_comparable"
+        shared: int | None = None
+        place: str | None = None
+        changed: tuple[str, ...] = ()
+        if self.previous is not None and self.previous[1] is not None:
+            shared, place = shared_prefix(self.previous[1], prompt)
+            changed = _identity_changes(self.previous[1], prompt)
+        self.previous = (turn, prompt)
+        return msgspec.structs.replace(
+            head,
+            status=status,
+            reasons=reasons if status != "reproduced" else (),
+            rendered_hash=rendered,
+            tokens=prompt.plan.total_tokens,
+            shared=shared,
+            breaks_at=place,
+            changed=changed,
+        )
+
+
+def check_prompts_of(
+    read: Reader,
+    *,
+    agent_id: str,
+    projection: ProjectionConfig | None = None,
+    from_turn: int | None = None,
+    until_turn: int | None = None,
+) -> Iterator[PromptCheck]:
+    """:func:`check_prompts` of the records ``read()`` gives, read in passes rather than held.
+
+    A first pass learns the projection config the ledger's prompts record (unless
+    ``projection`` is given); the second folds and renders.
+    """
+    if from_turn is not None and until_turn is not None and from_turn > until_turn:
+        raise UsageError(f"--from-turn {from_turn} is after --until-turn {until_turn}: nothing to check")
+    config = projection if projection is not None else projection_config_of(read())
+    checker = _Checker(agent_id, from_turn, until_turn)
+    state = initial_state(config)
+    # The newest prompt before the range, with the state it renders from: rendered when the
+    # range's first prompt comes, so that one is compared with what came before it as well.
+    before: tuple[ProjectionState, r.Record, r.PromptRendered] | None = None
+    for record in read():
+        body = record.body
+        if isinstance(body, r.PromptRendered):
+            if checker.wanted(record.turn):
+                if before is not None:
+                    checker.check(*before)
+                    before = None
+                yield checker.check(state, record, body)
+            elif checker.previous is None:
+                before = (state, record, body)
+            elif until_turn is not None and record.turn is not None and record.turn > until_turn:
+                return
+        state = apply(state, record)
+
+
+def check_prompts(
+    records: Sequence[r.Record],
+    *,
+    agent_id: str,
+    projection: ProjectionConfig | None = None,
+    from_turn: int | None = None,
+    until_turn: int | None = None,
+) -> Iterator[PromptCheck]:
+    """Every recorded prompt of ``records`` (from seq 0, in order), rendered again and checked.
+
+    Each ``prompt_rendered`` record is rendered from the state the records before it fold
+    to, with the budget and render config it records — exactly as ``holon render
+    --at-turn`` renders one — and yields a :class:`PromptCheck`; feed them to a
+    :class:`PromptsSummary` for totals. ``from_turn`` / ``until_turn`` limit the prompts
+    checked (the fold still starts at seq 0). Folded under ``projection``, or (by default)
+    the projection config the records' prompts record.
+    """
+    return check_prompts_of(
+        lambda: records, agent_id=agent_id, projection=projection, from_turn=from_turn, until_turn=until_turn
+    )
