@@ -150,12 +150,19 @@ def shared_prefix(previous: Prompt, current: Prompt) -> tuple[int, str]:
             place = APPENDED  # the previous prompt ended in this section, and this one only went on
         else:
             place = section.name
-        lines = common[: common.rfind("\n") + 1]
+        lines = (
+            common if _line_end(before.text, section.text, len(common)) else common[: common.rfind("\n") + 1]
+        )
         counted = get_estimator(current.estimator).count(lines) if lines else 0
         return shared + join + counted if lines else shared, place
     if len(previous.sections) > len(current.sections):
         return shared, previous.sections[len(current.sections)].name
     return shared, APPENDED
+
+
+def _line_end(a: str, b: str, at: int) -> bool:
+    """True when ``at`` ends a line in both texts: a line break follows, or the text ends there."""
+    return all(at == len(text) or text[at] == "\n" for text in (a, b))
 
 
 def _common_length(a: str, b: str) -> int:

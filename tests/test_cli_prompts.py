@@ -184,6 +184,13 @@ def test_shared_prefix_counts_equal_sections_and_the_whole_lines_of_the_first_th
     shared, place = shared_prefix(same, longer)
     assert place == APPENDED
     assert shared == 5 + 1 + _count("one\ntwo\n")
+    # Without a closing line break, the previous text is whole lines only where a break follows it.
+    ends = _prompt(system, ("history", "one\ntwo", 4))
+    assert shared_prefix(ends, _prompt(system, ("history", "one\ntwo\nthree", 6))) == (
+        5 + 1 + _count("one\ntwo"),
+        APPENDED,
+    )
+    assert shared_prefix(ends, _prompt(system, ("history", "one\ntwofold", 6)))[0] == 5 + 1 + _count("one\n")
     # A section in the middle changed: only its common whole lines count.
     changed = _prompt(system, ("history", "one\ntwX\n", 4), ("input", "go", 1))
     shared, place = shared_prefix(_prompt(system, ("history", "one\ntwo\n", 4), ("input", "go", 1)), changed)
