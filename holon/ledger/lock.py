@@ -48,9 +48,17 @@ class WriterLock:
         except BaseException:
             os.close(fd)
             raise
-        # The pid is informational (for the LedgerLocked message); the flock is the lock.
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            # The pid is informational (for the LedgerLocked message); the flock is the lock.
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            # A full disk fails the write: without the close, the descriptor (and with it
+            # the flock) stayed open for the life of the process, which then found the
+            # ledger "locked by another process" at every later open.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise
         self._fd: int | None = fd
 
     def release(self) -> None:
