@@ -12,6 +12,8 @@ two ledgers of the same agent holding the same records have the same head hash.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -19,9 +21,10 @@ from typing import Final
 import blake3
 
 from holon.errors import LedgerCorrupt, NotALedger, UsageError
-from holon.ledger.files import write_atomic
+from holon.ledger.files import TMP_SUFFIX, write_atomic
 from holon.ledger.frames import MAX_PAYLOAD
-from holon.ledger.segments import FORMAT_VERSION
+from holon.ledger.lock import LOCK_NAME
+from holon.ledger.segments import FORMAT_VERSION, SEGMENT_HEADER, segment_name
 
 __all__ = [
     "DEFAULT_BLOB_THRESHOLD",
@@ -33,6 +36,7 @@ __all__ = [
     "check_outside_ledgers",
     "enclosing_ledger",
     "genesis_hash",
+    "interrupted_create",
     "read_header",
     "setting_problem",
     "write_header",
@@ -131,6 +135,45 @@ def check_outside_ledgers(out: Path, *, what: str) -> None:
         )
 
 
+def _kind(path: Path) -> int | None:
+    """The file type bits of ``path`` itself (a link is a link), None if it is missing."""
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def interrupted_create(root: Path) -> bool:
+    """Whether ``root`` holds only what an interrupted ``Ledger.create`` leaves: no header, no record.
+
+    ``create`` takes the writer lock, makes ``segments/`` and ``blobs/``, writes segment 0
+    (its 64-byte header, atomically) and only then the ledger header: a crash, a kill or a
+    full disk between those steps leaves a subset of them, and nothing else. Nothing can
+    have been appended (a writer opens only a directory with a header), so creating the
+    ledger again loses nothing. Anything more (another file, a segment 0 holding records,
+    a blob) is not such debris: the directory is someone's, or a ledger whose header was
+    deleted, and is left alone.
+    """
+    if not root.is_dir() or _kind(root / HEADER_NAME) is not None:
+        return False
+    allowed = {LOCK_NAME: stat.S_IFREG, HEADER_NAME + TMP_SUFFIX: stat.S_IFREG, "segments": stat.S_IFDIR}
+    allowed["blobs"] = stat.S_IFDIR
+    names = os.listdir(root)
+    if not names or any(allowed.get(name) != _kind(root / name) for name in names):
+        return False
+    if "blobs" in names and os.listdir(root / "blobs"):
+        return False
+    first = segment_name(0)
+    if "segments" in names:
+        for name in os.listdir(root / "segments"):
+            path = root / "segments" / name
+            if name not in (first, first + TMP_SUFFIX) or _kind(path) != stat.S_IFREG:
+                return False
+            if name == first and path.stat().st_size > SEGMENT_HEADER.size:
+                return False  # frames: records of a ledger whose header went missing
+    return True
+
+
 def _ledgers_in(directory: Path, limit: int = 5) -> list[str]:
     """Up to ``limit`` ledgers directly inside ``directory`` (sorted), for an error naming them."""
     try:
@@ -160,6 +203,12 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
         if enclosing is not None:
             raise NotALedger(
                 f"{ledger_dir} is a directory inside the ledger {enclosing}; pass {enclosing} itself"
+            ) from None
+        if interrupted_create(ledger_dir):
+            raise NotALedger(
+                f"{ledger_dir} holds what an interrupted ledger creation left (no {HEADER_NAME}, no "
+                "record): create the ledger again, which finishes it (`holon init PATH --agent-id ID` "
+                "or Ledger.create(path, agent_id=...))"
             ) from None
         inside = _ledgers_in(ledger_dir)
         raise NotALedger(

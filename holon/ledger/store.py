@@ -43,8 +43,10 @@ from holon.ledger.frames import (
 from holon.ledger.header import (
     DEFAULT_BLOB_THRESHOLD,
     DEFAULT_SEGMENT_BYTES,
+    HEADER_NAME,
     LedgerHeader,
     enclosing_ledger,
+    interrupted_create,
     read_header,
     setting_problem,
     write_header,
@@ -138,6 +140,21 @@ def _check_header(buf: bytes, start_seq: int, file: str, *, sealed: bool) -> Seg
     return header
 
 
+def _check_fsync(fsync: object) -> None:
+    if fsync not in get_args(FsyncPolicy):
+        raise UsageError(f"fsync policy {fsync!r} is not one of {', '.join(get_args(FsyncPolicy))}")
+
+
+def _creatable(root: Path) -> bool:
+    """Whether ``Ledger.create`` may make a ledger in the existing directory ``root``.
+
+    An empty one, or one holding only what an interrupted create left (see
+    :func:`~holon.ledger.header.interrupted_create`): the same call run again finishes it,
+    where it was refused as "not empty" while opening it said "no header", for ever.
+    """
+    return not any(root.iterdir()) or interrupted_create(root)
+
+
 class _ActiveIndex:
     """Offsets of the frames of one plain segment, extended incrementally as it grows.
 
@@ -191,10 +208,11 @@ class Ledger:
         readonly: bool,
         fsync: FsyncPolicy,
         cut_at: int | None = None,
+        lock: WriterLock | None = None,
     ) -> None:
-        """Use :meth:`create` or :meth:`open` (``cut_at``: :func:`holon.ledger.repair.cut_tail`)."""
-        if fsync not in get_args(FsyncPolicy):
-            raise UsageError(f"fsync policy {fsync!r} is not one of {', '.join(get_args(FsyncPolicy))}")
+        """Use :meth:`create` or :meth:`open` (``cut_at``: :func:`holon.ledger.repair.cut_tail`;
+        ``lock``: the writer lock :meth:`create` took, which this writer then holds)."""
+        _check_fsync(fsync)
         self.path = path
         self.header = header
         self.readonly = readonly
@@ -228,7 +246,7 @@ class Ledger:
         self._head_hash = header.genesis
         self._writable = False
         if not readonly:
-            self._start_writer(cut_at)
+            self._start_writer(cut_at, lock)
             self._writable = True
 
     # ------------------------------------------------------------------ opening
@@ -255,12 +273,14 @@ class Ledger:
         root = Path(path)
         if not isinstance(agent_id, str) or not agent_id or len(agent_id) > 256 or not agent_id.isprintable():
             raise UsageError(f"agent_id {agent_id!r} must be 1-256 printable characters")
+        # Before anything is made: a policy the writer would refuse left a ledger behind.
+        _check_fsync(fsync)
         # The same check read_header applies: a value create accepts, every reader accepts.
         for field, value in (("segment_bytes", segment_bytes), ("blob_threshold", blob_threshold)):
             problem = setting_problem(field, value)
             if problem is not None:
                 raise UsageError(f"{field} {value!r} is out of range: it {problem}")
-        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        if root.exists() and (not root.is_dir() or not _creatable(root)):
             raise UsageError(f"cannot create a ledger at {root}: it exists and is not an empty directory")
         # A ledger inside another one (say, in its blob store) would make the outer one
         # fail verification: refuse, naming the ledger the path is inside.
@@ -282,16 +302,35 @@ class Ledger:
             made.append(missing)
             missing = missing.parent
         root.mkdir(parents=True, exist_ok=True)
-        (root / "segments").mkdir()
-        (root / "blobs").mkdir()
-        create_segment(root / "segments", 0, header.genesis)
-        # The header goes last: its presence marks a complete ledger.
-        write_header(root, header)
-        # Each new directory's name is durable only once its parent is synced: without it a
-        # crash could lose the whole ledger, acknowledged appends and all.
-        for directory in made:
-            fsync_dir(directory.parent)
-        return cls(root, header, readonly=False, fsync=fsync)
+        # The writer lock first: of two processes creating the same ledger, the second gets
+        # LedgerLocked here (it got a FileExistsError from mkdir, or opened the first one's
+        # ledger before its creator could), and the new writer holds the lock from the start.
+        lock = WriterLock(root)
+        try:
+            if (root / HEADER_NAME).exists():
+                raise UsageError(
+                    f"cannot create a ledger at {root}: another process created one there meanwhile; open it"
+                )
+            if not _creatable(root):
+                raise UsageError(f"cannot create a ledger at {root}: it exists and is not an empty directory")
+            if interrupted_create(root) and len(os.listdir(root)) > 1:
+                # More than this call's lock file: a create was killed part way (the header is
+                # written last, so no record was ever appended); the steps below finish it.
+                log.warning("ledger %s: finishing a creation that was interrupted before its header", root)
+            (root / "segments").mkdir(exist_ok=True)
+            (root / "blobs").mkdir(exist_ok=True)
+            # Replaces an interrupted create's segment 0 (and its .tmp), which holds no record.
+            create_segment(root / "segments", 0, header.genesis)
+            # The header goes last: its presence marks a complete ledger.
+            write_header(root, header)
+            # Each new directory's name is durable only once its parent is synced: without it a
+            # crash could lose the whole ledger, acknowledged appends and all.
+            for directory in made:
+                fsync_dir(directory.parent)
+            return cls(root, header, readonly=False, fsync=fsync, lock=lock)
+        except BaseException:
+            lock.release()
+            raise
 
     @classmethod
     def open(
@@ -305,8 +344,8 @@ class Ledger:
         root = Path(path)
         return cls(root, read_header(root), readonly=readonly, fsync=fsync)
 
-    def _start_writer(self, cut_at: int | None) -> None:
-        self._lock = WriterLock(self.path)
+    def _start_writer(self, cut_at: int | None, lock: WriterLock | None) -> None:
+        self._lock = lock if lock is not None else WriterLock(self.path)
         try:
             state = recover(self._seg_dir, self.blobs, self.header, cut_at=cut_at)
             self._recovery = state.actions
