@@ -64,6 +64,7 @@ from holon.ledger.segments import (
     load_segment,
     parse_segment_header,
     seal_segment,
+    segment_name,
     seq_gap,
 )
 from holon.ledger.verify import VerifyReport, verify_ledger
@@ -549,6 +550,7 @@ class Ledger:
                     chunk = stop
                     self._head_hash, self._next_seq = head, seq
                     self._rollover()
+                    segment_bytes = self._segment_bytes  # later if the rollover was put off
             if chunk < starts[-1]:
                 self._pend_frames(view[chunk : starts[-1]])
         self._head_hash, self._next_seq = head, seq
@@ -673,7 +675,25 @@ class Ledger:
         fd = self._fd
         assert fd is not None
         old_path = self._active_path
-        new_path = create_segment(self._seg_dir, self._next_seq, self._head_hash)
+        try:
+            new_path = create_segment(self._seg_dir, self._next_seq, self._head_hash)
+        except OSError as exc:
+            if os.path.lexists(self._seg_dir / segment_name(self._next_seq)):
+                raise  # the new segment's name is there (a failed directory sync): state unknown
+            # A full disk fails here first, after the records were synced: they are durable in
+            # the active segment, which stays valid and appendable, so the append succeeded
+            # (it raised, and a caller told its record failed found it on reopen). Try again
+            # once the segment has grown by another eighth.
+            self._segment_bytes = self._active_size + self.header.segment_bytes // 8
+            log.warning(
+                "ledger %s: could not start segment %s (%s); appending to %s meanwhile",
+                self.path,
+                segment_name(self._next_seq),
+                exc.strerror or exc,
+                old_path.name,
+            )
+            return
+        self._segment_bytes = self.header.segment_bytes
         os.close(fd)
         self._fd = None
         self._fd = os.open(new_path, os.O_WRONLY)
