@@ -19,6 +19,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import holon.ledger.recovery as recovery_mod
 import holon.ledger.store as store_mod
 from holon.errors import LedgerLocked, NotALedger, UsageError
 from holon.ledger import Ledger
@@ -281,3 +282,29 @@ def test_a_rollover_that_fails_after_naming_the_new_segment_still_fails_the_writ
     ledger.close()
     with Ledger.open(path) as reopened:
         assert reopened.verify().ok
+
+
+def test_a_writer_opens_when_the_disk_has_no_room_to_seal_a_segment_a_crash_left_plain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ledger"
+    records = [message(i) for i in range(40)]
+    # A writer whose seals did not happen (killed first, or its sealing thread failed).
+    monkeypatch.setattr(store_mod, "seal_segment", _enospc)
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=1024) as ledger:
+        for record in records[:30]:
+            ledger.append(record)
+    plain = [seg.start_seq for seg in list_segments(path / "segments") if seg.plain is not None]
+    assert len(plain) > 1
+    monkeypatch.setattr(recovery_mod, "seal_segment", _enospc)
+    # Opening for writing sealed them first, and a full disk refused the whole open.
+    with Ledger.open(path) as ledger:
+        assert not [action for action in ledger.recovery if action.action == "sealed_segment"]
+        for record in records[30:]:
+            ledger.append(record)
+    monkeypatch.undo()
+    assert_ledger_holds(path, _numbered(records))
+    with Ledger.open(path) as ledger:
+        sealed = [action for action in ledger.recovery if action.action == "sealed_segment"]
+        assert len(sealed) >= len(plain) - 1  # those plain before, and those the writer rolled out of
+    assert all(seg.plain is None for seg in list_segments(path / "segments")[:-1])

@@ -227,7 +227,18 @@ def recover(
         )
     fsync_dir(seg_dir)
     for seg in unsealed:
-        _finish_seal(seg, seg_dir, actions)
+        try:
+            _finish_seal(seg, seg_dir, actions)
+        except OSError as exc:
+            # A full disk: the plain segment is complete and checked, and readers read it as
+            # it is; sealing only saves space, the thing that is short. Refusing the open
+            # kept the writer from appending what still fits; the next open seals it (as
+            # after a seal the writer's own sealing thread could not finish).
+            log.warning(
+                "ledger recovery: sealing %s failed (%s); it stays plain until the next open",
+                seg.plain,
+                exc.strerror or exc,
+            )
     if last.sealed is not None:
         # A seal of the active segment never happens; a stray copy is removed, the plain file rules.
         last.sealed.unlink()
