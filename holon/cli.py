@@ -849,7 +849,8 @@ def _tolerant_output() -> None:
 def init(path: Path, as_json: bool, agent_id: str, blob_threshold: int) -> None:
     """Create an empty ledger directory at PATH for one agent.
 
-    PATH must not exist or be an empty directory.
+    PATH must not exist or be an empty directory (or hold what an init killed before it
+    wrote the header left there: init finishes it).
 
     Example: holon init runs/agent-7 --agent-id agent-7
     """
