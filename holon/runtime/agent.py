@@ -226,9 +226,9 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     - ``budget`` / ``render``: the prompt budget and render knobs for :meth:`Turn.context`.
     - ``projection``: the projection config (part of every checkpoint's key).
-    - ``fsync``: the ledger's fsync policy. Whatever it is, the runtime flushes when a
-      turn's context is rendered (before the model call), before every tool side effect
-      (the tool WAL) and at every turn end; ``batch`` (default) fsyncs exactly there,
+    - ``fsync``: the ledger's fsync policy. Whatever it is, the runtime flushes at every
+      :meth:`Turn.context` call that follows new records (before every model call), before
+      every tool side effect (the tool WAL) and at every turn end; ``batch`` (default) fsyncs exactly there,
       ``always`` also after every record, ``never`` hands bytes to the OS without fsync
       (survives ``kill -9``, not a power loss).
     - ``checkpoint_every``: write a checkpoint after every turn whose index is a
@@ -339,6 +339,8 @@ class Agent:
         self._turn: Turn | None = None
         self._unfinished_refresh: tuple[r.Record, ...] = ()
         self._tail_ts = 0  # the ts of the newest record (set on open from the ledger)
+        # The newest seq this agent flushed (set on open: what the ledger holds is on disk).
+        self._flushed_seq = state.seq
         self._closed = False
         # Why this agent's live state can no longer be trusted to match its ledger (an
         # append folded only in part, a post-turn refresh cut short): it refuses more use.
@@ -414,7 +416,7 @@ class Agent:
                 current = agent._state.runtime.policy
                 if current is None or current.policy != given:
                     agent._append(policy, None)
-                    agent._ledger.flush()
+                    agent._flush()
         except BaseException:
             ledger.close()
             raise
@@ -523,7 +525,7 @@ class Agent:
                 len(self._unfinished_refresh),
             )
             self._unfinished_refresh = ()
-            self._ledger.flush()
+            self._flush()
         turn = self._state.runtime.turn
         open_turn = turn.index if turn is not None and turn.open and turn.started_seq is not None else None
         pending = list(self._tools.pending.values())
@@ -568,7 +570,7 @@ class Agent:
                 open_turn,
                 len(unknown),
             )
-        self._ledger.flush()
+        self._flush()
         return open_turn, tuple(unknown)
 
     # ------------------------------------------------------------------ reading
@@ -863,6 +865,11 @@ class Agent:
         finally:
             self._busy.release()
 
+    def _flush(self) -> None:
+        """Flush the ledger (fsynced under ``batch`` and ``always``), noting the seq now durable."""
+        self._ledger.flush()
+        self._flushed_seq = self._state.seq
+
     def _stop(self, why: str) -> None:
         """Refuse further use: the live state may differ from the ledger (KeyboardInterrupt mid-append).
 
@@ -935,7 +942,7 @@ class Agent:
                         f"the post-turn refresh of turn {turn.index} was cut short ({_error_text(exc)})"
                     )
                     raise
-                self._ledger.flush()
+                self._flush()
         finally:
             self._turn = None
             self._restored.clear()
@@ -974,7 +981,7 @@ class Agent:
         if self._turn is not None:
             raise UsageError("checkpoints are written between turns; end the open turn first")
         with self._exclusive():
-            self._ledger.flush()
+            self._flush()
             seq, head_hash = self._ledger.head()
             # The episode index is saved too (built now if this process never needed it), so
             # the first turn after the next open does not re-tokenize the whole archive.
@@ -1220,7 +1227,9 @@ class Turn:
         the model call. Later calls return the *same* prompt while the rounds recorded
         since it (see :meth:`messages`) still fit the budget after it: the rounds are
         appended after the prompt, so the provider's prefix cache keeps hitting round
-        after round. Once they no longer fit, the prompt is rendered again — this turn's
+        after round. Returning the same prompt, it flushes what was recorded since the
+        last flush (a tool's result, the model's words), so they are durable before the
+        model call that follows them. Once they no longer fit, the prompt is rendered again — this turn's
         calls are then in its recent history, cleared and placed like any history — and
         the rounds start over. It is rendered again too when the turn's evidence made
         something working memory states untrue (a decision revised, a plan step
@@ -1250,10 +1259,17 @@ class Turn:
                 # The model is called next, often for seconds: make the turn's input and the
                 # record of what the model is shown durable first, so a crash during the
                 # call leaves an interrupted turn with its input, not a lost one.
-                agent._ledger.flush()
+                agent._flush()
             self._prompt = prompt
             self._prompts += 1
             self._rounds, self._round_tokens = [], 0
+        elif agent._flushed_seq < agent._state.seq:
+            # The same prompt, for the next model call: the rounds recorded since the last
+            # flush (a tool's result, the model's words) were buffered. A crash during that
+            # call, the longest phase of a turn, lost them: a side effect that ran and was
+            # recorded was reported `unknown` on the next open.
+            with agent._exclusive():
+                agent._flush()
         return prompt
 
     @property
@@ -1840,7 +1856,7 @@ class Turn:
                 self.index,
             )
             # The write-ahead rule: the intent reaches the disk before the side effect runs.
-            agent._ledger.flush()
+            agent._flush()
         body = stored.body
         assert isinstance(body, r.ToolIntent)
         call = ToolCall(
