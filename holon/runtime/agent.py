@@ -988,7 +988,7 @@ class Agent:
             write_checkpoint(
                 self._ledger.path, self._state, self._tools, head_hash=head_hash, episodes=self.episodes
             )
-            prune_checkpoints(self._ledger.path, self.config.checkpoints_kept)
+            prune_checkpoints(self._ledger.path, self.config.checkpoints_kept, head_seq=seq)
         return seq
 
     # ------------------------------------------------------------------ closing

@@ -270,10 +270,22 @@ def write_checkpoint(
     return ckpt
 
 
-def prune_checkpoints(ledger_dir: Path, keep: int) -> None:
-    """Remove all but the newest ``keep`` checkpoints (and leftover temp files)."""
+def prune_checkpoints(ledger_dir: Path, keep: int, *, head_seq: int | None = None) -> None:
+    """Remove all but the newest ``keep`` checkpoints (and leftover temp files).
+
+    With ``head_seq`` (the ledger's head), checkpoints past it are removed first and do
+    not count: a cut (``holon repair --cut-at``, a torn tail lost with the power) left
+    them, no open can use them, and kept as the newest they pushed out the checkpoint
+    just written (``keep=1``: every one, so every open folded the whole ledger).
+    """
     folder = ledger_dir / CHECKPOINT_DIR
-    for _seq, path in list_checkpoints(ledger_dir)[keep:]:
+    found = list_checkpoints(ledger_dir)
+    if head_seq is not None:
+        beyond = [(seq, path) for seq, path in found if seq > head_seq]
+        found = [(seq, path) for seq, path in found if seq <= head_seq]
+    else:
+        beyond = []
+    for _seq, path in beyond + found[keep:]:
         path.unlink(missing_ok=True)
         path.with_suffix(_TOOLS).unlink(missing_ok=True)
         path.with_suffix(_EPISODES).unlink(missing_ok=True)
