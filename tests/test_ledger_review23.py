@@ -26,6 +26,7 @@ from holon.ledger import Ledger
 from holon.ledger.header import genesis_hash, interrupted_create
 from holon.ledger.segments import SEGMENT_HEADER, list_segments, segment_name
 from holon.records import Record
+from holon.runtime import Agent
 from tests.ledger_support import AGENT, assert_ledger_holds, child_env, message
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -308,3 +309,24 @@ def test_a_writer_opens_when_the_disk_has_no_room_to_seal_a_segment_a_crash_left
         sealed = [action for action in ledger.recovery if action.action == "sealed_segment"]
         assert len(sealed) >= len(plain) - 1  # those plain before, and those the writer rolled out of
     assert all(seg.plain is None for seg in list_segments(path / "segments")[:-1])
+
+
+def test_an_agent_whose_first_start_failed_before_the_header_starts_on_the_next_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # holon.Agent.open decides "new ledger" itself: what a failed create left is created
+    # again there too (it was NotALedger for ever), and with create=False it is not one.
+    path = tmp_path / "agent"
+    monkeypatch.setattr(store_mod, "write_header", _enospc)
+    with pytest.raises(OSError, match="No space"):
+        Agent.open(path, agent_id=AGENT)
+    monkeypatch.undo()
+    assert interrupted_create(path)
+    with pytest.raises(NotALedger):
+        Agent.open(path, agent_id=AGENT, create=False)
+    with Agent.open(path, agent_id=AGENT) as agent:
+        assert agent.report.created
+        with agent.turn(input="hello") as turn:
+            turn.record_message("hi")
+    with Ledger.open(path, readonly=True) as reader:
+        assert reader.verify().ok

@@ -11,7 +11,7 @@ See docs/ledger-format.md for the on-disk format, the chain, recovery and fsync 
 from holon.ledger.blobs import BlobStore
 from holon.ledger.files import TMP_SUFFIX
 from holon.ledger.frames import TornTail, decode_frame, encode_frame
-from holon.ledger.header import HEADER_NAME, SETTING_RANGES
+from holon.ledger.header import HEADER_NAME, SETTING_RANGES, interrupted_create
 from holon.ledger.jsonl import blobs_dir_for, export_jsonl, import_jsonl
 from holon.ledger.recovery import RecoveryAction
 from holon.ledger.repair import DamagedTail, cut_tail, inspect_tail
@@ -41,4 +41,5 @@ __all__ = [
     "export_jsonl",
     "import_jsonl",
     "inspect_tail",
+    "interrupted_create",
 ]

@@ -51,7 +51,13 @@ from holon.context.rounds import (
     rounds_fit,
 )
 from holon.errors import InvalidRecord, InvalidRef, NotALedger, RefNotFound, UsageError
-from holon.ledger import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
+from holon.ledger import (
+    DEFAULT_BLOB_THRESHOLD,
+    DEFAULT_SEGMENT_BYTES,
+    FsyncPolicy,
+    Ledger,
+    interrupted_create,
+)
 from holon.projections import (
     DEFAULT_CONFIG,
     CheckpointRejected,
@@ -381,7 +387,11 @@ class Agent:
         """
         config = config or AgentConfig()
         root = Path(path)
-        created = not root.exists() or (root.is_dir() and not any(root.iterdir()))
+        # What a create killed before its header left (no record: nothing was appended yet)
+        # is created again, as `Ledger.create` does, so a daemon whose first start crashed starts.
+        created = not root.exists() or (
+            root.is_dir() and (not any(root.iterdir()) or interrupted_create(root))
+        )
         if created and not create:
             raise NotALedger(
                 f"no ledger at {root} (create=False): check the path, or open it with create=True "
