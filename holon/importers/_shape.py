@@ -20,7 +20,15 @@ import msgspec
 from holon.errors import InvalidRecord
 from holon.records import MAX_TS, MIN_TS
 
-__all__ = ["Node", "decode_json_document", "iter_jsonl", "not_utf8", "parse_iso_ms", "try_json_document"]
+__all__ = [
+    "Node",
+    "decode_json_document",
+    "is_json_lines",
+    "iter_jsonl",
+    "not_utf8",
+    "parse_iso_ms",
+    "try_json_document",
+]
 
 _JSON_DECODER: Final = msgspec.json.Decoder()
 _BOM: Final = b"\xef\xbb\xbf"
@@ -34,6 +42,7 @@ _ERROR_BYTE: Final = re.compile(r"invalid character \(byte (\d+)\)")
 _PYTHON_CONSTANTS: Final = (b"NaN", b"Infinity")  # "-Infinity" fails at the "I"
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ONE_MS: Final = dt.timedelta(milliseconds=1)
+_NON_BLANK: Final = re.compile(rb"\S")
 
 
 def _type_name(value: Any) -> str:
@@ -324,6 +333,27 @@ def try_json_document(data: bytes, *, source: str, format_hint: str) -> Node | N
     except ValueError:
         return None
     return Node(value, where=source, format_hint=format_hint)
+
+
+def is_json_lines(data: bytes) -> bool:
+    """Whether ``data`` holds several JSON values, one per line, rather than one document.
+
+    True when its first non-blank line is a JSON value of its own and more follows it. A
+    pretty-printed document's first line (``[`` or ``{``) is no value of its own, and a
+    one-line file is one document either way; neither is copied or decoded whole here.
+    """
+    start = len(_BOM) if data.startswith(_BOM) else 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        if data[start:end].strip():
+            try:
+                _decode(data[start:end])
+            except ValueError:
+                return False
+            return _NON_BLANK.search(data, end) is not None
+        start = end + 1
+    return False
 
 
 def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[int, Node]]:

@@ -5,7 +5,10 @@ Accepted documents (one JSON value per file):
 * a list of chat messages (``{"role": ..., "content": ..., "tool_calls": [...]}``);
 * an object with ``messages`` (and optionally ``tools``), as sent to the API;
 * a list of runs, each an object holding its messages under ``traj`` (tau-bench's
-  historical trajectories) or ``messages``; runs are imported one after another.
+  historical trajectories) or ``messages``; runs are imported one after another;
+* JSON Lines of conversations, one ``{"messages": [...], "tools": [...]}`` object per
+  line (OpenAI's fine-tuning files, and the many datasets in that form), imported one
+  after another as the runs of a list are, and read a line at a time.
 
 Chat messages carry no timestamps, so records get the synthetic clock. See
 docs/importers.md for the full mapping.
@@ -19,7 +22,7 @@ import msgspec
 
 from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
 from holon.importers._effects import edit_targets
-from holon.importers._shape import Node, decode_json_document
+from holon.importers._shape import Node, decode_json_document, is_json_lines, iter_jsonl, try_json_document
 from holon.records import Message, SystemPolicy, ToolDefinition
 
 __all__ = ["FORMAT", "call_key", "join_key", "parse_openai_chat", "tool_definitions"]
@@ -33,14 +36,18 @@ _SHAPES: Final = (
 
 
 def parse_openai_chat(data: bytes, *, source: str) -> ImportReport:
-    """Map an OpenAI chat transcript document's bytes to holon records."""
-    root = decode_json_document(data, source=source, format_hint=_HINT)
+    """Map an OpenAI chat transcript's bytes (a JSON document, or JSON Lines of conversations) to records."""
+    root = try_json_document(data, source=source, format_hint=_HINT)
+    if root is None and is_json_lines(data):
+        return _conversation_lines(data, source)
+    if root is None:
+        # Not JSON Lines either: decoded again only to raise the document's own located error.
+        root = decode_json_document(data, source=source, format_hint=_HINT)
     builder = TranscriptBuilder(format=FORMAT, source=source)
     if root.is_object():
         if not root.has("messages"):
             raise root.error(_SHAPES)
-        tools = tool_definitions(root.get("tools"))
-        _conversation(builder, root.field("messages"), tools)
+        _conversation(builder, root.field("messages"), _tools_of(root))
         return builder.finish()
     entries = list(root.items()) if isinstance(root.value, list) else None
     if entries is None:
@@ -53,11 +60,44 @@ def parse_openai_chat(data: bytes, *, source: str) -> ImportReport:
             messages = run.get("traj") or run.get("messages")
             if messages is None:
                 raise run.error("a run has neither `traj` nor `messages`")
-            _conversation(builder, messages, tool_definitions(run.get("tools")))
+            _conversation(builder, messages, _tools_of(run))
             builder.end_run()
         return builder.finish()
     _conversation(builder, root, ())
     return builder.finish()
+
+
+_LINE_SHAPE: Final = (
+    "not an OpenAI chat conversation: a JSON Lines file holds one conversation per line, an object "
+    "with `messages` (as OpenAI fine-tuning files do)"
+)
+
+
+def _conversation_lines(data: bytes, source: str) -> ImportReport:
+    """JSON Lines of conversations (OpenAI fine-tuning files), each imported as a run of a list is.
+
+    Lines are decoded one at a time: a training file can be far larger than any one conversation.
+    """
+    builder = TranscriptBuilder(format=FORMAT, source=source)
+    for _, line in iter_jsonl(data, source=source, format_hint=_HINT):
+        if not line.is_object() or not line.has("messages"):
+            one_message = line.is_object() and line.has("role")
+            # A file of one conversation's messages, one per line, has no way to say where a
+            # conversation ends; the message says how to write it instead.
+            raise line.error(
+                f"{_LINE_SHAPE}; this line is one chat message, and a conversation's messages go in one "
+                "JSON array"
+                if one_message
+                else _LINE_SHAPE
+            )
+        _conversation(builder, line.field("messages"), _tools_of(line))
+        builder.end_run()
+    return builder.finish()
+
+
+def _tools_of(conversation: Node) -> tuple[ToolDefinition, ...]:
+    """The tools a conversation object offers: ``tools``, or the legacy ``functions`` list."""
+    return tool_definitions(conversation.get("tools") or conversation.get("functions"))
 
 
 def tool_definitions(tools: Node | None) -> tuple[ToolDefinition, ...]:
@@ -122,7 +162,13 @@ def tool_arguments(arguments: Node | None) -> dict[str, Any]:
 
 def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolDefinition, ...]) -> None:
     legacy: list[tuple[str, str]] = []  # (synthetic call id, function name) of `function_call`s
-    policy_seen = False
+    if tools and not any(
+        isinstance(message, dict) and message.get("role") in ("system", "developer")
+        for message in messages.as_list()
+    ):
+        # The tools were offered from the first message on: with no system message to carry
+        # them, they are a policy of their own before it, not one after the conversation ended.
+        builder.emit(SystemPolicy(text="", tools=tools))
     for index, message in enumerate(messages.items()):
         if message.is_object() and not message.has("role") and message.has("type"):
             _response_item(builder, message, index)
@@ -134,7 +180,6 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
         text = message_text(message.get("content"), builder)
         if role in ("system", "developer"):
             builder.emit(SystemPolicy(text=text, tools=tools))
-            policy_seen = True
         elif role == "user":
             builder.user_turn(text)
         elif role == "assistant":
@@ -161,8 +206,6 @@ def _conversation(builder: TranscriptBuilder, messages: Node, tools: tuple[ToolD
                 _tool_result(builder, match[0], text)
         else:
             builder.skip(f"role:{role}")
-    if tools and not policy_seen:
-        builder.emit(SystemPolicy(text="", tools=tools))
 
 
 #: Where OpenAI-compatible servers put an assistant message's reasoning: `reasoning_content`
