@@ -18,7 +18,7 @@ from holon.records import (
     encode_json_record,
 )
 from tests.cli_support import invoke
-from tests.importers_support import parse_as
+from tests.importers_support import claude_jsonl, parse_as
 
 # ---------------------------------------------------------------- openai-chat: fine-tuning JSON Lines
 
@@ -135,3 +135,74 @@ def test_a_cut_off_document_is_still_reported_as_one(data: bytes) -> None:
     cut = r"^invalid record at t: not a JSON document .*ends in the middle of it"
     with pytest.raises(InvalidRecord, match=cut):
         parse_as("openai-chat", data)
+
+
+# ---------------------------------------------------------------- claude-code: a session a crash tore
+
+_EVENTS: tuple[dict[str, Any], ...] = (
+    {"type": "user", "message": {"role": "user", "content": "list the files"}},
+    {"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]}},
+    {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py"}]}},
+    {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "a.py"}]}},
+)
+
+
+def _claude_lines(torn: bytes, *, at: int) -> bytes:
+    """The session of _EVENTS (uuids, timestamps) with the line ``torn`` put before line ``at`` (1-based)."""
+    lines = claude_jsonl(*_EVENTS).split(b"\n")
+    return b"\n".join([*lines[: at - 1], torn, *lines[at - 1 :]])
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        # A write cut short, and the next event appended right after it on the same line.
+        b'{"type":"file-history-snapshot","messageId":"m1","snapsh{"type":"pr-link","sessionId":"s1"}',
+        b"\x00" * 300,  # the NUL bytes a crashed append leaves on ext4
+        b'{"type":"progress","data":{"out',  # cut short, with the session's later events after it
+    ],
+)
+def test_a_line_a_crash_tore_is_counted_and_the_session_imported(tmp_path: Path, torn: bytes) -> None:
+    # Claude Code skips such a line when it resumes the session (v2.1.121). The import refused the
+    # whole file ("line 3: not a JSON value (...); is this really a Claude Code transcript?").
+    data = _claude_lines(torn, at=3)
+    report = parse_as("claude-code", data)
+    assert report.skipped == {"unreadable line": 1}
+    assert report.turns == 1 and report.tool_calls == 1 and report.unmatched_intents == 0
+    assert [encode_json_record(r) for r in report.records] == [
+        encode_json_record(r) for r in parse_as("claude-code", claude_jsonl(*_EVENTS)).records
+    ]
+    file = tmp_path / "s.jsonl"
+    file.write_bytes(data)
+    assert invoke("init", tmp_path / "L", "--agent-id", "a1").exit_code == 0
+    result = invoke("import", tmp_path / "L", file, "--from", "claude-code")
+    assert result.exit_code == 0, result.stderr
+    assert "skipped: unreadable line 1" in result.stdout
+
+
+def test_a_first_line_that_is_not_json_still_questions_the_format() -> None:
+    # The first line decides the format: a pretty-printed document given as a session is refused.
+    data = json.dumps({"history": [], "trajectory": []}, indent=2).encode()
+    with pytest.raises(InvalidRecord, match=r"at line 1 of t: not a JSON value .*--from claude-code"):
+        parse_as("claude-code", data)
+    with pytest.raises(InvalidRecord, match=r"at line 1 of t: not a JSON value .*--from claude-code"):
+        parse_as("claude-code", _claude_lines(b"{\x01", at=1))
+
+
+def test_a_last_line_cut_off_and_a_line_not_utf8_are_still_refused() -> None:
+    whole = claude_jsonl(*_EVENTS)
+    with pytest.raises(InvalidRecord, match=r"at line 5 of t: .*ends in the middle of its last line"):
+        parse_as("claude-code", whole + b'{"type":"user","message":{"ro')
+    with pytest.raises(InvalidRecord, match=r"at line 3 of t: not UTF-8 text \(byte 0xe9"):
+        parse_as("claude-code", _claude_lines(b'{"type":"x","t":"caf\xe9"}', at=3))
+
+
+def test_a_damaged_line_with_nothing_read_after_it_is_still_refused() -> None:
+    # Nothing shows the session went on past it: it is refused, naming it, as before.
+    whole = claude_jsonl(*_EVENTS)
+    with pytest.raises(InvalidRecord, match=r"at line 5 of t: not a JSON value .*--from claude-code"):
+        parse_as("claude-code", whole + b"\x00" * 40 + b"\n")
+    with pytest.raises(InvalidRecord, match=r"at line 5 of t: not a JSON value"):
+        parse_as("claude-code", whole + b'{"type": "progr\n{"type": "us\n\n')

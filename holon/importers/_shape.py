@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import msgspec
@@ -356,15 +356,25 @@ def is_json_lines(data: bytes) -> bool:
     return False
 
 
-def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[int, Node]]:
+def iter_jsonl(
+    data: bytes, *, source: str, format_hint: str, torn: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, Node]]:
     """Yield (1-based line number, node) for each non-blank line of a JSON Lines file.
 
     Lines are cut out one at a time, not split into a list first: that list is a second copy of
     the whole file, and a session transcript can be hundreds of megabytes.
+
+    With ``torn``, a line between two values read that is UTF-8 but not JSON (a write a crash
+    cut short, the session's later writes appended after it; a run of NUL bytes a crashed append
+    left) is passed to ``torn`` by number and passed over instead of refused. The session went on
+    past such a line, so it is damage, not a wrong ``--from`` or a copy taken too soon: the first
+    line still decides the format, and a damaged line with no value after it is still refused.
     """
     text = _without_bom(data)
     start = 0
     number = 0
+    read_one = False
+    damaged: list[tuple[int, InvalidRecord]] = []  # lines passed over, if a value follows them
     while start <= len(text):
         end = text.find(b"\n", start)
         last = end < 0
@@ -383,8 +393,19 @@ def iter_jsonl(data: bytes, *, source: str, format_hint: str) -> Iterator[tuple[
                 raise InvalidRecord(cut, where=where) from None
             hint = f"; {format_hint}" if format_hint else ""
             message = str(exc) if isinstance(exc, _NotUTF8) else f"not a JSON value ({exc})"
-            raise InvalidRecord(f"{message}{hint}", where=where) from None
+            error = InvalidRecord(f"{message}{hint}", where=where)
+            if torn is not None and read_one and isinstance(exc, _MalformedJSON):
+                damaged.append((number, error))
+                continue
+            raise error from None
+        if damaged and torn is not None:
+            for passed_over, _ in damaged:
+                torn(passed_over)
+            damaged.clear()
+        read_one = True
         yield number, Node(value, where=where, format_hint=format_hint)
+    if damaged:
+        raise damaged[0][1]
 
 
 def parse_iso_ms(node: Node) -> int:

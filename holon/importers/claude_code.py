@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Final, Literal
 
 from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
@@ -56,7 +57,9 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
     seen: set[str] = set()  # uuids of the messages imported so far
     # The file is decoded a second time, one line at a time, rather than every event kept from the
     # scan: the decoded events of a long session take twice its size on top of the file and records.
-    for _, event in iter_jsonl(data, source=source, format_hint=_HINT):
+    # A line a crash left unreadable is counted where it was in the file, as Claude Code skips it.
+    torn = partial(_torn, builder)
+    for _, event in iter_jsonl(data, source=source, format_hint=_HINT, torn=torn):
         kind = event.field("type").as_str()
         stamp = event.get("timestamp")
         builder.at(None if stamp is None else parse_iso_ms(stamp))
@@ -110,7 +113,7 @@ def _scan(data: bytes, source: str) -> tuple[set[str], bool, int | None]:
     uuids: set[str] = set()
     main_thread = False  # whether any message is the main conversation's (not a sidechain)
     start: int | None = None
-    for _, event in iter_jsonl(data, source=source, format_hint=_HINT):
+    for _, event in iter_jsonl(data, source=source, format_hint=_HINT, torn=_passed_over):
         if not event.is_object() or not isinstance(event.as_object().get("type"), str):
             raise event.error("not a Claude Code event (no `type`)")
         obj = event.as_object()
@@ -125,6 +128,18 @@ def _scan(data: bytes, source: str) -> tuple[set[str], bool, int | None]:
             ts = parse_iso_ms(stamp)
             start = ts if start is None else start
     return uuids, main_thread, start
+
+
+def _torn(builder: TranscriptBuilder, _number: int) -> None:
+    # Claude Code appends each event as a line; a crash mid-append (kill -9, power loss, a dropped
+    # remote session) leaves a line cut short, with the session's later events appended after it,
+    # or a run of NUL bytes. Claude Code skips such a line when it resumes the session, and so does
+    # the import: refusing the file would leave a session that crashed once impossible to import.
+    builder.skip("unreadable line")
+
+
+def _passed_over(_number: int) -> None:
+    """The scan passes over an unreadable line; the mapping pass counts it."""
 
 
 def _summary(builder: TranscriptBuilder, event: Node, uuids: set[str]) -> None:
