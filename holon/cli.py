@@ -53,7 +53,7 @@ from holon.context import (
     to_openai_chat,
     to_openai_responses,
 )
-from holon.errors import BudgetExceeded, HolonError, LedgerCorrupt, LedgerLocked, UsageError
+from holon.errors import BudgetExceeded, HolonError, InvalidRecord, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS, read_transcript
 from holon.ledger import (
     DEFAULT_BLOB_THRESHOLD,
@@ -997,7 +997,10 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         with _writing(path) as ledger:
             held = ledger.head()[0] + 1
             with progress_total("importing") as advance:
-                seqs = import_jsonl(file, ledger, require_empty=True, progress=advance)
+                try:
+                    seqs = import_jsonl(file, ledger, require_empty=True, progress=advance)
+                except InvalidRecord as exc:
+                    raise _not_an_export(exc, file) from None
             if not seqs:  # a pipe (`... | holon import L /dev/stdin`) that held nothing
                 raise empty
             if held and not as_json:
@@ -1042,6 +1045,41 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
                 f"skipped: {skipped}"
             )
         _appended(as_json, seqs, len(report.records), extra, ledger)
+
+
+def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:
+    """``exc``, naming the transcript format ``file`` reads as when its first line is no holon record.
+
+    A first line that is not a record is most often another tool's transcript given to
+    ``--from jsonl`` (a `.traj`, a Claude Code session): "the record was cut off (a partly
+    copied file?)" sent the user looking for damage. Each importer is tried (only on this
+    error path); the message names the one that reads the file, or lists them all.
+    """
+    if exc.where is None or not exc.where.startswith("line 1 of") or not file.is_file():
+        return exc  # a pipe was read once: it cannot be tried again
+    readable = []
+    for fmt in FORMATS:
+        if fmt == "jsonl":
+            continue
+        try:
+            report = read_transcript(file, fmt)
+        except (HolonError, OSError):
+            continue
+        if report.records:
+            readable.append(fmt)
+    detail = str(exc).split(": ", 1)[1]
+    if len(readable) == 1:
+        return InvalidRecord(
+            f"{file} is not a holon export, but it reads with --from {readable[0]}: import it with "
+            f"--from {readable[0]} (read as a holon record: {detail})",
+            where=exc.where,
+        )
+    others = ", ".join(f for f in FORMATS if f != "jsonl")
+    return InvalidRecord(
+        f"{detail}; {file} is not a holon export: if it is another tool's transcript, import it with "
+        f"--from {others} (docs/importers.md)",
+        where=exc.where,
+    )
 
 
 def _import_empty_export(path: Path, file: Path, *, as_json: bool) -> None:
