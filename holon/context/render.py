@@ -73,7 +73,7 @@ __all__ = [
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 11
+RENDER_VERSION: Final = 12
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -433,6 +433,9 @@ def build_context(
         if c is not None
     ]
 
+    # The prefix's share is of this room, whatever a refit below takes off it.
+    share_of = available
+
     def assemble(room: int) -> Prompt:
         return _assemble(
             inputs,
@@ -444,6 +447,7 @@ def build_context(
             prefix=prefix,
             turn=turn,
             available=room,
+            share_of=share_of,
         )
 
     prompt = assemble(available)
@@ -454,7 +458,9 @@ def build_context(
     # room smaller by the excess. Each pass takes at least one token off the room, so
     # this ends — at the latest when the pinned sections no longer fit and BudgetExceeded
     # is raised; in practice the second pass fits, since the excess is one token per
-    # unlucky join.
+    # unlucky join. The prefix keeps the share of the first pass's room: the excess comes
+    # off the turn sections and the history, so a refit (which depends on this turn's
+    # history) never changes the cacheable prefix at an unchanged revision and epoch.
     while (exact := estimator.count(prompt.text)) > budget.available:
         available -= exact - budget.available
         prompt = assemble(available)
@@ -512,8 +518,13 @@ def _assemble(
     prefix: list[Candidate],
     turn: list[Candidate],
     available: int,
+    share_of: int,
 ) -> Prompt:
-    """Plan the sections and the history in ``available`` tokens and assemble the prompt."""
+    """Plan the sections and the history in ``available`` tokens and assemble the prompt.
+
+    The prefix's share is ``budget.prefix_share`` of ``share_of`` (the room before any
+    refit), or what the reserved turn sections leave of ``available`` if that is less.
+    """
     # The current input is reserved before the prefix is planned: the prefix keeps its own
     # share (its forms then do not depend on this turn), unless the input in full and the
     # other pinned turn sections at their minimum would not fit beside it — a long input
@@ -523,7 +534,7 @@ def _assemble(
         for c in turn
         if c.pinned
     )
-    prefix_room = min(int(available * budget.prefix_share), available - reserved)
+    prefix_room = min(int(share_of * budget.prefix_share), available - reserved)
     degraded = False
     try:
         chosen = plan_budget(prefix, prefix_room, what="cacheable prefix")
