@@ -5,22 +5,34 @@ DESIGN.md invariant 4 (cache stability) was checked only over one scripted sessi
 agent runs rendered turn by turn as the runtime renders them (each prompt's own
 ``PromptRendered`` appended, so the sticky episode selection and the history anchor
 work as they do live), with an exact estimator as well, whose refit pass used to take
-its excess off the cacheable prefix's share.
+its excess off the cacheable prefix's share. Generated runs store some tool outputs as
+blobs now, which is how a history item cut to fit was found to end inside a placeholder.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from typing import Any
 
+import blake3
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import holon.context.render as render_module
 import holon.records as r
-from holon.context import Budget, Prompt, RenderConfig, build_context, inputs_from_state, prompt_rendered
+from holon.context import (
+    Budget,
+    Prompt,
+    RenderConfig,
+    build_context,
+    inputs_from_state,
+    parse_ref,
+    prompt_rendered,
+    restore_bytes,
+)
 from holon.context.render import token_counter
 from holon.context.sections import (
     SECTION_ORDER,
@@ -32,7 +44,7 @@ from holon.context.sections import (
 )
 from holon.errors import BudgetExceeded
 from holon.projections import ProjectionState
-from tests.live import LiveLedger, evidence_of
+from tests.live import LiveLedger, RecordsSource, evidence_of
 from tests.strategies import AgentRun, agent_runs
 
 AGENT = "agent-23"
@@ -212,3 +224,59 @@ def test_unchanged_revision_and_epoch_keep_the_prefix_of_generated_runs(
         event("two prompts at one revision and epoch")
         assert _prefix(before) == _prefix(after)
         assert before.cache_key == after.cache_key
+
+
+# --------------------------------------------------------------------------- a unit cut inside a placeholder
+
+_REF_AFTER = re.compile(r"(?:ledger|blob|episode):[0-9a-f]+")
+
+
+def _refs_shown_whole(prompt: Prompt, source: RecordsSource | None = None) -> None:
+    """Every ref a placeholder shows parses, is one the plan reports, and restores."""
+    evicted = set(prompt.plan.evicted_refs)
+    for line in prompt.text.splitlines():
+        if "restore with ref" in line:
+            for ref in _REF_AFTER.findall(line.split("restore with ref", 1)[1]):
+                parse_ref(ref)
+                assert ref in evicted, (ref, line)
+                if source is not None:
+                    assert restore_bytes(ref, source)
+
+
+class _WithBlobs(RecordsSource):
+    def __init__(self, live: LiveLedger, blobs: dict[str, bytes]) -> None:
+        super().__init__(live.records)
+        self.blobs = blobs
+
+    def blob(self, blob_hash: str) -> bytes:
+        return self.blobs[blob_hash]
+
+
+def test_a_unit_cut_to_fit_never_ends_inside_a_blob_placeholder() -> None:
+    # The newest unit larger than the history's room is shown as its longest head that
+    # fits. A head ending inside "[output stored as blob, … — restore with ref blob:<64 hex>]"
+    # showed "blob:a81f19ad674545ca0f0" (windows 180-198 here): a ref holon_get refuses as
+    # malformed. The head ends before the placeholder now; the cut note names the result's
+    # seq, which restores the blob's bytes.
+    data = ("line of output " * 200).encode()
+    digest = blake3.blake3(data).hexdigest()
+    live = LiveLedger()
+    live.append(r.SystemPolicy(text="You are careful."), in_turn=False)
+    live.start_turn("user", "go")
+    live.append(r.ToolIntent(call_id="c1", tool="bash", args={"command": "ls"}))
+    preview = "line of output " * 20
+    blob = r.BlobRef(hash=digest, size=len(data), preview=preview)
+    live.append(r.ToolResult(call_id="c1", tool="bash", status="ok", blob=blob, exit_code=0))
+    live.end_turn()
+    live.start_turn("user", "next")
+    source = _WithBlobs(live, {digest: data})
+    cut = 0
+    for window in range(60, 400):
+        try:
+            prompt = build_context(live.state, Budget(context_window=window), agent_id=AGENT)
+        except BudgetExceeded:
+            continue
+        cut += "history item cut to fit the room" in prompt.text
+        _refs_shown_whole(prompt, source)
+    assert cut > 0
+

@@ -29,6 +29,8 @@ replay renders the same bytes.
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -485,12 +487,29 @@ def plan_history(
 #: unit of megabytes.
 _CUT_CHARS_PER_TOKEN: Final = 32
 
+#: A placeholder a unit shows for what it left out (``[tool result cleared: … — restore
+#: with ref ledger:1234]``, ``[output stored as blob, … — restore with ref blob:<hash>]``,
+#: a truncated message's or arguments'), on one line and far shorter than this margin.
+_PLACEHOLDER: Final = re.compile(r"\[[^\[\]\n]*restore with ref [^\[\]\n]*\]")
+_PLACEHOLDER_MARGIN: Final = 1024
+
 
 def _cut_to_fit(unit: HistoryUnit, room: int, count: Counter) -> HistoryUnit | None:
     """``unit`` as its longest head that fits ``room`` tokens with a note naming the refs that
     restore it; ``None`` when not even the note fits. A head shorter than the unit's
-    ``whole_from`` (a call without its result's header) is not shown: only the note is."""
+    ``whole_from`` (a call without its result's header) is not shown: only the note is.
+    A head never ends inside a placeholder: it ends before it."""
     refs = ", ".join(unit.refs)
+    limit = min(len(unit.text), room * _CUT_CHARS_PER_TOKEN)
+    # Cut inside a placeholder, a head showed its ref cut short: a blob's 64 hex digits
+    # cost more than the cut's note, so a head could end in `blob:a81f19ad`, which
+    # restores nothing (and `holon_get` refuses as malformed).
+    spans = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(unit.text, 0, limit + _PLACEHOLDER_MARGIN)]
+    starts = [start for start, _ in spans]
+
+    def whole(keep: int) -> int:
+        i = bisect.bisect_left(starts, keep) - 1
+        return spans[i][0] if i >= 0 and keep < spans[i][1] else keep
 
     def text(keep: int) -> str:
         note = (
@@ -499,17 +518,19 @@ def _cut_to_fit(unit: HistoryUnit, room: int, count: Counter) -> HistoryUnit | N
         )
         return f"{unit.text[:keep]}\n{note}" if keep else note
 
-    lo, hi = -1, min(len(unit.text), room * _CUT_CHARS_PER_TOKEN)
+    lo, hi = -1, limit
     # The largest head that fits: counts grow with the head (give or take a token at the
-    # cut), so a bisection finds it in a few dozen counts of at most the room.
+    # cut), and ``whole`` with it, so a bisection finds it in a few dozen counts of at
+    # most the room.
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count(text(mid)) <= room:
+        if count(text(whole(mid))) <= room:
             lo = mid
         else:
             hi = mid - 1
     if lo < 0:
         return None
+    lo = whole(lo)
     if lo < unit.whole_from:
         # A head ending before the result's header shows the call without its result:
         # the pair is never split, so only the note is shown, naming both.
