@@ -237,7 +237,9 @@ def ledger_records(draw: st.DrawFn, *, min_size: int = 0, max_size: int = 30) ->
 # the runtime would, and prompt_rendered records at a turn's start and between its actions
 # (some recorded with an older revision, confirming nothing).
 
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+import blake3  # noqa: E402
 
 from holon.projections import ProjectionConfig  # noqa: E402
 from tests.live import LiveLedger  # noqa: E402
@@ -280,6 +282,8 @@ class AgentRun:
 
     records: list[r.Record]
     config: ProjectionConfig
+    #: The bytes of every blob a tool result refers to, by hash (the run's blob store).
+    blobs: dict[str, bytes] = field(default_factory=dict)
 
 
 configs = st.builds(
@@ -309,6 +313,7 @@ class _Script:
         self.open_waits: list[str] = []
         self.running_tasks: list[str] = []
         self.open_follow_ups: list[str] = []
+        self.blobs: dict[str, bytes] = {}
         self.counter = 0
 
     def new_id(self, prefix: str) -> str:
@@ -331,12 +336,24 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
             # Tools report paths as they please: `./x`, padded, blank (state normalizes them).
             touched = tuple(draw(st.lists(st.sampled_from(_FILES + _ODD_PATHS), max_size=3, unique=True)))
             status = draw(st.sampled_from(["ok", "ok", "ok", "error", "interrupted"]))
+            output = draw(script.text)
+            blob = None
+            if draw(st.integers(0, 3)) == 0:
+                # Stored as a blob, as the runtime stores a large output: the record keeps
+                # the hash, the size and a preview (the runtime's, maybe longer than the
+                # renderer's), and its output is empty.
+                data = output.encode()
+                digest = blake3.blake3(data).hexdigest()
+                script.blobs[digest] = data
+                blob = r.BlobRef(hash=digest, size=len(data), preview=output[: draw(st.integers(0, 400))])
+                output = ""
             live.append(
                 r.ToolResult(
                     call_id=call_id,
                     tool=tool,
                     status=status,
-                    output=draw(script.text),
+                    output=output,
+                    blob=blob,
                     exit_code=0 if status == "ok" else 1,
                     touched_files=touched,
                 )
@@ -507,7 +524,7 @@ def agent_runs(
             live.render()  # else the last refresh's delta is still pending
         for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=6)):
             _act(draw, live, script, action)
-    return AgentRun(records=live.records, config=cfg)
+    return AgentRun(records=live.records, config=cfg, blobs=script.blobs)
 
 
 # --------------------------------------------------------------------------- prompt budgets

@@ -93,11 +93,14 @@ def _session(turns: int, seed: int) -> Session:
 
 
 class _Records:
-    """A RefSource over a generated run's records (no blobs: outputs are inline)."""
+    """A RefSource over a generated run's records and blobs."""
 
-    def __init__(self, records: list[r.Record], state: ProjectionState) -> None:
+    def __init__(
+        self, records: list[r.Record], state: ProjectionState, blobs: dict[str, bytes] | None = None
+    ) -> None:
         self.records = records
         self.archive = state.memory.archive
+        self.blobs = blobs or {}
 
     def record(self, seq: int) -> r.Record:
         if not 0 <= seq < len(self.records):
@@ -105,7 +108,9 @@ class _Records:
         return self.records[seq]
 
     def blob(self, blob_hash: str) -> bytes:
-        raise RefNotFound(f"blob:{blob_hash}")
+        if blob_hash not in self.blobs:
+            raise RefNotFound(f"blob:{blob_hash}")
+        return self.blobs[blob_hash]
 
     def episode(self, episode_id: int) -> r.ContextEpisodeRecord:
         return self.archive.get(episode_id)
@@ -421,7 +426,7 @@ def test_every_form_names_what_it_left_out(run: AgentRun, config: RenderConfig, 
     state = initial_state(run.config)
     for record in run.records:
         state = apply(state, record)
-    source = _Records(run.records, state)
+    source = _Records(run.records, state, run.blobs)
     pinned, full = _sizes(state, config)
     regime, budget = data.draw(budgets_around(pinned, full, separators=SEPARATORS), label="budget")
     event(regime)
