@@ -862,7 +862,9 @@ def init(path: Path, as_json: bool, agent_id: str, blob_threshold: int) -> None:
         _echo(f"created ledger {path} for agent {agent_id} (empty; genesis {head[1][:16]}…)")
 
 
-def _appended(as_json: bool, seqs: list[int], records: int, extra: dict[str, Any], ledger: Ledger) -> None:
+def _appended(
+    as_json: bool, seqs: Sequence[int], records: int, extra: dict[str, Any], ledger: Ledger
+) -> None:
     head = ledger.head()
     derived = len(seqs) - records
     if as_json:
@@ -1019,7 +1021,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
             # turns count from 0: both continue the ledger.
             report = report.after(ledger.get(head).ts, last_turn=last_turn)
         with progress_callback(len(report.records), "importing") as advance:
-            seqs = append_evidence(
+            appended = append_evidence(
                 ledger,
                 report.records,
                 state=state,
@@ -1044,7 +1046,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
                 f"({report.unmatched_intents} without a result); "
                 f"skipped: {skipped}"
             )
-        _appended(as_json, seqs, len(report.records), extra, ledger)
+        _appended(as_json, appended, len(report.records), extra, ledger)
 
 
 def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:

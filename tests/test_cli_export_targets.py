@@ -149,4 +149,4 @@ def test_import_jsonl_refuses_derived_records_after_another_head(ledger: Path, t
         # Evidence alone may still be appended after the head (the library allows it).
         hello = r.Record(body=r.Message(role="user", text="hi"), ts=2)
         evidence = write_jsonl(tmp_path / "evidence.jsonl", [hello])
-        assert import_jsonl(evidence, other) == [1]
+        assert list(import_jsonl(evidence, other)) == [1]

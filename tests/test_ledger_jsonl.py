@@ -27,7 +27,7 @@ def test_export_then_import_reproduces_every_record_and_the_head(recs: list[Reco
         source.append(tool_output(99, 9000))
         assert export_jsonl(source, root / "x.jsonl") == len(recs) + 1
         with Ledger.create(root / "b", agent_id=AGENT, fsync="never") as target:
-            assert import_jsonl(root / "x.jsonl", target) == list(range(len(recs) + 1))
+            assert list(import_jsonl(root / "x.jsonl", target)) == list(range(len(recs) + 1))
             assert list(target.read()) == list(source.read())
             assert target.head() == source.head()
             assert target.verify().ok
@@ -103,7 +103,7 @@ def test_import_into_a_non_empty_ledger_appends_after_its_head(tmp_path: Path) -
     path = _exported(tmp_path, n=3)
     with Ledger.create(tmp_path / "b", agent_id=AGENT) as target:
         target.append_many(message(i) for i in range(10))
-        assert import_jsonl(path, target) == [10, 11, 12, 13]
+        assert list(import_jsonl(path, target)) == [10, 11, 12, 13]
         imported = list(target.read(10))
         assert [r.seq for r in imported] == [10, 11, 12, 13]
         assert [msgspec.structs.replace(r, seq=-1) for r in imported[:3]] == [message(i) for i in range(3)]
@@ -163,7 +163,7 @@ def test_a_copy_whose_first_lines_were_cut_is_refused(tmp_path: Path) -> None:
         assert refused.value.where == f"line 1 of {tmp_path / 'cut.jsonl'}" and refused.value.field == "seq"
         assert target.head()[0] == -1
         # Evidence added to a ledger (not a copy) is re-sequenced from wherever it starts.
-        assert import_jsonl(tmp_path / "cut.jsonl", target) == [0, 1, 2]
+        assert list(import_jsonl(tmp_path / "cut.jsonl", target)) == [0, 1, 2]
 
 
 def _exported_with_blob(tmp_path: Path) -> tuple[Path, Path]:
@@ -213,7 +213,7 @@ def test_a_symlinked_blob_file_with_the_right_bytes_imports(tmp_path: Path) -> N
     blob.rename(elsewhere)
     blob.symlink_to(elsewhere)
     with Ledger.create(tmp_path / "dst", agent_id=AGENT) as ledger:
-        assert import_jsonl(out, ledger) == [0]
+        assert list(import_jsonl(out, ledger)) == [0]
         (record,) = ledger.read()
         assert record.body.blob is not None
         assert ledger.get_blob(record.body.blob.hash) == elsewhere.read_bytes()

@@ -82,7 +82,7 @@ def test_a_pipe_is_read_twice_through_a_temporary_copy(tmp_path: Path) -> None:
     feeder = threading.Thread(target=fifo.write_bytes, args=(data,))
     feeder.start()
     with Ledger.create(tmp_path / "M", agent_id=AGENT) as target:
-        assert import_jsonl(fifo, target) == list(range(50))
+        assert import_jsonl(fifo, target) == range(50)
     feeder.join()
     with Ledger.open(tmp_path / "L", readonly=True) as a, Ledger.open(tmp_path / "M", readonly=True) as b:
         assert a.head() == b.head()

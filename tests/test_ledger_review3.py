@@ -43,7 +43,7 @@ def test_an_export_a_windows_editor_saved_imports_to_the_same_head(tmp_path: Pat
     edited.write_bytes(b"\xef\xbb\xbf" + out.read_bytes().replace(b"\n", b"\r\n").removesuffix(b"\r\n"))
     shutil.copytree(tmp_path / "x.jsonl.blobs", tmp_path / "edited.jsonl.blobs")
     with Ledger.create(tmp_path / "copy", agent_id=AGENT, blob_threshold=1000) as copy:
-        assert import_jsonl(edited, copy, require_empty=True) == list(range(5))
+        assert import_jsonl(edited, copy, require_empty=True) == range(5)
         assert copy.head() == head
     # A byte order mark anywhere else is not one: the line is named.
     inner = tmp_path / "inner.jsonl"
@@ -89,7 +89,7 @@ def test_a_blob_the_ledger_holds_with_a_misstated_size_is_named_at_its_line_and_
     lines[3] = json.dumps({**line, "body": {**line["body"], "blob": {**line["body"]["blob"], "size": 3000}}})
     edited.write_text("\n".join(lines) + "\n")
     with Ledger.open(tmp_path / "copy") as copy:
-        assert import_jsonl(edited, copy, require_empty=True) == list(range(5))
+        assert import_jsonl(edited, copy, require_empty=True) == range(5)
         assert copy.verify().ok
 
 
@@ -139,7 +139,7 @@ def test_an_import_interrupted_after_a_rollover_continues_when_run_again(
         assert 0 < held < 80
         assert partial.verify().ok
     with Ledger.open(target) as ledger:
-        assert import_jsonl(out, ledger, require_empty=True) == list(range(held, 80))
+        assert import_jsonl(out, ledger, require_empty=True) == range(held, 80)
     with Ledger.open(tmp_path / "src", readonly=True) as source:
         expected = list(source.read())
     assert_ledger_holds(target, expected)

@@ -31,7 +31,7 @@ def test_an_empty_ledger_exports_and_imports_back(tmp_path: Path) -> None:
     assert (tmp_path / "e.jsonl").read_bytes() == b""
     assert not (tmp_path / "e.jsonl.blobs").exists()
     with Ledger.create(tmp_path / "C", agent_id=AGENT) as copy:
-        assert import_jsonl(tmp_path / "e.jsonl", copy, require_empty=True) == []
+        assert list(import_jsonl(tmp_path / "e.jsonl", copy, require_empty=True)) == []
         assert copy.head() == source.head()
 
 

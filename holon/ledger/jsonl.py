@@ -144,7 +144,7 @@ def import_jsonl(
     *,
     require_empty: bool = False,
     progress: Callable[[int, int], None] | None = None,
-) -> list[int]:
+) -> range:
     """Append the records of a canonical JSONL file to ``ledger``; returns their new seqs.
 
     Every line must decode to a record, seqs must be consecutive (from 0 for a copy: a file
@@ -164,7 +164,8 @@ def import_jsonl(
     The file is read twice — checked whole, then appended in batches — so memory stays
     flat however long it is; a file that is not a regular file (a pipe) is first copied
     to a temporary file. A file changed between the two reads is refused before anything
-    is appended. ``progress(done, total)`` counts bytes over both reads.
+    is appended. ``progress(done, total)`` counts bytes over both reads. The seqs are
+    consecutive, so they are returned as a ``range`` (a list of a million seqs took 40 MB).
     """
     source = Path(path)
     blob_dir = blobs_dir_for(source)
@@ -220,9 +221,7 @@ def import_jsonl(
                 f"{source} changed while it was being checked; nothing was appended: import it again "
                 "once nothing writes to it"
             )
-        return _append_lines(
-            file, source, ledger, blob_dir, skip=skip, progress=progress, total=total
-        )
+        return _append_lines(file, source, ledger, blob_dir, skip=skip, progress=progress, total=total)
 
 
 class _Checked(msgspec.Struct, kw_only=True):
@@ -326,8 +325,10 @@ def _check_lines(
                 stored = None
             else:
                 # The line's payload, encoded above, unless its seq is not the stored one's.
-                mine = payload if record.seq == held.seq else encode_msgpack_record(
-                    msgspec.structs.replace(record, seq=held.seq)
+                mine = (
+                    payload
+                    if record.seq == held.seq
+                    else encode_msgpack_record(msgspec.structs.replace(record, seq=held.seq))
                 )
                 if encode_msgpack_record(held) != mine:
                     stored = None
@@ -349,9 +350,9 @@ def _append_lines(
     skip: int,
     progress: Callable[[int, int], None] | None,
     total: int,
-) -> list[int]:
+) -> range:
     """The second read of an import: the records after the first ``skip``, appended in batches."""
-    seqs: list[int] = []
+    first = ledger.head()[0] + 1
     batch: list[Record] = []
     stored_blobs: set[str] = set()
     held = 0  # the batch's size as JSON lines
@@ -373,16 +374,16 @@ def _append_lines(
         batch.append(msgspec.structs.replace(record, seq=-1))
         held += size
         if held >= _BATCH_BYTES:
-            seqs.extend(ledger.append_many(batch))
+            ledger.append_many(batch)
             batch.clear()
             held = 0
             if progress is not None:
                 progress(done, total)
-    seqs.extend(ledger.append_many(batch))
+    ledger.append_many(batch)
     ledger.flush()
     if progress is not None:
         progress(total, total)
-    return seqs
+    return range(first, ledger.head()[0] + 1)
 
 
 def _load_blob(blob_hash: str, size: int, blob_dir: Path, *, ledger: Ledger, where: str) -> bytes | None:
