@@ -7,6 +7,7 @@ change to the format or a default that the doc still describes fails here.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import xxhash
 import zstandard
 
+from holon import cli, errors
 from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, encode_checkpoint, fold
@@ -124,3 +126,54 @@ def test_checkpoint_bytes_follow_memory_model_md() -> None:
 
 def _at(record: Record, seq: int) -> Record:
     return msgspec.structs.replace(record, seq=seq)
+
+
+# ---------------------------------------------------------------- tables and lists the docs keep
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _section(doc: str, heading: str) -> str:
+    """From ``heading`` (a whole line) to the next heading of the same or a higher level."""
+    text = (ROOT / doc).read_text()
+    start = text.index(f"\n{heading}\n") + 1
+    level = len(heading) - len(heading.lstrip("#"))
+    end = re.compile(rf"^#{{1,{level}}} ", re.MULTILINE).search(text, start + len(heading))
+    return text[start : end.start() if end else len(text)]
+
+
+def _rows(section: str) -> list[list[str]]:
+    """The cells of a Markdown table's body rows (not the header nor its rule)."""
+    rows = [line.strip().strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    cells = [[cell.strip() for cell in row] for row in rows]
+    return [row for row in cells[1:] if set("".join(row)) - set("-: ")]
+
+
+def test_architecture_errors_table_lists_every_error_with_its_builtin_base() -> None:
+    # A caller writing `except ValueError` or `except LookupError` reads the table: it said
+    # nothing of InvalidRef's ValueError or RefNotFound's LookupError.
+    listed: dict[str, str] = {}
+    for row in _rows(_section("docs/architecture.md", "## Errors")):
+        if not row[0].startswith("`"):
+            continue
+        name = re.match(r"`(\w+)`", row[0])
+        assert name is not None, row
+        also = re.search(r"\(also (.*)\)", row[0])
+        listed[name.group(1)] = also.group(1) if also else ""
+    expected = {}
+    for name in errors.__all__:
+        if name == "HolonError":
+            continue
+        mro = getattr(errors, name).__mro__
+        bases = [b for b in mro if b.__module__ == "builtins" and b not in (Exception, BaseException, object)]
+        expected[name] = " / ".join(f"`{b.__name__}`" for b in bases)
+    assert listed == expected
+
+
+def test_architecture_names_every_exit_code_of_the_cli() -> None:
+    section = _section("docs/architecture.md", "## Errors")
+    sentence = section[section.index("The CLI maps them to exit codes") :].split("\n\n", 1)[0]
+    named = {int(n) for n in re.findall(r"\b(\d+)\b", sentence)}
+    codes = {getattr(cli, name) for name in dir(cli) if name.startswith("EXIT_")} - {cli.EXIT_OK}
+    assert named == codes, sentence
