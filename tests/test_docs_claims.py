@@ -17,7 +17,7 @@ import pytest
 import xxhash
 import zstandard
 
-from holon import cli, errors
+from holon import cli, errors, projections
 from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, encode_checkpoint, fold
@@ -177,3 +177,17 @@ def test_architecture_names_every_exit_code_of_the_cli() -> None:
     named = {int(n) for n in re.findall(r"\b(\d+)\b", sentence)}
     codes = {getattr(cli, name) for name in dir(cli) if name.startswith("EXIT_")} - {cli.EXIT_OK}
     assert named == codes, sentence
+
+
+def test_memory_model_public_api_table_lists_every_name_of_holon_projections() -> None:
+    table = _section("docs/memory-model.md", "## Public API (`holon.projections`)")
+    named = set(re.findall(r"`(\w+)", table))
+    assert sorted(set(projections.__all__) - named) == []
+
+
+def test_memory_model_says_what_each_projection_version_changed() -> None:
+    # Replay verification reports "derived by projection version N"; the page is where a
+    # reader looks up what N changed, and it stopped at 5 while the code derived 7.
+    section = _section("docs/memory-model.md", "## Replay verification")
+    said = {int(n) for n in re.findall(r"\b(\d+) since\b", section)}
+    assert said == set(range(2, PROJECTION_VERSION + 1))
