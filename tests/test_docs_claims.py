@@ -22,6 +22,7 @@ from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, encode_checkpoint, fold
 from holon.records import Message, Record, ToolIntent, ToolResult
+from tests.cli_support import invoke
 
 # docs/ledger-format.md, "Segment file": header and frame layouts, little-endian.
 SEGMENT_HEADER = struct.Struct("<8sHHIQ32sQ")
@@ -191,3 +192,16 @@ def test_memory_model_says_what_each_projection_version_changed() -> None:
     section = _section("docs/memory-model.md", "## Replay verification")
     said = {int(n) for n in re.findall(r"\b(\d+) since\b", section)}
     assert said == set(range(2, PROJECTION_VERSION + 1))
+
+
+def test_importers_md_quotes_what_import_from_jsonl_says_of_another_tools_transcript(tmp_path: Path) -> None:
+    # The page said this path gave the codec's error "without a `--from` hint"; the CLI
+    # names the format that reads the file.
+    text = " ".join(_section("docs/importers.md", "## Samples").split())
+    quoted = re.search(r"names the one that reads it: `(<file> [^`]+)`", text)
+    assert quoted is not None
+    ledger, transcript = tmp_path / "l", ROOT / "fixtures/importers/swe-agent/function-calling.traj"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    result = invoke("import", ledger, transcript, "--from", "jsonl")
+    assert result.exit_code == 2
+    assert quoted.group(1).replace("<file>", str(transcript)) in result.stderr
