@@ -205,3 +205,11 @@ def test_importers_md_quotes_what_import_from_jsonl_says_of_another_tools_transc
     result = invoke("import", ledger, transcript, "--from", "jsonl")
     assert result.exit_code == 2
     assert quoted.group(1).replace("<file>", str(transcript)) in result.stderr
+
+
+def test_ledger_format_names_every_module_of_holon_ledger() -> None:
+    text = (ROOT / "docs/ledger-format.md").read_text()
+    intro = " ".join(text[: text.index("\n## ")].split())
+    listed = set(re.findall(r"`(\w+\.py)`", intro))
+    modules = {path.name for path in (ROOT / "holon/ledger").glob("*.py")} - {"__init__.py"}
+    assert listed == modules
