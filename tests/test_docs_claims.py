@@ -18,6 +18,7 @@ import xxhash
 import zstandard
 
 from holon import cli, errors, projections
+from holon.context import RENDER_VERSION
 from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, encode_checkpoint, fold
@@ -213,3 +214,10 @@ def test_ledger_format_names_every_module_of_holon_ledger() -> None:
     listed = set(re.findall(r"`(\w+\.py)`", intro))
     modules = {path.name for path in (ROOT / "holon/ledger").glob("*.py")} - {"__init__.py"}
     assert listed == modules
+
+
+def test_context_rendering_states_the_current_render_version() -> None:
+    # A reader of a recorded render_config["version"] learns here whether this holon can
+    # reproduce it; the section said every past prompt re-renders byte for byte.
+    section = " ".join(_section("docs/context-rendering.md", "## Reproducibility").split())
+    assert f"(`RENDER_VERSION`, {RENDER_VERSION} now)" in section
