@@ -18,11 +18,12 @@ import xxhash
 import zstandard
 
 from holon import cli, errors, projections
-from holon.context import RENDER_VERSION
+from holon.context import RENDER_VERSION, Budget, RenderConfig
 from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, encode_checkpoint, fold
 from holon.records import Message, Record, ToolIntent, ToolResult
+from holon.runtime import AgentConfig, OpenReport
 from tests.cli_support import invoke
 
 # docs/ledger-format.md, "Segment file": header and frame layouts, little-endian.
@@ -221,3 +222,21 @@ def test_context_rendering_states_the_current_render_version() -> None:
     # reproduce it; the section said every past prompt re-renders byte for byte.
     section = " ".join(_section("docs/context-rendering.md", "## Reproducibility").split())
     assert f"(`RENDER_VERSION`, {RENDER_VERSION} now)" in section
+
+
+def test_daemon_guide_lists_every_agent_config_field_with_its_default() -> None:
+    # The guide showed AgentConfig only in its examples, so a daemon written from it did not
+    # know the budget it got by default, nor that its fsync default is not the Ledger's.
+    text = (ROOT / "docs/daemon-guide.md").read_text()
+    table = text[text.index("`AgentConfig` (`config=`") :].split("\n\n")[1]
+    names = {"Budget": Budget, "RenderConfig": RenderConfig, "DEFAULT_CONFIG": DEFAULT_CONFIG}
+    listed = {row[0].strip("`"): eval(row[1].strip("`"), names) for row in _rows(table)}
+    defaults = {f.name: f.default for f in msgspec.structs.fields(AgentConfig)}
+    assert listed == defaults
+
+
+def test_daemon_guide_lists_what_open_report_holds() -> None:
+    text = " ".join((ROOT / "docs/daemon-guide.md").read_text().split())
+    phrase = "(`OpenReport`) says what happened:"
+    said = text[text.index(phrase) + len(phrase) :].split(". ", 1)[0]
+    assert re.findall(r"`(\w+)`", said) == [f.name for f in msgspec.structs.fields(OpenReport)]
