@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import struct
+import tomllib
 from pathlib import Path
 
 import blake3
@@ -240,3 +241,47 @@ def test_daemon_guide_lists_what_open_report_holds() -> None:
     phrase = "(`OpenReport`) says what happened:"
     said = text[text.index(phrase) + len(phrase) :].split(". ", 1)[0]
     assert re.findall(r"`(\w+)`", said) == [f.name for f in msgspec.structs.fields(OpenReport)]
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _anchors(doc: Path) -> set[str]:
+    """GitHub's anchors of a page's headings (outside code blocks)."""
+    text = re.sub(r"^```.*?^```", "", doc.read_text(), flags=re.DOTALL | re.MULTILINE)
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} (.*)$", text, re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.name)
+def test_every_link_of_the_docs_resolves(doc: Path) -> None:
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if target.startswith(("http://", "https://")):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in _anchors(linked)):
+            broken.append(target)
+    assert broken == []
+
+
+def test_readme_documentation_table_lists_every_page_of_docs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    listed = set(re.findall(r"^\| \[\S+\]\(docs/([\w-]+\.md)\) \|", readme, re.MULTILINE))
+    assert listed == {doc.name for doc in (ROOT / "docs").glob("*.md")}
+
+
+def test_dependencies_md_explains_every_dependency_of_pyproject() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"].values()
+    required = [*project["dependencies"], *(requirement for extra in extras for requirement in extra)]
+    text = (ROOT / "docs/dependencies.md").read_text()
+    for requirement in required:
+        name = re.match(r"[\w-]+", requirement)
+        assert name is not None and re.search(rf"\b{name.group(0)}\b", text), requirement
