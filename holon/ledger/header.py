@@ -143,7 +143,7 @@ def _kind(path: Path) -> int | None:
         return None
 
 
-def interrupted_create(root: Path) -> bool:
+def interrupted_create(root: str | os.PathLike[str]) -> bool:
     """Whether ``root`` holds only what an interrupted ``Ledger.create`` leaves: no header, no record.
 
     ``create`` takes the writer lock, makes ``segments/`` and ``blobs/``, writes segment 0
@@ -154,6 +154,7 @@ def interrupted_create(root: Path) -> bool:
     a blob) is not such debris: the directory is someone's, or a ledger whose header was
     deleted, and is left alone.
     """
+    root = Path(root)
     if not root.is_dir() or _kind(root / HEADER_NAME) is not None:
         return False
     allowed = {LOCK_NAME: stat.S_IFREG, HEADER_NAME + TMP_SUFFIX: stat.S_IFREG, "segments": stat.S_IFDIR}
