@@ -509,6 +509,22 @@ def _compact_entry(
     return line, [omission]
 
 
+def _over_cap_lines(s: WorkingMemorySnapshot) -> tuple[list[str], list[str], list[str]]:
+    """The placeholders for the decisions, open follow-ups and open waits working memory's
+    caps leave out (every form keeps them: a capped list read as all there is)."""
+
+    def line(n: int, noun: str, tail: str = "") -> list[str]:
+        if not n:
+            return []
+        return [f"(+{n} older {noun}{'' if n == 1 else 's'} not shown (over the working-memory cap){tail})"]
+
+    return (
+        line(s.decisions_omitted, "decision", ": in force unless revised since"),
+        line(s.follow_ups_omitted, "open follow-up"),
+        line(s.waiting_omitted, "open wait"),
+    )
+
+
 def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
     """Working memory at the current revision; the minimum keeps work, scope, plan and waits.
 
@@ -539,9 +555,12 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     full = [header, *core, *plan_full]
     if file_lines:
         full.append("files: " + ", ".join(file_lines))
+    older_decisions, older_follow_ups, older_waits = _over_cap_lines(s)
     full.extend(decision_lines)
+    full.extend(older_decisions)
     full.extend(follow_up_lines)
-    waits = _wait_lines(s, count)[0]
+    full.extend(older_follow_ups)
+    waits = [*_wait_lines(s, count)[0], *older_waits]
     full.extend(waits)
 
     # What dropping each entry loses: its ref and the tokens of its full line.
@@ -598,24 +617,30 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         )
         compact.append(line)
         compact_omitted.extend(shortened)
-    for noun, drops, kept in (
-        ("decision", decision_drops, _COMPACT_DECISIONS),
-        ("follow-up", follow_up_drops, _COMPACT_FOLLOW_UPS),
+    for noun, drops, kept, older in (
+        ("decision", decision_drops, _COMPACT_DECISIONS, older_decisions),
+        ("follow-up", follow_up_drops, _COMPACT_FOLLOW_UPS, older_follow_ups),
     ):
         if len(drops) > kept:
             rest = drops[kept:]
             compact.append(_not_shown(len(rest), noun, [o.ref for o in rest], more=True))
             compact_omitted.extend(rest)
+        compact.extend(older)
     compact.extend(waits)
 
     core_min, core_cut = _core_lines(inputs, count, bounded=True)
     waits_min, waits_cut = _wait_lines(s, count, bounded=True)
-    truncated = [header, *core_min, *summary_lines, *plan_min, *waits_min]
+    truncated = [header, *core_min, *summary_lines, *plan_min, *waits_min, *older_waits]
     truncated_omitted = [*core_cut, *summary_drops, *plan_min_omitted, *waits_cut]
-    for noun, drops in (("decision", decision_drops), ("follow-up", follow_up_drops), ("file", file_drops)):
+    for noun, drops, older in (
+        ("decision", decision_drops, older_decisions),
+        ("follow-up", follow_up_drops, older_follow_ups),
+        ("file", file_drops, []),
+    ):
         if drops:
             truncated.append(_not_shown(len(drops), noun, [o.ref for o in drops], more=False))
             truncated_omitted.extend(drops)
+        truncated.extend(older)
     return _candidate(
         "working_memory",
         [

@@ -28,7 +28,13 @@ __all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig", "config_d
 # replacing or dropping one is a delta (which says so) and a dropped one supersedes; a
 # wait, follow-up or plan step that only fell out of its capped list is "not shown" in a
 # delta (was ``-``) and supersedes nothing.
-PROJECTION_VERSION: Final = 7
+# 8: the runtime counts the decisions ``decisions_cap`` pushes out of each bucket, and the
+# snapshot counts the decisions, open follow-ups and open waits over its caps
+# (``decisions_omitted``, ``follow_ups_omitted``, ``waiting_omitted``); a delta says a decision
+# only pushed out still holds (was ``-decision``), where a withdrawn one moved, that an entry
+# coming into view was over the cap (was ``+``), and sums up the previous active item's scope,
+# plan steps and decisions in one line each (was one ``-`` line per entry).
+PROJECTION_VERSION: Final = 8
 
 
 class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

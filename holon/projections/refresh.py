@@ -17,7 +17,7 @@ Folding them is what moves the revision, the pending delta, the archive and the 
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from itertools import islice
 from typing import Final, Literal, TypeAlias
 
@@ -28,7 +28,7 @@ from holon.errors import UsageError
 from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval
 from holon.projections.projection import ProjectionState
 from holon.projections.snapshot import SNAPSHOT_FIELDS, WorkingMemorySnapshot, derive_snapshot
-from holon.projections.state import PlanEntry, RuntimeState, one_line
+from holon.projections.state import DecisionEntry, FollowUpEntry, PlanEntry, RuntimeState, WaitEntry, one_line
 
 __all__ = [
     "BOUNDARY_ORDER",
@@ -105,6 +105,9 @@ def _delta_reason(fields: tuple[str, ...], interval: TurnInterval, *, mid_turn: 
     return "superseded" if mid_turn else "turn_completed"
 
 
+#: A decision, follow-up or wait as a delta compares them: by id, newest first by ``seq``.
+_Listed: TypeAlias = DecisionEntry | FollowUpEntry | WaitEntry
+
 #: The snapshot fields that together hold the active item's scope constraints.
 _SCOPE_FIELDS: Final = frozenset({"scope_constraints", "scope_omitted", "scope_rest"})
 
@@ -132,15 +135,125 @@ def _live_step_texts(runtime: RuntimeState | None, snapshot: WorkingMemorySnapsh
     return {s.id: s.text for s in plan.steps}
 
 
+def _into_view(before: Sequence[_Listed], after: Sequence[_Listed], omitted: int) -> set[str]:
+    """Ids ``after`` shows that ``before`` held over its cap, not shown: lists are newest
+    first by the seq of the last update, so an entry older than every one ``before``
+    showed was already there (a new or updated one is newer than all of them)."""
+    if not omitted or not before:
+        return set()
+    floor = min(e.seq for e in before)
+    shown = {e.id for e in before}
+    return {e.id for e in after if e.id not in shown and e.seq < floor}
+
+
 def _ids_diff(
-    label: str, before: dict[str, str], after: dict[str, str], *, still_open: Container[str] = ()
+    label: str,
+    before: dict[str, str],
+    after: dict[str, str],
+    *,
+    still_open: Container[str] = (),
+    into_view: Container[str] = (),
 ) -> list[str]:
-    lines = [f"+{label} {key}: {text}" for key, text in after.items() if before.get(key) != text]
+    # An entry coming into view (one before it closed or moved) is not new: "+" read as added.
+    lines = [
+        f"{label} {key} (was over the cap, now shown): {text}"
+        if key in into_view
+        else f"+{label} {key}: {text}"
+        for key, text in after.items()
+        if before.get(key) != text
+    ]
     lines.extend(
         f"{label} {key}: still open, not shown (over the cap)" if key in still_open else f"-{label} {key}"
         for key in before
         if key not in after
     )
+    return lines
+
+
+def _count_line(
+    noun: str, before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, field: str
+) -> list[str]:
+    """The line for a change only a list's count of entries not shown makes (e.g. one of
+    them closed): say what working memory shows."""
+    was, now = getattr(before, field), getattr(after, field)
+    return [f"older {noun} not shown: {was} → {now}"] if was != now else []
+
+
+def _not_active(n: int, noun: str, before: WorkingMemorySnapshot) -> str:
+    """The one line for the ``n`` entries of the previous active item an item switch hides."""
+    previous = before.active_work_item_id
+    return f"{n} {noun}{'' if n == 1 else 's'} of {previous} not shown ({previous} is not the active item)"
+
+
+def _decision_home(runtime: RuntimeState, decision_id: str) -> DecisionEntry | None:
+    """Where the runtime keeps a decision now: its item's bucket or the unscoped one."""
+    for d in runtime.unscoped_decisions:
+        if d.id == decision_id:
+            return d
+    for kept in runtime.decisions.values():
+        for d in kept:
+            if d.id == decision_id:
+                return d
+    return None
+
+
+def _moved_to_closed(runtime: RuntimeState, gone: DecisionEntry) -> str | None:
+    """The item a decision was redeclared for after ``gone``, when that item is not open
+    (the runtime carried the record rather than keep it in a bucket), else ``None``."""
+    for carried in reversed(runtime.carried):
+        if carried.seq <= gone.seq:
+            break
+        body = carried.body
+        if carried.kind == r.Decision.KIND and isinstance(body, dict) and body.get("id") == gone.id:
+            return str(body.get("work_item_id"))
+    return None
+
+
+def _decision_lines(
+    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, runtime: RuntimeState | None
+) -> list[str]:
+    """Decisions added or revised, and for each one no longer shown, why: a decision the cap
+    only pushed out still holds (``-decision`` read as withdrawn, as a redeclaration for
+    another item is), and the previous active item's are that item's, not withdrawn."""
+    previous = before.active_work_item_id
+    switched = previous not in (None, after.active_work_item_id)
+    into_view = () if switched else _into_view(before.decisions, after.decisions, before.decisions_omitted)
+    lines = _ids_diff(
+        "decision",
+        {d.id: d.text for d in before.decisions},
+        {d.id: d.text for d in after.decisions},
+        into_view=into_view,
+    )
+    lines = [line for line in lines if not line.startswith("-")]  # told below, with why
+    shown = {d.id for d in after.decisions}
+    gone = [d for d in before.decisions if d.id not in shown]
+    if switched:
+        # The previous item's decisions leave with it: one line, not one "-" per decision.
+        theirs = [d for d in gone if d.work_item_id is not None and d.work_item_id == previous]
+        if theirs:
+            lines.append(_not_active(len(theirs), "decision", before))
+            gone = [d for d in gone if d not in theirs]
+    pushed_out = after.decisions_omitted > before.decisions_omitted
+    for d in gone:
+        if runtime is None:
+            lines.append(f"-decision {d.id}")
+            continue
+        home = _decision_home(runtime, d.id)
+        if home is not None and home.work_item_id not in (None, after.active_work_item_id):
+            lines.append(f"-decision {d.id} (moved to {home.work_item_id})")
+        elif home is not None:
+            # Kept for the active item (or none), only over the snapshot's cap.
+            same = home.seq == d.seq
+            state = "still holds" if same else f"revised [ledger:{home.seq}]"
+            lines.append(f"decision {d.id}: {state}, not shown (over the cap)")
+        elif (closed := _moved_to_closed(runtime, d)) is not None:
+            lines.append(f"-decision {d.id} (moved to {closed}, which is not open)")
+        elif pushed_out and not switched:
+            lines.append(f"decision {d.id}: still holds, not shown (over the cap)")
+        else:
+            lines.append(f"-decision {d.id}")
+    if not lines:
+        lines.extend(_count_line("decisions", before, after, "decisions_omitted"))
     return lines
 
 
@@ -162,6 +275,9 @@ def delta_lines(
     open_follow_ups = runtime.follow_ups if runtime is not None else {}
     lines: list[str] = []
     scope_told = False
+    # From one item to another (not from none): what the previous item showed left with it.
+    switched = before.active_work_item_id not in (None, after.active_work_item_id)
+    told: set[str] = set()  # membership only: the lists told together with their counts
     for field in fields:
         if field == "active_work_item_id":
             lines.append(f"active work: {before.active_work_item_id} → {after.active_work_item_id}")
@@ -182,7 +298,13 @@ def delta_lines(
             was, now = _scope(before), _scope(after)
             old, new = set(was), set(now)
             scope_lines = [f"+scope: {c}" for c in now if c not in old]
-            scope_lines.extend(f"-scope: {c}" for c in was if c not in new)
+            dropped = [c for c in was if c not in new]
+            if switched and dropped:
+                # The previous item's rules were not dropped: they are its own, and one
+                # "-scope" line each read as lifted and crowded out the delta's later lines.
+                scope_lines.append(_not_active(len(dropped), "scope constraint", before))
+            else:
+                scope_lines.extend(f"-scope: {c}" for c in dropped)
             if not scope_lines and before.scope_omitted != after.scope_omitted:
                 # Only a repeated constraint came or went: say what working memory shows.
                 scope_lines.append(
@@ -201,10 +323,13 @@ def delta_lines(
                 elif prev.text != step.text:
                     lines.append(f"plan step {step.id}: {step.text}")
             live_steps = _live_step_texts(runtime, after)
-            for s in before.plan:
-                if s.id not in new_ids:
-                    gone = "not shown (over the plan cap)" if s.id in live_steps else None
-                    lines.append(f"plan step {s.id}: {gone}" if gone else f"-plan step {s.id}")
+            left = [s for s in before.plan if s.id not in new_ids]
+            if switched and left and before.plan_seq != after.plan_seq:
+                lines.append(_not_active(len(left), "plan step", before))
+                left = []
+            for s in left:
+                gone = "not shown (over the plan cap)" if s.id in live_steps else None
+                lines.append(f"plan step {s.id}: {gone}" if gone else f"-plan step {s.id}")
         elif field == "files":
             old_paths = {f.path for f in before.files}
             new_paths = {f.path for f in after.files}
@@ -212,32 +337,29 @@ def delta_lines(
             removed = [f.path for f in before.files if f.path not in new_paths]
             if added or removed:
                 lines.append("files: " + ", ".join([*(f"+{p}" for p in added), *(f"-{p}" for p in removed)]))
-        elif field == "decisions":
-            lines.extend(
-                _ids_diff(
-                    "decision",
-                    {d.id: d.text for d in before.decisions},
-                    {d.id: d.text for d in after.decisions},
-                )
+        elif field in ("decisions", "decisions_omitted") and "decisions" not in told:
+            told.add("decisions")
+            lines.extend(_decision_lines(before, after, runtime))
+        elif field in ("follow_ups", "follow_ups_omitted") and "follow_ups" not in told:
+            told.add("follow_ups")
+            changed = _ids_diff(
+                "follow-up",
+                {f.id: f.text for f in before.follow_ups},
+                {f.id: f.text for f in after.follow_ups},
+                still_open=open_follow_ups,
+                into_view=_into_view(before.follow_ups, after.follow_ups, before.follow_ups_omitted),
             )
-        elif field == "follow_ups":
-            lines.extend(
-                _ids_diff(
-                    "follow-up",
-                    {f.id: f.text for f in before.follow_ups},
-                    {f.id: f.text for f in after.follow_ups},
-                    still_open=open_follow_ups,
-                )
+            lines.extend(changed or _count_line("open follow-ups", before, after, "follow_ups_omitted"))
+        elif field in ("waiting_on", "waiting_omitted") and "waiting_on" not in told:
+            told.add("waiting_on")
+            changed = _ids_diff(
+                "waiting on",
+                {w.id: w.waiting_on for w in before.waiting_on},
+                {w.id: w.waiting_on for w in after.waiting_on},
+                still_open=open_waits,
+                into_view=_into_view(before.waiting_on, after.waiting_on, before.waiting_omitted),
             )
-        elif field == "waiting_on":
-            lines.extend(
-                _ids_diff(
-                    "waiting on",
-                    {w.id: w.waiting_on for w in before.waiting_on},
-                    {w.id: w.waiting_on for w in after.waiting_on},
-                    still_open=open_waits,
-                )
-            )
+            lines.extend(changed or _count_line("open waits", before, after, "waiting_omitted"))
     clipped = [one_line(line) for line in lines]
     if len(clipped) > cap:
         more = len(clipped) - (cap - 1)

@@ -75,10 +75,16 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
       tail; ``plan_omitted`` counts what was dropped; ``plan_seq`` wrote the plan.
     - ``files``: the ``files_cap`` most recently used files of the active item,
       ordered by the seq that brought them into the set (newest first), then path.
-    - ``decisions``: the active item's and unscoped decisions, newest first (one per id).
+    - ``decisions``: the active item's and unscoped decisions, newest first (one per id);
+      ``decisions_omitted`` counts the older ones not shown: kept but over the cap, or
+      pushed out of the runtime's buckets by the cap (they still hold).
     - ``follow_ups``: open follow-ups of any work item (each names its item), newest
-      update first.
-    - ``waiting_on``: open waits, newest first.
+      update first; ``follow_ups_omitted`` counts the open ones over the cap.
+    - ``waiting_on``: open waits, newest first; ``waiting_omitted`` counts the open ones
+      over the cap.
+
+    A count of entries not shown is never left out: a capped list that hid the rest
+    without a word read as all there is (an open follow-up, a wait, a decision in force).
     """
 
     active_work_item_id: str | None = None
@@ -95,8 +101,11 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     plan_omitted: int = 0
     files: tuple[FileRef, ...] = ()
     decisions: tuple[DecisionRef, ...] = ()
+    decisions_omitted: int = 0
     follow_ups: tuple[FollowUpRef, ...] = ()
+    follow_ups_omitted: int = 0
     waiting_on: tuple[WaitRef, ...] = ()
+    waiting_omitted: int = 0
 
     @property
     def empty(self) -> bool:
@@ -160,6 +169,14 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
             seen.add(d.id)
             decisions_list.append(d)
     decisions = tuple(decisions_list)
+    unscoped = state.unscoped_decisions
+    decisions_omitted = (
+        len(own)
+        + len(unscoped)
+        - len(decisions)
+        + state.unscoped_decisions_over_cap
+        + (state.decisions_over_cap.get(active, 0) if active is not None else 0)
+    )
     follow_ups = tuple(islice(reversed(state.follow_ups.values()), config.follow_ups_cap))
     waiting_on = tuple(islice(reversed(state.waits.values()), config.waiting_cap))
     # The constraints beyond the cap are kept (not shown): compared on the first
@@ -182,8 +199,11 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
         plan_omitted=plan_omitted,
         files=files,
         decisions=decisions,
+        decisions_omitted=decisions_omitted,
         follow_ups=follow_ups,
+        follow_ups_omitted=len(state.follow_ups) - len(follow_ups),
         waiting_on=waiting_on,
+        waiting_omitted=len(state.waits) - len(waiting_on),
     )
 
 
@@ -235,11 +255,17 @@ def snapshot_lines(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
         + f" {_ref(d.seq)}"
         for d in snapshot.decisions
     )
+    if snapshot.decisions_omitted:
+        lines.append(f"(+{snapshot.decisions_omitted} older decisions not shown)")
     lines.extend(f"follow-up {f.id}: {f.text} {_ref(*f.seqs)}" for f in snapshot.follow_ups)
+    if snapshot.follow_ups_omitted:
+        lines.append(f"(+{snapshot.follow_ups_omitted} older open follow-ups not shown)")
     lines.extend(
         f"waiting on {w.id}: {w.waiting_on}"
         + (f" (resume: {w.resume_hint})" if w.resume_hint else "")
         + f" {_ref(w.seq)}"
         for w in snapshot.waiting_on
     )
+    if snapshot.waiting_omitted:
+        lines.append(f"(+{snapshot.waiting_omitted} older open waits not shown)")
     return tuple(lines)

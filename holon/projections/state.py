@@ -297,7 +297,9 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     Open things are held whole (``work_items`` holds only queued / active / waiting
     items; ``waits``, ``tasks`` and ``follow_ups`` only open ones), finished things go
     to bounded windows. ``decisions`` holds, per open work item, its newest
-    ``decisions_cap`` decisions (``unscoped_decisions`` those of no item), oldest first.
+    ``decisions_cap`` decisions (``unscoped_decisions`` those of no item), oldest first;
+    ``decisions_over_cap`` (``unscoped_decisions_over_cap``) counts the decisions the cap
+    pushed out of each of them, which still hold but are no longer kept.
     Dicts are in deterministic insertion order: for ``waits``, ``tasks`` and
     ``follow_ups`` that is the order of their last update; for ``files`` it is
     least-recently touched first.
@@ -317,6 +319,8 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     finished_tasks: tuple[TaskEntry, ...] = ()
     decisions: dict[str, tuple[DecisionEntry, ...]] = {}
     unscoped_decisions: tuple[DecisionEntry, ...] = ()
+    decisions_over_cap: dict[str, int] = {}
+    unscoped_decisions_over_cap: int = 0
     follow_ups: dict[str, FollowUpEntry] = {}
     closed_follow_ups: tuple[FollowUpEntry, ...] = ()
     files: dict[str, FileTouch] = {}
@@ -592,6 +596,10 @@ def _set_work(
             decisions = dict(state.decisions)
             del decisions[entry.id]
             changes["decisions"] = decisions
+        if entry.id in state.decisions_over_cap:
+            over_cap = dict(state.decisions_over_cap)
+            del over_cap[entry.id]
+            changes["decisions_over_cap"] = over_cap
         finished = changes.get("finished_work", state.finished_work)
         changes["finished_work"] = _push(finished, entry, config.finished_window)
     else:
@@ -754,12 +762,21 @@ def _on_decision(
         changes = _carry(state, record, note, config)
         changes.update(decisions=decisions, unscoped_decisions=unscoped)
         return _with(state, record, changes)
+    # A decision the cap pushes out still holds: it is counted, so working memory can say
+    # that older decisions exist and a delta does not read its leaving as a withdrawal.
     if body.work_item_id is None:
-        return _with(
-            state, record, {"decisions": decisions, "unscoped_decisions": _push(unscoped, entry, cap)}
-        )
-    decisions[body.work_item_id] = _push(decisions.get(body.work_item_id, ()), entry, cap)
-    return _with(state, record, {"decisions": decisions, "unscoped_decisions": unscoped})
+        changes = {"decisions": decisions, "unscoped_decisions": _push(unscoped, entry, cap)}
+        if len(unscoped) >= cap:
+            changes["unscoped_decisions_over_cap"] = state.unscoped_decisions_over_cap + 1
+        return _with(state, record, changes)
+    bucket = decisions.get(body.work_item_id, ())
+    decisions[body.work_item_id] = _push(bucket, entry, cap)
+    changes = {"decisions": decisions, "unscoped_decisions": unscoped}
+    if len(bucket) >= cap:
+        over_cap = dict(state.decisions_over_cap)
+        over_cap[body.work_item_id] = over_cap.get(body.work_item_id, 0) + 1
+        changes["decisions_over_cap"] = over_cap
+    return _with(state, record, changes)
 
 
 def _on_follow_up(
