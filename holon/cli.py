@@ -80,12 +80,12 @@ from holon.projections import (
 from holon.prompt_check import APPENDED, PromptCheck, PromptsSummary, check_prompts_of
 from holon.replay import (
     DEFAULT_BUDGET,
+    Checkpoints,
     LedgerRefSource,
     PromptAt,
     Reader,
     RenderOverrides,
     Replay,
-    Resume,
     TurnReplay,
     append_evidence,
     describe_projection,
@@ -629,11 +629,13 @@ def _each_record(ledger: Ledger, label: str = "reading") -> Iterator[r.Record]:
     return progress_items(ledger.read(), length=lambda: ledger.head()[0] + 1, label=label)
 
 
-def _passes(ledger: Ledger) -> tuple[Reader, Resume]:
+def _passes(ledger: Ledger) -> tuple[Reader, Checkpoints]:
     """Read the ledger in passes (the first "reading", then "folding") and resume from a checkpoint.
 
     Every pass, and the checkpoint's verification, stop at the head the first one saw: a
-    writer appending meanwhile changes none of them.
+    writer appending meanwhile changes none of them. The whole-ledger reads (`memory`,
+    `render` and `explain` without --at-turn) may need no pass at all: a checkpoint that
+    verifies gives what the first would learn (holon.replay.Checkpoints).
     """
     head = ledger.head()
     labels = iter(("reading",))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
 
 import msgspec
 
@@ -68,6 +68,7 @@ from holon.projections import (
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "Checkpoints",
     "LedgerRefSource",
     "LedgerStats",
     "MemoryView",
@@ -781,6 +782,26 @@ Reader = Callable[[], Iterable[r.Record]]
 Resume = Callable[[ProjectionConfig], "tuple[ProjectionState, Sequence[r.Record]] | None"]
 
 
+@runtime_checkable
+class Checkpoints(Protocol):
+    """A :data:`Resume` that also names a ledger's newest verified checkpoint and reads its records.
+
+    What :func:`holon.runtime.checkpoints.checkpoint_resume` gives. Given one, the reads of
+    the whole ledger (:func:`memory_of` without a turn, :func:`next_prompt_of`) take what
+    their first pass would learn from that checkpoint's state and the records after it,
+    instead of reading every record (see :func:`_from_checkpoint`).
+    """
+
+    def __call__(self, config: ProjectionConfig) -> tuple[ProjectionState, Sequence[r.Record]] | None:
+        """The newest checkpoint that verifies under ``config`` and the records after it."""
+
+    def newest(self) -> tuple[ProjectionState, Sequence[r.Record]] | None:
+        """The newest checkpoint that verifies under its own config and the records after it."""
+
+    def record(self, seq: int) -> r.Record:
+        """The ledger's record at ``seq`` (at or before the head)."""
+
+
 class _TurnScan:
     """Where turn ``wanted`` lies, found in one pass: what ``find_turn(turn_spans(records))`` gives.
 
@@ -852,6 +873,69 @@ def _first_pass(read: Reader, config: _ConfigScan | None, turn: _TurnScan | None
         seen.last = record
         seen.count = index + 1
     return seen
+
+
+class _Resumed(NamedTuple):
+    """What a first pass over a whole ledger learns, taken from its newest verified checkpoint."""
+
+    state: ProjectionState  # the checkpoint's, folded under the ledger's projection config
+    rest: Sequence[r.Record]  # the records after it, up to the head
+    configured: r.Record | None  # the newest prompt_rendered with a render_config
+    last: r.Record | None
+
+
+def _from_checkpoint(
+    resume: Resume | Checkpoints | None, projection: ProjectionConfig | None, *, settings: bool
+) -> _Resumed | None:
+    """A first pass's findings from ``resume``'s newest checkpoint; ``None``: make the first pass.
+
+    The checkpoint's state is trusted for the records up to it: the hash chain from it
+    reproduces the head, and it was folded from them. So the ledger's projection config
+    is the checkpoint's when its state's last prompt records that config, or records none
+    and it is the default (``projection``, when given, must be the checkpoint's); the
+    prompts after it are scanned as :func:`projection_config_of` scans, and one recording
+    another config leaves the decision, and the error, to the full pass. With
+    ``settings``, the newest prompt with a ``render_config`` is the newest after the
+    checkpoint, else the state's last prompt (read from the ledger); when that prompt
+    has none, an older one may, and only the full pass can tell.
+    """
+    if not isinstance(resume, Checkpoints):
+        return None
+    found = resume.newest()
+    if found is None:
+        return None
+    state, rest = found
+    config = state.config
+    last_prompt = state.runtime.last_prompt
+    if projection is not None:
+        if projection != config:
+            return None
+    else:
+        try:
+            stated = (
+                recorded_projection(last_prompt.prompt.render_config, where=f"seq {last_prompt.seq}")
+                if last_prompt is not None
+                else None
+            )
+        except InvalidRecord:
+            return None  # the full pass raises it (or an earlier one)
+        if (stated if stated is not None else DEFAULT_CONFIG) != config:
+            return None
+    scan = _ConfigScan()
+    configured: r.Record | None = None
+    for record in rest:
+        scan.see(record)
+        body = record.body
+        if isinstance(body, r.PromptRendered) and body.render_config:
+            configured = record
+    if projection is None and (scan.error is not None or (scan.first and scan.first[1] != config)):
+        return None  # the full pass decides: another config first recorded after it, or the error
+    if settings and configured is None and last_prompt is not None:
+        if not last_prompt.prompt.render_config:
+            return None
+        configured = resume.record(last_prompt.seq)
+    last = rest[-1] if rest else resume.record(state.seq) if state.seq >= 0 else None
+    return _Resumed(state=state, rest=rest, configured=configured, last=last)
 
 
 def _fold_first(read: Reader, count: int, projection: ProjectionConfig) -> ProjectionState:
@@ -941,13 +1025,22 @@ def memory_of(
     turn: int | None = None,
     *,
     projection: ProjectionConfig | None = None,
-    resume: Resume | None = None,
+    resume: Resume | Checkpoints | None = None,
 ) -> MemoryView:
     """:func:`memory_at` of the records ``read()`` gives, read in passes rather than held.
 
     Without ``turn`` the fold may start from ``resume``'s verified state (a checkpoint);
-    the result is the same.
+    the result is the same. Given :class:`Checkpoints` whose newest checkpoint states
+    the ledger's config, there is no first pass: only the records after the checkpoint
+    are read (the records up to it are trusted, as the checkpoint verified; `holon
+    verify` reads them all).
     """
+    if turn is None:
+        resumed = _from_checkpoint(resume, projection, settings=False)
+        if resumed is not None:
+            return _memory_view(turn, fold(resumed.rest, resumed.state))
+        if projection is not None:
+            return _memory_view(turn, _fold_all(read, projection, resume))  # nothing to learn first
     scan = _ConfigScan() if projection is None else None
     turns = _TurnScan(turn) if turn is not None else None
     seen = _first_pass(read, scan, turns)
@@ -965,12 +1058,25 @@ def next_prompt_of(
     agent_id: str,
     overrides: RenderOverrides = _NO_OVERRIDES,
     projection: ProjectionConfig | None = None,
-    resume: Resume | None = None,
+    resume: Resume | Checkpoints | None = None,
 ) -> PromptAt:
     """:func:`next_prompt` of the records ``read()`` gives, read in passes rather than held.
 
-    The fold may start from ``resume``'s verified state (a checkpoint); the prompt is the same.
+    The fold may start from ``resume``'s verified state (a checkpoint); the prompt is the
+    same. Given :class:`Checkpoints` whose newest checkpoint states the ledger's config
+    and whose last prompt (or one after it) records its render settings, there is no
+    first pass: only the records after the checkpoint are read (the records up to it are
+    trusted, as the checkpoint verified; `holon verify` reads them all).
     """
+    resumed = _from_checkpoint(resume, projection, settings=True)
+    if resumed is not None:
+        return _render_next(
+            resumed.configured,
+            resumed.last,
+            lambda: fold(resumed.rest, resumed.state),
+            agent_id=agent_id,
+            overrides=overrides,
+        )
     scan = _ConfigScan() if projection is None else None
     seen = _first_pass(read, scan, None)
 

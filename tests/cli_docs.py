@@ -46,6 +46,16 @@ holon get runs/agent-7 ledger:1234                              # restore someth
 - **Read commands never modify the ledger.** `replay`, `render`, `explain`, `memory`,
   `episodes`, `get`, `search`, `verify`, `stats` and `export` open it read-only: no
   lock, no recovery, nothing written. They work while the agent is running.
+- **Whole-ledger reads trust a verified checkpoint.** `memory`, and `render` / `explain`
+  without `--at-turn`, start from the newest checkpoint a running agent wrote under
+  `<ledger>/checkpoints/` whose hash chain reproduces the ledger's head: they read only
+  the records after it, taking the ledger's projection config (when the checkpoint's last
+  prompt records it), the newest recorded render settings and the last record from the
+  checkpoint's state and those records. The records before it are not read again, so
+  damage there does not stop these commands; `verify` and `replay --check` read every
+  record (they are the checks). Without such a checkpoint, or when it leaves any doubt
+  (written under another config, its last prompt without render settings), they read the
+  whole ledger first, with the same result.
 - **`--json` everywhere.** Every command prints readable text by default and JSON for
   scripts with `--json`.
 - **Progress bars** appear on stderr for long passes (reading and replaying a ledger,

@@ -52,6 +52,7 @@ from holon.projections import (
 
 __all__ = [
     "CHECKPOINT_DIR",
+    "CheckpointResume",
     "KeyEntry",
     "PendingIntent",
     "ToolIndex",
@@ -321,12 +322,14 @@ def load_checkpoint(
     *,
     head: tuple[int, str],
     tail: Callable[[int], list[r.Record]],
-    config: ProjectionConfig,
+    config: ProjectionConfig | None,
 ) -> tuple[ProjectionState, ToolIndex, list[r.Record]] | CheckpointRejected:
     """A checkpoint's state and tool index with the ledger records after it, if valid.
 
     ``head`` is the ledger's ``(seq, hash)``; ``tail(seq)`` returns the records after
-    ``seq``. Returns the reason when the checkpoint cannot be trusted.
+    ``seq``. The state must have been folded under ``config``; ``None`` accepts the
+    config the checkpoint was written under (a reader learning it from the checkpoint).
+    Returns the reason when the checkpoint cannot be trusted.
     """
     try:
         data = path.read_bytes()
@@ -352,7 +355,7 @@ def load_checkpoint(
             return None
         return key.head_hash if reached == head_hash else f"(unknown: chain does not reach head {head_hash})"
 
-    state = restore_checkpoint(data, hash_at=hash_at, config=config)
+    state = restore_checkpoint(data, hash_at=hash_at, config=config if config is not None else key.config)
     if isinstance(state, CheckpointRejected):
         return state
     index = _read_index(path.with_suffix(_TOOLS))
@@ -405,36 +408,71 @@ def load_episode_index(
     return restored
 
 
-def checkpoint_resume(
-    ledger: Ledger, head: tuple[int, str]
-) -> Callable[[ProjectionConfig], tuple[ProjectionState, list[r.Record]] | None]:
-    """Resume read-only folds of ``ledger`` up to ``head`` from its newest checkpoint that verifies.
+class CheckpointResume:
+    """Read-only folds of a ledger up to a head, resumed from its checkpoints (:func:`checkpoint_resume`).
 
-    The function returned gives, for a projection config, the state of the newest
-    checkpoint :func:`load_checkpoint` accepts under that config (format, projection version
-    and config, and the hash chain from it reproduces ``head``, the ``(seq, hash)`` the
-    fold ends at) and the records after it up to ``head``; or ``None`` when there is none
-    (no checkpoints, each rejected or unreadable), and the fold starts from seq 0. Nothing
-    is written: what ``holon memory``, ``render`` and ``stats`` fold from (see
-    :class:`holon.replay.Resume`).
+    Called with a projection config it is a :data:`holon.replay.Resume`; :meth:`newest`
+    and :meth:`record` make it a :class:`holon.replay.Checkpoints` too, so the whole-ledger
+    reads learn from the newest checkpoint what they otherwise read the whole ledger for.
     """
 
-    def tail(seq: int) -> list[r.Record]:
-        return list(ledger.read(seq + 1, head[0] + 1))
+    def __init__(self, ledger: Ledger, head: tuple[int, str]) -> None:
+        self._ledger = ledger
+        self._head = head
+        # The last checkpoint that verified: a read that falls back from :meth:`newest` asks
+        # again under its config, and loading re-reads the tail and decompresses the state.
+        self._loaded: tuple[Path, ProjectionState, list[r.Record]] | None = None
 
-    def resume(config: ProjectionConfig) -> tuple[ProjectionState, list[r.Record]] | None:
+    def __call__(self, config: ProjectionConfig) -> tuple[ProjectionState, list[r.Record]] | None:
+        """The newest checkpoint that verifies under ``config`` and the records after it up to the head."""
+        return self._newest(config)
+
+    def newest(self) -> tuple[ProjectionState, list[r.Record]] | None:
+        """The newest checkpoint that verifies under its own config, and the records after it.
+
+        Its state's ``config`` is the config it was written under. ``None`` when none verifies.
+        """
+        return self._newest(None)
+
+    def record(self, seq: int) -> r.Record:
+        """The ledger's record at ``seq`` (at or before the head)."""
+        return self._ledger.get(seq)
+
+    def _newest(self, config: ProjectionConfig | None) -> tuple[ProjectionState, list[r.Record]] | None:
         try:
-            found = list_checkpoints(ledger.path)
+            found = list_checkpoints(self._ledger.path)
         except OSError:
             return None
         for _seq, path in found:
+            loaded = self._loaded
+            if loaded is not None and loaded[0] == path and config in (None, loaded[1].config):
+                return loaded[1], loaded[2]
             try:
-                loaded = load_checkpoint(path, head=head, tail=tail, config=config)
+                checked = load_checkpoint(path, head=self._head, tail=self._tail, config=config)
             except OSError:
                 continue  # an unreadable sidecar: a cache lost, not the ledger damaged
-            if not isinstance(loaded, CheckpointRejected):
-                state, _tools, records = loaded
+            if not isinstance(checked, CheckpointRejected):
+                state, _tools, records = checked
+                self._loaded = (path, state, records)
                 return state, records
         return None
 
-    return resume
+    def _tail(self, seq: int) -> list[r.Record]:
+        return list(self._ledger.read(seq + 1, self._head[0] + 1))
+
+
+def checkpoint_resume(ledger: Ledger, head: tuple[int, str]) -> CheckpointResume:
+    """Resume read-only folds of ``ledger`` up to ``head`` from its newest checkpoint that verifies.
+
+    The object returned gives, called with a projection config, the state of the newest
+    checkpoint :func:`load_checkpoint` accepts under that config (format, projection version
+    and config, and the hash chain from it reproduces ``head``, the ``(seq, hash)`` the
+    fold ends at) and the records after it up to ``head``; or ``None`` when there is none
+    (no checkpoints, each rejected or unreadable), and the fold starts from seq 0. Its
+    :meth:`~CheckpointResume.newest` gives the newest that verifies under its own config,
+    from which ``holon memory``, ``render`` and ``explain`` of the whole ledger take what
+    they would otherwise read every record for (:class:`holon.replay.Checkpoints`).
+    Nothing is written: what ``holon memory``, ``render`` and ``stats`` fold from (see
+    :class:`holon.replay.Resume`).
+    """
+    return CheckpointResume(ledger, head)
