@@ -47,6 +47,7 @@ from holon.context.render import (
     describe_projection,
     recorded_projection,
 )
+from holon.context.search import EpisodeIndex
 from holon.context.sections import SECTION_ORDER
 from holon.errors import InvalidRecord, RefNotFound, UsageError
 from holon.ledger.store import Ledger
@@ -689,11 +690,14 @@ def _render_next(
     *,
     agent_id: str,
     overrides: RenderOverrides,
+    index: Callable[[ProjectionState], EpisodeIndex | None] | None = None,
 ) -> PromptAt:
     """The prompt for the next model call after ``last``, rendered from ``folded()``.
 
     ``source`` is the newest ``prompt_rendered`` with a ``render_config`` (``None``: the
     defaults); ``folded`` is called after its settings are decoded and its estimator loaded.
+    ``index(state)`` may give an episode index over the state's archive (a checkpoint's
+    saved one), so that the renderer does not index every archived episode again.
     """
     settings = _recorded_settings(source) if source is not None else None
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
@@ -702,7 +706,8 @@ def _render_next(
     # As the runtime would: refresh first what the open turn made untrue (folded, not appended).
     for derived in refresh_before_prompt(state, ts=last.ts if last is not None else 0):
         state = apply(state, msgspec.structs.replace(derived, seq=state.seq + 1))
-    prompt = build_context(state, budget, config, agent_id=agent_id)
+    episodes = index(state) if index is not None else None
+    prompt = build_context(state, budget, config, agent_id=agent_id, index=episodes)
     turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
     return PromptAt(
         turn=turn,
@@ -800,6 +805,9 @@ class Checkpoints(Protocol):
 
     def record(self, seq: int) -> r.Record:
         """The ledger's record at ``seq`` (at or before the head)."""
+
+    def episode_index(self, seq: int, episodes: Iterable[r.ContextEpisodeRecord]) -> EpisodeIndex | None:
+        """The episode index saved with the checkpoint at ``seq``, over ``episodes``; ``None``: build it."""
 
 
 class _TurnScan:
@@ -1066,16 +1074,20 @@ def next_prompt_of(
     same. Given :class:`Checkpoints` whose newest checkpoint states the ledger's config
     and whose last prompt (or one after it) records its render settings, there is no
     first pass: only the records after the checkpoint are read (the records up to it are
-    trusted, as the checkpoint verified; `holon verify` reads them all).
+    trusted, as the checkpoint verified; `holon verify` reads them all), and the episode
+    index saved with the checkpoint is used rather than built again, as the agent does.
     """
     resumed = _from_checkpoint(resume, projection, settings=True)
     if resumed is not None:
+        assert isinstance(resume, Checkpoints)
+        saved = resume.episode_index
         return _render_next(
             resumed.configured,
             resumed.last,
             lambda: fold(resumed.rest, resumed.state),
             agent_id=agent_id,
             overrides=overrides,
+            index=lambda state: saved(resumed.state.seq, state.memory.archive),
         )
     scan = _ConfigScan() if projection is None else None
     seen = _first_pass(read, scan, None)

@@ -10,18 +10,19 @@ results are the full pass's byte for byte, and any doubt falls back to the full 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
 import pytest
 
 import holon.records as r
+from holon.context import EpisodeIndex
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, fold
 from holon.replay import memory_at, memory_of, next_prompt, next_prompt_of
 from holon.runtime import AgentConfig, checkpoint_resume
-from holon.runtime.checkpoints import ToolIndex, list_checkpoints, write_checkpoint
+from holon.runtime.checkpoints import CheckpointResume, ToolIndex, list_checkpoints, write_checkpoint
 from tests.cli_support import fixture_names, invoke, live_records
 from tests.runtime_support import load_daemon
 
@@ -292,3 +293,40 @@ def test_a_config_first_recorded_after_a_default_checkpoint_is_the_full_passes(t
     assert (memory, prompt) == _full(path)
     assert (memory_passes, prompt_passes) == (2, 2)  # folded from seq 0 under OTHER
     assert _cli(path) == _cli(_without_checkpoints(path, tmp_path / "copy"))
+
+
+def test_the_next_prompt_uses_the_episode_index_saved_with_the_checkpoint(
+    agent_ledger: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = tmp_path / "ledger"
+    shutil.copytree(agent_ledger, copy)
+    # An older checkpoint: the episodes archived after it are added to its saved index.
+    for _seq, ckpt in list_checkpoints(copy)[:4]:
+        ckpt.unlink()
+    with Ledger.open(copy, readonly=True) as ledger:
+        newest = list_checkpoints(copy)[0][0]
+        archived_after = [x for x in ledger.read(newest + 1) if isinstance(x.body, r.ContextEpisodeRecord)]
+        before = [x for x in ledger.read(0, newest + 1) if isinstance(x.body, r.ContextEpisodeRecord)]
+    assert before and archived_after
+    used: list[int] = []
+    saved = CheckpointResume.episode_index
+
+    def spy(
+        self: CheckpointResume, seq: int, episodes: Iterable[r.ContextEpisodeRecord]
+    ) -> EpisodeIndex | None:
+        index = saved(self, seq, episodes)
+        used.append(len(index) if index is not None else -1)
+        return index
+
+    monkeypatch.setattr(CheckpointResume, "episode_index", spy)
+    memory, prompt, _memory_passes, prompt_passes = _whole_reads(copy)
+    assert (memory, prompt) == _full(copy)
+    assert prompt_passes == 0
+    assert used == [len(before) + len(archived_after)]
+    assert _cli(copy) == _cli(_without_checkpoints(copy, tmp_path / "copy"))
+    # Without its saved index (a cache: missing) the renderer builds it; the same prompt.
+    used.clear()
+    for path in (copy / "checkpoints").glob("*.episodes"):
+        path.unlink()
+    assert _whole_reads(copy)[:2] == (memory, prompt)
+    assert used == [-1]

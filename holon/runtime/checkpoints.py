@@ -419,9 +419,10 @@ class CheckpointResume:
     def __init__(self, ledger: Ledger, head: tuple[int, str]) -> None:
         self._ledger = ledger
         self._head = head
-        # The last checkpoint that verified: a read that falls back from :meth:`newest` asks
-        # again under its config, and loading re-reads the tail and decompresses the state.
-        self._loaded: tuple[Path, ProjectionState, list[r.Record]] | None = None
+        # The last checkpoint that verified and its hash: a read that falls back from
+        # :meth:`newest` asks again under its config, and loading re-reads the tail and
+        # decompresses the state; :meth:`episode_index` reads the index saved beside it.
+        self._loaded: tuple[Path, ProjectionState, list[r.Record], str] | None = None
 
     def __call__(self, config: ProjectionConfig) -> tuple[ProjectionState, list[r.Record]] | None:
         """The newest checkpoint that verifies under ``config`` and the records after it up to the head."""
@@ -438,6 +439,20 @@ class CheckpointResume:
         """The ledger's record at ``seq`` (at or before the head)."""
         return self._ledger.get(seq)
 
+    def episode_index(self, seq: int, episodes: Iterable[r.ContextEpisodeRecord]) -> EpisodeIndex | None:
+        """The episode index saved beside the checkpoint at ``seq``, over ``episodes`` (the archive now).
+
+        ``None`` unless that checkpoint is the one last given (verified), or when its index
+        cannot be used (:func:`load_episode_index`): the renderer then indexes the archive
+        itself, with the same result, but tokenizing every archived episode again.
+        """
+        loaded = self._loaded
+        if loaded is None or loaded[1].seq != seq:
+            return None
+        path, _state, _records, head_hash = loaded
+        restored = load_episode_index(path, seq=seq, head_hash=head_hash, episodes=episodes)
+        return None if isinstance(restored, EpisodeIndexRejected) else restored
+
     def _newest(self, config: ProjectionConfig | None) -> tuple[ProjectionState, list[r.Record]] | None:
         try:
             found = list_checkpoints(self._ledger.path)
@@ -452,8 +467,8 @@ class CheckpointResume:
             except OSError:
                 continue  # an unreadable sidecar: a cache lost, not the ledger damaged
             if not isinstance(checked, CheckpointRejected):
-                state, _tools, records = checked
-                self._loaded = (path, state, records)
+                state, tools, records = checked
+                self._loaded = (path, state, records, tools.head_hash)
                 return state, records
         return None
 
