@@ -1074,20 +1074,27 @@ def next_prompt_of(
     same. Given :class:`Checkpoints` whose newest checkpoint states the ledger's config
     and whose last prompt (or one after it) records its render settings, there is no
     first pass: only the records after the checkpoint are read (the records up to it are
-    trusted, as the checkpoint verified; `holon verify` reads them all), and the episode
-    index saved with the checkpoint is used rather than built again, as the agent does.
+    trusted, as the checkpoint verified; `holon verify` reads them all). Whenever the fold
+    starts from a checkpoint of :class:`Checkpoints`, the episode index saved with it is
+    used rather than built again, as the agent does.
     """
+    started: list[int] = []  # the seq of the checkpoint the fold started from, if it did
+
+    def index(state: ProjectionState) -> EpisodeIndex | None:
+        if not started or not isinstance(resume, Checkpoints):
+            return None
+        return resume.episode_index(started[0], state.memory.archive)
+
     resumed = _from_checkpoint(resume, projection, settings=True)
     if resumed is not None:
-        assert isinstance(resume, Checkpoints)
-        saved = resume.episode_index
+        started.append(resumed.state.seq)
         return _render_next(
             resumed.configured,
             resumed.last,
             lambda: fold(resumed.rest, resumed.state),
             agent_id=agent_id,
             overrides=overrides,
-            index=lambda state: saved(resumed.state.seq, state.memory.archive),
+            index=index,
         )
     scan = _ConfigScan() if projection is None else None
     seen = _first_pass(read, scan, None)
@@ -1095,9 +1102,15 @@ def next_prompt_of(
     def folded() -> ProjectionState:
         config = scan.result() if scan is not None else projection
         assert config is not None
-        return _fold_all(read, config, resume)
+        start = resume(config) if resume is not None else None
+        if start is None:
+            return fold(read(), config=config)
+        started.append(start[0].seq)
+        return fold(start[1], start[0])
 
-    return _render_next(seen.configured, seen.last, folded, agent_id=agent_id, overrides=overrides)
+    return _render_next(
+        seen.configured, seen.last, folded, agent_id=agent_id, overrides=overrides, index=index
+    )
 
 
 def prompt_of(

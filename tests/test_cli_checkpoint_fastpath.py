@@ -176,7 +176,7 @@ def test_prompts_after_the_checkpoint_are_read_for_the_config_and_settings(
 
 
 def test_a_newest_checkpoint_under_another_config_falls_back_to_the_full_pass(
-    agent_ledger: Path, tmp_path: Path
+    agent_ledger: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     copy = tmp_path / "ledger"
     shutil.copytree(agent_ledger, copy)
@@ -185,10 +185,14 @@ def test_a_newest_checkpoint_under_another_config_falls_back_to_the_full_pass(
     with Ledger.open(copy) as ledger:
         # Written under the default, the ledger's prompts state OTHER: it says nothing of the config.
         _checkpoint(ledger, config=DEFAULT_CONFIG)
+        episodes = fold(ledger.read(), config=OTHER).memory.archive.count
+    used = _saved_indexes(monkeypatch)
     memory, prompt, memory_passes, prompt_passes = _whole_reads(copy)
     assert (memory, prompt) == _full(copy)
-    # The first pass, then the fold from the older checkpoint under OTHER (its tail only).
+    # The first pass, then the fold from the older checkpoint under OTHER (its tail only),
+    # rendered with the episode index saved beside that checkpoint.
     assert (memory_passes, prompt_passes) == (1, 1)
+    assert used == [episodes]
     assert _cli(copy) == _cli(_without_checkpoints(copy, tmp_path / "copy"))
 
 
@@ -295,6 +299,22 @@ def test_a_config_first_recorded_after_a_default_checkpoint_is_the_full_passes(t
     assert _cli(path) == _cli(_without_checkpoints(path, tmp_path / "copy"))
 
 
+def _saved_indexes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each saved episode index a read asks for: its episodes, or -1 when it was not used."""
+    used: list[int] = []
+    saved = CheckpointResume.episode_index
+
+    def spy(
+        self: CheckpointResume, seq: int, episodes: Iterable[r.ContextEpisodeRecord]
+    ) -> EpisodeIndex | None:
+        index = saved(self, seq, episodes)
+        used.append(len(index) if index is not None else -1)
+        return index
+
+    monkeypatch.setattr(CheckpointResume, "episode_index", spy)
+    return used
+
+
 def test_the_next_prompt_uses_the_episode_index_saved_with_the_checkpoint(
     agent_ledger: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -308,17 +328,7 @@ def test_the_next_prompt_uses_the_episode_index_saved_with_the_checkpoint(
         archived_after = [x for x in ledger.read(newest + 1) if isinstance(x.body, r.ContextEpisodeRecord)]
         before = [x for x in ledger.read(0, newest + 1) if isinstance(x.body, r.ContextEpisodeRecord)]
     assert before and archived_after
-    used: list[int] = []
-    saved = CheckpointResume.episode_index
-
-    def spy(
-        self: CheckpointResume, seq: int, episodes: Iterable[r.ContextEpisodeRecord]
-    ) -> EpisodeIndex | None:
-        index = saved(self, seq, episodes)
-        used.append(len(index) if index is not None else -1)
-        return index
-
-    monkeypatch.setattr(CheckpointResume, "episode_index", spy)
+    used = _saved_indexes(monkeypatch)
     memory, prompt, _memory_passes, prompt_passes = _whole_reads(copy)
     assert (memory, prompt) == _full(copy)
     assert prompt_passes == 0
