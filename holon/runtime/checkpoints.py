@@ -411,9 +411,10 @@ def load_episode_index(
 class CheckpointResume:
     """Read-only folds of a ledger up to a head, resumed from its checkpoints (:func:`checkpoint_resume`).
 
-    Called with a projection config it is a :data:`holon.replay.Resume`; :meth:`newest`
-    and :meth:`record` make it a :class:`holon.replay.Checkpoints` too, so the whole-ledger
-    reads learn from the newest checkpoint what they otherwise read the whole ledger for.
+    Called with a projection config it is a :data:`holon.replay.Resume`; :meth:`newest`,
+    :meth:`record` and :meth:`episode_index` make it a :class:`holon.replay.Checkpoints`
+    too, so the whole-ledger reads learn from the newest checkpoint what they otherwise
+    read the whole ledger for, and render with the episode index saved beside it.
     """
 
     def __init__(self, ledger: Ledger, head: tuple[int, str]) -> None:
