@@ -75,6 +75,11 @@ def export_parquet(
         # the tree as it was, and no name for an agent's partition has to be guessed.
         staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))
         try:
+            # One thread writes the files: with several, DuckDB's partitioned COPY writes
+            # rows in whatever order the threads hand them over, so an agent's rows came
+            # out shuffled (not by seq, as the tables are) and the bytes differed from run
+            # to run. The write is no slower for it (the zstd encode is one thread anyway).
+            run_statement(con, "SET threads = 1")
             for copied, name in enumerate(TABLES, 1):
                 run_statement(
                     con,
