@@ -20,6 +20,7 @@ import contextlib
 import glob
 import os
 import re
+import shutil
 import sys
 import tempfile
 import uuid
@@ -55,6 +56,7 @@ __all__ = [
     "default_chunk_records",
     "default_workers",
     "memory_limit_problem",
+    "plan_jobs",
 ]
 
 LedgerPaths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
@@ -73,8 +75,11 @@ class Table:
         self.sql = sql
 
 
-# Columns every record row in the JSON lines carries; ``body`` is typed per table.
-_ENVELOPE: Final = "seq: 'BIGINT', ts: 'BIGINT', turn: 'BIGINT', kind: 'VARCHAR', v: 'INTEGER'"
+# Columns every record row in the JSON lines carries (``agent_ix``: which ledger of the
+# fleet, as chunks of several ledgers share a file); ``body`` is typed per table.
+_ENVELOPE: Final = (
+    "agent_ix: 'INTEGER', seq: 'BIGINT', ts: 'BIGINT', turn: 'BIGINT', kind: 'VARCHAR', v: 'INTEGER'"
+)
 
 # Body types as DuckDB reads them (field names follow holon/records.py).
 _BODY: Final = {
@@ -488,8 +493,7 @@ def _read_json(files: str, body: str | None) -> str:
     """A read_json over JSON-lines record files, the body typed as ``body`` (JSON when None)."""
     columns = f"{{{_ENVELOPE}, body: {_sql_string(body or 'JSON')}}}"
     return (
-        f"read_json({_sql_string(files)}, format='newline_delimited', hive_partitioning=true, "
-        f"hive_types={{'agent_ix': 'INTEGER'}}, columns={columns})"
+        f"read_json({_sql_string(files)}, format='newline_delimited', columns={columns})"
     )
 
 
@@ -501,30 +505,61 @@ def _empty(body: str) -> str:
     )
 
 
-def _extract_in_worker(chunk: Chunk, out_dir: str) -> ChunkResult | None:
-    """extract_chunk for a worker process; ``None`` when the chunk raised a holon error.
+def plan_jobs(chunks: Sequence[Chunk], chunk_records: int) -> list[list[Chunk]]:
+    """Consecutive chunks grouped into jobs of at most ``chunk_records`` records (a bigger chunk alone).
+
+    A job is one worker's task and writes one file per kind: a fleet of small ledgers
+    (a chunk each) is read in a few jobs instead of a job and a dozen files per ledger.
+    """
+    jobs: list[list[Chunk]] = []
+    size = 0
+    for chunk in chunks:
+        records = chunk.to_seq - chunk.from_seq
+        if jobs and size + records <= chunk_records:
+            jobs[-1].append(chunk)
+            size += records
+        else:
+            jobs.append([chunk])
+            size = records
+    return jobs
+
+
+def _job_dir(out_dir: str, index: int) -> str:
+    return os.path.join(out_dir, f"{index:06d}")
+
+
+def _extract_job(job: Sequence[Chunk], job_dir: str) -> list[ChunkResult]:
+    """Extract a job's chunks into ``job_dir``, from scratch (a failed try's files are dropped)."""
+    shutil.rmtree(job_dir, ignore_errors=True)
+    return [extract_chunk(chunk, job_dir) for chunk in job]
+
+
+def _extract_in_worker(job: Sequence[Chunk], job_dir: str) -> list[ChunkResult] | None:
+    """_extract_job for a worker process; ``None`` when a chunk raised a holon error.
 
     Holon errors carry keyword-only fields (file, offset, where, ...) that do not survive
-    pickling back to the parent, so the parent re-reads a failed chunk itself to raise
+    pickling back to the parent, so the parent re-reads a failed job itself to raise
     the very same error.
     """
     try:
-        return extract_chunk(chunk, out_dir)
+        return _extract_job(job, job_dir)
     except HolonError:
         return None
 
 
 def _extract_all(
-    chunks: list[Chunk], out_dir: str, workers: int, done: Callable[[], None] | None = None
+    jobs: list[list[Chunk]], out_dir: str, workers: int, done: Callable[[], None] | None = None
 ) -> list[ChunkResult]:
-    """Run every chunk, in worker processes when more than one worker is asked for.
+    """Run every job (see :func:`plan_jobs`), in worker processes when more than one worker is asked for.
 
-    ``done()`` is called after each chunk, in chunk order.
+    Job ``i`` writes into the directory ``out_dir/<i>``. ``done()`` is called after each
+    job, in job order.
     """
-    if workers <= 1 or len(chunks) <= 1:
+    dirs = [_job_dir(out_dir, index) for index in range(len(jobs))]
+    if workers <= 1 or len(jobs) <= 1:
         results: list[ChunkResult] = []
-        for chunk in chunks:
-            results.append(extract_chunk(chunk, out_dir))
+        for job, job_dir in zip(jobs, dirs, strict=True):
+            results.extend(_extract_job(job, job_dir))
             if done is not None:
                 done()
         return results
@@ -533,15 +568,15 @@ def _extract_all(
     # the ledger and msgspec code of holon.audit.extract, never DuckDB, so DuckDB threads
     # in the parent do not matter to them. Elsewhere (macOS) fork is unsafe: spawn.
     method = "fork" if sys.platform.startswith("linux") else "spawn"
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=get_context(method))
-    returned: list[ChunkResult | None] = []
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context(method))
+    returned: list[list[ChunkResult] | None] = []
     try:
-        for result in pool.map(_extract_in_worker, chunks, [out_dir] * len(chunks)):
+        for result in pool.map(_extract_in_worker, jobs, dirs):
             returned.append(result)
             if done is not None:
                 done()
     except BaseException:
-        # Ctrl-C (or a failed chunk): leaving the pool would wait for every chunk in flight
+        # Ctrl-C (or a failed job): leaving the pool would wait for every job in flight
         # to be extracted, seconds each on a big ledger, and a SIGINT sent to this process
         # alone (`kill -INT`, a supervisor) never reaches the workers. What they write is
         # about to be deleted: end them. (Python 3.14's terminate_workers() does this.)
@@ -550,12 +585,16 @@ def _extract_all(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return [extract_chunk(c, out_dir) if r is None else r for c, r in zip(chunks, returned, strict=True)]
+    return [
+        result
+        for job, job_dir, got in zip(jobs, dirs, returned, strict=True)
+        for result in (_extract_job(job, job_dir) if got is None else got)
+    ]
 
 
-def default_workers(chunks: int) -> int:
-    """Worker processes for a load of ``chunks`` chunks: one per CPU, none for one chunk."""
-    return 1 if chunks <= 1 else max(1, min(os.cpu_count() or 1, chunks))
+def default_workers(jobs: int) -> int:
+    """Worker processes for a load of ``jobs`` jobs (see :func:`plan_jobs`): one per CPU, none for one job."""
+    return 1 if jobs <= 1 else max(1, min(os.cpu_count() or 1, jobs))
 
 
 #: Most records a chunk holds by default. A worker holds its whole chunk decoded (about
@@ -624,10 +663,11 @@ def connect(
     (audit never writes to a ledger) and loaded up to its head at the time of the call.
     Every table has an ``agent_id`` column; see :data:`TABLES` for the schema.
     Ledgers are read in chunks of whole segments of about ``chunk_records`` records
-    (default: two chunks per worker, at least 50,000 records each), by ``workers``
-    processes (default: one per CPU when there is more than one chunk; 1 reads in this
-    process). ``progress(done, total)`` is called after each chunk is read and each table
-    is built (``total`` counts both).
+    (default: two chunks per worker, at least 50,000 records each); small ledgers' chunks
+    are grouped into jobs of up to ``chunk_records`` records (:func:`plan_jobs`), read by
+    ``workers`` processes (default: one per CPU when there is more than one job; 1 reads
+    in this process). ``progress(done, total)`` is called after each job is read and each
+    table is built (``total`` counts both).
 
     ``database`` is the path of a new DuckDB file to write the tables into (it must not
     exist): the tables are on disk, and the file can be reopened later with
@@ -671,11 +711,11 @@ def connect(
         chunk_records = default_chunk_records(sum(info.records for info in fleet), workers)
     if chunk_records < 1:
         raise UsageError(f"chunk_records {chunk_records} must be >= 1")
-    chunks = [chunk for info in fleet for chunk in plan_chunks(info, chunk_records)]
-    step = _Steps(len(chunks) + len(TABLES), progress) if progress is not None else None
+    jobs = plan_jobs([chunk for info in fleet for chunk in plan_chunks(info, chunk_records)], chunk_records)
+    step = _Steps(len(jobs) + len(TABLES), progress) if progress is not None else None
     with tempfile.TemporaryDirectory(prefix="holon-audit-") as tmp:
         # Workers are forked before this process opens DuckDB (and its threads).
-        _extract_all(chunks, tmp, default_workers(len(chunks)) if workers is None else workers, step)
+        _extract_all(jobs, tmp, default_workers(len(jobs)) if workers is None else workers, step)
         con = _open_database(database, memory_limit)
         try:
             _build(con, fleet, Path(tmp), step)
@@ -729,7 +769,10 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class _Seq(msgspec.Struct):
+class _Where(msgspec.Struct):
+    """Where an extracted JSON line comes from: its ledger and seq."""
+
+    agent_ix: int
     seq: int
 
 
@@ -742,8 +785,8 @@ def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> Au
 
     The ledger accepts what msgpack holds, e.g. integers up to 2**64 - 1, while the audit
     columns are BIGINT: such a record reaches DuckDB, whose error names a temporary file
-    that is deleted by the time anyone reads it. The file's directory names the ledger
-    (``agent_ix=<i>``), its name the kind, and its failing line the record's seq.
+    that is deleted by the time anyone reads it. The file's name is the kind, and its
+    failing line names the ledger (``agent_ix``) and the record's seq.
     """
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     where = ", ".join(info.path for info in fleet)
@@ -759,10 +802,10 @@ def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> Au
         try:
             if not file.is_relative_to(tmp):
                 raise ValueError(file)
-            agent_ix = int(file.parent.name.removeprefix("agent_ix="))
             with file.open("rb") as lines:
                 line = next(line for n, line in enumerate(lines, 1) if n == int(match["line"]))
-            seq = msgspec.json.decode(line, type=_Seq).seq
+            origin = msgspec.json.decode(line, type=_Where)
+            agent_ix, seq = origin.agent_ix, origin.seq
             field = _field_beyond_64_bits(msgspec.json.decode(line), "")
             kind = file.name.split(".", 1)[0]
             path = next(info.path for info in fleet if info.agent_ix == agent_ix)
@@ -833,14 +876,14 @@ def _build(
         [(i.agent_ix, i.agent_id, i.path, i.records, i.head_seq, i.head_hash) for i in fleet],
     )
     present: set[str] = set()  # kinds with at least one file
-    for agent_dir in tmp.iterdir():
-        present.update(name.split(".", 1)[0] for name in os.listdir(agent_dir))
+    for job_dir in tmp.iterdir():
+        present.update(name.split(".", 1)[0] for name in os.listdir(job_dir))
     sources: dict[str, str] = {}
     # The patterns are globs: `*`, `?` or `[` in the temporary directory's own path (from
     # $TMPDIR) must match only themselves.
     root = glob.escape(str(tmp))
     for kind, body in _BODY.items():
-        files = os.path.join(root, "*", f"{kind}.*.jsonl")
+        files = os.path.join(root, "*", f"{kind}.jsonl")
         sources[kind] = _read_json(files, body) if kind in present else _empty(body)
     sources["records"] = _read_json(os.path.join(root, "*", "*.jsonl"), None) if present else _empty("JSON")
     for table in TABLES.values():
