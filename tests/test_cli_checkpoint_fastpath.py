@@ -10,7 +10,7 @@ results are the full pass's byte for byte, and any doubt falls back to the full 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -56,17 +56,22 @@ def _checkpoint(ledger: Ledger, *, config: ProjectionConfig, head_hash: str | No
     write_checkpoint(ledger.path, state, index, head_hash=head_hash if head_hash is not None else hashed)
 
 
+def _counted(ledger: Ledger) -> tuple[Callable[[], Iterator[r.Record]], list[int], CheckpointResume]:
+    """A reader of ``ledger`` up to its head, as the CLI reads, the passes it made, and its checkpoints."""
+    head = ledger.head()
+    passes: list[int] = []
+
+    def read() -> Iterator[r.Record]:
+        passes.append(1)
+        return ledger.read(0, head[0] + 1)
+
+    return read, passes, checkpoint_resume(ledger, head)
+
+
 def _whole_reads(path: Path) -> tuple[bytes, bytes, int, int]:
     """memory_of and next_prompt_of of ``path`` as the CLI reads it, and how many passes each read."""
     with Ledger.open(path, readonly=True) as ledger:
-        head = ledger.head()
-        passes: list[int] = []
-
-        def read() -> Iterator[r.Record]:
-            passes.append(1)
-            return ledger.read(0, head[0] + 1)
-
-        resume = checkpoint_resume(ledger, head)
+        read, passes, resume = _counted(ledger)
         memory = msgspec.json.encode(memory_of(read, resume=resume))
         memory_passes = len(passes)
         passes.clear()
@@ -263,14 +268,7 @@ def test_a_prompt_after_the_checkpoint_recording_another_config_is_the_same_erro
 
 def test_a_given_projection_config_needs_no_first_pass(agent_ledger: Path) -> None:
     with Ledger.open(agent_ledger, readonly=True) as ledger:
-        head = ledger.head()
-        passes: list[int] = []
-
-        def read() -> Iterator[r.Record]:
-            passes.append(1)
-            return ledger.read(0, head[0] + 1)
-
-        resume = checkpoint_resume(ledger, head)
+        read, passes, resume = _counted(ledger)
         records = list(ledger.read())
         for projection, expected in ((OTHER, 0), (DEFAULT_CONFIG, 1)):
             passes.clear()
