@@ -49,6 +49,7 @@ __all__ = [
     "Message",
     "Omission",
     "PlanStep",
+    "ProjectionConfig",
     "PromptRendered",
     "Record",
     "SectionTokens",
@@ -80,7 +81,9 @@ __all__ = [
 
 #: Version of the record schema written into every envelope (``v``). Readers accept
 #: every version up to this one; a newer version is refused with a clear error.
-SCHEMA_VERSION: Final = 2
+#: Bumped whenever a body gains a field: bodies forbid unknown fields, so an older reader
+#: would otherwise fail on the new field as on a damaged record (docs/ledger-format.md).
+SCHEMA_VERSION: Final = 3
 
 #: The ``ts`` a ledger accepts on append (inclusive): milliseconds since the Unix epoch,
 #: from 1970 to the year 5138. Below is no time holon records (the importers refuse a
@@ -380,12 +383,56 @@ class PromptRendered(_Body, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- derived records
 
 
+class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Caps and thresholds of the memory projections (see docs/memory-model.md).
+
+    ``turn_cap`` is the hard episode length in turns; the ``*_cap`` values bound the
+    lists of a :class:`~holon.projections.WorkingMemorySnapshot`, the ``*_window``
+    values bound what :class:`~holon.projections.RuntimeState` keeps, and the
+    ``episode_*`` values bound what one :class:`~holon.records.ContextEpisodeRecord`
+    lists. Every list being bounded is what keeps the post-turn refresh flat in the
+    length of the ledger.
+
+    Defined here, in the vocabulary, because derived records state the config they were
+    derived under (``projection``); it is the memory layer's, and exported from
+    :mod:`holon.projections` with the rest of it (docs/memory-model.md).
+    """
+
+    turn_cap: int = 12
+    # snapshot caps
+    scope_cap: int = 12
+    plan_cap: int = 24
+    files_cap: int = 16
+    decisions_cap: int = 8
+    follow_ups_cap: int = 8
+    waiting_cap: int = 6
+    delta_lines_cap: int = 12
+    # runtime windows
+    messages_window: int = 24
+    briefs_window: int = 12
+    tools_window: int = 24
+    files_window: int = 64
+    finished_window: int = 16
+    carried_window: int = 16
+    # per-episode list caps
+    episode_summary_cap: int = 8
+    episode_list_cap: int = 16
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            if getattr(self, name) < 1:
+                raise ValueError(f"ProjectionConfig.{name} must be at least 1, got {getattr(self, name)}")
+
+
 class WorkingMemoryDelta(_Body, frozen=True, kw_only=True):
     """What changed in working memory between two revisions (derived).
 
     Appended after a turn_ended (the post-turn refresh), or right before a mid-turn
     prompt when evidence of the turn made something working memory shows untrue
     (reason ``superseded``, or the reason of what changed; schema version 2).
+
+    ``projection`` is the projection config it was derived under (schema version 3; see
+    :class:`ContextEpisodeRecord`).
     """
 
     KIND: ClassVar[str] = "working_memory_delta"
@@ -399,6 +446,7 @@ class WorkingMemoryDelta(_Body, frozen=True, kw_only=True):
     evidence_from_seq: int
     evidence_to_seq: int
     projection_version: int
+    projection: ProjectionConfig | None = None
 
 
 class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
@@ -407,6 +455,12 @@ class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
     ``work_state`` is the state of ``work_item_id`` when the episode was finalized
     (schema version 2; ``None`` in older records): episode selection leaves out the
     episodes of abandoned work.
+
+    ``projection`` is the projection config it was derived under (schema version 3), or
+    ``None`` for the default config of its ``projection_version``: the records of most
+    ledgers stay as short as before, and from projection version 9 on a missing one states
+    the default, where an older record states nothing. Replay folds a ledger under the
+    config its derived records state, and an agent refuses to derive under another.
     """
 
     KIND: ClassVar[str] = "context_episode"
@@ -430,6 +484,7 @@ class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
     follow_ups: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
     projection_version: int
+    projection: ProjectionConfig | None = None
     work_state: Literal["queued", "active", "waiting", "done", "abandoned"] | None = None
 
 

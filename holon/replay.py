@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Final, NamedTuple, Protocol, cast, runtime_checkable
 
 import msgspec
 
@@ -65,6 +65,7 @@ from holon.projections import (
     post_turn_refresh,
     refresh_before_prompt,
     snapshot_lines,
+    stated_config,
 )
 
 __all__ = [
@@ -457,6 +458,14 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
         ) from None
 
 
+_DERIVED: Final = frozenset({r.WorkingMemoryDelta, r.ContextEpisodeRecord})
+
+
+def _stating(kind: type[r.Body]) -> str:
+    """A record that states a projection config, as a message names it: ``the prompt``."""
+    return "the prompt" if kind is r.PromptRendered else f"the {kind.KIND}"
+
+
 class _ConfigScan:
     """:func:`projection_config_of`, one record at a time, so a pass can also do other work.
 
@@ -465,30 +474,41 @@ class _ConfigScan:
     """
 
     def __init__(self) -> None:
-        self.first: tuple[int, ProjectionConfig] | None = None
+        # The first record stating a config: its seq, the config, and its body type.
+        self.first: tuple[int, ProjectionConfig, type[r.Body]] | None = None
         self.error: InvalidRecord | None = None
 
     def see(self, record: r.Record) -> None:
-        body = record.body
-        if self.error is not None or not isinstance(body, r.PromptRendered) or not body.render_config:
+        if self.error is not None:
             return
-        try:
-            config = recorded_projection(body.render_config, where=f"seq {record.seq}")
-        except InvalidRecord as exc:
-            self.error = exc
+        body = record.body
+        kind = type(body)  # not isinstance: this runs for every record, and it is the cheaper test
+        if kind is r.PromptRendered:
+            prompt = cast(r.PromptRendered, body)
+            if not prompt.render_config:
+                return
+            try:
+                config = recorded_projection(prompt.render_config, where=f"seq {record.seq}")
+            except InvalidRecord as exc:
+                self.error = exc
+                return
+        elif kind in _DERIVED:
+            config = stated_config(cast("r.WorkingMemoryDelta | r.ContextEpisodeRecord", body))
+        else:
             return
         if config is None:
             return
-        if self.first is None:
-            self.first = (record.seq, config)
-        elif config != self.first[1]:
+        first = self.first
+        if first is None:
+            self.first = (record.seq, config, kind)
+        elif config is not first[1] and config != first[1]:
             self.error = InvalidRecord(
-                f"the prompt records {describe_projection(config)}, but the prompt at seq {self.first[0]} "
-                f"recorded {describe_projection(self.first[1])}: the agent's projection config changed "
+                f"{_stating(kind)} records {describe_projection(config)}, but {_stating(first[2])} at seq "
+                f"{first[0]} recorded {describe_projection(first[1])}: the agent's projection config changed "
                 "within this ledger, so its derived records cannot be re-derived from seq 0 under "
                 "either config",
                 where=f"seq {record.seq}",
-                field="body.render_config.projection",
+                field="body.render_config.projection" if kind is r.PromptRendered else "body.projection",
             )
 
     def result(self) -> ProjectionConfig:
@@ -498,13 +518,14 @@ class _ConfigScan:
 
 
 def projection_config_of(records: Iterable[r.Record]) -> ProjectionConfig:
-    """The projection config ``records`` were derived under, as their prompts record it.
+    """The projection config ``records`` were derived under, as their derived records and prompts state it.
 
-    The config of the first ``PromptRendered`` that records one, else the default (the
-    renderer records none for the default, and older ledgers record none at all). A
-    later prompt recording a different config is an InvalidRecord naming both seqs and
-    both configs: derived records under two configs cannot be re-derived from seq 0
-    under either one.
+    The config of the first record that states one: a delta or an episode of projection
+    version 9 or later (which always states it, ``None`` being the default), or a
+    ``PromptRendered`` recording one (the renderer records none for the default, and
+    older ledgers record none at all); else the default. A later record stating a
+    different config is an InvalidRecord naming both seqs and both configs: derived
+    records under two configs cannot be re-derived from seq 0 under either one.
     """
     scan = _ConfigScan()
     for record in records:
@@ -892,6 +913,22 @@ class _Resumed(NamedTuple):
     last: r.Record | None
 
 
+def _stated_by(state: ProjectionState) -> list[ProjectionConfig]:
+    """The configs ``state``'s last prompt (explicitly), newest delta and newest episode state.
+
+    Raises InvalidRecord when the prompt's does not decode.
+    """
+    stated: list[ProjectionConfig | None] = []
+    last_prompt = state.runtime.last_prompt
+    if last_prompt is not None:
+        stated.append(recorded_projection(last_prompt.prompt.render_config, where=f"seq {last_prompt.seq}"))
+    memory = state.memory
+    for derived in (memory.latest_delta, *memory.archive.latest(1)):
+        if derived is not None:
+            stated.append(stated_config(derived))
+    return [s for s in stated if s is not None]
+
+
 def _from_checkpoint(
     resume: Resume | Checkpoints | None, projection: ProjectionConfig | None, *, settings: bool
 ) -> _Resumed | None:
@@ -899,10 +936,11 @@ def _from_checkpoint(
 
     The checkpoint's state is trusted for the records up to it: the hash chain from it
     reproduces the head, and it was folded from them. So the ledger's projection config
-    is the checkpoint's when its state's last prompt records that config, or records none
-    and it is the default (``projection``, when given, must be the checkpoint's); the
-    prompts after it are scanned as :func:`projection_config_of` scans, and one recording
-    another config leaves the decision, and the error, to the full pass. With
+    is the checkpoint's when its state's last prompt, newest delta and newest episode
+    state that config or none, and when none of them states one it is the default
+    (``projection``, when given, must be the checkpoint's); the records after it are
+    scanned as :func:`projection_config_of` scans, and one stating another config leaves
+    the decision, and the error, to the full pass. With
     ``settings``, the newest prompt with a ``render_config`` is the newest after the
     checkpoint, else the state's last prompt (read from the ledger); when that prompt
     has none, an older one may, and only the full pass can tell.
@@ -920,14 +958,10 @@ def _from_checkpoint(
             return None
     else:
         try:
-            stated = (
-                recorded_projection(last_prompt.prompt.render_config, where=f"seq {last_prompt.seq}")
-                if last_prompt is not None
-                else None
-            )
+            stated = _stated_by(state)
         except InvalidRecord:
             return None  # the full pass raises it (or an earlier one)
-        if (stated if stated is not None else DEFAULT_CONFIG) != config:
+        if any(s != config for s in stated) or (not stated and config != DEFAULT_CONFIG):
             return None
     scan = _ConfigScan()
     configured: r.Record | None = None

@@ -49,8 +49,8 @@ holon get runs/agent-7 ledger:1234                              # restore someth
 - **Whole-ledger reads trust a verified checkpoint.** `memory`, and `render` / `explain`
   without `--at-turn`, start from the newest checkpoint a running agent wrote under
   `<ledger>/checkpoints/` whose hash chain reproduces the ledger's head: they read only
-  the records after it, taking the ledger's projection config (when the checkpoint's last
-  prompt records it), the newest recorded render settings and the last record from the
+  the records after it, taking the ledger's projection config (when the checkpoint's newest
+  derived records and last prompt state it), the newest recorded render settings and the last record from the
   checkpoint's state and those records. The records before it are not read again, so
   damage there does not stop these commands; `verify` and `replay --check` read every
   record (they are the checks). Without such a checkpoint, or when it leaves any doubt

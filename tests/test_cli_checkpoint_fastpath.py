@@ -284,6 +284,11 @@ def test_a_config_first_recorded_after_a_default_checkpoint_is_the_full_passes(t
     at = prompts[len(prompts) // 2]
     # The prompts up to the checkpoint record no config (the default, as a holon before it was
     # recorded wrote them); the first to record one comes after it, and it is the ledger's.
+    # So the derived records state none, as a holon before projection version 9 wrote them.
+    for i, record in enumerate(records):
+        if isinstance(record.body, r.WorkingMemoryDelta | r.ContextEpisodeRecord):
+            old = msgspec.structs.replace(record.body, projection_version=8)
+            records[i] = msgspec.structs.replace(record, body=old)
     for i in prompts[len(prompts) // 2 + 1 :]:
         body = records[i].body
         assert isinstance(body, r.PromptRendered)

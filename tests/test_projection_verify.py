@@ -58,8 +58,13 @@ def test_a_changed_field_is_reported_at_its_seq_with_a_field_diff() -> None:
 
 
 def test_a_different_config_is_a_divergence() -> None:
+    # Derived records state their config (projection version 9): the first one differs there,
+    # before the episode the other turn cap would not have finalized.
     report = verify_derivations(_ledger(), config=ProjectionConfig(turn_cap=5))
-    assert report.divergence is not None and report.divergence.kind == "unexpected"
+    assert report.divergence is not None and report.divergence.kind == "mismatch"
+    assert [d.field for d in report.divergence.diffs] == ["body.projection"]
+    described = report.divergence.describe()
+    assert "expected ProjectionConfig(turn_cap=5), found ProjectionConfig(turn_cap=2)" in described
 
 
 def test_a_missing_derived_record_is_reported_where_it_should_be() -> None:

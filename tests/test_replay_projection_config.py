@@ -199,8 +199,15 @@ def test_a_malformed_recorded_projection_config_is_an_invalid_record(
 def test_a_divergence_without_a_recorded_config_hints_at_an_unrecorded_one(
     short_ledger: Path, tmp_path: Path
 ) -> None:
-    # As a holon that did not record the config would have written it.
-    path = _rewritten(tmp_path / "old", _records(short_ledger), ...)
+    # As a holon that did not record the config would have written it: neither in its
+    # prompts nor in its derived records.
+    records = [
+        msgspec.structs.replace(rec, body=msgspec.structs.replace(rec.body, projection=None))
+        if isinstance(rec.body, r.WorkingMemoryDelta | r.ContextEpisodeRecord)
+        else rec
+        for rec in _records(short_ledger)
+    ]
+    path = _rewritten(tmp_path / "old", records, ...)
     for args in (("verify",), ("replay", "--check")):
         result = invoke(*args[:1], path, *args[1:])
         assert result.exit_code == 1, (args, result.stderr)

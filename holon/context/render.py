@@ -58,6 +58,7 @@ from holon.context.sections import (
 )
 from holon.errors import BudgetExceeded, InvalidRecord
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, ProjectionState
+from holon.projections.config import describe_projection
 
 __all__ = [
     "RENDER_VERSION",
@@ -189,14 +190,6 @@ def recorded_projection(render_config: dict[str, Any], *, where: str) -> Project
             where=where,
             field="body.render_config.projection",
         ) from None
-
-
-def describe_projection(config: ProjectionConfig) -> str:
-    """A projection config as its non-default fields: ``ProjectionConfig(turn_cap=2)``."""
-    fields = msgspec.structs.asdict(config)
-    default = msgspec.structs.asdict(DEFAULT_CONFIG)
-    changed = ", ".join(f"{name}={value!r}" for name, value in fields.items() if value != default[name])
-    return f"ProjectionConfig({changed})"
 
 
 # The first render version whose prompts record every non-default projection config.

@@ -25,7 +25,7 @@ from holon.projections.checkpoint import (
     read_checkpoint_key,
     restore_checkpoint,
 )
-from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig
+from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, stated_config
 from holon.projections.memory import (
     ActiveEpisodeBuilder,
     EpisodeArchive,
@@ -152,6 +152,7 @@ __all__ = [
     "superseded_fields",
     "restore_checkpoint",
     "snapshot_lines",
+    "stated_config",
     "verify_derivations",
     "waiting_work",
 ]

@@ -2,8 +2,10 @@
 
 The configuration is part of what a derived record means: the same ledger folded with a
 different turn cap finalizes different episodes. So the config is stored in every
-:class:`~holon.projections.ProjectionState`, compared by replay verification and
-checkpoints, and a mismatch is reported rather than silently mixed.
+:class:`~holon.projections.ProjectionState`, stated by every derived record it derives,
+compared by replay verification and checkpoints, and a mismatch is reported rather than
+silently mixed. :class:`ProjectionConfig` itself is defined in :mod:`holon.records`, the
+vocabulary, so that a derived record can hold it (records import no other layer).
 """
 
 from __future__ import annotations
@@ -12,7 +14,17 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig", "config_differences"]
+import holon.records as r
+from holon.records import ProjectionConfig
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "PROJECTION_VERSION",
+    "ProjectionConfig",
+    "config_differences",
+    "describe_projection",
+    "stated_config",
+]
 
 #: Version of the projection rules. Bump it whenever a change to this package would
 #: derive a different record (or a different encoded state) from the same evidence:
@@ -34,44 +46,13 @@ __all__ = ["DEFAULT_CONFIG", "PROJECTION_VERSION", "ProjectionConfig", "config_d
 # only pushed out still holds (was ``-decision``), where a withdrawn one moved, that an entry
 # coming into view was over the cap (was ``+``), and sums up the previous active item's scope,
 # plan steps and decisions in one line each (was one ``-`` line per entry).
-PROJECTION_VERSION: Final = 8
+# 9: deltas and episodes state the config they were derived under (``projection``: ``None``
+# for the default), so a ledger whose turns never rendered a prompt still says its config.
+PROJECTION_VERSION: Final = 9
 
-
-class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Caps and thresholds of the memory projections (see docs/memory-model.md).
-
-    ``turn_cap`` is the hard episode length in turns; the ``*_cap`` values bound the
-    lists of a :class:`~holon.projections.WorkingMemorySnapshot`, the ``*_window``
-    values bound what :class:`~holon.projections.RuntimeState` keeps, and the
-    ``episode_*`` values bound what one :class:`~holon.records.ContextEpisodeRecord`
-    lists. Every list being bounded is what keeps the post-turn refresh flat in the
-    length of the ledger.
-    """
-
-    turn_cap: int = 12
-    # snapshot caps
-    scope_cap: int = 12
-    plan_cap: int = 24
-    files_cap: int = 16
-    decisions_cap: int = 8
-    follow_ups_cap: int = 8
-    waiting_cap: int = 6
-    delta_lines_cap: int = 12
-    # runtime windows
-    messages_window: int = 24
-    briefs_window: int = 12
-    tools_window: int = 24
-    files_window: int = 64
-    finished_window: int = 16
-    carried_window: int = 16
-    # per-episode list caps
-    episode_summary_cap: int = 8
-    episode_list_cap: int = 16
-
-    def __post_init__(self) -> None:
-        for name in self.__struct_fields__:
-            if getattr(self, name) < 1:
-                raise ValueError(f"ProjectionConfig.{name} must be at least 1, got {getattr(self, name)}")
+#: The first projection version whose derived records state their config: in an older
+#: record a missing ``projection`` says nothing (see :func:`stated_config`).
+STATES_CONFIG: Final = 9
 
 
 #: The configuration used when none is given.
@@ -85,3 +66,34 @@ def config_differences(
     names = tuple(n for n in ProjectionConfig.__struct_fields__ if getattr(have, n) != getattr(given, n))
     detail = "; ".join(f"{n}: {have_name} {getattr(have, n)}, given {getattr(given, n)}" for n in names)
     return names, detail
+
+
+def describe_projection(config: ProjectionConfig) -> str:
+    """A projection config as its non-default fields: ``ProjectionConfig(turn_cap=2)``."""
+    fields = msgspec.structs.asdict(config)
+    default = msgspec.structs.asdict(DEFAULT_CONFIG)
+    changed = ", ".join(f"{name}={value!r}" for name, value in fields.items() if value != default[name])
+    return f"ProjectionConfig({changed})"
+
+
+def stated_config(body: r.WorkingMemoryDelta | r.ContextEpisodeRecord) -> ProjectionConfig | None:
+    """The projection config a derived record states it was derived under; ``None``: it states none.
+
+    A record of projection version 9 or later states its ``projection`` (``None``: the
+    default of its version); an older one was written before records stated it.
+    """
+    if body.projection_version < STATES_CONFIG:
+        return None
+    return DEFAULT_CONFIG if body.projection is None else body.projection
+
+
+def config_field(config: ProjectionConfig) -> ProjectionConfig | None:
+    """The ``projection`` field of a record derived under ``config``: ``None`` for the default.
+
+    ``None`` rather than the default's fields: most ledgers run the default, and their
+    deltas and episodes keep the bytes they had before the field existed (a record of
+    projection version 9 or later without it states the default).
+    """
+    if config is DEFAULT_CONFIG:  # the usual case, without comparing every field
+        return None
+    return None if config == DEFAULT_CONFIG else config

@@ -25,6 +25,7 @@ import msgspec
 
 import holon.records as r
 from holon.errors import UsageError
+from holon.projections.config import config_field
 from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval
 from holon.projections.projection import ProjectionState
 from holon.projections.snapshot import SNAPSHOT_FIELDS, WorkingMemorySnapshot, derive_snapshot
@@ -439,6 +440,7 @@ def _delta(
         evidence_from_seq=evidence_from,
         evidence_to_seq=evidence_to,
         projection_version=state.projection_version,
+        projection=config_field(state.config),
     )
 
 
@@ -600,6 +602,7 @@ def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
         follow_ups=tuple(one_line(f"{f.id}: {f.text}") for f in carried),
         waiting=tuple(one_line(f"{w.id}: {w.waiting_on}") for w in waits),
         projection_version=state.projection_version,
+        projection=config_field(config),
         work_state=work.state if work is not None else None,
     )
     return (r.Record(body=episode, ts=closed.ended_ts, turn=closed.ended_turn),)

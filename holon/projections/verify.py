@@ -23,7 +23,7 @@ import msgspec
 
 import holon.records as r
 from holon.errors import UsageError
-from holon.projections.config import PROJECTION_VERSION, ProjectionConfig
+from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, describe_projection
 from holon.projections.projection import (
     ProjectionState,
     apply,
@@ -69,8 +69,22 @@ class Divergence(msgspec.Struct, frozen=True, kw_only=True):
         }[self.kind]
         if self.after_seq is not None:
             head += f" (refresh after turn_ended seq {self.after_seq})"
-        parts = [f"{d.field}: expected {d.expected!r}, found {d.found!r}" for d in self.diffs]
+        parts = [
+            f"{d.field}: expected {_shown(d, d.expected)}, found {_shown(d, d.found)}" for d in self.diffs
+        ]
         return "; ".join([head, *parts])
+
+
+def _shown(diff: FieldDiff, value: Any) -> str:
+    """A diff's value for a reader: a stated projection config by its non-default fields."""
+    if diff.field == "body.projection":
+        # ``None`` is the default config, and a config's 16 fields would bury the one that differs.
+        try:
+            config = DEFAULT_CONFIG if value is None else msgspec.convert(value, ProjectionConfig)
+        except (msgspec.ValidationError, ValueError):
+            return repr(value)
+        return describe_projection(config)
+    return repr(value)
 
 
 class VerificationReport(msgspec.Struct, frozen=True, kw_only=True):
