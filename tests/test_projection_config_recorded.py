@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from holon import records as r
-from holon.errors import InvalidRecord
+from holon.errors import InvalidRecord, UsageError
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, stated_config
 from holon.replay import memory_at, memory_of, next_prompt, projection_config_of
@@ -74,6 +74,45 @@ def _copy(path: Path, records: list[r.Record]) -> Path:
     return path
 
 
+# --------------------------------------------------------------------------- case 1
+
+
+@pytest.mark.parametrize("checkpoint_every", [100, 5])
+def test_an_agent_reopened_under_another_config_after_turns_without_prompts_is_refused(
+    tmp_path: Path, checkpoint_every: int
+) -> None:
+    path = tmp_path / "timer"
+    _timer_turns(path, DEFAULT_CONFIG, range(14), checkpoint_every=checkpoint_every)
+    records = _records(path)
+    assert not any(isinstance(rec.body, r.PromptRendered) for rec in records)
+    episode = next(rec for rec in reversed(records) if isinstance(rec.body, r.ContextEpisodeRecord))
+    before = _files(path)
+
+    # It was let in (no prompt to look at), and every turn it ran broke `holon verify`.
+    with pytest.raises(UsageError) as refused:
+        Agent.open(path, config=AgentConfig(projection=SHORT), clock=Tick())
+    message = str(refused.value)
+    assert f"its context_episode at seq {episode.seq} records it" in message, message
+    assert "ProjectionConfig(turn_cap=3)" in message
+    assert "AgentConfig(projection=ProjectionConfig())" in message
+    assert _files(path) == before  # refused before recovery or a checkpoint wrote anything
+
+    # The config the ledger states opens it, and the ledger still verifies.
+    _prompted_turns(path, DEFAULT_CONFIG, range(14, 16))
+    verified = invoke("verify", path)
+    assert verified.exit_code == 0, verified.stdout + verified.stderr
+
+
+def test_a_non_default_ledger_without_prompts_refuses_the_default_config(tmp_path: Path) -> None:
+    path = tmp_path / "short"
+    _timer_turns(path, SHORT, range(4))
+    before = _files(path)
+    with pytest.raises(UsageError) as refused:
+        Agent.open(path, config=AgentConfig(), clock=Tick())
+    assert "was derived under ProjectionConfig(turn_cap=3)" in str(refused.value)
+    assert _files(path) == before
+
+
 # --------------------------------------------------------------------------- case 2
 
 
@@ -111,6 +150,55 @@ def test_the_checkpoint_of_a_ledger_without_prompts_states_its_config(tmp_path: 
         view = memory_of(read, resume=checkpoint_resume(ledger, head))
     assert view == memory_at(records, projection=SHORT)
     assert passes == []
+
+
+# --------------------------------------------------------------------------- case 3
+
+
+# The prompt's render settings without the config (a default one, since render version 7),
+# or none at all (which says nothing of its config).
+@pytest.mark.parametrize("settings", ["without-projection", "none"])
+def test_a_prompt_appended_by_hand_that_records_no_config_does_not_open_the_ledger_to_another(
+    tmp_path: Path, settings: str
+) -> None:
+    path = tmp_path / "short"
+    _prompted_turns(path, SHORT, range(4))
+    records = _records(path)
+    last = next(rec for rec in reversed(records) if isinstance(rec.body, r.PromptRendered))
+    assert isinstance(last.body, r.PromptRendered) and "projection" in last.body.render_config
+    config = {k: v for k, v in last.body.render_config.items() if k != "projection"}
+    body = msgspec.structs.replace(last.body, render_config=config if settings != "none" else {})
+    with Ledger.open(path) as ledger:
+        ledger.append(r.Record(ts=records[-1].ts + 1, body=body))
+    before = _files(path)
+
+    with pytest.raises(UsageError) as refused:
+        Agent.open(path, config=AgentConfig(), clock=Tick())
+    message = str(refused.value)
+    delta = next(rec for rec in reversed(records) if isinstance(rec.body, r.WorkingMemoryDelta))
+    assert f"its working_memory_delta at seq {delta.seq} records" in message, message
+    assert "ProjectionConfig(turn_cap=3)" in message
+    assert _files(path) == before
+
+
+def test_a_ledger_stating_two_configs_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "short"
+    _prompted_turns(path, SHORT, range(4))
+    records = _records(path)
+    last = next(rec for rec in reversed(records) if isinstance(rec.body, r.PromptRendered))
+    assert isinstance(last.body, r.PromptRendered)
+    config = {k: v for k, v in last.body.render_config.items() if k != "projection"}
+    with Ledger.open(path) as ledger:
+        seq = ledger.append(
+            r.Record(ts=records[-1].ts + 1, body=msgspec.structs.replace(last.body, render_config=config))
+        )
+    for projection in (DEFAULT_CONFIG, SHORT):
+        with pytest.raises(UsageError) as refused:
+            Agent.open(path, config=AgentConfig(projection=projection), clock=Tick())
+        message = str(refused.value)
+        assert "states two projection configs" in message, message
+        assert f"its prompt at seq {seq} records ProjectionConfig()" in message
+        assert "records ProjectionConfig(turn_cap=3)" in message and "start a new ledger" in message
 
 
 # --------------------------------------------------------------------------- the field

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgspec
 
@@ -71,6 +71,7 @@ from holon.projections import (
     owed_refresh,
     post_turn_refresh,
     refresh_before_prompt,
+    stated_config,
 )
 from holon.runtime.checkpoints import (
     ToolIndex,
@@ -184,25 +185,90 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# How many records after a derived record's evidence its seq is looked for (a delta stands
+# right after it, an episode after the delta of the same refresh).
+_DERIVED_SEARCH: Final = 3
+
+
+def _derived_seq(ledger: Ledger, body: r.WorkingMemoryDelta | r.ContextEpisodeRecord) -> int | None:
+    """Where ``body`` (the state's newest delta or episode) stands in the ledger; ``None``: not found.
+
+    The state keeps the record, not its seq: only an error message needs it, so it is read here.
+    """
+    after = body.evidence_to_seq if isinstance(body, r.WorkingMemoryDelta) else body.to_seq
+    for record in ledger.read(after + 1, after + 1 + _DERIVED_SEARCH):
+        if record.body == body:
+            return record.seq
+    return None
+
+
+# A prompt (its seq) or a derived record that states a projection config.
+_Stating: TypeAlias = int | r.WorkingMemoryDelta | r.ContextEpisodeRecord
+
+
+def _stated_order(item: tuple[ProjectionConfig, _Stating]) -> tuple[int, int]:
+    """Where a record stating a config stands: a delta follows its evidence, an episode the delta."""
+    record = item[1]
+    if isinstance(record, int):
+        return record, 0
+    if isinstance(record, r.WorkingMemoryDelta):
+        return record.evidence_to_seq + 1, 0
+    return record.to_seq + 1, 1
+
+
 def _check_projection(ledger: Ledger, state: ProjectionState, config: ProjectionConfig) -> None:
-    """Refuse to go on deriving under a projection config other than the ledger's prompts state.
+    """Refuse to go on deriving under a projection config other than the ledger's records state.
 
     The post-turn refresh would append deltas and episodes derived under ``config`` after
     ones derived under the old config, and no single config re-derives both: `holon verify`
-    and `replay --check` would report the ledger divergent from then on. Checked before
-    recovery appends anything, so a refused open leaves the ledger as it was.
+    and `replay --check` would report the ledger divergent from then on. The newest delta
+    and the newest episode state the config they were derived under (from projection
+    version 9 on; also in a ledger whose turns never rendered a prompt), the last prompt
+    the one it was rendered under (from render version 7 on); each one that states a config
+    must state ``config``. Checked before recovery appends anything, so a refused open
+    leaves the ledger as it was.
     """
+    # (config, the record stating it): a prompt's seq, or a derived body (found by seq on error).
+    stated: list[tuple[ProjectionConfig, _Stating]] = []
     last = state.runtime.last_prompt
-    if last is None:
+    if last is not None:
+        prompt = projection_stated(last.prompt.render_config, where=f"seq {last.seq}")
+        if prompt is not None:
+            stated.append((prompt, last.seq))
+    memory = state.memory
+    for derived in (memory.latest_delta, *memory.archive.latest(1)):
+        if derived is None:
+            continue
+        found = stated_config(derived)
+        if found is not None:
+            stated.append((found, derived))
+    # Newest first, so the record named is the newest that states another config.
+    stated.sort(key=_stated_order, reverse=True)
+
+    def named(record: _Stating) -> str:
+        if isinstance(record, int):
+            return f"its prompt at seq {record}"
+        seq = _derived_seq(ledger, record)
+        return f"its {record.KIND} at seq {seq}" if seq is not None else f"its newest {record.KIND}"
+
+    other = next(((c, record) for c, record in stated if c != config), None)
+    if other is None:
         return
-    stated = projection_stated(last.prompt.render_config, where=f"seq {last.seq}")
-    if stated is None or stated == config:
-        return
+    have, record = other
+    clash = next(((c, second) for c, second in stated if c != have), None)
+    if clash is not None:
+        # The ledger states two configs already: neither re-derives all of its records.
+        raise UsageError(
+            f"ledger {ledger.path} states two projection configs: {named(record)} records "
+            f"{describe_projection(have)}, {named(clash[1])} records {describe_projection(clash[0])}; its "
+            "derived records cannot be verified from seq 0 under either (`holon verify` names where they "
+            "part): start a new ledger"
+        )
     raise UsageError(
-        f"ledger {ledger.path} was derived under {describe_projection(stated)} (its prompt at seq "
-        f"{last.seq} records it), but this agent is configured with {describe_projection(config)}: "
+        f"ledger {ledger.path} was derived under {describe_projection(have)} ({named(record)} records it), "
+        f"but this agent is configured with {describe_projection(config)}: "
         "records derived under two configs can no longer be verified from seq 0. Open it with "
-        f"AgentConfig(projection={describe_projection(stated)}), or start a new ledger for the new config"
+        f"AgentConfig(projection={describe_projection(have)}), or start a new ledger for the new config"
     )
 
 
