@@ -171,6 +171,20 @@ def _ids_diff(
     return lines
 
 
+def _open_lines(
+    label: str,
+    texts: tuple[dict[str, str], dict[str, str]],
+    shown: tuple[Sequence[_Listed], Sequence[_Listed]],
+    omitted_before: int,
+    still_open: Container[str],
+) -> list[str]:
+    """The lines of a capped list of open entries (follow-ups, waits) from ``before`` to
+    ``after`` (``texts`` by id, ``shown`` the lists): added, ended, pushed over the cap
+    (``still_open``) or come into view."""
+    into_view = _into_view(shown[0], shown[1], omitted_before)
+    return _ids_diff(label, texts[0], texts[1], still_open=still_open, into_view=into_view)
+
+
 def _count_line(
     noun: str, before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, field: str
 ) -> list[str]:
@@ -343,24 +357,31 @@ def delta_lines(
             lines.extend(_decision_lines(before, after, runtime))
         elif field in ("follow_ups", "follow_ups_omitted") and "follow_ups" not in told:
             told.add("follow_ups")
-            changed = _ids_diff(
-                "follow-up",
-                {f.id: f.text for f in before.follow_ups},
-                {f.id: f.text for f in after.follow_ups},
-                still_open=open_follow_ups,
-                into_view=_into_view(before.follow_ups, after.follow_ups, before.follow_ups_omitted),
+            lines.extend(
+                _open_lines(
+                    "follow-up",
+                    ({f.id: f.text for f in before.follow_ups}, {f.id: f.text for f in after.follow_ups}),
+                    (before.follow_ups, after.follow_ups),
+                    before.follow_ups_omitted,
+                    open_follow_ups,
+                )
+                or _count_line("open follow-ups", before, after, "follow_ups_omitted")
             )
-            lines.extend(changed or _count_line("open follow-ups", before, after, "follow_ups_omitted"))
         elif field in ("waiting_on", "waiting_omitted") and "waiting_on" not in told:
             told.add("waiting_on")
-            changed = _ids_diff(
-                "waiting on",
-                {w.id: w.waiting_on for w in before.waiting_on},
-                {w.id: w.waiting_on for w in after.waiting_on},
-                still_open=open_waits,
-                into_view=_into_view(before.waiting_on, after.waiting_on, before.waiting_omitted),
+            lines.extend(
+                _open_lines(
+                    "waiting on",
+                    (
+                        {w.id: w.waiting_on for w in before.waiting_on},
+                        {w.id: w.waiting_on for w in after.waiting_on},
+                    ),
+                    (before.waiting_on, after.waiting_on),
+                    before.waiting_omitted,
+                    open_waits,
+                )
+                or _count_line("open waits", before, after, "waiting_omitted")
             )
-            lines.extend(changed or _count_line("open waits", before, after, "waiting_omitted"))
     clipped = [one_line(line) for line in lines]
     if len(clipped) > cap:
         more = len(clipped) - (cap - 1)
