@@ -13,8 +13,8 @@ import msgspec
 from holon import records as r
 from holon.context import EpisodeIndex, Prompt, build_context, prompt_rendered
 from holon.ledger import Ledger
-from holon.projections import ProjectionState, apply, initial_state
-from holon.runtime import AgentConfig
+from holon.projections import ProjectionConfig, ProjectionState, apply, initial_state
+from holon.runtime import Agent, AgentConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TS = 1_700_000_000_000
@@ -74,9 +74,44 @@ def fold_ledger(path: Path, config: AgentConfig) -> tuple[ProjectionState, list[
     return state, records
 
 
+#: The system policy of the agents prompted_turns runs.
+TEST_POLICY = r.SystemPolicy(text="You are a test agent.")
+
+
+def prompted_turns(
+    path: Path, projection: ProjectionConfig, turns: range, *, agent_id: str, checkpoint_every: int = 100
+) -> None:
+    """Turns of an agent under ``projection``, each recording a decision and rendering its prompt."""
+    config = AgentConfig(projection=projection, checkpoint_every=checkpoint_every)
+    with Agent.open(path, agent_id=agent_id, config=config, clock=Tick(), policy=TEST_POLICY) as agent:
+        for i in turns:
+            with agent.turn(input=f"step {i}") as turn:
+                if agent.state.active_work_item is None:
+                    turn.add_work_item("W1", "build the parser", state="active")
+                turn.record_decision(f"d{i}", f"use approach {i}")
+                turn.context()
+                turn.record_message(f"did step {i}")
+
+
+def ledger_records(path: Path) -> list[r.Record]:
+    """Every record of the ledger at ``path``."""
+    with Ledger.open(path, readonly=True) as ledger:
+        return list(ledger.read())
+
+
 def same_record(a: r.PromptRendered, b: r.PromptRendered) -> bool:
     """Two prompt_rendered bodies are identical field by field (msgspec equality)."""
     return msgspec.msgpack.encode(a) == msgspec.msgpack.encode(b)
 
 
-__all__ = ["cold_replay", "fold_ledger", "load_daemon", "prompt_rendered", "same_record", "Tick"]
+__all__ = [
+    "TEST_POLICY",
+    "Tick",
+    "cold_replay",
+    "fold_ledger",
+    "ledger_records",
+    "load_daemon",
+    "prompt_rendered",
+    "prompted_turns",
+    "same_record",
+]

@@ -23,7 +23,7 @@ from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConf
 from holon.replay import memory_at, memory_of, next_prompt, projection_config_of
 from holon.runtime import Agent, AgentConfig, checkpoint_resume
 from tests.cli_support import invoke
-from tests.runtime_support import Tick
+from tests.runtime_support import Tick, ledger_records, prompted_turns
 
 POLICY = r.SystemPolicy(text="You are a test agent.")
 SHORT = ProjectionConfig(turn_cap=3)
@@ -43,21 +43,11 @@ def _timer_turns(
 
 
 def _prompted_turns(path: Path, projection: ProjectionConfig, turns: range) -> None:
-    """Turns that render their prompt (each records the config when it is not the default)."""
-    config = AgentConfig(projection=projection)
-    with Agent.open(path, agent_id="t", config=config, clock=Tick(), policy=POLICY) as agent:
-        for i in turns:
-            with agent.turn(input=f"step {i}") as turn:
-                if agent.state.active_work_item is None:
-                    turn.add_work_item("W1", "build the parser", state="active")
-                turn.record_decision(f"d{i}", f"use approach {i}")
-                turn.context()
-                turn.record_message(f"did step {i}")
+    prompted_turns(path, projection, turns, agent_id="t")
 
 
 def _records(path: Path) -> list[r.Record]:
-    with Ledger.open(path, readonly=True) as ledger:
-        return list(ledger.read())
+    return ledger_records(path)
 
 
 def _derived(records: list[r.Record]) -> list[r.Record]:
@@ -215,7 +205,7 @@ def test_derived_records_state_their_config_and_none_for_the_default(tmp_path: P
         assert rec.body.projection is None and rec.body.projection_version == PROJECTION_VERSION
         assert stated_config(rec.body) == DEFAULT_CONFIG
         # The default leaves the bytes as they were before the field existed.
-        assert b"projection\"" not in r.encode_json_record(rec).replace(b'"projection_version"', b"")
+        assert b'projection"' not in r.encode_json_record(rec).replace(b'"projection_version"', b"")
     for rec in short:
         assert isinstance(rec.body, r.WorkingMemoryDelta | r.ContextEpisodeRecord)
         assert rec.body.projection == SHORT and stated_config(rec.body) == SHORT

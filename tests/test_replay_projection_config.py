@@ -28,28 +28,18 @@ from holon.replay import (
 )
 from holon.runtime import Agent, AgentConfig
 from tests.cli_support import invoke, write_jsonl
-from tests.runtime_support import Tick
+from tests.runtime_support import Tick, ledger_records, prompted_turns
 
 POLICY = r.SystemPolicy(text="You are a test agent.")
 SHORT = ProjectionConfig(turn_cap=2)
 
 
 def _run(path: Path, projection: ProjectionConfig, turns: range) -> None:
-    """Turns of an agent under ``projection``, each rendering its prompt."""
-    config = AgentConfig(projection=projection, checkpoint_every=2)
-    with Agent.open(path, agent_id="pc", config=config, clock=Tick(), policy=POLICY) as agent:
-        for i in turns:
-            with agent.turn(input=f"step {i}") as turn:
-                if agent.state.active_work_item is None:
-                    turn.add_work_item("W1", "build the parser", state="active")
-                turn.record_decision(f"d{i}", f"use approach {i}")
-                turn.context()
-                turn.record_message(f"did step {i}")
+    prompted_turns(path, projection, turns, agent_id="pc", checkpoint_every=2)
 
 
 def _records(path: Path) -> list[r.Record]:
-    with Ledger.open(path, readonly=True) as ledger:
-        return list(ledger.read())
+    return ledger_records(path)
 
 
 def _prompts(records: list[r.Record]) -> list[tuple[int, r.PromptRendered]]:
