@@ -556,8 +556,11 @@ class EpisodeIndex:
                     return f"saved index disagrees with episode {episode.episode_id}'s text ({term!r})"
         if self._episodes:
             newest = self._episodes[-1]
-            for line in newest.decisions:
-                did, _, text = line.partition(": ")
+            # An episode lists each revision of a decision made in it; add() keeps the last
+            # text of each id, so only that one is the saved index's (comparing every line
+            # called the index of an agent that revised a decision stale at every open).
+            latest = dict(line.partition(": ")[::2] for line in newest.decisions)
+            for did, text in latest.items():
                 if self._decisions.get(did) != text:
                     return f"saved episode index has another text for decision {did!r}"
             work = newest.work_item_id
