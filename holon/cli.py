@@ -1760,11 +1760,24 @@ def prompts(
             _echo(line)
     if check and summary.first_difference is not None:
         first = next(c for c in named if c.status == "differs")
+        # A prompt_rendered outside any turn (`holon append` takes one) has no --at-turn to
+        # name: the hint was `--at-turn None`, which click refuses.
+        where, hint = (
+            (
+                f"turn {first.turn}, call {first.call}",
+                f"`holon explain {shlex.quote(str(path))} --at-turn "
+                f"{first.turn} --call {first.call}` shows how it is rendered now",
+            )
+            if first.turn is not None
+            else (
+                "outside any turn",
+                "it names no turn, so `holon render` and `holon explain` cannot select it",
+            )
+        )
         raise CheckFailed(
-            f"the prompt at seq {first.seq} (turn {first.turn}, call {first.call}) does not reproduce: "
+            f"the prompt at seq {first.seq} ({where}) does not reproduce: "
             f"this holon renders {first.rendered_hash}, the ledger records {first.recorded_hash}, with the "
-            f"same renderer and estimator versions; `holon explain {shlex.quote(str(path))} --at-turn "
-            f"{first.turn} --call {first.call}` shows how it is rendered now"
+            f"same renderer and estimator versions; {hint}"
         )
 
 
