@@ -356,6 +356,10 @@ def is_json_lines(data: bytes) -> bool:
     return False
 
 
+#: What a line a crash left as nothing but zeroed space holds.
+_NUL_RUN: Final = b"\x00 \t\r"
+
+
 def iter_jsonl(
     data: bytes, *, source: str, format_hint: str, torn: Callable[[int], None] | None = None
 ) -> Iterator[tuple[int, Node]]:
@@ -368,13 +372,14 @@ def iter_jsonl(
     cut short, the session's later writes appended after it; a run of NUL bytes a crashed append
     left) is passed to ``torn`` by number and passed over instead of refused. The session went on
     past such a line, so it is damage, not a wrong ``--from`` or a copy taken too soon: the first
-    line still decides the format, and a damaged line with no value after it is still refused.
+    line still decides the format, and a damaged line with no value after it is still refused,
+    unless it holds only NUL bytes (the zeroed tail a power loss leaves).
     """
     text = _without_bom(data)
     start = 0
     number = 0
     read_one = False
-    damaged: list[tuple[int, InvalidRecord]] = []  # lines passed over, if a value follows them
+    damaged: list[tuple[int, InvalidRecord, bool]] = []  # lines passed over, if a value follows them
     while start <= len(text):
         end = text.find(b"\n", start)
         last = end < 0
@@ -395,17 +400,23 @@ def iter_jsonl(
             message = str(exc) if isinstance(exc, _NotUTF8) else f"not a JSON value ({exc})"
             error = InvalidRecord(f"{message}{hint}", where=where)
             if torn is not None and read_one and isinstance(exc, _MalformedJSON):
-                damaged.append((number, error))
+                damaged.append((number, error, not line.strip(_NUL_RUN)))
                 continue
             raise error from None
         if damaged and torn is not None:
-            for passed_over, _ in damaged:
+            for passed_over, _, _ in damaged:
                 torn(passed_over)
             damaged.clear()
         read_one = True
         yield number, Node(value, where=where, format_hint=format_hint)
-    if damaged:
+    if damaged and not all(zeros for _, _, zeros in damaged):
         raise damaged[0][1]
+    # Only NUL bytes after the last value: what a crash (a power loss) leaves when the file's
+    # size reached the disk and its data did not. No writer still at work writes them, so
+    # they are damage passed over, not a copy taken too soon.
+    for passed_over, _, _ in damaged:
+        assert torn is not None
+        torn(passed_over)
 
 
 def parse_iso_ms(node: Node) -> int:
