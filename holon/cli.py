@@ -1051,6 +1051,11 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         _appended(as_json, appended, len(report.records), extra, ledger)
 
 
+#: The largest file ``_not_an_export`` tries each importer on: a wrong --from on a file of
+#: gigabytes should fail at once, not after parsing it with every importer.
+_TRY_IMPORTERS_MAX: Final = 256 << 20
+
+
 def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:
     """``exc``, naming the transcript format ``file`` reads as when its first line is no holon record.
 
@@ -1063,7 +1068,7 @@ def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:
         return exc  # a pipe was read once: it cannot be tried again
     readable = []
     for fmt in FORMATS:
-        if fmt == "jsonl":
+        if fmt == "jsonl" or file.stat().st_size > _TRY_IMPORTERS_MAX:
             continue
         try:
             report = read_transcript(file, fmt)
