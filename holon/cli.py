@@ -89,6 +89,7 @@ from holon.replay import (
     TurnReplay,
     append_evidence,
     describe_projection,
+    ledger_projection,
     ledger_stats,
     memory_of,
     next_prompt_of,
@@ -2452,8 +2453,9 @@ def stats(path: Path, as_json: bool) -> None:
     with _reading(path) as ledger:
         read, resume = _passes(ledger)
         agent = ledger.agent_id
-        # Two passes, none holding the records: the config the prompts record, then the counts.
-        projection = projection_config_of(read())
+        # Passes that hold no records: the config (from the newest checkpoint when it states it,
+        # as `holon memory` takes it; else a pass of its own), then the counts.
+        projection = ledger_projection(read, resume)
         s = ledger_stats(read(), projection=projection, resume=resume)
     if as_json:
         _echo_json({"agent_id": agent, **msgspec.to_builtins(s)})

@@ -92,6 +92,7 @@ __all__ = [
     "memory_of",
     "next_prompt",
     "next_prompt_of",
+    "ledger_projection",
     "projection_config_of",
     "prompt_at",
     "prompt_of",
@@ -978,6 +979,17 @@ def _from_checkpoint(
         configured = resume.record(last_prompt.seq)
     last = rest[-1] if rest else resume.record(state.seq) if state.seq >= 0 else None
     return _Resumed(state=state, rest=rest, configured=configured, last=last)
+
+
+def ledger_projection(read: Reader, resume: Resume | Checkpoints | None = None) -> ProjectionConfig:
+    """:func:`projection_config_of` the records ``read()`` gives, from their newest checkpoint when it can.
+
+    Given :class:`Checkpoints` whose newest checkpoint states the ledger's config (the
+    rules of the whole-ledger reads, :func:`memory_of`), only the records after it are
+    read; otherwise every record is, and a conflict is the same InvalidRecord.
+    """
+    resumed = _from_checkpoint(resume, None, settings=False)
+    return resumed.state.config if resumed is not None else projection_config_of(read())
 
 
 def _fold_first(read: Reader, count: int, projection: ProjectionConfig) -> ProjectionState:

@@ -55,7 +55,8 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   damage there does not stop these commands; `verify` and `replay --check` read every
   record (they are the checks). Without such a checkpoint, or when it leaves any doubt
   (written under another config, its last prompt without render settings), they read the
-  whole ledger first, with the same result.
+  whole ledger first, with the same result. `stats`, which counts every record anyway,
+  takes the config the same way and so reads the ledger once instead of twice.
 - **`--json` everywhere.** Every command prints readable text by default and JSON for
   scripts with `--json`.
 - **Progress bars** appear on stderr for long passes (reading and replaying a ledger,

@@ -20,7 +20,7 @@ import holon.records as r
 from holon.context import EpisodeIndex
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, fold
-from holon.replay import memory_at, memory_of, next_prompt, next_prompt_of
+from holon.replay import ledger_projection, memory_at, memory_of, next_prompt, next_prompt_of
 from holon.runtime import AgentConfig, checkpoint_resume
 from holon.runtime.checkpoints import CheckpointResume, ToolIndex, list_checkpoints, write_checkpoint
 from tests.cli_support import fixture_names, invoke, live_records
@@ -343,3 +343,22 @@ def test_the_next_prompt_uses_the_episode_index_saved_with_the_checkpoint(
         path.unlink()
     assert _whole_reads(copy)[:2] == (memory, prompt)
     assert used == [-1]
+
+
+def test_stats_takes_the_config_from_the_checkpoint_and_prints_the_same(
+    agent_ledger: Path, tmp_path: Path
+) -> None:
+    # `holon stats` read the whole ledger once for the config before its counting pass (1M
+    # records: 7.0-8.4 s, now 4.5-4.7 s); what it prints is the same with checkpoints or without.
+    with Ledger.open(agent_ledger, readonly=True) as ledger:
+        read, passes, resume = _counted(ledger)
+        assert ledger_projection(read, resume) == OTHER
+        assert passes == []
+        # Without a checkpoint that states it, a pass of its own, as before.
+        assert ledger_projection(read) == OTHER
+        assert passes == [1]
+    for flag in ((), ("--json",)):
+        fast = invoke("stats", agent_ledger, *flag)
+        assert fast.exit_code == 0, fast.stderr
+        copy = _without_checkpoints(agent_ledger, tmp_path / f"copy{len(flag)}")
+        assert fast.stdout == invoke("stats", copy, *flag).stdout
