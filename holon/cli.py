@@ -1068,8 +1068,9 @@ def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:
     if exc.where is None or not exc.where.startswith("line 1 of") or not file.is_file():
         return exc  # a pipe was read once: it cannot be tried again
     readable = []
-    for fmt in FORMATS:
-        if fmt == "jsonl" or file.stat().st_size > _TRY_IMPORTERS_MAX:
+    tried = () if file.stat().st_size > _TRY_IMPORTERS_MAX else FORMATS
+    for fmt in tried:
+        if fmt == "jsonl":
             continue
         try:
             report = read_transcript(file, fmt)

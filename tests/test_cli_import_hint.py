@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import holon.cli
 from tests.cli_support import invoke
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
@@ -46,3 +47,16 @@ def test_a_file_no_importer_reads_lists_the_formats(tmp_path: Path) -> None:
         result.stderr
     )
     assert invoke("stats", ledger, "--json").stdout.count('"records": 0') == 1
+
+
+def test_a_file_over_the_limit_is_not_parsed_by_every_importer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wrong --from on a file of gigabytes fails at once, listing the formats.
+    monkeypatch.setattr(holon.cli, "_TRY_IMPORTERS_MAX", 10)
+    ledger = tmp_path / "l"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    result = invoke("import", ledger, SAMPLES / "swe-agent/function-calling.traj", "--from", "jsonl")
+    assert result.exit_code == 2
+    assert "reads with --from" not in result.stderr
+    assert "if it is another tool's transcript, import it with --from claude-code" in result.stderr
