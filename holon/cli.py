@@ -1766,7 +1766,7 @@ def prompts(
         for line in _prompts_text(agent, summary, [] if each else named, listed=each):
             _echo(line)
     if check and summary.first_difference is not None:
-        first = next(c for c in named if c.status == "differs")
+        first = named[0]  # the differing prompts, first one first
         # A prompt_rendered outside any turn (`holon append` takes one) has no --at-turn to
         # name: the hint was `--at-turn None`, which click refuses.
         where, hint = (

@@ -965,19 +965,15 @@ def _from_checkpoint(
         if any(s != config for s in stated) or (not stated and config != DEFAULT_CONFIG):
             return None
     scan = _ConfigScan()
-    configured: r.Record | None = None
-    for record in rest:
-        scan.see(record)
-        body = record.body
-        if isinstance(body, r.PromptRendered) and body.render_config:
-            configured = record
+    seen = _first_pass(lambda: rest, scan, None)  # the first pass, over the records after it only
+    configured = seen.configured
     if projection is None and (scan.error is not None or (scan.first and scan.first[1] != config)):
         return None  # the full pass decides: another config first recorded after it, or the error
     if settings and configured is None and last_prompt is not None:
         if not last_prompt.prompt.render_config:
             return None
         configured = resume.record(last_prompt.seq)
-    last = rest[-1] if rest else resume.record(state.seq) if state.seq >= 0 else None
+    last = seen.last if rest else resume.record(state.seq) if state.seq >= 0 else None
     return _Resumed(state=state, rest=rest, configured=configured, last=last)
 
 
