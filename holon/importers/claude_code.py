@@ -82,12 +82,23 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
                 # them in <session>/subagents/agent-<id>.jsonl): its sidechain is the conversation.
                 builder.skip("sidechain event")
                 continue
+            if _subagent_of(event) is not None:
+                # `claude -p --output-format stream-json` writes a subagent's messages into the main
+                # stream, told apart only by the Agent/Task call they serve. Imported, its prompt
+                # would open a turn as if the operator typed it and its steps read as the main
+                # agent's; its outcome is the Task call's result, as for a session's sidechain.
+                builder.skip("subagent event")
+                continue
             _environment(builder, event)
             message = event.field("message")
             if kind == "user":
                 _user(builder, event, message)
             else:
                 _assistant(builder, event, message)
+        elif kind == "result":
+            _result(builder, event)
+        elif kind == "system" and event.as_object().get("subtype") == "init":
+            _init(builder, event)
         elif kind == "system":
             content = event.as_object().get("content")
             # Newer Claude Code versions log a local command as a system event with the same tags.
@@ -128,6 +139,43 @@ def _scan(data: bytes, source: str) -> tuple[set[str], bool, int | None]:
             ts = parse_iso_ms(stamp)
             start = ts if start is None else start
     return uuids, main_thread, start
+
+
+def _subagent_of(event: Node) -> str | None:
+    """The Agent/Task call a stream-json message serves (``parent_tool_use_id``); None: the main agent's."""
+    parent = event.as_object().get("parent_tool_use_id")
+    return parent if isinstance(parent, str) and parent.strip() else None
+
+
+def _init(builder: TranscriptBuilder, event: Node) -> None:
+    # stream-json's first event: the only one naming the working directory (its messages carry no
+    # `cwd`, unlike a session file's). The tools are names without schemas: nothing a prompt can use.
+    cwd = event.opt_str("cwd")
+    session = event.opt_str("session_id")
+    if cwd is None:
+        builder.skip("system:init")
+        return
+    builder.environment(cwd=cwd, extra={"session_id": session} if session is not None else {})
+
+
+def _result(builder: TranscriptBuilder, event: Node) -> None:
+    """stream-json's last event of a prompt: how the run ended, which ends the turn."""
+    subtype = event.str_of("subtype", "success")
+    is_error = event.get("is_error")
+    failed = subtype != "success" or (is_error is not None and is_error.as_bool())
+    if not failed:
+        # `result` repeats the final assistant text, already imported as its message.
+        builder.end_turn()
+        return
+    text = event.as_object().get("result")
+    errors = event.as_object().get("errors")
+    detail = [e for e in errors if isinstance(e, str)] if isinstance(errors, list) else []
+    # An error_* result carries no `result` text; its subtype (error_max_turns) says what ended it.
+    error = text if isinstance(text, str) and text else "\n".join(detail) or subtype
+    # A run that failed before the model said anything opened no turn: the failure is still the
+    # run's outcome, and a turn holds it.
+    builder.ensure_turn()
+    builder.end_turn("failed", error=error)
 
 
 def _torn(builder: TranscriptBuilder, _number: int) -> None:
@@ -178,7 +226,9 @@ def _user(builder: TranscriptBuilder, event: Node, message: Node) -> None:
                 builder.skip(f"block:{block_type}")
         for block in results:
             # `toolUseResult` describes the event's single result; with several it is ambiguous.
-            detail = event.get("toolUseResult") if len(results) == 1 else None
+            # A session file names it `toolUseResult`, stream-json `tool_use_result`.
+            detail = event.get("toolUseResult") or event.get("tool_use_result")
+            detail = detail if len(results) == 1 else None
             _tool_result(builder, block, detail)
     text = "\n\n".join(t for t in texts if t)
     if not text:
