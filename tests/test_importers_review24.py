@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from holon.errors import InvalidRecord, UsageError
 from holon.importers import read_transcript
 from holon.records import (
+    ContextSummary,
     ExecutionEnvironment,
     Message,
+    SystemPolicy,
     ToolIntent,
     ToolResult,
     TurnEnded,
@@ -97,3 +103,79 @@ def test_stream_json_tool_use_result_marks_an_interrupted_call() -> None:
     )
     results = [r.body for r in parse_as("claude-code", data).records if isinstance(r.body, ToolResult)]
     assert [r.status for r in results] == ["interrupted"]
+
+
+# ---------------------------------------------------------------- openhands: V1 conversations
+
+V1 = FIXTURES / "openhands" / "v1-conversation"
+
+
+def _v1_events() -> list[dict[str, Any]]:
+    return [json.loads(path.read_bytes()) for path in sorted((V1 / "events").iterdir())]
+
+
+def test_v1_conversation_directory_imports() -> None:
+    report = read_transcript(V1, "openhands")
+    bodies = [record.body for record in report.records]
+    assert isinstance(bodies[0], SystemPolicy)
+    assert [t.name for t in bodies[0].tools] == ["terminal"]
+    assert [b.input for b in bodies if isinstance(b, TurnStarted)] == ["List the files."]
+    assert [(b.call_id, b.args) for b in bodies if isinstance(b, ToolIntent)] == [
+        ("call_1", {"command": "ls"}),
+        ("call_2", {"command": "rm -rf src"}),
+    ]
+    results = [(b.call_id, b.status, b.output) for b in bodies if isinstance(b, ToolResult)]
+    assert results == [
+        ("call_1", "ok", "README.md\nsrc"),
+        ("call_2", "error", "Action rejected: Do not delete files"),
+    ]
+    assert [b.text for b in bodies if isinstance(b, Message) and b.role == "assistant"] == [
+        "I'll run ls.",
+        "The files are README.md and src.",
+    ]
+    assert report.skipped == {"event:ConversationStateUpdateEvent": 1}
+    # The events directory itself reads the same.
+    assert read_transcript(V1 / "events", "openhands").records == report.records
+
+
+def test_v1_events_in_one_file_import_as_the_directory_does(tmp_path: Path) -> None:
+    file = tmp_path / "events.json"
+    file.write_text(json.dumps(_v1_events()))
+    assert read_transcript(file, "openhands").records == read_transcript(V1, "openhands").records
+
+
+def test_v1_condensation_summary_and_agent_error() -> None:
+    events = [
+        {"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user", "content": "go"}},
+        {"kind": "Condensation", "source": "environment", "forgotten_event_ids": ["x"], "summary": "did A"},
+        {"kind": "AgentErrorEvent", "tool_name": "x", "tool_call_id": "c9", "error": "bad"},
+    ]
+    bodies = [r.body for r in parse_as("openhands", json.dumps(events).encode()).records]
+    assert ContextSummary(text="did A", source="openhands:condensation") in bodies
+    assert Message(role="channel", channel="openhands:error", text="bad") in bodies
+
+
+def test_v1_action_without_a_call_id_is_refused_naming_it() -> None:
+    events = _v1_events()
+    del events[2]["tool_call_id"]
+    with pytest.raises(InvalidRecord, match=r"missing `tool_call_id`") as caught:
+        parse_as("openhands", json.dumps(events).encode())
+    assert caught.value.field == "[2].tool_call_id"
+
+
+def test_v1_directory_with_a_missing_event_is_refused(tmp_path: Path) -> None:
+    events = tmp_path / "conv" / "events"
+    shutil.copytree(V1 / "events", events)
+    next(events.glob("event-00003-*.json")).unlink()
+    with pytest.raises(UsageError, match=r"has no event 00003 \(the next file is event-00004-"):
+        read_transcript(tmp_path / "conv", "openhands")
+
+
+def test_v1_directory_names_the_event_file_that_is_not_json(tmp_path: Path) -> None:
+    events = tmp_path / "events"
+    shutil.copytree(V1 / "events", events)
+    bad = next(events.glob("event-00002-*.json"))
+    bad.write_bytes(bad.read_bytes()[:40])
+    with pytest.raises(InvalidRecord) as caught:
+        read_transcript(events, "openhands")
+    assert caught.value.where == str(bad)

@@ -15,6 +15,7 @@ documented in docs/importers.md.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -22,6 +23,7 @@ from typing import Final
 
 from holon.errors import UsageError
 from holon.importers._builder import SYNTHETIC_STEP_MS, ImportReport
+from holon.importers._shape import decode_json_document
 from holon.importers.claude_code import parse_claude_code
 from holon.importers.jsonl import parse_jsonl
 from holon.importers.openai_chat import parse_openai_chat
@@ -89,11 +91,14 @@ def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
     if importer is None:
         raise UsageError(f"unknown import format {fmt!r}; expected one of: {', '.join(FORMATS)}")
     source = os.fspath(path)
-    try:
-        with open(source, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
+    if fmt == "openhands" and os.path.isdir(source):
+        data = _conversation_events(source)
+    else:
+        try:
+            with open(source, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
     if not data.strip():
         raise UsageError(f"{source} is empty: there is no {fmt} transcript in it to import")
     report = importer.parse_bytes(data, source=source)
@@ -105,6 +110,49 @@ def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
         left_out = f" (skipped: {skipped})" if skipped else ""
         raise UsageError(f"{source} holds no {fmt} conversation: nothing in it maps to a record{left_out}")
     return report
+
+
+#: An OpenHands V1 event file's name: its index in the conversation (5 digits or more), then its id.
+_V1_EVENT_FILE: Final = re.compile(r"\Aevent-(\d{5,})-[0-9a-fA-F-]{8,}\.json\Z")
+
+
+def _conversation_events(directory: str) -> bytes:
+    """An OpenHands V1 conversation directory's events as one JSON array, in the order it numbered them.
+
+    The software-agent-sdk keeps a conversation as ``<id>/base_state.json`` and one file per event,
+    ``<id>/events/event-<index>-<event id>.json``; the directory given may be either. Each file is
+    checked to be JSON here, so an error names the file rather than a place in the joined array.
+    """
+    events = os.path.join(directory, "events")
+    folder = events if os.path.isdir(events) else directory
+    try:
+        names = os.listdir(folder)
+    except OSError as exc:
+        raise UsageError(f"cannot read {folder}: {exc.strerror or exc}") from None
+    numbered = sorted((int(match.group(1)), name) for name in names if (match := _V1_EVENT_FILE.match(name)))
+    if not numbered:
+        raise UsageError(
+            f"{directory} is a directory with no OpenHands conversation events in it (no "
+            "events/event-<index>-<id>.json files): give --from openhands a conversation directory "
+            "or one file"
+        )
+    parts: list[bytes] = []
+    for expected, (index, name) in enumerate(numbered):
+        file = os.path.join(folder, name)
+        if index != expected:
+            # A gap is an event lost: the conversation after it would be imported without it.
+            raise UsageError(
+                f"{folder} has no event {expected:05d} (the next file is {name}): the conversation is "
+                "missing an event; copy the whole conversation directory again"
+            )
+        try:
+            with open(file, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+        decode_json_document(data, source=file, format_hint="")
+        parts.append(data.removeprefix(b"\xef\xbb\xbf"))
+    return b"[" + b",\n".join(parts) + b"]"
 
 
 def import_transcript(path: str | os.PathLike[str], fmt: str) -> list[Record]:

@@ -5,12 +5,15 @@ Accepted files: evaluation output JSONL (one run per line, its events under
 also hold ``[action, observation]`` pairs (OpenDevin-era outputs). Each event
 is an *action* (``action``: ``message``, ``run``, ``read``, ``edit``, ``think``,
 ``finish``, ``system``, ...) or an *observation* (``observation``), and an
-observation names the action it answers by ``cause`` (the action's ``id``). See
-docs/importers.md for the full mapping.
+observation names the action it answers by ``cause`` (the action's ``id``). OpenHands V1
+(software-agent-sdk) events are typed by ``kind`` instead (``MessageEvent``, ``ActionEvent``,
+``ObservationEvent``, ...) and joined by ``tool_call_id``; they may stand wherever V0 events do.
+See docs/importers.md for the full mapping.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Iterator
 from typing import Any, Final, Literal
@@ -139,7 +142,11 @@ def _run(builder: TranscriptBuilder, run: Node) -> None:
             raise event.error("not an OpenHands event (expected an object)")
         stamp = event.get("timestamp")
         builder.at(None if stamp is None else parse_iso_ms(stamp))
-        if event.has("action"):
+        if isinstance(event.as_object().get("kind"), str):
+            # An OpenHands V1 (software-agent-sdk) event: typed by `kind`, its `action` and
+            # `observation` are objects, not names.
+            _v1_event(builder, event)
+        elif event.has("action"):
             _action(builder, event, edits, pair)
         elif event.has("observation"):
             _observation(builder, event, edits, pair)
@@ -278,3 +285,112 @@ def _status(name: str, exit_code: int | None, success: object, content: str) -> 
     if isinstance(success, bool):
         return "ok" if success else "error"
     return "error" if content.startswith(_ERROR_PREFIX) else "ok"
+
+
+# ------------------------------------------------------------------ OpenHands V1 (software-agent-sdk)
+
+#: V1 events that answer a tool call, by `tool_call_id`.
+_V1_ANSWERS: Final = frozenset({"ObservationEvent", "UserRejectObservation", "AgentErrorEvent"})
+
+
+def _v1_text(content: Node | None, builder: TranscriptBuilder) -> str:
+    """The text of V1 content: a string, one ``TextContent``, or a list of text and image parts."""
+    if content is None:
+        return ""
+    if isinstance(content.value, str):
+        return content.value
+    parts = list(content.items()) if isinstance(content.value, list) else [content]
+    texts: list[str] = []
+    for part in parts:
+        part_type = part.str_of("type", "text")
+        if part_type == "text":
+            texts.append(part.field("text").as_str())
+        elif part_type == "image":
+            urls = part.as_object().get("image_urls")
+            builder.skip("image", len(urls) if isinstance(urls, list) and urls else 1)
+        else:
+            builder.skip(f"content part:{part_type}")
+    return "\n".join(texts)
+
+
+def _v1_event(builder: TranscriptBuilder, event: Node) -> None:
+    kind = event.field("kind").as_str()
+    if kind == "SystemPromptEvent":
+        text = _v1_text(event.field("system_prompt"), builder)
+        dynamic = _v1_text(event.get("dynamic_context"), builder)
+        text = f"{text}\n\n{dynamic}" if dynamic else text
+        builder.emit(SystemPolicy(text=text, tools=tool_definitions(event.get("tools"))))
+    elif kind == "MessageEvent":
+        _v1_message(builder, event)
+    elif kind == "ActionEvent":
+        _v1_action(builder, event)
+    elif kind in _V1_ANSWERS:
+        _v1_answer(builder, event, kind)
+    elif kind in ("CondensationSummaryEvent", "Condensation") and event.opt_str("summary"):
+        # The condenser's summary of the events it forgot: what the agent knew of them from here on.
+        builder.emit(ContextSummary(text=event.field("summary").as_str(), source="openhands:condensation"))
+    else:
+        # State updates, pauses, condensation requests, streaming tokens: no conversation in them.
+        builder.skip(f"event:{kind}")
+
+
+def _v1_message(builder: TranscriptBuilder, event: Node) -> None:
+    text = _v1_text(event.field("llm_message").get("content"), builder)
+    source = event.field("source").as_str()
+    if source == "user":
+        builder.user_turn(text)
+    elif source == "agent":
+        if text:
+            builder.agent(Message(role="assistant", text=text))
+    else:
+        builder.agent(Message(role="channel", channel=f"openhands:{source}", text=text))
+
+
+def _v1_action(builder: TranscriptBuilder, event: Node) -> None:
+    thought = _v1_text(event.get("thought"), builder)
+    if thought:
+        builder.agent(Message(role="assistant", text=thought))
+    call_id = event.required_id(
+        "tool_call_id",
+        what="an OpenHands ActionEvent",
+        why="its observation names the call it answers by this id alone",
+    )
+    tool = event.tool_name("tool_name", what="an OpenHands ActionEvent")
+    builder.intent(call_id, tool, _v1_arguments(event))
+
+
+def _v1_arguments(event: Node) -> dict[str, Any]:
+    """The call's arguments as the model wrote them (`tool_call.arguments`), else the parsed `action`."""
+    call = event.get("tool_call")
+    arguments = call.as_object().get("arguments") if call is not None else None
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            return {"arguments": arguments}
+        return decoded if isinstance(decoded, dict) else {"arguments": decoded}
+    action = event.get("action")
+    if action is not None and action.is_object():
+        return {key: value for key, value in action.as_object().items() if key != "kind"}
+    return {}
+
+
+def _v1_answer(builder: TranscriptBuilder, event: Node, kind: str) -> None:
+    call_id = event.field("tool_call_id").as_str()
+    if kind == "ObservationEvent":
+        observation = event.field("observation")
+        output = _v1_text(observation.get("content"), builder)
+        flag = observation.get("is_error")
+        status: ToolStatus = "error" if flag is not None and flag.as_bool() else "ok"
+    elif kind == "UserRejectObservation":
+        # What the model was told (OpenHands' own wording), as for any result.
+        output = f"Action rejected: {event.str_of('rejection_reason', 'User rejected the action')}"
+        status = "error"
+    else:
+        output = event.field("error").as_str()
+        status = "error"
+    if builder.pending(call_id) is None and kind == "AgentErrorEvent":
+        # An error no call waits for (the scaffold refused a call it could not parse): the agent saw it.
+        builder.agent(Message(role="channel", channel="openhands:error", text=output))
+        return
+    builder.result(call_id, status=status, output=output)
