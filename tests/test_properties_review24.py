@@ -41,7 +41,7 @@ from holon.projections import (
 from holon.replay import projection_config_of
 from holon.runtime import Agent, AgentConfig
 from tests.cli_support import invoke, tree_bytes
-from tests.live import evidence_of, replay_live
+from tests.live import LiveLedger, evidence_of, replay_live
 from tests.runtime_support import Tick
 from tests.strategies import AgentRun, agent_runs, configs
 
@@ -107,7 +107,7 @@ def test_a_checkpoint_at_every_position_resumes_to_the_same_state_records_and_re
         resumed = fold(tail, restored)
         assert msgspec.msgpack.encode(resumed) == encoded, f"split {split}"
         # Verified on: ok, every derived record of the tail checked (none left pending).
-        report = verify_derivations(tail, state=restored)
+        report = verify_derivations(tail, state=restored, last_ts=records[split - 1].ts if split else None)
         assert report.ok, (split, report.divergence and report.divergence.describe())
         assert report.derived_checked == sum(rec.kind in r.DERIVED_KINDS for rec in tail)
         assert not report.pending_refresh
@@ -115,6 +115,30 @@ def test_a_checkpoint_at_every_position_resumes_to_the_same_state_records_and_re
         last_ts = records[split - 1].ts if split else None
         assert _continue_live(restored, last_ts, tail) == tail, f"split {split}"
     assert derived == sum(rec.kind in r.DERIVED_KINDS for rec in records)
+
+
+def test_a_prompt_refresh_right_after_a_checkpoint_has_its_ts_checked() -> None:
+    # The delta the refresh before a prompt appends carries the ts of the record before it,
+    # which a state does not keep: verified from a state folded up to that record, a delta
+    # whose ts was changed was reported ok, where the whole ledger reports it at its seq.
+    live = LiveLedger()
+    live.append(r.SystemPolicy(text="p"), in_turn=False)
+    live.start_turn("user", "go")
+    live.append(r.Decision(id="D1", text="use sqlite"))
+    live.end_turn()
+    live.start_turn("user", "more")
+    live.append(r.Decision(id="D1", text="use postgres"))  # supersedes: refreshed before the prompt
+    live.render()
+    records = live.records
+    (i,) = [j for j, rec in enumerate(records) if rec.kind == r.WorkingMemoryDelta.KIND and rec.turn == 2]
+    assert records[i + 1].kind == r.PromptRendered.KIND
+    mutated = [*records[:i], msgspec.structs.replace(records[i], ts=records[i].ts + 5), *records[i + 1 :]]
+    whole = verify_derivations(mutated)
+    resumed = verify_derivations(mutated[i:], state=fold(mutated[:i]), last_ts=mutated[i - 1].ts)
+    for report in (whole, resumed):
+        assert report.divergence is not None
+        assert (report.divergence.seq, [d.field for d in report.divergence.diffs]) == (i, ["ts"])
+    assert verify_derivations(records[i:], state=fold(records[:i]), last_ts=records[i - 1].ts).ok
 
 
 # --------------------------------------------------------------------------- one derived record mutated
@@ -181,7 +205,9 @@ def test_every_field_of_one_derived_record_mutated_is_named_at_its_seq(
         mutated = [*run.records[:i], mutated_record, *run.records[i + 1 :]]
         for report in (
             verify_derivations(mutated, config=run.config),
-            verify_derivations(mutated[split:], state=start),
+            verify_derivations(
+                mutated[split:], state=start, last_ts=mutated[split - 1].ts if split else None
+            ),
         ):
             divergence = report.divergence
             assert divergence is not None, f"{field} mutated at seq {i}: reported ok"
@@ -322,9 +348,12 @@ def test_a_ledger_that_derived_nothing_is_refused_under_a_config_its_turns_deriv
         assert "after the turn_ended at seq 3 derives a context_episode it lacks (seq 4)" in message
         assert tree_bytes(path) == before
         # A config under which those turns derive nothing is let in, and the ledger verifies.
-        with Agent.open(
-            path, config=AgentConfig(projection=ProjectionConfig(turn_cap=3)), clock=clock
-        ) as agent, agent.turn(input="tick 3", trigger="timer") as turn:
+        with (
+            Agent.open(
+                path, config=AgentConfig(projection=ProjectionConfig(turn_cap=3)), clock=clock
+            ) as agent,
+            agent.turn(input="tick 3", trigger="timer") as turn,
+        ):
             turn.record_message("nothing to do")
         assert _cli_divergence(path) == (0, "ok")
 

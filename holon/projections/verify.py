@@ -137,13 +137,16 @@ def verify_derivations(
     *,
     config: ProjectionConfig | None = None,
     state: ProjectionState | None = None,
+    last_ts: int | None = None,
 ) -> VerificationReport:
     """Check that every derived record in ``records`` equals what this code derives.
 
     Starts from ``state`` (e.g. a restored checkpoint; ``records`` then continue after
     its seq) or from the initial state under ``config``: from any state folded from a
-    prefix of the ledger, the report is the one for the whole ledger. Stops at the first
-    divergence.
+    prefix of the ledger, given ``last_ts``, the ts of the record at ``state.seq``, the
+    report is the one for the whole ledger. (A state does not keep that ts, and a delta
+    the refresh before a prompt appends right after it carries it: without ``last_ts``,
+    that one delta's ts is taken as found.) Stops at the first divergence.
 
     Raises :class:`~holon.errors.ProjectionConfigMismatch` when both ``state`` and
     another ``config`` are given, and :class:`~holon.errors.UsageError` when the first
@@ -161,8 +164,10 @@ def verify_derivations(
     counted = refreshes = checked = 0
     divergence: Divergence | None = None
     # The ts of the last record folded: a pre-prompt refresh's records carry it. A given
-    # state does not keep it, so until a record has been folded here it is unknown.
-    last_ts: int | None = None if state.seq >= 0 else 0
+    # state does not keep it, so unless the caller passed it, it is unknown until a record
+    # has been folded here.
+    if state.seq < 0:
+        last_ts = 0
 
     for record in records:
         if record.seq != state.seq + 1:
