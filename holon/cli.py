@@ -1730,6 +1730,9 @@ def prompts(
     sums the tokens not shared by that section, at a turn's first prompt and later in it;
     "(appended)" is a prompt that only added to the previous one.
 
+    --from-turn and --until-turn must select some of the ledger's turns: a range past its
+    last turn or before its first is a usage error naming the turns it holds.
+
     Example: holon prompts runs/agent-7 --from-turn 100 --check
     """
     summary = PromptsSummary()
@@ -1763,7 +1766,8 @@ def prompts(
                     if each:
                         _echo(_prompt_line(item))
     if not as_json:
-        for line in _prompts_text(agent, summary, [] if each else named, listed=each):
+        ranged = from_turn is not None or until_turn is not None
+        for line in _prompts_text(agent, summary, [] if each else named, listed=each, ranged=ranged):
             _echo(line)
     if check and summary.first_difference is not None:
         first = named[0]  # the differing prompts, first one first
@@ -1803,7 +1807,7 @@ def _prompt_line(item: PromptCheck) -> str:
 
 
 def _prompts_text(
-    agent: str, summary: PromptsSummary, named: Sequence[PromptCheck], *, listed: bool
+    agent: str, summary: PromptsSummary, named: Sequence[PromptCheck], *, listed: bool, ranged: bool
 ) -> list[str]:
     """The summary of `holon prompts`: statuses, the shared share and the table of breaks."""
     statuses = " · ".join(
@@ -1813,7 +1817,8 @@ def _prompts_text(
     lines = [""] if listed else []
     lines.append(f"agent {agent} · {_count(summary.prompts, 'recorded prompt')} rendered again")
     if not summary.prompts:
-        return [*lines, "nothing to check: no prompt_rendered record in the turns asked for"]
+        where = "the turns asked for" if ranged else "this ledger"
+        return [*lines, f"nothing to check: no prompt_rendered record in {where}"]
     lines.append(statuses)
     lines += [
         f"  {_count(n, 'prompt')}: {reason}"

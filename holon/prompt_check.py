@@ -273,12 +273,65 @@ def check_prompts_of(
     """:func:`check_prompts` of the records ``read()`` gives, read in passes rather than held.
 
     A first pass learns the projection config the ledger's prompts record (unless
-    ``projection`` is given); the second folds and renders.
+    ``projection`` is given) and, when ``from_turn`` or ``until_turn`` is given, the
+    ledger's first and last turn; the second folds and renders. A range that selects no
+    turn of the ledger (``from_turn`` after its last turn, ``until_turn`` before its first,
+    ``from_turn`` after ``until_turn``, any range in a ledger of no turns) is a UsageError
+    naming the turns it holds: a mistyped number would otherwise read as "nothing to
+    check". Raised here, by the call, before the first check is yielded: a caller that
+    prints as it iterates has printed nothing yet.
     """
     if from_turn is not None and until_turn is not None and from_turn > until_turn:
         raise UsageError(f"--from-turn {from_turn} is after --until-turn {until_turn}: nothing to check")
-    config = projection if projection is not None else projection_config_of(read())
-    checker = _Checker(agent_id, from_turn, until_turn)
+    ranged = from_turn is not None or until_turn is not None
+    # The lowest and highest turn the ledger's turn_started records name, when a range is checked.
+    held: list[int] = []
+
+    def turns_seen() -> Iterator[r.Record]:
+        for record in read():
+            turn = record.turn
+            if turn is not None and type(record.body) is r.TurnStarted:
+                held[:] = [min(held[0], turn), max(held[1], turn)] if held else [turn, turn]
+            yield record
+
+    if projection is not None and not ranged:
+        config = projection
+    else:
+        records = turns_seen() if ranged else read()
+        if projection is None:
+            config = projection_config_of(records)
+        else:
+            config = projection
+            for _ in records:
+                pass
+    if ranged:
+        _check_range(from_turn, until_turn, (held[0], held[1]) if held else None)
+    return _checks(read, _Checker(agent_id, from_turn, until_turn), config, until_turn)
+
+
+def _check_range(from_turn: int | None, until_turn: int | None, held: tuple[int, int] | None) -> None:
+    """Refuse a turn range that selects none of the turns ``held`` (the first and last; ``None``: none)."""
+    named = (("from-turn", from_turn), ("until-turn", until_turn))
+    asked = " ".join(f"--{name} {turn}" for name, turn in named if turn is not None)
+    if held is None:
+        raise UsageError(f"{asked}: this ledger has no turns yet, so no prompt of a turn to check")
+    first, last = held
+    if from_turn is not None and from_turn > last:
+        raise UsageError(
+            f"--from-turn {from_turn} is after the ledger's last turn: it holds turns {first}..{last}; "
+            "nothing to check"
+        )
+    if until_turn is not None and until_turn < first:
+        raise UsageError(
+            f"--until-turn {until_turn} is before the ledger's first turn: it holds turns {first}..{last}; "
+            "nothing to check"
+        )
+
+
+def _checks(
+    read: Reader, checker: _Checker, config: ProjectionConfig, until_turn: int | None
+) -> Iterator[PromptCheck]:
+    """The fold of :func:`check_prompts_of`: each wanted prompt, rendered again and checked."""
     state = initial_state(config)
     # The newest prompt before the range, with the state it renders from: rendered when the
     # range's first prompt comes, so that one is compared with what came before it as well.

@@ -119,9 +119,11 @@ def test_a_turn_range_compares_its_first_prompt_with_the_one_before_it(tmp_path:
     refused = invoke("prompts", path, "--from-turn", "12", "--until-turn", "10")
     assert refused.exit_code == 2
     assert "--from-turn 12 is after --until-turn 10" in refused.stderr
+    # A turn past the ledger's last is a mistyped number, not "nothing to check" (exit 0):
+    # tests/test_cli_review24.py has the cases.
     none = invoke("prompts", path, "--from-turn", "100000")
-    assert none.exit_code == 0
-    assert "nothing to check" in none.output
+    assert none.exit_code == 2
+    assert "it holds turns" in none.stderr
 
 
 def test_calls_rendered_again_within_a_turn_are_numbered_and_compared(tmp_path: Path) -> None:
