@@ -96,6 +96,7 @@ from holon.replay import (
     projection_config_of,
     prompt_of,
     replay_of,
+    state_to_append_to,
 )
 from holon.runtime import checkpoint_resume, is_recall
 from holon.search import MemorySearch, search_terms
@@ -649,13 +650,15 @@ def _passes(ledger: Ledger) -> tuple[Reader, Checkpoints]:
 
 
 def _state_to_append_to(ledger: Ledger, incoming: Sequence[r.Record]) -> tuple[ProjectionState, int | None]:
-    """The state ``incoming`` evidence is appended onto, and the ledger's highest turn.
+    """The state ``incoming`` evidence is appended onto, and the ledger's highest turn (`holon import`).
 
     The ledger is read in passes, not held (a long ledger took its size in memory for
-    each `holon append`): the first finds the projection config its prompts and the
-    incoming records record (appended prompts may be the first to record it, in a ledger
-    written elsewhere) and the highest turn; the fold starts from a verified checkpoint
-    when there is one.
+    each import): the first finds the projection config its prompts and the incoming
+    records record (appended prompts may be the first to record it, in a ledger written
+    elsewhere) and the highest turn, which a checkpoint does not hold (a transcript's
+    turns are numbered after it); the fold starts from a verified checkpoint when there
+    is one. `holon append` needs no highest turn: :func:`state_to_append_to` takes the
+    config from the checkpoint too.
     """
     read, resume = _passes(ledger)
     last_turn: int | None = None
@@ -918,7 +921,8 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     # Record n came from the n-th non-blank line: errors name that line, as decoding does.
     lines = [number for number, line in enumerate(data.split(b"\n"), 1) if line.strip()]
     with _writing(path) as ledger:
-        state, _ = _state_to_append_to(ledger, report.records)
+        read, resume = _passes(ledger)
+        state = state_to_append_to(read, report.records, resume)
         seqs = append_evidence(
             ledger, report.records, state=state, where=lambda n: f"line {lines[n - 1]} of {records_file}"
         )

@@ -100,6 +100,7 @@ __all__ = [
     "replay_of",
     "replay_turns",
     "state_after",
+    "state_to_append_to",
     "turn_spans",
     "version_changes",
 ]
@@ -986,6 +987,40 @@ def ledger_projection(read: Reader, resume: Resume | Checkpoints | None = None) 
     """
     resumed = _from_checkpoint(resume, None, settings=False)
     return resumed.state.config if resumed is not None else projection_config_of(read())
+
+
+def state_to_append_to(
+    read: Reader, incoming: Sequence[r.Record], resume: Resume | Checkpoints | None = None
+) -> ProjectionState:
+    """The state of the ledger ``read()`` gives, for :func:`append_evidence` to append ``incoming`` onto.
+
+    Folded under the projection config the ledger's records state, else the one the first
+    record of ``incoming`` stating one states (in a ledger that states none, appended
+    prompts may be the first to record it), else the default; from ``resume``'s
+    checkpoint when there is one. An incoming prompt stating another config is left to
+    :func:`append_evidence`, whose refusal names that record (an input line, not the seq
+    the record was decoded with). Given :class:`Checkpoints` whose newest checkpoint
+    states the ledger's config (the rule of the whole-ledger reads, :func:`memory_of`) and
+    ``incoming`` states none or the same, there is no first pass: only the records after
+    the checkpoint are read. Otherwise every record is: whether the ledger states a config
+    is for its records to say, not a checkpoint that found none.
+    """
+    stated = _ConfigScan()
+    for record in incoming:
+        stated.see(record)
+    # The first config incoming states; a conflict or a config that does not decode after it
+    # is append_evidence's to refuse, naming the record.
+    wanted = stated.first[1] if stated.first is not None else None
+    resumed = _from_checkpoint(resume, None, settings=False)
+    if resumed is not None and (wanted is None or wanted == resumed.state.config):
+        return fold(resumed.rest, resumed.state)
+    scan = _ConfigScan()
+    for record in read():
+        scan.see(record)
+        if scan.error is not None:
+            break
+    config = scan.result() if scan.first is not None or scan.error is not None else wanted
+    return _fold_all(read, config or DEFAULT_CONFIG, resume)
 
 
 def _fold_first(read: Reader, count: int, projection: ProjectionConfig) -> ProjectionState:

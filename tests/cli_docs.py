@@ -56,7 +56,9 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   record (they are the checks). Without such a checkpoint, or when it leaves any doubt
   (written under another config, its last prompt without render settings), they read the
   whole ledger first, with the same result. `stats`, which counts every record anyway,
-  takes the config the same way and so reads the ledger once instead of twice.
+  takes the config the same way and so reads the ledger once instead of twice. `append`
+  does too (it folds from the checkpoint anyway), unless the records appended state
+  another config: then the ledger's records say whether it states one.
 - **`--json` everywhere.** Every command prints readable text by default and JSON for
   scripts with `--json`.
 - **Progress bars** appear on stderr for long passes (reading and replaying a ledger,
