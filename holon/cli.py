@@ -27,6 +27,7 @@ import errno
 import importlib
 import io
 import itertools
+import logging
 import os
 import re
 import shlex
@@ -380,7 +381,8 @@ class HolonGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return self._invoke(ctx)
+            with _library_warnings():
+                return self._invoke(ctx)
         except _Failure as failure:
             failure.as_json = bool(ctx.meta.get(_JSON_KEY)) or (
                 # click stops parsing at an unknown option or one missing its value, before
@@ -422,6 +424,37 @@ class HolonGroup(click.Group):
                     # verify stopped here: pointing at verify again says nothing.
                     message = message.removesuffix(_VERIFY_ADVICE)
             raise _FAILURES[code](message, error_type=type(exc).__name__) from None
+
+
+class _WarningLines(logging.Handler):
+    """The library's warnings as the CLI's own ``holon: warning: <what>`` lines on stderr.
+
+    Opening a ledger for writing cuts a torn tail and says so through :mod:`logging`
+    (``holon.ledger``), as do a replaced damaged blob and a continued import. With no
+    handler configured, Python printed the bare message ("ledger recovery: ..."): not the
+    documented warning line, and the file name in it unescaped.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            _echo(f"holon: warning: {_printable(record.getMessage())}", err=True)
+        except BrokenPipeError:
+            _silence(sys.stderr)
+        except Exception:
+            self.handleError(record)
+
+
+@contextmanager
+def _library_warnings() -> Iterator[None]:
+    """Show the ``holon`` loggers' warnings as warning lines while a command runs (not after:
+    a program that runs the CLI in-process keeps its own logging)."""
+    logger = logging.getLogger("holon")
+    handler = _WarningLines(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _asks_json(args: Sequence[str]) -> bool:

@@ -78,7 +78,8 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   escape sequence, a carriage return) from records as `\\x1b`-style escapes, never raw;
   `holon get` and `render --format text` write exact bytes to a pipe or file only.
 - **Warnings** are one line on stderr, `holon: warning: <what>`, and do not change the
-  exit code.
+  exit code; so are the library's (a torn tail cut when a writing command opens the
+  ledger, a damaged blob replaced, an interrupted import continued).
 - **Exit codes:**
 
   - `0` ok.

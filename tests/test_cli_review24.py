@@ -182,3 +182,24 @@ def test_append_of_a_prompt_stating_another_config_names_its_line(tmp_path: Path
     )
     assert "seq -1" not in refused.stderr
     assert ledger_records(path) == before
+
+
+# --------------------------------------------------------------------------- library warnings
+
+
+def test_a_torn_tail_cut_by_a_writing_command_is_a_warning_line(tmp_path: Path) -> None:
+    # Before: Python's last-resort logging printed the ledger's bare message ("ledger recovery:
+    # truncated_torn_tail ..."), not the `holon: warning:` line docs/cli.md promises.
+    path = build_ledger(tmp_path / "l", FIXTURE)
+    segment = sorted((path / "segments").iterdir())[-1]
+    with segment.open("r+b") as f:
+        f.truncate(segment.stat().st_size - 7)
+    evidence = write_jsonl(tmp_path / "turn.jsonl", _next_turn(path))
+    appended = invoke("append", path, evidence, "--json")
+    assert appended.exit_code == 0, appended.stderr
+    lines = appended.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("holon: warning: ledger recovery: truncated_torn_tail ")
+    assert segment.name in lines[0]
+    json.loads(appended.stdout)
+    assert invoke("verify", path).exit_code == 0
