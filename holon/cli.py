@@ -983,10 +983,16 @@ def _input_file(path: Path, command: str) -> Path:
     return _STDIN
 
 
-def _check_input(path: Path, command: str) -> None:
-    """Refuse an input FILE that is a directory, saying so; a ledger there means swapped arguments."""
+def _check_input(path: Path, command: str, *, directory: bool = False) -> None:
+    """Refuse an input FILE that is a directory, saying so; a ledger there means swapped arguments.
+
+    ``directory``: the format also comes as a directory (an OpenHands V1 conversation), which
+    is let through unless it is a ledger.
+    """
     if path.is_dir():
         swapped = (path / HEADER_NAME).is_file()
+        if directory and not swapped:
+            return
         hint = f"; it is a ledger, and the ledger comes first: holon {command} PATH FILE" if swapped else ""
         raise UsageError(f"{path} is a directory, not a file to read{hint}")
 
@@ -1028,7 +1034,8 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     Example: holon import runs/agent-7 session.jsonl --from claude-code
     """
     file = _input_file(file, "import")
-    _check_input(file, "import")
+    # An OpenHands V1 conversation is a directory of event files (read_transcript joins them).
+    _check_input(file, "import", directory=fmt == "openhands")
     if fmt == "jsonl":
         empty = UsageError(f"{file} is empty: there is no holon export in it to import")
         if not file.exists():

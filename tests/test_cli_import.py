@@ -298,3 +298,25 @@ def test_swapped_arguments_are_named_and_write_nothing(tmp_path: Path, command: 
     # A directory that is not a ledger is named as a directory, without the hint.
     result = invoke(*command, ledger, tmp_path)
     assert result.exit_code == 2 and result.stderr.strip().endswith("is a directory, not a file to read")
+
+
+def test_an_openhands_v1_conversation_directory_imports(tmp_path: Path) -> None:
+    # Before: refused as "is a directory, not a file to read", though read_transcript reads it.
+    conversation = IMPORTERS / "openhands" / "v1-conversation"
+    target = _init(tmp_path / "L")
+    result = invoke("import", target, conversation, "--from", "openhands", "--json")
+    assert result.exit_code == 0, result.stderr
+    expected = read_transcript(conversation, "openhands")
+    assert json.loads(result.stdout)["records"] == len(expected.records)
+    with Ledger.open(target, readonly=True) as ledger:
+        inputs = [rec.body.input for rec in ledger.read() if isinstance(rec.body, r.TurnStarted)]
+    assert inputs == ["List the files."]
+    # A ledger given as the conversation is still named as swapped arguments, with nothing written.
+    before = tree_bytes(tmp_path)
+    result = invoke("import", conversation, target, "--from", "openhands")
+    assert result.exit_code == 2
+    assert "it is a ledger, and the ledger comes first" in result.stderr
+    assert tree_bytes(tmp_path) == before
+    # Another format still wants a file.
+    result = invoke("import", target, conversation, "--from", "openai-chat")
+    assert result.exit_code == 2 and "is a directory, not a file to read" in result.stderr

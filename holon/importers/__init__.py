@@ -75,7 +75,9 @@ IMPORTERS: Final[Mapping[str, Importer]] = MappingProxyType(
             ),
             Importer("swe-agent", "SWE-agent trajectory (.traj)", parse_swe_agent),
             Importer(
-                "openhands", "OpenHands event stream or evaluation output (.json/.jsonl)", parse_openhands
+                "openhands",
+                "OpenHands event stream or evaluation output (.json/.jsonl), or a V1 conversation directory",
+                parse_openhands,
             ),
         )
     }
