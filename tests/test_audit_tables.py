@@ -59,7 +59,8 @@ def test_every_table_exists_with_its_documented_columns(fleet: Fleet) -> None:
 
 
 def test_agents_name_each_ledger_and_its_head(fleet: Fleet) -> None:
-    got = {row[0]: row[1:] for row in rows(fleet.con, "SELECT * FROM agents")}
+    ledgers = rows(fleet.con, "SELECT agent_id, path, records, head_seq, head_hash FROM agents")
+    got = {row[0]: row[1:] for row in ledgers}
     assert sorted(got) == sorted(fleet.paths)
     for agent, path in fleet.paths.items():
         with Ledger.open(path, readonly=True) as ledger:

@@ -44,9 +44,12 @@ from holon.audit.extract import (
 )
 from holon.audit.query import AuditError, run_statement
 from holon.context.causes import CAUSE_COUNT, CAUSE_ID, CAUSE_ID_REPLACEMENT
+from holon.context.render import RENDER_VERSION, projection_stated
 from holon.errors import HolonError, UsageError
 from holon.ledger.files import check_outside
 from holon.ledger.header import check_outside_ledgers
+from holon.projections.config import DEFAULT_CONFIG, STATES_CONFIG
+from holon.records import ProjectionConfig
 
 __all__ = [
     "MAX_CHUNK_RECORDS",
@@ -81,6 +84,11 @@ _ENVELOPE: Final = (
     "agent_ix: 'INTEGER', seq: 'BIGINT', ts: 'BIGINT', turn: 'BIGINT', kind: 'VARCHAR', v: 'INTEGER'"
 )
 
+#: A projection config (holon.records.ProjectionConfig) as a DuckDB struct, its fields in order.
+_PROJECTION_TYPE: Final = (
+    "STRUCT(" + ", ".join(f"{name} BIGINT" for name in ProjectionConfig.__struct_fields__) + ")"
+)
+
 # Body types as DuckDB reads them (field names follow holon/records.py).
 _BODY: Final = {
     "message": "STRUCT(role VARCHAR, text VARCHAR, channel VARCHAR, name VARCHAR)",
@@ -97,18 +105,21 @@ _BODY: Final = {
         "prompt_hash VARCHAR, total_tokens BIGINT, budget BIGINT, estimator VARCHAR, "
         "sections STRUCT(section VARCHAR, tokens BIGINT, form VARCHAR)[], "
         "omitted STRUCT(section VARCHAR, ref VARCHAR, reason VARCHAR, tokens BIGINT)[], "
-        "render_config JSON, episodes BIGINT[])"
+        # Of render_config, only the keys the audit reads: as a struct, DuckDB extracts them
+        # as it parses the line, where a JSON column is parsed again for each key taken out.
+        "render_config STRUCT(version JSON, projection JSON), episodes BIGINT[])"
     ),
     "working_memory_delta": (
         "STRUCT(from_revision BIGINT, to_revision BIGINT, reason VARCHAR, changed_fields VARCHAR[], "
-        "lines VARCHAR[], evidence_from_seq BIGINT, evidence_to_seq BIGINT, projection_version BIGINT)"
+        "lines VARCHAR[], evidence_from_seq BIGINT, evidence_to_seq BIGINT, projection_version BIGINT, "
+        f"projection {_PROJECTION_TYPE})"
     ),
     "context_episode": (
         "STRUCT(episode_id BIGINT, boundary_reason VARCHAR, work_item_id VARCHAR, first_turn BIGINT, "
         "last_turn BIGINT, from_seq BIGINT, to_seq BIGINT, objective VARCHAR, delivery_target VARCHAR, "
         "summary_lines VARCHAR[], scope_hints VARCHAR[], touched_files VARCHAR[], commands VARCHAR[], "
         "verification VARCHAR[], decisions VARCHAR[], follow_ups VARCHAR[], waiting VARCHAR[], "
-        "projection_version BIGINT)"
+        f"projection_version BIGINT, projection {_PROJECTION_TYPE})"
     ),
     "work_plan": "STRUCT(work_item_id VARCHAR, steps STRUCT(id VARCHAR, text VARCHAR, status VARCHAR)[])",
 }
@@ -130,6 +141,100 @@ _CAUSE: Final = (
 )
 
 
+# The projection config a derived record or a prompt was derived or rendered under, as
+# holon itself reads it (holon.projections.config.stated_config, and
+# holon.context.render.projection_stated for prompts): the fields it states, each one it
+# leaves out at its default; the default config where the record states it by omission;
+# NULL where it states none (a record written before records stated their config).
+# Generated from ProjectionConfig, so a new field is a new struct field here too.
+_PROJECTION_FIELDS: Final = ProjectionConfig.__struct_fields__
+#: The first render version whose prompts state the default config by omission (asked of
+#: projection_stated, which holds the rule, rather than copied from it).
+_PROMPT_STATES_DEFAULT: Final = next(
+    version
+    for version in range(RENDER_VERSION + 1)
+    if projection_stated({"version": version}, where="the audit") is not None
+)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _template(sql: str) -> str:
+    """``sql`` inside a table's SQL, which str.format fills in: its braces doubled."""
+    return sql.replace("{", "{{").replace("}", "}}")
+
+
+def _projection_struct(value: str | None) -> str:
+    """The config ``value`` (a struct with NULL for the fields left out) filled in; the default if None."""
+    fields = (
+        f"'{name}': coalesce({value}.{name}, {getattr(DEFAULT_CONFIG, name)})"
+        if value is not None
+        else f"'{name}': {getattr(DEFAULT_CONFIG, name)}"
+        for name in _PROJECTION_FIELDS
+    )
+    return "{" + ", ".join(fields) + "}"
+
+
+def _derived_projection(alias: str) -> str:
+    """The ``projection`` column of a working_memory_delta or context_episode row ``alias``.
+
+    A stated config has every field: extraction writes the body as msgspec decoded it.
+    """
+    body = f"{alias}.body"
+    return _template(
+        f"CAST(CASE WHEN {body}.projection_version >= {STATES_CONFIG} "
+        f"THEN coalesce({body}.projection, {_projection_struct(None)}) END AS {_PROJECTION_TYPE})"
+    )
+
+
+#: A prompt's ``render_config.projection`` (any JSON: render_config is free-form) as a
+#: projection struct, NULL for a field it leaves out. In a column of its own, computed
+#: once: an expression repeated in each field of the filled-in struct ran once per field.
+_STATED_IN_PROMPT: Final = (
+    "json_transform(body.render_config.projection, "
+    + _sql_string("{" + ", ".join(f'"{name}": "BIGINT"' for name in _PROJECTION_FIELDS) + "}")
+    + ")"
+)
+
+
+def _prompt_projection(alias: str) -> str:
+    """The ``projection`` column of a prompt_rendered row ``alias`` (with ``stated``: _STATED_IN_PROMPT)."""
+    recorded = f"{alias}.body.render_config.projection"
+    version = f"{alias}.body.render_config.version"
+    return _template(
+        f"CAST(CASE WHEN json_type({recorded}) = 'OBJECT' THEN {_projection_struct(alias + '.stated')} "
+        # Recorded, but not as a config: holon refuses to read it (InvalidRecord).
+        f"WHEN {recorded} IS NOT NULL THEN NULL "
+        f"WHEN json_type({version}) IN ('BIGINT', 'UBIGINT') "
+        f"AND {version}::HUGEINT >= {_PROMPT_STATES_DEFAULT} THEN {_projection_struct(None)} "
+        f"END AS {_PROJECTION_TYPE})"
+    )
+
+
+def _projection_label(column: str) -> str:
+    """``column`` as holon's messages name a config: ``ProjectionConfig(turn_cap=4)``; the default ``()``."""
+    changed = ", ".join(
+        f"CASE WHEN {column}.{name} <> {getattr(DEFAULT_CONFIG, name)} "
+        f"THEN '{name}=' || {column}.{name} END"
+        for name in _PROJECTION_FIELDS
+    )
+    return _template(
+        f"CASE WHEN {column} IS NOT NULL THEN 'ProjectionConfig(' || concat_ws(', ', {changed}) || ')' END"
+    )
+
+
+_PROJECTION_COLUMN: Final = (
+    "the projection config it was derived under (every field; the default where it states it by "
+    f"omission), NULL when it states none (derived before projection version {STATES_CONFIG})"
+)
+_PROJECTION_LABEL: Final = (
+    "that config as holon names it: ProjectionConfig() for the default, else its fields that "
+    "differ, as ProjectionConfig(turn_cap=4)"
+)
+
+
 TABLES: Final[dict[str, Table]] = {
     t.name: t
     for t in (
@@ -142,8 +247,35 @@ TABLES: Final[dict[str, Table]] = {
                 "records": "records loaded (the head seq + 1 when loading began)",
                 "head_seq": "seq of the newest record loaded (-1 when empty)",
                 "head_hash": "chain hash of that record: names the ledger state audited",
+                "projection": (
+                    "the projection config its deltas, episodes and prompts state (the first to state "
+                    "one), NULL when none does"
+                ),
+                "projection_label": _PROJECTION_LABEL,
+                "projection_configs": (
+                    "how many different configs they state: 2 or more means the config changed "
+                    "within the ledger, which Agent.open refuses"
+                ),
             },
-            "SELECT agent_id, path, records, head_seq, head_hash FROM _fleet ORDER BY agent_id",
+            # Built after the tables it reads (see _build).
+            """
+            WITH stated AS (
+                SELECT agent_id, seq, projection FROM deltas WHERE projection IS NOT NULL
+                UNION ALL SELECT agent_id, seq, projection FROM episodes WHERE projection IS NOT NULL
+                UNION ALL SELECT agent_id, seq, projection FROM prompts WHERE projection IS NOT NULL
+            ), per_agent AS (
+                SELECT agent_id, first(projection ORDER BY seq) AS projection,
+                       count(DISTINCT projection) AS projection_configs
+                FROM stated GROUP BY agent_id
+            )
+            SELECT f.agent_id, f.path, f.records, f.head_seq, f.head_hash, s.projection,
+                   """
+            + _projection_label("s.projection")
+            + """ AS projection_label,
+                   coalesce(s.projection_configs, 0) AS projection_configs
+            FROM _fleet f LEFT JOIN per_agent s USING (agent_id)
+            ORDER BY f.agent_id
+            """,
         ),
         Table(
             "records",
@@ -308,9 +440,19 @@ TABLES: Final[dict[str, Table]] = {
                 "omitted_count": "items omitted or truncated (each has a ref)",
                 "omitted_tokens": "tokens those items would have taken, where known",
                 "episodes": "ids of the episodes rendered",
+                "projection": (
+                    "the projection config it was rendered under, as its render_config states it (every "
+                    "field; the default where it states it by omission, from render version "
+                    f"{_PROMPT_STATES_DEFAULT}), NULL when it states none (an older renderer or another "
+                    "program)"
+                ),
+                "projection_label": _PROJECTION_LABEL,
             },
             """
-            SELECT f.agent_id, p.seq, p.ts, p.turn, p.body.working_memory_revision AS revision,
+            SELECT *, """
+            + _projection_label("projection")
+            + """ AS projection_label
+            FROM (SELECT f.agent_id, p.seq, p.ts, p.turn, p.body.working_memory_revision AS revision,
                    p.body.compression_epoch AS epoch, p.body.cache_key AS cache_key,
                    p.body.prompt_hash AS prompt_hash, p.body.total_tokens AS total_tokens,
                    p.body.budget AS budget, p.body.estimator AS estimator,
@@ -320,9 +462,14 @@ TABLES: Final[dict[str, Table]] = {
                    len(coalesce(p.body.omitted, [])) AS omitted_count,
                    coalesce(list_sum(list_transform(p.body.omitted, lambda o: coalesce(o.tokens, 0))), 0)
                        ::BIGINT AS omitted_tokens,
-                   coalesce(p.body.episodes, []::BIGINT[]) AS episodes
-            FROM {prompt_rendered} p JOIN _fleet f USING (agent_ix)
-            ORDER BY f.agent_id, p.seq
+                   coalesce(p.body.episodes, []::BIGINT[]) AS episodes, """
+            + _prompt_projection("p")
+            + """ AS projection
+                  FROM (SELECT *, """
+            + _template(_STATED_IN_PROMPT)
+            + """ AS stated FROM {prompt_rendered}) p
+                  JOIN _fleet f USING (agent_ix))
+            ORDER BY agent_id, seq
             """,
         ),
         Table(
@@ -382,15 +529,23 @@ TABLES: Final[dict[str, Table]] = {
                 "evidence_from_seq": "first seq of the evidence it came from",
                 "evidence_to_seq": "last seq of that evidence",
                 "projection_version": "projection code version that derived it",
+                "projection": _PROJECTION_COLUMN,
+                "projection_label": _PROJECTION_LABEL,
             },
             """
-            SELECT f.agent_id, d.seq, d.ts, d.turn, d.body.from_revision AS from_revision,
-                   d.body.to_revision AS to_revision, d.body.reason AS reason,
-                   d.body.changed_fields AS changed_fields, d.body.lines AS lines,
-                   d.body.evidence_from_seq AS evidence_from_seq, d.body.evidence_to_seq AS evidence_to_seq,
-                   d.body.projection_version AS projection_version
-            FROM {working_memory_delta} d JOIN _fleet f USING (agent_ix)
-            ORDER BY f.agent_id, d.seq
+            SELECT *, """
+            + _projection_label("projection")
+            + """ AS projection_label
+            FROM (SELECT f.agent_id, d.seq, d.ts, d.turn, d.body.from_revision AS from_revision,
+                         d.body.to_revision AS to_revision, d.body.reason AS reason,
+                         d.body.changed_fields AS changed_fields, d.body.lines AS lines,
+                         d.body.evidence_from_seq AS evidence_from_seq,
+                         d.body.evidence_to_seq AS evidence_to_seq,
+                         d.body.projection_version AS projection_version, """
+            + _derived_projection("d")
+            + """ AS projection
+                  FROM {working_memory_delta} d JOIN _fleet f USING (agent_ix))
+            ORDER BY agent_id, seq
             """,
         ),
         Table(
@@ -419,9 +574,14 @@ TABLES: Final[dict[str, Table]] = {
                 "follow_ups": "follow-ups",
                 "waiting": "waits",
                 "projection_version": "projection code version that derived it",
+                "projection": _PROJECTION_COLUMN,
+                "projection_label": _PROJECTION_LABEL,
             },
             """
-            SELECT f.agent_id, e.seq, e.ts, e.body.episode_id AS episode_id,
+            SELECT *, """
+            + _projection_label("projection")
+            + """ AS projection_label
+            FROM (SELECT f.agent_id, e.seq, e.ts, e.body.episode_id AS episode_id,
                    e.body.boundary_reason AS boundary_reason, e.body.work_item_id AS work_item_id,
                    e.body.first_turn AS first_turn, e.body.last_turn AS last_turn,
                    e.body.last_turn - e.body.first_turn + 1 AS turns,
@@ -435,9 +595,11 @@ TABLES: Final[dict[str, Table]] = {
                    coalesce(e.body.decisions, []::VARCHAR[]) AS decisions,
                    coalesce(e.body.follow_ups, []::VARCHAR[]) AS follow_ups,
                    coalesce(e.body.waiting, []::VARCHAR[]) AS waiting,
-                   e.body.projection_version AS projection_version
-            FROM {context_episode} e JOIN _fleet f USING (agent_ix)
-            ORDER BY f.agent_id, e.seq
+                   e.body.projection_version AS projection_version, """
+            + _derived_projection("e")
+            + """ AS projection
+                  FROM {context_episode} e JOIN _fleet f USING (agent_ix))
+            ORDER BY agent_id, seq
             """,
         ),
         Table(
@@ -483,10 +645,6 @@ def ledger_paths(paths: LedgerPaths) -> list[Path]:
     if not out:
         raise UsageError("no ledger paths given; pass at least one ledger directory")
     return out
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _read_json(files: str, body: str | None) -> str:
@@ -886,7 +1044,8 @@ def _build(
         files = os.path.join(root, "*", f"{kind}.jsonl")
         sources[kind] = _read_json(files, body) if kind in present else _empty(body)
     sources["records"] = _read_json(os.path.join(root, "*", "*.jsonl"), None) if present else _empty("JSON")
-    for table in TABLES.values():
+    # `agents` reads the projection configs of the derived and prompt tables: built last.
+    for table in sorted(TABLES.values(), key=lambda table: table.name == "agents"):
         run_statement(con, f"CREATE TABLE {table.name} AS {table.sql.format(**sources)}")
         if done is not None:
             done()
