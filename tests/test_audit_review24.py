@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from holon import records as r
-from holon.audit import connect, export_parquet
+from holon.audit import connect, export_parquet, run_report
 from holon.context.render import projection_stated
 from holon.projections import ProjectionConfig
 from holon.projections.config import DEFAULT_CONFIG, describe_projection, stated_config
@@ -178,3 +178,17 @@ def test_the_projection_struct_round_trips_through_parquet(agents: dict[str, Pat
             back.fetchall()
             == con.execute(f"SELECT projection, projection_label FROM {table} ORDER BY ALL").fetchall()
         )
+
+
+def test_the_episodes_report_groups_by_projection_config(agents: dict[str, Path]) -> None:
+    # An episode's length is bounded by its config's turn_cap: the report said how long
+    # episodes ran without the cap that closed them.
+    con = connect(list(agents.values()))
+    got = {
+        (row["agent_id"], row["projection_label"], row["boundary_reason"]): row["max_turns"]
+        for row in run_report(con, "episodes").as_dicts()
+    }
+    assert got == {
+        ("capped", describe_projection(CAPPED), "turn_cap"): CAPPED.turn_cap,
+        ("plain", "ProjectionConfig()", "turn_cap"): DEFAULT_CONFIG.turn_cap,
+    }

@@ -188,16 +188,17 @@ REPORTS: Final[dict[str, Report]] = {
         ),
         Report(
             name="episodes",
-            help="finalized episodes by boundary reason: how many, and their length in turns and records",
+            help="finalized episodes by projection config and boundary reason: how many, and their "
+            "length in turns and records (the config's turn_cap bounds it)",
             sql="""
-            SELECT agent_id, boundary_reason, count(*) AS episodes,
+            SELECT agent_id, projection_label, boundary_reason, count(*) AS episodes,
                    round(avg(turns), 1) AS mean_turns, quantile_disc(turns, 0.5) AS p50_turns,
                    max(turns) AS max_turns, round(avg(records), 1) AS mean_records,
                    max(records) AS max_records, min(episode_id) AS first_episode,
                    max(episode_id) AS last_episode
             FROM episodes
-            GROUP BY agent_id, boundary_reason
-            ORDER BY agent_id, episodes DESC, boundary_reason
+            GROUP BY agent_id, projection_label, boundary_reason
+            ORDER BY agent_id, projection_label NULLS FIRST, episodes DESC, boundary_reason
             """,
         ),
         Report(
