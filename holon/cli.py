@@ -100,6 +100,7 @@ from holon.replay import (
     state_to_append_to,
 )
 from holon.runtime import checkpoint_resume, is_recall
+from holon.runtime.recall import blob_text_of
 from holon.search import MemorySearch, search_terms
 
 __all__ = [
@@ -2135,8 +2136,10 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     """Search episodes and evidence (messages, tool calls and results, plans, ...) with BM25.
 
     Ranking is deterministic (ties go to the more recent record). Each hit shows the
-    ref that restores it and where it came from. The model's own recall calls
-    (holon_get, holon_search) are left out, as the agent's search leaves them out.
+    ref that restores it and where it came from. A long tool output kept in the blob
+    store is searched by its text (its first and last 500,000 characters), not only by
+    its preview. The model's own recall calls (holon_get, holon_search) are left out,
+    as the agent's search leaves them out.
 
     A query with no word to search for (punctuation, only common words such as "the")
     is a usage error, not "nothing matches".
@@ -2147,8 +2150,19 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     with _reading(path) as ledger:
         # As Agent.search: the model's own recall calls are not evidence to find.
         # Streamed: the index keeps each record's searchable text, not the record.
-        index = MemorySearch(rec for rec in _each_record(ledger) if not is_recall(rec))
-    hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]
+        # A blob-stored output (over the blob threshold) is searched by its text, read from
+        # the blob store, not only by its 200-character preview.
+        index = MemorySearch(
+            (rec for rec in _each_record(ledger) if not is_recall(rec)), blob_text=blob_text_of(ledger)
+        )
+        hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]
+    if index.unread_blobs:
+        _echo(
+            f"holon: warning: {index.unread_blobs:,} blob-stored tool output(s) could not be read "
+            f"(missing or damaged) and were searched by their preview only; `holon verify {path}` "
+            "names them",
+            err=True,
+        )
     if as_json:
         _echo_json(hits)
         return

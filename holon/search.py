@@ -2,9 +2,11 @@
 
 One index holds two kinds of documents: each archived ``ContextEpisodeRecord`` (its
 structured text, as episode selection matches it) and each evidence record with text a
-person would look for — messages, briefs, tool calls and results (a blob's preview,
-not its bytes), work items, plans, decisions, follow-ups, waits, tasks, turn inputs
-and legacy summaries. A turn input followed by its own message (importers record
+person would look for — messages, briefs, tool calls and results, work items, plans,
+decisions, follow-ups, waits, tasks, turn inputs and legacy summaries. A tool output
+moved to the blob store (over the ledger's blob threshold, 4 KB by default) is indexed
+by its text when the index is given a way to read blobs (``blob_text``), else by its
+200-character preview. A turn input followed by its own message (importers record
 both) is one document, the message. Every hit carries the ref that restores it
 (``episode:<id>`` or ``ledger:<seq>``) and where it came from.
 
@@ -19,7 +21,7 @@ import heapq
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Final, Literal
 
@@ -28,11 +30,28 @@ import msgspec
 import holon.records as r
 from holon.context.search import episode_text, fold_positions, terms
 
-__all__ = ["MemoryHit", "MemorySearch", "evidence_text", "search_terms"]
+__all__ = ["BLOB_INDEXED_CHARS", "BlobText", "MemoryHit", "MemorySearch", "evidence_text", "search_terms"]
 
 _K1: Final = 1.2
 _B: Final = 0.75
 _SNIPPET: Final = 160
+#: The most characters of a blob-stored output that are indexed: a longer one is indexed
+#: by its first and last half of this many, where a log usually says what ran and how it
+#: ended (a traceback, the failing test, the exit status). Tokenizing is ~1 s per 10 MB.
+BLOB_INDEXED_CHARS: Final = 1_000_000
+
+BlobText = Callable[[r.BlobRef], "str | None"]
+"""Reads a blob-stored output's text for the index: ``None`` for one that cannot be read
+(missing, damaged, not UTF-8), which is then indexed by its preview. Called again for a
+hit's snippet, so the index holds no blob's text."""
+
+
+def _indexed_part(text: str) -> str:
+    """What of a blob's text is indexed: all of it, or its head and tail (see BLOB_INDEXED_CHARS)."""
+    if len(text) <= BLOB_INDEXED_CHARS:
+        return text
+    half = BLOB_INDEXED_CHARS // 2
+    return f"{text[:half]}\n{text[-half:]}"
 
 #: The terms memory search indexes a text under and looks a query up by: the same
 #: function as episode selection's :func:`holon.context.search.terms` (words of any
@@ -68,14 +87,20 @@ def _args_text(tool: str, args: dict[str, r.JSON]) -> str:
     return "\n".join(lines)
 
 
-def evidence_text(body: r.Body) -> str | None:
-    """The searchable text of an evidence record, or ``None`` for kinds search skips."""
+def evidence_text(body: r.Body, *, blob_output: str | None = None) -> str | None:
+    """The searchable text of an evidence record, or ``None`` for kinds search skips.
+
+    A tool result whose output is in the blob store is searched by ``blob_output``, that
+    output's text, when given, else by the blob's preview.
+    """
     if isinstance(body, r.Message | r.Brief | r.ContextSummary):
         return body.text
     if isinstance(body, r.ToolIntent):
         return _args_text(body.tool, body.args)
     if isinstance(body, r.ToolResult):
         output = body.output or (body.blob.preview if body.blob is not None else "")
+        if blob_output is not None and body.blob is not None and not body.output:
+            output = blob_output
         return "\n".join([f"{body.tool} {body.status}", *body.touched_files, output])
     if isinstance(body, r.WorkItem):
         parts = [body.id, body.objective, body.delivery_target or "", *body.scope_constraints]
@@ -125,6 +150,9 @@ class _Doc(msgspec.Struct, frozen=True):
     turn: int | None
     text: str
     episode: r.ContextEpisodeRecord | None = None
+    # A tool result whose output is in the blob store and was indexed by the blob's text:
+    # ``text`` ends with the preview, and a hit reads the blob again for its snippet.
+    blob: r.BlobRef | None = None
 
     def ref(self) -> str:
         return f"episode:{self.episode.episode_id}" if self.episode is not None else f"ledger:{self.seq}"
@@ -180,7 +208,10 @@ class MemorySearch:
     follows the postings it reads, not the size of the index.
     """
 
-    def __init__(self, records: Iterable[r.Record] = ()) -> None:
+    def __init__(self, records: Iterable[r.Record] = (), *, blob_text: BlobText | None = None) -> None:
+        self._blob_text = blob_text
+        #: Blob-stored outputs ``blob_text`` could not read, indexed by their preview instead.
+        self.unread_blobs = 0
         self._docs: list[_Doc] = []
         self._lengths: list[int] = []
         self._evidence: bytearray = bytearray()  # per doc: 1 evidence, 0 episode
@@ -199,12 +230,24 @@ class MemorySearch:
         """Index one record (kinds without searchable text are skipped)."""
         body = record.body
         if isinstance(body, r.ContextEpisodeRecord):
-            doc = _Doc("episode", body.to_seq, None, episode_text(body), body)
+            text = episode_text(body)
+            doc = _Doc("episode", body.to_seq, None, text, body)
         else:
-            text = evidence_text(body)
-            if not text:
+            searchable = evidence_text(body)
+            if not searchable:
                 return
+            text = searchable
             doc = _Doc(record.kind, record.seq, record.turn, text)
+            blob = body.blob if isinstance(body, r.ToolResult) and not body.output else None
+            if blob is not None and self._blob_text is not None:
+                full = self._read_blob(blob)
+                if full is None:
+                    self.unread_blobs += 1
+                else:
+                    # Indexed by the output's text, held as the preview: the blob is read
+                    # again for a hit, so the index does not hold every large output.
+                    doc = _Doc(record.kind, record.seq, record.turn, text, blob=blob)
+                    text = evidence_text(body, blob_output=full) or text
             if self._input == (record.turn, text):
                 # A turn's input recorded twice, as turn_started.input and as the message
                 # that follows (importers write both): one document, the message, not
@@ -212,7 +255,7 @@ class MemorySearch:
                 self._docs[-1] = doc
                 self._input = None
                 return
-        counts = Counter(terms(doc.text))
+        counts = Counter(terms(text))
         self._input = None
         if not counts:
             return
@@ -231,6 +274,22 @@ class MemorySearch:
         length = counts.total()
         self._lengths.append(length)
         self._total += length
+
+    def _read_blob(self, blob: r.BlobRef) -> str | None:
+        """The indexed part of a blob-stored output's text, or None when it cannot be read."""
+        if self._blob_text is None:
+            return None
+        text = self._blob_text(blob)
+        return None if text is None else _indexed_part(text)
+
+    def _text(self, doc: _Doc) -> str:
+        """A document's searchable text: a blob-stored output's is read back from the blob."""
+        if doc.blob is None:
+            return doc.text
+        full = self._read_blob(doc.blob)
+        if full is None:  # readable when indexed, not now: the preview still says what it was
+            return doc.text
+        return doc.text.removesuffix(doc.blob.preview) + full
 
     def search(
         self,
@@ -280,7 +339,8 @@ class MemorySearch:
         want = set(wanted)
         for index, score in ranked[:limit]:
             doc = docs[index]
-            have = set(terms(doc.text))
+            text = self._text(doc)
+            have = set(terms(text))
             hits.append(
                 MemoryHit(
                     ref=doc.ref(),
@@ -289,7 +349,7 @@ class MemorySearch:
                     seq=doc.seq,
                     turns=doc.turns(),
                     provenance=doc.provenance(),
-                    snippet=_snippet(doc.text, want),
+                    snippet=_snippet(text, want),
                     matched=tuple(t for t in wanted if t in have),
                 )
             )

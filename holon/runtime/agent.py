@@ -89,6 +89,7 @@ from holon.runtime.recall import (
     RECALL_TOOL_NAMES,
     AgentRefSource,
     RestoredText,
+    blob_text_of,
     get_text,
     is_recall,
     recall_args,
@@ -754,7 +755,7 @@ class Agent:
         if only not in (None, "episodes", "evidence"):
             raise UsageError(f"search only= must be None, 'episodes' or 'evidence', got {only!r}")
         if self._search is None:
-            self._search = MemorySearch()
+            self._search = MemorySearch(blob_text=blob_text_of(self._ledger))
         kept, self._unsearched = self._unsearched, []
         unsearched: Iterable[r.Record] = kept or ()
         # The kept records, when they are exactly the ones not indexed yet; otherwise (none

@@ -26,9 +26,9 @@ from typing import Any, Final
 import holon.records as r
 from holon.context import EpisodeIndex, RefSource, parse_ref, restore_bytes
 from holon.context.search import terms
-from holon.errors import InvalidRef, RefNotFound, UsageError
+from holon.errors import HolonError, InvalidRef, RefNotFound, UsageError
 from holon.ledger import Ledger
-from holon.search import MemoryHit
+from holon.search import BlobText, MemoryHit
 
 __all__ = [
     "GET_TOOL",
@@ -40,6 +40,7 @@ __all__ = [
     "SEARCH_TOOL",
     "AgentRefSource",
     "RestoredText",
+    "blob_text_of",
     "get_text",
     "is_recall",
     "model_ref",
@@ -126,6 +127,23 @@ def is_recall(record: r.Record) -> bool:
     """
     body = record.body
     return isinstance(body, r.ToolIntent | r.ToolResult) and body.tool in RECALL_TOOL_NAMES
+
+
+def blob_text_of(ledger: Ledger) -> BlobText:
+    """What memory search reads a blob-stored output's text with: the blob, verified, as text.
+
+    A blob that is missing, damaged or not UTF-8 gives None (the search indexes its
+    preview and counts it in ``MemorySearch.unread_blobs``): one bad blob must not make
+    a whole ledger unsearchable, and ``holon verify`` is what names it.
+    """
+
+    def read(blob: r.BlobRef) -> str | None:
+        try:
+            return ledger.get_blob(blob.hash).decode()
+        except (HolonError, OSError, UnicodeDecodeError):
+            return None
+
+    return read
 
 
 class AgentRefSource:
