@@ -2152,8 +2152,11 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
         # Streamed: the index keeps each record's searchable text, not the record.
         # A blob-stored output (over the blob threshold) is searched by its text, read from
         # the blob store, not only by its 200-character preview.
+        # Built for this one query: the hits of a full index, without its every term's postings.
         index = MemorySearch(
-            (rec for rec in _each_record(ledger) if not is_recall(rec)), blob_text=blob_text_of(ledger)
+            (rec for rec in _each_record(ledger) if not is_recall(rec)),
+            blob_text=blob_text_of(ledger),
+            for_query=query,
         )
         hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]
     if index.unread_blobs:

@@ -4,16 +4,20 @@ that failed before its fix."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 import holon.search
 from holon import records as r
+from holon.context import Budget
+from holon.context.search import terms
 from holon.ledger import Ledger
 from holon.runtime import Agent
-from holon.search import MemorySearch
+from holon.search import MemorySearch, evidence_text
 from tests.cli_support import invoke
+from tests.context_session import run_session
 from tests.runtime_support import Tick
 
 # A long tool output as a test run writes it: the failure is at the end, after 4 KB of
@@ -93,3 +97,35 @@ def test_a_huge_blob_is_indexed_by_its_head_and_tail(monkeypatch: pytest.MonkeyP
     assert [h.ref for h in index.search("omegaend")] == ["ledger:0"]
     assert index.search("middleword") == []
     assert index.unread_blobs == 0
+
+
+def _session_records() -> tuple[r.Record, ...]:
+    session = run_session(300, Budget(context_window=32_000, output_reserve=4_000), seed=5, render=False)
+    return tuple(session.live.records)
+
+
+def test_an_index_built_for_one_query_gives_the_full_index_hits() -> None:
+    # holon search built the whole index (every term's postings, every document's text)
+    # to answer one query: ~240 MB and half the command's time on a 1M-record ledger.
+    # An index built for the query keeps its terms' postings only, and must rank alike.
+    records = _session_records()
+    full = MemorySearch(records)
+    vocabulary = sorted({t for rec in records if (text := evidence_text(rec.body)) for t in terms(text)})
+    rng = random.Random(3)
+    queries = [" ".join(rng.sample(vocabulary, rng.randint(1, 3))) for _ in range(40)]
+    queries += ["invoice", "billing/procs/refund.sql", "pg_dump schema-only", "no-such-word"]
+    for query in queries:
+        one = MemorySearch(records, for_query=query)
+        assert len(one) == len(full)  # every document counts for BM25's statistics
+        for only in (None, "episodes", "evidence"):
+            for limit in (1, 5, 25):
+                assert one.search(query, limit=limit, only=only) == full.search(query, limit=limit, only=only)
+
+
+def test_an_index_built_for_one_query_refuses_another() -> None:
+    # It holds no postings of other terms: it would answer "nothing matches".
+    records = _session_records()
+    one = MemorySearch(records, for_query="invoice refund")
+    assert one.search("refund invoice") == MemorySearch(records).search("refund invoice")
+    with pytest.raises(ValueError, match="only the query it was built for"):
+        one.search("rollback")
