@@ -99,8 +99,7 @@ from holon.replay import (
     replay_of,
     state_to_append_to,
 )
-from holon.runtime import checkpoint_resume, is_recall
-from holon.runtime.recall import blob_text_of
+from holon.runtime import blob_text_of, checkpoint_resume, is_recall
 from holon.search import MemorySearch, search_terms
 
 __all__ = [

@@ -19,7 +19,7 @@ from holon import records as r
 from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.runtime import RECALL_TOOLS, Agent, AgentConfig
-from holon.runtime.recall import get_text, is_recall, recall_args
+from holon.runtime.recall import blob_text_of, get_text, is_recall, recall_args
 from holon.search import MemoryHit, MemorySearch
 from tests.runtime_support import Tick
 
@@ -33,8 +33,11 @@ def _open(path: Path, config: AgentConfig | None = None) -> Agent:
 def _fresh_hits(path: Path, query: str) -> list[MemoryHit]:
     """What a search index built now from the whole ledger answers (recall calls left out)."""
     with Ledger.open(path, readonly=True) as ledger:
-        index = MemorySearch(record for record in ledger.read(0) if not is_recall(record))
-    return index.search(query, limit=25)
+        # Blob-stored outputs by their text, as the agent's index reads them (review 24).
+        index = MemorySearch(
+            (record for record in ledger.read(0) if not is_recall(record)), blob_text=blob_text_of(ledger)
+        )
+        return index.search(query, limit=25)
 
 
 def _busy_turn(agent: Agent, i: int) -> None:
@@ -94,7 +97,10 @@ def test_more_records_than_the_agent_keeps_are_read_back(
         assert agent._unsearched is None  # dropped: more than 3 records were appended
         live = agent.search("flamingo count", limit=25)
         assert agent._unsearched == []
-        fresh = MemorySearch(record for record in agent.ledger.read(0) if not is_recall(record))
+        fresh = MemorySearch(
+            (record for record in agent.ledger.read(0) if not is_recall(record)),
+            blob_text=blob_text_of(agent.ledger),
+        )
         assert live == fresh.search("flamingo count", limit=25)
         _busy_turn(agent, 3)
         (hit,) = agent.search("flamingo count 3", limit=1)

@@ -7,7 +7,8 @@
 - :class:`ToolCall`, :class:`UnknownOutcome` — the tool WAL.
 - :data:`RECALL_TOOLS` (``holon_get``, ``holon_search``) — tools that let the model
   restore what its prompt left out; route their calls to :meth:`Turn.recall`;
-  :func:`is_recall` tells their records apart (memory search leaves them out).
+  :func:`is_recall` tells their records apart (memory search leaves them out);
+  :func:`blob_text_of` reads a blob-stored output's text for memory search.
 - :class:`AgentConfig`, :class:`OpenReport`, :class:`TurnSummary`.
 
 See docs/daemon-guide.md.
@@ -15,7 +16,7 @@ See docs/daemon-guide.md.
 
 from holon.runtime.agent import Agent, AgentConfig, OpenReport, ToolCall, Turn, TurnSummary, wall_clock_ms
 from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome, checkpoint_resume
-from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS, is_recall
+from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS, blob_text_of, is_recall
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -28,6 +29,7 @@ __all__ = [
     "Turn",
     "TurnSummary",
     "UnknownOutcome",
+    "blob_text_of",
     "checkpoint_resume",
     "is_recall",
     "wall_clock_ms",
