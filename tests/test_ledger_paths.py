@@ -54,6 +54,12 @@ def test_a_directory_holding_ledgers_lists_them(tmp_path: Path) -> None:
 
 def test_a_missing_path_or_a_plain_directory_still_says_how_to_create_one(tmp_path: Path) -> None:
     root = _ledger(tmp_path / "agent-7")
-    assert "does not exist; create one with `holon init" in _refused(root / "missing")
+    assert "does not exist: check the path, or to start a new ledger there, create one with `holon init" in (
+        _refused(root / "missing")
+    )
+    # A mistyped ledger name: the ledgers beside it are named.
+    assert _refused(tmp_path / "agent-8").startswith(
+        f"{tmp_path / 'agent-8'} does not exist: check the path (beside it: {root}), or to start"
+    )
     (tmp_path / "empty").mkdir()
     assert "pass the ledger directory itself, or create one" in _refused(tmp_path / "empty")

@@ -192,9 +192,14 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
         enclosing = enclosing_ledger(ledger_dir, levels=3) if ledger_dir.exists() else None
         if enclosing is not None:
             raise NotALedger(f"{ledger_dir} is a file of the ledger {enclosing}; pass {enclosing} itself")
-        what = "does not exist" if not ledger_dir.exists() else "is not a directory"
+        if ledger_dir.exists():
+            raise NotALedger(f"{ledger_dir} is not a directory; {_CREATE_HINT}")
+        # Most often a mistyped path: the ledgers beside it are the likely meant ones.
+        beside = _ledgers_in(ledger_dir.parent)
         raise NotALedger(
-            f"{ledger_dir} {what}; {_CREATE_HINT}"
+            f"{ledger_dir} does not exist: check the path"
+            + (f" (beside it: {', '.join(beside)})" if beside else "")
+            + f", or to start a new ledger there, {_CREATE_HINT}"
         )
     try:
         raw = path.read_bytes()
