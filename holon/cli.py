@@ -423,6 +423,16 @@ class HolonGroup(click.Group):
                 if isinstance(exc, LedgerCorrupt) and ctx.meta.get(_COMMAND_KEY) == "verify":
                     # verify stopped here: pointing at verify again says nothing.
                     message = message.removesuffix(_VERIFY_ADVICE)
+                elif isinstance(exc, LedgerLocked):
+                    # Only writing commands take the lock; "open it read-only" is the library's
+                    # advice, not something `holon append` can do.
+                    message = str(
+                        exc.with_advice(
+                            f"holon {ctx.meta.get(_COMMAND_KEY, '')} writes to it: wait for that process "
+                            "to finish or stop it first (read commands such as holon memory, holon "
+                            "render and holon verify work beside it)"
+                        )
+                    )
             raise _FAILURES[code](message, error_type=type(exc).__name__) from None
 
 

@@ -76,14 +76,18 @@ class NotALedger(HolonError):
 class LedgerLocked(HolonError):
     """Another process holds the ledger's writer lock."""
 
-    def __init__(self, path: str, pid: int | None) -> None:
+    #: What a library caller can do; a command that must write says its own (``advice``).
+    ADVICE = "open it read-only, or stop the other writer first"
+
+    def __init__(self, path: str, pid: int | None, *, advice: str = ADVICE) -> None:
         self.path = path
         self.pid = pid
         holder = f"process {pid}" if pid is not None else "another process"
-        super().__init__(
-            f"ledger {path} is locked for writing by {holder}; "
-            "open it read-only, or stop the other writer first"
-        )
+        super().__init__(f"ledger {path} is locked for writing by {holder}; {advice}")
+
+    def with_advice(self, advice: str) -> LedgerLocked:
+        """The same error with another ``advice`` (what the caller's user can do)."""
+        return LedgerLocked(self.path, self.pid, advice=advice)
 
 
 def byte_location(file: str, offset: int | None, *, decompressed: bool = False) -> str:

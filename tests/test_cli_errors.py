@@ -198,7 +198,14 @@ def test_a_locked_ledger_exits_3_for_writers_but_reads_fine(ledger: Path, tmp_pa
     with Ledger.open(ledger):
         result = invoke("append", ledger, records)
         assert result.exit_code == EXIT_CORRUPT
-        assert "locked for writing" in _one_line_error(result.stderr)
+        line = _one_line_error(result.stderr)
+        assert "locked for writing" in line
+        # The command's own advice, not the library's "open it read-only" (append cannot).
+        assert line.endswith(
+            "holon append writes to it: wait for that process to finish or stop it first (read "
+            "commands such as holon memory, holon render and holon verify work beside it)"
+        ), line
+        assert "read-only" not in line
         assert invoke("replay", ledger).exit_code == 0
         assert invoke("verify", ledger).exit_code == 0
 
