@@ -131,13 +131,11 @@ def test_an_item_switch_sums_up_the_previous_item_and_keeps_what_ended() -> None
     live.append(r.WorkItem(id="W2", objective="Second", state="active"))
     lines = _delta_lines(live.end_turn())
     # W1's rules were not dropped, nor its decisions withdrawn: they are W1's. One line
-    # each left room for the wait that ended (it was cut off by "(+N more changes)").
+    # for them all left room for the wait that ended (it was cut off by "(+N more changes)").
+    # (Review 24: one line, not one per list; W2's objective is in working memory.)
     assert lines == (
-        "active work: W1 → W2",
-        "objective: Second",
-        "14 scope constraints of W1 not shown (W1 is not the active item)",
-        "5 plan steps of W1 not shown (W1 is not the active item)",
-        "3 decisions of W1 not shown (W1 is not the active item)",
+        "active work: W1 → W2 (W1 is now queued)",
+        "W1's 14 scope constraints, 5 plan steps, 3 decisions not shown (W1 is not the active item)",
         "-waiting on ci",
     )
 

@@ -48,7 +48,12 @@ __all__ = [
 # plan steps and decisions in one line each (was one ``-`` line per entry).
 # 9: deltas and episodes state the config they were derived under (``projection``: ``None``
 # for the default), so a ledger whose turns never rendered a prompt still says its config.
-PROJECTION_VERSION: Final = 9
+# 10: the snapshot keeps the plan steps beyond ``plan_cap`` (``plan_rest``); a delta compares
+# the whole plan (a step the shown window slid onto "was over the cap, now shown", was ``+``; a
+# step finished as it left the view says so), and an item switch is one line naming what became
+# of the previous item, one counting what the new item brings (was a ``+`` line per rule, step,
+# file and decision) and one counting what the previous item takes with it (was one per list).
+PROJECTION_VERSION: Final = 10
 
 #: The first projection version whose derived records state their config: in an older
 #: record a missing ``projection`` says nothing (see :func:`stated_config`).

@@ -28,8 +28,13 @@ from holon.errors import UsageError
 from holon.projections.config import config_field
 from holon.projections.memory import ActiveEpisodeBuilder, TurnInterval
 from holon.projections.projection import ProjectionState
-from holon.projections.snapshot import SNAPSHOT_FIELDS, WorkingMemorySnapshot, derive_snapshot
-from holon.projections.state import DecisionEntry, FollowUpEntry, PlanEntry, RuntimeState, WaitEntry, one_line
+from holon.projections.snapshot import (
+    SNAPSHOT_FIELDS,
+    SnapshotPlanStep,
+    WorkingMemorySnapshot,
+    derive_snapshot,
+)
+from holon.projections.state import DecisionEntry, FollowUpEntry, RuntimeState, WaitEntry, one_line
 
 __all__ = [
     "BOUNDARY_ORDER",
@@ -120,20 +125,11 @@ def _scope(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
     return (*snapshot.scope_constraints, *snapshot.scope_rest)
 
 
-def _live_plan(runtime: RuntimeState, snapshot: WorkingMemorySnapshot) -> PlanEntry | None:
-    """The plan ``snapshot`` shows steps of, as ``runtime`` holds it whole (see derive_snapshot)."""
-    active = snapshot.active_work_item_id
-    plan = runtime.plans.get(active) if active is not None else None
-    plan = plan if plan is not None else runtime.unscoped_plan
-    return plan if plan is not None and plan.seq == snapshot.plan_seq else None
-
-
-def _live_step_texts(runtime: RuntimeState | None, snapshot: WorkingMemorySnapshot) -> dict[str, str]:
-    """Every step of the plan ``snapshot`` shows, by id: shown or beyond ``plan_cap``."""
-    plan = _live_plan(runtime, snapshot) if runtime is not None and snapshot.plan_omitted else None
-    if plan is None:
-        return {s.id: s.text for s in snapshot.plan}
-    return {s.id: s.text for s in plan.steps}
+def _whole_plan(snapshot: WorkingMemorySnapshot) -> dict[str, SnapshotPlanStep]:
+    """Every step of the plan ``snapshot`` shows, by id: shown, then beyond ``plan_cap``."""
+    if not snapshot.plan_rest:
+        return {s.id: s for s in snapshot.plan}
+    return {s.id: s for s in (*snapshot.plan, *snapshot.plan_rest)}
 
 
 def _into_view(before: Sequence[_Listed], after: Sequence[_Listed], omitted: int) -> set[str]:
@@ -194,10 +190,49 @@ def _count_line(
     return [f"older {noun} not shown: {was} → {now}"] if was != now else []
 
 
-def _not_active(n: int, noun: str, before: WorkingMemorySnapshot) -> str:
-    """The one line for the ``n`` entries of the previous active item an item switch hides."""
-    previous = before.active_work_item_id
-    return f"{n} {noun}{'' if n == 1 else 's'} of {previous} not shown ({previous} is not the active item)"
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _parts(counts: dict[str, int]) -> str:
+    return ", ".join(_plural(n, noun) for noun, n in counts.items() if n)
+
+
+def _item_lines(
+    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, counts: dict[str, dict[str, int]]
+) -> list[str]:
+    """At a switch, one line for what the new active item brings and one for what the
+    previous one takes with it (``counts``: ``"arrived"`` and ``"left"``, noun -> count).
+
+    Working memory shows the new item in full: one ``+`` line per rule, step, file and
+    decision restated it at every switch and buried what changed. The previous item's
+    rules were not lifted nor its decisions withdrawn: one ``-`` line each read so.
+    """
+    lines: list[str] = []
+    previous, active = before.active_work_item_id, after.active_work_item_id
+    if arrived := _parts(counts["arrived"]):
+        whose = f"{active}'s" if active is not None else "with no active item,"
+        lines.append(f"{whose} {arrived}: see working memory")
+    if left := _parts(counts["left"]):
+        if previous is None:
+            lines.append(f"{left} of no work item not shown ({active} is the active item)")
+        else:
+            lines.append(f"{previous}'s {left} not shown ({previous} is not the active item)")
+    return lines
+
+
+def _switch_line(
+    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, runtime: RuntimeState | None
+) -> str:
+    """The switch, and what became of the previous item (the model last read it as active)."""
+    previous, active = before.active_work_item_id, after.active_work_item_id
+    line = f"active work: {previous} → {active}"
+    entry = runtime.find_work_item(previous) if runtime is not None and previous is not None else None
+    if entry is None:
+        return line
+    if entry.state == "active":
+        return f"{line} ({previous} is still active; {active} was activated after it)"
+    return f"{line} ({previous} is now {entry.state})"
 
 
 def _decision_home(runtime: RuntimeState, decision_id: str) -> DecisionEntry | None:
@@ -226,28 +261,39 @@ def _moved_to_closed(runtime: RuntimeState, gone: DecisionEntry) -> str | None:
 
 def _decision_lines(
     before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, runtime: RuntimeState | None
-) -> list[str]:
+) -> tuple[list[str], int, int]:
     """Decisions added or revised, and for each one no longer shown, why: a decision the cap
     only pushed out still holds (``-decision`` read as withdrawn, as a redeclaration for
-    another item is), and the previous active item's are that item's, not withdrawn."""
-    previous = before.active_work_item_id
-    switched = previous not in (None, after.active_work_item_id)
-    into_view = () if switched else _into_view(before.decisions, after.decisions, before.decisions_omitted)
+    another item is), and the previous active item's are that item's, not withdrawn.
+
+    Also returns how many of a newly active item's decisions came with it, and how many of
+    the previous item's left with it: counted, not listed (working memory shows the first;
+    one that revises a decision shown before is listed).
+    """
+    previous, active = before.active_work_item_id, after.active_work_item_id
+    switched = previous not in (None, active)
+    was = {d.id: d.text for d in before.decisions}
+    arrived = (
+        {d.id for d in after.decisions if d.work_item_id == active and d.id not in was}
+        if previous != active and active is not None
+        else set()
+    )
+    # The floor test holds for the rest: the new item's own, older than what was shown, are left out.
+    into_view = _into_view(before.decisions, after.decisions, before.decisions_omitted)
     lines = _ids_diff(
         "decision",
-        {d.id: d.text for d in before.decisions},
-        {d.id: d.text for d in after.decisions},
+        was,
+        {d.id: d.text for d in after.decisions if d.id not in arrived},
         into_view=into_view,
     )
     lines = [line for line in lines if not line.startswith("-")]  # told below, with why
     shown = {d.id for d in after.decisions}
     gone = [d for d in before.decisions if d.id not in shown]
+    theirs: list[DecisionEntry] = []
     if switched:
-        # The previous item's decisions leave with it: one line, not one "-" per decision.
+        # The previous item's decisions leave with it: counted, not one "-" per decision.
         theirs = [d for d in gone if d.work_item_id is not None and d.work_item_id == previous]
-        if theirs:
-            lines.append(_not_active(len(theirs), "decision", before))
-            gone = [d for d in gone if d not in theirs]
+        gone = [d for d in gone if d not in theirs]
     pushed_out = after.decisions_omitted > before.decisions_omitted
     for d in gone:
         if runtime is None:
@@ -267,8 +313,82 @@ def _decision_lines(
             lines.append(f"decision {d.id}: still holds, not shown (over the cap)")
         else:
             lines.append(f"-decision {d.id}")
-    if not lines:
+    if not lines and not arrived and not theirs:
         lines.extend(_count_line("decisions", before, after, "decisions_omitted"))
+    return lines, len(arrived), len(theirs)
+
+
+def _plan_lines(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) -> list[str]:
+    """Steps added, removed, reworded or with a new status, over the whole plan (shown or
+    beyond ``plan_cap``), and steps coming into view or leaving it: a step the window of
+    shown steps slid onto is not new, and a step finished as it left the view was finished."""
+    was_shown = {s.id: s for s in before.plan}
+    was_rest = {s.id: s for s in before.plan_rest}
+    now_shown = {s.id for s in after.plan}
+    lines: list[str] = []
+    seen: set[str] = set()  # membership only: a plan may repeat an id
+    for step in (*after.plan, *after.plan_rest):
+        if step.id in seen:
+            continue
+        seen.add(step.id)
+        shown = step.id in now_shown
+        prev = was_shown.get(step.id)
+        came = False  # into view: it was there, over the cap
+        if prev is None and (prev := was_rest.get(step.id)) is not None:
+            came = shown
+        if prev is None:
+            hidden = "" if shown else " (not shown: over the plan cap)"
+            lines.append(f"+plan step {step.id} [{_STEP_MARK[step.status]}]: {step.text}{hidden}")
+            continue
+        changes = [f"{prev.status} → {step.status}"] if prev.status != step.status else []
+        if prev.text != step.text:
+            changes.append(f"reworded: {step.text}" if changes else step.text)
+        change = ", ".join(changes)
+        if came:
+            lines.append(f"plan step {step.id} (was over the cap, now shown): {change or step.text}")
+        elif step.id in was_shown and not shown:
+            done = f"{change}, " if change else ""
+            lines.append(f"plan step {step.id}: {done}not shown (over the plan cap)")
+        elif change:
+            lines.append(f"plan step {step.id}: {change}{'' if shown else ' (not shown: over the plan cap)'}")
+    lines.extend(
+        f"-plan step {key}"
+        for key in (*was_shown, *(k for k in was_rest if k not in was_shown))
+        if key not in seen
+    )
+    return lines
+
+
+#: The snapshot fields that together hold the plan shown.
+_PLAN_FIELDS: Final = frozenset({"plan", "plan_seq", "plan_work_item_id", "plan_omitted", "plan_rest"})
+
+
+def _plan_owner(snapshot: WorkingMemorySnapshot) -> tuple[bool, str | None]:
+    """Whose plan ``snapshot`` shows: (whether it shows one, its item or ``None`` for unscoped)."""
+    return snapshot.plan_seq is not None, snapshot.plan_work_item_id
+
+
+def _unscoped_hidden(n: int, after: WorkingMemorySnapshot) -> str:
+    # Not withdrawn: the unscoped plan is shown again when no item with a plan is active.
+    steps = _plural(n, "step")
+    return f"the unscoped plan's {steps} not shown ({after.active_work_item_id} has its own plan)"
+
+
+def _plan_switch(
+    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, counts: dict[str, dict[str, int]]
+) -> list[str]:
+    """At a switch that shows another plan: the items' own plans are counted with the rest
+    of what each item brings or takes; the unscoped plan, no item's, gets a line of its own."""
+    lines: list[str] = []
+    was, now = len(before.plan) + len(before.plan_rest), len(after.plan) + len(after.plan_rest)
+    if was and before.plan_work_item_id is None:
+        lines.append(_unscoped_hidden(was, after))
+    elif was:
+        counts["left"]["plan step"] = was
+    if now and after.plan_work_item_id is None:
+        lines.append(f"the unscoped plan's {_plural(now, 'step')}: see working memory")
+    elif now:
+        counts["arrived"]["plan step"] = now
     return lines
 
 
@@ -282,21 +402,35 @@ def delta_lines(
 ) -> tuple[str, ...]:
     """Compact lines describing ``before → after`` for ``fields`` (at most ``cap`` lines).
 
-    ``runtime`` (the state ``after`` was derived from) tells a wait, follow-up or plan
-    step that only fell out of its capped list from one that ended: the first is said to
-    be not shown, not ``-``, which reads as resolved, closed or withdrawn.
+    ``runtime`` (the state ``after`` was derived from) tells a wait or follow-up that only
+    fell out of its capped list from one that ended (the first is said to be not shown, not
+    ``-``, which reads as resolved or closed), and what became of the previous active item.
+
+    When the active item changes, the new item's objective, scope, plan, files and its own
+    decisions are summed up in one line of counts: working memory shows them in full, and a
+    ``+`` line each restated them at every switch, burying what changed. Only what the model
+    read before and is now different is still told line by line.
     """
     open_waits = runtime.waits if runtime is not None else {}
     open_follow_ups = runtime.follow_ups if runtime is not None else {}
+    # A merged delta names every field either turn changed; one changed and changed back
+    # has nothing to tell ("active work: W1 → W1").
+    fields = tuple(f for f in fields if getattr(before, f) != getattr(after, f))
     lines: list[str] = []
     scope_told = False
+    entered = before.active_work_item_id != after.active_work_item_id
     # From one item to another (not from none): what the previous item showed left with it.
-    switched = before.active_work_item_id not in (None, after.active_work_item_id)
+    switched = entered and before.active_work_item_id is not None
+    # At a switch, noun -> count of what the new item brings and the previous one takes.
+    counts: dict[str, dict[str, int]] = {"arrived": {}, "left": {}}
+    arrived, left = counts["arrived"], counts["left"]
     told: set[str] = set()  # membership only: the lists told together with their counts
     for field in fields:
         if field == "active_work_item_id":
-            lines.append(f"active work: {before.active_work_item_id} → {after.active_work_item_id}")
-        elif field == "work_state" and after.active_work_item_id == before.active_work_item_id:
+            lines.append(_switch_line(before, after, runtime))
+        elif entered and field in ("work_state", "objective", "delivery_target", "work_summary"):
+            continue  # the new item's own, shown in working memory
+        elif field == "work_state":
             lines.append(f"work state: {before.work_state} → {after.work_state}")
         elif field == "objective":
             lines.append(f"objective: {after.objective}")
@@ -312,49 +446,51 @@ def delta_lines(
             # new, and one replaced beyond the cap is a change the model must be told.
             was, now = _scope(before), _scope(after)
             old, new = set(was), set(now)
-            scope_lines = [f"+scope: {c}" for c in now if c not in old]
+            added = [c for c in now if c not in old]
             dropped = [c for c in was if c not in new]
-            if switched and dropped:
-                # The previous item's rules were not dropped: they are its own, and one
-                # "-scope" line each read as lifted and crowded out the delta's later lines.
-                scope_lines.append(_not_active(len(dropped), "scope constraint", before))
+            scope_lines: list[str] = []
+            if entered:
+                arrived["scope constraint"] = len(added)
+            else:
+                scope_lines.extend(f"+scope: {c}" for c in added)
+            if switched:
+                left["scope constraint"] = len(dropped)
             else:
                 scope_lines.extend(f"-scope: {c}" for c in dropped)
-            if not scope_lines and before.scope_omitted != after.scope_omitted:
+            if not scope_lines and not entered and before.scope_omitted != after.scope_omitted:
                 # Only a repeated constraint came or went: say what working memory shows.
                 scope_lines.append(
                     f"scope constraints not shown: {before.scope_omitted} → {after.scope_omitted}"
                 )
             lines.extend(scope_lines)
-        elif field == "plan":
-            old_steps = {s.id: s for s in before.plan}
-            new_ids = {s.id for s in after.plan}
-            for step in after.plan:
-                prev = old_steps.get(step.id)
-                if prev is None:
-                    lines.append(f"+plan step {step.id} [{_STEP_MARK[step.status]}]: {step.text}")
-                elif prev.status != step.status:
-                    lines.append(f"plan step {step.id}: {prev.status} → {step.status}")
-                elif prev.text != step.text:
-                    lines.append(f"plan step {step.id}: {step.text}")
-            live_steps = _live_step_texts(runtime, after)
-            left = [s for s in before.plan if s.id not in new_ids]
-            if switched and left and before.plan_seq != after.plan_seq:
-                lines.append(_not_active(len(left), "plan step", before))
-                left = []
-            for s in left:
-                gone = "not shown (over the plan cap)" if s.id in live_steps else None
-                lines.append(f"plan step {s.id}: {gone}" if gone else f"-plan step {s.id}")
+        elif field in _PLAN_FIELDS and "plan" not in told:
+            told.add("plan")
+            if entered and _plan_owner(before) != _plan_owner(after):
+                # Another plan is shown: the new item's (or the unscoped one). Compared step
+                # by step, two plans sharing ids ("s1") read as the old one edited.
+                lines.extend(_plan_switch(before, after, counts))
+            elif _plan_owner(before) != _plan_owner(after):
+                # The active item's first plan of its own replaces the unscoped one shown:
+                # every step is new, none is the unscoped plan's step of the same id edited.
+                lines.extend(_plan_lines(msgspec.structs.replace(before, plan=(), plan_rest=()), after))
+                if hidden := len(before.plan) + len(before.plan_rest):
+                    lines.append(_unscoped_hidden(hidden, after))
+            else:
+                lines.extend(_plan_lines(before, after))
         elif field == "files":
             old_paths = {f.path for f in before.files}
             new_paths = {f.path for f in after.files}
             added = [f.path for f in after.files if f.path not in old_paths]
             removed = [f.path for f in before.files if f.path not in new_paths]
-            if added or removed:
+            if entered:
+                # The working set is the active item's: one item's files replace another's.
+                arrived["file"], left["file"] = len(added), len(removed)
+            elif added or removed:
                 lines.append("files: " + ", ".join([*(f"+{p}" for p in added), *(f"-{p}" for p in removed)]))
         elif field in ("decisions", "decisions_omitted") and "decisions" not in told:
             told.add("decisions")
-            lines.extend(_decision_lines(before, after, runtime))
+            decision_lines, arrived["decision"], left["decision"] = _decision_lines(before, after, runtime)
+            lines.extend(decision_lines)
         elif field in ("follow_ups", "follow_ups_omitted") and "follow_ups" not in told:
             told.add("follow_ups")
             lines.extend(
@@ -382,6 +518,8 @@ def delta_lines(
                 )
                 or _count_line("open waits", before, after, "waiting_omitted")
             )
+    if entered:
+        lines[1:1] = _item_lines(before, after, counts)
     clipped = [one_line(line) for line in lines]
     if len(clipped) > cap:
         more = len(clipped) - (cap - 1)
@@ -412,9 +550,10 @@ def superseded_fields(
             out.add("objective")
         if not set(_scope(before)) <= set(_scope(after)):
             out.add("scope_constraints")
-        steps = _live_step_texts(runtime, after)
+        steps = _whole_plan(after)
         for step in before.plan:
-            text = steps.get(step.id)
+            now = steps.get(step.id)
+            text = now.text if now is not None else None
             if (text is None and step.status not in ("done", "skipped")) or text not in (None, step.text):
                 out.add("plan")
                 break

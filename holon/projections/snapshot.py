@@ -72,7 +72,11 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
       be shown but so that replacing or dropping one is a change of working memory.
     - ``plan``: the active item's plan (else the unscoped plan) in plan order; beyond
       ``plan_cap`` steps, done/skipped steps are dropped first (oldest first), then the
-      tail; ``plan_omitted`` counts what was dropped; ``plan_seq`` wrote the plan.
+      tail; ``plan_omitted`` counts what was dropped and ``plan_rest`` holds it (plan order,
+      not shown: so a delta tells a step coming into view from a new one, and a step
+      finished as it leaves the view from one only pushed out); ``plan_seq`` wrote the plan,
+      of ``plan_work_item_id`` (``None``: the unscoped plan; at a switch, another plan is shown
+      only when this changes).
     - ``files``: the ``files_cap`` most recently used files of the active item,
       ordered by the seq that brought them into the set (newest first), then path.
     - ``decisions``: the active item's and unscoped decisions, newest first (one per id);
@@ -98,7 +102,9 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     scope_rest: tuple[str, ...] = ()
     plan: tuple[SnapshotPlanStep, ...] = ()
     plan_seq: int | None = None
+    plan_work_item_id: str | None = None
     plan_omitted: int = 0
+    plan_rest: tuple[SnapshotPlanStep, ...] = ()
     files: tuple[FileRef, ...] = ()
     decisions: tuple[DecisionRef, ...] = ()
     decisions_omitted: int = 0
@@ -120,18 +126,24 @@ _by_seq: Final = attrgetter("seq")
 SNAPSHOT_FIELDS: Final[tuple[str, ...]] = WorkingMemorySnapshot.__struct_fields__
 
 
-def _plan_steps(steps: tuple[SnapshotPlanStep, ...], cap: int) -> tuple[tuple[SnapshotPlanStep, ...], int]:
+def _plan_steps(
+    steps: tuple[SnapshotPlanStep, ...], cap: int
+) -> tuple[tuple[SnapshotPlanStep, ...], tuple[SnapshotPlanStep, ...]]:
+    """The steps shown (at most ``cap``) and the rest, each in plan order."""
     if len(steps) <= cap:
-        return steps, 0
+        return steps, ()
     excess = len(steps) - cap
     kept: list[SnapshotPlanStep] = []
+    rest: list[SnapshotPlanStep] = []
     for step in steps:
         if excess and step.status in ("done", "skipped"):
             excess -= 1
-            continue
-        kept.append(step)
-    shown = tuple(kept[:cap])
-    return shown, len(steps) - len(shown)
+            rest.append(step)
+        elif len(kept) < cap:
+            kept.append(step)
+        else:
+            rest.append(step)
+    return tuple(kept), tuple(rest)
 
 
 def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONFIG) -> WorkingMemorySnapshot:
@@ -143,9 +155,9 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
     if plan_entry is None:
         plan_entry = state.unscoped_plan
     plan: tuple[SnapshotPlanStep, ...] = ()
-    plan_omitted = 0
+    plan_rest: tuple[SnapshotPlanStep, ...] = ()
     if plan_entry is not None:
-        plan, plan_omitted = _plan_steps(plan_entry.steps, config.plan_cap)
+        plan, plan_rest = _plan_steps(plan_entry.steps, config.plan_cap)
 
     # Membership: most recently used; order: when the file entered the set. A file that
     # keeps being used therefore does not reorder working memory (and bump the revision).
@@ -196,7 +208,9 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
         scope_rest=scope_rest,
         plan=plan,
         plan_seq=plan_entry.seq if plan_entry is not None else None,
-        plan_omitted=plan_omitted,
+        plan_work_item_id=plan_entry.work_item_id if plan_entry is not None else None,
+        plan_omitted=len(plan_rest),
+        plan_rest=plan_rest,
         files=files,
         decisions=decisions,
         decisions_omitted=decisions_omitted,
