@@ -222,3 +222,18 @@ def test_the_prompt_shows_the_switch_first_and_the_ledger_verifies() -> None:
     live.end_turn()
     assert verify_derivations(live.records).ok
     assert fold(live.records).memory.snapshot == derive_snapshot(fold(live.records).runtime)
+
+
+def test_a_record_repeated_as_it_was_is_said_in_words_not_field_names() -> None:
+    live = _two_items()
+    live.start_turn("user", "again")
+    plan = live.append(r.WorkPlan(work_item_id="W1", steps=_steps(4, "W1")))
+    item = live.append(
+        r.WorkItem(id="W1", objective="Build", state="active", scope_constraints=("a", "b", "c"))
+    )
+    # Only the refs working memory cites moved. The delta had no line, and the prompt said
+    # "changed: work_item_seqs, plan_seq".
+    assert _delta_lines(live.end_turn()) == (
+        "re-recorded as they were, only their refs changed: "
+        f"W1 [ledger:{item.seq}], the plan [ledger:{plan.seq}]",
+    )

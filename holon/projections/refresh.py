@@ -359,6 +359,30 @@ def _plan_lines(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) -> 
     return lines
 
 
+#: What a field names when only its records were re-recorded, unchanged.
+_RERECORDED: Final = {
+    "files": "files",
+    "decisions": "decisions",
+    "follow_ups": "follow-ups",
+    "waiting_on": "waits",
+}
+
+
+def _rerecorded(after: WorkingMemorySnapshot, fields: tuple[str, ...]) -> str:
+    """The line of a delta whose changes have no line: records re-recorded as they were
+    (a work item or plan declared again, a decision repeated), which only moved working
+    memory's refs. Without it the prompt said ``changed: work_item_seqs, plan_seq``."""
+    what: list[str] = []
+    for field in fields:
+        if field == "work_item_seqs" and after.work_item_seqs:
+            what.append(f"{after.active_work_item_id} [ledger:{after.work_item_seqs[-1]}]")
+        elif field == "plan_seq" and after.plan_seq is not None:
+            what.append(f"the plan [ledger:{after.plan_seq}]")
+        elif field in _RERECORDED:
+            what.append(_RERECORDED[field])
+    return f"re-recorded as they were, only their refs changed: {', '.join(what) or ', '.join(fields)}"
+
+
 #: The snapshot fields that together hold the plan shown.
 _PLAN_FIELDS: Final = frozenset({"plan", "plan_seq", "plan_work_item_id", "plan_omitted", "plan_rest"})
 
@@ -520,6 +544,8 @@ def delta_lines(
             )
     if entered:
         lines[1:1] = _item_lines(before, after, counts)
+    elif not lines and fields:
+        lines.append(_rerecorded(after, fields))
     clipped = [one_line(line) for line in lines]
     if len(clipped) > cap:
         more = len(clipped) - (cap - 1)
