@@ -963,12 +963,14 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     report = IMPORTERS["jsonl"].parse_bytes(data, source=str(records_file))
     # Record n came from the n-th non-blank line: errors name that line, as decoding does.
     lines = [number for number, line in enumerate(data.split(b"\n"), 1) if line.strip()]
+
+    def where(n: int) -> str:
+        return f"line {lines[n - 1]} of {records_file}"
+
     with _writing(path) as ledger:
         read, resume = _passes(ledger)
-        state = state_to_append_to(read, report.records, resume)
-        seqs = append_evidence(
-            ledger, report.records, state=state, where=lambda n: f"line {lines[n - 1]} of {records_file}"
-        )
+        state = state_to_append_to(read, report.records, resume, where=where)
+        seqs = append_evidence(ledger, report.records, state=state, where=where)
         _appended(as_json, seqs, len(report.records), {"source": str(records_file)}, ledger)
 
 

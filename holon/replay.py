@@ -66,6 +66,7 @@ from holon.projections import (
     refresh_before_prompt,
     snapshot_lines,
     stated_config,
+    verify_derivations,
 )
 
 __all__ = [
@@ -990,7 +991,11 @@ def ledger_projection(read: Reader, resume: Resume | Checkpoints | None = None) 
 
 
 def state_to_append_to(
-    read: Reader, incoming: Sequence[r.Record], resume: Resume | Checkpoints | None = None
+    read: Reader,
+    incoming: Sequence[r.Record],
+    resume: Resume | Checkpoints | None = None,
+    *,
+    where: Callable[[int], str] | None = None,
 ) -> ProjectionState:
     """The state of the ledger ``read()`` gives, for :func:`append_evidence` to append ``incoming`` onto.
 
@@ -1004,10 +1009,20 @@ def state_to_append_to(
     ``incoming`` states none or the same, there is no first pass: only the records after
     the checkpoint are read. Otherwise every record is: whether the ledger states a config
     is for its records to say, not a checkpoint that found none.
+
+    A ledger that states none and holds no derived record takes an incoming config only
+    when its turns derive nothing under it either (as :func:`holon.Agent.open` lets such
+    a ledger in): otherwise the records appended would state a config under which its
+    own turns owe derived records it lacks, and it would fail verification from seq 0
+    for good. That is an InvalidRecord naming the incoming record (``where(n)`` for the
+    n-th, as :func:`append_evidence` names it) and where the derivations part.
     """
     stated = _ConfigScan()
-    for record in incoming:
+    stating = 0  # which incoming record (from 1) is the first to state a config
+    for number, record in enumerate(incoming, 1):
         stated.see(record)
+        if not stating and stated.first is not None:
+            stating = number
     # The first config incoming states; a conflict or a config that does not decode after it
     # is append_evidence's to refuse, naming the record.
     wanted = stated.first[1] if stated.first is not None else None
@@ -1019,8 +1034,43 @@ def state_to_append_to(
         scan.see(record)
         if scan.error is not None:
             break
-    config = scan.result() if scan.first is not None or scan.error is not None else wanted
-    return _fold_all(read, config or DEFAULT_CONFIG, resume)
+    if scan.first is not None or scan.error is not None:
+        return _fold_all(read, scan.result(), resume)
+    if wanted is None:
+        return _fold_all(read, DEFAULT_CONFIG, resume)
+    state = _fold_all(read, wanted, resume)
+    # Under the default, the config it verifies under now, nothing changes; a derived record
+    # stating one is append_evidence's to refuse.
+    if wanted != DEFAULT_CONFIG and stated.first is not None and stated.first[2] is r.PromptRendered:
+        named = where(stating) if where is not None else f"input record {stating}"
+        _check_unstated(read, state, wanted, named)
+    return state
+
+
+def _check_unstated(read: Reader, state: ProjectionState, config: ProjectionConfig, where: str) -> None:
+    """Refuse ``config``, stated by the incoming record ``where``, for a ledger that states none,
+    when the ledger's turns would derive under it what the ledger lacks (see :func:`state_to_append_to`).
+
+    Only a ledger without a derived record is re-derived (one more pass; it has fewer turns
+    than a ``turn_cap``): one whose derived records state nothing (before projection version
+    9) is left to `holon verify`, as :func:`holon.Agent.open` leaves it.
+    """
+    memory = state.memory
+    if memory.closed_interval is None or memory.latest_delta is not None or memory.archive.count:
+        return
+    divergence = verify_derivations(read(), config=config).divergence
+    if divergence is None:
+        return
+    after = f" after the turn_ended at seq {divergence.after_seq}" if divergence.after_seq is not None else ""
+    raise InvalidRecord(
+        f"the prompt records {describe_projection(config)}, but the ledger states no projection config and "
+        f"holds no derived record, and under that config the refresh{after} derives a "
+        f"{divergence.expected_kind} it lacks (seq {divergence.seq}): its turns were written under another "
+        "config (or without the post-turn refresh), and with this prompt appended it would no longer verify "
+        "from seq 0. Append it to a ledger written under its config, or start a new ledger",
+        where=where,
+        field="body.render_config.projection",
+    )
 
 
 def _fold_first(read: Reader, count: int, projection: ProjectionConfig) -> ProjectionState:

@@ -1,0 +1,84 @@
+"""End-to-end review of the day's changes: what a user running the product hit.
+
+Each test names the scenario a user reached it by (an agent's ledger, a CLI command) and
+fails on the code before its fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+import holon.records as r
+from holon.ledger import Ledger
+from holon.projections import ProjectionConfig
+from holon.runtime import Agent, AgentConfig
+from tests.cli_support import invoke, tree_bytes, write_jsonl
+from tests.runtime_support import Tick
+
+# ------------------------------------------------- holon append of a prompt onto a ledger stating no config
+
+
+def _quiet_turns(path: Path, *, turn_cap: int, turns: int, prompted: bool) -> None:
+    """An agent's timer turns that change no working memory (they derive nothing under a high cap)."""
+    config = AgentConfig(projection=ProjectionConfig(turn_cap=turn_cap))
+    with Agent.open(path, agent_id="quiet", config=config, clock=Tick()) as agent:
+        for _ in range(turns):
+            with agent.turn(trigger="timer") as turn:
+                if prompted:
+                    turn.context()
+
+
+def _prompted_turn(tmp_path: Path, *, turn_cap: int, turn: int, ts: int) -> Path:
+    """A JSONL file of one turn whose prompt states ProjectionConfig(turn_cap=turn_cap), as
+    another holon writer under that config recorded it: for `holon append`."""
+    source = tmp_path / f"writer-{turn_cap}"
+    _quiet_turns(source, turn_cap=turn_cap, turns=1, prompted=True)
+    with Ledger.open(source, readonly=True) as ledger:
+        evidence = [rec for rec in ledger.read(0) if rec.kind not in r.DERIVED_KINDS]
+    assert [rec.kind for rec in evidence] == ["turn_started", "prompt_rendered", "turn_ended"]
+    moved = [msgspec.structs.replace(rec, turn=turn, ts=ts + i * 1000) for i, rec in enumerate(evidence)]
+    return write_jsonl(tmp_path / f"turn-{turn_cap}.jsonl", moved)
+
+
+def test_append_refuses_a_prompt_whose_config_the_ledgers_quiet_turns_would_derive_under(
+    tmp_path: Path,
+) -> None:
+    # Two quiet timer turns (no delta, no episode: the ledger states no config), then
+    # `holon append` of a turn whose prompt states turn_cap=1: the ledger was folded
+    # under turn_cap=1 and the append went through, but under turn_cap=1 turn 1 owes an
+    # episode it lacks, so `holon verify` failed for good ("its writer appended evidence
+    # without the post-turn refresh"). Agent.open refuses that reopen (_check_unstated);
+    # holon append now does as well, naming the input line, and writes nothing.
+    ledger = tmp_path / "ledger"
+    _quiet_turns(ledger, turn_cap=12, turns=2, prompted=False)
+    incoming = _prompted_turn(tmp_path, turn_cap=1, turn=3, ts=1_800_000_000_000)
+    before = tree_bytes(ledger)
+
+    result = invoke("append", ledger, incoming)
+
+    assert result.exit_code == 2, result.output + result.stderr
+    assert f"line 2 of {incoming}" in result.stderr, result.stderr
+    assert "ProjectionConfig(turn_cap=1)" in result.stderr
+    assert "after the turn_ended at seq 1" in result.stderr
+    assert tree_bytes(ledger) == before
+    verified = invoke("verify", ledger)
+    assert verified.exit_code == 0, verified.output + verified.stderr
+
+
+def test_append_takes_a_prompts_config_when_the_ledgers_turns_derive_nothing_under_it(tmp_path: Path) -> None:
+    # The case the config scan is for: a ledger written elsewhere whose appended prompts
+    # are the first to state its config. Under turn_cap=5 two quiet turns derive nothing.
+    ledger = tmp_path / "ledger"
+    _quiet_turns(ledger, turn_cap=12, turns=2, prompted=False)
+    incoming = _prompted_turn(tmp_path, turn_cap=5, turn=3, ts=1_800_000_000_000)
+
+    result = invoke("append", ledger, incoming)
+
+    assert result.exit_code == 0, result.output + result.stderr
+    verified = invoke("verify", ledger)
+    assert verified.exit_code == 0, verified.output + verified.stderr
+    audit = invoke("audit", ledger, "--json", "--sql", "select projection_label from agents")
+    assert audit.exit_code == 0, audit.stderr
+    assert "ProjectionConfig(turn_cap=5)" in audit.output
