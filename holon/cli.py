@@ -32,6 +32,7 @@ import os
 import re
 import shlex
 import sys
+import threading
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -454,17 +455,30 @@ class _WarningLines(logging.Handler):
             self.handleError(record)
 
 
+#: The one handler of every command running in this process, and how many are running: a
+#: handler each made a warning of one command a line per command running in other threads.
+_WARNING_LINES: Final = _WarningLines(logging.WARNING)
+_warning_users = 0
+_warning_lock = threading.Lock()
+
+
 @contextmanager
 def _library_warnings() -> Iterator[None]:
     """Show the ``holon`` loggers' warnings as warning lines while a command runs (not after:
     a program that runs the CLI in-process keeps its own logging)."""
+    global _warning_users  # noqa: PLW0603 -- one count for the process, as the logger is one
     logger = logging.getLogger("holon")
-    handler = _WarningLines(logging.WARNING)
-    logger.addHandler(handler)
+    with _warning_lock:
+        if _warning_users == 0:
+            logger.addHandler(_WARNING_LINES)
+        _warning_users += 1
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        with _warning_lock:
+            _warning_users -= 1
+            if _warning_users == 0:
+                logger.removeHandler(_WARNING_LINES)
 
 
 def _asks_json(args: Sequence[str]) -> bool:

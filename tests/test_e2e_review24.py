@@ -6,14 +6,20 @@ fails on the code before its fix.
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
+from typing import Any
 
 import msgspec
+import pytest
 
 import holon.records as r
+from holon.cli import main
 from holon.ledger import Ledger
 from holon.projections import ProjectionConfig
 from holon.runtime import Agent, AgentConfig
+from holon.search import MemorySearch
 from tests.cli_support import invoke, tree_bytes, write_jsonl
 from tests.runtime_support import Tick
 
@@ -82,3 +88,52 @@ def test_append_takes_a_prompts_config_when_the_ledgers_turns_derive_nothing_und
     audit = invoke("audit", ledger, "--json", "--sql", "select projection_label from agents")
     assert audit.exit_code == 0, audit.stderr
     assert "ProjectionConfig(turn_cap=5)" in audit.output
+
+
+# --------------------------------------------------------------- library warnings, commands in threads
+
+
+def test_a_library_warning_is_one_line_while_another_command_runs_in_another_thread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program (a test harness, a notebook server) running two commands in-process at
+    # once: each added its own handler to the `holon` logger, so the torn tail `holon
+    # append` cut was reported twice, once per command running.
+    searched = tmp_path / "searched"
+    _quiet_turns(searched, turn_cap=12, turns=1, prompted=False)
+    torn = tmp_path / "torn"
+    _quiet_turns(torn, turn_cap=12, turns=1, prompted=False)
+    segment = sorted((torn / "segments").iterdir())[-1]
+    with segment.open("ab") as f:
+        f.write(b"\x00\x01torn")
+    turn = [
+        r.Record(body=r.TurnStarted(trigger="timer"), ts=1_800_000_000_000, turn=5),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=1_800_000_001_000, turn=5),
+    ]
+    evidence = write_jsonl(tmp_path / "turn.jsonl", turn)
+
+    searching, appended = threading.Event(), threading.Event()
+    search = MemorySearch.search
+
+    def held_search(self: MemorySearch, *args: Any, **kwargs: Any) -> list[Any]:
+        searching.set()  # the search command is running, its warnings shown
+        assert appended.wait(30)
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemorySearch, "search", held_search)
+
+    def run(*args: str | Path) -> None:
+        main.main([str(a) for a in args], standalone_mode=False)
+
+    other = threading.Thread(target=run, args=("search", searched, "timer", "--json"))
+    other.start()
+    try:
+        assert searching.wait(30)
+        run("append", torn, evidence, "--json")
+    finally:
+        appended.set()
+        other.join(30)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "ledger recovery" in line]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("holon: warning: ledger recovery: ")
+    assert not logging.getLogger("holon").handlers  # and none is left behind
