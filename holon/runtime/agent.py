@@ -740,8 +740,9 @@ class Agent:
 
         The index is built from the ledger on the first call and extended by the records
         appended since on each later one (the agent keeps them for it rather than reading
-        them back); it holds every searchable record's text (a blob-stored output by its
-        preview), so an agent that never searches pays nothing.
+        them back); it holds every searchable record's text (a blob-stored output is
+        searched by its text, read from the blob store, and held as its preview), so an
+        agent that never searches pays nothing.
         Recall calls themselves are left out: a search would find its own query, and a
         restored text would be found twice.
         """

@@ -132,15 +132,19 @@ def is_recall(record: r.Record) -> bool:
 def blob_text_of(ledger: Ledger) -> BlobText:
     """What memory search reads a blob-stored output's text with: the blob, verified, as text.
 
-    A blob that is missing, damaged or not UTF-8 gives None (the search indexes its
-    preview and counts it in ``MemorySearch.unread_blobs``): one bad blob must not make
-    a whole ledger unsearchable, and ``holon verify`` is what names it.
+    A blob that is missing or damaged gives None (the search indexes its preview and
+    counts it in ``MemorySearch.unread_blobs``): one bad blob must not make a whole
+    ledger unsearchable, and ``holon verify`` is what names it. Bytes that are not UTF-8
+    (a tool's Latin-1 file name, a blob another program stored) are read with U+FFFD in
+    their place, as :meth:`holon.Agent.output_of` reads them: the blob is intact, so
+    calling it unreadable sent the user to a ``holon verify`` that finds nothing, and the
+    rest of its text went unsearched.
     """
 
     def read(blob: r.BlobRef) -> str | None:
         try:
-            return ledger.get_blob(blob.hash).decode()
-        except (HolonError, OSError, UnicodeDecodeError):
+            return ledger.get_blob(blob.hash).decode("utf-8", errors="replace")
+        except (HolonError, OSError):
             return None
 
     return read
