@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from holon.runtime import Agent, AgentConfig
 from holon.search import MemorySearch
 from tests.cli_support import invoke, tree_bytes, write_jsonl
 from tests.runtime_support import Tick
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
 # ------------------------------------------------- holon append of a prompt onto a ledger stating no config
 
@@ -179,3 +182,26 @@ def test_a_blob_stored_output_that_is_not_utf8_is_searched_by_its_text_without_a
     assert [(hit["ref"], hit["snippet"]) for hit in hits] == [("ledger:2", "error: zorgblat undefined")]
     with Agent.open(path, clock=Tick(start=1_800_000_000_000)) as agent:
         assert [hit.ref for hit in agent.search("zorgblat")] == ["ledger:2"]
+
+
+# ------------------------------------------------ an OpenHands V1 conversation with an index twice
+
+
+def test_an_openhands_conversation_holding_two_files_of_one_event_names_both(tmp_path: Path) -> None:
+    # A conversation directory with a copy merged into it: two files numbered 00003. The
+    # import said "has no event 00004 (the next file is event-00003-...)", naming a gap
+    # that is not there and not the file that does not belong.
+    conversation = tmp_path / "conversation"
+    shutil.copytree(FIXTURES / "openhands" / "v1-conversation", conversation)
+    events = conversation / "events"
+    first = next(events.glob("event-00003-*.json"))
+    copy = events / "event-00003-0b000000-0000-4000-8000-000000000003.json"
+    shutil.copyfile(first, copy)
+    ledger = tmp_path / "ledger"
+    assert invoke("init", ledger, "--agent-id", "oh").exit_code == 0
+
+    result = invoke("import", ledger, conversation, "--from", "openhands")
+
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert f"holds two files for event 00003, {first.name} and {copy.name}" in result.stderr, result.stderr
+    assert "no event 00004" not in result.stderr

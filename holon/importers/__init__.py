@@ -141,6 +141,13 @@ def _conversation_events(directory: str) -> bytes:
     parts: list[bytes] = []
     for expected, (index, name) in enumerate(numbered):
         file = os.path.join(folder, name)
+        if index < expected:
+            # Two files of one index (a copy merged into the directory): which is the event is
+            # not for the import to guess, and "no event <next>" named a file that is there.
+            raise UsageError(
+                f"{folder} holds two files for event {index:05d}, {numbered[expected - 1][1]} and {name}: "
+                "one conversation numbers each event once; remove the one that does not belong"
+            )
         if index != expected:
             # A gap is an event lost: the conversation after it would be imported without it.
             raise UsageError(
