@@ -66,7 +66,7 @@ from holon.projections import (
     refresh_before_prompt,
     snapshot_lines,
     stated_config,
-    verify_derivations,
+    unstated_config_derives,
 )
 
 __all__ = [
@@ -1049,28 +1049,18 @@ def state_to_append_to(
 
 def _check_unstated(read: Reader, state: ProjectionState, config: ProjectionConfig, where: str) -> None:
     """Refuse ``config``, stated by the incoming record ``where``, for a ledger that states none,
-    when the ledger's turns would derive under it what the ledger lacks (see :func:`state_to_append_to`).
-
-    Only a ledger without a derived record is re-derived (one more pass; it has fewer turns
-    than a ``turn_cap``): one whose derived records state nothing (before projection version
-    9) is left to `holon verify`, as :func:`holon.Agent.open` leaves it.
-    """
-    memory = state.memory
-    if memory.closed_interval is None or memory.latest_delta is not None or memory.archive.count:
-        return
-    divergence = verify_derivations(read(), config=config).divergence
-    if divergence is None:
-        return
-    after = f" after the turn_ended at seq {divergence.after_seq}" if divergence.after_seq is not None else ""
-    raise InvalidRecord(
-        f"the prompt records {describe_projection(config)}, but the ledger states no projection config and "
-        f"holds no derived record, and under that config the refresh{after} derives a "
-        f"{divergence.expected_kind} it lacks (seq {divergence.seq}): its turns were written under another "
-        "config (or without the post-turn refresh), and with this prompt appended it would no longer verify "
-        "from seq 0. Append it to a ledger written under its config, or start a new ledger",
-        where=where,
-        field="body.render_config.projection",
-    )
+    when the ledger's turns would derive under it what the ledger lacks (see :func:`state_to_append_to`),
+    by the rule :func:`holon.Agent.open` applies (:func:`~holon.projections.unstated_config_derives`)."""
+    lacking = unstated_config_derives(state, config, read)
+    if lacking is not None:
+        raise InvalidRecord(
+            f"the prompt records {describe_projection(config)}, but the ledger states no projection config "
+            f"and holds no derived record, and under that config {lacking}: its turns were written under "
+            "another config (or without the post-turn refresh), and with this prompt appended it would no "
+            "longer verify from seq 0. Append it to a ledger written under its config, or start a new ledger",
+            where=where,
+            field="body.render_config.projection",
+        )
 
 
 def _fold_first(read: Reader, count: int, projection: ProjectionConfig) -> ProjectionState:

@@ -13,7 +13,8 @@ same state, snapshots, deltas and episodes in any process. See docs/memory-model
   (:func:`owed_refresh`: what of it a ledger cut short still owes);
   :func:`refresh_before_prompt` — the mid-turn refresh when working memory states
   something the turn made untrue (:func:`superseded_fields`).
-- :func:`verify_derivations` — replay verification.
+- :func:`verify_derivations` — replay verification; :func:`unstated_config_derives` — what a
+  ledger that states no config lacks under one.
 - :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes.
 """
 
@@ -86,6 +87,7 @@ from holon.projections.verify import (
     FieldDiff,
     VerificationReport,
     diff_records,
+    unstated_config_derives,
     verify_derivations,
 )
 
@@ -153,6 +155,7 @@ __all__ = [
     "restore_checkpoint",
     "snapshot_lines",
     "stated_config",
+    "unstated_config_derives",
     "verify_derivations",
     "waiting_work",
 ]

@@ -16,7 +16,7 @@ and the runtime appends them on resume.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import msgspec
@@ -33,7 +33,14 @@ from holon.projections.projection import (
 )
 from holon.projections.refresh import owed_refresh, post_turn_refresh, refresh_before_prompt
 
-__all__ = ["Divergence", "FieldDiff", "VerificationReport", "diff_records", "verify_derivations"]
+__all__ = [
+    "Divergence",
+    "FieldDiff",
+    "VerificationReport",
+    "diff_records",
+    "unstated_config_derives",
+    "verify_derivations",
+]
 
 
 class FieldDiff(msgspec.Struct, frozen=True, kw_only=True):
@@ -244,3 +251,29 @@ def verify_derivations(
         pending_refresh=divergence is None and position < len(expected),
         divergence=divergence,
     )
+
+
+def unstated_config_derives(
+    state: ProjectionState, config: ProjectionConfig, read: Callable[[], Iterable[r.Record]]
+) -> str | None:
+    """What the ledger lacks that its turns derive under ``config``, when it states no config.
+
+    ``state`` is the ledger folded (``read()`` gives its records from seq 0). A ledger whose
+    refreshes derived nothing yet (no working-memory change, fewer turns than its writer's
+    ``turn_cap``) states no config, so any config is let in; but under another one its past
+    turns may owe what it lacks (an episode after turn 2 under ``turn_cap=2``), and once
+    records stating that config are appended it fails verification from seq 0 for good.
+    Returns the first such record as a phrase (``the refresh after the turn_ended at seq 3
+    derives a context_episode it lacks (seq 4)``), else None. Only a ledger with a closed
+    turn and no derived record is re-derived (one more pass, over fewer turns than a
+    ``turn_cap``); one whose derived records state nothing (before projection version 9)
+    is left to verification.
+    """
+    memory = state.memory
+    if memory.closed_interval is None or memory.latest_delta is not None or memory.archive.count:
+        return None
+    divergence = verify_derivations(read(), config=config).divergence
+    if divergence is None:
+        return None
+    after = f" after the turn_ended at seq {divergence.after_seq}" if divergence.after_seq is not None else ""
+    return f"the refresh{after} derives a {divergence.expected_kind} it lacks (seq {divergence.seq})"

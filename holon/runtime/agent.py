@@ -72,7 +72,7 @@ from holon.projections import (
     post_turn_refresh,
     refresh_before_prompt,
     stated_config,
-    verify_derivations,
+    unstated_config_derives,
 )
 from holon.runtime.checkpoints import (
     ToolIndex,
@@ -278,32 +278,17 @@ def _check_projection(ledger: Ledger, state: ProjectionState, config: Projection
 
 
 def _check_unstated(ledger: Ledger, state: ProjectionState, config: ProjectionConfig) -> None:
-    """Refuse ``config`` for a ledger that states no config when its turns would derive under it.
-
-    A ledger whose refreshes derived nothing yet (no working-memory change, fewer turns than
-    the writer's ``turn_cap``) and whose prompts record no config was let in under any
-    config; but under another one its past turns may derive what the ledger lacks (an
-    episode after turn 2 under ``turn_cap=2``), and `holon verify` then reported it
-    divergent for good, while recovery appended the last turn's records under the new
-    config. Re-deriving it is one pass over a ledger without a derived record: fewer turns
-    than a ``turn_cap``. A ledger whose derived records state nothing (before projection
-    version 9) is left as it was.
-    """
-    memory = state.memory
-    if memory.closed_interval is None or memory.latest_delta is not None or memory.archive.count:
-        return
-    report = verify_derivations(ledger.read(0, state.seq + 1), config=config)
-    divergence = report.divergence
-    if divergence is None:
-        return
-    after = f" after the turn_ended at seq {divergence.after_seq}" if divergence.after_seq is not None else ""
-    raise UsageError(
-        f"ledger {ledger.path} holds no derived record, but under {describe_projection(config)} the "
-        f"refresh{after} derives a {divergence.expected_kind} it lacks (seq {divergence.seq}): it was "
-        "written under another projection config, or without the post-turn refresh, and records derived "
-        "under this one would not verify from seq 0. Open it with the AgentConfig.projection it was "
-        "written under, or start a new ledger"
-    )
+    """Refuse ``config`` for a ledger that states no config when its turns would derive under it
+    what it lacks (:func:`~holon.projections.unstated_config_derives`): recovery would append the
+    last turn's records under it, and `holon verify` report the ledger divergent for good."""
+    lacking = unstated_config_derives(state, config, lambda: ledger.read(0, state.seq + 1))
+    if lacking is not None:
+        raise UsageError(
+            f"ledger {ledger.path} holds no derived record, but under {describe_projection(config)} "
+            f"{lacking}: it was written under another projection config, or without the post-turn "
+            "refresh, and records derived under this one would not verify from seq 0. Open it with "
+            "the AgentConfig.projection it was written under, or start a new ledger"
+        )
 
 
 def _floor_ts(floor: int, record: r.Record, path: Path) -> int:
