@@ -89,18 +89,30 @@ _SHARED_FILE_MAX: Final = 3
 _COUNT_CACHE_SIZE: Final = 4096
 # Longer texts are counted each time rather than kept alive by the cache.
 _MEMO_CHARS: Final = 1 << 20
+# The most characters a memo keeps as keys, all texts together. By count alone, a daemon
+# whose tool outputs run to hundreds of KB kept thousands of them alive (one 500 KB output
+# per turn: 136 Mi characters after 300 turns; 4096 texts of up to 1 Mi each could hold
+# 4 Gi). 16 Mi still holds several renders' worth of a 200k-token window's texts.
+_MEMO_TOTAL_CHARS: Final = 1 << 24
 _COUNTS: dict[tuple[str, str], dict[str, int]] = {}
+# Characters of the texts each memo of _COUNTS holds, by the same key.
+_MEMO_HELD: dict[tuple[str, str], int] = {}
 
 
 def clear_count_cache() -> None:
     """Forget memoized token counts (benchmarks use it to measure a cold render)."""
-    _COUNTS.clear()
+    # Emptied in place: a counter made before this call keeps its memo, whose size
+    # _MEMO_HELD must go on stating.
+    for memo in _COUNTS.values():
+        memo.clear()
+    _MEMO_HELD.clear()
 
 
 def token_counter(estimator_name: str) -> Callable[[str], int]:
     """The named estimator's ``count``, memoized across renders (and with the runtime's rounds)."""
     estimator = get_estimator(estimator_name)
-    memo = _COUNTS.setdefault((estimator.name, estimator.version), {})
+    key = (estimator.name, estimator.version)
+    memo = _COUNTS.setdefault(key, {})
 
     def count(text: str) -> int:
         if len(text) > _MEMO_CHARS:
@@ -108,11 +120,16 @@ def token_counter(estimator_name: str) -> Callable[[str], int]:
             return estimator.count(text)
         n = memo.get(text)
         if n is None:
-            if len(memo) >= _COUNT_CACHE_SIZE:
+            n = estimator.count(text)
+            held = _MEMO_HELD.get(key, 0) + len(text)
+            while memo and (len(memo) >= _COUNT_CACHE_SIZE or held > _MEMO_TOTAL_CHARS):
                 # Oldest first (dicts keep insertion order): consecutive turns share
                 # most texts, so the recent ones are the ones worth keeping.
-                del memo[next(iter(memo))]
-            n = memo[text] = estimator.count(text)
+                oldest = next(iter(memo))
+                held -= len(oldest)
+                del memo[oldest]
+            memo[text] = n
+            _MEMO_HELD[key] = held
         return n
 
     return count
