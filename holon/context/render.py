@@ -294,7 +294,7 @@ def select_episodes(
         episode = index.episode_at(doc)
         if floor is not None and episode.to_seq >= floor:
             continue
-        if episode.work_item_id in abandoned:
+        if abandoned(episode.work_item_id):
             continue
         score = scores.get(doc, 0.0)
         if s.active_work_item_id is not None and episode.work_item_id == s.active_work_item_id:
@@ -308,14 +308,23 @@ def select_episodes(
     return [t[3] for t in ranked[:limit]]
 
 
-def _abandoned(inputs: ContextInputs, index: EpisodeIndex) -> set[str]:
-    """Work items whose episodes stay out of the prompt: abandoned, and not named by the input.
+def _abandoned(inputs: ContextInputs, index: EpisodeIndex) -> Callable[[str | None], bool]:
+    """Whether a work item's episodes stay out of the prompt: abandoned, and not named by the input.
 
     Abandoned work's objective is no longer true, unless the operator brings it up again
-    by name; `holon search` still finds it.
+    by name; `holon search` still finds it. Asked per candidate episode: the set of every
+    abandoned item the index knows grows with the ledger, and building it at every
+    selection made each render walk every work item the agent ever had.
     """
     named = inputs.current_input.text if inputs.current_input is not None else ""
-    return {w for w in index.abandoned_work | inputs.abandoned_work if w not in named}
+
+    def abandoned(work_item_id: str | None) -> bool:
+        if work_item_id is None:
+            return False
+        gone = work_item_id in inputs.abandoned_work or index.work_state(work_item_id) == "abandoned"
+        return gone and work_item_id not in named
+
+    return abandoned
 
 
 def _sticky_selection(
@@ -338,7 +347,7 @@ def _sticky_selection(
     kept = [e for e in found if e is not None]
     if prev.compression_epoch != inputs.compression_epoch:
         abandoned = _abandoned(inputs, index)
-        if any(e.work_item_id in abandoned for e in kept):
+        if any(abandoned(e.work_item_id) for e in kept):
             return None
     return kept
 

@@ -573,6 +573,10 @@ class EpisodeIndex:
         """Decision id → its text in the latest indexed episode that lists it (a copy)."""
         return dict(self._decisions)
 
+    def work_state(self, work_item_id: str) -> str | None:
+        """The state of a work item when its most recently indexed episode was finalized, if any."""
+        return self._work_states.get(work_item_id)
+
     @property
     def abandoned_work(self) -> frozenset[str]:
         """Work items whose most recent episode was finalized with the item abandoned."""
