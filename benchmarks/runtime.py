@@ -23,6 +23,19 @@ Measured, side by side in one run:
   when that file is absent and the BM25 index over every archived episode is rebuilt
   (the behaviour before the index was saved), and beside the steady-state per-turn p50
   of the turns that follow. Also the cost of writing one checkpoint (with its index).
+
+``python -m benchmarks.runtime footprint`` measures instead what one process holds as a
+daemon records large tool outputs: 400 turns of one 500 KB output each through the Agent,
+printing RSS and the characters the token-count memo keeps every 100 turns (they must
+level off, not grow with the outputs recorded).
+
+``python -m benchmarks.runtime longrun [TURNS]`` (default 30,000) runs the daemon guide's
+loop in one process — tool rounds with 200 B-50 KB outputs, a work switch every 20
+turns, waits, tasks, plan edits, decisions, follow-ups, a ``holon_search`` recall every
+50 turns, ``turn.context()`` before every model call, checkpoints every 100 turns — and
+prints per-turn p50 and RSS at turns 100, 1,000, 10,000 and 30,000 with the sizes of what
+the agent keeps; then it copies the ledger, reopens the copy, and checks that the next
+turn's prompt is the one the agent that kept running renders.
 """
 
 from __future__ import annotations
@@ -30,8 +43,10 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,10 +56,11 @@ from types import ModuleType
 import msgspec
 
 import holon.records as r
-from holon.context import EpisodeIndex, build_context
+from holon.context import Budget, EpisodeIndex, Prompt, build_context, cache_last_block, to_anthropic_messages
+from holon.context import render as render_module
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, ProjectionState, apply, initial_state, post_turn_refresh
-from holon.runtime import Agent, AgentConfig
+from holon.runtime import RECALL_TOOLS, Agent, AgentConfig
 from holon.runtime.checkpoints import ToolIndex, write_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,6 +352,194 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+FOOTPRINT_TURNS = 400
+FOOTPRINT_OUTPUT = 500_000
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def footprint() -> None:
+    """RSS and token-count memo size of one process recording a 500 KB tool output per turn."""
+    tmp = Path(tempfile.mkdtemp(prefix="holon-bench-footprint-"))
+    config = AgentConfig(fsync="never", checkpoint_every=0)
+    line = "log line with words\n"
+    try:
+        with Agent.open(tmp / "l", agent_id="bench", config=config, clock=Clock(1_700_000_000_000)) as agent:
+            for i in range(1, FOOTPRINT_TURNS + 1):
+                with agent.turn(input=f"turn {i}: read the log") as turn:
+                    turn.context()
+                    call = turn.tool("cat", {"path": f"log{i}"})
+                    call.finish((f"{i} " + line * (FOOTPRINT_OUTPUT // len(line)))[:FOOTPRINT_OUTPUT])
+                    turn.context()
+                if i % 100 == 0:
+                    held = sum(len(text) for memo in render_module._COUNTS.values() for text in memo)
+                    memo = f"token-count memo {held / 2**20:.0f} Mi characters"
+                    print(f"turn {i}: RSS {_rss_mb():.0f} MB, {memo}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "kappa",
+    "sigma",
+    "omega",
+    "token",
+    "frame",
+    "chain",
+    "hash",
+    "seq",
+    "blob",
+    "turn",
+    "plan",
+    "step",
+    "work",
+    "wait",
+    "task",
+    "epoch",
+    "build",
+    "deploy",
+    "migrate",
+    "index",
+    "cache",
+    "router",
+    "parser",
+    "ledger",
+]
+_SIZES = (200, 400, 1_000, 3_000, 8_000, 20_000, 50_000)
+LONG_TURNS = 30_000
+LONG_MARKS = (100, 1_000, 10_000, 30_000)
+
+
+def _outputs() -> list[str]:
+    """Tool outputs of 200 B to 50 KB, made once (generating text is not what is measured)."""
+    rng = random.Random(1)
+    pool = []
+    for k in range(70):
+        size = _SIZES[k % len(_SIZES)]
+        lines, total = [], 0
+        while total < size:
+            line = f"{k}:{total} " + " ".join(rng.choice(_WORDS) for _ in range(10))
+            lines.append(line)
+            total += len(line) + 1
+        pool.append("\n".join(lines)[:size])
+    return pool
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+
+def _daemon_turn(agent: Agent, i: int, rng: random.Random, pool: list[str]) -> Prompt:
+    """One turn of the daemon guide's loop, with a scripted model; returns its last prompt."""
+    with agent.turn(input=f"turn {i}: {_words(rng, 12)}", trigger="operator", role="operator") as turn:
+        if i % 20 == 1 or agent.state.active_work_item_id is None:
+            old = agent.state.active_work_item_id
+            if old is not None:
+                turn.finish_work(old, reason="done")
+            turn.add_work_item(
+                f"W{i}",
+                f"module W{i}: {_words(rng, 6)}",
+                state="active",
+                scope_constraints=("no network", f"only src/W{i}"),
+            )
+            turn.record_plan(
+                [r.PlanStep(id=f"s{j}", text=f"step {j} {rng.choice(_WORDS)}") for j in range(6)]
+            )
+        held = None
+        for rnd in range(rng.randint(1, 4)):
+            prompt = turn.context()  # before every model call
+            if prompt is not held:
+                held = prompt
+                messages = to_anthropic_messages(prompt, model="m", max_tokens=8_000)["messages"]
+            cache_last_block(messages)
+            turn.record_message(f"round {rnd}: {_words(rng, 20)}")
+            call = turn.tool(
+                "bash",
+                {"command": f"make part-{i}-{rnd}"},
+                idempotency_key=f"k{i}.{rnd}" if rnd == 0 else None,
+            )
+            out = f"call {i}.{rnd} {rng.random()}\n{rng.choice(pool)}"
+            code = 0 if rng.random() < 0.9 else 1
+            call.run(lambda out=out, code=code: (out, code))
+            messages.append({"role": "user", "content": [{"type": "tool_result", "content": call.output}]})
+        if i % 3 == 0:
+            turn.record_plan(
+                [
+                    r.PlanStep(id=f"s{j}", text=f"step {j}", status="done" if j < i % 6 else "pending")
+                    for j in range(6)
+                ]
+            )
+        if i % 5 == 0:
+            turn.record_decision(f"D{i}", f"decision {i}: {rng.choice(_WORDS)}")
+        if i % 11 == 0:
+            turn.follow_up(f"F{i}", f"follow up {i}")
+        if i % 11 == 5:
+            for follow_up in list(agent.state.follow_ups)[:1]:
+                turn.follow_up(follow_up, "closed", status="done")
+        if i % 13 == 0:
+            for task in list(agent.state.tasks):
+                turn.task_result(task, status="ok", summary=f"task {task} ok", output=rng.choice(pool))
+            turn.start_task(f"T{i}", f"build {i}")
+        if i % 17 in (0, 4):
+            for wait in list(agent.state.waits):
+                turn.resolve_wait(wait)
+            if i % 17 == 0:
+                turn.wait_for(f"Q{i}", f"QA sign-off {i}")
+        if i % 50 == 25:
+            turn.recall("holon_search", {"query": rng.choice(_WORDS)})
+        prompt = turn.context()
+        turn.record_message(f"done {i}")
+    return prompt
+
+
+def longrun(turns: int = LONG_TURNS) -> None:
+    """The daemon guide's loop for ``turns`` turns in one process, then a reopen beside it."""
+    tmp = Path(tempfile.mkdtemp(prefix="holon-bench-longrun-"))
+    config = AgentConfig(budget=Budget(context_window=200_000, output_reserve=8_000), fsync="never")
+    policy = r.SystemPolicy(text="You maintain the service.", tools=RECALL_TOOLS)
+    pool, rng, clock = _outputs(), random.Random(7), Clock(1_700_000_000_000)
+    times: list[float] = []
+    try:
+        agent = Agent.open(tmp / "a", agent_id="bench", config=config, clock=clock, policy=policy)
+        for i in range(1, turns + 1):
+            started = time.perf_counter()
+            _daemon_turn(agent, i, rng, pool)
+            times.append(time.perf_counter() - started)
+            if i in LONG_MARKS:
+                held = sum(len(text) for memo in render_module._COUNTS.values() for text in memo)
+                print(
+                    f"turn {i:>6,}: {agent.seq + 1:>9,} records, p50 {_p50(times[-100:]):6.2f} ms "
+                    f"(last 100 turns), RSS {_rss_mb():4.0f} MB; episodes {len(agent.memory.archive):,}, "
+                    f"idempotency keys {len(agent._tools.keys):,}, search documents "
+                    f"{len(agent._search) if agent._search is not None else 0:,}, count memo "
+                    f"{held / 2**20:.1f} Mi chars",
+                    flush=True,
+                )
+        agent.ledger.flush()
+        shutil.copytree(tmp / "a", tmp / "b")
+        started = time.perf_counter()
+        other = Agent.open(tmp / "b", config=config, clock=Clock(clock.now), policy=policy)
+        opened = time.perf_counter() - started
+        print(
+            f"reopen after {turns:,} turns: {opened:.3f} s ({other.report.folded} records folded after "
+            f"checkpoint {other.report.checkpoint_seq}, episode index {other.report.episode_index})"
+        )
+        prompts = [_daemon_turn(each, turns + 1, random.Random(8), pool) for each in (agent, other)]
+        same = prompts[0].text == prompts[1].text and prompts[0].cache_key == prompts[1].cache_key
+        print(f"next prompt of the reopened agent is the running one's: {same}")
+        agent.close()
+        other.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _p50(samples: list[float]) -> float:
     return statistics.median(samples) * 1e3
 
@@ -349,4 +553,9 @@ def _verdict(ok: bool) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["footprint"]:
+        footprint()
+    elif sys.argv[1:2] == ["longrun"]:
+        longrun(*(int(arg) for arg in sys.argv[2:3]))
+    else:
+        main()
