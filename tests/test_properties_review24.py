@@ -190,15 +190,20 @@ def _mutations(record: r.Record) -> list[tuple[str, r.Record]]:
     return out
 
 
+def _draw_derived(run: AgentRun, data: st.DataObject) -> int | None:
+    """The index of one of the run's derived records (None: it has none)."""
+    derived = [i for i, rec in enumerate(run.records) if rec.kind in r.DERIVED_KINDS]
+    return data.draw(st.sampled_from(derived), label="derived index") if derived else None
+
+
 @PROPERTY
 @given(agent_runs(max_turns=8), st.data())
 def test_every_field_of_one_derived_record_mutated_is_named_at_its_seq(
     run: AgentRun, data: st.DataObject
 ) -> None:
-    derived = [i for i, rec in enumerate(run.records) if rec.kind in r.DERIVED_KINDS]
-    if not derived:
+    i = _draw_derived(run, data)
+    if i is None:
         return
-    i = data.draw(st.sampled_from(derived), label="derived index")
     split = data.draw(st.integers(0, i), label="checkpoint before it")
     start = _restored(fold(run.records[:split], config=run.config))
     for field, mutated_record in _mutations(run.records[i]):
@@ -252,10 +257,9 @@ def _cli_divergence(path: Path) -> tuple[int, str]:
 def test_holon_verify_names_the_one_mutated_derived_record_of_an_imported_ledger(
     run: AgentRun, data: st.DataObject
 ) -> None:
-    derived = [i for i, rec in enumerate(run.records) if rec.kind in r.DERIVED_KINDS]
-    if not derived:
+    i = _draw_derived(run, data)
+    if i is None:
         return
-    i = data.draw(st.sampled_from(derived), label="derived index")
     field, mutated_record = data.draw(st.sampled_from(_mutations(run.records[i])), label="mutation")
     mutated = [*run.records[:i], mutated_record, *run.records[i + 1 :]]
     with tempfile.TemporaryDirectory() as tmp:
