@@ -2161,7 +2161,9 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     """Search episodes and evidence (messages, tool calls and results, plans, ...) with BM25.
 
     Ranking is deterministic (ties go to the more recent record). Each hit shows the
-    ref that restores it and where it came from. A long tool output kept in the blob
+    ref that restores it and where it came from: the record, its turn and the work item
+    it belonged to (the one it names, else the one active when it was recorded; --json:
+    work_item), or the episode and its work item. A long tool output kept in the blob
     store is searched by its text (its first and last 500,000 characters), not only by
     its preview. The model's own recall calls (holon_get, holon_search) are left out,
     as the agent's search leaves them out.

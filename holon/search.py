@@ -8,7 +8,8 @@ moved to the blob store (over the ledger's blob threshold, 4 KB by default) is i
 by its text when the index is given a way to read blobs (``blob_text``), else by its
 200-character preview. A turn input followed by its own message (importers record
 both) is one document, the message. Every hit carries the ref that restores it
-(``episode:<id>`` or ``ledger:<seq>``) and where it came from.
+(``episode:<id>`` or ``ledger:<seq>``) and where it came from, with the work item it
+belonged to (see :attr:`MemoryHit.work_item`).
 
 Ranking is deterministic: query terms are de-duplicated and sorted before scoring, and
 ties go to the more recent document (higher seq), then episodes before evidence.
@@ -29,6 +30,7 @@ import msgspec
 
 import holon.records as r
 from holon.context.search import episode_text, fold_positions, terms
+from holon.projections import DEFAULT_CONFIG, ProjectionConfig, RuntimeState, apply_runtime, stated_config
 
 __all__ = ["BLOB_INDEXED_CHARS", "BlobText", "MemoryHit", "MemorySearch", "evidence_text", "search_terms"]
 
@@ -128,8 +130,15 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
 
     ``ref`` restores it (``holon get``); ``source`` is ``episode`` or the record kind;
     ``seq`` is the record's seq (an episode's last evidence seq); ``turns`` the turn
-    range it covers; ``snippet`` its best-matching line (of a long line, 160 characters
-    around the first match); ``matched`` the query terms found.
+    range it covers; ``work_item`` the work item it belonged to (see below);
+    ``provenance`` all of that as one line; ``snippet`` its best-matching line (of a long
+    line, 160 characters around the first match); ``matched`` the query terms found.
+
+    An episode's work item is the one it archived. An evidence record's is the work item
+    it names (a work item or its state change, a plan, decision, follow-up, wait, brief
+    or task stating ``work_item_id``), else the work item that was active when it was
+    written: runtime state's active item (:attr:`RuntimeState.active_work_item_id`)
+    folded from the work item records before it. ``None`` when there was none.
     """
 
     ref: str
@@ -137,6 +146,7 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     score: float
     seq: int
     turns: tuple[int, int] | None
+    work_item: str | None
     provenance: str
     snippet: str
     matched: tuple[str, ...]
@@ -150,6 +160,7 @@ class _Doc(msgspec.Struct, frozen=True):
     turn: int | None
     text: str
     episode: r.ContextEpisodeRecord | None = None
+    work_item: str | None = None
     # A tool result whose output is in the blob store and was indexed by the blob's text:
     # ``text`` ends with the preview, and a hit reads the blob again for its snippet.
     blob: r.BlobRef | None = None
@@ -171,7 +182,8 @@ class _Doc(msgspec.Struct, frozen=True):
                 f"ledger:{body.from_seq}..{body.to_seq}"
             )
         turn = f", turn {self.turn}" if self.turn is not None else ""
-        return f"{self.kind} at seq {self.seq}{turn}"
+        work = f", work item {self.work_item}" if self.work_item is not None else ""
+        return f"{self.kind} at seq {self.seq}{turn}{work}"
 
 
 def _snippet(text: str, wanted: set[str]) -> str:
@@ -235,6 +247,12 @@ class MemorySearch:
         # The last document, when it is a turn's input (turn_started): its message, when
         # it follows, takes its place instead of being indexed a second time.
         self._input: tuple[int | None, str] | None = None
+        # Runtime state folded from the work item records only: its active work item is
+        # the full fold's (the active stack reads nothing else), at a few records' cost.
+        # Under the config the ledger's first derived record states (its finished_window
+        # decides whether an old finished item can be reactivated), the default until then.
+        self._work = RuntimeState()
+        self._config: ProjectionConfig | None = None
         for record in records:
             self.add(record)
 
@@ -244,15 +262,16 @@ class MemorySearch:
     def add(self, record: r.Record) -> None:
         """Index one record (kinds without searchable text are skipped)."""
         body = record.body
+        work = self._work_item_of(record)
         if isinstance(body, r.ContextEpisodeRecord):
             text = episode_text(body)
-            doc = _Doc("episode", body.to_seq, None, text, body)
+            doc = _Doc("episode", body.to_seq, None, text, body, work)
         else:
             searchable = evidence_text(body)
             if not searchable:
                 return
             text = searchable
-            doc = _Doc(record.kind, record.seq, record.turn, text)
+            doc = _Doc(record.kind, record.seq, record.turn, text, work_item=work)
             blob = body.blob if isinstance(body, r.ToolResult) and not body.output else None
             if blob is not None and self._blob_text is not None:
                 full = self._read_blob(blob)
@@ -261,7 +280,7 @@ class MemorySearch:
                 else:
                     # Indexed by the output's text, held as the preview: the blob is read
                     # again for a hit, so the index does not hold every large output.
-                    doc = _Doc(record.kind, record.seq, record.turn, text, blob=blob)
+                    doc = _Doc(record.kind, record.seq, record.turn, text, work_item=work, blob=blob)
                     text = evidence_text(body, blob_output=full) or text
             if self._input == (record.turn, text):
                 # A turn's input recorded twice, as turn_started.input and as the message
@@ -297,6 +316,21 @@ class MemorySearch:
         length = len(words)
         self._lengths.append(length)
         self._total += length
+
+    def _work_item_of(self, record: r.Record) -> str | None:
+        """The work item ``record`` belonged to (see :class:`MemoryHit`); folds a work item record."""
+        body = record.body
+        active = self._work.active_work_item_id
+        if isinstance(body, r.WorkItem | r.WorkItemState):
+            self._work = apply_runtime(self._work, record, self._config or DEFAULT_CONFIG)
+            return body.id
+        if isinstance(body, r.ContextEpisodeRecord | r.WorkingMemoryDelta):
+            if self._config is None:
+                self._config = stated_config(body)
+            return body.work_item_id if isinstance(body, r.ContextEpisodeRecord) else active
+        if isinstance(body, r.WorkPlan | r.Decision | r.FollowUp | r.WaitingIntent | r.Brief | r.TaskStarted):
+            return body.work_item_id if body.work_item_id is not None else active
+        return active
 
     def _read_blob(self, blob: r.BlobRef) -> str | None:
         """The indexed part of a blob-stored output's text, or None when it cannot be read."""
@@ -376,6 +410,7 @@ class MemorySearch:
                     score=round(score, 6),
                     seq=doc.seq,
                     turns=doc.turns(),
+                    work_item=doc.work_item,
                     provenance=doc.provenance(),
                     snippet=_snippet(text, want),
                     matched=tuple(t for t in wanted if t in have),
