@@ -1,13 +1,17 @@
 """Memory search benchmark: what a daemon's first ``holon_search`` and each later one cost.
 
-Run: ``python -m benchmarks.search`` (also part of ``make bench``).
+Run: ``python -m benchmarks.search`` (also part of ``make bench``), or
+``python -m benchmarks.search --ledger PATH`` for an existing ledger's index (built as
+``Agent.search`` builds it, streamed: its memory, then the queries' p50).
 
 A generated migration session (tests/context_session.py) of 10,000 turns — about
 72,000 records, 62,000 of them with searchable text — is read from a real ledger, as
 ``Agent.search`` does on its first call. Measured, side by side in one run:
 
 - **Index build**: :class:`holon.search.MemorySearch` over every record (documents per
-  second). This is the first search's cost; later searches add only new records.
+  second), reading hits back from the ledger as ``Agent.search``'s does. This is the first
+  search's cost; later searches add only new records.
+- **Index memory**: what the built index holds (tracemalloc), in all and per document.
 - **Query**: the p50 of a fixed set of queries (rare and frequent terms, identifiers),
   at ``limit=8`` as the recall tool asks, beside the baseline a search without an
   index pays — tokenizing every document's text per query and scoring it.
@@ -15,11 +19,14 @@ A generated migration session (tests/context_session.py) of 10,000 turns — abo
 
 from __future__ import annotations
 
+import gc
 import math
 import shutil
 import statistics
+import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +34,9 @@ from holon.context import Budget, RenderConfig
 from holon.context.search import terms
 from holon.ledger import Ledger
 from holon.records import Record
-from holon.search import MemorySearch, evidence_text
+from holon.runtime import blob_text_of
+from holon.runtime.recall import is_recall
+from holon.search import MemorySearch, RecordReader, evidence_text
 from tests.context_session import run_session
 from tests.ledger_support import with_real_blobs
 
@@ -43,15 +52,29 @@ QUERIES = (
 REPEATS = 5
 
 
-def _ledger_records(root: Path) -> list[Record]:
+def _write_ledger(root: Path) -> Path:
     session = run_session(
         TURNS, Budget(context_window=32_000, output_reserve=4_000), RenderConfig(prompt_cache_key="b"),
         seed=11, render=False,
     )  # fmt: skip
     with Ledger.create(root / "L", agent_id="bench", fsync="never") as ledger:
         ledger.append_many(with_real_blobs(ledger, record) for record in session.live.records)
-    with Ledger.open(root / "L", readonly=True) as ledger:
-        return list(ledger.read())
+    return root / "L"
+
+
+def _index_bytes(records: list[Record], read_record: RecordReader) -> int:
+    """What a built index holds: traced memory at the end of its build minus after it is dropped."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        index = MemorySearch(records, read_record=read_record)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        del index
+        gc.collect()
+        return held - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
 
 
 def _scan(texts: list[str], query: str, limit: int) -> list[int]:
@@ -83,22 +106,62 @@ def _p50_ms(fn: Callable[[], object], repeats: int = REPEATS) -> float:
     return statistics.median(times)
 
 
+def _agents_index(ledger: Ledger) -> MemorySearch:
+    """The index Agent.search builds over ``ledger``, streamed from it."""
+    index = MemorySearch(blob_text=blob_text_of(ledger), read_record=ledger.get)
+    for record in ledger.read():
+        if not is_recall(record):
+            index.add(record)
+    return index
+
+
+def _existing(path: Path) -> None:
+    """An existing ledger's index, built as Agent.search builds it: what it holds, then the queries."""
+    with Ledger.open(path, readonly=True) as ledger:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            index = _agents_index(ledger)
+            gc.collect()
+            held, count = tracemalloc.get_traced_memory()[0], len(index)
+            del index
+            gc.collect()
+            held -= tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        print(f"{count:,} documents; index memory: {held / 1e6:.1f} MB, {held / count:.0f} bytes a document")
+        started = time.perf_counter()
+        index = _agents_index(ledger)
+        print(f"index build (first search): {time.perf_counter() - started:.1f} s")
+        for query in QUERIES:
+            print(f"{query:<30} {_p50_ms(lambda q=query: index.search(q, limit=8)):>8.1f}ms")  # type: ignore[misc]
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--ledger":
+        _existing(Path(sys.argv[2]))
+        return
     root = Path(tempfile.mkdtemp(prefix="holon-bench-search-"))
     try:
-        records = _ledger_records(root)
+        with Ledger.open(_write_ledger(root), readonly=True) as ledger:
+            _measure(list(ledger.read()), ledger.get)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _measure(records: list[Record], read_record: RecordReader) -> None:
     builds = []
     index = MemorySearch()
     for _ in range(3):
         started = time.perf_counter()
-        index = MemorySearch(records)
+        index = MemorySearch(records, read_record=read_record)
         builds.append(time.perf_counter() - started)
     build = statistics.median(builds)
     texts = [text for record in records if (text := evidence_text(record.body))]
     print(f"{len(records):,} records, {len(index):,} documents indexed")
     print(f"index build (first search): {build:.2f} s, {len(index) / build:,.0f} documents/s")
+    held = _index_bytes(records, read_record)
+    print(f"index memory: {held / 1e6:.1f} MB, {held / len(index):.0f} bytes a document")
     # The scan costs the same for every query (it tokenizes everything), so it is timed once.
     scan = _p50_ms(lambda: _scan(texts, QUERIES[0], 8), repeats=3)
     print(f"no-index scan per query: {scan:.0f} ms")

@@ -2176,13 +2176,15 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     _check_query(query)
     with _reading(path) as ledger:
         # As Agent.search: the model's own recall calls are not evidence to find.
-        # Streamed: the index keeps each record's searchable text, not the record.
+        # Streamed: the index keeps neither the records nor their searchable text.
         # A blob-stored output (over the blob threshold) is searched by its text, read from
         # the blob store, not only by its 200-character preview.
-        # Built for this one query: the hits of a full index, without its every term's postings.
+        # Built for this one query: the hits of a full index, without its every term's postings;
+        # holding no text, a hit's record is read back by its seq.
         index = MemorySearch(
             (rec for rec in _each_record(ledger) if not is_recall(rec)),
             blob_text=blob_text_of(ledger),
+            read_record=ledger.get,
             for_query=query,
         )
         hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]

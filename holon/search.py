@@ -13,7 +13,8 @@ belonged to (see :attr:`MemoryHit.work_item`).
 
 Ranking is deterministic: query terms are de-duplicated and sorted before scoring, and
 ties go to the more recent document (higher seq), then episodes before evidence.
-The index is pure (records in, hits out) and incremental (:meth:`MemorySearch.add`).
+The index is pure (records in, hits out; a hit's record read back through the reader
+its caller gives, if any) and incremental (:meth:`MemorySearch.add`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from operator import itemgetter
@@ -30,9 +32,18 @@ import msgspec
 
 import holon.records as r
 from holon.context.search import episode_text, fold_positions, terms
+from holon.errors import UsageError
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, RuntimeState, apply_runtime, stated_config
 
-__all__ = ["BLOB_INDEXED_CHARS", "BlobText", "MemoryHit", "MemorySearch", "evidence_text", "search_terms"]
+__all__ = [
+    "BLOB_INDEXED_CHARS",
+    "BlobText",
+    "MemoryHit",
+    "MemorySearch",
+    "RecordReader",
+    "evidence_text",
+    "search_terms",
+]
 
 _K1: Final = 1.2
 _B: Final = 0.75
@@ -46,6 +57,10 @@ BlobText = Callable[[r.BlobRef], "str | None"]
 """Reads a blob-stored output's text for the index: ``None`` for one that cannot be read
 (missing, damaged, not UTF-8), which is then indexed by its preview. Called again for a
 hit's snippet, so the index holds no blob's text."""
+
+RecordReader = Callable[[int], r.Record]
+"""Reads the record at a seq (``Ledger.get``): a hit's record is read back for its text, so
+the index holds no document's text."""
 
 
 def _indexed_part(text: str) -> str:
@@ -153,17 +168,16 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Doc(msgspec.Struct, frozen=True):
-    """An indexed document: an episode (``kind`` "episode"), or an evidence record's seq and turn."""
+    """A hit's document: an episode (``kind`` "episode"), or an evidence record's seq and turn.
+
+    Built for hits only: the index holds its fields in columns (see :class:`MemorySearch`).
+    """
 
     kind: str
     seq: int
     turn: int | None
-    text: str
     episode: r.ContextEpisodeRecord | None = None
     work_item: str | None = None
-    # A tool result whose output is in the blob store and was indexed by the blob's text:
-    # ``text`` ends with the preview, and a hit reads the blob again for its snippet.
-    blob: r.BlobRef | None = None
 
     def ref(self) -> str:
         return f"episode:{self.episode.episode_id}" if self.episode is not None else f"ledger:{self.seq}"
@@ -184,6 +198,14 @@ class _Doc(msgspec.Struct, frozen=True):
         turn = f", turn {self.turn}" if self.turn is not None else ""
         work = f", work item {self.work_item}" if self.work_item is not None else ""
         return f"{self.kind} at seq {self.seq}{turn}{work}"
+
+
+#: Records that may name the work item they belong to (``work_item_id``).
+_NAMING: Final = (r.WorkPlan, r.Decision, r.FollowUp, r.WaitingIntent, r.Brief, r.TaskStarted)
+#: The record types whose work item is not simply the active one, or that change it.
+_OF_WORK: Final = frozenset(
+    {r.WorkItem, r.WorkItemState, r.ContextEpisodeRecord, r.WorkingMemoryDelta, *_NAMING}
+)
 
 
 def _snippet(text: str, wanted: set[str]) -> str:
@@ -215,16 +237,24 @@ def _snippet(text: str, wanted: set[str]) -> str:
 class MemorySearch:
     """BM25 over episodes and evidence records, added in ledger order.
 
-    Postings are flat ``[doc, tf, doc, tf, ...]`` lists, one per term; a query scores
-    only its terms' postings and keeps the best ``limit`` with a heap, so its cost
-    follows the postings it reads, not the size of the index.
+    Postings are flat ``array('I')`` of ``doc, tf, doc, tf, ...``, one per term; a query
+    scores only its terms' postings and keeps the best ``limit`` with a heap, so its cost
+    follows the postings it reads, not the size of the index. A document's seq, length,
+    kind, turn and work item are columns (arrays, or lists of shared objects). With
+    ``read_record``, ~130 bytes a document in all, where a struct, its text and a Python
+    int per posting held ~490 (1M-record ledger: 340 -> 90 MB; docs/benchmarks.md).
+
+    Given ``read_record`` (the record at a seq, as ``Ledger.get`` reads it), the index
+    holds no document's text: a hit's record is read back for its snippet and matched
+    terms, as a blob-stored output's text is read again from its blob (``Agent.search``
+    and ``holon search`` pass their ledger's). Without it each text is kept. The hits
+    are the same either way; ``read_record`` must give the records that were added.
 
     ``for_query`` makes an index that answers that one query (``holon search``): every
     document is still tokenized and counted, so BM25's statistics (documents, average
     length, each query term's document frequency) and therefore the hits are those of
-    a full index, but only the query terms' postings and the documents holding one of
-    them are kept. On a 1M-record ledger the full index held ~240 MB and took about
-    half of the command's time to build; the query's is a few MB.
+    a full index, but only the query terms' postings (and without ``read_record``, the
+    texts of the documents holding one of them) are kept.
     """
 
     def __init__(
@@ -232,17 +262,32 @@ class MemorySearch:
         records: Iterable[r.Record] = (),
         *,
         blob_text: BlobText | None = None,
+        read_record: RecordReader | None = None,
         for_query: str | None = None,
     ) -> None:
         self._blob_text = blob_text
+        self._read_record = read_record
         self._only_terms = None if for_query is None else frozenset(terms(for_query))
         #: Blob-stored outputs ``blob_text`` could not read, indexed by their preview instead.
         self.unread_blobs = 0
-        # None in place of a document that holds no term of ``for_query``'s (never a hit).
-        self._docs: list[_Doc | None] = []
-        self._lengths: list[int] = []
-        self._evidence: bytearray = bytearray()  # per doc: 1 evidence, 0 episode
-        self._postings: dict[str, list[int]] = {}
+        # One entry per document, in the order added.
+        self._seqs = array("q")
+        self._lengths = array("I")
+        self._evidence = bytearray()  # 1 evidence, 0 episode
+        # Lists of shared objects: a kind is its class's constant, a turn's number and the
+        # active work item's id the same object for every record that has them.
+        self._kinds: list[str] = []
+        self._turns: list[int | None] = []
+        self._work_items: list[str | None] = []
+        # Without read_record: each document's text ("" for one that holds no term of
+        # ``for_query``'s, never a hit). A blob-stored output's is its preview's.
+        self._texts: list[str] | None = [] if read_record is None else None
+        # An episode document's record: its body, or with read_record its seq (read back
+        # for a hit: on a 1M-record ledger its 32,315 episodes held 71 MB).
+        self._episodes: dict[int, r.ContextEpisodeRecord | int] = {}
+        # Tool results indexed by their blob's text: a hit reads the blob again.
+        self._blobs: dict[int, r.BlobRef] = {}
+        self._postings: dict[str, array[int]] = {}
         self._total = 0
         # The last document, when it is a turn's input (turn_started): its message, when
         # it follows, takes its place instead of being indexed a second time.
@@ -252,42 +297,44 @@ class MemorySearch:
         # Under the config the ledger's first derived record states (its finished_window
         # decides whether an old finished item can be reactivated), the default until then.
         self._work = RuntimeState()
+        self._active: str | None = None  # its active_work_item_id
         self._config: ProjectionConfig | None = None
         for record in records:
             self.add(record)
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return len(self._seqs)
 
     def add(self, record: r.Record) -> None:
         """Index one record (kinds without searchable text are skipped)."""
         body = record.body
         work = self._work_item_of(record)
+        blob: r.BlobRef | None = None
         if isinstance(body, r.ContextEpisodeRecord):
-            text = episode_text(body)
-            doc = _Doc("episode", body.to_seq, None, text, body, work)
+            text, kept = episode_text(body), ""  # an episode's text is made again from the episode
         else:
             searchable = evidence_text(body)
             if not searchable:
                 return
-            text = searchable
-            doc = _Doc(record.kind, record.seq, record.turn, text, work_item=work)
-            blob = body.blob if isinstance(body, r.ToolResult) and not body.output else None
-            if blob is not None and self._blob_text is not None:
-                full = self._read_blob(blob)
+            text = kept = searchable
+            stored = body.blob if isinstance(body, r.ToolResult) and not body.output else None
+            if stored is not None and self._blob_text is not None:
+                full = self._read_blob(stored)
                 if full is None:
                     self.unread_blobs += 1
                 else:
                     # Indexed by the output's text, held as the preview: the blob is read
                     # again for a hit, so the index does not hold every large output.
-                    doc = _Doc(record.kind, record.seq, record.turn, text, work_item=work, blob=blob)
+                    blob = stored
                     text = evidence_text(body, blob_output=full) or text
             if self._input == (record.turn, text):
                 # A turn's input recorded twice, as turn_started.input and as the message
                 # that follows (importers write both): one document, the message, not
                 # two equal hits taking two places of the limit. Same text, same postings.
-                if self._docs[-1] is not None:
-                    self._docs[-1] = doc
+                last = len(self._seqs) - 1
+                self._seqs[last] = record.seq
+                self._kinds[last] = record.kind
+                self._work_items[last] = work
                 self._input = None
                 return
         words = terms(text)
@@ -295,7 +342,7 @@ class MemorySearch:
         if not words:
             return
         if isinstance(body, r.TurnStarted):
-            self._input = (record.turn, doc.text)
+            self._input = (record.turn, text)
         only = self._only_terms
         if only is None:
             counts: dict[str, int] = Counter(words)
@@ -303,16 +350,33 @@ class MemorySearch:
             counts = {}
         else:
             counts = {term: tf for term in only if (tf := words.count(term))}
-        index = len(self._docs)
-        self._docs.append(doc if only is None or counts else None)
-        self._evidence.append(doc.episode is None)
+        index = len(self._seqs)
+        if isinstance(body, r.ContextEpisodeRecord):
+            self._seqs.append(body.to_seq)
+            self._kinds.append("episode")
+            self._turns.append(None)
+            self._episodes[index] = body if self._read_record is None else record.seq
+        else:
+            self._seqs.append(record.seq)
+            self._kinds.append(record.kind)
+            turns = self._turns
+            turn = record.turn
+            # The previous document's turn object when equal: one int per turn, not per record.
+            turns.append(turns[-1] if turns and turn is not None and turns[-1] == turn else turn)
+            if blob is not None:
+                self._blobs[index] = blob
+        self._work_items.append(work)
+        self._evidence.append(index not in self._episodes)
+        if self._texts is not None:
+            self._texts.append(kept if only is None or counts else "")
         postings = self._postings
         for term, tf in counts.items():
             found = postings.get(term)
             if found is None:
-                postings[term] = [index, tf]
+                postings[term] = array("I", (index, tf))
             else:
-                found += (index, tf)
+                found.append(index)
+                found.append(tf)
         length = len(words)
         self._lengths.append(length)
         self._total += length
@@ -320,17 +384,18 @@ class MemorySearch:
     def _work_item_of(self, record: r.Record) -> str | None:
         """The work item ``record`` belonged to (see :class:`MemoryHit`); folds a work item record."""
         body = record.body
-        active = self._work.active_work_item_id
+        if type(body) not in _OF_WORK:  # most records: one set lookup (isinstance of unions cost 15% of add)
+            return self._active
         if isinstance(body, r.WorkItem | r.WorkItemState):
             self._work = apply_runtime(self._work, record, self._config or DEFAULT_CONFIG)
+            self._active = self._work.active_work_item_id
             return body.id
         if isinstance(body, r.ContextEpisodeRecord | r.WorkingMemoryDelta):
             if self._config is None:
                 self._config = stated_config(body)
-            return body.work_item_id if isinstance(body, r.ContextEpisodeRecord) else active
-        if isinstance(body, r.WorkPlan | r.Decision | r.FollowUp | r.WaitingIntent | r.Brief | r.TaskStarted):
-            return body.work_item_id if body.work_item_id is not None else active
-        return active
+            return body.work_item_id if isinstance(body, r.ContextEpisodeRecord) else self._active
+        named = body.work_item_id if isinstance(body, _NAMING) else None
+        return named if named is not None else self._active
 
     def _read_blob(self, blob: r.BlobRef) -> str | None:
         """The indexed part of a blob-stored output's text, or None when it cannot be read."""
@@ -339,14 +404,38 @@ class MemorySearch:
         text = self._blob_text(blob)
         return None if text is None else _indexed_part(text)
 
-    def _text(self, doc: _Doc) -> str:
-        """A document's searchable text: a blob-stored output's is read back from the blob."""
-        if doc.blob is None:
-            return doc.text
-        full = self._read_blob(doc.blob)
-        if full is None:  # readable when indexed, not now: the preview still says what it was
-            return doc.text
-        return doc.text.removesuffix(doc.blob.preview) + full
+    def _evidence_text(self, index: int) -> str:
+        """An evidence document's text as indexed (a blob-stored output's read again from the blob)."""
+        blob = self._blobs.get(index)
+        full = None if blob is None else self._read_blob(blob)
+        # An unreadable blob (readable when indexed, not now): the preview still says what it was.
+        if self._texts is not None:
+            text = self._texts[index]
+            return text if blob is None or full is None else text.removesuffix(blob.preview) + full
+        found = evidence_text(self._read(index, self._seqs[index]).body, blob_output=full)
+        assert found is not None  # a kind with text, as when it was indexed
+        return found
+
+    def _read(self, index: int, seq: int) -> r.Record:
+        """The record of document ``index``, read back at ``seq``; UsageError if it is another kind."""
+        assert self._read_record is not None
+        record = self._read_record(seq)
+        kind = self._kinds[index]
+        if record.kind != ("context_episode" if kind == "episode" else kind):
+            raise UsageError(
+                f"memory search indexed a {kind} record at seq {seq}, but read_record({seq}) gave "
+                f"a {record.kind} record: it must read the ledger whose records were added"
+            )
+        return record
+
+    def _episode(self, index: int) -> r.ContextEpisodeRecord | None:
+        """Document ``index``'s episode (read back from the ledger when the index holds its seq)."""
+        episode = self._episodes.get(index)
+        if episode is None or isinstance(episode, r.ContextEpisodeRecord):
+            return episode
+        body = self._read(index, episode).body
+        assert isinstance(body, r.ContextEpisodeRecord)
+        return body
 
     def search(
         self,
@@ -365,7 +454,7 @@ class MemorySearch:
         if self._only_terms is not None and not self._only_terms.issuperset(wanted):
             # Its other terms' postings were never kept: it would miss their hits.
             raise ValueError(f"this index answers only the query it was built for, not {query!r}")
-        n = len(self._docs)
+        n = len(self._seqs)
         if not wanted or n == 0:
             return []
         avg = self._total / n
@@ -390,18 +479,19 @@ class MemorySearch:
         if not best:
             return []
         floor = best[-1][1]
-        # Every scored document holds a query term, so none of these is a None placeholder.
+        seqs = self._seqs
         top = [item for item in items if item[1] >= floor]
-        docs = {index: doc for index, _ in top if (doc := self._docs[index]) is not None}
-        ranked = sorted(
-            top,
-            key=lambda item: (-item[1], -docs[item[0]].seq, evidence[item[0]]),
-        )
+        ranked = sorted(top, key=lambda item: (-item[1], -seqs[item[0]], evidence[item[0]]))[:limit]
+        # Read back in seq order: hits in one ledger segment are then read from it once.
+        docs: dict[int, tuple[_Doc, str]] = {}
+        for index in sorted((i for i, _ in ranked), key=seqs.__getitem__):
+            episode = self._episode(index)
+            doc = _Doc(self._kinds[index], seqs[index], self._turns[index], episode, self._work_items[index])
+            docs[index] = (doc, episode_text(episode) if episode is not None else self._evidence_text(index))
         hits: list[MemoryHit] = []
         want = set(wanted)
-        for index, score in ranked[:limit]:
-            doc = docs[index]
-            text = self._text(doc)
+        for index, score in ranked:
+            doc, text = docs[index]
             have = set(terms(text))
             hits.append(
                 MemoryHit(

@@ -4,13 +4,20 @@ pinned by a test that failed before its fix."""
 
 from __future__ import annotations
 
+import gc
 import json
 import random
+import tracemalloc
 from pathlib import Path
+
+import msgspec
+import pytest
 
 from holon import records as r
 from holon.context import Budget
 from holon.context.search import terms
+from holon.errors import UsageError
+from holon.ledger import Ledger
 from holon.projections import (
     DEFAULT_CONFIG,
     PROJECTION_VERSION,
@@ -18,10 +25,11 @@ from holon.projections import (
     RuntimeState,
     apply_runtime,
 )
-from holon.runtime import Agent
+from holon.runtime import Agent, blob_text_of
 from holon.search import MemorySearch, evidence_text
 from tests.cli_support import invoke, live_records
 from tests.context_session import run_session
+from tests.ledger_support import with_real_blobs
 from tests.runtime_support import Tick
 
 
@@ -130,3 +138,65 @@ def test_the_work_item_of_a_reactivated_item_follows_the_ledgers_finished_window
     expected = _expected_work_items(tuple(records), config)
     (hit,) = MemorySearch(records).search("zebra")
     assert hit.work_item == expected[hit.seq] == "w0"
+
+
+def _session_ledger(path: Path, turns: int = 300) -> list[r.Record]:
+    """A generated session written to a ledger at ``path`` (its blob-stored outputs real): its records."""
+    session = run_session(turns, Budget(context_window=32_000, output_reserve=4_000), seed=5, render=False)
+    with Ledger.create(path, agent_id="a", fsync="never") as ledger:
+        ledger.append_many(with_real_blobs(ledger, record) for record in session.live.records)
+    with Ledger.open(path, readonly=True) as ledger:
+        return list(ledger.read())
+
+
+def test_a_daemons_search_index_holds_neither_texts_nor_an_int_object_per_posting(tmp_path: Path) -> None:
+    # Agent.search's index kept every document's text, a struct per document and a Python
+    # int per posting (~500 bytes a document; 340 MB on a 1M-record ledger). It keeps
+    # postings in arrays and reads a hit's record back from the ledger instead.
+    records = _session_ledger(tmp_path / "L")
+    with Agent.open(tmp_path / "L") as agent:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            hits = agent.search("invoice", limit=20)
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert held / len(records) < 450, held  # ~950 bytes a record before, ~260 now
+        assert hits == MemorySearch(records, blob_text=blob_text_of(agent.ledger)).search("invoice", limit=20)
+
+
+def test_hits_read_back_from_the_ledger_are_those_of_an_index_holding_texts(tmp_path: Path) -> None:
+    records = _session_ledger(tmp_path / "L", turns=250)
+    with Ledger.open(tmp_path / "L", readonly=True) as ledger:
+        blob_text = blob_text_of(ledger)
+        held = MemorySearch(records, blob_text=blob_text)
+        read = MemorySearch(records, blob_text=blob_text, read_record=ledger.get)
+        vocabulary = sorted({t for rec in records if (text := evidence_text(rec.body)) for t in terms(text)})
+        rng = random.Random(11)
+        queries = [" ".join(rng.sample(vocabulary, rng.randint(1, 3))) for _ in range(20)]
+        queries += ["blob", "invoice", "feature", "billing/procs/refund.sql", "no-such-word"]
+        sources: set[str] = set()
+        for query in queries:
+            one = MemorySearch(records, blob_text=blob_text, read_record=ledger.get, for_query=query)
+            for only in (None, "episodes", "evidence"):
+                for limit in (1, 8, 30):
+                    want = msgspec.json.encode(held.search(query, limit=limit, only=only))  # type: ignore[arg-type]
+                    for index in (read, one):
+                        hits = index.search(query, limit=limit, only=only)  # type: ignore[arg-type]
+                        assert msgspec.json.encode(hits) == want, (query, only, limit)
+                        sources.update(h.source for h in hits)
+        # Episodes, blob-stored outputs (their text read from the blob) and messages were hits.
+        assert {"episode", "tool_result", "message"} <= sources
+        assert any(h.snippet.endswith("#blob") for h in read.search("blob", limit=30))
+
+
+def test_a_reader_that_gives_another_record_is_refused() -> None:
+    # A reader of another ledger would give wrong snippets silently; its record's kind tells.
+    records = [r.Record(body=r.Message(role="user", text="deploy the gateway"), ts=0, turn=1, seq=0)]
+    other = r.Record(body=r.TurnEnded(outcome="completed"), ts=0, turn=1, seq=0)
+    index = MemorySearch(records, read_record=lambda seq: other)
+    refused = r"indexed a message record at seq 0, but read_record\(0\) gave a turn_ended"
+    with pytest.raises(UsageError, match=refused):
+        index.search("gateway")

@@ -725,9 +725,9 @@ class Agent:
 
         The index is built from the ledger on the first call and extended by the records
         appended since on each later one (the agent keeps them for it rather than reading
-        them back); it holds every searchable record's text (a blob-stored output is
-        searched by its text, read from the blob store, and held as its preview), so an
-        agent that never searches pays nothing.
+        them back); it holds each searchable record's postings, not its text (a hit's record
+        is read back from the ledger; a blob-stored output is searched by its text, read
+        from the blob store), and an agent that never searches pays nothing.
         Recall calls themselves are left out: a search would find its own query, and a
         restored text would be found twice.
         """
@@ -741,7 +741,7 @@ class Agent:
         if only not in (None, "episodes", "evidence"):
             raise UsageError(f"search only= must be None, 'episodes' or 'evidence', got {only!r}")
         if self._search is None:
-            self._search = MemorySearch(blob_text=blob_text_of(self._ledger))
+            self._search = MemorySearch(blob_text=blob_text_of(self._ledger), read_record=self._ledger.get)
         kept, self._unsearched = self._unsearched, []
         unsearched: Iterable[r.Record] = kept or ()
         # The kept records, when they are exactly the ones not indexed yet; otherwise (none
