@@ -225,6 +225,15 @@ def _projection_label(column: str) -> str:
     )
 
 
+def _with_projection(columns: str, projection: str, source: str) -> str:
+    """A table's SQL: ``columns`` and the ``projection`` column of each row of ``source``, its
+    ``projection_label``, ordered by agent and seq (the label names the projection column)."""
+    return (
+        f"SELECT *, {_projection_label('projection')} AS projection_label "
+        f"FROM (SELECT {columns}, {projection} AS projection FROM {source}) ORDER BY agent_id, seq"
+    )
+
+
 _PROJECTION_COLUMN: Final = (
     "the projection config it was derived under (every field; the default where it states it by "
     f"omission), NULL when it states none (derived before projection version {STATES_CONFIG})"
@@ -448,11 +457,8 @@ TABLES: Final[dict[str, Table]] = {
                 ),
                 "projection_label": _PROJECTION_LABEL,
             },
-            """
-            SELECT *, """
-            + _projection_label("projection")
-            + """ AS projection_label
-            FROM (SELECT f.agent_id, p.seq, p.ts, p.turn, p.body.working_memory_revision AS revision,
+            _with_projection(
+                """f.agent_id, p.seq, p.ts, p.turn, p.body.working_memory_revision AS revision,
                    p.body.compression_epoch AS epoch, p.body.cache_key AS cache_key,
                    p.body.prompt_hash AS prompt_hash, p.body.total_tokens AS total_tokens,
                    p.body.budget AS budget, p.body.estimator AS estimator,
@@ -462,15 +468,11 @@ TABLES: Final[dict[str, Table]] = {
                    len(coalesce(p.body.omitted, [])) AS omitted_count,
                    coalesce(list_sum(list_transform(p.body.omitted, lambda o: coalesce(o.tokens, 0))), 0)
                        ::BIGINT AS omitted_tokens,
-                   coalesce(p.body.episodes, []::BIGINT[]) AS episodes, """
-            + _prompt_projection("p")
-            + """ AS projection
-                  FROM (SELECT *, """
-            + _template(_STATED_IN_PROMPT)
-            + """ AS stated FROM {prompt_rendered}) p
-                  JOIN _fleet f USING (agent_ix))
-            ORDER BY agent_id, seq
-            """,
+                   coalesce(p.body.episodes, []::BIGINT[]) AS episodes""",
+                _prompt_projection("p"),
+                "(SELECT *, " + _template(_STATED_IN_PROMPT) + " AS stated FROM {prompt_rendered}) p "
+                "JOIN _fleet f USING (agent_ix)",
+            ),
         ),
         Table(
             "prompt_sections",
@@ -532,21 +534,16 @@ TABLES: Final[dict[str, Table]] = {
                 "projection": _PROJECTION_COLUMN,
                 "projection_label": _PROJECTION_LABEL,
             },
-            """
-            SELECT *, """
-            + _projection_label("projection")
-            + """ AS projection_label
-            FROM (SELECT f.agent_id, d.seq, d.ts, d.turn, d.body.from_revision AS from_revision,
+            _with_projection(
+                """f.agent_id, d.seq, d.ts, d.turn, d.body.from_revision AS from_revision,
                          d.body.to_revision AS to_revision, d.body.reason AS reason,
                          d.body.changed_fields AS changed_fields, d.body.lines AS lines,
                          d.body.evidence_from_seq AS evidence_from_seq,
                          d.body.evidence_to_seq AS evidence_to_seq,
-                         d.body.projection_version AS projection_version, """
-            + _derived_projection("d")
-            + """ AS projection
-                  FROM {working_memory_delta} d JOIN _fleet f USING (agent_ix))
-            ORDER BY agent_id, seq
-            """,
+                         d.body.projection_version AS projection_version""",
+                _derived_projection("d"),
+                "{working_memory_delta} d JOIN _fleet f USING (agent_ix)",
+            ),
         ),
         Table(
             "episodes",
@@ -577,11 +574,8 @@ TABLES: Final[dict[str, Table]] = {
                 "projection": _PROJECTION_COLUMN,
                 "projection_label": _PROJECTION_LABEL,
             },
-            """
-            SELECT *, """
-            + _projection_label("projection")
-            + """ AS projection_label
-            FROM (SELECT f.agent_id, e.seq, e.ts, e.body.episode_id AS episode_id,
+            _with_projection(
+                """f.agent_id, e.seq, e.ts, e.body.episode_id AS episode_id,
                    e.body.boundary_reason AS boundary_reason, e.body.work_item_id AS work_item_id,
                    e.body.first_turn AS first_turn, e.body.last_turn AS last_turn,
                    e.body.last_turn - e.body.first_turn + 1 AS turns,
@@ -595,12 +589,10 @@ TABLES: Final[dict[str, Table]] = {
                    coalesce(e.body.decisions, []::VARCHAR[]) AS decisions,
                    coalesce(e.body.follow_ups, []::VARCHAR[]) AS follow_ups,
                    coalesce(e.body.waiting, []::VARCHAR[]) AS waiting,
-                   e.body.projection_version AS projection_version, """
-            + _derived_projection("e")
-            + """ AS projection
-                  FROM {context_episode} e JOIN _fleet f USING (agent_ix))
-            ORDER BY agent_id, seq
-            """,
+                   e.body.projection_version AS projection_version""",
+                _derived_projection("e"),
+                "{context_episode} e JOIN _fleet f USING (agent_ix)",
+            ),
         ),
         Table(
             "plans",
