@@ -205,3 +205,25 @@ def test_an_openhands_conversation_holding_two_files_of_one_event_names_both(tmp
     assert result.exit_code == 2, result.stdout + result.stderr
     assert f"holds two files for event 00003, {first.name} and {copy.name}" in result.stderr, result.stderr
     assert "no event 00004" not in result.stderr
+
+
+def test_holon_get_shows_a_log_with_a_few_bytes_that_are_not_utf8_as_text(tmp_path: Path) -> None:
+    # The same log: memory search finds "zorgblat" in it, but the model's holon_get said
+    # "bytes of binary data, not text; it is not shown", so the hit could not be read.
+    log = ("compiling caf\xe9.c\n" * 400 + "error: zorgblat undefined\n").encode("latin-1")
+    data = {"log": log, "random": bytes(range(128, 256)) * 4, "nul": b"text\0with a NUL \xff"}
+    with Ledger.create(tmp_path / "ledger", agent_id="builder") as ledger:
+        refs = {name: "blob:" + ledger.put_blob(blob, preview="-").hash for name, blob in data.items()}
+    with (
+        Agent.open(tmp_path / "ledger", clock=Tick(start=1_700_000_000_000)) as agent,
+        agent.turn(input="build it", trigger="user") as turn,
+    ):
+        got = {name: turn.recall("holon_get", {"ref": ref}).output for name, ref in refs.items()}
+    text = got["log"]
+    assert text.startswith("compiling caf\ufffd.c\ncompiling caf\ufffd.c\n")
+    assert "error: zorgblat undefined\n" in text
+    assert text.endswith(f"[{refs['log']} is not all UTF-8: 400 byte sequences show as U+FFFD]")
+    # Mostly undecodable bytes, or any NUL, stay binary data.
+    for name in ("random", "nul"):
+        size = len(data[name])
+        assert got[name] == f"[{refs[name]} is {size:,} bytes of binary data, not text; it is not shown]"

@@ -274,7 +274,9 @@ def get_text(
     it (so a restored output is byte-identical to the original). A longer one is cut at
     ``offset + page_chars`` characters, or at the last line break in the page's second
     half, and ends with a line naming the offset of the next part.
-    Bytes that are not UTF-8 are described, not dumped, and an empty text is said to be
+    Binary data is described, not dumped; a text with a few byte sequences that are not
+    UTF-8 (at most 10% of its characters, no NUL) is shown with U+FFFD in their place
+    (and, when it fits one page, a note after it saying so); an empty text is said to be
     empty (an empty result reads as a tool that failed to answer). ``ref`` may come as
     the model copied it (see :func:`model_ref`); the notes name it in its canonical form.
     ``page_chars`` bounds the characters of the text a call returns; a paged text also
@@ -288,15 +290,46 @@ def get_text(
     if offset < 0:
         raise UsageError(f"offset {offset} is negative: pass 0 to read {ref} from the start")
     text = kept.get(ref) if kept is not None else None
+    odd = 0
     if text is None:
         data = restore_bytes(ref, source)
-        try:
-            text = data.decode()
-        except UnicodeDecodeError:
+        readable = _readable(data)
+        if readable is None:
             return f"[{ref} is {len(data):,} bytes of binary data, not text; it is not shown]"
+        text, odd = readable
         del data
         if kept is not None and len(text) > page_chars:  # only a text that is paged is read again
             kept.keep(ref, text)
+    page = _page(ref, text, offset, page_chars)
+    # Said of a text that fits one page: a paged one already ends with its page note, and
+    # a page plus its notes stays within NOTE_CHARS of page_chars (U+FFFD speaks for itself).
+    if not odd or offset or len(text) > page_chars:
+        return page
+    note = f"[{ref} is not all UTF-8: {odd:,} byte sequences show as U+FFFD]"
+    return page + ("" if page.endswith("\n") else "\n") + note
+
+
+def _readable(data: bytes) -> tuple[str, int] | None:
+    """``data`` as text and how many of its byte sequences are not UTF-8; None for binary data.
+
+    A log with some Latin-1 bytes (a file name, accented words: a few percent of its
+    characters) is text the model needs (memory search finds it by its words); NUL bytes,
+    or more than 10% of characters undecodable, is data (an image, an archive: random
+    bytes are mostly invalid UTF-8) whose dump would only cost tokens.
+    """
+    try:
+        return data.decode(), 0
+    except UnicodeDecodeError:
+        pass
+    if b"\0" in data:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    odd = text.count("\ufffd")
+    return (text, odd) if odd * 10 <= len(text) else None
+
+
+def _page(ref: str, text: str, offset: int, page_chars: int) -> str:
+    """The page of ``text`` from ``offset`` that :func:`get_text` returns, with its note."""
     total = len(text)
     if total == 0 and offset == 0:
         return f"[{ref} is empty: the text behind it has no characters]"
