@@ -127,8 +127,6 @@ def _scope(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
 
 def _whole_plan(snapshot: WorkingMemorySnapshot) -> dict[str, SnapshotPlanStep]:
     """Every step of the plan ``snapshot`` shows, by id: shown, then beyond ``plan_cap``."""
-    if not snapshot.plan_rest:
-        return {s.id: s for s in snapshot.plan}
     return {s.id: s for s in (*snapshot.plan, *snapshot.plan_rest)}
 
 
