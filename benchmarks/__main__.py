@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 # Order follows the layers: storage, memory, rendering, runtime, audit, evaluation.
 SUITES = (
-    "ledger", "projections", "estimator", "context", "search", "runtime", "audit", "audit_scale", "eval",
+    "ledger", "append_cost", "projections", "estimator", "context", "search", "runtime", "audit",
+    "audit_scale", "eval",
 )  # fmt: skip
 
 
