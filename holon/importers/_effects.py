@@ -23,8 +23,10 @@ _PATH_ARG_TOOLS: Final = {
 #: ``str_replace_editor`` sub-commands that change the file (``view`` does not).
 EDIT_COMMANDS: Final = frozenset({"create", "str_replace", "insert", "undo_edit", "edit", "write"})
 
-#: Editor tools that take a ``path`` and a ``command`` (SWE-agent, OpenHands ACI).
-_EDITOR_TOOLS: Final = frozenset({"str_replace_editor", "edit_file", "edit"})
+#: Editor tools that take a ``path`` and a ``command`` (SWE-agent, OpenHands ACI, OpenHands V1 tools).
+_EDITOR_TOOLS: Final = frozenset(
+    {"str_replace_editor", "edit_file", "edit", "file_editor", "planning_file_editor"}
+)
 
 
 def _resolve(path: str, cwd: str | None) -> str:

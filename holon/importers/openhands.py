@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from typing import Any, Final, Literal
 
 from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
+from holon.importers._effects import EDIT_COMMANDS, edit_targets
 from holon.importers._shape import Node, decode_json_document, iter_jsonl, parse_iso_ms, try_json_document
 from holon.importers.openai_chat import tool_definitions
-from holon.records import Brief, ContextSummary, Message, SystemPolicy
+from holon.records import Brief, ContextSummary, Message, PlanStep, SystemPolicy, WorkPlan
 
 __all__ = ["FORMAT", "parse_openhands"]
 
@@ -36,6 +37,16 @@ _TOOL_ACTIONS: Final = frozenset(
 )
 # OpenHands reports a failed file operation as an observation whose text starts so.
 _ERROR_PREFIX: Final = "ERROR:"
+
+#: The task tracker's statuses (``TaskItem.status``, the same in V0's ``task_tracking`` action and
+#: V1's ``task_tracker`` tool) -> holon plan-step statuses. Anything else reads as pending.
+_TASK_STATUS: Final[dict[str, Literal["pending", "in_progress", "done"]]] = {
+    "todo": "pending",
+    "in_progress": "in_progress",
+    "done": "done",
+}
+#: The task tracker's tool name (V1, and V0 runs with function calling) and V0 action name.
+_TASK_TRACKER: Final = frozenset({"task_tracker", "task_tracking"})
 
 
 def parse_openhands(data: bytes, *, source: str) -> ImportReport:
@@ -233,9 +244,42 @@ def _tool_call(
     elif isinstance(thought, str) and thought:
         builder.agent(Message(role="assistant", text=thought))
     builder.intent(source_id, tool, values, call_id=call_id)
+    if tool in _TASK_TRACKER or name in _TASK_TRACKER:
+        _task_plan(builder, values)
     path = values.get("path")
     if name == "edit" and isinstance(path, str) and path:
         edits[source_id] = path
+
+
+def _task_plan(builder: TranscriptBuilder, args: dict[str, Any]) -> None:
+    """The task tracker's ``plan`` command as the agent's plan (a ``WorkPlan``), as Claude Code's TodoWrite.
+
+    ``plan`` replaces the whole task list (``TaskTrackerExecutor``: ``self._task_list =
+    action.task_list``), as a WorkPlan replaces the plan; ``view`` changes nothing. The plan
+    follows the intent, not its (always trivial) result. OpenHands/software-agent-sdk
+    ``openhands-tools/openhands/tools/task_tracker/definition.py`` (``TaskItem``: ``id``,
+    ``title``, ``notes``, ``status`` todo / in_progress / done).
+    """
+    if args.get("command", "view") != "plan":
+        return
+    tasks = args.get("task_list")
+    if not isinstance(tasks, list) or not all(
+        isinstance(task, dict) and isinstance(task.get("title"), str) for task in tasks
+    ):
+        builder.skip("task_tracker plan without a readable task list")
+        return
+    steps = []
+    for index, task in enumerate(tasks, start=1):
+        task_id = task.get("id")
+        status = task.get("status")
+        steps.append(
+            PlanStep(
+                id=task_id if isinstance(task_id, str) and task_id.strip() else str(index),
+                text=task["title"],
+                status=_TASK_STATUS.get(status, "pending") if isinstance(status, str) else "pending",
+            )
+        )
+    builder.emit(WorkPlan(work_item_id=None, steps=tuple(steps)))
 
 
 def _non_blank(text: str) -> str | None:
@@ -356,7 +400,10 @@ def _v1_action(builder: TranscriptBuilder, event: Node) -> None:
         why="its observation names the call it answers by this id alone",
     )
     tool = event.tool_name("tool_name", what="an OpenHands ActionEvent")
-    builder.intent(call_id, tool, _v1_arguments(event))
+    arguments = _v1_arguments(event)
+    builder.intent(call_id, tool, arguments)
+    if tool in _TASK_TRACKER:
+        _task_plan(builder, arguments)
 
 
 def _v1_arguments(event: Node) -> dict[str, Any]:
@@ -378,19 +425,61 @@ def _v1_arguments(event: Node) -> dict[str, Any]:
 def _v1_answer(builder: TranscriptBuilder, event: Node, kind: str) -> None:
     call_id = event.field("tool_call_id").as_str()
     if kind == "ObservationEvent":
-        observation = event.field("observation")
-        output = _v1_text(observation.get("content"), builder)
-        flag = observation.get("is_error")
-        status: ToolStatus = "error" if flag is not None and flag.as_bool() else "ok"
-    elif kind == "UserRejectObservation":
+        _v1_observation(builder, call_id, event.field("observation"))
+        return
+    if kind == "UserRejectObservation":
         # What the model was told (OpenHands' own wording), as for any result.
         output = f"Action rejected: {event.str_of('rejection_reason', 'User rejected the action')}"
-        status = "error"
     else:
         output = event.field("error").as_str()
-        status = "error"
     if builder.pending(call_id) is None and kind == "AgentErrorEvent":
         # An error no call waits for (the scaffold refused a call it could not parse): the agent saw it.
         builder.agent(Message(role="channel", channel="openhands:error", text=output))
         return
-    builder.result(call_id, status=status, output=output)
+    builder.result(call_id, status="error", output=output)
+
+
+def _v1_observation(builder: TranscriptBuilder, call_id: str, observation: Node) -> None:
+    """An ``ObservationEvent``'s observation as the call's result: text, status, exit code, files, cwd.
+
+    Shapes from OpenHands/software-agent-sdk ``openhands-tools/openhands/tools/``: every
+    observation has ``content`` and ``is_error`` (``openhands-sdk/openhands/sdk/tool/schema.py``);
+    a shell's (``TerminalObservation``, ``terminal/definition.py``; ``ExecuteBashObservation``,
+    ``execute_bash/definition.py`` before it) adds ``exit_code`` (``-1``: the command hit the soft
+    timeout and is still running), ``timeout`` and ``metadata`` (``metadata.py``:
+    ``exit_code``, ``working_dir``); the file editor's (``FileEditorObservation``,
+    ``file_editor/definition.py``) adds the ``command`` it ran and the ``path`` it ran on.
+    """
+    output = _v1_text(observation.get("content"), builder)
+    flag = observation.get("is_error")
+    is_error = flag is not None and flag.as_bool()
+    fields = observation.as_object()
+    metadata = observation.get("metadata")
+    meta = metadata.as_object() if metadata is not None and metadata.is_object() else {}
+    # The observation's own exit code; the PS1 metadata's only when it states none (the metadata
+    # says -1 by default, when no prompt was parsed, so it is not read over a stated code).
+    code = fields.get("exit_code") if "exit_code" in fields else meta.get("exit_code")
+    exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    status: ToolStatus
+    if is_error:
+        status = "error"
+    elif exit_code == -1 or fields.get("timeout") is True:
+        # As for V0 runs: OpenHands stopped waiting, the command may still be running.
+        status = "interrupted"
+    elif exit_code not in (None, 0):
+        status = "error"
+    else:
+        status = "ok"
+    pending = builder.pending(call_id)
+    touched: tuple[str, ...] = ()
+    if status == "ok" and pending is not None:
+        command, path = fields.get("command"), fields.get("path")
+        if isinstance(path, str) and path and isinstance(command, str) and command in EDIT_COMMANDS:
+            # The editor's own account of what it wrote (its `view` writes nothing).
+            touched = (path,)
+        elif "path" not in fields:
+            touched = edit_targets(pending.tool, pending.args)
+    builder.result(call_id, status=status, output=output, exit_code=exit_code, touched_files=touched)
+    cwd = meta.get("working_dir")
+    if isinstance(cwd, str) and cwd:
+        builder.environment(cwd=cwd)

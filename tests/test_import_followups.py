@@ -1,0 +1,177 @@
+"""Importer follow-ups: what OpenHands V1 tools record, imports into a long ledger, real transcripts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from holon.importers import ImportReport
+from holon.records import ExecutionEnvironment, PlanStep, ToolResult, WorkPlan
+from tests.importers_support import parse_as
+
+# ---------------------------------------------------------------- OpenHands V1 tool observations
+#
+# Event shapes from OpenHands/software-agent-sdk: openhands-sdk/openhands/sdk/event/llm_convertible/
+# {action,observation}.py (ActionEvent, ObservationEvent) and openhands-tools/openhands/tools/
+# terminal/definition.py + metadata.py (TerminalObservation: exit_code, timeout, metadata.exit_code,
+# metadata.working_dir), file_editor/definition.py (FileEditorAction / FileEditorObservation: command,
+# path, prev_exist, old_content, new_content), task_tracker/definition.py (TaskTrackerAction: command
+# plan / view, task_list of TaskItem id, title, notes, status todo / in_progress / done).
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user", "content": text}}
+
+
+def _action(call: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "ActionEvent",
+        "source": "agent",
+        "thought": [],
+        "action": {"kind": "X", **arguments},
+        "tool_name": tool,
+        "tool_call_id": call,
+        "tool_call": {"id": call, "name": tool, "arguments": json.dumps(arguments), "origin": "completion"},
+        "llm_response_id": "r",
+    }
+
+
+def _observation(call: str, tool: str, observation: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "ObservationEvent",
+        "source": "environment",
+        "tool_name": tool,
+        "tool_call_id": call,
+        "action_id": f"a-{call}",
+        "observation": observation,
+    }
+
+
+def _terminal(text: str, code: int, *, cwd: str = "/work", timeout: bool = False) -> dict[str, Any]:
+    return {
+        "kind": "TerminalObservation",
+        "content": [{"cache_prompt": False, "type": "text", "text": text}],
+        "is_error": False,
+        "command": "x",
+        "exit_code": code,
+        "timeout": timeout,
+        "metadata": {"exit_code": code, "pid": -1, "working_dir": cwd, "prefix": "", "suffix": ""},
+    }
+
+
+def _editor(command: str, path: str, *, is_error: bool = False) -> dict[str, Any]:
+    return {
+        "kind": "FileEditorObservation",
+        "content": [{"type": "text", "text": f"{command} {path}"}],
+        "is_error": is_error,
+        "command": command,
+        "path": path,
+        "prev_exist": command != "create",
+        "old_content": None,
+        "new_content": None,
+    }
+
+
+def _v1(*events: dict[str, Any]) -> ImportReport:
+    return parse_as("openhands", json.dumps([_user("go"), *events]).encode())
+
+
+def _results(report: ImportReport) -> list[ToolResult]:
+    return [rec.body for rec in report.records if isinstance(rec.body, ToolResult)]
+
+
+def test_v1_terminal_exit_codes_give_the_status_and_are_kept() -> None:
+    report = _v1(
+        _action("c1", "terminal", {"command": "pytest"}),
+        _observation("c1", "terminal", _terminal("1 failed", 1)),
+        _action("c2", "terminal", {"command": "ls"}),
+        _observation("c2", "terminal", _terminal("a b", 0)),
+        _action("c3", "terminal", {"command": "sleep 99"}),
+        _observation("c3", "terminal", _terminal("", -1, timeout=True)),
+    )
+    # A failing test run was `ok` (no exit code read): holon's recent tools and memory showed it as passed.
+    assert [(r.status, r.exit_code) for r in _results(report)] == [("error", 1), ("ok", 0), ("interrupted", -1)]
+
+
+def test_v1_terminal_exit_code_from_the_metadata_when_the_observation_states_none() -> None:
+    older = _terminal("boom", 2)
+    del older["exit_code"]  # an observation that keeps it only in its PS1 metadata
+    report = _v1(_action("c1", "execute_bash", {"command": "make"}), _observation("c1", "execute_bash", older))
+    assert [(r.status, r.exit_code) for r in _results(report)] == [("error", 2)]
+
+
+def test_v1_terminal_working_dir_is_the_execution_environment() -> None:
+    report = _v1(
+        _action("c1", "terminal", {"command": "cd src"}),
+        _observation("c1", "terminal", _terminal("", 0, cwd="/work/src")),
+    )
+    envs = [rec.body for rec in report.records if isinstance(rec.body, ExecutionEnvironment)]
+    assert [e.cwd for e in envs] == ["/work/src"]
+
+
+def test_v1_file_editor_writes_are_touched_files_and_views_are_not() -> None:
+    report = _v1(
+        _action("c1", "file_editor", {"command": "view", "path": "/work/a.py"}),
+        _observation("c1", "file_editor", _editor("view", "/work/a.py")),
+        _action("c2", "file_editor", {"command": "str_replace", "path": "/work/a.py", "old_str": "x"}),
+        _observation("c2", "file_editor", _editor("str_replace", "/work/a.py")),
+        _action("c3", "file_editor", {"command": "create", "path": "/work/b.py", "file_text": ""}),
+        _observation("c3", "file_editor", _editor("create", "/work/b.py")),
+        _action("c4", "file_editor", {"command": "insert", "path": "/work/c.py"}),
+        _observation("c4", "file_editor", _editor("insert", "/work/c.py", is_error=True)),
+    )
+    assert [(r.status, r.touched_files) for r in _results(report)] == [
+        ("ok", ()),
+        ("ok", ("/work/a.py",)),
+        ("ok", ("/work/b.py",)),
+        ("error", ()),  # a failed edit wrote nothing
+    ]
+
+
+def test_v1_str_replace_editor_without_a_path_in_its_observation_reads_the_call() -> None:
+    observation = {"kind": "StrReplaceEditorObservation", "content": "done", "is_error": False}
+    report = _v1(
+        _action("c1", "str_replace_editor", {"command": "create", "path": "/w/n.py", "file_text": ""}),
+        _observation("c1", "str_replace_editor", observation),
+    )
+    assert [r.touched_files for r in _results(report)] == [("/w/n.py",)]
+
+
+def _tasks(*items: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"id": str(n), "title": title, "notes": "", "status": status} for n, (title, status) in enumerate(items)]
+
+
+def test_v1_task_tracker_plan_is_the_agents_plan() -> None:
+    plan = _tasks(("read the code", "done"), ("fix the bug", "in_progress"), ("run tests", "todo"))
+    report = _v1(
+        _action("c1", "task_tracker", {"command": "plan", "task_list": plan}),
+        _observation("c1", "task_tracker", {"kind": "TaskTrackerObservation", "content": "ok", "command": "plan"}),
+        _action("c2", "task_tracker", {"command": "view"}),
+    )
+    plans = [rec.body for rec in report.records if isinstance(rec.body, WorkPlan)]
+    assert plans == [
+        WorkPlan(
+            work_item_id=None,
+            steps=(
+                PlanStep(id="0", text="read the code", status="done"),
+                PlanStep(id="1", text="fix the bug", status="in_progress"),
+                PlanStep(id="2", text="run tests", status="pending"),
+            ),
+        )
+    ]
+
+
+def test_v0_task_tracking_action_is_the_agents_plan_too() -> None:
+    events = [
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "go"}},
+        {
+            "id": 2,
+            "source": "agent",
+            "action": "task_tracking",
+            "args": {"command": "plan", "task_list": _tasks(("a", "done"), ("b", "todo")), "thought": ""},
+            "tool_call_metadata": {"function_name": "task_tracker", "tool_call_id": "t1"},
+        },
+    ]
+    report = parse_as("openhands", json.dumps(events).encode())
+    plans = [rec.body for rec in report.records if isinstance(rec.body, WorkPlan)]
+    assert [[(s.text, s.status) for s in p.steps] for p in plans] == [[("a", "done"), ("b", "pending")]]
