@@ -26,7 +26,6 @@ import difflib
 import errno
 import importlib
 import io
-import itertools
 import logging
 import os
 import re
@@ -76,7 +75,6 @@ from holon.projections import (
     ProjectionConfig,
     ProjectionState,
     VerificationReport,
-    fold,
     verify_derivations,
 )
 from holon.prompt_check import APPENDED, PromptCheck, PromptsSummary, check_prompts_of
@@ -706,31 +704,32 @@ def _passes(ledger: Ledger) -> tuple[Reader, Checkpoints]:
     return read, checkpoint_resume(ledger, head)
 
 
-def _state_to_append_to(ledger: Ledger, incoming: Sequence[r.Record]) -> tuple[ProjectionState, int | None]:
-    """The state ``incoming`` evidence is appended onto, and the ledger's highest turn (`holon import`).
+def _state_to_append_to(
+    ledger: Ledger, incoming: Sequence[r.Record], *, where: Callable[[int], str]
+) -> tuple[ProjectionState, int | None]:
+    """The state ``incoming`` evidence is appended onto, and the turn it continues from (`holon import`).
 
-    The ledger is read in passes, not held (a long ledger took its size in memory for
-    each import): the first finds the projection config its prompts and the incoming
-    records record (appended prompts may be the first to record it, in a ledger written
-    elsewhere) and the highest turn, which a checkpoint does not hold (a transcript's
-    turns are numbered after it); the fold starts from a verified checkpoint when there
-    is one. `holon append` needs no highest turn: :func:`state_to_append_to` takes the
-    config from the checkpoint too.
+    The state is :func:`state_to_append_to`'s, as for `holon append`: from the newest verified
+    checkpoint with no first pass when it states the ledger's projection config. The turn
+    a transcript's turns are numbered after is the ledger's last (the state's), the one
+    the runtime numbers its next turn after (`Agent.next_turn_index`) and above which
+    `append_evidence` takes a turn_started: finding the highest turn any record names took
+    a pass over every record, the whole of a 1M-record import's wait. Only when the last
+    turn has no number, or there is none, is that pass made, and the highest turn a record
+    names taken, so that an imported turn repeats no number there.
     """
     read, resume = _passes(ledger)
-    last_turn: int | None = None
-
-    def turns_seen() -> Iterator[r.Record]:
-        nonlocal last_turn
-        for record in read():
-            if record.turn is not None and (last_turn is None or record.turn > last_turn):
-                last_turn = record.turn
-            yield record
-
-    config = projection_config_of(itertools.chain(turns_seen(), incoming))
-    start = resume(config)
-    state = fold(read(), config=config) if start is None else fold(start[1], start[0])
-    return state, last_turn
+    state = state_to_append_to(read, incoming, resume, where=where)
+    turn = state.runtime.turn
+    if turn is not None and turn.index is not None:
+        return state, turn.index
+    if state.seq < 0:
+        return state, None
+    highest: int | None = None
+    for record in read():
+        if record.turn is not None and (highest is None or record.turn > highest):
+            highest = record.turn
+    return state, highest
 
 
 def _given(name: str) -> bool:
@@ -1086,22 +1085,20 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
             _appended(as_json, seqs, len(seqs), extra, ledger)
         return
     report = read_transcript(file, fmt)
+
+    def where(n: int) -> str:
+        # A refusal (a transcript older than the ledger's last record) names the file.
+        return f"record {n} mapped from {file}"
+
     with _writing(path) as ledger:
-        state, last_turn = _state_to_append_to(ledger, report.records)
+        state, last_turn = _state_to_append_to(ledger, report.records, where=where)
         head = ledger.head()[0]
         if head >= 0:
             # An untimestamped transcript's synthetic clock starts at 0, and every transcript's
             # turns count from 0: both continue the ledger.
             report = report.after(ledger.get(head).ts, last_turn=last_turn)
-        with progress_callback(len(report.records), "importing") as advance:
-            appended = append_evidence(
-                ledger,
-                report.records,
-                state=state,
-                progress=advance,
-                # A refusal (a transcript older than the ledger's last record) names the file.
-                where=lambda n: f"record {n} mapped from {file}",
-            )
+        with progress_callback(len(report.records), "importing") as imported:
+            appended = append_evidence(ledger, report.records, state=state, progress=imported, where=where)
         extra = {
             "source": str(file),
             "format": fmt,

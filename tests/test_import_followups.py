@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+import holon.cli
+import holon.records as r
 from holon.importers import ImportReport
+from holon.ledger import Ledger
+from holon.projections import DEFAULT_CONFIG, fold
 from holon.records import ExecutionEnvironment, PlanStep, ToolResult, WorkPlan
+from holon.runtime.checkpoints import ToolIndex, write_checkpoint
+from tests.cli_support import invoke, write_jsonl
 from tests.importers_support import parse_as
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
 # ---------------------------------------------------------------- OpenHands V1 tool observations
 #
@@ -90,13 +102,19 @@ def test_v1_terminal_exit_codes_give_the_status_and_are_kept() -> None:
         _observation("c3", "terminal", _terminal("", -1, timeout=True)),
     )
     # A failing test run was `ok` (no exit code read): holon's recent tools and memory showed it as passed.
-    assert [(r.status, r.exit_code) for r in _results(report)] == [("error", 1), ("ok", 0), ("interrupted", -1)]
+    assert [(r.status, r.exit_code) for r in _results(report)] == [
+        ("error", 1),
+        ("ok", 0),
+        ("interrupted", -1),
+    ]
 
 
 def test_v1_terminal_exit_code_from_the_metadata_when_the_observation_states_none() -> None:
     older = _terminal("boom", 2)
     del older["exit_code"]  # an observation that keeps it only in its PS1 metadata
-    report = _v1(_action("c1", "execute_bash", {"command": "make"}), _observation("c1", "execute_bash", older))
+    report = _v1(
+        _action("c1", "execute_bash", {"command": "make"}), _observation("c1", "execute_bash", older)
+    )
     assert [(r.status, r.exit_code) for r in _results(report)] == [("error", 2)]
 
 
@@ -138,14 +156,19 @@ def test_v1_str_replace_editor_without_a_path_in_its_observation_reads_the_call(
 
 
 def _tasks(*items: tuple[str, str]) -> list[dict[str, str]]:
-    return [{"id": str(n), "title": title, "notes": "", "status": status} for n, (title, status) in enumerate(items)]
+    return [
+        {"id": str(n), "title": title, "notes": "", "status": status}
+        for n, (title, status) in enumerate(items)
+    ]
 
 
 def test_v1_task_tracker_plan_is_the_agents_plan() -> None:
     plan = _tasks(("read the code", "done"), ("fix the bug", "in_progress"), ("run tests", "todo"))
     report = _v1(
         _action("c1", "task_tracker", {"command": "plan", "task_list": plan}),
-        _observation("c1", "task_tracker", {"kind": "TaskTrackerObservation", "content": "ok", "command": "plan"}),
+        _observation(
+            "c1", "task_tracker", {"kind": "TaskTrackerObservation", "content": "ok", "command": "plan"}
+        ),
         _action("c2", "task_tracker", {"command": "view"}),
     )
     plans = [rec.body for rec in report.records if isinstance(rec.body, WorkPlan)]
@@ -175,3 +198,94 @@ def test_v0_task_tracking_action_is_the_agents_plan_too() -> None:
     report = parse_as("openhands", json.dumps(events).encode())
     plans = [rec.body for rec in report.records if isinstance(rec.body, WorkPlan)]
     assert [[(s.text, s.status) for s in p.steps] for p in plans] == [[("a", "done"), ("b", "pending")]]
+
+
+# ---------------------------------------------------------------- holon import into a long ledger
+
+
+def _checkpoint_at_head(path: Path) -> None:
+    """Checkpoint the ledger at ``path`` at its head, as a live agent would."""
+    with Ledger.open(path) as ledger:
+        seq, head_hash = ledger.head()
+        index = ToolIndex()
+        for record in ledger.read():
+            index.apply(record)
+        state = fold(ledger.read(), config=DEFAULT_CONFIG)
+        assert state.seq == seq
+        write_checkpoint(path, state, index, head_hash=head_hash)
+
+
+def _turn_starts(path: Path) -> list[int | None]:
+    with Ledger.open(path, readonly=True) as ledger:
+        return [rec.turn for rec in ledger.read() if isinstance(rec.body, r.TurnStarted)]
+
+
+def _count_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the passes the CLI makes over a ledger from seq 0 (what `_passes` reads)."""
+    passes: list[int] = []
+    real = holon.cli._passes
+
+    def counted(ledger: Ledger) -> Any:
+        read, resume = real(ledger)
+
+        def read_counted() -> Iterator[r.Record]:
+            passes.append(1)
+            return iter(read())
+
+        return read_counted, resume
+
+    monkeypatch.setattr(holon.cli, "_passes", counted)
+    return passes
+
+
+def test_import_into_a_checkpointed_ledger_reads_no_record_before_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    session = FIXTURES / "claude-code" / "session.jsonl"
+    assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
+    first = _turn_starts(ledger)
+    _checkpoint_at_head(ledger)
+    passes = _count_passes(monkeypatch)
+    result = invoke("import", ledger, FIXTURES / "openhands" / "runs.jsonl", "--from", "openhands")
+    assert result.exit_code == 0, result.stderr
+    # It read every record to find the highest turn (8-9 s of a 1M-record ledger's import): the
+    # checkpoint's state says what the last turn was.
+    assert passes == []
+    turns = _turn_starts(ledger)
+    assert turns[: len(first)] == first
+    assert turns == list(range(len(turns)))  # the second transcript's turns follow the first's
+    assert invoke("verify", ledger).exit_code == 0
+
+
+def test_import_with_no_checkpoint_numbers_turns_as_before(tmp_path: Path) -> None:
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    for fmt, name in (
+        ("claude-code", "session.jsonl"),
+        ("openhands", "runs.jsonl"),
+        ("openhands", "events.json"),
+    ):
+        assert invoke("import", ledger, FIXTURES / fmt / name, "--from", fmt).exit_code == 0
+    turns = _turn_starts(ledger)
+    assert turns == list(range(len(turns)))
+    assert invoke("verify", ledger).exit_code == 0
+
+
+def test_import_after_an_unnumbered_last_turn_follows_the_highest_turn_a_record_names(tmp_path: Path) -> None:
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    records = [
+        r.Record(body=r.TurnStarted(trigger="user_message", input="a"), ts=1, turn=5),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=2, turn=5),
+        r.Record(body=r.TurnStarted(trigger="timer", input=None), ts=3, turn=None),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=None),
+    ]
+    assert invoke("append", ledger, write_jsonl(tmp_path / "in.jsonl", records)).exit_code == 0
+    # The last turn names no number, so the state cannot say where numbering goes on: every
+    # record is read, and the import follows turn 5 rather than starting again at 0.
+    assert (
+        invoke("import", ledger, FIXTURES / "openhands" / "events.json", "--from", "openhands").exit_code == 0
+    )
+    assert _turn_starts(ledger)[:3] == [5, None, 6]

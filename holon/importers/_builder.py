@@ -69,7 +69,7 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
         ledger's timestamps never go backwards, so an untimestamped transcript could
         otherwise never follow anything. A transcript's own timestamps are kept as they are.
 
-        ``last_turn`` is the highest turn index already in that ledger: the import's turns,
+        ``last_turn`` is the last turn index already in that ledger: the import's turns,
         which count from 0, are renumbered to follow it. Otherwise a second transcript
         imported into a ledger would repeat turn 0, 1, ..., and a turn number (``holon
         render --at-turn N``) would no longer name one turn.
