@@ -289,3 +289,66 @@ def test_import_after_an_unnumbered_last_turn_follows_the_highest_turn_a_record_
         invoke("import", ledger, FIXTURES / "openhands" / "events.json", "--from", "openhands").exit_code == 0
     )
     assert _turn_starts(ledger)[:3] == [5, None, 6]
+
+
+# ---------------------------------------------------------------- OpenHands V0: the call the model wrote
+
+
+def _v0_call(
+    event_id: int, action: str, args: dict[str, Any], written: dict[str, Any] | str
+) -> dict[str, Any]:
+    """A V0 tool action as OpenHands' evaluation output keeps it: its action object, and the model's
+    response in `tool_call_metadata.model_response` (All-Hands-AI/OpenHands evaluation/benchmarks/
+    multi_swe_bench/examples/output.jsonl)."""
+    arguments = written if isinstance(written, str) else json.dumps(written)
+    call = {
+        "index": 1,
+        "function": {"arguments": arguments, "name": "str_replace_editor"},
+        "id": f"toolu_{event_id}",
+    }
+    other = {
+        "index": 0,
+        "function": {"arguments": "{}", "name": "x"},
+        "id": "toolu_other",
+        "type": "function",
+    }
+    return {
+        "id": event_id,
+        "source": "agent",
+        "action": action,
+        "args": args,
+        "tool_call_metadata": {
+            "function_name": "str_replace_editor",
+            "tool_call_id": f"toolu_{event_id}",
+            "model_response": {
+                "choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [other, call]}}]
+            },
+            "total_calls_in_response": 2,
+        },
+    }
+
+
+def test_v0_tool_call_records_the_arguments_the_model_wrote() -> None:
+    view_args = {"path": "/w/a.c", "start": 0, "end": -1, "impl_source": "oh_aci", "view_range": [1, 5]}
+    events = [
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "go"}},
+        _v0_call(
+            2,
+            "read",
+            view_args | {"thought": "look"},
+            {"command": "view", "path": "/w/a.c", "view_range": [1, 5]},
+        ),
+        {"id": 3, "source": "agent", "observation": "read", "cause": 2, "content": "1 x", "extras": {}},
+        _v0_call(4, "read", view_args, "not json"),
+    ]
+    intents = [
+        rec.body
+        for rec in parse_as("openhands", json.dumps(events).encode()).records
+        if rec.kind == "tool_intent"
+    ]
+    # It recorded OpenHands' read action (`start`, `end`, `impl_source`), which has no `command`: the
+    # prompt showed a str_replace_editor call the model never made.
+    assert [i.args for i in intents] == [
+        {"command": "view", "path": "/w/a.c", "view_range": [1, 5]},
+        view_args,  # arguments that are no JSON object: the action's own, as before
+    ]

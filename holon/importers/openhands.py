@@ -231,11 +231,14 @@ def _tool_call(
     metadata = event.get("tool_call_metadata")
     tool = name
     call_id = event_id
+    written = None
     if metadata is not None:
         # A blank function name or call id is as good as none: the action's own name and id (which
         # its observation's `cause` names, so the join never depends on them) stand in.
         tool = _non_blank(metadata.str_of("function_name")) or name
-        call_id = _non_blank(metadata.str_of("tool_call_id")) or call_id
+        model_call_id = _non_blank(metadata.str_of("tool_call_id"))
+        call_id = model_call_id or call_id
+        written = _model_arguments(metadata, model_call_id)
     values: dict[str, Any] = dict(args.as_object())
     thought = values.pop("thought", None)
     if name == "think":
@@ -243,7 +246,7 @@ def _tool_call(
         values["thought"] = thought
     elif isinstance(thought, str) and thought:
         builder.agent(Message(role="assistant", text=thought))
-    builder.intent(source_id, tool, values, call_id=call_id)
+    builder.intent(source_id, tool, written if written is not None else values, call_id=call_id)
     if tool in _TASK_TRACKER or name in _TASK_TRACKER:
         _task_plan(builder, values)
     path = values.get("path")
@@ -280,6 +283,38 @@ def _task_plan(builder: TranscriptBuilder, args: dict[str, Any]) -> None:
             )
         )
     builder.emit(WorkPlan(work_item_id=None, steps=tuple(steps)))
+
+
+def _model_arguments(metadata: Node, call_id: str | None) -> dict[str, Any] | None:
+    """The call's arguments as the model wrote them, from the model response OpenHands kept; else None.
+
+    An action's ``args`` are OpenHands' action object, not the call: a ``run`` adds ``blocking``,
+    ``is_static``, ``cwd``, ``hidden`` and ``confirmation_state`` the model never wrote, and a
+    ``read`` by ``str_replace_editor`` loses the ``command`` (``view``) it was called with. The
+    model's words are in ``tool_call_metadata.model_response.choices[].message.tool_calls[]``
+    (the one with the call's id), as the other formats record a call.
+    """
+    if call_id is None:
+        return None
+    response = metadata.as_object().get("model_response")
+    choices = response.get("choices") if isinstance(response, dict) else None
+    for choice in choices if isinstance(choices, list) else ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, dict) or call.get("id") != call_id:
+                continue
+            function = call.get("function")
+            if not isinstance(function, dict):
+                continue
+            arguments = function.get("arguments")
+            try:
+                decoded = json.loads(arguments) if isinstance(arguments, str) else None
+            except ValueError:
+                decoded = None
+            # Arguments that are no JSON object leave the action's own, as a response without the call does.
+            return decoded if isinstance(decoded, dict) else None
+    return None
 
 
 def _non_blank(text: str) -> str | None:
