@@ -6,6 +6,7 @@ test file checks a ledger the same way: records in order, chain verified, head m
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import tracemalloc
@@ -138,7 +139,14 @@ def child_env() -> dict[str, str]:
 
 
 def peak_memory(action: Callable[[], object]) -> int:
-    """The most memory Python held while ``action()`` ran, in bytes (allocations, not time)."""
+    """The most memory Python held while ``action()`` ran, in bytes (allocations, not time).
+
+    A full collection first: the cyclic collector runs after a count of allocations, which
+    the tests an xdist worker ran before had advanced by an arbitrary amount, so without it
+    the point at which the action's own cycles are freed (and with it the peak) depended
+    on the order tests ran in.
+    """
+    gc.collect()
     tracemalloc.start()
     try:
         action()
