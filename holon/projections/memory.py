@@ -21,7 +21,14 @@ import msgspec
 import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
 from holon.projections.snapshot import WorkingMemorySnapshot, derive_snapshot
-from holon.projections.state import PlanEntry, RuntimeState, WorkItemEntry, normalize_path, one_line
+from holon.projections.state import (
+    PlanEntry,
+    RuntimeState,
+    WorkItemEntry,
+    normalize_path,
+    one_line,
+    working_dir,
+)
 
 __all__ = [
     "ARCHIVE_CHUNK",
@@ -201,9 +208,10 @@ def _merge_tool_result(
     cap = config.episode_list_cap
     files = builder.files
     omitted = builder.files_omitted
+    base = working_dir(runtime) if body.touched_files else None
     for raw in body.touched_files:
         # Keyed as the working set keys files, so `./a.py` and `a.py` are one file.
-        path = normalize_path(raw)
+        path = normalize_path(raw, base=base)
         if not path or path in files:
             continue
         if len(files) < cap:

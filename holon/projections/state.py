@@ -46,6 +46,7 @@ __all__ = [
     "command_of",
     "file_arguments",
     "normalize_path",
+    "working_dir",
     "one_line",
     "queued_work",
     "waiting_work",
@@ -452,17 +453,36 @@ def _not_open(state: RuntimeState, work_item_id: str) -> str:
     return f"unknown work item {work_item_id!r}"
 
 
-def normalize_path(path: str) -> str:
+def normalize_path(path: str, *, base: str | None = None) -> str:
     """A working-set path as state keys it: surrounding blanks and leading ``./`` dropped.
 
-    ``""`` means no path (a blank entry); callers skip it.
+    ``base`` (see :func:`working_dir`): an absolute path inside it is keyed relative to it,
+    so the ``/testbed/a.py`` an editor reports and the ``a.py`` a command names are one
+    file, and the working set shows the shorter name. ``""`` means no path (a blank
+    entry); callers skip it.
     """
-    if path and not path[0].isspace() and not path[-1].isspace() and not path.startswith("./"):
-        return path  # the common case, without allocating
-    path = path.strip()
-    while path.startswith("./"):
-        path = path[2:]
+    if not path or path[0].isspace() or path[-1].isspace() or path.startswith("./"):
+        path = path.strip()
+        while path.startswith("./"):
+            path = path[2:]
+    if base is not None and path.startswith(base) and path[len(base) : len(base) + 1] == "/":
+        inside = path[len(base) + 1 :]
+        if inside:
+            return inside
     return path
+
+
+def working_dir(state: RuntimeState) -> str | None:
+    """The absolute directory the agent works in (cwd, else workspace), without a final ``/``.
+
+    None when none is declared, it is relative, or it is the root (where every absolute
+    path would lose its meaning-bearing ``/``).
+    """
+    entry = state.environment
+    if entry is None:
+        return None
+    directory = (entry.environment.cwd or entry.environment.workspace or "").rstrip("/")
+    return directory if directory.startswith("/") else None
 
 
 def _touch(
@@ -473,10 +493,11 @@ def _touch(
     seq: int,
     via: Literal["touched", "argument"],
     cap: int,
+    base: str | None,
 ) -> dict[str, FileTouch]:
     out = dict(files)
     for raw in paths:
-        path = normalize_path(raw)
+        path = normalize_path(raw, base=base)
         if not path:
             continue
         prev = out.pop(path, None)
@@ -533,6 +554,7 @@ def _on_tool_intent(
             seq=record.seq,
             via="argument",
             cap=config.files_window,
+            base=working_dir(state),
         )
     return _Replace(state, seq=record.seq, applied=state.applied + 1, tools=tools, files=files)
 
@@ -570,6 +592,7 @@ def _on_tool_result(
             seq=record.seq,
             via="touched",
             cap=config.files_window,
+            base=working_dir(state),
         )
     return _Replace(state, seq=record.seq, applied=state.applied + 1, tools=new_tools, files=files)
 
