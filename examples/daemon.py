@@ -6,7 +6,8 @@ network)::
     .venv/bin/python examples/daemon.py                      # 200 turns into .demo/ledger
     .venv/bin/python examples/daemon.py --turns 400          # continue that ledger to 400 turns
     .venv/bin/python examples/daemon.py --fresh --turns 400  # start over, longer
-    .venv/bin/python examples/daemon.py --turns 400          # after kill -9: resumes where it stopped
+    .venv/bin/python examples/daemon.py --fresh --kill-at-turn 13  # kill -9 itself in turn 13's report step
+    .venv/bin/python examples/daemon.py                      # after kill -9: resumes where it stopped
 
 A ledger that already holds ``--turns`` turns is left as it is (the run says so).
 ``--fresh`` removes only what an earlier run made: it refuses a directory that is not
@@ -46,6 +47,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -196,8 +198,27 @@ class Tools:
 
     ws: Path
     executed: int = 0
+    #: ``--kill-at-turn``: SIGKILL the process once a tool of this turn (or a later one) ran.
+    kill_at_turn: int | None = None
+    #: The turn being run (set by :func:`scripted_turn`).
+    turn: int = 0
 
     def execute(self, name: str, args: dict[str, Any], key: str | None) -> tuple[str, int]:
+        result = self._execute(name, args, key)
+        if self.kill_at_turn is not None and self.turn >= self.kill_at_turn:
+            # The effect happened and its result is not recorded yet: the moment a crash
+            # leaves an outcome unknown. A timer kill rarely lands there (a tool runs for
+            # a few milliseconds of a turn), and on a busy machine lands before the run began.
+            print(
+                f"daemon.py: --kill-at-turn {self.kill_at_turn}: {key} ran in turn {self.turn}; "
+                "killing this process (SIGKILL) before its result is recorded",
+                file=sys.stderr,
+            )
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    def _execute(self, name: str, args: dict[str, Any], key: str | None) -> tuple[str, int]:
         with (self.ws / ".effects.log").open("a") as log:
             log.write(f"{key}\n")
         self.executed += 1
@@ -461,6 +482,7 @@ def scripted_turn(agent: Agent, tools: Tools, seed: int, previous_key: str | Non
     """One turn of the scripted model: pick the trigger, render, act, update the plan."""
     st = agent.state
     index = agent.next_turn_index
+    tools.turn = index
     wait = next(iter(st.waits.values()), None)
     due = next((t for t in st.tasks.values() if int(t.id.rsplit("due", 1)[1]) <= index), None)
     if wait is not None:
@@ -608,15 +630,20 @@ def run(
     out: Callable[[str], None] = print,
     on_turn: Callable[[Agent, TurnLine], None] | None = None,
     config: AgentConfig | None = None,
+    kill_at_turn: int | None = None,
 ) -> RunStats:
-    """Drive the agent until the ledger holds ``turns`` turns; returns the run's stats."""
+    """Drive the agent until the ledger holds ``turns`` turns; returns the run's stats.
+
+    ``kill_at_turn``: SIGKILL this process right after the first tool of that turn (or of
+    the first later turn that runs one) ran, before its result is recorded.
+    """
     ws = workspace_for(ledger)
     if fresh:
         remove_earlier_run(ledger)
     clock = TickClock()
     config = config or AgentConfig(checkpoint_every=50)
     stats = RunStats()
-    tools = Tools(ws)
+    tools = Tools(ws, kill_at_turn=kill_at_turn)
     with Agent.open(ledger, agent_id=AGENT_ID, config=config, clock=clock, policy=POLICY) as agent:
         # After the open, so a path that is no ledger leaves no workspace behind.
         ws.mkdir(parents=True, exist_ok=True)
@@ -714,9 +741,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing per turn, and no summary")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated job")
+    parser.add_argument(
+        "--kill-at-turn",
+        type=int,
+        metavar="N",
+        help="kill -9 this process in turn N, after its tool ran and before the result is recorded "
+        "(to see a crash recovered: run again without it)",
+    )
     args = parser.parse_args(argv)
     try:
-        run(args.ledger, turns=args.turns, seed=args.seed, fresh=args.fresh, quiet=args.quiet)
+        run(
+            args.ledger,
+            turns=args.turns,
+            seed=args.seed,
+            fresh=args.fresh,
+            quiet=args.quiet,
+            kill_at_turn=args.kill_at_turn,
+        )
     except HolonError as exc:
         # A wrong --ledger, a ledger in use or refused by --fresh: one line saying what to
         # do, as the holon CLI does, not a traceback (exit codes as the CLI's).

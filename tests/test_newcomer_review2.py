@@ -3,16 +3,15 @@
 ``--fresh`` deleted whatever ``--ledger`` named; a wrong path or a ledger in use ended in a
 traceback; running the example again after ``make demo`` printed an empty table and a
 summary of zeros; the README's restore example named a record nothing had evicted, and
-its kill-and-resume step could not be done by hand.
+its kill-and-resume step could not be done by hand (tests/test_examples_newcomer.py runs
+the step the README has now).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +28,6 @@ from tests.runtime_support import load_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
-DAEMON = ROOT / "examples" / "daemon.py"
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -195,46 +193,6 @@ def test_the_readme_commands_run_on_the_demo_ledger(tmp_path: Path, monkeypatch:
     assert outputs["get"] == "wrote reports/W2.md\n"
     assert "200 recorded prompts rendered again\nreproduced 200 · DIFFERS 0" in outputs["prompts"]
     assert "--at-turn 40" in commands[1] and "--at-turn 40" in commands[2]
-
-
-def test_the_readme_kill_and_resume_steps_resume(tmp_path: Path) -> None:
-    # "Kill the demo with Ctrl-C": the demo ends in about a second. The README's two
-    # commands kill a longer run part-way, then resume it.
-    kill, resume = _readme_commands("timeout -s KILL") + _readme_commands(".venv/bin/python examples/")
-    assert shlex.split(kill)[:4] == ["timeout", "-s", "KILL", "0.5"]
-    killed = shlex.split(kill)[4:]
-    assert killed[:2] == [".venv/bin/python", "examples/daemon.py"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    # A one-page pipe: the child blocks a few dozen lines ahead of what is read, so it is
-    # part-way through its 300 turns when killed, however slowly this test reads.
-    read_end, write_end = os.pipe()
-    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
-    child = subprocess.Popen(
-        [sys.executable, str(DAEMON), *killed[2:]], cwd=tmp_path, env=env, stdout=write_end
-    )
-    os.close(write_end)
-    with os.fdopen(read_end) as output:
-        for line in output:
-            if line.startswith("   40 "):
-                break
-        child.send_signal(signal.SIGKILL)
-        assert child.wait() == -signal.SIGKILL
-    again = shlex.split(resume)
-    assert again[:2] == [".venv/bin/python", "examples/daemon.py"]
-    done = subprocess.run(
-        [sys.executable, str(DAEMON), *again[2:]],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith("ledger .demo/ledger: resumed at seq ")
-    assert any(re.fullmatch(r"turns run now / in ledger +\d+ / 300", line) for line in lines)
-    with Ledger.open(tmp_path / ".demo/ledger", readonly=True) as ledger:
-        assert ledger.verify().ok
 
 
 # ---------------------------------------------------------------- what the docs list
