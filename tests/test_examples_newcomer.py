@@ -13,6 +13,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from holon import records as r
@@ -89,3 +90,21 @@ def test_the_readme_crash_is_one_and_the_next_run_recovers_it(tmp_path: Path) ->
     assert verify_derivations(records).ok
     ends = [rec.body.outcome for rec in records if isinstance(rec.body, r.TurnEnded) and rec.turn == 13]
     assert ends == ["interrupted"]
+
+
+# ---------------------------------------------------------------- holon in one's own agent
+
+
+def test_the_readme_says_how_to_install_holon_into_ones_own_agent() -> None:
+    # The README's integration section began with `import holon`: every command it showed
+    # ran from the repository's .venv, and how to get holon into one's own agent's
+    # environment was left to guess (`pip install holon` fetches whatever PyPI has by that name).
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## Using holon from an agent")
+    section = readme[start : readme.index("```python", start)]
+    installs = re.findall(r"`(pip install [^`]+)`", section.replace("\n", " "))
+    assert "pip install /path/to/holon" in installs, section
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = set(pyproject["project"]["optional-dependencies"])
+    named = set(re.findall(r"/path/to/holon\[(\w+)\]", section))
+    assert named and named <= extras, (named, extras)
