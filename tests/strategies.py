@@ -461,14 +461,25 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
         live.append(r.ContextSummary(text=draw(script.text), source="import"))
     elif action == "orphan":
         live.append(r.WorkItemState(id="never-declared", state="active"))
+    elif action == "orphan_result":
+        # A result whose call the ledger never recorded (or one for an id already answered).
+        call_id = draw(st.sampled_from(["c1", "gone", script.new_id("c")]))
+        live.append(
+            r.ToolResult(call_id=call_id, tool="bash", status="ok", output=draw(script.text), exit_code=0)
+        )
     elif action in ("render", "render_stale") and live.turn is not None:
         # A later model call of the turn (after the refresh the runtime runs before it), or
         # a prompt recorded with an older revision, which confirms nothing.
         live.render(lag=draw(st.integers(1, 3)) if action == "render_stale" else 0)
 
 
+def _long(texts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """Texts of ``texts`` repeated until they are long enough to be truncated, compacted or cleared."""
+    return st.builds(lambda t, n: " ".join([t] * n), texts.filter(str.strip), st.integers(20, 150))
+
+
 # Inputs, messages and outputs long enough to be truncated, compacted or cleared.
-long_text = st.builds(lambda t, n: " ".join([t] * n), text.filter(str.strip), st.integers(20, 150))
+long_text = _long(text)
 
 
 def _start_turn(draw: st.DrawFn, live: LiveLedger, trigger: str, text: str | None) -> None:
@@ -491,17 +502,24 @@ def agent_runs(
     config: ProjectionConfig | None = None,
     long_texts: bool = False,
     open_turn: bool = False,
+    texts: st.SearchStrategy[str] | None = None,
+    orphan_results: bool = False,
 ) -> AgentRun:
     """A realistic multi-turn agent run, as the live runtime would have appended it.
 
     ``long_texts`` mixes in texts of a few hundred to a few thousand characters;
     ``open_turn`` leaves the last turn open after some actions, as the ledger is when
     the runtime renders the next model call within a turn (live plan edits, decisions
-    and tool calls not yet in working memory).
+    and tool calls not yet in working memory). ``texts``, when given, replaces the
+    texts drawn for messages, outputs, objectives and decisions (``long_texts`` still
+    mixes long ones in); ``orphan_results`` adds tool results no call came before
+    (an importer's transcript cut after a call, a call id the model reused).
     """
     cfg = config if config is not None else draw(configs)
     live = LiveLedger(cfg)
-    script = _Script(text | long_text if long_texts else text)
+    base = texts if texts is not None else text
+    script = _Script(base | _long(base) if long_texts else base)
+    actions = (*_ACTIONS, "orphan_result") if orphan_results else _ACTIONS
     live.append(r.SystemPolicy(text="You are a careful engineer."), in_turn=False)
     for _ in range(draw(st.integers(1, max_turns))):
         # Between turns: waits resolve and tasks rejoin while the agent is idle.
@@ -514,7 +532,7 @@ def agent_runs(
         _start_turn(draw, live, trigger, draw(st.none() | script.text))
         if draw(st.integers(0, 3)) > 0:
             live.render()
-        for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=8)):
+        for action in draw(st.lists(st.sampled_from(actions), max_size=8)):
             _act(draw, live, script, action)
         outcome = draw(st.sampled_from(["completed", "completed", "waiting", "failed", "interrupted"]))
         live.end_turn(outcome)
@@ -522,7 +540,7 @@ def agent_runs(
         _start_turn(draw, live, "user", draw(long_text | text))
         if draw(st.booleans()):
             live.render()  # else the last refresh's delta is still pending
-        for action in draw(st.lists(st.sampled_from(_ACTIONS), max_size=6)):
+        for action in draw(st.lists(st.sampled_from(actions), max_size=6)):
             _act(draw, live, script, action)
     return AgentRun(records=live.records, config=cfg, blobs=script.blobs)
 
@@ -575,3 +593,59 @@ def budgets_around(
         episode_share=draw(st.sampled_from([0.0, 0.05, 0.15, 0.3])),
     )
     return regime, budget
+
+
+# --------------------------------------------------------------------------- nasty texts
+#
+# Texts a renderer gets wrong when it assumes one character is one byte, one code unit or
+# one token, or that every line ends in "\n": astral characters (4 UTF-8 bytes, 2 UTF-16
+# code units), combining marks and joiners, lone and paired carriage returns, Unicode
+# line and paragraph separators (str.splitlines breaks there, "\n" splitting does not),
+# zero-width and bidi controls, NUL, whitespace runs, and brackets like a placeholder's.
+NASTY_PIECES = (
+    "a",
+    "Z",
+    "é",
+    "中",
+    "7",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r",
+    "\r\n",
+    "\n\n",
+    "\x00",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\u00a0",
+    "\u3000",
+    "\u200b",
+    "\u200d",
+    "\u202e",
+    "\ufeff",
+    "e\u0301",
+    "\u0301",
+    "😀",
+    "👩\u200d💻",
+    "🇫🇷",
+    "\U0001d518",
+    "𠀀",
+    "\U0010fffd",
+    "✓",
+    "─",
+    "[",
+    "]",
+    "…",
+    "—",
+    ":",
+    "`",
+    "\\",
+    '"',
+    "{}",
+)
+nasty_text = st.lists(st.sampled_from(NASTY_PIECES), max_size=24).map("".join)
