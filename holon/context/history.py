@@ -313,7 +313,7 @@ def _render_units(
             kind=kind,
             text="\n".join([*head, *(u.text for u in before)]),
             tokens=tokens,
-            cuts=_turn_cuts(head, before),
+            cuts=_turn_cuts(head, before, anchored=anchor is not None),
         )
     work: Form | None = None
     if after:
@@ -330,7 +330,7 @@ def _render_units(
     return history, work, omissions
 
 
-def _turn_cuts(head: Sequence[str], units: Sequence[HistoryUnit]) -> tuple[int, ...]:
+def _turn_cuts(head: Sequence[str], units: Sequence[HistoryUnit], *, anchored: bool) -> tuple[int, ...]:
     """Offsets in the history text of the line break before each unit that starts a new turn.
 
     A provider that caches whole content blocks (Anthropic) finds the previous prompt's
@@ -338,12 +338,17 @@ def _turn_cuts(head: Sequence[str], units: Sequence[HistoryUnit]) -> tuple[int, 
     is this one plus the last turn's units, so cutting blocks before every turn's first
     unit keeps the previous history's end a block boundary. The cuts depend only on the
     units before them, so they stay where they were while the history grows at its end.
+
+    An ``anchored`` history (its head names where it starts) is also cut before its first
+    unit: a prompt whose units all came after its input showed the head alone, and the
+    next turn's history is that head and the units — without the cut, the head's block
+    was never a block of the next request, which re-sent every TurnScoped section.
     """
     cuts: list[int] = []
     offset = sum(len(line) + 1 for line in head) - 1
     previous: int | None = None
     for i, unit in enumerate(units):
-        if i > 0 and unit.turn != previous:
+        if (i > 0 and unit.turn != previous) or (i == 0 and anchored):
             cuts.append(offset)
         previous = unit.turn
         offset += 1 + len(unit.text)
