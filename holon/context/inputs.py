@@ -166,8 +166,14 @@ def inputs_from_state(
         # Importers record the input twice: on turn_started and as the turn's message.
         # The message then is the input, so the history must not show it a second time.
         message = _turn_message(runtime.messages, turn.index, turn.input)
-        seq = message.seq if message is not None else turn.started_seq
-        current = CurrentInput(text=turn.input, trigger=turn.trigger, seq=seq, trigger_seq=turn.started_seq)
+        # Once the turn ended, the next model call comes in a turn not yet started: an
+        # input the history holds as its message is history there, not a request still to
+        # answer. One only turn_started holds stays here, the one place it is shown.
+        if turn.open or message is None:
+            seq = message.seq if message is not None else turn.started_seq
+            current = CurrentInput(
+                text=turn.input, trigger=turn.trigger, seq=seq, trigger_seq=turn.started_seq
+            )
     elif turn is not None and turn.open:
         # No explicit input (a wake-up or timer): the newest operator/user message of
         # this turn is what the agent answers.
