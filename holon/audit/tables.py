@@ -897,6 +897,12 @@ def _open_database(
     except duckdb.Error as exc:
         raise AuditError(f"cannot create the DuckDB database {database}: {_first_line(exc)}") from None
     try:
+        # DuckDB draws a progress bar for any statement that runs past 2 s (its default) on
+        # the process's stdout, terminal or not: `holon audit --csv > out.csv` on a big
+        # ledger wrote it into the CSV ahead of the header, and on a terminal over holon's
+        # own progress line; a library caller's stdout got it too. holon reports progress
+        # itself (connect's progress=), on stderr.
+        con.execute("SET enable_progress_bar = false")
         if database is None:
             # DuckDB spills an in-memory database to `.tmp` in the working directory, which
             # may be anywhere (a ledger, a repository): use a directory of our own, which
