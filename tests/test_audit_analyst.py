@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,12 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from holon.audit import connect, export_parquet, tables
+from holon import records as r
+from holon.audit import connect, export_parquet, run_report, tables
 from holon.cli import main
+from holon.ledger import Ledger
+from holon.projections.config import DEFAULT_CONFIG
+from tests.runtime_support import ledger_records, prompted_turns
 from tests.test_audit_reports import planted
 from tests.test_audit_support import write_ledger
 
@@ -65,3 +70,97 @@ def test_connect_and_export_leave_the_callers_stdout_alone(
     con.close()
     export_parquet(tmp_path / "a", tmp_path / "out", workers=1)
     assert capfd.readouterr() == ("", "")
+
+
+def _prompt(seq_hint: int, turn: int | None, sections: list[tuple[str, int]]) -> r.Record:
+    return r.Record(
+        body=r.PromptRendered(
+            cache_key=f"k{seq_hint}",
+            prompt_hash=f"h{seq_hint}",
+            working_memory_revision=0,
+            compression_epoch=0,
+            sections=tuple(r.SectionTokens(section=name, tokens=n) for name, n in sections),
+            total_tokens=sum(n for _, n in sections),
+            budget=1000,
+            estimator="holon-heuristic",
+        ),
+        ts=seq_hint,
+        turn=turn,
+    )
+
+
+def _turn(number: int, *prompts: r.Record) -> list[r.Record]:
+    return [
+        r.Record(
+            body=r.TurnStarted(trigger="user_message", input=f"turn {number}"), ts=prompts[0].ts, turn=number
+        ),
+        *prompts,
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=prompts[-1].ts, turn=number),
+    ]
+
+
+def _tokens_rows(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    rows = run_report(connect(path, workers=1), "tokens").as_dicts()
+    return {(row["scope"], row["section"]): row for row in rows}
+
+
+def test_the_tokens_report_counts_prompts_outside_a_turn_each_on_its_own(tmp_path: Path) -> None:
+    # Two turns (the second renders twice), then three prompts outside any turn, as a
+    # program that renders before opening a turn records them. Grouped on their NULL turn,
+    # the three were one "turn" of 3 x 100 system tokens: max 300, and 3 turns in all.
+    write_ledger(
+        tmp_path / "l",
+        "outside",
+        [
+            *_turn(0, _prompt(1, 0, [("system", 100), ("history", 10)])),
+            *_turn(1, _prompt(2, 1, [("system", 100), ("history", 20)]), _prompt(3, 1, [("system", 100)])),
+            _prompt(4, None, [("system", 100), ("history", 30)]),
+            _prompt(5, None, [("system", 100)]),
+            _prompt(6, None, [("system", 100)]),
+        ],
+    )
+    system = [
+        (row["turns"], row["max"])
+        for row in run_report(connect(tmp_path / "l", workers=1), "tokens").as_dicts()
+        if row["section"] == "system"
+    ]
+    assert system == [(2, 200), (0, 100)]  # was [(3, 300)]: a third turn, of 300 tokens
+    rows = _tokens_rows(tmp_path / "l")
+    assert list(rows) == [
+        ("turn", "system"),
+        ("turn", "history"),
+        ("turn", "(total)"),
+        ("outside a turn", "system"),
+        ("outside a turn", "history"),
+        ("outside a turn", "(total)"),
+    ]
+    figures = {key: (row["turns"], row["prompts"], row["max"], row["total"]) for key, row in rows.items()}
+    assert figures == {
+        ("turn", "system"): (2, 3, 200, 300),  # turn 1's two prompts summed
+        ("turn", "history"): (2, 2, 20, 30),
+        ("turn", "(total)"): (2, 3, 220, 330),
+        ("outside a turn", "system"): (0, 3, 100, 300),  # each prompt on its own
+        ("outside a turn", "history"): (0, 1, 30, 30),
+        ("outside a turn", "(total)"): (0, 3, 130, 330),
+    }
+    assert rows[("outside a turn", "system")]["p50"] == 100
+
+
+def test_the_tokens_reports_prompts_are_the_ones_holon_stats_counts(tmp_path: Path) -> None:
+    # An agent's turns, then prompts a program recorded outside a turn: per section, the
+    # report's prompts over both scopes are holon stats' prompts, and its totals add up.
+    path = tmp_path / "agent"
+    prompted_turns(path, DEFAULT_CONFIG, range(5), agent_id="agent")
+    written = ledger_records(path)
+    last = [rec for rec in written if isinstance(rec.body, r.PromptRendered)][-1]
+    with Ledger.open(path) as ledger:
+        for step in range(1, 3):
+            ledger.append(r.Record(body=last.body, ts=written[-1].ts + step, turn=None))
+    stats = CliRunner().invoke(main, ["stats", str(path), "--json"])
+    assert stats.exit_code == 0, stats.output
+    by_section = {row["section"]: row["prompts"] for row in json.loads(stats.stdout)["sections"]}
+    got: dict[str, int] = {}
+    for (_scope, section), row in _tokens_rows(path).items():
+        name = "total" if section == "(total)" else section
+        got[name] = got.get(name, 0) + row["prompts"]
+    assert got == {**by_section, "total": json.loads(stats.stdout)["prompts"]}

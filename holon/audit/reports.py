@@ -67,27 +67,36 @@ REPORTS: Final[dict[str, Report]] = {
         Report(
             name="tokens",
             help="tokens per section per turn (sections summed over a turn's prompts): "
-            "mean, percentiles, max; the (total) row is the whole prompt",
+            "mean, percentiles, max; the (total) row is the whole prompt; prompts rendered "
+            "outside any turn follow, each on its own (scope 'outside a turn')",
             sql="""
-            WITH per_turn AS (
-                -- render order; a section this holon does not know sorts after, by position
-                SELECT agent_id, turn, section,
+            WITH per_unit AS (
+                -- A unit is a turn's prompts, or one prompt rendered outside any turn: those
+                -- share no turn, and grouped on their NULL turn they were one "turn" summing
+                -- them all (its tokens the max of every section, and a turn too many).
+                -- Render order; a section this holon does not know sorts after, by position.
+                SELECT agent_id, turn IS NULL AS outside, section,
                        coalesce(list_position(""" + _SECTION_LIST + """, section), 1000 + min(position))
                            AS position,
-                       sum(tokens) AS tokens,
+                       -- count(*): a section a prompt lists twice counts twice, as holon stats
+                       -- counts it (and count(DISTINCT seq) tripled the report's time)
+                       sum(tokens) AS tokens, count(*) AS prompts,
                        bool_or(form <> 'full') AS shortened
-                FROM prompt_sections GROUP BY agent_id, turn, section
+                FROM prompt_sections
+                GROUP BY agent_id, turn, CASE WHEN turn IS NULL THEN seq END, section
                 UNION ALL  -- whole prompts, sorted after every section
-                SELECT agent_id, turn, '(total)', 1000000, sum(total_tokens), false
-                FROM prompts GROUP BY agent_id, turn
+                SELECT agent_id, turn IS NULL, '(total)', 1000000, sum(total_tokens), count(*), false
+                FROM prompts GROUP BY agent_id, turn, CASE WHEN turn IS NULL THEN seq END
             )
-            SELECT agent_id, section, count(*) AS turns, round(avg(tokens), 1) AS mean,
+            SELECT agent_id, CASE WHEN outside THEN 'outside a turn' ELSE 'turn' END AS scope, section,
+                   count(*) FILTER (WHERE NOT outside) AS turns, sum(prompts) AS prompts,
+                   round(avg(tokens), 1) AS mean,
                    quantile_disc(tokens, 0.5) AS p50, quantile_disc(tokens, 0.9) AS p90,
                    quantile_disc(tokens, 0.99) AS p99, max(tokens) AS max, sum(tokens) AS total,
                    count(*) FILTER (WHERE shortened) AS shortened_turns
-            FROM per_turn
-            GROUP BY agent_id, section
-            ORDER BY agent_id, min(position), section
+            FROM per_unit
+            GROUP BY agent_id, outside, section
+            ORDER BY agent_id, outside, min(position), section
             """,
         ),
         Report(
