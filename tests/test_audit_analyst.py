@@ -164,3 +164,69 @@ def test_the_tokens_reports_prompts_are_the_ones_holon_stats_counts(tmp_path: Pa
         name = "total" if section == "(total)" else section
         got[name] = got.get(name, 0) + row["prompts"]
     assert got == {**by_section, "total": json.loads(stats.stdout)["prompts"]}
+
+
+def test_a_turns_input_is_the_one_the_runtime_records_as_its_first_message(tmp_path: Path) -> None:
+    # Agent.turn(input=...) appends a bare turn_started and the input as a message: the
+    # turns table read turn_started alone, so every turn holon ran had no input.
+    prompted_turns(tmp_path / "agent", DEFAULT_CONFIG, range(3), agent_id="agent")
+    messages = {
+        rec.turn: rec.seq
+        for rec in reversed(ledger_records(tmp_path / "agent"))
+        if isinstance(rec.body, r.Message) and rec.body.role == "user"
+    }
+    con = connect(tmp_path / "agent", workers=1)
+    turns = sorted(messages)
+    assert con.execute("SELECT turn, input FROM turns").fetchall() == [
+        (turn, f"step {i}") for i, turn in enumerate(turns)
+    ]
+    assert con.execute("SELECT input_seq FROM turns").fetchall() == [(messages[turn],) for turn in turns]
+
+
+def test_a_turns_input_stated_on_turn_started_is_kept(tmp_path: Path) -> None:
+    def turn(
+        number: int, ts: int, *bodies: r.Body, input: str | None = None, trigger: str = "user"
+    ) -> list[r.Record]:
+        return [
+            r.Record(body=r.TurnStarted(trigger=trigger, input=input), ts=ts, turn=number),
+            *(r.Record(body=body, ts=ts, turn=number) for body in bodies),
+            r.Record(body=r.TurnEnded(outcome="completed"), ts=ts, turn=number),
+        ]
+
+    write_ledger(
+        tmp_path / "l",
+        "mixed",
+        [
+            # An importer's turn: the input on turn_started and as the turn's message.
+            *turn(0, 1, r.Message(role="user", text="fix the bug"), input="fix the bug"),  # seqs 0-2
+            # On turn_started only (another program), a later message is not the input.
+            *turn(
+                1,
+                2,
+                r.Message(role="assistant", text="on it"),
+                r.Message(role="user", text="also"),
+                input="go",
+            ),
+            # A timer's turn: no input, its assistant words are none.
+            *turn(2, 3, r.Message(role="assistant", text="tick"), trigger="timer"),  # seqs 7-9
+            # A wake-up whose operator message is what it answers (the second one is not).
+            *turn(
+                3,
+                4,
+                r.Message(role="operator", text="status?"),
+                r.Message(role="operator", text="now"),
+                trigger="operator",
+            ),
+        ],
+    )
+    got = (
+        connect(tmp_path / "l", workers=1)
+        .execute("SELECT turn, trigger, input, input_seq FROM turns")
+        .fetchall()
+    )
+    assert got == [
+        (0, "user", "fix the bug", 1),
+        (1, "user", "go", 3),
+        (2, "timer", None, None),
+        (3, "operator", "status?", 11),
+    ]

@@ -393,7 +393,11 @@ TABLES: Final[dict[str, Table]] = {
                 "agent_id": "agent",
                 "turn": "turn index",
                 "trigger": "what woke the agent",
-                "input": "the turn's input, if any",
+                "input": (
+                    "the turn's input, if any: what turn_started states, else the turn's first user, "
+                    "operator or channel message (where holon's runtime records it)"
+                ),
+                "input_seq": "seq of the message holding the input, else of the turn_started stating it",
                 "started_seq": "seq of turn_started (NULL if the ledger has only the end)",
                 "ended_seq": "seq of turn_ended, NULL for an open (or abandoned) turn",
                 "started_ts": "start time (ms)",
@@ -412,6 +416,13 @@ TABLES: Final[dict[str, Table]] = {
             ), e AS (
                 SELECT f.agent_id, t.turn, t.seq, t.ts, t.body.outcome AS outcome, t.body.error AS error
                 FROM {turn_ended} t JOIN _fleet f USING (agent_ix)
+            ), m AS (
+                -- Agent.turn(input=...) records the input as a message right after a bare
+                -- turn_started (importers state it on turn_started too, and record the
+                -- message): from turn_started alone, every turn holon ran had no input.
+                SELECT agent_id, turn, arg_min(text, seq) AS text, min(seq) AS seq
+                FROM messages WHERE turn IS NOT NULL AND role IN ('user', 'operator', 'channel')
+                GROUP BY agent_id, turn
             ), counts AS (
                 SELECT agent_id, turn, count(*) AS records,
                        count(*) FILTER (WHERE kind = 'tool_intent') AS tool_calls,
@@ -419,7 +430,9 @@ TABLES: Final[dict[str, Table]] = {
                 FROM records WHERE turn IS NOT NULL GROUP BY ALL
             )
             SELECT coalesce(s.agent_id, e.agent_id) AS agent_id, coalesce(s.turn, e.turn) AS turn,
-                   s.trigger, s.input, s.seq AS started_seq, e.seq AS ended_seq, s.ts AS started_ts,
+                   s.trigger, coalesce(s.input, m.text) AS input,
+                   CASE WHEN s.input IS NULL OR s.input = m.text THEN m.seq ELSE s.seq END AS input_seq,
+                   s.seq AS started_seq, e.seq AS ended_seq, s.ts AS started_ts,
                    e.ts AS ended_ts, e.outcome, e.error,
                    try_cast(e.ts::HUGEINT - s.ts AS BIGINT) AS duration_ms,  -- as tool_calls
                    coalesce(c.records, 0) AS records, coalesce(c.tool_calls, 0) AS tool_calls,
@@ -427,6 +440,7 @@ TABLES: Final[dict[str, Table]] = {
             FROM s FULL OUTER JOIN e ON s.agent_id = e.agent_id AND s.turn = e.turn
             LEFT JOIN counts c
                  ON c.agent_id = coalesce(s.agent_id, e.agent_id) AND c.turn = coalesce(s.turn, e.turn)
+            LEFT JOIN m ON m.agent_id = coalesce(s.agent_id, e.agent_id) AND m.turn = coalesce(s.turn, e.turn)
             ORDER BY 1, 2
             """,
         ),
