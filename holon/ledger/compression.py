@@ -30,13 +30,17 @@ _MAX_RATIO: Final = 1 << 15
 _ONE_SHOT_MAX: Final = 1 << 28
 
 
-def compress(data: bytes, *, level: int) -> bytes:
+def compress(data: bytes | memoryview, *, level: int) -> bytes:
     """One zstd frame holding ``data``, with its content size in the header."""
     return zstandard.ZstdCompressor(level=level, write_content_size=True).compress(data)
 
 
-def decompress(data: bytes, *, file: str) -> bytes:
-    """The bytes of the single zstd frame ``data`` (read from ``file``); damage raises LedgerCorrupt."""
+def decompress(data: bytes | memoryview, *, file: str, base: int = 0) -> bytes:
+    """The bytes of the single zstd frame ``data`` (read from ``file``); damage raises LedgerCorrupt.
+
+    ``base``: the offset of ``data`` in ``file`` (one frame of a sealed segment's several),
+    added to every offset an error names.
+    """
     try:
         declared = zstandard.frame_content_size(data)
     except zstandard.ZstdError:
@@ -46,7 +50,7 @@ def decompress(data: bytes, *, file: str) -> bytes:
             f"the zstd frame header declares {declared:,} bytes of content, more than "
             f"{len(data):,} compressed bytes can hold: the header is damaged",
             file=file,
-            offset=0,
+            offset=base,
         )
     # Not for a declared size of 0: python-zstandard then returns b"" without decoding the
     # frame at all, so a damaged header that reads as "0 bytes" would pass unnoticed.
@@ -56,10 +60,10 @@ def decompress(data: bytes, *, file: str) -> bytes:
             return zstandard.ZstdDecompressor().decompress(data, allow_extra_data=False)
         except zstandard.ZstdError:
             pass
-    return _decompress_locating_damage(data, file=file, declared=declared)
+    return _decompress_locating_damage(data, file=file, declared=declared, base=base)
 
 
-def _decompress_locating_damage(data: bytes, *, file: str, declared: int) -> bytes:
+def _decompress_locating_damage(data: bytes | memoryview, *, file: str, declared: int, base: int) -> bytes:
     """Decompress chunk by chunk so that damage is reported near where it is.
 
     ``declared`` is the header's content size (``-1``: none): the output may not pass it
@@ -75,28 +79,30 @@ def _decompress_locating_damage(data: bytes, *, file: str, declared: int) -> byt
         except zstandard.ZstdError as exc:
             raise LedgerCorrupt(
                 f"zstd data does not decompress ({exc}); "
-                f"the damage is within compressed bytes {start}..{end}",
+                f"the damage is within compressed bytes {base + start}..{base + end}",
                 file=file,
-                offset=start,
+                offset=base + start,
             ) from None
         produced += len(chunk)
         if 0 <= declared < produced:
             raise LedgerCorrupt(
                 f"zstd data decompresses to more than the {declared:,} bytes its header declares; "
-                f"the damage is at or before compressed bytes {start}..{end}",
+                f"the damage is at or before compressed bytes {base + start}..{base + end}",
                 file=file,
-                offset=start,
+                offset=base + start,
             )
         out.append(chunk)
         if decomp.eof and (end < len(data) or decomp.unused_data):
             at = end - len(decomp.unused_data)
-            raise LedgerCorrupt("bytes follow the end of the zstd frame", file=file, offset=at)
+            raise LedgerCorrupt("bytes follow the end of the zstd frame", file=file, offset=base + at)
     if not decomp.eof:
-        raise LedgerCorrupt("zstd data is truncated (the frame never ends)", file=file, offset=len(data))
+        raise LedgerCorrupt(
+            "zstd data is truncated (the frame never ends)", file=file, offset=base + len(data)
+        )
     if declared >= 0 and produced != declared:
         raise LedgerCorrupt(
             f"zstd data decompresses to {produced:,} bytes, not the {declared:,} its header declares",
             file=file,
-            offset=0,
+            offset=base,
         )
     return b"".join(out)
