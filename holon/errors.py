@@ -109,8 +109,8 @@ class LedgerCorrupt(HolonError):
 
     ``file`` and ``offset`` locate the damage; ``offset`` is a byte offset into the file
     as stored on disk, unless ``decompressed`` is true: then it is an offset into the
-    decompressed bytes of a sealed segment (frame and segment-header damage; zstd damage
-    names the compressed bytes, i.e. the file as stored).
+    decompressed bytes of a sealed segment (frame and segment-header damage; zstd and
+    seek-table damage name the compressed bytes, i.e. the file as stored).
     ``detail`` is what is wrong, without the location and the advice around it.
     """
 

@@ -50,7 +50,7 @@ def test_ledger_header_and_segment_bytes_follow_ledger_format_md(tmp_path: Path)
     genesis = blake3.blake3(b"holon-ledger/genesis/v1\x00" + b"a1").digest()
     assert header == {
         "format": "holon-ledger",
-        "format_version": 1,
+        "format_version": 2,
         "agent_id": "a1",
         "genesis": genesis.hex(),
         "segment_bytes": 8 << 20,

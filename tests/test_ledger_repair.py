@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from holon.errors import LedgerCorrupt, LedgerLocked, UsageError
 from holon.ledger import Ledger, cut_tail, inspect_tail
-from holon.ledger.compression import decompress
+from holon.ledger.sealed import decompress_sealed
 from holon.ledger.segments import SEGMENT_HEADER
 from holon.records import Record
 from tests.cli_support import invoke
@@ -51,7 +51,7 @@ def _zero(path: Path, start: int, stop: int) -> None:
 
 
 def _plain(sealed: Path) -> bytes:
-    return decompress(sealed.read_bytes(), file=str(sealed))
+    return decompress_sealed(sealed.read_bytes(), file=str(sealed), start_seq=int(sealed.name[:20]))
 
 
 def _tree(path: Path) -> dict[str, bytes]:

@@ -340,14 +340,14 @@ def test_get_in_a_segment_sealed_after_it_was_listed_decompresses_it_once(
             sealed.set()
 
     decompressed: list[str] = []
-    real_decompress = segments.decompress
+    real_decompress = segments.decompress_sealed
 
-    def counting(data: bytes, *, file: str) -> bytes:
+    def counting(data: bytes, *, file: str, start_seq: int) -> bytes:
         decompressed.append(file)
-        return real_decompress(data, file=file)
+        return real_decompress(data, file=file, start_seq=start_seq)
 
     monkeypatch.setattr(store, "seal_segment", gated_seal)
-    monkeypatch.setattr(segments, "decompress", counting)
+    monkeypatch.setattr(segments, "decompress_sealed", counting)
     with Ledger.create(tmp_path / "l", agent_id=AGENT, segment_bytes=4096, fsync="batch") as ledger:
         try:
             ledger.append_many(message(i, 100) for i in range(30))

@@ -60,7 +60,9 @@ def test_a_listing_without_file_types_survives_a_seal_between_readdir_and_stat(
         # Leave the newest predecessor plain, as it is while the sealing thread runs.
         sealed = sorted((path / "segments").glob("*.seg.zst"))[-1]
         plain = sealed.with_suffix("")
-        data = segments_mod.decompress(sealed.read_bytes(), file=str(sealed))
+        data = segments_mod.decompress_sealed(
+            sealed.read_bytes(), file=str(sealed), start_seq=int(sealed.name[:20])
+        )
         sealed.unlink()
         plain.write_bytes(data)
         real_scandir = os.scandir

@@ -11,7 +11,10 @@ import pytest
 
 from holon.errors import NotALedger
 from holon.ledger import Ledger
-from holon.ledger.segments import list_segments, seal_segment
+from holon.ledger.frames import encode_frame
+from holon.ledger.sealed import decompress_sealed
+from holon.ledger.segments import encode_segment_header, list_segments, seal_segment
+from holon.records import encode_msgpack_record
 from tests.ledger_support import AGENT, assert_ledger_holds, message, segment_bytes_of
 
 
@@ -97,16 +100,20 @@ def test_a_damaged_sealed_copy_next_to_its_plain_file_is_redone(tmp_path: Path) 
 
 def test_seal_segment_replaces_plain_by_zst(tmp_path: Path) -> None:
     plain = tmp_path / "00000000000000000000.seg"
-    plain.write_bytes(b"abc" * 1000)
-    sealed = seal_segment(plain, plain.read_bytes())
+    prev = b"\0" * 32
+    frames = [encode_frame(prev, encode_msgpack_record(msgspec.structs.replace(message(0), seq=0)))[0]]
+    plain.write_bytes(encode_segment_header(0, prev) + b"".join(frames))
+    data = plain.read_bytes()
+    sealed = seal_segment(plain, data)
     assert not plain.exists()
     assert sorted(os.listdir(tmp_path)) == [sealed.name]
+    assert decompress_sealed(sealed.read_bytes(), file=str(sealed), start_seq=0) == data
 
 
 def test_newer_format_version_is_refused_with_upgrade_advice(tmp_path: Path) -> None:
     path = tmp_path / "l"
     Ledger.create(path, agent_id=AGENT).close()
     header = path / "holon-ledger.json"
-    header.write_text(header.read_text().replace('"format_version": 1', '"format_version": 2'))
-    with pytest.raises(NotALedger, match=r"format version 2.*upgrade holon"):
+    header.write_text(header.read_text().replace('"format_version": 2', '"format_version": 3'))
+    with pytest.raises(NotALedger, match=r"format version 3.*upgrade holon"):
         Ledger.open(path, readonly=True)

@@ -39,6 +39,7 @@ __all__ = [
     "interrupted_create",
     "read_header",
     "setting_problem",
+    "upgrade_header",
     "write_header",
 ]
 
@@ -104,6 +105,26 @@ def write_header(ledger_dir: Path, header: LedgerHeader) -> None:
         "blob_threshold": header.blob_threshold,
     }
     write_atomic(ledger_dir / HEADER_NAME, (json.dumps(doc, indent=2) + "\n").encode())
+
+
+def upgrade_header(ledger_dir: Path, header: LedgerHeader) -> LedgerHeader:
+    """Raise an older ledger's header to this holon's format version (atomically); return it.
+
+    A writer calls this before it seals a segment in the current layout: from then on an
+    older holon refuses the ledger by name ("newer than the 1 this holon reads; upgrade
+    holon") instead of reading a segment it does not understand as damage. The segments
+    already there are not rewritten: this holon reads them as they are.
+    """
+    if header.format_version >= FORMAT_VERSION:
+        return header
+    upgraded = LedgerHeader(
+        agent_id=header.agent_id,
+        format_version=FORMAT_VERSION,
+        segment_bytes=header.segment_bytes,
+        blob_threshold=header.blob_threshold,
+    )
+    write_header(ledger_dir, upgraded)
+    return upgraded
 
 
 def enclosing_ledger(path: Path, *, levels: int | None = None) -> Path | None:

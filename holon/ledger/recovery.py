@@ -18,10 +18,10 @@ import msgspec
 
 from holon.errors import InvalidRecord, LedgerCorrupt, UsageError
 from holon.ledger.blobs import BlobStore
-from holon.ledger.compression import decompress
 from holon.ledger.files import TMP_SUFFIX, fsync_dir, sync_file, write_atomic
 from holon.ledger.frames import FrameWalk, TornTail
-from holon.ledger.header import LedgerHeader
+from holon.ledger.header import LedgerHeader, upgrade_header
+from holon.ledger.sealed import decompress_sealed
 from holon.ledger.segments import (
     SEGMENT_HEADER,
     SegmentFile,
@@ -68,6 +68,8 @@ class RecoveredState:
     next_seq: int
     head_hash: bytes
     actions: tuple[RecoveryAction, ...]
+    #: The ledger header, raised to this holon's format version if it was older.
+    header: LedgerHeader
 
 
 class _SeqOnly(msgspec.Struct):
@@ -210,7 +212,19 @@ def recover(
             offset=0,
         )
 
-    # Checked: from here on, only the repairs a crash calls for.
+    # Checked: from here on, only the repairs a crash calls for, and the format upgrade:
+    # before the first segment is sealed in this holon's layout (below, or by the writer),
+    # so an older holon never meets one under a header it reads.
+    old_version = header.format_version
+    header = upgrade_header(seg_dir.parent, header)
+    if header.format_version != old_version:
+        log.info(
+            "ledger %s: format version %d -> %d (sealed segments get a seek table); older holons "
+            "refuse it from now on",
+            seg_dir.parent,
+            old_version,
+            header.format_version,
+        )
     actions: list[RecoveryAction] = []
     for name in names:
         if name.endswith(TMP_SUFFIX):
@@ -282,6 +296,7 @@ def recover(
         next_seq=next_seq,
         head_hash=head,
         actions=tuple(actions),
+        header=header,
     )
 
 
@@ -338,7 +353,10 @@ def _finish_seal(seg: SegmentFile, seg_dir: Path, actions: list[RecoveryAction])
     if seg.sealed is not None:
         sealed_ok = False
         try:
-            sealed_ok = decompress(seg.sealed.read_bytes(), file=str(seg.sealed)) == data
+            sealed_ok = (
+                decompress_sealed(seg.sealed.read_bytes(), file=str(seg.sealed), start_seq=seg.start_seq)
+                == data
+            )
         except LedgerCorrupt:
             sealed_ok = False
         if sealed_ok:

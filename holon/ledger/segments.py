@@ -3,12 +3,14 @@
 A segment holds the frames of a contiguous seq range and is named by its first seq::
 
     segments/00000000000000000000.seg       active (or not yet sealed), appended in place
-    segments/00000000000000004096.seg.zst   sealed: one zstd frame of the same bytes
+    segments/00000000000000004096.seg.zst   sealed: the same bytes as zstd frames and a seek
+                                            table (holon.ledger.sealed); one zstd frame if
+                                            sealed before ledger format version 2
 
 Segment header (64 bytes, little-endian)::
 
     8B   magic b"HOLONSEG"
-    u16  format version
+    u16  segment layout version (SEGMENT_VERSION)
     u16  reserved (0)
     u32  reserved (0)
     u64  start seq (must equal the number in the file name)
@@ -32,14 +34,15 @@ from typing import Final
 import xxhash
 
 from holon.errors import LedgerCorrupt, NotALedger
-from holon.ledger.compression import compress, decompress
 from holon.ledger.files import fsync_dir, write_atomic
+from holon.ledger.sealed import decompress_sealed, encode_sealed
 
 __all__ = [
     "FORMAT_VERSION",
     "PLAIN_SUFFIX",
     "SEALED_SUFFIX",
     "SEGMENT_HEADER",
+    "SEGMENT_VERSION",
     "SegmentFile",
     "SegmentHeader",
     "create_segment",
@@ -55,8 +58,13 @@ __all__ = [
     "short_segment",
 ]
 
-#: On-disk format version written into the ledger header and every segment header.
-FORMAT_VERSION: Final = 1
+#: Ledger format version, written into the ledger header. 2: sealed segments are zstd frames
+#: with a seek table (holon.ledger.sealed); version 1 ledgers read unchanged, and a writer
+#: upgrades their header before it seals a segment the new way (holon.ledger.header).
+FORMAT_VERSION: Final = 2
+#: Version of the plain segment layout (64-byte header, frames), in every segment header:
+#: unchanged by format version 2, which changed only how a segment is sealed.
+SEGMENT_VERSION: Final = 1
 SEGMENT_MAGIC: Final = b"HOLONSEG"
 SEGMENT_HEADER: Final = struct.Struct("<8sHHIQ32sQ")
 PLAIN_SUFFIX: Final = ".seg"
@@ -81,7 +89,7 @@ class SegmentHeader:
 
 def encode_segment_header(start_seq: int, prev_hash: bytes) -> bytes:
     """The 64 header bytes of a new segment."""
-    head = SEGMENT_HEADER.pack(SEGMENT_MAGIC, FORMAT_VERSION, 0, 0, start_seq, prev_hash, 0)[:-8]
+    head = SEGMENT_HEADER.pack(SEGMENT_MAGIC, SEGMENT_VERSION, 0, 0, start_seq, prev_hash, 0)[:-8]
     return head + struct.pack("<Q", xxhash.xxh3_64_intdigest(head))
 
 
@@ -109,9 +117,9 @@ def parse_segment_header(buf: bytes, *, file: str, decompressed: bool = False) -
         raise LedgerCorrupt(
             "segment header checksum mismatch", file=file, offset=0, decompressed=decompressed
         )
-    if version > FORMAT_VERSION:
+    if version > SEGMENT_VERSION:
         raise NotALedger(
-            f"segment {file} has format version {version}, newer than the {FORMAT_VERSION} this "
+            f"segment {file} has format version {version}, newer than the {SEGMENT_VERSION} this "
             "holon reads; upgrade holon to read this ledger"
         )
     return SegmentHeader(start_seq=start_seq, prev_hash=prev_hash, version=version)
@@ -258,7 +266,7 @@ def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:
             file=str(sealed),
             offset=0,
         ) from None
-    return decompress(data, file=str(sealed)), str(sealed), True
+    return decompress_sealed(data, file=str(sealed), start_seq=seg.start_seq), str(sealed), True
 
 
 def create_segment(seg_dir: Path, start_seq: int, prev_hash: bytes) -> Path:
@@ -269,14 +277,15 @@ def create_segment(seg_dir: Path, start_seq: int, prev_hash: bytes) -> Path:
 
 
 def seal_segment(plain: Path, data: bytes) -> Path:
-    """Replace a finished plain segment by its zstd-compressed form, crash-safely.
+    """Replace a finished plain segment by its sealed form (zstd frames and a seek table), crash-safely.
 
     ``data`` is the segment's full content (header and frames, nothing after the last
     frame). The compressed file is made durable under its final name before the plain
     file is removed.
     """
     sealed = plain.with_name(plain.name + ".zst")
-    write_atomic(sealed, compress(data, level=ZSTD_LEVEL))
+    start_seq = parse_segment_header(data, file=str(plain)).start_seq
+    write_atomic(sealed, encode_sealed(data, start_seq=start_seq, level=ZSTD_LEVEL, file=str(plain)))
     plain.unlink()
     fsync_dir(plain.parent)
     return sealed

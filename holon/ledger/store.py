@@ -53,6 +53,7 @@ from holon.ledger.header import (
 )
 from holon.ledger.lock import WriterLock
 from holon.ledger.recovery import RecoveryAction, recover
+from holon.ledger.sealed import SeekTable, read_sealed_frame, read_seek_table
 from holon.ledger.segments import (
     FORMAT_VERSION,
     SEGMENT_HEADER,
@@ -94,6 +95,10 @@ FsyncPolicy = Literal["always", "batch", "never"]
 _WRITE_THRESHOLD: Final = 1 << 20
 _PENDING_START: Final = 1 << 16
 _SEALED_CACHE_SIZE: Final = 2
+# get() in a sealed segment keeps the seek tables of this many segments (a few hundred
+# bytes each) and the decompressed frames (~256 KiB each, with their offsets) of this many.
+_SEEK_TABLES: Final = 256
+_FRAME_CACHE_SIZE: Final = 8
 _LENGTH_MASK: Final = 0xFFFFFFFF
 
 # The active segment's offset index is extended by reading this much past its end at a time.
@@ -222,6 +227,10 @@ class Ledger:
         self._seg_dir = path / "segments"
         self.blobs = BlobStore(path / "blobs", durable=fsync != "never")
         self._sealed_cache: OrderedDict[int, tuple[bytes, str, list[int] | None]] = OrderedDict()
+        # By start seq: a sealed segment's seek table, None for one sealed as a single frame.
+        self._seek_tables: OrderedDict[int, SeekTable | None] = OrderedDict()
+        # By (start seq, frame index): a sealed segment's frame and its record offsets.
+        self._frame_cache: OrderedDict[tuple[int, int], tuple[bytes, list[int]]] = OrderedDict()
         self._segs: list[SegmentFile] | None = None
         self._active_index: _ActiveIndex | None = None
         self._recovery: tuple[RecoveryAction, ...] = ()
@@ -350,6 +359,7 @@ class Ledger:
         try:
             state = recover(self._seg_dir, self.blobs, self.header, cut_at=cut_at)
             self._recovery = state.actions
+            self.header = state.header
             self._active_path = state.active_path
             self._active_start = state.active_start
             self._active_size = state.active_size
@@ -903,28 +913,103 @@ class Ledger:
         seg = segs[index]
         if index == len(segs) - 1 and seg.plain is not None:
             return self._get_active(seg, seq)
+        table = self._seek_table(seg) if seg.plain is None and seg.sealed is not None else None
+        if table is not None:
+            if seq < table.end_seq:
+                return self._get_sealed(seg.start_seq, table, seq)
+            return self._past_segment(segs, index, seq, table.end_seq)
         buf, file, sealed, offsets = self._indexed(seg)
         k = seq - seg.start_seq
         if k >= len(offsets):
-            if index == len(segs) - 1:
-                raise RefNotFound(
-                    f"seq {seq} is past the end of ledger {self.path} "
-                    f"(next seq is {seg.start_seq + len(offsets)})"
-                )
-            # A gap in the listing may be a segment sealed during it (see find_segment).
-            missed = find_segment(self._seg_dir, seg.start_seq + len(offsets))
-            if missed is not None and missed.start_seq < segs[index + 1].start_seq:
-                self._segs = [*segs[: index + 1], missed, *segs[index + 1 :]]
-                return self.get(seq)
-            raise LedgerCorrupt(
-                f"segment ends before seq {seq} but the next segment starts at seq "
-                f"{segs[index + 1].start_seq}; a segment between them is missing",
-                file=segs[index + 1].name,
-                offset=0,
-                decompressed=segs[index + 1].plain is None,
-            )
+            return self._past_segment(segs, index, seq, seg.start_seq + len(offsets))
         pos = offsets[k]
         return self._frame_record(buf, pos, seq, file, decompressed=sealed)
+
+    def _past_segment(self, segs: list[SegmentFile], index: int, seq: int, end: int) -> Record:
+        """``get(seq)`` for a seq at or past ``end``, where ``segs[index]`` (that would hold it) ends."""
+        if index == len(segs) - 1:
+            raise RefNotFound(f"seq {seq} is past the end of ledger {self.path} (next seq is {end})")
+        # A gap in the listing may be a segment sealed during it (see find_segment).
+        missed = find_segment(self._seg_dir, end)
+        if missed is not None and missed.start_seq < segs[index + 1].start_seq:
+            self._segs = [*segs[: index + 1], missed, *segs[index + 1 :]]
+            return self.get(seq)
+        raise LedgerCorrupt(
+            f"segment ends before seq {seq} but the next segment starts at seq "
+            f"{segs[index + 1].start_seq}; a segment between them is missing",
+            file=segs[index + 1].name,
+            offset=0,
+            decompressed=segs[index + 1].plain is None,
+        )
+
+    def _seek_table(self, seg: SegmentFile) -> SeekTable | None:
+        """The checked seek table of a sealed segment (cached), None if it was sealed as one frame.
+
+        Its frame 0, the segment header, is checked once with it: a get reads frames only
+        after the header said they are this segment's.
+        """
+        start = seg.start_seq
+        if start in self._seek_tables:
+            self._seek_tables.move_to_end(start)
+            return self._seek_tables[start]
+        assert seg.sealed is not None
+        file = str(seg.sealed)
+        try:
+            fd = os.open(seg.sealed, os.O_RDONLY)
+        except FileNotFoundError:
+            raise LedgerCorrupt(
+                "segment file disappeared while reading; it was deleted outside holon", file=file, offset=0
+            ) from None
+        try:
+            size = os.fstat(fd).st_size
+            table = read_seek_table(
+                lambda count, offset: os.pread(fd, count, offset), size, file=file, start_seq=start
+            )
+        finally:
+            os.close(fd)
+        if table is not None:
+            _check_header(read_sealed_frame(seg.sealed, table, 0), start, file, sealed=True)
+        self._seek_tables[start] = table
+        while len(self._seek_tables) > _SEEK_TABLES:
+            self._seek_tables.popitem(last=False)
+        return table
+
+    def _get_sealed(self, start_seq: int, table: SeekTable, seq: int) -> Record:
+        """``get`` in a sealed segment with a seek table: decompress the one frame holding ``seq``.
+
+        The frame's records are walked (checksums and seqs) once and their offsets cached
+        with it; a frame holding another number of records than its table entry says is
+        LedgerCorrupt naming the entry, so a wrong table never yields a wrong record (and the
+        record's own seq is checked against ``seq`` as well).
+        """
+        index = table.frame_of(seq)
+        key = (start_seq, index)
+        cached = self._frame_cache.get(key)
+        _c0, _c1, p0, _p1, s0, s1 = table.span(index)
+        if cached is None:
+            plain = read_sealed_frame(Path(table.file), table, index)
+            walk = FrameWalk(
+                plain,
+                file=table.file,
+                pos=0,
+                end=len(plain),
+                prev=None,
+                active=False,
+                verify_chain=False,
+                base=p0,
+                decompressed=True,
+            )
+            offsets = [offset for offset, _payload in walk.frames()]
+            if len(offsets) != s1 - s0:
+                says = f"the table says {s1 - s0} (seqs {s0}..{s1 - 1})"
+                raise table.damage(f"frame {index} holds {len(offsets)} records, {says}", index=index)
+            cached = self._frame_cache[key] = (plain, offsets)
+            while len(self._frame_cache) > _FRAME_CACHE_SIZE:
+                self._frame_cache.popitem(last=False)
+        else:
+            self._frame_cache.move_to_end(key)
+        plain, offsets = cached
+        return self._frame_record(plain, offsets[seq - s0], seq, table.file, base=p0, decompressed=True)
 
     def _frame_record(
         self, buf: bytes, pos: int, seq: int, file: str, base: int = 0, *, decompressed: bool = False
@@ -1242,6 +1327,8 @@ class Ledger:
                 self._lock.release()
                 self._lock = None
             self._sealed_cache.clear()
+            self._seek_tables.clear()
+            self._frame_cache.clear()
             self._drop_index()
             self._segs = None
 
