@@ -15,7 +15,8 @@ the same run as its baselines, on the same records:
 * zstd ratio: plain segment bytes / sealed segment bytes for tool-output-like records;
 * a 1M-record ledger (~40 sealed 8 MiB segments): ``Ledger.open`` for writing (lock and
   torn-tail recovery of the active segment) and read-only, ``read(from_seq=last-1000)``
-  to the end, and ``get(seq)`` in the active and in a sealed segment.
+  to the end, ``get(seq)`` in the active and in a sealed segment, and 200 ``get(seq)`` at
+  random seqs of the sealed segments from a fresh reader.
 
 Targets: append >= 1.5x both baselines, verified scan >= 250k records/s, ratio >= 4x,
 open + read of the last 1000 records of a 1M-record ledger < 1 s.
@@ -53,6 +54,7 @@ N_TOOL = 6_000
 REPEATS = 3
 APPEND_ROUNDS = 5
 N_LARGE = 1_000_000
+SEALED_GETS = 200
 
 _WORDS = [
     "the",
@@ -360,6 +362,17 @@ def large_ledger(records: list[Record]) -> dict[str, float]:
             active = [rng.randrange(segs[-1].start_seq, last + 1) for _ in range(1000)]
             out["get() x1000 in the active segment (indexed)"] = _median_seconds(
                 lambda: [reader.get(seq) for seq in active]
+            )
+            # What memory search and recall pay: hits read back by seq, spread over old segments.
+            old = [rng.randrange(0, segs[-1].start_seq) for _ in range(SEALED_GETS)]
+
+            def sealed_gets() -> None:
+                with Ledger.open(path, readonly=True) as fresh:
+                    for seq in old:
+                        fresh.get(seq)
+
+            out[f"get() x{SEALED_GETS} at random seqs of sealed segments"] = _median_seconds(
+                sealed_gets, runs=3
             )
             out["segments"] = float(len(segs))
         return out
