@@ -53,9 +53,13 @@ __all__ = [
 # step finished as it left the view says so), and an item switch is one line naming what became
 # of the previous item, one counting what the new item brings (was a ``+`` line per rule, step,
 # file and decision) and one counting what the previous item takes with it (was one per list).
-# 11: a file path inside the declared working directory (``cwd``, else ``workspace``) is
-# keyed relative to it in the working set and an episode's files, so an editor's absolute
-# path and a command's relative one are one file (was two entries, both shown).
+# 11: a delta's reason and lines are true of what the model last read: a plan recorded again
+# as it was is not "plan changed", a merged delta's reason is read off the snapshot the model
+# last read, and what a merged delta would not tell (a switch and back, a wait or follow-up
+# opened and ended in between) has a line; and a file path inside the declared working
+# directory (``cwd``, else ``workspace``) is keyed relative to it in the working set and an
+# episode's files, so an editor's absolute path and a command's relative one are one file
+# (was two entries, both shown).
 PROJECTION_VERSION: Final = 11
 
 #: The first projection version whose derived records state their config: in an older

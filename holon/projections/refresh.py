@@ -99,14 +99,28 @@ def changed_fields(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) 
     return tuple(f for f in SNAPSHOT_FIELDS if getattr(before, f) != getattr(after, f))
 
 
-def _delta_reason(fields: tuple[str, ...], interval: TurnInterval, *, mid_turn: bool = False) -> DeltaReason:
+#: The snapshot fields whose change is a change of the plan itself: its steps, shown or
+#: beyond the cap, or whose plan is shown. ``plan_seq`` alone is the plan recorded again
+#: as it was (its ref moved), which the delta's line says; "plan changed" above it was false.
+_PLAN_CHANGE_FIELDS: Final = frozenset({"plan", "plan_rest", "plan_work_item_id"})
+
+
+def _delta_reason(
+    before: WorkingMemorySnapshot,
+    after: WorkingMemorySnapshot,
+    interval: TurnInterval,
+    *,
+    mid_turn: bool = False,
+) -> DeltaReason:
+    fields = changed_fields(before, after)
     if "active_work_item_id" in fields:
         return "active_work_changed"
     if interval.task_results:
         return "task_rejoined"
     if interval.waits_resolved or interval.after_outcome == "waiting":
         return "wake_resumed"
-    if "plan" in fields or "plan_seq" in fields:
+    # A first plan with no steps (or the plan gone) moves plan_seq alone, and is a change.
+    if not _PLAN_CHANGE_FIELDS.isdisjoint(fields) or (before.plan_seq is None) != (after.plan_seq is None):
         return "plan_changed"
     return "superseded" if mid_turn else "turn_completed"
 
@@ -497,6 +511,9 @@ def delta_lines(
                 lines.extend(_plan_lines(msgspec.structs.replace(before, plan=(), plan_rest=()), after))
                 if hidden := len(before.plan) + len(before.plan_rest):
                     lines.append(_unscoped_hidden(hidden, after))
+                elif after.plan_seq is not None and not after.plan:
+                    # No step to tell; not "re-recorded as they were": there was no plan.
+                    lines.append(f"plan recorded with no steps [ledger:{after.plan_seq}]")
             else:
                 lines.extend(_plan_lines(before, after))
         elif field == "files":
@@ -647,8 +664,7 @@ def refresh_before_prompt(state: ProjectionState, *, ts: int) -> tuple[r.Record,
     if not superseded_fields(state.memory.snapshot, snapshot, runtime=state.runtime):
         return ()
     interval = state.memory.interval
-    fields = changed_fields(state.memory.snapshot, snapshot)
-    reason = _delta_reason(fields, interval, mid_turn=True)
+    reason = _delta_reason(state.memory.snapshot, snapshot, interval, mid_turn=True)
     evidence_from = interval.from_seq if interval.from_seq is not None else state.seq
     delta = _delta(state, snapshot, reason, evidence_from=evidence_from, evidence_to=state.seq)
     return (r.Record(body=delta, ts=ts, turn=turn.index),)
@@ -666,7 +682,7 @@ def refresh_working_memory(state: ProjectionState) -> tuple[r.Record, ...]:
     snapshot = derive_snapshot(state.runtime, state.config)
     if snapshot == previous:
         return ()
-    reason = _delta_reason(changed_fields(previous, snapshot), closed)
+    reason = _delta_reason(previous, snapshot, closed)
     assert closed.to_seq is not None and closed.ended_ts is not None
     evidence_from = closed.from_seq if closed.from_seq is not None else closed.to_seq
     delta = _delta(state, snapshot, reason, evidence_from=evidence_from, evidence_to=closed.to_seq)
