@@ -207,8 +207,12 @@ def test_a_merged_delta_does_not_tell_a_switch_that_came_back() -> None:
     live.append(r.WorkItemState(id="W1", state="active"))
     live.append(r.Decision(id="D9", text="ship friday", work_item_id="W1"))
     lines = _delta_lines(live.end_turn())
-    # Was "active work: W1 → W1" and "objective: Build" (fields the first turn changed).
-    assert lines == ("+decision D9: ship friday",)
+    # Was "active work: W1 → W1" and "objective: Build" (fields the first turn changed). That
+    # W1 is active again after W2 is said in words (test_delta_truth).
+    assert lines == (
+        "active work: W1 again (W2 was active since revision 1; W2 is now queued)",
+        "+decision D9: ship friday",
+    )
 
 
 def test_the_prompt_shows_the_switch_first_and_the_ledger_verifies() -> None:

@@ -5,6 +5,7 @@ pass without a word."""
 from __future__ import annotations
 
 from holon import records as r
+from holon.context import Budget, RenderConfig, build_context
 from holon.projections import verify_derivations
 from tests.live import LiveLedger
 
@@ -65,3 +66,59 @@ def test_a_first_plan_with_no_steps_is_a_plan_change_not_a_repeat() -> None:
     assert delta.reason == "plan_changed"
     assert delta.lines == (f"plan recorded with no steps [ledger:{plan.seq}]",)
 
+
+def _prompt_delta(live: LiveLedger) -> str:
+    prompt = build_context(live.state, Budget(context_window=50_000), RenderConfig(), agent_id="a")
+    (text,) = (s.text for s in prompt.sections if s.name == "pending_delta")
+    return text
+
+
+def test_a_merged_delta_over_a_switch_that_came_back_says_so_under_a_true_reason() -> None:
+    live = _one_item()
+    live.start_turn("timer")
+    live.append(r.WorkItem(id="W2", objective="Hotfix", state="active"))
+    live.end_turn()  # not rendered: the next delta merges into this one
+    live.start_turn("timer")
+    live.append(r.WorkItemState(id="W2", state="done"))
+    delta = _delta(live.end_turn())
+    # It read "(revision 1 → 3, active work changed)" over "- changed: active_work_item_id,
+    # objective, work_item_seqs": none of them differs from what the model last read.
+    assert delta.reason == "turn_completed"
+    assert delta.lines == ("active work: W1 again (W2 was active since revision 1; W2 is now done)",)
+    live.start_turn("user", "next")
+    assert "changed:" not in _prompt_delta(live)
+    live.end_turn()
+    assert verify_derivations(live.records).ok
+
+
+def test_a_wait_opened_after_the_prompt_and_resolved_at_the_wake_is_told() -> None:
+    live = _one_item()
+    live.start_turn("user", "ask for review")
+    live.render()
+    live.append(r.WaitingIntent(id="review", waiting_on="operator review"))
+    live.end_turn("waiting")  # its delta (+waiting on review) is never shown: no prompt follows
+    live.start_turn("channel")
+    resolved = live.append(r.WaitingResolved(id="review", resolution="timed_out"))
+    (pre,) = live.before_prompt()
+    assert isinstance(pre.body, r.WorkingMemoryDelta)
+    # The wake's first prompt said "- changed: waiting_on": not which wait, nor how it ended.
+    assert pre.body.reason == "wake_resumed"
+    assert pre.body.lines == ("-waiting on review (opened and timed out since revision 1)",)
+    assert "- -waiting on review (opened and timed out since revision 1)" in _prompt_delta(live)
+    assert resolved.seq < pre.seq
+    live.render()
+    live.end_turn()
+    assert verify_derivations(live.records).ok
+
+
+def test_a_follow_up_opened_and_done_between_two_prompts_is_told() -> None:
+    live = _one_item()
+    live.start_turn("timer")
+    live.append(r.FollowUp(id="F1", text="tell ops"))
+    live.end_turn()
+    live.start_turn("timer")
+    live.append(r.FollowUp(id="F1", text="tell ops", status="done"))
+    live.append(r.Decision(id="D1", text="ship friday", work_item_id="W1"))
+    delta = _delta(live.end_turn())
+    # F1 left no line: the model never read it open, nor that it was done.
+    assert delta.lines == ("+decision D1: ship friday", "-follow-up F1 (opened and done since revision 1)")

@@ -38,6 +38,7 @@ from holon.projections.projection import ProjectionState, apply, fold, initial_s
 from holon.projections.refresh import (
     BOUNDARY_ORDER,
     DELTA_REASON_PRECEDENCE,
+    DeltaSince,
     boundary_reasons,
     changed_fields,
     delta_lines,
@@ -105,6 +106,7 @@ __all__ = [
     "CheckpointRejected",
     "DecisionEntry",
     "DecisionRef",
+    "DeltaSince",
     "Divergence",
     "EnvironmentEntry",
     "EpisodeArchive",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 from itertools import islice
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
@@ -39,6 +39,7 @@ from holon.projections.state import DecisionEntry, FollowUpEntry, RuntimeState, 
 __all__ = [
     "BOUNDARY_ORDER",
     "DELTA_REASON_PRECEDENCE",
+    "DeltaSince",
     "boundary_reasons",
     "changed_fields",
     "delta_lines",
@@ -428,6 +429,54 @@ def _plan_switch(
     return lines
 
 
+class DeltaSince(NamedTuple):
+    """Where a delta starts: the revision the model last read (``revision``), the first seq of
+    its evidence (``seq``) and, for a delta merged into an unconfirmed one, the snapshot of the
+    revision in between (``interim``: the model never read it)."""
+
+    revision: int
+    seq: int
+    interim: WorkingMemorySnapshot | None = None
+
+
+def _came_back(before: WorkingMemorySnapshot, since: DeltaSince | None, runtime: RuntimeState | None) -> str:
+    """The line of a merged delta whose active item is the one the model last read, after
+    another was active in between (a switch and back, or an item activated and finished)."""
+    active = before.active_work_item_id or "none"
+    interim = since.interim if since is not None else None
+    other = interim.active_work_item_id if interim is not None else before.active_work_item_id
+    when = f"since revision {since.revision}" if since is not None else "in between"
+    if other == before.active_work_item_id:
+        return f"active work: {active} again (another item was active {when})"
+    if other is None:
+        return f"active work: {active} again (no item was active {when})"
+    entry = runtime.find_work_item(other) if runtime is not None else None
+    now = f"; {other} is now {entry.state}" if entry is not None else ""
+    return f"active work: {active} again ({other} was active {when}{now})"
+
+
+def _opened_and_ended(label: str, runtime: RuntimeState | None, since: DeltaSince | None) -> list[str]:
+    """Waits (or follow-ups) opened and ended since the revision the model last read: no
+    snapshot it read holds them, so comparing snapshots says nothing, and a merged delta over a
+    wake read ``changed: waiting_on`` (the wait it woke for, opened at the previous turn's end)."""
+    if runtime is None or since is None:
+        return []
+    ended: dict[str, str] = {}  # id -> how it ended, in the order they ended
+    if label == "waiting on":
+        for w in runtime.resolved_waits:
+            if w.seq >= since.seq and w.id not in runtime.waits:
+                ended.pop(w.id, None)
+                ended[w.id] = (w.resolution or "arrived").replace("_", " ")
+    else:
+        for f in runtime.closed_follow_ups:
+            # One declared closed straight away (first_seq == seq) was never open.
+            if since.seq <= f.first_seq < f.seq and f.id not in runtime.follow_ups:
+                ended.pop(f.id, None)
+                ended[f.id] = f.status
+    when = f"since revision {since.revision}"
+    return [f"-{label} {key} (opened and {how} {when})" for key, how in ended.items()]
+
+
 def delta_lines(
     before: WorkingMemorySnapshot,
     after: WorkingMemorySnapshot,
@@ -435,12 +484,16 @@ def delta_lines(
     cap: int,
     *,
     runtime: RuntimeState | None = None,
+    since: DeltaSince | None = None,
 ) -> tuple[str, ...]:
     """Compact lines describing ``before → after`` for ``fields`` (at most ``cap`` lines).
 
     ``runtime`` (the state ``after`` was derived from) tells a wait or follow-up that only
     fell out of its capped list from one that ended (the first is said to be not shown, not
     ``-``, which reads as resolved or closed), and what became of the previous active item.
+    ``since`` (where the delta starts) tells, with ``runtime``, the waits and follow-ups
+    opened and ended after the revision ``before`` is, which no snapshot compared holds, and
+    which item was active in between when a merged delta's active item came back.
 
     When the active item changes, the new item's objective, scope, plan, files and its own
     decisions are summed up in one line of counts: working memory shows them in full, and a
@@ -450,9 +503,11 @@ def delta_lines(
     open_waits = runtime.waits if runtime is not None else {}
     open_follow_ups = runtime.follow_ups if runtime is not None else {}
     # A merged delta names every field either turn changed; one changed and changed back
-    # has nothing to tell ("active work: W1 → W1").
+    # has nothing to tell ("active work: W1 → W1") but that it came back.
+    came_back = "active_work_item_id" in fields and before.active_work_item_id == after.active_work_item_id
+    named = fields
     fields = tuple(f for f in fields if getattr(before, f) != getattr(after, f))
-    lines: list[str] = []
+    lines: list[str] = [_came_back(before, since, runtime)] if came_back else []
     scope_told = False
     entered = before.active_work_item_id != after.active_work_item_id
     # From one item to another (not from none): what the previous item showed left with it.
@@ -557,10 +612,19 @@ def delta_lines(
                 )
                 or _count_line("open waits", before, after, "waiting_omitted")
             )
+    # Only when the waits (follow-ups) changed: one opened and ended inside a turn that
+    # changed nothing else was in no working memory, and the turn's rounds show it.
+    if "waiting_on" in named:
+        lines.extend(_opened_and_ended("waiting on", runtime, since))
+    if "follow_ups" in named:
+        lines.extend(_opened_and_ended("follow-up", runtime, since))
     if entered:
         lines[1:1] = _item_lines(before, after, counts)
     elif not lines and fields:
         lines.append(_rerecorded(after, fields))
+    elif not lines and named and since is not None:
+        # Every change of a merged delta came back; the field names alone read as changes.
+        lines.append(f"no change since revision {since.revision}: what changed in between changed back")
     clipped = [one_line(line) for line in lines]
     if len(clipped) > cap:
         more = len(clipped) - (cap - 1)
@@ -608,11 +672,19 @@ def superseded_fields(
     return tuple(f for f in SNAPSHOT_FIELDS if f in out)
 
 
+#: The reasons a merged delta keeps from the pending one: events that happened whatever the
+#: snapshot looks like now. The others are read off the snapshots, and a merged delta's are
+#: read off the one the model last read (``active work changed`` over a switch that came
+#: back, ``plan changed`` over a plan as it was).
+_EVENT_REASONS: Final = frozenset({"task_rejoined", "wake_resumed", "superseded"})
+
+
 def _delta(
     state: ProjectionState,
     snapshot: WorkingMemorySnapshot,
-    reason: DeltaReason,
+    interval: TurnInterval,
     *,
+    mid_turn: bool = False,
     evidence_from: int,
     evidence_to: int,
 ) -> r.WorkingMemoryDelta:
@@ -621,23 +693,36 @@ def _delta(
     previous = memory.snapshot
     turn_fields = changed_fields(previous, snapshot)
     pending = memory.pending
+    interim: WorkingMemorySnapshot | None = None
     if pending is None:
         base = previous
         fields = turn_fields
         from_revision = memory.revision
+        reason = _delta_reason(base, snapshot, interval, mid_turn=mid_turn)
     else:
         base = memory.pending_base if memory.pending_base is not None else previous
+        interim = previous
         merged = set(pending.changed_fields) | set(turn_fields)
         fields = tuple(f for f in SNAPSHOT_FIELDS if f in merged)
         from_revision = pending.from_revision
         evidence_from = pending.evidence_from_seq
-        reason = min(pending.reason, reason, key=DELTA_REASON_PRECEDENCE.index)
+        kept: DeltaReason = pending.reason if pending.reason in _EVENT_REASONS else "turn_completed"
+        now = _delta_reason(base, snapshot, interval, mid_turn=mid_turn)
+        reason = min(kept, now, key=DELTA_REASON_PRECEDENCE.index)
+    lines = delta_lines(
+        base,
+        snapshot,
+        fields,
+        state.config.delta_lines_cap,
+        runtime=state.runtime,
+        since=DeltaSince(revision=from_revision, seq=evidence_from, interim=interim),
+    )
     return r.WorkingMemoryDelta(
         from_revision=from_revision,
         to_revision=memory.revision + 1,
         reason=reason,
         changed_fields=fields,
-        lines=delta_lines(base, snapshot, fields, state.config.delta_lines_cap, runtime=state.runtime),
+        lines=lines,
         evidence_from_seq=evidence_from,
         evidence_to_seq=evidence_to,
         projection_version=state.projection_version,
@@ -664,9 +749,10 @@ def refresh_before_prompt(state: ProjectionState, *, ts: int) -> tuple[r.Record,
     if not superseded_fields(state.memory.snapshot, snapshot, runtime=state.runtime):
         return ()
     interval = state.memory.interval
-    reason = _delta_reason(state.memory.snapshot, snapshot, interval, mid_turn=True)
     evidence_from = interval.from_seq if interval.from_seq is not None else state.seq
-    delta = _delta(state, snapshot, reason, evidence_from=evidence_from, evidence_to=state.seq)
+    delta = _delta(
+        state, snapshot, interval, mid_turn=True, evidence_from=evidence_from, evidence_to=state.seq
+    )
     return (r.Record(body=delta, ts=ts, turn=turn.index),)
 
 
@@ -682,10 +768,9 @@ def refresh_working_memory(state: ProjectionState) -> tuple[r.Record, ...]:
     snapshot = derive_snapshot(state.runtime, state.config)
     if snapshot == previous:
         return ()
-    reason = _delta_reason(previous, snapshot, closed)
     assert closed.to_seq is not None and closed.ended_ts is not None
     evidence_from = closed.from_seq if closed.from_seq is not None else closed.to_seq
-    delta = _delta(state, snapshot, reason, evidence_from=evidence_from, evidence_to=closed.to_seq)
+    delta = _delta(state, snapshot, closed, evidence_from=evidence_from, evidence_to=closed.to_seq)
     return (r.Record(body=delta, ts=closed.ended_ts, turn=closed.ended_turn),)
 
 
