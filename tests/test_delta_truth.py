@@ -103,8 +103,8 @@ def test_a_wait_opened_after_the_prompt_and_resolved_at_the_wake_is_told() -> No
     assert isinstance(pre.body, r.WorkingMemoryDelta)
     # The wake's first prompt said "- changed: waiting_on": not which wait, nor how it ended.
     assert pre.body.reason == "wake_resumed"
-    assert pre.body.lines == ("-waiting on review (opened and timed out since revision 1)",)
-    assert "- -waiting on review (opened and timed out since revision 1)" in _prompt_delta(live)
+    assert pre.body.lines == ("-waiting on review (opened since revision 1, timed out)",)
+    assert "- -waiting on review (opened since revision 1, timed out)" in _prompt_delta(live)
     assert resolved.seq < pre.seq
     live.render()
     live.end_turn()
@@ -121,4 +121,40 @@ def test_a_follow_up_opened_and_done_between_two_prompts_is_told() -> None:
     live.append(r.Decision(id="D1", text="ship friday", work_item_id="W1"))
     delta = _delta(live.end_turn())
     # F1 left no line: the model never read it open, nor that it was done.
-    assert delta.lines == ("+decision D1: ship friday", "-follow-up F1 (opened and done since revision 1)")
+    assert delta.lines == ("+decision D1: ship friday", "-follow-up F1 (opened since revision 1, done)")
+
+
+def test_a_wait_that_ended_says_how_it_ended() -> None:
+    live = _one_item()
+    live.start_turn("user", "ask")
+    live.append(r.WaitingIntent(id="q1", waiting_on="the DBA's answer"))
+    live.append(r.WaitingIntent(id="q2", waiting_on="the security sign-off"))
+    live.end_turn("waiting")
+    live.render()
+    live.start_turn("timer")
+    live.append(r.WaitingResolved(id="q1", resolution="timed_out"))
+    live.append(r.WaitingResolved(id="q2", resolution="arrived", detail="approved in the channel"))
+    live.render()
+    # Both read "-waiting on q1", "-waiting on q2": the sign-off that arrived and the answer
+    # that never came were told alike.
+    assert live.state.memory.latest_delta is not None
+    assert live.state.memory.latest_delta.lines == (
+        "-waiting on q2 (arrived: approved in the channel)",
+        "-waiting on q1 (timed out)",
+    )
+    live.end_turn()
+    assert verify_derivations(live.records).ok
+
+
+def test_a_follow_up_that_ended_says_whether_it_was_done_or_dropped() -> None:
+    live = _one_item()
+    live.start_turn("user", "note")
+    live.append(r.FollowUp(id="F1", text="tell ops"))
+    live.append(r.FollowUp(id="F2", text="rotate the key"))
+    live.end_turn()
+    live.render()
+    live.start_turn("user", "tidy")
+    live.append(r.FollowUp(id="F1", text="tell ops", status="done"))
+    live.append(r.FollowUp(id="F2", text="rotate the key", status="dropped"))
+    # "-follow-up F2" read as handled: it was dropped, not done.
+    assert _delta(live.end_turn()).lines == ("-follow-up F2 (dropped)", "-follow-up F1 (done)")

@@ -80,7 +80,7 @@ def test_an_entry_coming_into_view_is_not_reported_as_new() -> None:
     live.append(r.FollowUp(id="F9", text="follow 9", status="done"))
     lines = _delta_lines(live.end_turn())
     # F1 was open all along, over the cap: "+follow-up F1" read as a new follow-up.
-    assert lines == ("follow-up F1 (was over the cap, now shown): follow 1", "-follow-up F9")
+    assert lines == ("follow-up F1 (was over the cap, now shown): follow 1", "-follow-up F9 (done)")
 
 
 def test_closing_an_entry_over_the_cap_is_a_change_working_memory_states() -> None:
@@ -136,7 +136,7 @@ def test_an_item_switch_sums_up_the_previous_item_and_keeps_what_ended() -> None
     assert lines == (
         "active work: W1 → W2 (W1 is now queued)",
         "W1's 14 scope constraints, 5 plan steps, 3 decisions not shown (W1 is not the active item)",
-        "-waiting on ci",
+        "-waiting on ci (arrived)",
     )
 
 

@@ -87,7 +87,7 @@ def test_reason_wake_resumed_by_a_resolved_wait() -> None:
     (delta,) = _turn(live)
     assert delta.reason == "wake_resumed"
     assert delta.changed_fields == ("waiting_on",)
-    assert delta.lines == ("-waiting on w",)
+    assert delta.lines == ("-waiting on w (arrived)",)
     assert live.records[-1].kind == "turn_ended"  # nothing left for the post-turn refresh
 
 

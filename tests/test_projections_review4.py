@@ -172,7 +172,7 @@ def test_a_wait_resolved_still_supersedes_working_memory() -> None:
     live = _waiting_on(6)
     live.append(r.WaitingResolved(id="q0", resolution="arrived"))
     delta = _delta_of(refresh_before_prompt(live.state, ts=0))
-    assert "-waiting on q0" in delta.lines
+    assert "-waiting on q0 (arrived)" in delta.lines
 
 
 def test_a_plan_step_pushed_past_the_plan_cap_is_not_a_withdrawn_step() -> None:
@@ -207,4 +207,4 @@ def test_an_open_follow_up_pushed_out_of_the_list_is_not_told_as_closed() -> Non
     live.append(r.FollowUp(id="F1", text="revisit 1", status="done"))  # room for one of them
     lines = _delta_of(live.end_turn()).lines
     assert "follow-up F0: still open, not shown (over the cap)" in lines, lines
-    assert "-follow-up F1" in lines, lines
+    assert "-follow-up F1 (done)" in lines, lines

@@ -17,7 +17,7 @@ Folding them is what moves the revision, the pending delta, the archive and the 
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from itertools import islice
 from typing import Final, Literal, NamedTuple, TypeAlias
 
@@ -163,6 +163,7 @@ def _ids_diff(
     *,
     still_open: Container[str] = (),
     into_view: Container[str] = (),
+    ended: Mapping[str, str] | None = None,
 ) -> list[str]:
     # An entry coming into view (one before it closed or moved) is not new: "+" read as added.
     lines = [
@@ -172,12 +173,34 @@ def _ids_diff(
         for key, text in after.items()
         if before.get(key) != text
     ]
+    how = ended or {}
     lines.extend(
-        f"{label} {key}: still open, not shown (over the cap)" if key in still_open else f"-{label} {key}"
+        f"{label} {key}: still open, not shown (over the cap)"
+        if key in still_open
+        else (f"-{label} {key} ({how[key]})" if key in how else f"-{label} {key}")
         for key in before
         if key not in after
     )
     return lines
+
+
+def _how_ended(label: str, runtime: RuntimeState | None) -> dict[str, str]:
+    """How each wait (or follow-up) the runtime's finished window holds ended, by id, in the
+    order they ended: ``-waiting on q1`` alone read the same for what arrived, was cancelled or
+    timed out, and ``-follow-up F1`` the same for done and dropped."""
+    ended: dict[str, str] = {}
+    if runtime is None:
+        return ended
+    if label == "waiting on":
+        for w in runtime.resolved_waits:
+            how = (w.resolution or "arrived").replace("_", " ")
+            ended.pop(w.id, None)
+            ended[w.id] = f"{how}: {w.detail}" if w.detail else how
+    else:
+        for f in runtime.closed_follow_ups:
+            ended.pop(f.id, None)
+            ended[f.id] = f.status
+    return ended
 
 
 def _open_lines(
@@ -185,13 +208,17 @@ def _open_lines(
     texts: tuple[dict[str, str], dict[str, str]],
     shown: tuple[Sequence[_Listed], Sequence[_Listed]],
     omitted_before: int,
-    still_open: Container[str],
+    runtime: RuntimeState | None,
 ) -> list[str]:
     """The lines of a capped list of open entries (follow-ups, waits) from ``before`` to
-    ``after`` (``texts`` by id, ``shown`` the lists): added, ended, pushed over the cap
-    (``still_open``) or come into view."""
+    ``after`` (``texts`` by id, ``shown`` the lists): added, ended (and how, when ``runtime``
+    knows), pushed over the cap (still open in ``runtime``) or come into view."""
     into_view = _into_view(shown[0], shown[1], omitted_before)
-    return _ids_diff(label, texts[0], texts[1], still_open=still_open, into_view=into_view)
+    still_open: Container[str] = ()
+    if runtime is not None:
+        still_open = runtime.waits if label == "waiting on" else runtime.follow_ups
+    ended = _how_ended(label, runtime) if any(key not in texts[1] for key in texts[0]) else None
+    return _ids_diff(label, texts[0], texts[1], still_open=still_open, into_view=into_view, ended=ended)
 
 
 def _count_line(
@@ -461,20 +488,18 @@ def _opened_and_ended(label: str, runtime: RuntimeState | None, since: DeltaSinc
     wake read ``changed: waiting_on`` (the wait it woke for, opened at the previous turn's end)."""
     if runtime is None or since is None:
         return []
-    ended: dict[str, str] = {}  # id -> how it ended, in the order they ended
     if label == "waiting on":
-        for w in runtime.resolved_waits:
-            if w.seq >= since.seq and w.id not in runtime.waits:
-                ended.pop(w.id, None)
-                ended[w.id] = (w.resolution or "arrived").replace("_", " ")
+        fresh = {w.id for w in runtime.resolved_waits if w.seq >= since.seq and w.id not in runtime.waits}
     else:
-        for f in runtime.closed_follow_ups:
-            # One declared closed straight away (first_seq == seq) was never open.
-            if since.seq <= f.first_seq < f.seq and f.id not in runtime.follow_ups:
-                ended.pop(f.id, None)
-                ended[f.id] = f.status
-    when = f"since revision {since.revision}"
-    return [f"-{label} {key} (opened and {how} {when})" for key, how in ended.items()]
+        # One declared closed straight away (first_seq == seq) was never open.
+        fresh = {
+            f.id
+            for f in runtime.closed_follow_ups
+            if since.seq <= f.first_seq < f.seq and f.id not in runtime.follow_ups
+        }
+    when = f"opened since revision {since.revision}"
+    ended = _how_ended(label, runtime)
+    return [f"-{label} {key} ({when}, {how})" for key, how in ended.items() if key in fresh]
 
 
 def delta_lines(
@@ -500,8 +525,6 @@ def delta_lines(
     ``+`` line each restated them at every switch, burying what changed. Only what the model
     read before and is now different is still told line by line.
     """
-    open_waits = runtime.waits if runtime is not None else {}
-    open_follow_ups = runtime.follow_ups if runtime is not None else {}
     # A merged delta names every field either turn changed; one changed and changed back
     # has nothing to tell ("active work: W1 → W1") but that it came back.
     came_back = "active_work_item_id" in fields and before.active_work_item_id == after.active_work_item_id
@@ -593,7 +616,7 @@ def delta_lines(
                     ({f.id: f.text for f in before.follow_ups}, {f.id: f.text for f in after.follow_ups}),
                     (before.follow_ups, after.follow_ups),
                     before.follow_ups_omitted,
-                    open_follow_ups,
+                    runtime,
                 )
                 or _count_line("open follow-ups", before, after, "follow_ups_omitted")
             )
@@ -608,7 +631,7 @@ def delta_lines(
                     ),
                     (before.waiting_on, after.waiting_on),
                     before.waiting_omitted,
-                    open_waits,
+                    runtime,
                 )
                 or _count_line("open waits", before, after, "waiting_omitted")
             )
