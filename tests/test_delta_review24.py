@@ -183,7 +183,7 @@ def test_a_decision_shown_before_and_revised_for_the_new_item_is_still_told() ->
     assert _delta_lines(live.end_turn()) == (
         "active work: None → W1",
         "W1's 1 decision: see working memory",
-        "+decision D1: use postgres",
+        "decision D1 revised: use postgres",
     )
 
 

@@ -158,3 +158,31 @@ def test_a_follow_up_that_ended_says_whether_it_was_done_or_dropped() -> None:
     live.append(r.FollowUp(id="F2", text="rotate the key", status="dropped"))
     # "-follow-up F2" read as handled: it was dropped, not done.
     assert _delta(live.end_turn()).lines == ("-follow-up F2 (dropped)", "-follow-up F1 (done)")
+
+
+def test_a_decision_revised_reads_revised_not_added() -> None:
+    live = _one_item()
+    live.start_turn("user", "decide")
+    live.append(r.Decision(id="D1", text="copy with dump and restore", work_item_id="W1"))
+    live.end_turn()
+    live.render()
+    live.start_turn("user", "measure")
+    live.append(r.Decision(id="D1", text="copy with logical replication", work_item_id="W1"))
+    live.append(r.Decision(id="D2", text="pin the driver", work_item_id="W1"))
+    # D1 read "+decision D1: copy with logical replication", as a decision added beside the
+    # one the model was shown, which it supersedes.
+    assert _delta(live.end_turn()).lines == (
+        "+decision D2: pin the driver",
+        "decision D1 revised: copy with logical replication",
+    )
+
+
+def test_a_wait_redeclared_with_another_text_reads_revised() -> None:
+    live = _one_item()
+    live.start_turn("user", "ask")
+    live.append(r.WaitingIntent(id="q1", waiting_on="the DBA's answer"))
+    live.end_turn("waiting")
+    live.render()
+    live.start_turn("user", "narrow it")
+    live.append(r.WaitingIntent(id="q1", waiting_on="the DBA's answer on slot sizing"))
+    assert _delta(live.end_turn()).lines == ("waiting on q1 revised: the DBA's answer on slot sizing",)

@@ -283,7 +283,7 @@ def test_before_a_prompt_a_revised_decision_is_refreshed_out_of_working_memory()
     assert isinstance(delta, r.WorkingMemoryDelta)
     assert (record.ts, record.turn, record.seq) == (123, live.turn, -1)
     assert delta.reason == "superseded" and delta.to_revision == revision + 1
-    assert delta.lines == ("+decision d1: replicate",)
+    assert delta.lines == ("decision d1 revised: replicate",)
     live.before_prompt()
     assert [d.text for d in live.state.memory.snapshot.decisions] == ["replicate"]
     live.end_turn()

@@ -165,11 +165,12 @@ def _ids_diff(
     into_view: Container[str] = (),
     ended: Mapping[str, str] | None = None,
 ) -> list[str]:
-    # An entry coming into view (one before it closed or moved) is not new: "+" read as added.
+    # An entry coming into view (one before it closed or moved) is not new: "+" read as added;
+    # nor is one the model was shown with another text, which this one supersedes.
     lines = [
         f"{label} {key} (was over the cap, now shown): {text}"
         if key in into_view
-        else f"+{label} {key}: {text}"
+        else (f"{label} {key} revised: {text}" if key in before else f"+{label} {key}: {text}")
         for key, text in after.items()
         if before.get(key) != text
     ]
