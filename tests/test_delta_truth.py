@@ -186,3 +186,18 @@ def test_a_wait_redeclared_with_another_text_reads_revised() -> None:
     live.start_turn("user", "narrow it")
     live.append(r.WaitingIntent(id="q1", waiting_on="the DBA's answer on slot sizing"))
     assert _delta(live.end_turn()).lines == ("waiting on q1 revised: the DBA's answer on slot sizing",)
+
+
+def test_a_merged_delta_whose_every_change_came_back_says_so_not_the_field_names() -> None:
+    live = _one_item()
+    live.start_turn("timer")
+    live.append(r.WorkItem(id="W2", objective="Later", state="queued"))
+    live.append(r.Decision(id="D5", text="use the replica", work_item_id="W1"))
+    live.end_turn()  # not rendered: the next delta merges into this one
+    live.start_turn("timer")
+    live.append(r.Decision(id="D5", text="use the replica", work_item_id="W2"))
+    delta = _delta(live.end_turn())
+    # The prompt said "- changed: decisions": the model never read D5, and W1's decisions are
+    # what they were.
+    assert delta.lines == ("no change since revision 1: what changed in between changed back",)
+    assert delta.reason == "turn_completed"
