@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 import duckdb
 
@@ -90,7 +91,7 @@ def _turn(rng: random.Random, turn: int, state: dict[str, int]) -> list[r.Body]:
         bodies.append(r.ToolIntent(call_id=call_id, tool=tool, args=args))
         if state["call"] % 500 == 0:
             continue  # the process died: an unknown outcome
-        status = "error" if rng.random() < 0.03 else "ok"
+        status: Literal["ok", "error"] = "error" if rng.random() < 0.03 else "ok"
         output = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(5, 40)))
         bodies.append(
             r.ToolResult(

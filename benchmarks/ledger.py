@@ -291,13 +291,13 @@ def scan_rates(records: list[Record]) -> tuple[float, float, float]:
             count = sum(
                 1
                 for (p,) in db.execute("SELECT payload FROM records ORDER BY seq")
-                if decode_msgpack_record(p)
+                if decode_msgpack_record(p) is not None
             )
             sqlite = max(sqlite, count / (time.perf_counter() - start))
             db.close()
             start = time.perf_counter()
             with open(root / "l.jsonl", "rb") as f:
-                count = sum(1 for line in f if decode_json_record(line))
+                count = sum(1 for line in f if decode_json_record(line) is not None)
             jsonl = max(jsonl, count / (time.perf_counter() - start))
         return holon, sqlite, jsonl
 
