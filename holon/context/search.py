@@ -18,6 +18,12 @@ same index: same scores, same selection, same ``export()`` bytes as one built fr
 episodes. Postings are kept as flat ``(doc, tf)`` pairs of unsigned 32-bit integers, so
 a restored index reads the saved buffer in place and copies a term's postings only when
 a new episode adds to that term.
+
+It can also be saved in segments, each the index of a run of consecutive episodes
+(:meth:`EpisodeIndex.export_segment`, :meth:`EpisodeIndex.restore_segments`), so that
+what is saved for old episodes is never written again: a segment's bytes depend only on
+its episodes and where they start. A term found in several segments has its postings
+joined the first time it is read.
 """
 
 from __future__ import annotations
@@ -323,6 +329,57 @@ class EpisodeHit(msgspec.Struct, frozen=True, kw_only=True):
     matched: tuple[str, ...]
 
 
+class _Segment:
+    """One saved segment, read in place: its terms' postings, by slot, in ``flat``."""
+
+    __slots__ = ("flat", "lengths", "offsets", "saved", "slots", "terms")
+
+    def __init__(
+        self, saved: _SavedIndex, lengths: array[int], offsets: array[int], flat: array[int]
+    ) -> None:
+        self.saved = saved
+        self.terms = saved.terms
+        self.slots = dict(zip(saved.terms, range(len(saved.terms)), strict=True))
+        self.lengths = lengths
+        self.offsets = offsets
+        self.flat = memoryview(flat)
+
+    def postings(self, term: str) -> memoryview | None:
+        slot = self.slots.get(term)
+        return None if slot is None else self.flat[self.offsets[slot] : self.offsets[slot + 1]]
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, first: int) -> _Segment | str:
+        """The segment saved in ``data``, its documents from position ``first``; else what is
+        wrong with it (prefixed ``stale:`` when it was saved by other tokenizing code)."""
+        try:
+            saved = _SAVED_DECODER.decode(data)
+        except msgspec.DecodeError as exc:
+            return f"saved index does not decode: {exc}"
+        if saved.tokenizer != _TOKENIZER:
+            return "stale:" + _other_tokenizer(saved.tokenizer)
+        count, nterms = saved.count, len(saved.terms)
+        sizes = (len(saved.ids), len(saved.to_seqs), len(saved.lengths), len(saved.offsets))
+        expected = (8 * count, 8 * count, 4 * count, 4 * (nterms + 1))
+        if count < 0 or sizes != expected or len(saved.postings) % 8:
+            return "saved episode index has inconsistent sizes"
+        lengths = _from_le(_U32, saved.lengths)
+        offsets = _from_le(_U32, saved.offsets)
+        flat = _from_le(_U32, saved.postings)
+        if offsets[0] != 0 or offsets[-1] != len(flat) or sum(lengths) != saved.total_length:
+            return "saved index has inconsistent offsets"
+        problem = _postings_problem(saved.offsets, offsets, flat, first + count)
+        if problem is not None:
+            return problem
+        # Each term's first document: one before ``first`` belongs to an earlier segment.
+        if first and nterms and min(map(flat.__getitem__, islice(offsets, nterms))) < first:
+            return f"saved episode index segment has a posting before its first document {first}"
+        segment = cls(saved, lengths, offsets, flat)
+        if len(segment.slots) != nterms:
+            return "saved episode index repeats a term"
+        return segment
+
+
 class EpisodeIndex:
     """BM25 over episodes, appended to as episodes are archived.
 
@@ -335,12 +392,11 @@ class EpisodeIndex:
         # Postings a term got since construction or restore (or copied out of the
         # restored buffer when a new episode added to the term), in first-indexed order.
         self._postings: dict[str, array[int]] = {}
-        # A restored index's saved postings, read in place: term -> slot, and the slot's
-        # bounds in ``_base`` (pairs flattened). Empty for an index built from episodes.
-        self._base_terms: list[str] = []
-        self._base_slots: dict[str, int] = {}
-        self._base_offsets: array[int] = array(_U32, [0])
-        self._base: memoryview = memoryview(array(_U32))
+        # A restored index's saved postings, read in place, by segment (oldest first).
+        # Empty for an index built from episodes.
+        self._segments: list[_Segment] = []
+        # Postings of terms found in several segments, joined on first read (None: in none).
+        self._joined: dict[str, Postings | None] = {}
         self._total_length = 0
         self._by_id: dict[int, r.ContextEpisodeRecord] = {}
         # Decision id -> its text as the most recently added episode lists it.
@@ -362,19 +418,36 @@ class EpisodeIndex:
         postings = self._postings.get(term)
         if postings is not None:
             return postings
-        slot = self._base_slots.get(term)
-        if slot is None:
+        return self._saved(term)
+
+    def _saved(self, term: str) -> Postings | None:
+        """The restored postings of ``term``, before any added since."""
+        segments = self._segments
+        if len(segments) == 1:  # an index saved whole: read in place, as it always was
+            return segments[0].postings(term)
+        if not segments:
             return None
-        return self._base[self._base_offsets[slot] : self._base_offsets[slot + 1]]
+        if term in self._joined:
+            return self._joined[term]
+        pieces = [piece for segment in segments if (piece := segment.postings(term)) is not None]
+        joined: Postings | None = None
+        if len(pieces) == 1:
+            joined = pieces[0]
+        elif pieces:
+            joined = array(_U32)
+            for piece in pieces:
+                joined.frombytes(piece.tobytes())
+        self._joined[term] = joined
+        return joined
 
     def _writable(self, term: str) -> array[int]:
         postings = self._postings.get(term)
         if postings is None:
             postings = array(_U32)
-            slot = self._base_slots.get(term)
-            if slot is not None:
-                start, end = self._base_offsets[slot], self._base_offsets[slot + 1]
-                postings.frombytes(self._base[start:end].tobytes())
+            saved = self._saved(term)
+            if saved is not None:
+                postings.frombytes(saved.tobytes())
+            self._joined.pop(term, None)
             self._postings[term] = postings
         return postings
 
@@ -428,16 +501,39 @@ class EpisodeIndex:
 
     def _ordered_terms(self) -> Iterable[tuple[str, Postings]]:
         """Every term with its postings, in the order a fresh build would first index it."""
-        for term in self._base_terms:
-            postings = self._read(term)
-            assert postings is not None
-            yield term, postings
+        seen: set[str] = set()
+        for segment in self._segments:
+            for term in segment.terms:
+                if term not in seen:
+                    seen.add(term)
+                    postings = self._read(term)
+                    assert postings is not None
+                    yield term, postings
         for term, postings in self._postings.items():
-            if term not in self._base_slots:
+            if term not in seen:
                 yield term, postings
 
     def export(self) -> bytes:
         """The index as bytes for :meth:`restore` (deterministic: equal indexes, equal bytes)."""
+        return self._export(0)
+
+    @classmethod
+    def export_segment(cls, episodes: Iterable[r.ContextEpisodeRecord], *, first: int) -> bytes | None:
+        """The saved segment of ``episodes``, the index's documents from position ``first`` on.
+
+        The same bytes whenever the same episodes start at the same position, so a segment
+        once saved is named again, not rewritten (:meth:`restore_segments`). ``None`` when
+        an episode id repeats: the index keeps one document per id, so the positions of
+        the episodes after it are not the archive's.
+        """
+        index = cls()
+        count = 0
+        for episode in episodes:
+            index.add(episode)
+            count += 1
+        return index._export(first) if len(index) == count else None
+
+    def _export(self, first: int) -> bytes:
         names: list[str] = []
         offsets = array(_U32, [0])
         flat = array(_U32)
@@ -448,6 +544,9 @@ class EpisodeIndex:
             else:
                 flat.extend(postings)
             offsets.append(len(flat))
+        if first:
+            # Documents are numbered from the segment's first position in the whole index.
+            flat[::2] = array(_U32, [doc + first for doc in flat[::2]])
         saved = _SavedIndex(
             tokenizer=_TOKENIZER,
             count=len(self._episodes),
@@ -477,17 +576,29 @@ class EpisodeIndex:
         why the bytes cannot be used when they do not decode or are malformed, were saved
         by other tokenizing code, or belong to other episodes.
         """
-        try:
-            saved = _SAVED_DECODER.decode(data)
-        except msgspec.DecodeError as exc:
-            return EpisodeIndexRejected(reason="corrupt", detail=f"saved index does not decode: {exc}")
-        if saved.tokenizer != _TOKENIZER:
-            return EpisodeIndexRejected(reason="stale", detail=_other_tokenizer(saved.tokenizer))
-        count, nterms = saved.count, len(saved.terms)
-        sizes = (len(saved.ids), len(saved.to_seqs), len(saved.lengths), len(saved.offsets))
-        expected = (8 * count, 8 * count, 4 * count, 4 * (nterms + 1))
-        if count < 0 or sizes != expected or len(saved.postings) % 8:
-            return EpisodeIndexRejected(reason="corrupt", detail="saved episode index has inconsistent sizes")
+        return cls.restore_segments((data,), episodes)
+
+    @classmethod
+    def restore_segments(
+        cls, parts: Iterable[bytes | memoryview], episodes: Iterable[r.ContextEpisodeRecord]
+    ) -> EpisodeIndex | EpisodeIndexRejected:
+        """The index saved as consecutive segments (:meth:`export_segment`, oldest first).
+
+        As :meth:`restore` (one segment from position 0 is what :meth:`export` saves); each
+        segment's documents must lie in its own positions, which follow the segment before.
+        Nothing is joined here: a term's postings are joined across segments when read.
+        """
+        segments: list[_Segment] = []
+        first = 0
+        for at, data in enumerate(parts):
+            segment = _Segment.decode(data, first=first)
+            if isinstance(segment, str):
+                where = f" (segment {at})" if at else ""
+                reason: Literal["corrupt", "stale"] = "stale" if segment.startswith("stale:") else "corrupt"
+                return EpisodeIndexRejected(reason=reason, detail=segment.removeprefix("stale:") + where)
+            segments.append(segment)
+            first += segment.saved.count
+        count = first
         index = cls()
         docs: list[r.ContextEpisodeRecord] = []
         later: list[r.ContextEpisodeRecord] = []
@@ -504,8 +615,10 @@ class EpisodeIndex:
             return EpisodeIndexRejected(
                 reason="stale", detail=f"saved episode index covers {count} episodes, only {len(docs)} given"
             )
+        ids = b"".join(segment.saved.ids for segment in segments)
+        to_seqs = b"".join(segment.saved.to_seqs for segment in segments)
         try:
-            same = _le(array(_U64, [e.episode_id for e in docs])) == saved.ids and saved.to_seqs == _le(
+            same = _le(array(_U64, [e.episode_id for e in docs])) == ids and to_seqs == _le(
                 array(_U64, [e.to_seq for e in docs])
             )
         except OverflowError:
@@ -514,26 +627,15 @@ class EpisodeIndex:
             return EpisodeIndexRejected(
                 reason="stale", detail="saved episode index is for other episodes (ids or to_seq differ)"
             )
-        lengths = _from_le(_U32, saved.lengths)
-        offsets = _from_le(_U32, saved.offsets)
-        flat = _from_le(_U32, saved.postings)
-        bounds_ok = offsets[0] == 0 and offsets[-1] == len(flat) and sum(lengths) == saved.total_length
-        if not bounds_ok:
-            return EpisodeIndexRejected(reason="corrupt", detail="saved index has inconsistent offsets")
-        problem = _postings_problem(saved.offsets, offsets, flat, count)
-        if problem is not None:
-            return EpisodeIndexRejected(reason="corrupt", detail=problem)
+        lengths = array(_U32)
+        for segment in segments:
+            lengths.extend(segment.lengths)
+            index._decisions.update(segment.saved.decisions)
+            index._work_states.update(segment.saved.work_states)
         index._episodes = docs
         index._lengths = lengths
-        index._total_length = saved.total_length
-        index._base_terms = saved.terms
-        index._base_slots = dict(zip(saved.terms, range(nterms), strict=True))
-        index._base_offsets = offsets
-        index._base = memoryview(flat)
-        index._decisions = saved.decisions
-        index._work_states = saved.work_states
-        if len(index._base_slots) != nterms:
-            return EpisodeIndexRejected(reason="corrupt", detail="saved episode index repeats a term")
+        index._total_length = sum(segment.saved.total_length for segment in segments)
+        index._segments = segments
         problem = index._spot_check()
         if problem is not None:
             return EpisodeIndexRejected(reason="stale", detail=problem)
