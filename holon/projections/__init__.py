@@ -15,19 +15,23 @@ same state, snapshots, deltas and episodes in any process. See docs/memory-model
   something the turn made untrue (:func:`superseded_fields`).
 - :func:`verify_derivations` — replay verification; :func:`unstated_config_derives` — what a
   ledger that states no config lacks under one.
-- :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes.
+- :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes;
+  :func:`encode_archive_chunk` / :func:`decode_archive_chunk` — an archive chunk one names.
 """
 
 from holon.projections.checkpoint import (
     CHECKPOINT_MAGIC,
     CheckpointKey,
     CheckpointRejected,
+    decode_archive_chunk,
+    encode_archive_chunk,
     encode_checkpoint,
     read_checkpoint_key,
     restore_checkpoint,
 )
 from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, stated_config
 from holon.projections.memory import (
+    ARCHIVE_CHUNK,
     ActiveEpisodeBuilder,
     EpisodeArchive,
     TurnInterval,
@@ -93,6 +97,7 @@ from holon.projections.verify import (
 )
 
 __all__ = [
+    "ARCHIVE_CHUNK",
     "BOUNDARY_ORDER",
     "CHECKPOINT_MAGIC",
     "DEFAULT_CONFIG",
@@ -140,9 +145,11 @@ __all__ = [
     "apply_runtime",
     "boundary_reasons",
     "changed_fields",
+    "decode_archive_chunk",
     "delta_lines",
     "derive_snapshot",
     "diff_records",
+    "encode_archive_chunk",
     "encode_checkpoint",
     "fold",
     "initial_state",
