@@ -56,7 +56,7 @@ from types import ModuleType
 import msgspec
 
 import holon.records as r
-from holon.context import Budget, EpisodeIndex, Prompt, build_context, cache_last_block, to_anthropic_messages
+from holon.context import Budget, Prompt, build_context, cache_last_block, to_anthropic_messages
 from holon.context import render as render_module
 from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, ProjectionState, apply, initial_state, post_turn_refresh
@@ -249,8 +249,7 @@ def _big_ledger(path: Path) -> tuple[int, float]:
         ledger.flush()
         head_seq, head_hash = ledger.head()
         assert head_seq == state.seq
-        episodes = EpisodeIndex(state.memory.archive)
-        write_checkpoint(path, state, tools, head_hash=head_hash, episodes=episodes)
+        write_checkpoint(path, state, tools, head_hash=head_hash, save_index=True)
     return seq, time.perf_counter() - started
 
 
@@ -415,6 +414,7 @@ _WORDS = [
 _SIZES = (200, 400, 1_000, 3_000, 8_000, 20_000, 50_000)
 LONG_TURNS = 30_000
 LONG_MARKS = (100, 1_000, 10_000, 30_000)
+LONG_CHECKPOINT = 100
 
 
 def _outputs() -> list[str]:
@@ -502,17 +502,31 @@ def _daemon_turn(agent: Agent, i: int, rng: random.Random, pool: list[str]) -> P
 def longrun(turns: int = LONG_TURNS) -> None:
     """The daemon guide's loop for ``turns`` turns in one process, then a reopen beside it."""
     tmp = Path(tempfile.mkdtemp(prefix="holon-bench-longrun-"))
-    config = AgentConfig(budget=Budget(context_window=200_000, output_reserve=8_000), fsync="never")
+    # Checkpoints are written by the loop (after every LONG_CHECKPOINT-th turn, between
+    # turns, as checkpoint_every does) so that each one is timed on its own.
+    config = AgentConfig(
+        budget=Budget(context_window=200_000, output_reserve=8_000), fsync="never", checkpoint_every=0
+    )
     policy = r.SystemPolicy(text="You maintain the service.", tools=RECALL_TOOLS)
     pool, rng, clock = _outputs(), random.Random(7), Clock(1_700_000_000_000)
     times: list[float] = []
+    checkpoints: list[tuple[float, int]] = []
     try:
         agent = Agent.open(tmp / "a", agent_id="bench", config=config, clock=clock, policy=policy)
         for i in range(1, turns + 1):
             started = time.perf_counter()
             _daemon_turn(agent, i, rng, pool)
             times.append(time.perf_counter() - started)
+            if i % LONG_CHECKPOINT == 0:
+                checkpoints.append(_timed_checkpoint(agent))
             if i in LONG_MARKS:
+                recent = checkpoints[-5:]
+                print(
+                    f"turn {i:>6,}: checkpoint {_p50([s for s, _ in recent]):6.1f} ms (median of the last "
+                    f"{len(recent)}), {recent[-1][1] / 1024:,.0f} KB written by the last one, checkpoints/ "
+                    f"holds {_tree_bytes(agent.ledger.path / 'checkpoints') / 1024:,.0f} KB",
+                    flush=True,
+                )
                 held = sum(len(text) for memo in render_module._COUNTS.values() for text in memo)
                 print(
                     f"turn {i:>6,}: {agent.seq + 1:>9,} records, p50 {_p50(times[-100:]):6.2f} ms "
@@ -538,6 +552,25 @@ def longrun(turns: int = LONG_TURNS) -> None:
         other.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_size for path in folder.rglob("*") if path.is_file()}
+
+
+def _tree_bytes(folder: Path) -> int:
+    return sum(_files(folder).values())
+
+
+def _timed_checkpoint(agent: Agent) -> tuple[float, int]:
+    """Seconds one ``agent.checkpoint()`` takes and the bytes of the files it added."""
+    folder = agent.ledger.path / "checkpoints"
+    before = _files(folder) if folder.is_dir() else {}
+    started = time.perf_counter()
+    agent.checkpoint()
+    spent = time.perf_counter() - started
+    written = sum(size for name, size in _files(folder).items() if name not in before)
+    return spent, written
 
 
 def _p50(samples: list[float]) -> float:

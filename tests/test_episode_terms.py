@@ -212,7 +212,7 @@ def test_an_agent_opened_with_an_old_saved_index_rebuilds_it_and_selects_by_chin
     (_, newest), *_ = list_checkpoints(path)
     sidecar = newest.with_suffix(".episodes")
     data = sidecar.read_bytes()
-    seq, head_hash, _index = msgspec.msgpack.decode(data[40:])
+    seq, head_hash, *_saved = msgspec.msgpack.decode(data[40:])  # written whole below, as old code did
     with Agent.open(path, config=CONFIG) as agent:
         archive = list(agent.memory.archive)
     payload = msgspec.msgpack.encode([seq, head_hash, _saved_by_old_code(archive, monkeypatch)])

@@ -306,10 +306,12 @@ def _ledger_with_episodes(path: Path) -> None:
 def _resign(path: Path, edit: Callable[[list[Any]], None]) -> None:
     """Rewrite a .episodes sidecar with ``edit`` applied to its index fields, checksum renewed."""
     data = path.read_bytes()
-    seq, head_hash, index = msgspec.msgpack.decode(data[40:])
+    # The index of the newest episodes (the whole index when no archive chunk is full),
+    # then the names of the segment files of the older ones.
+    seq, head_hash, index, *segments = msgspec.msgpack.decode(data[40:])
     fields = msgspec.msgpack.decode(index)
     edit(fields)
-    payload = msgspec.msgpack.encode([seq, head_hash, msgspec.msgpack.encode(fields)])
+    payload = msgspec.msgpack.encode([seq, head_hash, msgspec.msgpack.encode(fields), *segments])
     path.write_bytes(b"HOLONEPX" + blake3.blake3(payload).digest() + payload)
 
 

@@ -120,7 +120,10 @@ def test_open_rejects_a_checksummed_index_with_a_posting_past_the_end_and_rebuil
     (_, ckpt), *_ = list_checkpoints(path)
     side = ckpt.with_suffix(".episodes")
     magic, payload = side.read_bytes()[:8], side.read_bytes()[8 + 32 :]
-    seq, head_hash, saved = msgspec.msgpack.decode(payload)
+    seq, head_hash, *_segments = msgspec.msgpack.decode(payload)
+    with Agent.open(path, config=CONFIG) as agent:
+        # The index saved whole (as before segments, still read): one buffer to damage.
+        saved = EpisodeIndex(agent.memory.archive).export()
     decoded = msgspec.msgpack.decode(saved)
     count, offsets, flat = decoded[_COUNT], _u32(decoded[_OFFSETS]), _u32(decoded[_POSTINGS])
     assert count > _SPOT, "the ledger must archive more episodes than the spot check reads"

@@ -75,6 +75,7 @@ from holon.projections import (
     unstated_config_derives,
 )
 from holon.runtime.checkpoints import (
+    CheckpointChunks,
     ToolIndex,
     UnknownOutcome,
     list_checkpoints,
@@ -417,6 +418,9 @@ class Agent:
         self._clock = clock
         self._last_ts = 0
         self._index: EpisodeIndex | None = None
+        # The chunk files the checkpoint resumed from names (and each checkpoint writes):
+        # the next checkpoint names them instead of writing the archive and its index again.
+        self._chunks = CheckpointChunks()
         # Built from the ledger on the first search. From then on the records appended are
         # kept (``_unsearched``) and the next search indexes them: reading them back, even
         # none, walks the ledger's active segment from its start (up to 8 MB, ~15 ms at 3 MB)
@@ -529,6 +533,7 @@ class Agent:
         tools = ToolIndex()
         checkpoint_seq: int | None = None
         checkpoint: tuple[Path, str] | None = None
+        chunks = CheckpointChunks()
         folded = 0
         last_ts = 0
 
@@ -536,7 +541,7 @@ class Agent:
             return list(ledger.read(seq + 1))
 
         for _seq, path in list_checkpoints(ledger.path):
-            loaded = load_checkpoint(path, head=head, tail=tail, config=config.projection)
+            loaded = load_checkpoint(path, head=head, tail=tail, config=config.projection, chunks=chunks)
             if isinstance(loaded, CheckpointRejected):
                 rejected.append((path.name, loaded))
                 log.warning(
@@ -567,6 +572,7 @@ class Agent:
                 folded += 1
         _check_projection(ledger, state, config.projection)
         agent = cls(ledger, state, tools, config=config, clock=clock)
+        agent._chunks = chunks
         # A crash between a turn_ended and the end of its refresh: append the rest on open.
         agent._unfinished_refresh = owed_refresh(state)
         agent._last_ts = last_ts if folded else agent._last_record_ts()
@@ -575,7 +581,11 @@ class Agent:
         if checkpoint is not None and checkpoint_seq is not None:
             # Restored before recovery, so episodes its refresh archives are added to it.
             restored = load_episode_index(
-                checkpoint[0], seq=checkpoint_seq, head_hash=checkpoint[1], episodes=state.memory.archive
+                checkpoint[0],
+                seq=checkpoint_seq,
+                head_hash=checkpoint[1],
+                episodes=state.memory.archive,
+                chunks=chunks,
             )
             if isinstance(restored, EpisodeIndexRejected):
                 index_rejected = restored
@@ -1081,10 +1091,15 @@ class Agent:
         with self._exclusive():
             self._flush()
             seq, head_hash = self._ledger.head()
-            # The episode index is saved too (built now if this process never needed it), so
-            # the first turn after the next open does not re-tokenize the whole archive.
+            # The episode index is saved too, so the first turn after the next open does not
+            # re-tokenize the whole archive; only the episodes no checkpoint saved yet are.
             write_checkpoint(
-                self._ledger.path, self._state, self._tools, head_hash=head_hash, episodes=self.episodes
+                self._ledger.path,
+                self._state,
+                self._tools,
+                head_hash=head_hash,
+                save_index=True,
+                chunks=self._chunks,
             )
             prune_checkpoints(self._ledger.path, self.config.checkpoints_kept, head_seq=seq)
         return seq

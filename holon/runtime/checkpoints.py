@@ -1,30 +1,49 @@
 """Checkpoint files of a live agent: projection state plus the tool-call index, by seq.
 
 A checkpoint lets :meth:`holon.runtime.Agent.open` skip folding the whole ledger. It is
-three files under ``<ledger>/checkpoints/``, written at a turn boundary::
+three files under ``<ledger>/checkpoints/``, written at a turn boundary, and the chunk
+files under ``<ledger>/checkpoints/chunks/`` they name::
 
-    <seq:012d>.ckpt      holon.projections.encode_checkpoint(state, head_hash=...)
-    <seq:012d>.tools     b"HOLONTIX" + blake3(payload) + payload, payload = msgpack(ToolIndex)
+    <seq:012d>.ckpt      holon.projections.encode_checkpoint(state, head_hash=..., archive=names)
+    <seq:012d>.tools     b"HOLONTI2" + blake3(payload) + payload, payload = msgpack(_SavedTools)
     <seq:012d>.episodes  b"HOLONEPX" + blake3(payload) + payload,
-                         payload = msgpack([seq, head_hash, EpisodeIndex.export()])
+                         payload = msgpack([seq, head_hash, newest segment, segment names])
+    chunks/<blake3>.arc  encode_archive_chunk(chunk): one full chunk of the episode archive
+    chunks/<blake3>.epx  EpisodeIndex.export_segment of that chunk's episodes
+    chunks/<blake3>.keys msgpack({key: KeyEntry}): idempotency keys set over a run of seqs
+
+What grows with the ledger (the archive, its BM25 index, the idempotency keys) is
+append-only, so it goes into chunk files named by the blake3 hash of their bytes: a
+checkpoint names the chunks written before and writes only what is new since — the
+episodes archived since (the archive's newest, not yet full chunk and its index segment
+are held in the ``.ckpt`` and ``.episodes`` files) and the keys set since (held in the
+``.tools`` file until :data:`KEY_CHUNK` of them make a chunk). A checkpoint's cost is
+what changed, not what the agent has accumulated. Pruning keeps every chunk a kept
+checkpoint names and removes the rest.
 
 The ``.tools`` sidecar holds what the projections do not keep (they keep only bounded
 windows): every idempotency key with the seqs of its intent and result, intents still
-waiting for a result, and the calls whose outcome was recorded as unknown. Both files
-are written atomically (temp file, fsync, rename, directory fsync), the sidecars first,
-so a ``.ckpt`` file is never visible without its sidecars.
+waiting for a result, and the calls whose outcome was recorded as unknown. Every file is
+written atomically (temp file, fsync, rename, directory fsync), the chunks first, then
+the sidecars, so a ``.ckpt`` file is never visible without what it needs.
 
 The ``.episodes`` sidecar is the agent's BM25 episode index, so the first turn after
-an open does not re-tokenize every archived episode. It is a cache: when it is missing,
-damaged or for another ledger state (:func:`load_episode_index`), the checkpoint is
-still used and the index is rebuilt from the archive instead.
+an open does not re-tokenize every archived episode. It is a cache: when it or a segment
+it names is missing, damaged or for another ledger state (:func:`load_episode_index`),
+the checkpoint is still used and the index is rebuilt from the archive instead.
 
 Trust is earned, never assumed (:func:`load_checkpoint`): the projection checkpoint is
 checked by :func:`holon.projections.restore_checkpoint` (magic, version, config, zstd
-checksum), the sidecar by its blake3 digest and its key, and the key's ``head_hash`` by
-re-hashing the ledger's records after the checkpoint up to the ledger's head: the
-chain from the checkpoint's hash must reproduce the head hash, which proves the ledger
-still holds, at that seq, the record the checkpoint was made from.
+checksum), each chunk by the blake3 hash that names it, the sidecar by its blake3 digest
+and its key, and the key's ``head_hash`` by re-hashing the ledger's records after the
+checkpoint up to the ledger's head: the chain from the checkpoint's hash must reproduce
+the head hash, which proves the ledger still holds, at that seq, the record the
+checkpoint was made from. A missing or damaged chunk rejects the checkpoint (naming the
+file), as a damaged ``.ckpt`` does, and the next older one is tried.
+
+Checkpoints written before chunks (a ``.ckpt`` holding the whole archive, a ``HOLONTIX``
+``.tools``, a ``.episodes`` holding the whole index) are read as they always were; an
+older holon rejects a checkpoint that names chunks (its key does not decode) and folds.
 """
 
 from __future__ import annotations
@@ -33,7 +52,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 import blake3
 import msgspec
@@ -42,9 +61,11 @@ import holon.records as r
 from holon.context import EpisodeIndex, EpisodeIndexRejected
 from holon.ledger import Ledger
 from holon.projections import (
+    ARCHIVE_CHUNK,
     CheckpointRejected,
     ProjectionConfig,
     ProjectionState,
+    encode_archive_chunk,
     encode_checkpoint,
     read_checkpoint_key,
     restore_checkpoint,
@@ -52,6 +73,9 @@ from holon.projections import (
 
 __all__ = [
     "CHECKPOINT_DIR",
+    "CHUNK_DIR",
+    "KEY_CHUNK",
+    "CheckpointChunks",
     "CheckpointResume",
     "KeyEntry",
     "PendingIntent",
@@ -68,7 +92,16 @@ __all__ = [
 
 #: Subdirectory of the ledger directory holding checkpoint files.
 CHECKPOINT_DIR: Final = "checkpoints"
-_TOOLS_MAGIC: Final = b"HOLONTIX"
+#: Subdirectory of :data:`CHECKPOINT_DIR` holding the chunk files checkpoints name.
+CHUNK_DIR: Final = "chunks"
+#: Idempotency keys set since the last key chunk that make a new one: fewer stay in the
+#: ``.tools`` file (rewritten by every checkpoint, so this bounds what it rewrites).
+KEY_CHUNK: Final = 1024
+_TOOLS_MAGIC: Final = b"HOLONTI2"
+_OLD_TOOLS_MAGIC: Final = b"HOLONTIX"
+_ARC: Final = ".arc"
+_EPX: Final = ".epx"
+_KEYS: Final = ".keys"
 _DIGEST: Final = 32
 _CKPT: Final = ".ckpt"
 _TOOLS: Final = ".tools"
@@ -119,6 +152,9 @@ class ToolIndex(msgspec.Struct, kw_only=True):
     Unlike the projections' bounded windows it keeps every idempotency key: a retry
     must find its earlier call however long ago it ran. ``seq`` and ``head_hash`` name
     the ledger state it was folded to (``head_hash`` is set only when checkpointed).
+    ``key_chunks`` names the key chunk files already written (oldest first) and
+    ``recent`` the keys set since the last of them, in the order first set: what the
+    next checkpoint writes, the rest it names.
     """
 
     seq: int = -1
@@ -126,6 +162,8 @@ class ToolIndex(msgspec.Struct, kw_only=True):
     keys: dict[str, KeyEntry] = {}
     pending: dict[str, PendingIntent] = {}
     unknown: list[UnknownOutcome] = []
+    key_chunks: list[str] = []
+    recent: dict[str, None] = {}
 
     def apply(self, record: r.Record) -> None:
         """Fold one record in (only tool intents and results change the index)."""
@@ -142,6 +180,7 @@ class ToolIndex(msgspec.Struct, kw_only=True):
             )
             if body.idempotency_key is not None:
                 self.keys[body.idempotency_key] = KeyEntry(body.call_id, record.seq)
+                self.recent[body.idempotency_key] = None
         elif isinstance(body, r.ToolResult):
             intent = self.pending.pop(body.call_id, None)
             if intent is None:
@@ -151,6 +190,7 @@ class ToolIndex(msgspec.Struct, kw_only=True):
                 entry = self.keys.get(key)
                 if entry is not None and entry.call_id == body.call_id:
                     self.keys[key] = KeyEntry(entry.call_id, entry.intent_seq, record.seq)
+                    self.recent[key] = None
             if body.status == "unknown":
                 self.unknown.append(
                     UnknownOutcome(
@@ -165,16 +205,68 @@ class ToolIndex(msgspec.Struct, kw_only=True):
                 )
 
 
-class _SavedEpisodes(msgspec.Struct, frozen=True, array_like=True):
-    """The ``.episodes`` payload: the exported index and the ledger state it was saved at."""
+class _SavedTools(msgspec.Struct, kw_only=True):
+    """The ``.tools`` payload: the tool index with only the keys set after its key chunks."""
+
+    seq: int
+    head_hash: str
+    key_chunks: list[str]
+    keys: dict[str, KeyEntry]
+    pending: dict[str, PendingIntent]
+    unknown: list[UnknownOutcome]
+
+
+class _SavedEpisodes(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
+    """The ``.episodes`` payload: the ledger state it was saved at, the index segment of the
+    episodes after the named ones (the whole index when ``segments`` is empty: an index
+    saved before segments, or an archive without a full chunk) and the segments' names."""
 
     seq: int
     head_hash: str
     index: bytes
+    segments: list[str] = []
+
+
+class CheckpointChunks:
+    """The chunk files this process knows a checkpoint of its agent may name unwritten.
+
+    Indexed like the archive's full chunks: the chunk (the very tuple the state holds, so
+    a chunk is known by identity, not compared), the name of its ``.arc`` file and of its
+    index segment's ``.epx`` file (``None``: not written yet). Filled as checkpoints are
+    written and loaded; empty, every chunk is encoded and checked against its file once.
+    """
+
+    def __init__(self) -> None:
+        self.archive: list[tuple[tuple[r.ContextEpisodeRecord, ...], str, str | None]] = []
+
+    def _known(self, at: int, chunk: tuple[r.ContextEpisodeRecord, ...]) -> tuple[str, str | None] | None:
+        if at < len(self.archive) and self.archive[at][0] is chunk:
+            return self.archive[at][1], self.archive[at][2]
+        return None
+
+    def _learn(
+        self, at: int, chunk: tuple[r.ContextEpisodeRecord, ...], name: str, segment: str | None
+    ) -> None:
+        if at < len(self.archive) and self.archive[at][0] is not chunk:
+            del self.archive[at:]  # another archive from here on: what followed is not its
+        if at < len(self.archive):
+            self.archive[at] = (chunk, name, segment)
+        elif at == len(self.archive):
+            self.archive.append((chunk, name, segment))
+
+    def _learn_segment(self, at: int, segment: str) -> None:
+        if at < len(self.archive):
+            chunk, name, _ = self.archive[at]
+            self.archive[at] = (chunk, name, segment)
+
+    def _forget_segments(self) -> None:
+        self.archive = [(chunk, name, None) for chunk, name, _ in self.archive]
 
 
 _ENCODER: Final = msgspec.msgpack.Encoder()
-_INDEX_DECODER: Final = msgspec.msgpack.Decoder(ToolIndex)
+_OLD_INDEX_DECODER: Final = msgspec.msgpack.Decoder(ToolIndex)
+_TOOLS_DECODER: Final = msgspec.msgpack.Decoder(_SavedTools)
+_KEYS_DECODER: Final = msgspec.msgpack.Decoder(dict[str, KeyEntry])
 _EPISODES_DECODER: Final = msgspec.msgpack.Decoder(_SavedEpisodes)
 
 
@@ -236,43 +328,111 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _chunk_path(folder: Path, name: str, suffix: str) -> Path:
+    return folder / CHUNK_DIR / (name + suffix)
+
+
+def _write_chunk(folder: Path, data: bytes, suffix: str, written: list[Path]) -> str:
+    """Store ``data`` as the chunk file named by its blake3 hash; returns the name.
+
+    A file already there is rewritten only if it no longer holds those bytes (a chunk a
+    checkpoint names is trusted once its hash checks, so a damaged one must not stay).
+    """
+    name = blake3.blake3(data).hexdigest()
+    path = _chunk_path(folder, name, suffix)
+    try:
+        intact = blake3.blake3(path.read_bytes()).hexdigest() == name
+    except FileNotFoundError:
+        intact = False
+    if not intact:
+        if not path.parent.is_dir():
+            path.parent.mkdir()
+            _fsync_dir(folder)  # the new directory's entry is durable before a .ckpt names its files
+        _write_atomic(path, data)
+        written.append(path)
+    return name
+
+
 def write_checkpoint(
     ledger_dir: Path,
     state: ProjectionState,
     index: ToolIndex,
     *,
     head_hash: str,
-    episodes: EpisodeIndex | None = None,
+    save_index: bool = False,
+    chunks: CheckpointChunks | None = None,
 ) -> Path:
     """Write the checkpoint of ``state`` (folded to the ledger's head, hash ``head_hash``).
 
-    ``episodes``, the episode index over ``state``'s archive, is saved beside it (without
-    it no ``.episodes`` file is written and the next open rebuilds the index).
+    With ``save_index`` the episode index over ``state``'s archive is saved beside it
+    (without it no ``.episodes`` file is written and the next open rebuilds the index).
+    ``chunks`` says which chunk files are written already (an agent keeps one across its
+    checkpoints); each full archive chunk, its index segment and each key chunk is
+    written once, and later checkpoints name it. ``index`` moves the keys set since its
+    last key chunk into a new one when there are :data:`KEY_CHUNK` of them.
     """
     if index.seq != state.seq:
         raise ValueError(f"tool index is at seq {index.seq} but the state at seq {state.seq}")
-    if episodes is not None and len(episodes) != state.memory.archive.count:
-        raise ValueError(
-            f"episode index holds {len(episodes)} episodes, the state's archive {state.memory.archive.count}"
-        )
+    known = chunks if chunks is not None else CheckpointChunks()
     folder = ledger_dir / CHECKPOINT_DIR
     folder.mkdir(exist_ok=True)
+    written: list[Path] = []
+    archive = state.memory.archive
+    full = [chunk for chunk in archive.chunks if len(chunk) == ARCHIVE_CHUNK]
+    names: list[str] = []
+    segments: list[str] | None = [] if save_index else None
+    for at, chunk in enumerate(full):
+        name, segment = known._known(at, chunk) or (None, None)
+        if name is None:
+            name = _write_chunk(folder, encode_archive_chunk(chunk), _ARC, written)
+        if segments is not None and segment is None:
+            data = EpisodeIndex.export_segment(chunk, first=at * ARCHIVE_CHUNK)
+            segment = None if data is None else _write_chunk(folder, data, _EPX, written)
+            segments = None if segment is None else segments  # a repeated id: no index saved
+        if segments is not None and segment is not None:
+            segments.append(segment)
+        known._learn(at, chunk, name, segment)
+        names.append(name)
+    if segments is None:
+        known._forget_segments()  # no .episodes names them now, so pruning removes them
+    tail: bytes | None = None
+    if segments is not None:
+        rest = archive.chunks[len(full) :]  # the newest chunk when it is not full yet
+        tail = EpisodeIndex.export_segment(rest[0] if rest else (), first=len(full) * ARCHIVE_CHUNK)
+    if len(index.recent) >= KEY_CHUNK:
+        sealed = _ENCODER.encode({key: index.keys[key] for key in index.recent})
+        index.key_chunks.append(_write_chunk(folder, sealed, _KEYS, written))
+        index.recent = {}
+    if written:
+        _fsync_dir(folder / CHUNK_DIR)
     index.head_hash = head_hash
-    payload = _ENCODER.encode(index)
+    payload = _ENCODER.encode(
+        _SavedTools(
+            seq=index.seq,
+            head_hash=head_hash,
+            key_chunks=index.key_chunks,
+            keys={key: index.keys[key] for key in index.recent},
+            pending=index.pending,
+            unknown=index.unknown,
+        )
+    )
     tools = _TOOLS_MAGIC + blake3.blake3(payload).digest() + payload
     stem = _name(state.seq)
     _write_atomic(folder / (stem + _TOOLS), tools)
-    if episodes is not None:
-        saved = _ENCODER.encode(_SavedEpisodes(seq=state.seq, head_hash=head_hash, index=episodes.export()))
+    if segments is not None and tail is not None:
+        saved = _ENCODER.encode(
+            _SavedEpisodes(seq=state.seq, head_hash=head_hash, index=tail, segments=segments)
+        )
         _write_atomic(folder / (stem + _EPISODES), _EPISODES_MAGIC + blake3.blake3(saved).digest() + saved)
     ckpt = folder / (stem + _CKPT)
-    _write_atomic(ckpt, encode_checkpoint(state, head_hash=head_hash))
+    _write_atomic(ckpt, encode_checkpoint(state, head_hash=head_hash, archive=tuple(names)))
     _fsync_dir(folder)
     return ckpt
 
 
 def prune_checkpoints(ledger_dir: Path, keep: int, *, head_seq: int | None = None) -> None:
-    """Remove all but the newest ``keep`` checkpoints (and leftover temp files).
+    """Remove all but the newest ``keep`` checkpoints (and leftover temp files), then every
+    chunk file no kept checkpoint names.
 
     With ``head_seq`` (the ledger's head), checkpoints past it are removed first and do
     not count: a cut (``holon repair --cut-at``, a torn tail lost with the power) left
@@ -298,6 +458,91 @@ def prune_checkpoints(ledger_dir: Path, keep: int, *, head_seq: int | None = Non
             orphan = sidecar and not path.with_suffix(_CKPT).exists()
             if path.name.endswith(_TMP) or orphan:
                 path.unlink(missing_ok=True)
+    _collect_chunks(folder, [path for _seq, path in found[:keep]])
+
+
+def _collect_chunks(folder: Path, kept: list[Path]) -> None:
+    """Remove the chunk files (temp files too) that none of the ``kept`` checkpoints names."""
+    chunk_dir = folder / CHUNK_DIR
+    if not chunk_dir.is_dir():
+        return
+    named: set[str] = set()
+    for path in kept:
+        try:
+            named.update(_named_chunks(path))
+        except OSError:
+            return  # what a kept checkpoint names cannot be told: remove nothing now
+    for path in chunk_dir.iterdir():
+        if path.name not in named:
+            path.unlink(missing_ok=True)
+
+
+def _named_chunks(path: Path) -> list[str]:
+    """The chunk file names checkpoint ``path`` (``.ckpt``) and its sidecars name.
+
+    A file missing or not decoding names nothing: that checkpoint cannot verify, so
+    nothing it names is needed. Raises ``OSError`` when a file cannot be read.
+    """
+    names: list[str] = []
+    with contextlib.suppress(FileNotFoundError):
+        key = read_checkpoint_key(path.read_bytes())
+        if not isinstance(key, CheckpointRejected):
+            names += [name + _ARC for name in key.archive]
+    with contextlib.suppress(FileNotFoundError):
+        tools = _decode_tools(path.with_suffix(_TOOLS).read_bytes())
+        if isinstance(tools, _SavedTools):
+            names += [name + _KEYS for name in tools.key_chunks]
+    with contextlib.suppress(FileNotFoundError):
+        episodes = _decode_episodes(path.with_suffix(_EPISODES).read_bytes())
+        if isinstance(episodes, _SavedEpisodes):
+            names += [name + _EPX for name in episodes.segments]
+    return names
+
+
+def _decode_tools(data: bytes) -> _SavedTools | ToolIndex | str:
+    """A ``.tools`` file's payload (a ``ToolIndex`` when written before key chunks), or what is wrong."""
+    head = len(_TOOLS_MAGIC) + _DIGEST
+    magic = data[: len(_TOOLS_MAGIC)]
+    if len(data) < head or magic not in (_TOOLS_MAGIC, _OLD_TOOLS_MAGIC):
+        return "is not a holon tool index (bad magic)"
+    payload = data[head:]
+    if blake3.blake3(payload).digest() != data[len(_TOOLS_MAGIC) : head]:
+        return "fails its checksum"
+    try:
+        if magic == _OLD_TOOLS_MAGIC:
+            return _OLD_INDEX_DECODER.decode(payload)
+        return _TOOLS_DECODER.decode(payload)
+    except msgspec.DecodeError as exc:
+        return f"does not decode: {exc}"
+
+
+def _decode_episodes(data: bytes) -> _SavedEpisodes | str:
+    """An ``.episodes`` file's payload, or what is wrong with it."""
+    head = len(_EPISODES_MAGIC) + _DIGEST
+    if len(data) < head or not data.startswith(_EPISODES_MAGIC):
+        return "has a bad magic"
+    payload = memoryview(data)[head:]
+    if blake3.blake3(payload).digest() != data[len(_EPISODES_MAGIC) : head]:
+        return "fails its checksum"
+    try:
+        return _EPISODES_DECODER.decode(payload)
+    except msgspec.DecodeError as exc:
+        return f"does not decode: {exc}"
+
+
+def _read_chunk(folder: Path, name: str, suffix: str) -> bytes | str:
+    """The bytes of a chunk file, checked against the hash that names it, or what is wrong."""
+    path = _chunk_path(folder, name, suffix)
+    shown = f"{CHUNK_DIR}/{path.name}"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return f"chunk file {shown} is missing"
+    except OSError as exc:
+        return f"cannot read chunk file {shown}: {exc}"
+    if blake3.blake3(data).hexdigest() != name:
+        return f"chunk file {shown} fails its checksum"
+    return data
 
 
 def _read_index(path: Path) -> ToolIndex | str:
@@ -305,16 +550,33 @@ def _read_index(path: Path) -> ToolIndex | str:
         data = path.read_bytes()
     except FileNotFoundError:
         return f"its tool index {path.name} is missing"
-    head = len(_TOOLS_MAGIC) + _DIGEST
-    if len(data) < head or not data.startswith(_TOOLS_MAGIC):
-        return f"tool index {path.name} is not a holon tool index (bad magic)"
-    payload = data[head:]
-    if blake3.blake3(payload).digest() != data[len(_TOOLS_MAGIC) : head]:
-        return f"tool index {path.name} fails its checksum"
-    try:
-        return _INDEX_DECODER.decode(payload)
-    except msgspec.DecodeError as exc:
-        return f"tool index {path.name} does not decode: {exc}"
+    saved = _decode_tools(data)
+    if isinstance(saved, str):
+        return f"tool index {path.name} {saved}"
+    if isinstance(saved, ToolIndex):
+        saved.recent = dict.fromkeys(saved.keys)  # none of its keys is in a key chunk yet
+        return saved
+    keys: dict[str, KeyEntry] = {}
+    for name in saved.key_chunks:
+        chunk = _read_chunk(path.parent, name, _KEYS)
+        if isinstance(chunk, str):
+            return f"tool index {path.name}: {chunk}"
+        try:
+            # A later chunk sets a key again (its result, a call reusing it): the last wins,
+            # in the place the key was first set, as folding the records does.
+            keys.update(_KEYS_DECODER.decode(chunk))
+        except msgspec.DecodeError as exc:
+            return f"tool index {path.name}: chunk file {CHUNK_DIR}/{name}{_KEYS} does not decode: {exc}"
+    keys.update(saved.keys)
+    return ToolIndex(
+        seq=saved.seq,
+        head_hash=saved.head_hash,
+        keys=keys,
+        pending=saved.pending,
+        unknown=saved.unknown,
+        key_chunks=saved.key_chunks,
+        recent=dict.fromkeys(saved.keys),
+    )
 
 
 def load_checkpoint(
@@ -323,13 +585,16 @@ def load_checkpoint(
     head: tuple[int, str],
     tail: Callable[[int], list[r.Record]],
     config: ProjectionConfig | None,
+    chunks: CheckpointChunks | None = None,
 ) -> tuple[ProjectionState, ToolIndex, list[r.Record]] | CheckpointRejected:
     """A checkpoint's state and tool index with the ledger records after it, if valid.
 
     ``head`` is the ledger's ``(seq, hash)``; ``tail(seq)`` returns the records after
     ``seq``. The state must have been folded under ``config``; ``None`` accepts the
     config the checkpoint was written under (a reader learning it from the checkpoint).
-    Returns the reason when the checkpoint cannot be trusted.
+    Returns the reason when the checkpoint cannot be trusted (a chunk file it names
+    missing or damaged is ``corrupt``, naming the file). ``chunks`` learns the archive
+    chunks it names, so the agent's next checkpoint names them again.
     """
     try:
         data = path.read_bytes()
@@ -355,7 +620,15 @@ def load_checkpoint(
             return None
         return key.head_hash if reached == head_hash else f"(unknown: chain does not reach head {head_hash})"
 
-    state = restore_checkpoint(data, hash_at=hash_at, config=config if config is not None else key.config)
+    def chunk(name: str) -> bytes | CheckpointRejected:
+        read = _read_chunk(path.parent, name, _ARC)
+        if isinstance(read, str):
+            return CheckpointRejected(reason="corrupt", detail=f"{path.name}: {read}")
+        return read
+
+    state = restore_checkpoint(
+        data, hash_at=hash_at, config=config if config is not None else key.config, chunk=chunk
+    )
     if isinstance(state, CheckpointRejected):
         return state
     index = _read_index(path.with_suffix(_TOOLS))
@@ -366,19 +639,28 @@ def load_checkpoint(
             reason="corrupt",
             detail=f"tool index is for seq {index.seq} ({index.head_hash[:12]}), checkpoint is for {key.seq}",
         )
+    if chunks is not None:
+        for at, (held, name) in enumerate(zip(state.memory.archive.chunks, key.archive, strict=False)):
+            chunks._learn(at, held, name, None)
     return state, index, records
 
 
 def load_episode_index(
-    path: Path, *, seq: int, head_hash: str, episodes: Iterable[r.ContextEpisodeRecord]
+    path: Path,
+    *,
+    seq: int,
+    head_hash: str,
+    episodes: Iterable[r.ContextEpisodeRecord],
+    chunks: CheckpointChunks | None = None,
 ) -> EpisodeIndex | EpisodeIndexRejected:
     """The episode index saved beside checkpoint ``path`` (``.ckpt``), if it can be trusted.
 
     ``seq`` and ``head_hash`` are the checkpoint's (the index must have been saved at the
     same ledger state); ``episodes`` is the archive now, which may have grown since (the
     newer episodes are indexed on restore). Otherwise returns why the saved index is not
-    used: ``missing``, ``corrupt`` (magic, checksum, msgpack) or ``stale`` (another seq or
-    ledger, other tokenizing code, other episodes).
+    used: ``missing`` (the file, or a segment file it names), ``corrupt`` (magic, checksum,
+    msgpack) or ``stale`` (another seq or ledger, other tokenizing code, other episodes).
+    ``chunks`` learns the segments it names, so the agent's next checkpoint names them again.
     """
     side = path.with_suffix(_EPISODES)
     try:
@@ -387,24 +669,27 @@ def load_episode_index(
         return EpisodeIndexRejected(reason="missing", detail=f"no saved episode index {side.name}")
     except OSError as exc:
         return EpisodeIndexRejected(reason="corrupt", detail=f"cannot read {side.name}: {exc}")
-    head = len(_EPISODES_MAGIC) + _DIGEST
-    if len(data) < head or not data.startswith(_EPISODES_MAGIC):
-        return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} has a bad magic")
-    payload = memoryview(data)[head:]
-    if blake3.blake3(payload).digest() != data[len(_EPISODES_MAGIC) : head]:
-        return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} fails its checksum")
-    try:
-        saved = _EPISODES_DECODER.decode(payload)
-    except msgspec.DecodeError as exc:
-        return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} does not decode: {exc}")
+    saved = _decode_episodes(data)
+    if isinstance(saved, str):
+        return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} {saved}")
     if (saved.seq, saved.head_hash) != (seq, head_hash):
         return EpisodeIndexRejected(
             reason="stale",
             detail=f"{side.name} was saved at seq {saved.seq} ({saved.head_hash[:12]}), not {seq}",
         )
-    restored = EpisodeIndex.restore(saved.index, episodes)
+    parts: list[bytes] = []
+    for name in saved.segments:
+        part = _read_chunk(path.parent, name, _EPX)
+        if isinstance(part, str):
+            reason: Literal["missing", "corrupt"] = "missing" if part.endswith("is missing") else "corrupt"
+            return EpisodeIndexRejected(reason=reason, detail=f"{side.name}: {part}")
+        parts.append(part)
+    restored = EpisodeIndex.restore_segments([*parts, saved.index], episodes)
     if isinstance(restored, EpisodeIndexRejected):
         return EpisodeIndexRejected(reason=restored.reason, detail=f"{side.name}: {restored.detail}")
+    if chunks is not None:
+        for at, name in enumerate(saved.segments):
+            chunks._learn_segment(at, name)
     return restored
 
 
