@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from holon import records as r
-from holon.context import EpisodeIndex, EpisodeIndexRejected
+from holon.context import EpisodeIndex, EpisodeIndexRejected, search
 from holon.ledger import Ledger
 from holon.projections import (
     ARCHIVE_CHUNK,
@@ -194,6 +194,14 @@ def test_each_chunk_is_written_once_and_a_checkpoint_writes_only_what_is_new(
     records = _records(5 * ARCHIVE_CHUNK + 3, [(k, True, "ok") for k in range(3000)])
     hashes = _hashes(records)
     writes = _count_writes(monkeypatch)
+    tokenized: list[int] = []
+    counts = search._counts
+
+    def counting(episode: r.ContextEpisodeRecord) -> dict[str, int]:
+        tokenized.append(episode.episode_id)
+        return counts(episode)
+
+    monkeypatch.setattr(search, "_counts", counting)
     state, tools, chunks, done = initial_state(), ToolIndex(), CheckpointChunks(), 0
     for cut in range(99, len(records), 100):
         for record in records[done : cut + 1]:
@@ -211,6 +219,8 @@ def test_each_chunk_is_written_once_and_a_checkpoint_writes_only_what_is_new(
     keys = [n for n in writes if n.endswith(".keys")]
     assert len(arcs) == len(set(arcs)) == 5 and len(epxs) == len(set(epxs)) == 5
     assert len(keys) == len(set(keys)) == 2  # 3000 keys: two chunks of 1024, the rest in .tools
+    # Each episode was tokenized once, by the first checkpoint after it was archived.
+    assert tokenized == list(range(state.memory.archive.count))
     # The last checkpoint's .ckpt holds only the archive's newest chunk, not the 323 episodes.
     (_, newest), *_ = list_checkpoints(tmp_path)
     key = ck.read_checkpoint_key(newest.read_bytes())

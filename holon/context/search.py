@@ -513,9 +513,13 @@ class EpisodeIndex:
             if term not in seen:
                 yield term, postings
 
-    def export(self) -> bytes:
-        """The index as bytes for :meth:`restore` (deterministic: equal indexes, equal bytes)."""
-        return self._export(0)
+    def export(self, *, first: int = 0) -> bytes:
+        """The index as bytes for :meth:`restore` (deterministic: equal indexes, equal bytes).
+
+        With ``first``, as the segment of a larger index whose documents start at that
+        position (:meth:`restore_segments`): :meth:`export_segment` of its episodes.
+        """
+        return self._export(first)
 
     @classmethod
     def export_segment(cls, episodes: Iterable[r.ContextEpisodeRecord], *, first: int) -> bytes | None:

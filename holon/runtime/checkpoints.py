@@ -238,6 +238,22 @@ class CheckpointChunks:
 
     def __init__(self) -> None:
         self.archive: list[tuple[tuple[r.ContextEpisodeRecord, ...], str, str | None]] = []
+        # The index of the newest archive chunk's episodes as far as the last checkpoint
+        # saw them: its position, the index, how many episodes went in and the last one.
+        self._tail: tuple[int, EpisodeIndex, int, r.ContextEpisodeRecord | None] | None = None
+
+    def _segment(self, at: int, episodes: tuple[r.ContextEpisodeRecord, ...]) -> bytes | None:
+        """``EpisodeIndex.export_segment`` of the archive chunk at ``at``, indexing only the
+        episodes it gained since the last call (a checkpoint re-tokenized up to 63 before)."""
+        tail = self._tail
+        gone = tail is None or tail[0] != at or tail[2] > len(episodes)
+        if tail is None or gone or (tail[2] and episodes[tail[2] - 1] is not tail[3]):
+            tail = (at, EpisodeIndex(), 0, None)  # another chunk, or another archive
+        _at, index, added, _last = tail
+        index.extend(episodes[added:])
+        self._tail = (at, index, len(episodes), episodes[-1] if episodes else None)
+        # A repeated episode id is one document: the positions after it are not the archive's.
+        return index.export(first=at * ARCHIVE_CHUNK) if len(index) == len(episodes) else None
 
     def _known(self, at: int, chunk: tuple[r.ContextEpisodeRecord, ...]) -> tuple[str, str | None] | None:
         if at < len(self.archive) and self.archive[at][0] is chunk:
@@ -386,7 +402,7 @@ def write_checkpoint(
         if name is None:
             name = _write_chunk(folder, encode_archive_chunk(chunk), _ARC, written)
         if segments is not None and segment is None:
-            data = EpisodeIndex.export_segment(chunk, first=at * ARCHIVE_CHUNK)
+            data = known._segment(at, chunk)
             segment = None if data is None else _write_chunk(folder, data, _EPX, written)
             segments = None if segment is None else segments  # a repeated id: no index saved
         if segments is not None and segment is not None:
@@ -398,7 +414,7 @@ def write_checkpoint(
     tail: bytes | None = None
     if segments is not None:
         rest = archive.chunks[len(full) :]  # the newest chunk when it is not full yet
-        tail = EpisodeIndex.export_segment(rest[0] if rest else (), first=len(full) * ARCHIVE_CHUNK)
+        tail = known._segment(len(full), rest[0] if rest else ())
     if len(index.recent) >= KEY_CHUNK:
         sealed = _ENCODER.encode({key: index.keys[key] for key in index.recent})
         index.key_chunks.append(_write_chunk(folder, sealed, _KEYS, written))
