@@ -34,8 +34,10 @@ loop in one process — tool rounds with 200 B-50 KB outputs, a work switch ever
 turns, waits, tasks, plan edits, decisions, follow-ups, a ``holon_search`` recall every
 50 turns, ``turn.context()`` before every model call, checkpoints every 100 turns — and
 prints per-turn p50 and RSS at turns 100, 1,000, 10,000 and 30,000 with the sizes of what
-the agent keeps; then it copies the ledger, reopens the copy, and checks that the next
-turn's prompt is the one the agent that kept running renders.
+the agent keeps and what its last 10 checkpoints cost (each ``agent.checkpoint()`` timed
+alone: median and mean milliseconds, bytes of the files it added); then it copies the
+ledger, reopens the copy, and checks that the next turn's prompt is the one the agent
+that kept running renders.
 """
 
 from __future__ import annotations
@@ -520,11 +522,13 @@ def longrun(turns: int = LONG_TURNS) -> None:
             if i % LONG_CHECKPOINT == 0:
                 checkpoints.append(_timed_checkpoint(agent))
             if i in LONG_MARKS:
-                recent = checkpoints[-5:]
+                recent = checkpoints[-10:]
+                spent = [s for s, _ in recent]
+                mean_ms, mean_kb = statistics.mean(spent) * 1e3, statistics.mean(b for _, b in recent) / 1024
                 print(
-                    f"turn {i:>6,}: checkpoint {_p50([s for s, _ in recent]):6.1f} ms (median of the last "
-                    f"{len(recent)}), {recent[-1][1] / 1024:,.0f} KB written by the last one, checkpoints/ "
-                    f"holds {_tree_bytes(agent.ledger.path / 'checkpoints') / 1024:,.0f} KB",
+                    f"turn {i:>6,}: checkpoint {_p50(spent):6.1f} ms median, {mean_ms:.1f} ms mean, "
+                    f"{mean_kb:,.0f} KB written on average (the last {len(recent)}); checkpoints/ holds "
+                    f"{_tree_bytes(agent.ledger.path / 'checkpoints') / 1024:,.0f} KB",
                     flush=True,
                 )
                 held = sum(len(text) for memo in render_module._COUNTS.values() for text in memo)
