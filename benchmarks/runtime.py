@@ -469,7 +469,11 @@ def _daemon_turn(agent: Agent, i: int, rng: random.Random, pool: list[str]) -> P
             )
             out = f"call {i}.{rnd} {rng.random()}\n{rng.choice(pool)}"
             code = 0 if rng.random() < 0.9 else 1
-            call.run(lambda out=out, code=code: (out, code))
+
+            def execute(out: str = out, code: int = code) -> tuple[str, int]:
+                return out, code
+
+            call.run(execute)
             messages.append({"role": "user", "content": [{"type": "tool_result", "content": call.output}]})
         if i % 3 == 0:
             turn.record_plan(
