@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import msgspec
@@ -30,15 +31,20 @@ from holon.records import (
     Body,
     ExecutionEnvironment,
     Message,
+    PlanStep,
     Record,
     ToolIntent,
     ToolResult,
     TurnEnded,
     TurnStarted,
+    WorkPlan,
     non_json_value,
 )
 
 __all__ = ["SYNTHETIC_STEP_MS", "ImportReport", "PendingCall", "TranscriptBuilder"]
+
+#: A plan step's status, as :class:`~holon.records.PlanStep` takes it.
+StepStatus = Literal["pending", "in_progress", "done", "blocked", "skipped"]
 
 #: Milliseconds between consecutive records when the transcript has no timestamps.
 SYNTHETIC_STEP_MS: Final = 1000
@@ -200,6 +206,40 @@ class TranscriptBuilder:
     def skip(self, reason: str, count: int = 1) -> None:
         """Count a source event or block that was deliberately not imported."""
         self._skipped[reason] += count
+
+    def declare_plan(
+        self,
+        items: object,
+        *,
+        text_key: str,
+        statuses: Mapping[str, StepStatus],
+        unreadable: str,
+    ) -> None:
+        """Emit the plan a tool's task list declares (Claude Code's TodoWrite, OpenHands' task_tracker).
+
+        ``items`` is the list the model wrote: dicts with the step's text under ``text_key``,
+        an optional ``id`` (a blank or missing one is the step's 1-based position) and a
+        ``status`` mapped by ``statuses`` (any other is pending). A list that is not such
+        is skipped with the reason ``unreadable``. The plan follows the call, not its
+        (always trivial) result: it is the agent's declared plan from the moment it writes it.
+        """
+        if not isinstance(items, list) or not all(
+            isinstance(item, dict) and isinstance(item.get(text_key), str) for item in items
+        ):
+            self.skip(unreadable)
+            return
+        steps = []
+        for index, item in enumerate(items, start=1):
+            step_id = item.get("id")
+            status = item.get("status")
+            steps.append(
+                PlanStep(
+                    id=step_id if isinstance(step_id, str) and step_id.strip() else str(index),
+                    text=item[text_key],
+                    status=statuses.get(status, "pending") if isinstance(status, str) else "pending",
+                )
+            )
+        self.emit(WorkPlan(work_item_id=None, steps=tuple(steps)))
 
     @property
     def turn_open(self) -> bool:

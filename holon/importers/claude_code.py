@@ -16,7 +16,7 @@ from typing import Final, Literal
 from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
 from holon.importers._effects import edit_targets
 from holon.importers._shape import Node, iter_jsonl, parse_iso_ms
-from holon.records import ContextSummary, Message, PlanStep, WorkPlan
+from holon.records import ContextSummary, Message
 
 __all__ = ["FORMAT", "parse_claude_code"]
 
@@ -380,23 +380,9 @@ def _assistant_blocks(builder: TranscriptBuilder, content: Node, say: Callable[[
 
 
 def _plan(builder: TranscriptBuilder, args: dict[str, object]) -> None:
-    # The todo list is the agent's declared plan from the moment it writes it, so the plan
-    # follows the intent rather than waiting for the (always trivial) tool result.
-    todos = args.get("todos")
-    if not isinstance(todos, list) or not all(
-        isinstance(t, dict) and isinstance(t.get("content"), str) for t in todos
-    ):
-        builder.skip("TodoWrite without a readable todo list")
-        return
-    steps = []
-    for index, todo in enumerate(todos, start=1):
-        step_id = todo.get("id")
-        status = todo.get("status")
-        steps.append(
-            PlanStep(
-                id=step_id if isinstance(step_id, str) and step_id else str(index),
-                text=todo["content"],
-                status=_TODO_STATUS.get(status, "pending") if isinstance(status, str) else "pending",
-            )
-        )
-    builder.emit(WorkPlan(work_item_id=None, steps=tuple(steps)))
+    builder.declare_plan(
+        args.get("todos"),
+        text_key="content",
+        statuses=_TODO_STATUS,
+        unreadable="TodoWrite without a readable todo list",
+    )

@@ -22,7 +22,7 @@ from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
 from holon.importers._effects import EDIT_COMMANDS, edit_targets
 from holon.importers._shape import Node, decode_json_document, iter_jsonl, parse_iso_ms, try_json_document
 from holon.importers.openai_chat import tool_definitions
-from holon.records import Brief, ContextSummary, Message, PlanStep, SystemPolicy, WorkPlan
+from holon.records import Brief, ContextSummary, Message, SystemPolicy
 
 __all__ = ["FORMAT", "parse_openhands"]
 
@@ -265,24 +265,12 @@ def _task_plan(builder: TranscriptBuilder, args: dict[str, Any]) -> None:
     """
     if args.get("command", "view") != "plan":
         return
-    tasks = args.get("task_list")
-    if not isinstance(tasks, list) or not all(
-        isinstance(task, dict) and isinstance(task.get("title"), str) for task in tasks
-    ):
-        builder.skip("task_tracker plan without a readable task list")
-        return
-    steps = []
-    for index, task in enumerate(tasks, start=1):
-        task_id = task.get("id")
-        status = task.get("status")
-        steps.append(
-            PlanStep(
-                id=task_id if isinstance(task_id, str) and task_id.strip() else str(index),
-                text=task["title"],
-                status=_TASK_STATUS.get(status, "pending") if isinstance(status, str) else "pending",
-            )
-        )
-    builder.emit(WorkPlan(work_item_id=None, steps=tuple(steps)))
+    builder.declare_plan(
+        args.get("task_list"),
+        text_key="title",
+        statuses=_TASK_STATUS,
+        unreadable="task_tracker plan without a readable task list",
+    )
 
 
 def _model_arguments(metadata: Node, call_id: str | None) -> dict[str, Any] | None:
