@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 import msgspec
 import zstandard
@@ -88,6 +88,7 @@ _ENCODER: Final = msgspec.msgpack.Encoder()
 # A damaged byte inside a msgpack string is invalid UTF-8, which msgspec reports as
 # UnicodeDecodeError rather than DecodeError; both mean the bytes are not a checkpoint.
 _DECODE_ERRORS: Final = (msgspec.DecodeError, UnicodeDecodeError)
+_T = TypeVar("_T")
 #: The most output one compressed byte can stand for (a zstd RLE block; see
 #: holon.ledger.compression, which the projections may not import).
 _MAX_ZSTD_RATIO: Final = 1 << 15
@@ -123,7 +124,8 @@ def _compress(data: bytes) -> bytes:
     return compressor.compress(data)
 
 
-def _decompress(frame: bytes, what: str) -> bytes | CheckpointRejected:
+def _decoded(frame: bytes, decoder: msgspec.msgpack.Decoder[_T], what: str) -> _T | CheckpointRejected:
+    """``frame`` decompressed and decoded; damage at either step is a "corrupt" rejection naming ``what``."""
     try:
         declared = zstandard.frame_content_size(frame)
         if declared > len(frame) * _MAX_ZSTD_RATIO:
@@ -134,8 +136,8 @@ def _decompress(frame: bytes, what: str) -> bytes | CheckpointRejected:
                 detail=f"{what}'s zstd header declares {declared:,} bytes, "
                 f"more than {len(frame):,} compressed bytes can hold",
             )
-        return zstandard.ZstdDecompressor().decompress(frame)
-    except zstandard.ZstdError as exc:
+        return decoder.decode(zstandard.ZstdDecompressor().decompress(frame))
+    except (zstandard.ZstdError, *_DECODE_ERRORS) as exc:
         return CheckpointRejected(reason="corrupt", detail=f"{what} does not decode: {exc}")
 
 
@@ -148,13 +150,9 @@ def decode_archive_chunk(
     data: bytes, *, name: str
 ) -> tuple[r.ContextEpisodeRecord, ...] | CheckpointRejected:
     """The full archive chunk :func:`encode_archive_chunk` made ``data`` of; ``name`` is for a rejection."""
-    payload = _decompress(data, f"archive chunk {name}")
-    if isinstance(payload, CheckpointRejected):
-        return payload
-    try:
-        chunk = _CHUNK_DECODER.decode(payload)
-    except _DECODE_ERRORS as exc:
-        return CheckpointRejected(reason="corrupt", detail=f"archive chunk {name} does not decode: {exc}")
+    chunk = _decoded(data, _CHUNK_DECODER, f"archive chunk {name}")
+    if isinstance(chunk, CheckpointRejected):
+        return chunk
     if len(chunk) != ARCHIVE_CHUNK:
         return CheckpointRejected(
             reason="corrupt", detail=f"archive chunk {name} holds {len(chunk)} episodes, not {ARCHIVE_CHUNK}"
@@ -212,13 +210,9 @@ def restore_checkpoint(
             detail=f"ledger hash at seq {key.seq} is {ledger_hash}, checkpoint was made at {key.head_hash}",
         )
     (length,) = _LENGTH.unpack_from(data, len(CHECKPOINT_MAGIC))
-    payload = _decompress(data[_HEADER + length :], "the checkpoint state")
-    if isinstance(payload, CheckpointRejected):
-        return payload
-    try:
-        state = _STATE_DECODER.decode(payload)
-    except _DECODE_ERRORS as exc:
-        return CheckpointRejected(reason="corrupt", detail=f"checkpoint state does not decode: {exc}")
+    state = _decoded(data[_HEADER + length :], _STATE_DECODER, "the checkpoint state")
+    if isinstance(state, CheckpointRejected):
+        return state
     if (
         state.seq != key.seq
         or state.config != key.config
