@@ -55,7 +55,7 @@ from holon.context import (
     to_openai_responses,
 )
 from holon.errors import BudgetExceeded, HolonError, InvalidRecord, LedgerCorrupt, LedgerLocked, UsageError
-from holon.importers import FORMATS, IMPORTERS, read_transcript
+from holon.importers import FORMATS, IMPORTERS, SYNTHETIC_STEP_MS, read_transcript
 from holon.ledger import (
     DEFAULT_BLOB_THRESHOLD,
     HEADER_NAME,
@@ -1107,6 +1107,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
             "tool_calls": report.tool_calls,
             "unmatched_intents": report.unmatched_intents,
             "skipped": report.skipped,
+            "synthetic_clock": report.synthetic_clock,
         }
         if not as_json:
             skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
@@ -1116,6 +1117,13 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
                 f"({report.unmatched_intents} without a result); "
                 f"skipped: {skipped}"
             )
+            if report.synthetic_clock:
+                # Otherwise nothing says so: holon stats' hours and the audit's tool and turn
+                # durations read the invented clock as if it were the agent's.
+                _echo(
+                    f"the transcript has no timestamps: its records are {SYNTHETIC_STEP_MS:,} ms apart on a "
+                    "synthetic clock, so durations (holon stats, holon audit) are not real"
+                )
         _appended(as_json, appended, len(report.records), extra, ledger)
 
 
