@@ -22,9 +22,19 @@ from holon import cli, errors, projections
 from holon.context import RENDER_VERSION, Budget, RenderConfig
 from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import Ledger
-from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, encode_checkpoint, fold
-from holon.records import Message, Record, ToolIntent, ToolResult
+from holon.projections import (
+    ARCHIVE_CHUNK,
+    DEFAULT_CONFIG,
+    PROJECTION_VERSION,
+    CheckpointKey,
+    CheckpointRejected,
+    decode_archive_chunk,
+    encode_checkpoint,
+    fold,
+)
+from holon.records import Body, ContextEpisodeRecord, Message, Record, ToolIntent, ToolResult
 from holon.runtime import AgentConfig, OpenReport
+from holon.runtime.checkpoints import CHECKPOINT_DIR, CHUNK_DIR, KEY_CHUNK, ToolIndex, write_checkpoint
 from tests.cli_support import invoke
 
 # docs/ledger-format.md, "Segment file": header and frame layouts, little-endian.
@@ -285,3 +295,61 @@ def test_dependencies_md_explains_every_dependency_of_pyproject() -> None:
     for requirement in required:
         name = re.match(r"[\w-]+", requirement)
         assert name is not None and re.search(rf"\b{name.group(0)}\b", text), requirement
+
+
+# ---------------------------------------------------------------- sealed segments, checkpoints
+
+
+def test_memory_model_names_every_field_of_the_checkpoint_key() -> None:
+    # The key gained `archive` (the chunks a checkpoint names) and the page still listed four.
+    section = " ".join(_section("docs/memory-model.md", "## Checkpoints").split())
+    said = section[section.index("The key holds") :].split(", and can be read")[0]
+    named = re.findall(r"`(\w+)`", said)
+    assert named == [f.name for f in msgspec.structs.fields(CheckpointKey)]
+
+
+def test_checkpoint_files_follow_daemon_guide_md(tmp_path: Path) -> None:
+    # One full archive chunk and one key chunk's worth of keys: every kind of file is written.
+    bodies: list[Body] = [
+        ToolIntent(call_id=f"c{n}", tool="bash", idempotency_key=f"k{n}") for n in range(KEY_CHUNK)
+    ]
+    bodies += [
+        ContextEpisodeRecord(
+            episode_id=n, boundary_reason="turn_cap", work_item_id="W1", first_turn=n, last_turn=n,
+            from_seq=n, to_seq=n, objective=f"objective {n}", projection_version=PROJECTION_VERSION,
+        )
+        for n in range(ARCHIVE_CHUNK)
+    ]  # fmt: skip
+    records = [Record(body=body, ts=seq, turn=None, seq=seq) for seq, body in enumerate(bodies)]
+    tools = ToolIndex()
+    for record in records:
+        tools.apply(record)
+    write_checkpoint(tmp_path, fold(records), tools, head_hash="ab" * 32, save_index=True)
+
+    text = " ".join((ROOT / "docs/daemon-guide.md").read_text().split())
+    assert "named by the seq they were taken at (`<seq>`: 12 digits, zero-padded)" in text
+    assert f"one full archive chunk ({ARCHIVE_CHUNK} episodes, `encode_archive_chunk`)" in text
+    assert f"{KEY_CHUNK:,} keys (`KEY_CHUNK`)" in text
+    folder = tmp_path / CHECKPOINT_DIR
+    seq = f"{len(records) - 1:012d}"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [CHUNK_DIR, f"{seq}.ckpt", f"{seq}.episodes", f"{seq}.tools"]
+    )
+    for suffix, magic in ((".tools", b"HOLONTI2"), (".episodes", b"HOLONEPX")):
+        assert f"checksum (magic `{magic.decode()}`)" in text
+        data = (folder / (seq + suffix)).read_bytes()
+        assert data[:8] == magic and data[8:40] == blake3.blake3(data[40:]).digest()
+    listed = [row[0].strip("`") for row in _rows(_chunk_table())]
+    assert listed == ["<blake3>.arc", "<blake3>.epx", "<blake3>.keys"]
+    chunks = sorted((folder / CHUNK_DIR).iterdir(), key=lambda p: p.suffix)
+    assert [p.suffix for p in chunks] == [".arc", ".epx", ".keys"]
+    for path in chunks:
+        assert path.stem == blake3.blake3(path.read_bytes()).hexdigest()
+    episodes = decode_archive_chunk(chunks[0].read_bytes(), name=chunks[0].name)
+    assert not isinstance(episodes, CheckpointRejected) and len(episodes) == ARCHIVE_CHUNK
+
+
+def _chunk_table() -> str:
+    text = (ROOT / "docs/daemon-guide.md").read_text()
+    start = text.index("| chunk file | holds | written when |")
+    return text[start : text.index("\n\n", start)]
