@@ -6,6 +6,7 @@ change to the format or a default that the doc still describes fails here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import struct
@@ -21,7 +22,7 @@ import zstandard
 from holon import cli, errors, projections
 from holon.context import RENDER_VERSION, Budget, RenderConfig
 from holon.errors import LedgerCorrupt, UsageError
-from holon.ledger import Ledger
+from holon.ledger import FORMAT_VERSION, Ledger
 from holon.projections import (
     ARCHIVE_CHUNK,
     DEFAULT_CONFIG,
@@ -298,6 +299,63 @@ def test_dependencies_md_explains_every_dependency_of_pyproject() -> None:
 
 
 # ---------------------------------------------------------------- sealed segments, checkpoints
+
+
+SKIPPABLE = struct.Struct("<II")
+SEEK_ENTRY = struct.Struct("<QQQ")
+SEEK_TRAILER = struct.Struct("<QQIIQ8s")
+
+
+def test_a_sealed_segment_follows_ledger_format_md(tmp_path: Path) -> None:
+    # Read the way the page tells a third party to: the trailer at the file's end, the
+    # table before it, each zstd frame decompressed on its own.
+    section = " ".join(_section("docs/ledger-format.md", "## Sealed segment file").split())
+    assert "u32 magic `0x184D2A50`, u32 size of the rest (24*k* + 40)" in section
+    assert "u32 table version (1)" in section and "8 bytes magic `HOLONSKT`" in section
+    assert "at or past 256 KiB of plain bytes" in section
+    # ~3 KB each, under the blob threshold: a 1 MiB segment of them seals into several frames.
+    output = "".join(f"line {n}: {n * 7919 % 104729}\n" for n in range(160))
+    with Ledger.create(tmp_path / "l", agent_id="a1", segment_bytes=1 << 20) as ledger:
+        for n in range(500):
+            result = ToolResult(call_id=f"c{n}", tool="bash", status="ok", output=output)
+            ledger.append(Record(body=result, ts=n, turn=None))
+    sealed = tmp_path / "l" / "segments" / ("0" * 20 + ".seg.zst")
+    data = sealed.read_bytes()
+    end_seq, plain_size, k, table_version, checksum, magic = SEEK_TRAILER.unpack_from(data, len(data) - 40)
+    assert (magic, table_version) == (b"HOLONSKT", 1) and k > 2  # several ~256 KiB frames
+    table_at = len(data) - 40 - 24 * k - SKIPPABLE.size
+    assert SKIPPABLE.unpack_from(data, table_at) == (0x184D2A50, 24 * k + 40)
+    entries = [SEEK_ENTRY.unpack_from(data, table_at + 8 + 24 * i) for i in range(k)]
+    assert checksum == xxhash.xxh3_64_intdigest(data[table_at + 8 : len(data) - 16])
+    assert entries[0] == (0, 0, 0)
+    bounds = [*entries, (end_seq, plain_size, table_at)]
+    plain = b""
+    for (first_seq, plain_at, at), (_, plain_end, end) in itertools.pairwise(bounds):
+        frame = data[at:end]
+        assert zstandard.get_frame_parameters(frame).content_size == plain_end - plain_at
+        piece = zstandard.ZstdDecompressor().decompress(frame)
+        if plain:  # a record frame starts with a whole record of seq first_seq
+            (n,) = struct.unpack_from("<I", piece)
+            assert msgspec.msgpack.decode(piece[48 : 48 + n])["seq"] == first_seq
+            assert plain_end - plain_at < (256 << 10) + 4096  # closes at the first boundary past 256 KiB
+        else:
+            assert len(piece) == 64 and piece[:8] == b"HOLONSEG"
+        plain += piece
+    assert len(plain) == plain_size
+    # `zstd -dc` of the whole file (one stream, the table skipped) gives the plain segment.
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    assert reader.read() == plain
+
+
+def test_ledger_format_md_names_the_format_version_this_holon_writes(tmp_path: Path) -> None:
+    text = (ROOT / "docs/ledger-format.md").read_text()
+    assert text.startswith(f"# Ledger format (version {FORMAT_VERSION})\n")
+    policy = " ".join(_section("docs/ledger-format.md", "## Version policy").split())
+    assert f"This holon writes version {FORMAT_VERSION} and reads versions 1 and {FORMAT_VERSION}" in policy
+    table = policy[: policy.index("A reader meeting")]
+    assert re.findall(r"\| (\d+) \|", table) == [str(v) for v in range(1, FORMAT_VERSION + 1)]
+    Ledger.create(tmp_path / "l", agent_id="a1").close()
+    assert json.loads((tmp_path / "l" / "holon-ledger.json").read_text())["format_version"] == FORMAT_VERSION
 
 
 def test_memory_model_names_every_field_of_the_checkpoint_key() -> None:
