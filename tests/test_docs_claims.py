@@ -37,6 +37,7 @@ from holon.records import Body, ContextEpisodeRecord, Message, Record, ToolInten
 from holon.runtime import AgentConfig, OpenReport
 from holon.runtime.checkpoints import CHECKPOINT_DIR, CHUNK_DIR, KEY_CHUNK, ToolIndex, write_checkpoint
 from tests.cli_support import invoke
+from tests.test_layers import ALLOWED_HOLON
 
 # docs/ledger-format.md, "Segment file": header and frame layouts, little-endian.
 SEGMENT_HEADER = struct.Struct("<8sHHIQ32sQ")
@@ -411,3 +412,21 @@ def _chunk_table() -> str:
     text = (ROOT / "docs/daemon-guide.md").read_text()
     start = text.index("| chunk file | holds | written when |")
     return text[start : text.index("\n\n", start)]
+
+
+def test_architecture_may_import_column_is_what_test_layers_allows() -> None:
+    # The table is the reader's copy of tests/test_layers.py's rules.
+    listed: dict[str, set[str]] = {}
+    above: set[str] = set()
+    packages = _section("docs/architecture.md", "## Packages")
+    for row in _rows(packages[: packages.index("\n### ")]):
+        layer = re.match(r"`holon/(\w+)", row[1])  # a module or a package
+        assert layer is not None, row
+        cell = row[2]
+        allowed = set(above) if cell.startswith("all of the above") else set()
+        words = re.findall(r"\b(\w+)\b", re.sub(r"\(.*?\)", "", cell))  # not the asides in parentheses
+        allowed |= {word for word in words if word in ALLOWED_HOLON}
+        allowed |= set(re.findall(r"`holon/(\w+)\.py`", cell))
+        listed[layer.group(1)] = allowed - {layer.group(1)}
+        above.add(layer.group(1))
+    assert listed == ALLOWED_HOLON
