@@ -57,7 +57,7 @@ holon get runs/agent-7 ledger:1234                              # restore someth
   (written under another config, its last prompt without render settings), they read the
   whole ledger first, with the same result. `stats`, which counts every record anyway,
   takes the config the same way and so reads the ledger once instead of twice. `append`
-  does too (it folds from the checkpoint anyway), unless the records appended state
+  and `import` do too (they fold from the checkpoint anyway), unless the records appended state
   another config: then the ledger's records say whether it states one.
 - **`--json` everywhere.** Every command prints readable text by default and JSON for
   scripts with `--json`.
