@@ -6,6 +6,8 @@ change to the format or a default that the doc still describes fails here.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import itertools
 import json
 import re
@@ -19,7 +21,9 @@ import pytest
 import xxhash
 import zstandard
 
+from benchmarks.__main__ import SUITES
 from holon import cli, errors, projections
+from holon.audit import connect, run_report
 from holon.context import RENDER_VERSION, Budget, RenderConfig
 from holon.errors import LedgerCorrupt, UsageError
 from holon.ledger import FORMAT_VERSION, Ledger
@@ -37,6 +41,7 @@ from holon.records import Body, ContextEpisodeRecord, Message, Record, ToolInten
 from holon.runtime import AgentConfig, OpenReport
 from holon.runtime.checkpoints import CHECKPOINT_DIR, CHUNK_DIR, KEY_CHUNK, ToolIndex, write_checkpoint
 from tests.cli_support import invoke
+from tests.test_audit_support import session_records, write_ledger
 from tests.test_layers import ALLOWED_HOLON
 
 # docs/ledger-format.md, "Segment file": header and frame layouts, little-endian.
@@ -430,3 +435,35 @@ def test_architecture_may_import_column_is_what_test_layers_allows() -> None:
         listed[layer.group(1)] = allowed - {layer.group(1)}
         above.add(layer.group(1))
     assert listed == ALLOWED_HOLON
+
+
+# Each report's columns past its grouping keys, as the report table of docs/audit.md names them.
+REPORT_KEYS = {
+    "tokens": ("agent_id", "section"),
+    "tools": ("agent_id", "tool"),
+    "evictions": ("agent_id", "section", "cause"),
+    "episodes": ("agent_id", "boundary_reason"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPORT_KEYS))
+def test_audit_md_names_every_column_of_a_report(tmp_path: Path, name: str) -> None:
+    # The tokens report gained scope and prompts; a reader of the table learns the columns there.
+    records, blobs = session_records(30)
+    write_ledger(tmp_path / "a", "agent-7", records, blobs=blobs)
+    columns = run_report(connect([tmp_path / "a"]), name).columns
+    reports = _section("docs/audit.md", "## Canned reports")
+    row = next(line for line in reports.splitlines() if line.startswith(f"| `{name}` |"))
+    named = [column for column in columns if f"`{column}`" in row]
+    assert named == [column for column in columns if column not in REPORT_KEYS[name]]
+
+
+def test_every_benchmark_command_the_docs_give_runs_a_suite_that_exists() -> None:
+    text = " ".join(doc.read_text() for doc in DOCS)
+    for suite in re.findall(r"python -m benchmarks (\w+)", text):
+        assert suite in SUITES or suite == "NAME", suite
+    for module, argument in re.findall(r"python -m benchmarks\.(\w+)(?: (\w+))?", text):
+        assert importlib.util.find_spec(f"benchmarks.{module}") is not None, module
+        if argument:  # benchmarks.runtime footprint / longrun run the function of that name
+            assert module == "runtime" and argument in {"footprint", "longrun"}, (module, argument)
+            assert callable(getattr(importlib.import_module(f"benchmarks.{module}"), argument))
