@@ -81,3 +81,10 @@ def test_an_episode_lists_the_file_once_as_the_working_set_keys_it() -> None:
     (episode,) = [rec.body for rec in records if isinstance(rec.body, r.ContextEpisodeRecord)]
     assert episode.touched_files == ("a.py", "/etc/x")
     assert set(episode.touched_files) <= set(live.state.runtime.files)
+
+
+def test_a_relative_cwd_is_taken_inside_the_workspace() -> None:
+    files = _edit_then_run("src", workspace="/testbed")
+    # The working directory is /testbed/src: only what lies inside it is keyed relative.
+    assert files == ["/testbed/reproduce.py", "m.py", "reproduce.py", "src/m.py"]
+    assert _edit_then_run("./", workspace="/testbed") == ["reproduce.py", "src/m.py"]

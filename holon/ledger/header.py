@@ -2,7 +2,7 @@
 
 It is small JSON, written atomically once when the ledger is created::
 
-    {"format": "holon-ledger", "format_version": 1, "agent_id": "...", "genesis": "<hex>",
+    {"format": "holon-ledger", "format_version": 2, "agent_id": "...", "genesis": "<hex>",
      "segment_bytes": 8388608, "blob_threshold": 4096}
 
 ``genesis`` is the chain hash before the first record, derived from the agent id, so

@@ -56,8 +56,10 @@ __all__ = [
 # 11: a delta's reason and lines are true of what the model last read: a plan recorded again
 # as it was is not "plan changed", a merged delta's reason is read off the snapshot the model
 # last read, and what a merged delta would not tell (a switch and back, a wait or follow-up
-# opened and ended in between) has a line; and a file path inside the declared working
-# directory (``cwd``, else ``workspace``) is keyed relative to it in the working set and an
+# opened and ended in between) has a line; an ended wait or follow-up says how it ended, and
+# a shown decision, wait or follow-up redeclared with another text is "revised" (was ``+``);
+# and a file path inside the declared working directory (``cwd``, a relative one inside
+# ``workspace``, else ``workspace``) is keyed relative to it in the working set and an
 # episode's files, so an editor's absolute path and a command's relative one are one file
 # (was two entries, both shown).
 PROJECTION_VERSION: Final = 11

@@ -13,6 +13,7 @@ Window entries keep the seq of the record(s) they came from, so a renderer can c
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypeAlias
 
@@ -473,16 +474,22 @@ def normalize_path(path: str, *, base: str | None = None) -> str:
 
 
 def working_dir(state: RuntimeState) -> str | None:
-    """The absolute directory the agent works in (cwd, else workspace), without a final ``/``.
+    """The absolute directory the agent works in, without a final ``/``.
 
-    None when none is declared, it is relative, or it is the root (where every absolute
-    path would lose its meaning-bearing ``/``).
+    The declared ``cwd``; a relative one is taken inside the ``workspace`` (``src`` in
+    ``/repo`` is ``/repo/src``); no cwd is the workspace. None when none is declared, it
+    is still relative, or it is the root (where every absolute path would lose its
+    meaning-bearing ``/``).
     """
     entry = state.environment
     if entry is None:
         return None
-    directory = (entry.environment.cwd or entry.environment.workspace or "").rstrip("/")
-    return directory if directory.startswith("/") else None
+    env = entry.environment
+    directory = env.cwd or env.workspace or ""
+    if env.cwd and not env.cwd.startswith("/") and env.workspace and env.workspace.startswith("/"):
+        directory = posixpath.join(env.workspace, env.cwd)
+    directory = posixpath.normpath(directory) if directory.startswith("/") else ""
+    return directory.rstrip("/") or None
 
 
 def _touch(
