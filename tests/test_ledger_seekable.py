@@ -224,8 +224,9 @@ def test_segments_sealed_as_one_frame_still_read_and_a_writer_upgrades_the_heade
         json.loads((path / "holon-ledger.json").read_text())["format_version"] == 1
     )  # readers write nothing
     with small_frames(), Ledger.open(path) as writer:
-        assert writer.header.format_version == FORMAT_VERSION == 2
+        assert writer.header.format_version == 1  # raised at its first seal, not on open
         writer.append_many(message(i, 120) for i in range(600, 1200))
+        assert writer.header.format_version == FORMAT_VERSION == 2
     assert json.loads((path / "holon-ledger.json").read_text())["format_version"] == 2
     layouts = set()
     for seg in list_segments(path / "segments")[:-1]:

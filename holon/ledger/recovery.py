@@ -35,7 +35,15 @@ from holon.ledger.segments import (
     short_segment,
 )
 
-__all__ = ["CUT_DIR", "RecoveredState", "RecoveryAction", "payload_seq", "recover", "walk_segment"]
+__all__ = [
+    "CUT_DIR",
+    "RecoveredState",
+    "RecoveryAction",
+    "payload_seq",
+    "raise_format",
+    "recover",
+    "walk_segment",
+]
 
 #: Directory in the ledger root that keeps the bytes a requested cut removed.
 CUT_DIR: Final = "cut"
@@ -139,6 +147,20 @@ def walk_segment(
     return walk, expected
 
 
+def raise_format(ledger_dir: Path, header: LedgerHeader) -> LedgerHeader:
+    """Raise an older header to this holon's format version before a seal, logging it; return it."""
+    raised = upgrade_header(ledger_dir, header)
+    if raised.format_version != header.format_version:
+        log.info(
+            "ledger %s: format version %d -> %d (sealed segments get a seek table); older holons "
+            "refuse it from now on",
+            ledger_dir,
+            header.format_version,
+            raised.format_version,
+        )
+    return raised
+
+
 def recover(
     seg_dir: Path, blobs: BlobStore, header: LedgerHeader, *, cut_at: int | None = None
 ) -> RecoveredState:
@@ -212,19 +234,13 @@ def recover(
             offset=0,
         )
 
-    # Checked: from here on, only the repairs a crash calls for, and the format upgrade:
-    # before the first segment is sealed in this holon's layout (below, or by the writer),
-    # so an older holon never meets one under a header it reads.
-    old_version = header.format_version
-    header = upgrade_header(seg_dir.parent, header)
-    if header.format_version != old_version:
-        log.info(
-            "ledger %s: format version %d -> %d (sealed segments get a seek table); older holons "
-            "refuse it from now on",
-            seg_dir.parent,
-            old_version,
-            header.format_version,
-        )
+    # Checked: from here on, only the repairs a crash calls for, and the format upgrade
+    # before a segment is sealed below in this holon's layout, so an older holon never meets
+    # one under a header it reads. Only then: an open that seals nothing leaves the header to
+    # the writer's first seal (Ledger._rollover), so a writer that appends nothing (a refused
+    # `holon append`, an Agent.open refusing its agent id) leaves an older holon its ledger.
+    if unsealed:
+        header = raise_format(seg_dir.parent, header)
     actions: list[RecoveryAction] = []
     for name in names:
         if name.endswith(TMP_SUFFIX):

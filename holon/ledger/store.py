@@ -52,7 +52,7 @@ from holon.ledger.header import (
     write_header,
 )
 from holon.ledger.lock import WriterLock
-from holon.ledger.recovery import RecoveryAction, recover
+from holon.ledger.recovery import RecoveryAction, raise_format, recover
 from holon.ledger.sealed import SeekTable, read_sealed_frame, read_seek_table
 from holon.ledger.segments import (
     FORMAT_VERSION,
@@ -711,6 +711,21 @@ class Ledger:
         self._active_start = self._next_seq
         self._active_size = SEGMENT_HEADER.size
         self._segs = None
+        if self.header.format_version < FORMAT_VERSION:
+            # The first seal in this holon's layout: the header says so first (not on open,
+            # which may append nothing), so an older holon refuses the ledger by name.
+            try:
+                self.header = raise_format(self.path, self.header)
+            except OSError as exc:
+                # The old segment stays plain, which either version reads; the next writer's
+                # recovery raises the header and seals it.
+                log.warning(
+                    "ledger %s: could not raise the header's format version (%s); %s stays plain",
+                    self.path,
+                    exc.strerror or exc,
+                    old_path.name,
+                )
+                return
         # Compression takes longer than filling many frames, so it runs beside the appends
         # (zstd releases the GIL). Until it finishes the plain file is a valid segment, and
         # a crash before it finishes is completed by the next writer's recovery.
