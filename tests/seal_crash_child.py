@@ -1,0 +1,100 @@
+"""Child process of test_crash_review25's sealing rounds: appends forever with small seek-table frames.
+
+``python -m tests.seal_crash_child LEDGER STEP`` appends :func:`expected_record` records
+with fsync ``always``, printing each acknowledged seq (flushed). Sealed segments are split
+into frames of :data:`FRAME_BYTES` plain bytes (instead of 256 KiB), so each 4 KiB segment
+becomes several zstd frames and a seek table, as a real 8 MiB one does.
+
+STEP says where the kill lands (the parent sends SIGKILL):
+
+- one of :data:`STEPS`: the sealing thread stops at that step of its next seal, prints
+  ``hold <step>`` and sleeps until killed;
+- ``random``: every step of every seal is slowed by a small random delay (seeded by the
+  pid), and the parent kills at a random moment.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Final
+
+from holon.ledger import Ledger, files, sealed, segments
+from tests.ledger_crash_child import expected_record
+
+#: Plain bytes per zstd frame of a sealed segment in the child.
+FRAME_BYTES: Final = 512
+#: Where a seal can be held, in the order it reaches them.
+STEPS: Final = (
+    # before anything of the sealed file exists
+    "before_write",
+    # the .zst.tmp holds part of the sealed bytes
+    "tmp_partial",
+    # the .zst.tmp holds all of them, not renamed yet
+    "tmp_written",
+    # the .zst is in place, the plain segment not removed yet
+    "renamed",
+    # the plain segment removed, the directory not synced yet
+    "unlinked",
+)
+_HOLD_S: Final = 60.0
+
+
+def _install(step: str) -> None:
+    rng = random.Random(os.getpid())
+    held = False
+
+    def at(name: str) -> None:
+        nonlocal held
+        if step == "random":
+            time.sleep(rng.random() * 0.003)
+        elif step == name and not held:
+            held = True
+            sys.stdout.write(f"hold {name}\n")
+            sys.stdout.flush()
+            time.sleep(_HOLD_S)
+
+    write_atomic = files.write_atomic
+    fsync_dir = segments.fsync_dir
+
+    def sealing_write(path: Path, data: bytes, *, durable: bool = True, sync_dir: bool = True) -> None:
+        if not path.name.endswith(".zst"):  # a rollover's new segment, not a seal
+            write_atomic(path, data, durable=durable, sync_dir=sync_dir)
+            return
+        at("before_write")
+        tmp = path.with_name(path.name + files.TMP_SUFFIX)
+        if step in ("tmp_partial", "tmp_written", "random"):
+            tmp.write_bytes(data[: len(data) // 2])
+            at("tmp_partial")
+            tmp.write_bytes(data)
+            at("tmp_written")
+        write_atomic(path, data, durable=durable, sync_dir=sync_dir)
+        at("renamed")
+
+    def sealing_fsync_dir(path: Path) -> None:
+        at("unlinked")
+        fsync_dir(path)
+
+    # seal_segment looks both up in holon.ledger.segments' namespace at call time.
+    segments.write_atomic = sealing_write  # type: ignore[assignment]
+    segments.fsync_dir = sealing_fsync_dir  # type: ignore[assignment]
+    sealed.SEAL_FRAME_BYTES = FRAME_BYTES  # type: ignore[misc]
+
+
+def main() -> None:
+    _install(sys.argv[2])
+    with Ledger.open(sys.argv[1], fsync="always") as ledger:
+        seq = ledger.head()[0] + 1
+        while True:
+            got = ledger.append(expected_record(seq))
+            assert got == seq
+            sys.stdout.write(f"{seq}\n")
+            sys.stdout.flush()
+            seq += 1
+
+
+if __name__ == "__main__":
+    main()
