@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,14 +18,17 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import xxhash
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
-from holon.ledger import Ledger
-from holon.ledger import sealed
+from holon.errors import LedgerCorrupt
+from holon.ledger import Ledger, sealed
 from holon.ledger.sealed import read_seek_table
 from holon.ledger.segments import list_segments
-from holon.records import Record, ToolResult
+from holon.records import Message, Record, ToolResult
 from tests.ledger_crash_child import expected_record
-from tests.ledger_support import child_env
+from tests.ledger_support import child_env, message
 from tests.seal_crash_child import FRAME_BYTES, STEPS
 
 SEED = 20261123
@@ -135,3 +139,154 @@ def test_sigkill_at_every_step_of_a_seal_and_at_random_moments_loses_nothing(
         acked = max(acked, got)
         _check_reopened(path, acked, step, f"round {round_no} ({step})")
     assert len(plan) >= 20
+
+
+# ---------------------------------------------------------------- damaged sealed segments
+
+_FAULT_RECORDS = 90
+
+
+def _fault_ledger(root: Path) -> tuple[Path, list[Record]]:
+    path = root / "base"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sealed, "SEAL_FRAME_BYTES", 300)
+        with Ledger.create(path, agent_id="fault", segment_bytes=2048) as ledger:
+            for i in range(_FAULT_RECORDS):
+                ledger.append(message(i, 30 + 17 * (i % 5)))
+    with Ledger.open(path, readonly=True) as reader:
+        return path, list(reader.read())
+
+
+@pytest.fixture(scope="module")
+def fault_ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Record]]:
+    """A ledger of 90 records whose sealed segments hold 5-7 zstd frames each."""
+    return _fault_ledger(tmp_path_factory.mktemp("fault"))
+
+
+def _table_parts(data: bytes) -> tuple[bytes, list[list[int]], list[int]]:
+    """A sealed segment's zstd frames, its seek table entries and (end seq, plain size, count, version)."""
+    end_seq, plain_size, count, version, _checksum, _magic = sealed._TRAILER.unpack(
+        data[-sealed._TRAILER.size :]
+    )
+    at = len(data) - sealed._TRAILER.size - count * sealed._ENTRY.size - sealed._SKIPPABLE.size
+    table = data[at + sealed._SKIPPABLE.size : len(data) - sealed._TRAILER.size]
+    return (
+        data[:at],
+        [list(entry) for entry in sealed._ENTRY.iter_unpack(table)],
+        [end_seq, plain_size, count, version],
+    )
+
+
+def _forged(frames: bytes, entries: list[list[int]], trailer: list[int]) -> bytes:
+    """``frames`` and a seek table of ``entries`` whose checksum holds (a table that lies)."""
+    table = b"".join(sealed._ENTRY.pack(*entry) for entry in entries)
+    head = sealed._TRAILER.pack(*trailer, 0, sealed._TRAILER_MAGIC)[:24]
+    checksum = xxhash.xxh3_64_intdigest(table + head)
+    tail = sealed._TRAILER.pack(*trailer, checksum, sealed._TRAILER_MAGIC)
+    return frames + sealed._SKIPPABLE.pack(sealed.SEEK_TABLE_MAGIC, len(table) + len(tail)) + table + tail
+
+
+def _only_named_damage(path: Path, damaged: str, records: list[Record]) -> None:
+    """Every read of ``path`` gives the original records or LedgerCorrupt naming ``damaged`` and an offset."""
+
+    def named(exc: LedgerCorrupt) -> None:
+        assert Path(exc.file).name == damaged and exc.offset is not None, str(exc)
+
+    with Ledger.open(path, readonly=True) as reader:
+        for record in records:
+            try:
+                got = reader.get(record.seq)
+            except LedgerCorrupt as exc:
+                named(exc)
+            else:
+                assert got == record, f"get({record.seq}) gave another record"
+        try:
+            for got in reader.read():
+                assert got == records[got.seq], f"read gave another record at seq {got.seq}"
+        except LedgerCorrupt as exc:
+            named(exc)
+        report = reader.verify()
+        assert all(Path(problem.file).name == damaged for problem in report.problems), str(report)
+    try:
+        with Ledger.open(path) as writer:  # a sealed segment is not decompressed on open
+            assert writer.head()[0] == len(records) - 1
+    except LedgerCorrupt as exc:
+        named(exc)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    which=st.integers(0, 10),
+    fault=st.sampled_from(["flip", "truncate", "zeros", "entry", "trailer", "drop_entry"]),
+    at=st.floats(0, 1, exclude_max=True),
+    delta=st.sampled_from([-64, -3, -1, 1, 2, 64]),
+)
+def test_damage_to_a_sealed_segment_is_named_never_a_wrong_record(
+    fault_ledger: tuple[Path, list[Record]], tmp_path: Path, *, which: int, fault: str, at: float, delta: int
+) -> None:
+    base, records = fault_ledger
+    path = tmp_path / f"l{which}-{fault}-{at}-{delta}"
+    shutil.copytree(base, path)
+    segs = [seg.sealed for seg in list_segments(path / "segments") if seg.sealed is not None]
+    target = segs[which % len(segs)]
+    data = target.read_bytes()
+    frames, entries, trailer = _table_parts(data)
+    pos = int(at * len(data))
+    if fault == "flip":
+        damaged = data[:pos] + bytes([data[pos] ^ (1 << (abs(delta) % 8))]) + data[pos + 1 :]
+    elif fault == "truncate":
+        damaged = data[:pos]
+    elif fault == "zeros":
+        damaged = data[:pos] + bytes(len(data[pos : pos + 40])) + data[pos + 40 :]
+    elif fault == "entry":  # one field of one entry lies, the checksum holds
+        entry = entries[int(at * len(entries))]
+        field = abs(delta) % 3
+        entry[field] = max(0, entry[field] + delta)
+        damaged = _forged(frames, entries, trailer)
+    elif fault == "trailer":  # the end seq or the plain size lies
+        trailer[abs(delta) % 2] = max(0, trailer[abs(delta) % 2] + delta)
+        damaged = _forged(frames, entries, trailer)
+    else:  # a frame's entry is gone: two frames read as one
+        del entries[1 + int(at * (len(entries) - 1))]
+        trailer[2] -= 1
+        damaged = _forged(frames, entries, trailer)
+    assume(damaged != data)
+    target.write_bytes(damaged)
+    _only_named_damage(path, target.name, records)
+
+
+def test_a_frame_from_another_ledger_breaks_the_chain_read_and_verify_check(tmp_path: Path) -> None:
+    """A frame spliced in from another ledger (same seqs, same sizes) passes every check of
+    ``get``, which checks checksums and seqs, not chain links, in any segment; the chain
+    that ``read`` and ``verify`` check names it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sealed, "SEAL_FRAME_BYTES", 300)
+        for name, word in (("ours", "record"), ("theirs", "RECORD")):
+            with Ledger.create(tmp_path / name, agent_id="fault", segment_bytes=2048) as ledger:
+                for i in range(_FAULT_RECORDS):
+                    text = f"{word} {i} " * (i % 5 + 2)
+                    ledger.append(
+                        msgspec.structs.replace(message(i), body=Message(role="assistant", text=text))
+                    )
+    spliced = 0
+    for ours in list_segments(tmp_path / "ours" / "segments")[:-1]:
+        assert ours.sealed is not None
+        theirs = tmp_path / "theirs" / "segments" / ours.sealed.name
+        mine, other = ours.sealed.read_bytes(), theirs.read_bytes()
+        ends = [entry[2] for entry in _table_parts(mine)[1]] + [len(_table_parts(mine)[0])]
+        other_ends = [entry[2] for entry in _table_parts(other)[1]] + [len(_table_parts(other)[0])]
+        for index in range(1, len(ends) - 1):
+            if ends[index : index + 2] == other_ends[index : index + 2]:
+                start, stop = ends[index], ends[index + 1]
+                ours.sealed.write_bytes(mine[:start] + other[start:stop] + mine[stop:])
+                spliced += 1
+                break
+        if spliced:
+            break
+    assert spliced, "no frame of equal size to splice"
+    with Ledger.open(tmp_path / "ours", readonly=True) as reader:
+        with pytest.raises(LedgerCorrupt) as raised:
+            list(reader.read())
+        assert raised.value.file == str(ours.sealed)
+        report = reader.verify()
+        assert not report.ok and all(problem.file == str(ours.sealed) for problem in report.problems)
