@@ -19,13 +19,14 @@ from pathlib import Path
 import msgspec
 import pytest
 import xxhash
+import zstandard
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger, sealed
 from holon.ledger.sealed import read_seek_table
-from holon.ledger.segments import list_segments
+from holon.ledger.segments import SegmentFile, list_segments
 from holon.projections import ProjectionConfig, ProjectionState
 from holon.records import Message, Record, ToolResult
 from holon.runtime import Agent, AgentConfig
@@ -417,3 +418,86 @@ def test_a_kill_at_every_step_of_a_checkpoint_falls_back_and_the_next_names_no_m
     for what in (".arc written", ".epx written", ".keys written", ".ckpt written", "removing " + "ab" * 32):
         assert what in done, done
     assert kill_at == reached >= 20
+
+
+# ---------------------------------------------------------------- a plain copy beside a sealed segment
+
+
+def _sealed_ledger(path: Path, *, agent_id: str = "fault") -> list[SegmentFile]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sealed, "SEAL_FRAME_BYTES", 300)
+        with Ledger.create(path, agent_id=agent_id, segment_bytes=2048) as ledger:
+            for i in range(_FAULT_RECORDS):
+                ledger.append(message(i, 30 + 17 * (i % 5)))
+    return list_segments(path / "segments")
+
+
+def _frames(seg: SegmentFile, count: int | None = None) -> bytes:
+    """The plain bytes of a sealed segment's first ``count`` zstd frames (all: what ``zstd -dc`` gives)."""
+    assert seg.sealed is not None
+    data = seg.sealed.read_bytes()
+    table = read_seek_table(
+        lambda size, offset: data[offset : offset + size], len(data), file="", start_seq=seg.start_seq
+    )
+    assert table is not None
+    spans = [table.span(index) for index in range(len(table.plain))][:count]
+    return b"".join(zstandard.ZstdDecompressor().decompress(data[c0:c1]) for c0, c1, *_ in spans)
+
+
+def _snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_partial_plain_copy_of_a_sealed_segment_is_refused_not_sealed_over_it(tmp_path: Path) -> None:
+    """The documented mend of a damaged seek table puts ``zstd -dc``'s output beside the file
+    and opens for writing; a copy that stopped at a frame boundary (damage in a frame) holds
+    whole records and walked clean, so the open sealed it over the .zst: records lost."""
+    path = tmp_path / "l"
+    segs = _sealed_ledger(path)
+    seg = segs[2]  # neither the first nor the one before the active segment
+    assert seg.sealed is not None and len(segs) > 4
+    plain = seg.sealed.with_name(seg.sealed.name.removesuffix(".zst"))
+    plain.write_bytes(_frames(seg, 3))
+    before = _snapshot(path)
+    with pytest.raises(LedgerCorrupt) as raised:
+        Ledger.open(path)
+    assert raised.value.file == str(plain) and raised.value.offset == plain.stat().st_size
+    assert f"next segment starts at seq {segs[3].start_seq}" in raised.value.detail
+    assert _snapshot(path) == before  # refused: nothing changed, the sealed copy is there
+    plain.unlink()
+    with Ledger.open(path) as ledger:
+        assert ledger.verify().ok and ledger.head()[0] == _FAULT_RECORDS - 1
+
+
+def test_a_plain_copy_from_another_ledger_is_refused_by_the_next_segments_link(tmp_path: Path) -> None:
+    segs = _sealed_ledger(tmp_path / "ours")
+    theirs = _sealed_ledger(tmp_path / "theirs", agent_id="other")  # same seqs, another chain
+    seg = segs[2]
+    assert seg.sealed is not None and [s.start_seq for s in theirs] == [s.start_seq for s in segs]
+    plain = seg.sealed.with_name(seg.sealed.name.removesuffix(".zst"))
+    plain.write_bytes(_frames(theirs[2]))
+    before = _snapshot(tmp_path / "ours")
+    with pytest.raises(LedgerCorrupt) as raised:
+        Ledger.open(tmp_path / "ours")
+    assert raised.value.file == str(segs[3].sealed) and raised.value.offset == 24
+    assert "broken hash chain" in raised.value.detail
+    assert _snapshot(tmp_path / "ours") == before
+
+
+def test_a_damaged_seek_table_is_mended_by_a_whole_plain_copy_and_an_open(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    segs = _sealed_ledger(path)
+    seg = segs[2]
+    assert seg.sealed is not None
+    data = bytearray(seg.sealed.read_bytes())
+    data[-30] ^= 0x40  # inside the table's trailer: the checksum fails
+    whole = _frames(seg)
+    seg.sealed.write_bytes(bytes(data))
+    with Ledger.open(path, readonly=True) as reader, pytest.raises(LedgerCorrupt) as raised:
+        reader.get(seg.start_seq)
+    assert raised.value.file == str(seg.sealed) and "seek table" in raised.value.detail
+    seg.sealed.with_name(seg.sealed.name.removesuffix(".zst")).write_bytes(whole)
+    with Ledger.open(path) as ledger:
+        assert [action.action for action in ledger.recovery] == ["sealed_segment"]
+        assert ledger.verify().ok
+        assert ledger.get(seg.start_seq) == next(ledger.read(seg.start_seq))

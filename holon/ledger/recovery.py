@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 import msgspec
+import zstandard
 
 from holon.errors import InvalidRecord, LedgerCorrupt, UsageError
 from holon.ledger.blobs import BlobStore
@@ -200,12 +201,16 @@ def recover(
     unsealed = [seg for seg in segs[:-1] if seg.plain is not None]
     # (end seq, last chain hash) of the segment before the active one, when it had to be read.
     predecessor: tuple[int, bytes] | None = None
-    for seg in unsealed:
-        assert seg.plain is not None
-        walk, end_seq = walk_segment(seg.plain.read_bytes(), seg, str(seg.plain), active=False)
-        if seg is segs[-2]:
-            assert walk.prev is not None
+    for index, seg in enumerate(segs[:-1]):
+        if seg.plain is None:
+            continue
+        data = seg.plain.read_bytes()
+        walk, end_seq = walk_segment(data, seg, str(seg.plain), active=False)
+        assert walk.prev is not None
+        if index == len(segs) - 2:
             predecessor = (end_seq, walk.prev)
+        else:
+            _check_complete(seg, end_seq, walk.prev, len(data), segs[index + 1])
 
     active_path = last.plain
     buf = active_path.read_bytes()
@@ -389,6 +394,54 @@ def _finish_seal(seg: SegmentFile, seg_dir: Path, actions: list[RecoveryAction])
         actions,
         RecoveryAction("sealed_segment", str(plain), 0, 0, "rollover was interrupted before sealing"),
     )
+
+
+def _check_complete(
+    seg: SegmentFile, end_seq: int, last_hash: bytes, size: int, following: SegmentFile
+) -> None:
+    """A plain segment before the last two must end where ``following`` starts, hash-linked.
+
+    Sealing it replaces its sealed copy, if any: a plain copy made by hand (``zstd -dc`` of
+    a segment whose seek table is damaged, which stops at a damaged frame between two
+    records) that lacks records would otherwise be sealed in place of the file holding them.
+    """
+    assert seg.plain is not None
+    if end_seq != following.start_seq:
+        raise LedgerCorrupt(
+            f"plain segment holds records up to seq {end_seq - 1} but the next segment starts at seq "
+            f"{following.start_seq}, so sealing it would lose or repeat records (a partial copy, such as "
+            "a `zstd -dc` that stopped at a damaged frame?); nothing was changed: restore the complete "
+            "segment, or remove this plain file"
+            + (" to read its sealed copy again" if seg.sealed is not None else ""),
+            file=str(seg.plain),
+            offset=size,
+        )
+    file, header = _segment_start(following)
+    if parse_segment_header(header, file=file, decompressed=following.plain is None).prev_hash != last_hash:
+        raise LedgerCorrupt(
+            f"broken hash chain across segments: the segment does not commit to the last record of "
+            f"{seg.plain.name} (a plain copy from another ledger?); nothing was changed",
+            file=file,
+            offset=24,
+            decompressed=following.plain is None,
+        )
+
+
+def _segment_start(seg: SegmentFile) -> tuple[str, bytes]:
+    """A segment's file and its first bytes (its header), plain or sealed (either layout:
+    a sealed segment's first zstd frame begins with them)."""
+    if seg.plain is not None:
+        with seg.plain.open("rb") as fh:
+            return str(seg.plain), fh.read(SEGMENT_HEADER.size)
+    assert seg.sealed is not None
+    try:
+        with seg.sealed.open("rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as reader:
+            head = b""
+            while len(head) < SEGMENT_HEADER.size and (more := reader.read(SEGMENT_HEADER.size - len(head))):
+                head += more
+            return str(seg.sealed), head
+    except zstandard.ZstdError as exc:
+        raise LedgerCorrupt(f"bad zstd data ({exc})", file=str(seg.sealed), offset=0) from None
 
 
 def _check_predecessor(predecessor: tuple[int, bytes], active: SegmentFile, active_prev: bytes) -> None:
