@@ -43,7 +43,8 @@ file), as a damaged ``.ckpt`` does, and the next older one is tried.
 
 Checkpoints written before chunks (a ``.ckpt`` holding the whole archive, a ``HOLONTIX``
 ``.tools``, a ``.episodes`` holding the whole index) are read as they always were; an
-older holon rejects a checkpoint that names chunks (its key does not decode) and folds.
+older holon rejects every checkpoint this one writes (its key, which always has an
+``archive`` field, does not decode there) and folds.
 """
 
 from __future__ import annotations
