@@ -23,8 +23,9 @@ def expected_record(seq: int) -> Record:
     return Record(body=body, ts=seq, turn=seq // 5)
 
 
-def main() -> None:
-    with Ledger.open(sys.argv[1], fsync="always") as ledger:
+def append_forever(path: str) -> None:
+    """Append ``expected_record``s with fsync ``always``, printing each acknowledged seq."""
+    with Ledger.open(path, fsync="always") as ledger:
         seq = ledger.head()[0] + 1
         while True:
             got = ledger.append(expected_record(seq))
@@ -32,6 +33,10 @@ def main() -> None:
             sys.stdout.write(f"{seq}\n")
             sys.stdout.flush()
             seq += 1
+
+
+def main() -> None:
+    append_forever(sys.argv[1])
 
 
 if __name__ == "__main__":

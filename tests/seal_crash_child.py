@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Final
 
-from holon.ledger import Ledger, files, sealed, segments
-from tests.ledger_crash_child import expected_record
+from holon.ledger import files, sealed, segments
+from tests.ledger_crash_child import append_forever
 
 #: Plain bytes per zstd frame of a sealed segment in the child.
 FRAME_BYTES: Final = 512
@@ -86,15 +86,7 @@ def _install(step: str) -> None:
 
 def main() -> None:
     _install(sys.argv[2])
-    with Ledger.open(sys.argv[1], fsync="always") as ledger:
-        seq = ledger.head()[0] + 1
-        while True:
-            got = ledger.append(expected_record(seq))
-            assert got == seq
-            sys.stdout.write(f"{seq}\n")
-            sys.stdout.flush()
-            seq += 1
-
+    append_forever(sys.argv[1])
 
 if __name__ == "__main__":
     main()
