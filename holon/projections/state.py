@@ -47,10 +47,10 @@ __all__ = [
     "command_of",
     "file_arguments",
     "normalize_path",
-    "working_dir",
     "one_line",
     "queued_work",
     "waiting_work",
+    "working_dir",
 ]
 
 #: Work item states after which an item leaves the open set.
