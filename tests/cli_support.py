@@ -21,6 +21,8 @@ from holon import records as r
 from holon.cli import main as holon_cli
 from holon.context import Budget, RenderConfig, build_context, prompt_rendered
 from holon.ledger import Ledger
+from holon.projections import DEFAULT_CONFIG, ProjectionConfig, fold
+from holon.runtime.checkpoints import ToolIndex, write_checkpoint
 from tests.live import LiveLedger
 
 __all__ = [
@@ -102,3 +104,20 @@ def divergent_ledger(target: Path) -> tuple[Path, int]:
     with Ledger.create(target, agent_id="x", fsync="never") as ledger:
         ledger.append_many(records)
     return target, records[index].seq
+
+
+def checkpoint_at_head(
+    ledger: Ledger, *, config: ProjectionConfig = DEFAULT_CONFIG, head_hash: str | None = None
+) -> None:
+    """Checkpoint ``ledger`` (open for writing) at its head, folded under ``config``, as its agent would.
+
+    ``head_hash`` overrides the hash the checkpoint claims (a checkpoint that does not verify).
+    """
+    ledger.flush()
+    seq, hashed = ledger.head()
+    index = ToolIndex()
+    for record in ledger.read():
+        index.apply(record)
+    state = fold(ledger.read(), config=config)
+    assert state.seq == seq
+    write_checkpoint(ledger.path, state, index, head_hash=head_hash if head_hash is not None else hashed)

@@ -22,8 +22,8 @@ from holon.ledger import Ledger
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, fold
 from holon.replay import ledger_projection, memory_at, memory_of, next_prompt, next_prompt_of
 from holon.runtime import AgentConfig, checkpoint_resume
-from holon.runtime.checkpoints import CheckpointResume, ToolIndex, list_checkpoints, write_checkpoint
-from tests.cli_support import fixture_names, invoke, live_records
+from holon.runtime.checkpoints import CheckpointResume, list_checkpoints
+from tests.cli_support import checkpoint_at_head, fixture_names, invoke, live_records
 from tests.runtime_support import load_daemon
 
 #: A non-default projection config, as an agent may be configured with.
@@ -38,22 +38,10 @@ def _write(
         split = len(records) if at is None else at + 1
         ledger.append_many(records[:split])
         if at is not None:
-            _checkpoint(ledger, config=config)
+            checkpoint_at_head(ledger, config=config)
         if records[split:]:
             ledger.append_many(records[split:])
     return directory
-
-
-def _checkpoint(ledger: Ledger, *, config: ProjectionConfig, head_hash: str | None = None) -> None:
-    """Checkpoint ``ledger`` at its head, folded under ``config`` (as an agent configured so would)."""
-    ledger.flush()
-    seq, hashed = ledger.head()
-    index = ToolIndex()
-    for record in ledger.read():
-        index.apply(record)
-    state = fold(ledger.read(), config=config)
-    assert state.seq == seq
-    write_checkpoint(ledger.path, state, index, head_hash=head_hash if head_hash is not None else hashed)
 
 
 def _counted(ledger: Ledger) -> tuple[Callable[[], Iterator[r.Record]], list[int], CheckpointResume]:
@@ -189,7 +177,7 @@ def test_a_newest_checkpoint_under_another_config_falls_back_to_the_full_pass(
         ckpt.unlink()
     with Ledger.open(copy) as ledger:
         # Written under the default, the ledger's prompts state OTHER: it says nothing of the config.
-        _checkpoint(ledger, config=DEFAULT_CONFIG)
+        checkpoint_at_head(ledger, config=DEFAULT_CONFIG)
         episodes = fold(ledger.read(), config=OTHER).memory.archive.count
     used = _saved_indexes(monkeypatch)
     memory, prompt, memory_passes, prompt_passes = _whole_reads(copy)
@@ -216,7 +204,9 @@ def test_a_checkpoint_that_does_not_verify_falls_back(damage: str, tmp_path: Pat
     path = tmp_path / "ledger"
     with Ledger.create(path, agent_id="session_multi_work", fsync="never") as ledger:
         ledger.append_many(records[: at + 1])
-        _checkpoint(ledger, config=DEFAULT_CONFIG, head_hash="00" * 32 if damage == "head_hash" else None)
+        checkpoint_at_head(
+            ledger, config=DEFAULT_CONFIG, head_hash="00" * 32 if damage == "head_hash" else None
+        )
         ledger.append_many(records[at + 1 :])
     if damage == "bytes":
         ckpt = list_checkpoints(path)[0][1]

@@ -19,9 +19,8 @@ import pytest
 
 import holon.records as r
 from holon.ledger import Ledger
-from holon.projections import ProjectionConfig, fold
-from holon.runtime.checkpoints import ToolIndex, write_checkpoint
-from tests.cli_support import build_ledger, invoke, write_jsonl
+from holon.projections import ProjectionConfig
+from tests.cli_support import build_ledger, checkpoint_at_head, invoke, write_jsonl
 from tests.runtime_support import ledger_records, prompted_turns
 
 FIXTURE = "session_multi_work"
@@ -95,18 +94,6 @@ def test_prompts_range_on_a_ledger_without_turns(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- append from a checkpoint
 
 
-def _checkpoint_at_head(path: Path) -> None:
-    """Checkpoint the ledger at ``path`` at its head, as its agent would have."""
-    with Ledger.open(path) as ledger:
-        seq, head_hash = ledger.head()
-        index = ToolIndex()
-        for record in ledger.read():
-            index.apply(record)
-        state = fold(ledger.read())
-        assert state.seq == seq
-        write_checkpoint(path, state, index, head_hash=head_hash)
-
-
 def _next_turn(path: Path, turn_offset: int = 1) -> list[r.Record]:
     records = ledger_records(path)
     ts, turn = records[-1].ts, max(x.turn for x in records if x.turn is not None) + turn_offset
@@ -123,7 +110,8 @@ def test_append_onto_a_checkpointed_ledger_reads_only_the_records_after_it(
     # Before: every `holon append` read the whole ledger for its projection config (8.6-9.1 s
     # on a 1M-record ledger checkpointed at its head; now 0.9-1.3 s).
     checkpointed = build_ledger(tmp_path / "c", FIXTURE)
-    _checkpoint_at_head(checkpointed)
+    with Ledger.open(checkpointed) as writer:
+        checkpoint_at_head(writer)
     plain = build_ledger(tmp_path / "p", FIXTURE)
     evidence = write_jsonl(tmp_path / "turn.jsonl", _next_turn(plain))
     read = Ledger.read

@@ -13,10 +13,8 @@ import holon.cli
 import holon.records as r
 from holon.importers import ImportReport
 from holon.ledger import Ledger
-from holon.projections import DEFAULT_CONFIG, fold
 from holon.records import ExecutionEnvironment, PlanStep, ToolResult, WorkPlan
-from holon.runtime.checkpoints import ToolIndex, write_checkpoint
-from tests.cli_support import invoke, write_jsonl
+from tests.cli_support import checkpoint_at_head, invoke, write_jsonl
 from tests.importers_support import parse_as
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
@@ -203,18 +201,6 @@ def test_v0_task_tracking_action_is_the_agents_plan_too() -> None:
 # ---------------------------------------------------------------- holon import into a long ledger
 
 
-def _checkpoint_at_head(path: Path) -> None:
-    """Checkpoint the ledger at ``path`` at its head, as a live agent would."""
-    with Ledger.open(path) as ledger:
-        seq, head_hash = ledger.head()
-        index = ToolIndex()
-        for record in ledger.read():
-            index.apply(record)
-        state = fold(ledger.read(), config=DEFAULT_CONFIG)
-        assert state.seq == seq
-        write_checkpoint(path, state, index, head_hash=head_hash)
-
-
 def _turn_starts(path: Path) -> list[int | None]:
     with Ledger.open(path, readonly=True) as ledger:
         return [rec.turn for rec in ledger.read() if isinstance(rec.body, r.TurnStarted)]
@@ -246,7 +232,8 @@ def test_import_into_a_checkpointed_ledger_reads_no_record_before_the_checkpoint
     session = FIXTURES / "claude-code" / "session.jsonl"
     assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
     first = _turn_starts(ledger)
-    _checkpoint_at_head(ledger)
+    with Ledger.open(ledger) as writer:
+        checkpoint_at_head(writer)
     passes = _count_passes(monkeypatch)
     result = invoke("import", ledger, FIXTURES / "openhands" / "runs.jsonl", "--from", "openhands")
     assert result.exit_code == 0, result.stderr
