@@ -4,12 +4,16 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint pytest bench eval golden docs clean
+.PHONY: demo test lint pytest bench eval golden docs lock test-newest test-lowest clean
 
-$(STAMP): pyproject.toml
+# Everything comes from requirements.lock, every file checked against its hash; holon
+# itself is installed on top with nothing resolved again, and pip check proves the lock
+# satisfies pyproject.toml's ranges. docs/dependencies.md says how the lock is made.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev,tokenizer]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $(STAMP)
 
 ## demo: run holon's main job on the bundled example
@@ -45,5 +49,29 @@ golden: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m tests.cli_docs
 
+## lock: refresh requirements.lock to the newest releases pyproject.toml allows; says what moved
+lock: $(STAMP)
+	.ci/lock $(VENV)/bin/uv
+
+## test-newest: the whole suite against the newest release of every dependency (no lock)
+test-newest:
+	$(PYTHON) -m venv .venv-newest
+	.venv-newest/bin/python -m pip install --quiet --upgrade pip
+	.venv-newest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test,dev,tokenizer]'
+	.venv-newest/bin/python -m pip list --format=freeze | grep -iE '^(msgspec|zstandard|blake3|xxhash|click|duckdb|bpe-openai|pytest|hypothesis|pytest-xdist|mypy|ruff)=='
+	.venv-newest/bin/ruff check holon tests benchmarks examples
+	.venv-newest/bin/mypy
+	.venv-newest/bin/pytest -n 2 -q
+
+## test-lowest: pytest against the lowest release pyproject.toml allows of each direct dependency
+test-lowest: $(STAMP)
+	$(VENV)/bin/uv venv --quiet --allow-existing --python $(PYTHON) .venv-lowest
+	$(VENV)/bin/uv pip compile pyproject.toml --extra test --extra tokenizer --resolution lowest-direct \
+		--python-version 3.11 --quiet --output-file .venv-lowest/requirements.txt
+	$(VENV)/bin/uv pip sync --quiet --python .venv-lowest/bin/python .venv-lowest/requirements.txt
+	$(VENV)/bin/uv pip install --quiet --no-deps --python .venv-lowest/bin/python -e .
+	grep -E '^[a-z].*==' .venv-lowest/requirements.txt
+	.venv-lowest/bin/pytest -n 2 -q
+
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .venv-newest .venv-lowest .demo .pytest_cache .mypy_cache .ruff_cache build *.egg-info
