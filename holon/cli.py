@@ -704,6 +704,16 @@ def _passes(ledger: Ledger) -> tuple[Reader, Checkpoints]:
     return read, checkpoint_resume(ledger, head)
 
 
+def _records_upto(ledger: Ledger) -> Callable[[int, int], Iterator[r.Record]]:
+    """The ledger's records by seq range, up to the head a read command started at."""
+    head = ledger.head()[0]
+
+    def records(from_seq: int, to_seq: int) -> Iterator[r.Record]:
+        return ledger.read(from_seq, min(to_seq, head + 1))
+
+    return records
+
+
 def _state_to_append_to(
     ledger: Ledger, incoming: Sequence[r.Record], *, where: Callable[[int], str]
 ) -> tuple[ProjectionState, int | None]:
@@ -812,8 +822,23 @@ def _resolve_prompt(
             read, resume = _passes(ledger)
             agent = ledger.agent_id
             if at_turn is None:
-                return next_prompt_of(read, agent_id=agent, overrides=overrides, resume=resume)
-            found = prompt_of(read, at_turn, agent_id=agent, call=call, overrides=overrides)
+                return next_prompt_of(
+                    read,
+                    agent_id=agent,
+                    overrides=overrides,
+                    resume=resume,
+                    blobs=ledger.get_blob,
+                    older=_records_upto(ledger),
+                )
+            found = prompt_of(
+                read,
+                at_turn,
+                agent_id=agent,
+                call=call,
+                overrides=overrides,
+                blobs=ledger.get_blob,
+                older=_records_upto(ledger),
+            )
     except BudgetExceeded as exc:
         # The library says "context window" and "output reserve"; name this command's options.
         raise _Failure(
@@ -1824,7 +1849,14 @@ def prompts(
             records = ledger.read(0, count)
             return records if label is None else progress_items(records, length=count, label=label)
 
-        checks = check_prompts_of(read, agent_id=agent, from_turn=from_turn, until_turn=until_turn)
+        checks = check_prompts_of(
+            read,
+            agent_id=agent,
+            from_turn=from_turn,
+            until_turn=until_turn,
+            blobs=ledger.get_blob,
+            older=_records_upto(ledger),
+        )
 
         def counted() -> Iterator[PromptCheck]:
             for item in checks:

@@ -24,18 +24,25 @@ config, then one fold) and holds two prompts at a time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, Literal
 
 import msgspec
 
 import holon.records as r
 from holon.context.estimator import get_estimator
+from holon.context.evidence import EvidenceBuffer, EvidenceView
 from holon.context.prompt import Prompt
 from holon.context.render import build_context
 from holon.errors import UsageError
 from holon.projections import ProjectionConfig, ProjectionState, apply, initial_state
-from holon.replay import Reader, config_from_recorded, projection_config_of, version_changes
+from holon.replay import (
+    Reader,
+    config_from_recorded,
+    projection_config_of,
+    records_by_scan,
+    version_changes,
+)
 
 __all__ = [
     "APPENDED",
@@ -213,7 +220,9 @@ class _Checker:
             self.until_turn is None or turn <= self.until_turn
         )
 
-    def check(self, state: ProjectionState, record: r.Record, body: r.PromptRendered) -> PromptCheck:
+    def check(
+        self, state: ProjectionState, record: r.Record, body: r.PromptRendered, evidence: EvidenceView
+    ) -> PromptCheck:
         turn = record.turn
         call = self.calls[1] + 1 if self.calls[0] == turn else 1
         self.calls = (turn, call)
@@ -238,7 +247,7 @@ class _Checker:
         except ValueError:  # named in ``reasons``: a tokenizer extra missing here, or a newer holon's
             self.previous = (turn, None)
             return msgspec.structs.replace(head, status="not_comparable", reasons=reasons)
-        prompt = build_context(state, budget, config, agent_id=self.agent_id)
+        prompt = build_context(state, budget, config, agent_id=self.agent_id, history=evidence)
         rendered = prompt.prompt_hash
         status: PromptStatus = "reproduced" if rendered == body.prompt_hash else "differs"
         if status == "differs" and reasons:
@@ -269,8 +278,15 @@ def check_prompts_of(
     projection: ProjectionConfig | None = None,
     from_turn: int | None = None,
     until_turn: int | None = None,
+    blobs: Callable[[str], bytes] | None = None,
+    older: Callable[[int, int], Iterable[r.Record]] | None = None,
 ) -> Iterator[PromptCheck]:
     """:func:`check_prompts` of the records ``read()`` gives, read in passes rather than held.
+
+    ``blobs`` reads a blob's bytes (the ledger's ``get_blob``), so a history shows the outputs
+    stored there as the agent's prompts did; ``older(from_seq, to_seq)`` reads records by seq
+    (the ledger's ``read``) for a history reaching back past the evidence the fold keeps
+    (by default ``read()`` is scanned for them).
 
     A first pass learns the projection config the ledger's prompts record (unless
     ``projection`` is given) and, when ``from_turn`` or ``until_turn`` is given, the
@@ -306,7 +322,11 @@ def check_prompts_of(
                 pass
     if ranged:
         _check_range(from_turn, until_turn, (held[0], held[1]) if held else None)
-    return _checks(read, _Checker(agent_id, from_turn, until_turn), config, until_turn)
+    if older is None:
+        older = records_by_scan(read)
+    return _checks(
+        read, _Checker(agent_id, from_turn, until_turn), config, until_turn, blobs=blobs, older=older
+    )
 
 
 def _check_range(from_turn: int | None, until_turn: int | None, held: tuple[int, int] | None) -> None:
@@ -328,11 +348,25 @@ def _check_range(from_turn: int | None, until_turn: int | None, held: tuple[int,
         )
 
 
+#: Evidence the check keeps in memory for the histories it renders again (older records
+#: are read back by range), so its memory stays flat however long the ledger.
+_CHECK_CHARS: Final = 1 << 20
+
+
 def _checks(
-    read: Reader, checker: _Checker, config: ProjectionConfig, until_turn: int | None
+    read: Reader,
+    checker: _Checker,
+    config: ProjectionConfig,
+    until_turn: int | None,
+    *,
+    blobs: Callable[[str], bytes] | None,
+    older: Callable[[int, int], Iterable[r.Record]],
 ) -> Iterator[PromptCheck]:
     """The fold of :func:`check_prompts_of`: each wanted prompt, rendered again and checked."""
     state = initial_state(config)
+    # The evidence the histories are read from, as the agent kept it (each render reads only
+    # the records before its own position).
+    evidence = EvidenceBuffer(blob=blobs, older=older, max_chars=_CHECK_CHARS)
     # The newest prompt before the range, with the state it renders from: rendered when the
     # range's first prompt comes, so that one is compared with what came before it as well.
     before: tuple[ProjectionState, r.Record, r.PromptRendered] | None = None
@@ -341,14 +375,15 @@ def _checks(
         if isinstance(body, r.PromptRendered):
             if checker.wanted(record.turn):
                 if before is not None:
-                    checker.check(*before)
+                    checker.check(*before, evidence)
                     before = None
-                yield checker.check(state, record, body)
+                yield checker.check(state, record, body, evidence)
             elif checker.previous is None:
                 before = (state, record, body)
             elif until_turn is not None and record.turn is not None and record.turn > until_turn:
                 return
         state = apply(state, record)
+        evidence.add(record)
 
 
 def check_prompts(

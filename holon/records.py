@@ -83,7 +83,7 @@ __all__ = [
 #: every version up to this one; a newer version is refused with a clear error.
 #: Bumped whenever a body gains a field: bodies forbid unknown fields, so an older reader
 #: would otherwise fail on the new field as on a damaged record (docs/ledger-format.md).
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 #: The ``ts`` a ledger accepts on append (inclusive): milliseconds since the Unix epoch,
 #: from 1970 to the year 5138. Below is no time holon records (the importers refuse a
@@ -111,12 +111,14 @@ class BlobRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     """A payload moved to the content-addressed blob store.
 
     ``hash`` is the lowercase blake3 hex digest of the original bytes, ``size`` their
-    length, ``preview`` a short prefix kept inline so a reader can see what it is.
+    length, ``preview`` a short prefix kept inline so a reader can see what it is, and
+    ``tail`` (schema version 4) its end, where a test runner or compiler says what failed.
     """
 
     hash: str
     size: int
     preview: str = ""
+    tail: str = ""
 
 
 class PlanStep(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -388,7 +390,9 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
     ``turn_cap`` is the hard episode length in turns; the ``*_cap`` values bound the
     lists of a :class:`~holon.projections.WorkingMemorySnapshot`, the ``*_window``
-    values bound what :class:`~holon.projections.RuntimeState` keeps, and the
+    values bound what :class:`~holon.projections.RuntimeState` keeps (``requests_window``:
+    the newest operator requests of a session held besides its first, each up to
+    ``request_chars`` characters), and the
     ``episode_*`` values bound what one :class:`~holon.records.ContextEpisodeRecord`
     lists. Every list being bounded is what keeps the post-turn refresh flat in the
     length of the ledger.
@@ -414,6 +418,9 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     files_window: int = 64
     finished_window: int = 16
     carried_window: int = 16
+    requests_window: int = 16
+    request_chars: int = 16_000
+    failing_cap: int = 4
     # per-episode list caps
     episode_summary_cap: int = 8
     episode_list_cap: int = 16
@@ -454,7 +461,9 @@ class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
 
     ``work_state`` is the state of ``work_item_id`` when the episode was finalized
     (schema version 2; ``None`` in older records): episode selection leaves out the
-    episodes of abandoned work.
+    episodes of abandoned work. ``requests`` (schema version 4) are the operator's
+    requests made during the episode, one line each: what was asked is part of what
+    happened, and the words a later question is most likely to share.
 
     ``projection`` is the projection config it was derived under (schema version 3), or
     ``None`` for the default config of its ``projection_version``: the records of most
@@ -486,6 +495,7 @@ class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
     projection_version: int
     projection: ProjectionConfig | None = None
     work_state: Literal["queued", "active", "waiting", "done", "abandoned"] | None = None
+    requests: tuple[str, ...] = ()
 
 
 Body: TypeAlias = (

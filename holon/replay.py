@@ -39,6 +39,7 @@ import holon.records as r
 from holon.context.budget import Budget
 from holon.context.causes import omission_cause
 from holon.context.estimator import get_estimator
+from holon.context.evidence import EvidenceBuffer, EvidenceView
 from holon.context.prompt import Prompt
 from holon.context.render import (
     RENDER_VERSION,
@@ -88,6 +89,7 @@ __all__ = [
     "config_from_recorded",
     "describe_projection",
     "find_turn",
+    "fold_seeing",
     "ledger_projection",
     "ledger_stats",
     "memory_at",
@@ -98,6 +100,7 @@ __all__ = [
     "prompt_at",
     "prompt_of",
     "recorded_projection",
+    "records_by_scan",
     "replay_of",
     "replay_turns",
     "state_after",
@@ -710,7 +713,7 @@ def next_prompt(
 def _render_next(
     source: r.Record | None,
     last: r.Record | None,
-    folded: Callable[[], ProjectionState],
+    folded: Callable[[], tuple[ProjectionState, EvidenceView]],
     *,
     agent_id: str,
     overrides: RenderOverrides,
@@ -726,12 +729,12 @@ def _render_next(
     settings = _recorded_settings(source) if source is not None else None
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
     _load_estimator(config, source if overrides.estimator is None else None)
-    state = folded()
+    state, evidence = folded()
     # As the runtime would: refresh first what the open turn made untrue (folded, not appended).
     for derived in refresh_before_prompt(state, ts=last.ts if last is not None else 0):
         state = apply(state, msgspec.structs.replace(derived, seq=state.seq + 1))
     episodes = index(state) if index is not None else None
-    prompt = build_context(state, budget, config, agent_id=agent_id, index=episodes)
+    prompt = build_context(state, budget, config, agent_id=agent_id, index=episodes, history=evidence)
     turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
     return PromptAt(
         turn=turn,
@@ -829,6 +832,9 @@ class Checkpoints(Protocol):
 
     def record(self, seq: int) -> r.Record:
         """The ledger's record at ``seq`` (at or before the head)."""
+
+    def records(self, from_seq: int, to_seq: int) -> Iterable[r.Record]:
+        """The ledger's records with ``from_seq <= seq < to_seq`` (none after the head)."""
 
     def episode_index(self, seq: int, episodes: Iterable[r.ContextEpisodeRecord]) -> EpisodeIndex | None:
         """The episode index saved with the checkpoint at ``seq``, over ``episodes``; ``None``: build it."""
@@ -1063,9 +1069,66 @@ def _check_unstated(read: Reader, state: ProjectionState, config: ProjectionConf
         )
 
 
-def _fold_first(read: Reader, count: int, projection: ProjectionConfig) -> ProjectionState:
-    """The state after the first ``count`` records ``read()`` gives."""
-    return fold(itertools.islice(read(), count), config=projection)
+#: Evidence a read-only fold keeps in memory for the prompt it renders; a history reaching
+#: further back is read from the ledger again, so a command's memory stays flat however
+#: long the ledger (and a replay's histories are read by range).
+_REPLAY_CHARS: Final = 1 << 18
+
+
+def _older_of(resume: Resume | Checkpoints | None, read: Reader) -> Callable[[int, int], Iterable[r.Record]]:
+    """How a fold reads records it did not keep: by seq from the ledger (:class:`Checkpoints`),
+    else by reading ``read()`` up to them."""
+    if isinstance(resume, Checkpoints):
+        return resume.records
+    return records_by_scan(read)
+
+
+def records_by_scan(read: Reader) -> Callable[[int, int], Iterator[r.Record]]:
+    """Records by seq range (``from_seq <= seq < to_seq``), found by reading ``read()`` from its start."""
+
+    def scan(from_seq: int, to_seq: int) -> Iterator[r.Record]:
+        for record in read():
+            if record.seq >= to_seq:
+                return
+            if record.seq >= from_seq:
+                yield record
+
+    return scan
+
+
+def _fold_first(
+    read: Reader,
+    count: int,
+    projection: ProjectionConfig,
+    blobs: Callable[[str], bytes] | None = None,
+    older: Callable[[int, int], Iterable[r.Record]] | None = None,
+) -> tuple[ProjectionState, EvidenceBuffer]:
+    """The state after the first ``count`` records ``read()`` gives, and their evidence."""
+    return fold_seeing(itertools.islice(read(), count), config=projection, older=older, blobs=blobs)
+
+
+def fold_seeing(
+    records: Iterable[r.Record],
+    state: ProjectionState | None = None,
+    *,
+    config: ProjectionConfig | None = None,
+    older: Callable[[int, int], Iterable[r.Record]] | None = None,
+    blobs: Callable[[str], bytes] | None = None,
+) -> tuple[ProjectionState, EvidenceBuffer]:
+    """:func:`~holon.projections.fold`, keeping the evidence the history of a prompt is read
+    from (:class:`~holon.context.EvidenceBuffer`); ``older`` reads what came before
+    ``state`` (a checkpoint's), so a history can reach back past it as the agent's did,
+    and ``blobs`` the outputs stored as blobs."""
+    evidence = EvidenceBuffer(
+        start=state.seq + 1 if state is not None else 0, older=older, blob=blobs, max_chars=_REPLAY_CHARS
+    )
+
+    def seen() -> Iterator[r.Record]:
+        for record in records:
+            evidence.add(record)
+            yield record
+
+    return fold(seen(), state, config=config), evidence
 
 
 def _fold_all(read: Reader, projection: ProjectionConfig, resume: Resume | None) -> ProjectionState:
@@ -1174,7 +1237,7 @@ def memory_of(
     assert projection is not None
     if turns is None:
         return _memory_view(turn, _fold_all(read, projection, resume))
-    return _memory_view(turn, _fold_first(read, turns.finish(seen.count).end, projection))
+    return _memory_view(turn, _fold_first(read, turns.finish(seen.count).end, projection)[0])
 
 
 def next_prompt_of(
@@ -1184,8 +1247,15 @@ def next_prompt_of(
     overrides: RenderOverrides = _NO_OVERRIDES,
     projection: ProjectionConfig | None = None,
     resume: Resume | Checkpoints | None = None,
+    blobs: Callable[[str], bytes] | None = None,
+    older: Callable[[int, int], Iterable[r.Record]] | None = None,
 ) -> PromptAt:
     """:func:`next_prompt` of the records ``read()`` gives, read in passes rather than held.
+
+    ``blobs`` reads a blob's bytes (the ledger's ``get_blob``): the history shows the tool
+    outputs stored there, as the agent's own prompts do. ``older(from_seq, to_seq)`` reads
+    records by seq (the ledger's ``read``) for a history reaching back past what the fold
+    keeps; by default ``read()`` is scanned for them.
 
     The fold may start from ``resume``'s verified state (a checkpoint); the prompt is the
     same. Given :class:`Checkpoints` whose newest checkpoint states the ledger's config
@@ -1202,13 +1272,14 @@ def next_prompt_of(
             return None
         return resume.episode_index(started[0], state.memory.archive)
 
+    older = older if older is not None else _older_of(resume, read)
     resumed = _from_checkpoint(resume, projection, settings=True)
     if resumed is not None:
         started.append(resumed.state.seq)
         return _render_next(
             resumed.configured,
             resumed.last,
-            lambda: fold(resumed.rest, resumed.state),
+            lambda: fold_seeing(resumed.rest, resumed.state, older=older, blobs=blobs),
             agent_id=agent_id,
             overrides=overrides,
             index=index,
@@ -1216,14 +1287,14 @@ def next_prompt_of(
     scan = _ConfigScan() if projection is None else None
     seen = _first_pass(read, scan, None)
 
-    def folded() -> ProjectionState:
+    def folded() -> tuple[ProjectionState, EvidenceView]:
         config = scan.result() if scan is not None else projection
         assert config is not None
         start = resume(config) if resume is not None else None
         if start is None:
-            return fold(read(), config=config)
+            return fold_seeing(read(), config=config, older=older, blobs=blobs)
         started.append(start[0].seq)
-        return fold(start[1], start[0])
+        return fold_seeing(start[1], start[0], older=older, blobs=blobs)
 
     return _render_next(
         seen.configured, seen.last, folded, agent_id=agent_id, overrides=overrides, index=index
@@ -1238,8 +1309,12 @@ def prompt_of(
     call: int = 1,
     overrides: RenderOverrides = _NO_OVERRIDES,
     projection: ProjectionConfig | None = None,
+    blobs: Callable[[str], bytes] | None = None,
+    older: Callable[[int, int], Iterable[r.Record]] | None = None,
 ) -> PromptAt:
-    """:func:`prompt_at` of the records ``read()`` gives, read in passes rather than held."""
+    """:func:`prompt_at` of the records ``read()`` gives, read in passes rather than held
+    (``blobs`` and ``older``: as for :func:`next_prompt_of`)."""
+    older = older if older is not None else _older_of(None, read)
     scan = _ConfigScan() if projection is None else None
     turns = _TurnScan(turn)
     seen = _first_pass(read, scan, turns)
@@ -1256,7 +1331,7 @@ def prompt_of(
         found = _render_next(
             turns.settings,
             turns.input_last,
-            lambda: _fold_first(read, turns.input_end, folded_under),
+            lambda: _fold_first(read, turns.input_end, folded_under, blobs, older),
             agent_id=agent_id,
             overrides=overrides,
         )
@@ -1266,11 +1341,11 @@ def prompt_of(
     index, record = turns.prompts[call - 1]
     recorded = record.body
     assert isinstance(recorded, r.PromptRendered)
-    state = _fold_first(read, index, projection)
+    state, evidence = _fold_first(read, index, projection, blobs, older)
     settings = _recorded_settings(record)
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
     _load_estimator(config, record if settings is not None and overrides.estimator is None else None)
-    prompt = build_context(state, budget, config, agent_id=agent_id)
+    prompt = build_context(state, budget, config, agent_id=agent_id, history=evidence)
     return PromptAt(
         turn=turn,
         before_seq=record.seq,

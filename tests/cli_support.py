@@ -59,7 +59,7 @@ def live_records(name: str) -> tuple[r.Record, ...]:
         record = r.decode_json_record(line, where=f"line {number} of {path.name}")
         if isinstance(record.body, r.PromptRendered):
             live.before_prompt()
-            prompt = build_context(live.state, CLI_BUDGET, CLI_RENDER, agent_id=name)
+            prompt = build_context(live.state, CLI_BUDGET, CLI_RENDER, agent_id=name, history=live.evidence)
             record = r.Record(body=prompt_rendered(prompt), ts=record.ts, turn=record.turn)
         live._append(record)
         if isinstance(record.body, r.TurnEnded):

@@ -185,7 +185,9 @@ def run_session(
         )
         if render and turn >= render_from:
             live.before_prompt()
-            prompt = build_context(live.state, budget, config, agent_id=AGENT, index=session.index)
+            prompt = build_context(
+                live.state, budget, config, agent_id=AGENT, index=session.index, history=live.evidence
+            )
             session.prompts[turn] = prompt
             if on_prompt is not None:
                 on_prompt(turn, prompt, session)

@@ -164,7 +164,9 @@ def _context_prompts() -> dict[str, bytes]:
     for path in fixture_ledgers():
         live = replay_live(read_fixture(path))
         agent = path.stem
-        prompt = build_context(live.state, GOLDEN_BUDGET, GOLDEN_RENDER, agent_id=agent)
+        prompt = build_context(
+            live.state, GOLDEN_BUDGET, GOLDEN_RENDER, agent_id=agent, history=live.evidence
+        )
         files[f"{agent}/prompt.txt"] = prompt.text.encode() + b"\n"
         files[f"{agent}/prompt.anthropic.json"] = _json(
             to_anthropic_messages(prompt, model="claude-sonnet-4-5", max_tokens=1_000)

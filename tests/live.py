@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Iterable
 
 from holon import records as r
+from holon.context import EvidenceBuffer
 from holon.projections import (
     DEFAULT_CONFIG,
     ProjectionConfig,
@@ -37,6 +38,9 @@ class LiveLedger:
     def __init__(self, config: ProjectionConfig = DEFAULT_CONFIG, *, start_ts: int = START_TS) -> None:
         self.records: list[r.Record] = []
         self.state: ProjectionState = initial_state(config)
+        # The evidence a prompt's history is read from, as the runtime keeps it (a record's
+        # seq is its index in ``records``, which serve what the buffer dropped).
+        self.evidence = EvidenceBuffer(older=lambda first, end: self.records[first:end])
         self.turn: int | None = None
         self.turns = 0
         self.ts = start_ts
@@ -50,6 +54,7 @@ class LiveLedger:
         stored = r.Record(body=record.body, ts=record.ts, turn=record.turn, seq=len(self.records))
         self.records.append(stored)
         self.state = apply(self.state, stored)
+        self.evidence.add(stored)
         return stored
 
     def start_turn(self, trigger: str = "user", text: str | None = None) -> r.Record:

@@ -11,7 +11,7 @@ from types import ModuleType
 import msgspec
 
 from holon import records as r
-from holon.context import EpisodeIndex, Prompt, build_context, prompt_rendered
+from holon.context import EpisodeIndex, EvidenceBuffer, Prompt, build_context, prompt_rendered
 from holon.ledger import Ledger
 from holon.projections import ProjectionConfig, ProjectionState, apply, initial_state
 from holon.runtime import Agent, AgentConfig
@@ -55,11 +55,15 @@ def cold_replay(path: Path, config: AgentConfig) -> Iterator[tuple[r.Record, Pro
         agent_id = ledger.agent_id
         state = initial_state(config.projection)
         index = EpisodeIndex()
+        evidence = EvidenceBuffer(older=ledger.read, blob=ledger.get_blob)
         for record in ledger.read(0):
             if isinstance(record.body, r.PromptRendered):
-                prompt = build_context(state, config.budget, config.render, agent_id=agent_id, index=index)
+                prompt = build_context(
+                    state, config.budget, config.render, agent_id=agent_id, index=index, history=evidence
+                )
                 yield record, prompt, state
             state = apply(state, record)
+            evidence.add(record)
             if isinstance(record.body, r.ContextEpisodeRecord):
                 index.add(record.body)
 

@@ -1,16 +1,27 @@
-"""Recent history: pairs never split, results cleared in batches with restorable refs, and
-the stable anchor — between two moves the history only grows at its end."""
+"""Recent history: filled by tokens from a view of the ledger, sent whole when it fits,
+cleared only when the budget needs the room (oldest first, never with a placeholder
+longer than the result), pairs never split, and the stable anchor — between two moves
+the history only grows at its end, and each move frees at least a step."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import blake3
 import msgspec
 
 import holon.records as r
-from holon.context import Budget, RenderConfig, build_context, get_estimator, prompt_rendered
-from holon.context.history import HistoryRules, clearing_cut, history_units, plan_history
+from holon.context import (
+    Budget,
+    CurrentInput,
+    RecordsView,
+    RenderConfig,
+    build_context,
+    get_estimator,
+    prompt_rendered,
+)
+from holon.context.history import HistoryRules, history_units, plan_history
 from holon.projections import ToolExecution
 from tests.context_inputs import execution, inputs, message
 
@@ -22,7 +33,7 @@ def _rules(**cfg: object) -> HistoryRules:
     settings: dict[str, object] = {
         "keep_tool_results": 2,
         "tool_result_max_tokens": 10_000,
-        "clear_batch_tokens": 0,
+        "clear_at_least": 0,
         "protected_tools": frozenset(),
         "message_max_tokens": 10_000,
         "preview_chars": 50,
@@ -32,62 +43,149 @@ def _rules(**cfg: object) -> HistoryRules:
     return HistoryRules(**settings)  # type: ignore[arg-type]
 
 
-def _units(tools: tuple[ToolExecution, ...], *, previous: int = -1, **cfg: object):  # type: ignore[no-untyped-def]
-    rules = _rules(**cfg)
-    pairs = list(tools)
-    out = {ex.result_seq: COUNT(ex.result.output) for ex in pairs if ex.result is not None}
-    cut = clearing_cut(pairs, out, previous=previous, rules=rules, batch=rules.clear_batch_tokens)  # type: ignore[arg-type]
-    return history_units(inputs(tools=tools), COUNT, rules, cleared_through=cut), cut
+def _call(n: int, output: str = "", *, tool: str = "bash", turn: int | None = None) -> list[r.Record]:
+    """Tool call ``c<n>``: its intent at seq 10n, its result at 10n + 1."""
+    turn = n if turn is None else turn
+    return [
+        r.Record(
+            body=r.ToolIntent(call_id=f"c{n}", tool=tool, args={"command": f"step {n}"}),
+            ts=n,
+            turn=turn,
+            seq=10 * n,
+        ),
+        r.Record(
+            body=r.ToolResult(call_id=f"c{n}", tool=tool, status="ok", output=output, exit_code=0),
+            ts=n,
+            turn=turn,
+            seq=10 * n + 1,
+        ),
+    ]
 
 
-def test_results_older_than_k_are_cleared_with_a_restorable_placeholder() -> None:
-    tools = tuple(execution(n, output=f"output of step {n} " * 20) for n in range(1, 6))
-    units, _ = _units(tools)
-    texts = [u.text for u in units]
-    assert all("cleared" not in t for t in texts[-2:])
-    for n, text in zip(range(1, 4), texts[:3], strict=True):
+def _calls(outputs: list[str], **kw: object) -> list[r.Record]:
+    return [rec for n, out in enumerate(outputs, start=1) for rec in _call(n, out, **kw)]  # type: ignore[arg-type]
+
+
+def _render(
+    records: list[r.Record], budget: Budget, config: RenderConfig, previous: r.PromptRendered | None = None
+):  # type: ignore[no-untyped-def]
+    view = RecordsView(records, first_seq=0)
+    position = records[-1].seq + 1 if records else 0
+    current = CurrentInput(text="carry on")  # no seq: every unit is history, none the turn's own work
+    prompt = build_context(
+        inputs(previous=previous, position=position, current_input=current), budget, config, history=view
+    )
+    return prompt, prompt_rendered(prompt)
+
+
+def _history(prompt) -> str:  # type: ignore[no-untyped-def]
+    section = prompt.section("history")
+    assert section is not None
+    return section.text  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- units
+
+
+def test_a_cleared_result_keeps_a_short_placeholder_naming_its_size_and_ref() -> None:
+    records = _calls([f"output of step {n} " * 20 for n in range(1, 6)])
+    units, _ = history_units(records, inputs(), COUNT, _rules(), cleared_through=31, capped=True)
+    for n, unit in zip(range(1, 4), units[:3], strict=True):
         size = len((f"output of step {n} " * 20).encode())
-        assert (
-            f"[tool result cleared: bash call c{n}, {size:,} bytes — restore with ref ledger:{10 * n + 1}]"
-            in text
-        )
+        assert unit.text.endswith(f"\n[cleared: {size:,} bytes — restore with ref ledger:{10 * n + 1}]")
+    assert all("cleared" not in u.text for u in units[3:])
     assert [o.ref for u in units for o in u.cleared] == ["ledger:11", "ledger:21", "ledger:31"]
 
 
-def test_protected_tools_are_never_cleared() -> None:
-    tools = tuple(execution(n, tool="read_file" if n == 1 else "bash", output="x " * 50) for n in range(1, 6))
-    units, _ = _units(tools, protected_tools=frozenset({"read_file"}))
-    assert "cleared" not in units[0].text
-    assert "cleared" in units[1].text
+def test_no_placeholder_replaces_fewer_bytes_than_its_own_length() -> None:
+    # An empty output, a few words and a line: each shorter than "[cleared: … — restore with ref …]".
+    records = _calls(["", "ok", "9 bytes\n", "x" * 200])
+    units, _ = history_units(
+        records, inputs(), COUNT, _rules(keep_tool_results=0), cleared_through=10**6, capped=True
+    )
+    for unit in units[:3]:
+        assert "[cleared:" not in unit.text and not unit.cleared and unit.clearable == 0
+    assert units[3].text.endswith("[cleared: 200 bytes — restore with ref ledger:41]")
 
 
-def test_oversize_results_are_cleared_even_when_recent() -> None:
-    tools = (execution(1, output="word " * 5000),)
-    units, _ = _units(tools, tool_result_max_tokens=100)
-    assert "[tool result cleared: bash call c1, 25,000 bytes" in units[0].text
-    assert units[0].text.count("word") < 100  # only the preview is kept
+def test_protected_tools_and_the_newest_results_are_never_cleared() -> None:
+    records = _calls(["x " * 50] * 5, tool="bash")
+    records[0:2] = _call(1, "x " * 50, tool="read_file")
+    units, _ = history_units(
+        records,
+        inputs(),
+        COUNT,
+        _rules(protected_tools=frozenset({"read_file"})),
+        cleared_through=10**6,
+        capped=True,
+    )
+    assert [("[cleared:" in u.text) for u in units] == [False, True, True, False, False]
 
 
-def test_clearing_happens_in_batches_from_the_recorded_cut() -> None:
-    # Each result is ~100 tokens; a batch needs 250, so clearing moves three results at a
-    # time — and each render starts from the cut the previous one recorded.
-    cut = -1
-    counts = []
-    for n_calls in range(1, 11):
-        tools = tuple(execution(n, output="alpha beta " * 48) for n in range(1, n_calls + 1))
-        units, cut = _units(tools, previous=cut, keep_tool_results=1, clear_batch_tokens=250)
-        counts.append(sum(1 for u in units if "cleared" in u.text))
-    assert counts == [0, 0, 0, 3, 3, 3, 6, 6, 6, 9]
+def test_oversize_results_are_previewed_only_when_the_history_is_capped() -> None:
+    records = _call(1, "word " * 5000)
+    whole, _ = history_units(
+        records, inputs(), COUNT, _rules(tool_result_max_tokens=100), cleared_through=-1, capped=False
+    )
+    assert whole[0].text.count("word") == 5000
+    capped, _ = history_units(
+        records, inputs(), COUNT, _rules(tool_result_max_tokens=100), cleared_through=-1, capped=True
+    )
+    assert "[cleared: 25,000 bytes — restore with ref ledger:11]" in capped[0].text
+    assert capped[0].text.count("word") < 100  # only the preview is kept
 
 
-def test_blob_results_point_at_their_blob_and_are_reported() -> None:
+def test_a_blob_output_is_shown_whole_when_the_view_reads_it_and_as_its_preview_otherwise() -> None:
     data = b"line\n" * 3000
-    units, _ = _units((execution(1, blob=data),))
     digest = blake3.blake3(data).hexdigest()
-    assert f"restore with ref blob:{digest}" in units[0].text
-    assert [(o.ref, o.reason) for o in units[0].cleared] == [
+    blob = r.BlobRef(hash=digest, size=len(data), preview="line\nline\n")
+    records = [
+        r.Record(body=r.ToolIntent(call_id="c1", tool="bash", args={}), ts=1, turn=1, seq=10),
+        r.Record(body=r.ToolResult(call_id="c1", tool="bash", status="ok", blob=blob), ts=1, turn=1, seq=11),
+    ]
+    read, _ = history_units(
+        records,
+        inputs(),
+        COUNT,
+        _rules(),
+        cleared_through=-1,
+        capped=True,
+        blob_text={digest: data.decode()}.get,
+    )
+    assert read[0].text.count("line") == 3000 and not read[0].cleared
+    unread, _ = history_units(records, inputs(), COUNT, _rules(), cleared_through=-1, capped=True)
+    assert f"restore with ref blob:{digest}" in unread[0].text
+    assert [(o.ref, o.reason) for o in unread[0].cleared] == [
         (f"blob:{digest}", "tool result stored as a blob (preview shown)")
     ]
+
+
+def test_a_call_that_declared_a_plan_shows_a_stub_not_the_steps() -> None:
+    steps = [{"content": "port the parser to rust", "status": "completed"}]
+    records = [
+        r.Record(
+            body=r.ToolIntent(call_id="t1", tool="TodoWrite", args={"todos": steps}), ts=1, turn=1, seq=10
+        ),
+        r.Record(
+            body=r.WorkPlan(
+                work_item_id=None, steps=(r.PlanStep(id="1", text="port the parser to rust", status="done"),)
+            ),
+            ts=1,
+            turn=1,
+            seq=11,
+        ),
+        r.Record(
+            body=r.ToolResult(call_id="t1", tool="TodoWrite", status="ok", output="ok"), ts=1, turn=1, seq=12
+        ),
+    ]
+    units, _ = history_units(records, inputs(), COUNT, _rules(), cleared_through=-1, capped=False)
+    (unit,) = units
+    assert "port the parser" not in unit.text
+    assert (
+        "[declares plan ledger:11: 1 step; working memory shows the current plan"
+        " — restore with ref ledger:10]"
+        in unit.text
+    )
 
 
 def test_pairs_are_never_split_and_orphans_are_named() -> None:
@@ -124,6 +222,31 @@ def test_pairs_are_never_split_and_orphans_are_named() -> None:
     assert any(o.ref == "ledger:91" for o in prompt.plan.omitted)
 
 
+# --------------------------------------------------------------------------- filled by the budget
+
+
+def test_a_history_that_fits_is_sent_whole_however_old_and_large_its_units() -> None:
+    # More than any projection window holds, results older than the newest K, a message
+    # over the message cap and a result over the result cap: all of it fits, so all of it
+    # is shown as written.
+    records = _calls(["result " * 300] * 60)
+    records.append(r.Record(body=r.Message(role="user", text="long " * 3000), ts=99, turn=99, seq=10_000))
+    config = RenderConfig(keep_tool_results=1, tool_result_max_tokens=100, message_max_tokens=100)
+    prompt, record = _render(records, BIG, config)
+    text = _history(prompt)
+    assert text.count("] call c") == 60 and "[cleared:" not in text and "truncated" not in text
+    assert "earlier history" not in text and text.count("long ") == 3000
+    assert record.history == r.HistoryAnchor(from_seq=0)
+    assert not [o for o in prompt.plan.omitted if o.section == "history"]
+
+
+def test_the_history_reaches_back_past_the_projection_windows() -> None:
+    # 80 calls: the fold's tool window holds 24; the history is read from the view.
+    records = _calls([f"out {n}" for n in range(1, 81)])
+    prompt, _ = _render(records, BIG, RenderConfig())
+    assert _history(prompt).count("] call c") == 80
+
+
 def test_history_fills_newest_first_and_names_what_it_left_out() -> None:
     messages = tuple(message(100 + i, f"message number {i} " + "filler " * 30) for i in range(40))
     small = build_context(inputs(messages=messages), Budget(context_window=1_500), RenderConfig())
@@ -139,42 +262,67 @@ def test_history_fills_newest_first_and_names_what_it_left_out() -> None:
     assert small.total_tokens <= 1_500
 
 
-def test_nothing_shown_when_nothing_fits() -> None:
-    plan = plan_history(inputs(tools=(execution(1, output="a " * 300),)), COUNT, _rules(), allowance=10)
-    assert plan.form is None and plan.anchor is None
-    assert {o.ref for o in plan.omissions} == {"ledger:10", "ledger:11"}
+def test_a_first_history_uses_the_room_and_a_move_leaves_a_step_to_grow_into() -> None:
+    budget = Budget(context_window=6_000, output_reserve=500)
+    records = [
+        r.Record(
+            body=r.Message(role="user", text=f"message number {i} " + "filler " * 30), ts=i, turn=i, seq=i
+        )
+        for i in range(300)
+    ]
+    first, record = _render(records[:200], budget, RenderConfig())
+    room = budget.available - (first.plan.total_tokens - first.section("history").tokens)  # type: ignore[union-attr]
+    assert first.section("history").tokens > 0.9 * room  # type: ignore[union-attr]
+    # The next message does not fit: the history moves, and frees at least half the room.
+    moved, _ = _render(records[:201], budget, RenderConfig(history_refill=0.5), previous=record)
+    assert moved.plan.history is not None and record.history is not None
+    assert moved.plan.history.from_seq > record.history.from_seq
+    assert moved.section("history").tokens <= 0.5 * room + 40  # type: ignore[union-attr]
 
 
-# --------------------------------------------------------------------------- the anchor
-
-
-def _render(budget: Budget, previous: r.PromptRendered | None, **fields: object):  # type: ignore[no-untyped-def]
-    config = RenderConfig(clear_batch_tokens=10_000)
-    prompt = build_context(inputs(previous=previous, **fields), budget, config)
-    return prompt, prompt_rendered(prompt)
-
-
-def _history(prompt) -> str:  # type: ignore[no-untyped-def]
-    section = prompt.section("history")
-    assert section is not None
-    return section.text  # type: ignore[no-any-return]
+def test_clear_at_least_sets_the_least_a_move_frees() -> None:
+    budget = Budget(context_window=6_000, output_reserve=500)
+    records = [
+        r.Record(
+            body=r.Message(role="user", text=f"message number {i} " + "filler " * 30), ts=i, turn=i, seq=i
+        )
+        for i in range(300)
+    ]
+    sizes = []
+    for clear_at_least in (200, 3_000):
+        config = RenderConfig(history_refill=1.0, clear_at_least=clear_at_least)
+        _, record = _render(records[:200], budget, config)
+        moved, _ = _render(records[:201], budget, config, previous=record)
+        sizes.append(moved.section("history").tokens)  # type: ignore[union-attr]
+    small_step, big_step = sizes
+    assert big_step < small_step - 2_000
 
 
 def test_the_history_keeps_its_start_and_grows_at_its_end() -> None:
     budget = Budget(context_window=4_000, output_reserve=500)
-    messages = [message(100 + i, f"message number {i} " + "filler " * 30) for i in range(200)]
-    prompt, record = _render(budget, None, messages=tuple(messages[:5]))
+    records = [
+        r.Record(
+            body=r.Message(role="user", text=f"message number {i} " + "filler " * 30),
+            ts=i,
+            turn=i,
+            seq=100 + i,
+        )
+        for i in range(200)
+    ]
+    prompt, record = _render(records[:5], budget, RenderConfig())
     first = _history(prompt)
     moves = 0
     for n in range(6, 200):
-        prompt, next_record = _render(budget, record, messages=tuple(messages[:n]))
+        prompt, next_record = _render(records[:n], budget, RenderConfig(), previous=record)
         text = _history(prompt)
         assert record.history is not None and next_record.history is not None
         if next_record.history == record.history:
             # Unmoved: the previous history is a prefix of this one, the new unit after it.
-            assert text.startswith(first + "\n") and text.endswith(messages[n - 1].message.text)
+            body = records[n - 1].body
+            assert isinstance(body, r.Message)
+            assert text.startswith(first + "\n") and text.endswith(body.text)
         else:
-            # Moved only because it no longer fitted: it starts later, refilled to part of its room.
+            # Moved only because it no longer fitted: it starts later, with room to grow.
             moves += 1
             assert next_record.history.from_seq > record.history.from_seq
             assert len(text) < len(first)
@@ -182,37 +330,44 @@ def test_the_history_keeps_its_start_and_grows_at_its_end() -> None:
     assert 3 <= moves <= 20  # 194 renders, a handful of moves
 
 
-def test_a_moved_history_refills_only_part_of_its_room() -> None:
-    budget = Budget(context_window=6_000, output_reserve=500)
-    messages = tuple(message(100 + i, f"message number {i} " + "filler " * 30) for i in range(300))
-    grown = build_context(inputs(messages=messages), budget, RenderConfig(history_refill=1.0))
-    refilled = build_context(inputs(messages=messages), budget, RenderConfig(history_refill=0.4))
-    full = grown.section("history")
-    part = refilled.section("history")
-    assert full is not None and part is not None
-    assert part.tokens < 0.5 * full.tokens  # room left to grow into
-    assert full.text.endswith(part.text.split("\n", 2)[2])  # the same newest units
-
-
-def test_tool_results_cleared_once_stay_cleared_and_new_ones_are_appended_whole() -> None:
-    rules_config = RenderConfig(keep_tool_results=1, clear_batch_tokens=400)
-    budget = Budget(context_window=50_000)
-    tools = [execution(n, output="alpha beta " * 48) for n in range(1, 12)]
+def test_results_are_cleared_oldest_first_and_only_when_the_room_is_needed() -> None:
+    # Results of ~100 tokens: the first few fit uncleared and nothing is cleared; as more
+    # arrive, the oldest are cleared (never the newest two), in steps of at least
+    # `clear_at_least`, while the history keeps its start; only once nothing more may be
+    # cleared does the start move.
+    budget = Budget(context_window=4_000, output_reserve=500)
+    config = RenderConfig(keep_tool_results=2, clear_at_least=300, history_refill=1.0)
+    outputs = ["alpha beta " * 48] * 90
     record = None
-    cuts = []
-    for n in range(1, 12):
-        prompt = build_context(inputs(previous=record, tools=tuple(tools[:n])), budget, rules_config)
-        record = prompt_rendered(prompt)
-        assert record.history is not None
-        cuts.append(record.history.cleared_through)
+    seen: list[tuple[int, int]] = []  # (history start, results cleared) per render
+    for n in range(1, 91):
+        prompt, record = _render(_calls(outputs[:n]), budget, config, previous=record)
         text = _history(prompt)
-        cleared = re.findall(r"tool result cleared: bash call c(\d+)", text)
-        assert [int(c) for c in cleared] == [k for k in range(1, n + 1) if 10 * k + 1 <= cuts[-1]]
-    # The cut moves in steps of at least the batch (~4 results of ~100 tokens), never back.
-    assert cuts == sorted(cuts) and len(set(cuts)) <= 4
+        cleared = [int(c) for c in re.findall(r"\] result c(\d+) ok, exit 0:\n\[cleared", text)]
+        shown = [int(c) for c in re.findall(r"\] call c(\d+)", text)]
+        # Cleared ones are the oldest shown, and never one of the newest two.
+        assert cleared == shown[: len(cleared)] and not set(cleared) & {n - 1, n}
+        assert prompt.plan.total_tokens <= budget.available
+        assert record.history is not None
+        seen.append((record.history.from_seq, len(cleared)))
+    assert seen[:5] == [(0, 0)] * 5  # whole, nothing cleared while the room was not needed
+    steps = []
+    for (start, before), (next_start, after) in itertools.pairwise(seen):
+        if next_start == start:
+            assert after >= before  # cleared once, stays cleared while the start holds
+            if after > before:
+                steps.append(after - before)
+    assert steps and min(steps) >= 3  # each clearing step freed at least 300 tokens
+    assert len({start for start, _ in seen}) >= 2
 
 
-def test_an_anchor_the_windows_no_longer_reach_is_moved_into_their_newer_half() -> None:
+def test_nothing_shown_when_nothing_fits() -> None:
+    plan = plan_history(inputs(tools=(execution(1, output="a " * 300),)), COUNT, _rules(), allowance=10)
+    assert plan.form is None and plan.anchor is None
+    assert {o.ref for o in plan.omissions} == {"ledger:10", "ledger:11"}
+
+
+def test_an_anchor_the_windows_no_longer_reach_is_moved() -> None:
     budget = Budget(context_window=50_000)
     tools = tuple(execution(n, output=f"out {n}") for n in range(1, 25))
     anchored = r.PromptRendered(
@@ -226,18 +381,18 @@ def test_an_anchor_the_windows_no_longer_reach_is_moved_into_their_newer_half() 
         history=r.HistoryAnchor(from_seq=50),
     )
     # The windows still reach back to seq 50: the anchor holds.
-    kept = build_context(inputs(previous=anchored, tools=tools, history_floor=40, history_slack=130), budget)
+    kept = build_context(inputs(previous=anchored, tools=tools, history_floor=40), budget)
     assert kept.plan.history == r.HistoryAnchor(from_seq=50)
-    # They dropped what came before seq 60: the history starts again at or after the slack.
-    moved = build_context(inputs(previous=anchored, tools=tools, history_floor=60, history_slack=130), budget)
-    assert moved.plan.history is not None and moved.plan.history.from_seq == 130
-    assert "[earlier history (before ledger:130) is not shown" in _history(moved)
+    # They dropped what came before seq 60: the history starts where they do.
+    moved = build_context(inputs(previous=anchored, tools=tools, history_floor=60), budget)
+    assert moved.plan.history is not None and moved.plan.history.from_seq == 60
+    assert "[earlier history (before ledger:60) is not shown" in _history(moved)
 
 
 def test_the_anchor_is_recorded_in_prompt_rendered_and_round_trips() -> None:
     prompt = build_context(inputs(tools=(execution(1, output="x"),)), BIG)
     record = prompt_rendered(prompt)
-    assert record.history == r.HistoryAnchor(from_seq=10)
+    assert record.history == r.HistoryAnchor(from_seq=0)
     wire = r.encode_msgpack_record(r.Record(body=record, ts=1, seq=0))
     assert r.decode_msgpack_record(wire).body == record
     # A record written before the anchor existed (no field) decodes with none.

@@ -53,7 +53,12 @@ from tests.strategies import AgentRun, agent_runs, budgets_around
 
 ROOT = Path(__file__).resolve().parent.parent
 SEPARATORS = len(SECTION_ORDER)
-_CLEARED = re.compile(r"\[tool result cleared: (\S+) call (\S+), ([\d,]+) bytes — restore with ref (\S+)\]")
+# A cleared result: the line before it is its header, `[ledger:N] result <call id> <status>...:`.
+_CLEARED = re.compile(
+    r"\] result (\S+) [^\n]*:\n"  # the result's header, then its preview lines (none of another unit)
+    r"(?:(?!\[ledger:\d+\] )[^\n]*\n)*?"
+    r"\[cleared: ([\d,]+) bytes — restore with ref ((?:ledger|blob):[0-9a-f]+)\]"
+)
 _ANY_REF = re.compile(r"restore with ref ((?:ledger|blob|episode):[0-9a-f]+)")
 _REF = re.compile(r"(?:ledger|blob|episode):[0-9a-f]+")
 _MESSAGE_CUT = re.compile(r"\[(?:message|brief) truncated: ([\d,]+) chars — restore with ref (\S+)\]")
@@ -73,7 +78,7 @@ configs = st.builds(
     RenderConfig,
     keep_tool_results=st.integers(0, 6),
     tool_result_max_tokens=st.integers(50, 3000),
-    clear_batch_tokens=st.integers(0, 3000),
+    clear_at_least=st.integers(0, 3000),
     protected_tools=st.sampled_from([(), ("read_file",)]),
     # Small caps truncate messages, arguments and the current input too.
     message_max_tokens=st.sampled_from([5, 40, 2000]),
@@ -147,9 +152,8 @@ def _check_refs(prompt: Prompt, session: Session) -> None:
     results = {
         rec.body.call_id: rec.body for rec in session.live.records if isinstance(rec.body, r.ToolResult)
     }
-    for tool, call_id, size, ref in _CLEARED.findall(prompt.text):
+    for call_id, size, ref in _CLEARED.findall(prompt.text):
         original = results[call_id]
-        assert original.tool == tool
         data = restore_bytes(ref, session)
         expected = (
             session.blobs[original.blob.hash] if original.blob is not None else original.output.encode()
@@ -193,6 +197,13 @@ def _check_evidence(omission: r.Omission, source: RefSource, state: ProjectionSt
         assert isinstance(found.body, r.Brief)
     elif "tool result" in reason:
         assert isinstance(found.body, r.ToolResult)
+    elif omission.section == "mandate":
+        # An operator's request the mandate shortened or left out.
+        assert reason in ("request shortened", "request not shown"), omission
+        assert isinstance(found.body, r.Message) and found.body.role in ("user", "operator")
+    elif (match := _ENTRY.search(reason)) is not None and match.group(2).startswith("request:"):
+        # Work derived from the operator's requests: its id names the first request's record.
+        assert match.group(2) == f"request:{found.seq}" and isinstance(found.body, r.Message), omission
     elif reason == "history item cut to fit the room":
         # The newest history unit, cut: each of its records is named (a call and its result).
         assert omission.section == "history"

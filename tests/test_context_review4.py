@@ -191,7 +191,7 @@ def test_every_evicted_tool_output_restores_exactly_through_the_agent(tmp_path: 
     clock = itertools.count(1_000)
     config = AgentConfig(
         budget=Budget(context_window=6_000, output_reserve=500),
-        render=RenderConfig(tool_result_max_tokens=300, keep_tool_results=1, clear_batch_tokens=10),
+        render=RenderConfig(tool_result_max_tokens=300, keep_tool_results=1, clear_at_least=10),
         blob_threshold=4_096,
         recall_page_chars=1_000,
     )

@@ -131,7 +131,7 @@ def test_an_unscoped_plan_edited_this_turn_is_shown_from_the_live_plan() -> None
 
 def _shared_blob_ledger(path: Path) -> Path:
     """Two calls in one turn returning the same large output: one blob, two results."""
-    output = "same listing line\n" * 400
+    output = "same listing line\n" * 3000  # over the result cap: both are previews in a small window
     bodies: list[r.Body] = [r.TurnStarted(trigger="user", input="go")]
     for call in ("c1", "c2"):
         bodies.append(r.ToolIntent(call_id=call, tool="bash", args={"command": "ls"}))
@@ -143,18 +143,20 @@ def _shared_blob_ledger(path: Path) -> Path:
 
 
 def test_explain_shows_two_results_stored_in_one_blob_as_one_row_with_a_count(tmp_path: Path) -> None:
-    # Both rows read "history  blob:<h>  0  tool result stored as a blob (preview shown)",
-    # which looked like a mistake. One row says two items share the ref; --json keeps both
-    # (and the reasons stay categories: the audit's evictions report groups by them).
+    # Both rows read "history  blob:<h>  …  tool result over the size cap", which looked
+    # like a mistake. One row says two items share the ref; --json keeps both (and the
+    # reasons stay categories: the audit's evictions report groups by them).
     path = _shared_blob_ledger(tmp_path / "L")
-    result = invoke("explain", path)
+    result = invoke("explain", path, "--budget", "8000", "--output-reserve", "1000")
     assert result.exit_code == 0, result.output
     rows = [line for line in result.stdout.splitlines() if "blob:" in line]
     assert len(rows) == 1, rows
-    assert rows[0].endswith("tool result stored as a blob (preview shown) (2 items share this ref)"), rows
-    doc = msgspec.json.decode(invoke("explain", path, "--json").stdout)
+    assert rows[0].endswith("tool result over the size cap (2 items share this ref)"), rows
+    doc = msgspec.json.decode(
+        invoke("explain", path, "--budget", "8000", "--output-reserve", "1000", "--json").stdout
+    )
     reasons = [o["reason"] for o in doc["omitted"]]
-    assert reasons == ["tool result stored as a blob (preview shown)"] * 2, reasons
+    assert reasons == ["tool result over the size cap"] * 2, reasons
 
 
 def test_explain_keeps_a_sections_why_cell_short_when_it_left_out_many_items(tmp_path: Path) -> None:
@@ -170,7 +172,10 @@ def test_explain_keeps_a_sections_why_cell_short_when_it_left_out_many_items(tmp
     path = tmp_path / "L"
     with Ledger.create(path, agent_id="a", fsync="never", blob_threshold=1024) as ledger:
         ledger.append_many([r.Record(body=b, ts=i, turn=1 if i < 14 else 2) for i, b in enumerate(bodies)])
-    doc = msgspec.json.decode(invoke("explain", path, "--json").stdout)
+    # A window the history does not fit whole: its units are capped.
+    doc = msgspec.json.decode(
+        invoke("explain", path, "--budget", "8000", "--output-reserve", "1000", "--json").stdout
+    )
     history = next(row for row in doc["sections"] if row["section"] == "history")
     distinct = list(dict.fromkeys(o["reason"] for o in doc["omitted"] if o["section"] == "history"))
     assert sum(reason.startswith("arguments of c") for reason in distinct) == 6, distinct

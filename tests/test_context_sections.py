@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import holon.records as r
-from holon.context import Budget, build_context, inputs_from_state, prompt_rendered
+from holon.context import (
+    Budget,
+    CurrentInput,
+    RenderConfig,
+    build_context,
+    inputs_from_state,
+    prompt_rendered,
+)
 from holon.context.budget import Candidate
 from holon.context.history import TURN_WORK_HEADER
 from holon.context.render import token_counter
 from holon.context.sections import SECTION_ORDER, SECTION_STABILITY, pending_delta_candidate
-from holon.projections import PlanEntry, SnapshotPlanStep, WaitEntry, WorkingMemorySnapshot, WorkItemEntry
+from holon.projections import (
+    FailingCheck,
+    MandateEntry,
+    PlanEntry,
+    RequestEntry,
+    SnapshotPlanStep,
+    WaitEntry,
+    WorkingMemorySnapshot,
+    WorkItemEntry,
+)
 from tests.context_inputs import inputs
 from tests.live import LiveLedger
 
@@ -191,6 +207,136 @@ def test_a_prompt_rendered_again_within_a_turn_shows_the_turn_s_work_after_its_i
         "## Current input (user)",
         "Fix the login page.",
         TURN_WORK_HEADER,
-        f"[ledger:{intent.seq}] call c1 bash {{\"command\":\"pytest\"}}",
+        f'[ledger:{intent.seq}] call c1 bash {{"command":"pytest"}}',
     ]
     assert lines[4:] == [f"[ledger:{result.seq}] result c1 ok:", "1 failed"]
+
+
+# --------------------------------------------------------------------------- the operator's requests
+
+
+def _mandate(*texts: str, first_seq: int = 10, omitted: int = 0) -> MandateEntry:
+    requests = [
+        RequestEntry(seq=first_seq + 10 * i, turn=i, text=t, chars=len(t)) for i, t in enumerate(texts)
+    ]
+    return MandateEntry(
+        session=None, first=requests[0], recent=tuple(requests[1:]), count=len(texts) + omitted
+    )
+
+
+def _mandate_section(budget: Budget, **fields: object) -> str:
+    prompt = build_context(inputs(**fields), budget)
+    section = prompt.section("mandate")
+    assert section is not None
+    return section.text
+
+
+def test_the_operators_requests_are_shown_verbatim_after_the_history_and_before_the_input() -> None:
+    mandate = _mandate("Port it to Rust.\nKeep the Justfile.", "Also: no unsafe code.")
+    prompt = build_context(inputs(mandate=mandate), Budget(context_window=8_000))
+    names = [s.name for s in prompt.sections]
+    assert names[-2:] == ["mandate", "current_input"]
+    text = prompt.section("mandate").text  # type: ignore[union-attr]
+    assert text.splitlines()[0].startswith("## Operator's requests (this session, oldest first")
+    assert (
+        "[ledger:10] Port it to Rust.\nKeep the Justfile." in text
+        and "[ledger:20] Also: no unsafe code." in text
+    )
+
+
+def test_the_request_that_is_the_current_input_is_shown_as_the_input_only() -> None:
+    mandate = _mandate("Port it to Rust.", "Now add CI.")
+    text = _mandate_section(
+        Budget(context_window=8_000), mandate=mandate, current_input=CurrentInput(text="Now add CI.", seq=20)
+    )
+    assert "Port it to Rust." in text and "Now add CI." not in text
+    only = build_context(
+        inputs(mandate=_mandate("Port it."), current_input=CurrentInput(text="Port it.", seq=10)),
+        Budget(context_window=8_000),
+    )
+    assert only.section("mandate") is None
+
+
+def test_over_its_sub_budget_the_mandate_shortens_each_request_naming_its_record() -> None:
+    first = "Port this project to Rust. " + "Keep every public name. " * 400
+    later = [f"request {i}: " + "more detail " * 60 for i in range(8)]
+    mandate = _mandate(first, *later, omitted=3)
+    budget = Budget(context_window=8_000)
+    prompt = build_context(inputs(mandate=mandate), budget)
+    section = prompt.section("mandate")
+    assert section is not None
+    # Whole, the requests take some 3,500 tokens: over the sub-budget of a fifth of the room.
+    sub_budget = int((budget.available - len(SECTION_ORDER)) * RenderConfig().mandate_share)
+    assert section.form == "compact" and section.tokens <= sub_budget
+    text = section.text
+    # The first request keeps its start and names the record that restores it; the newest
+    # three are whole; the ones between are one line each, naming theirs; the requests
+    # the projection no longer holds are counted.
+    assert text.splitlines()[1].startswith("[ledger:10] Port this project to Rust.")
+    assert f"[request shortened: {len(first):,} chars — restore with ref ledger:10]" in text
+    for i in range(5, 8):
+        assert f"[ledger:{20 + 10 * i}] {later[i]}" in text
+    for i in range(5):
+        assert (
+            f"[ledger:{20 + 10 * i}] request {i}:" in text
+            and f"restore with ref ledger:{20 + 10 * i}]" in text
+        )
+    assert "(+3 more requests between ledger:10 and ledger:20 not held" in text
+    shortened = {o.ref for o in section_omissions(prompt, "mandate")}
+    assert shortened == {"ledger:10", *(f"ledger:{20 + 10 * i}" for i in range(5))}
+
+
+def section_omissions(prompt, name: str) -> list[r.Omission]:  # type: ignore[no-untyped-def]
+    return [o for o in prompt.plan.omitted if o.section == name]
+
+
+def test_the_mandates_minimum_is_bounded_whatever_the_requests_hold() -> None:
+    huge = _mandate("x " * 50_000, *("y " * 50_000 for _ in range(16)))
+    prompt = build_context(inputs(mandate=huge), Budget(context_window=4_000, output_reserve=0))
+    section = prompt.section("mandate")
+    assert section is not None and section.form == "truncated" and section.tokens < 600
+    assert prompt.plan.total_tokens <= 4_000
+
+
+def test_work_derived_from_a_request_reads_as_such_and_the_prompt_does_not_contradict_itself() -> None:
+    snapshot = WorkingMemorySnapshot(
+        active_work_item_id="request:10",
+        work_state="active",
+        objective="Port it to Rust.",
+        work_item_seqs=(10,),
+    )
+    derived = WorkItemEntry(
+        id="request:10", objective="Port it to Rust.", state="active", declared_seq=10, state_seq=10
+    )
+    prompt = build_context(
+        inputs(
+            snapshot=snapshot, active_work=derived, current_input=None, mandate=_mandate("Port it to Rust.")
+        ),
+        Budget(context_window=8_000),
+    )
+    memory = prompt.section("working_memory")
+    assert memory is not None
+    assert "active work (no work item declared; what the operator's requests ask): request:10" in memory.text
+    assert prompt.section("current_input").text.endswith("(no new input: continue the active work)")  # type: ignore[union-attr]
+    idle = build_context(
+        inputs(snapshot=WorkingMemorySnapshot(), current_input=None), Budget(context_window=8_000)
+    )
+    assert "no work is active" in idle.section("current_input").text  # type: ignore[union-attr]
+    assert "continue the active work" not in idle.text
+
+
+def test_failing_checks_are_in_working_memory_with_the_end_of_their_output() -> None:
+    check = FailingCheck(
+        command="pytest -q",
+        tool="bash",
+        seq=77,
+        status="error",
+        exit_code=1,
+        tail="FAILED t.py::test_x - boom",
+    )
+    snapshot = WorkingMemorySnapshot(
+        active_work_item_id="w1", work_state="active", objective="o", failing=(check,)
+    )
+    memory = build_context(inputs(snapshot=snapshot), Budget(context_window=8_000)).section("working_memory")
+    assert memory is not None
+    assert "failing: `pytest -q` (exit 1): FAILED t.py::test_x - boom [ledger:77]" in memory.text

@@ -201,3 +201,41 @@ def test_archive_chunks_and_lookups() -> None:
     assert archive.latest(1000) == tuple(episodes)
     with pytest.raises(IndexError):
         archive.get(len(episodes))
+
+
+def test_work_derived_from_a_request_is_an_episode_that_a_new_session_closes() -> None:
+    # No work item declared: the first request of the session is the episode's work and
+    # objective, and every request made during it is kept. A new session is new work.
+    live = LiveLedger()
+    live.append(r.ExecutionEnvironment(extra={"session_id": "s1"}))
+    assert _turn(live, r.Message(role="user", text="my sister's dog is called Biscuit")) == []
+    assert live.state.memory.builder.work_item_id is not None
+    first = live.state.memory.builder.work_item_id
+    assert first.startswith("request:")
+    assert _turn(live, r.Message(role="user", text="she lives in Lisbon")) == []
+    live.append(r.ExecutionEnvironment(extra={"session_id": "s2"}))
+    (episode,) = _turn(live, r.Message(role="user", text="what is the weather like?"))
+    assert episode.boundary_reason == "active_work_switched"
+    assert episode.work_item_id == first and episode.objective == "my sister's dog is called Biscuit"
+    # It ends where its session did: the new session's first turn is the next episode's.
+    assert episode.requests == ("my sister's dog is called Biscuit", "she lives in Lisbon")
+    session_seq = live.state.runtime.session_seq
+    assert session_seq is not None and episode.to_seq < session_seq
+    builder = live.state.memory.builder
+    assert builder.work_item_id not in (None, first) and builder.requests == ("what is the weather like?",)
+    assert builder.from_seq == session_seq
+
+
+def test_a_work_item_declared_for_a_request_takes_over_its_episode() -> None:
+    live = LiveLedger()
+    # The request arrives first, the agent declares the work it asks for in the same turn:
+    # one episode, the declared item's, not a one-turn episode of the request.
+    assert (
+        _turn(
+            live,
+            r.Message(role="user", text="fix the parser"),
+            r.WorkItem(id="W1", objective="fix it", state="active"),
+        )
+        == []
+    )
+    assert live.state.memory.builder.work_item_id == "W1"

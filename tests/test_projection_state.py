@@ -212,3 +212,124 @@ def test_apply_does_not_mutate_its_input() -> None:
     apply_runtime(before, r.Record(body=r.WorkItemState(id="A", state="done"), ts=1, seq=2))
     apply_runtime(before, r.Record(body=r.FollowUp(id="f", text="x", status="done"), ts=1, seq=2))
     assert before.work_items == items and before.follow_ups == follow_ups
+
+
+# --------------------------------------------------------------------------- the operator's requests
+
+
+def _request(text: str, role: str = "user") -> r.Message:
+    return r.Message(role=role, text=text)  # type: ignore[arg-type]
+
+
+def test_the_operators_requests_are_the_session_mandate_first_and_newest_kept() -> None:
+    config = ProjectionConfig(requests_window=2, request_chars=10)
+    state = _fold(
+        _request("port it to rust and keep the Justfile"),
+        r.Message(role="assistant", text="on it"),
+        r.Message(role="channel", text="Stop hook feedback: uncommitted changes"),
+        _request("also add CI", role="operator"),
+        _request("no, use GitHub Actions"),
+        _request("and delete the python"),
+        config=config,
+    )
+    mandate = state.mandate
+    assert mandate is not None
+    # The first request stays; the newest two after it are kept; the one between is counted.
+    assert [q.seq for q in mandate.requests] == [0, 4, 5]
+    assert mandate.count == 4 and mandate.omitted == 1
+    first = mandate.first
+    assert first.text == "port it to" and first.chars == len("port it to rust and keep the Justfile")
+    assert first.clipped
+    assert [q.text for q in mandate.recent] == ["no, use Gi", "and delete"]
+
+
+def test_work_is_derived_from_the_first_request_where_the_session_declares_none() -> None:
+    state = _fold(_request("Port this project to Rust.   Keep the Justfile."), _request("use 2021 edition"))
+    work = state.current_work
+    assert work is not None and work.id == "request:0" and work.state == "active"
+    assert work.objective == "Port this project to Rust. Keep the Justfile."  # on one line
+    assert state.active_work_item_id is None  # nothing was declared
+    # A session that declares a work item is the agent's to describe: nothing is derived,
+    # before, while or after that item is active.
+    declared = _fold(
+        _request("fix the parser"),
+        r.WorkItem(id="w1", objective="fix the parser", state="active"),
+        r.WorkItemState(id="w1", state="done"),
+        _request("now the lexer"),
+    )
+    assert declared.current_work is None and declared.mandate is not None
+    assert [q.seq for q in declared.mandate.requests] == [0, 3]
+
+
+def test_a_new_session_starts_new_work_and_naming_the_first_session_does_not() -> None:
+    state = _fold(
+        _request("downgrade my flights"),
+        r.ExecutionEnvironment(extra={"session_id": "run 1"}),  # names the session it is in
+        _request("my id is omar_3817"),
+        r.ToolIntent(call_id="c1", tool="bash", args={"command": "pytest -q"}),
+        r.ToolResult(call_id="c1", tool="bash", status="error", exit_code=1, output="FAILED t::x"),
+        r.ExecutionEnvironment(cwd="/w"),  # no session id: the same session
+        r.ExecutionEnvironment(extra={"session_id": "run 2"}),
+    )
+    assert state.session == "run 2"
+    assert state.mandate is None and state.current_work is None and not state.failing
+    after = apply_runtime(state, r.Record(body=_request("change my return flight"), ts=9, turn=2, seq=7))
+    assert after.current_work is not None and after.current_work.id == "request:7"
+    assert after.mandate is not None and after.mandate.session == "run 2"
+    before = _fold(_request("downgrade my flights"), r.ExecutionEnvironment(extra={"session_id": "run 1"}))
+    assert before.mandate is not None and before.mandate.session == "run 1"
+
+
+def test_a_failing_check_is_kept_until_the_same_command_passes() -> None:
+    def run(
+        n: int, command: str, status: str, output: str = "", exit_code: int | None = None
+    ) -> list[r.Body]:
+        return [
+            r.ToolIntent(call_id=f"c{n}", tool="bash", args={"command": command}),
+            r.ToolResult(call_id=f"c{n}", tool="bash", status=status, output=output, exit_code=exit_code),  # type: ignore[arg-type]
+        ]
+
+    summary = "..F.\n\nFAILED tests/test_refunds.py::test_rounding - AssertionError\n1 failed, 3 passed\n"
+    state = _fold(
+        _request("make the tests pass"),
+        *run(1, "pytest -q", "error", summary, 1),
+        *run(2, "ls src", "error", "no such file", 2),  # not a check: not tracked
+        *run(3, "mypy holon", "ok", "error: bad", 1),  # a non-zero exit fails
+    )
+    assert [f.command for f in state.failing] == ["pytest -q", "mypy holon"]
+    first = state.failing[0]
+    assert first.exit_code == 1 and first.tail == (
+        "..F. | FAILED tests/test_refunds.py::test_rounding - AssertionError | 1 failed, 3 passed"
+    )
+    assert first.work_item_id == "request:0"
+    # Failing again replaces it (newest last); passing clears it.
+    state = _fold(
+        _request("make the tests pass"),
+        *run(1, "pytest -q", "error", summary, 1),
+        *run(2, "mypy holon", "error", "x", 1),
+        *run(3, "pytest -q", "error", "FAILED other", 1),
+    )
+    assert [(f.command, f.seq) for f in state.failing] == [("mypy holon", 4), ("pytest -q", 6)]
+    state = apply_runtime(
+        apply_runtime(
+            state,
+            r.Record(
+                body=r.ToolIntent(call_id="c9", tool="bash", args={"command": "pytest -q"}),
+                ts=9,
+                turn=1,
+                seq=7,
+            ),
+        ),
+        r.Record(body=r.ToolResult(call_id="c9", tool="bash", status="ok", exit_code=0), ts=9, turn=1, seq=8),
+    )
+    assert [f.command for f in state.failing] == ["mypy holon"]
+
+
+def test_failing_checks_are_capped_and_a_blob_output_keeps_its_tail() -> None:
+    bodies: list[r.Body] = []
+    for n in range(6):
+        bodies.append(r.ToolIntent(call_id=f"c{n}", tool="bash", args={"command": f"pytest tests/t{n}.py"}))
+        blob = r.BlobRef(hash="0" * 64, size=9000, preview="collected 9 items", tail=f"\n\nFAILED t{n}::x\n")
+        bodies.append(r.ToolResult(call_id=f"c{n}", tool="bash", status="error", blob=blob, exit_code=1))
+    state = _fold(*bodies, config=ProjectionConfig(failing_cap=3))
+    assert [f.tail for f in state.failing] == ["FAILED t3::x", "FAILED t4::x", "FAILED t5::x"]

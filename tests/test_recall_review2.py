@@ -116,7 +116,7 @@ def test_more_records_than_the_agent_keeps_are_read_back(
     "form",
     [
         "{ref}).",  # "(… — restore with ref ledger:42)" and a full stop
-        "{ref}]",  # "[tool result cleared: … — restore with ref ledger:42]"
+        "{ref}]",  # "[cleared: … — restore with ref ledger:42]"
         "`{ref}`",  # Markdown
         "'{ref}'",
         "  {ref}\n",

@@ -47,7 +47,7 @@ _configs = st.builds(
     RenderConfig,
     keep_tool_results=st.integers(0, 3),
     tool_result_max_tokens=st.sampled_from([1, 5, 50, 3000]),
-    clear_batch_tokens=st.sampled_from([0, 10, 3000]),
+    clear_at_least=st.sampled_from([0, 10, 3000]),
     message_max_tokens=st.sampled_from([1, 5, 40, 2000]),
     preview_chars=st.sampled_from([0, 1, 7, 300]),
     episode_limit=st.sampled_from([0, 1, 6]),

@@ -58,6 +58,7 @@ from benchmarks.eval.trace import Block, CallPrompt, TokenCounter, transcript_te
 from holon.context import (
     Budget,
     EpisodeIndex,
+    EvidenceBuffer,
     RenderConfig,
     build_context,
     prompt_rendered,
@@ -406,6 +407,11 @@ class HolonPolicy:
         self.index = EpisodeIndex()
         self.source = _LedgerSource(self.records, self.blobs, self.index)
         self.state: ProjectionState = initial_state()
+        # The view of the ledger the history is read from, as the runtime keeps it (a
+        # record's seq is its index in ``records``; blobs are read from ``blobs``).
+        self.evidence = EvidenceBuffer(
+            older=lambda first, end: self.records[first:end], blob=self.blobs.__getitem__
+        )
         self.evidence_of: dict[int, int] = {}  # ledger seq -> scenario record index
         self.blob_origin: dict[str, int] = {}  # blob hash -> scenario record index
         self.prompt_tokens: list[int] = []  # build_context's own total per call
@@ -417,6 +423,7 @@ class HolonPolicy:
         record = r.Record(body=body, ts=ts, turn=turn, seq=seq)
         self.records.append(record)
         self.state = apply(self.state, record)
+        self.evidence.add(record)
         return seq
 
     def _place(self, body: r.Body) -> r.Body:
@@ -428,7 +435,12 @@ class HolonPolicy:
             return body
         digest = blake3.blake3(data).hexdigest()
         self.blobs[digest] = data
-        blob = r.BlobRef(hash=digest, size=len(data), preview=body.output[:BLOB_PREVIEW_CHARS])
+        blob = r.BlobRef(
+            hash=digest,
+            size=len(data),
+            preview=body.output[:BLOB_PREVIEW_CHARS],
+            tail=body.output[-BLOB_PREVIEW_CHARS:],
+        )
         return msgspec.structs.replace(body, output="", blob=blob)
 
     def _feed(self, record: r.Record, index: int) -> None:
@@ -446,7 +458,9 @@ class HolonPolicy:
 
     def _render(self) -> tuple[CallPrompt, int]:
         """Render the prompt now (appending its record): the call prompt and its tokens."""
-        prompt = build_context(self.state, self.budget, self.config, agent_id=AGENT, index=self.index)
+        prompt = build_context(
+            self.state, self.budget, self.config, agent_id=AGENT, index=self.index, history=self.evidence
+        )
         self.prompt_tokens.append(prompt.total_tokens)
         self._append(
             prompt_rendered(prompt),

@@ -6,7 +6,9 @@ key in any process. See docs/context-rendering.md.
 - :func:`build_context` (:class:`RenderConfig`, :class:`Budget`) → :class:`Prompt`
   with :class:`PromptSection`\\ s, :class:`CacheIdentity` and :class:`AssemblyPlan`;
   :func:`prompt_rendered` turns it into the ``PromptRendered`` record.
-- :class:`ContextInputs` / :func:`inputs_from_state` — what the sections read.
+- :class:`ContextInputs` / :func:`inputs_from_state` — what the sections read;
+  :class:`EvidenceView` (:class:`EvidenceBuffer`, :class:`RecordsView`) — the bounded view
+  of the ledger the recent history is read from.
 - :func:`plan_budget` with :class:`Candidate` / :class:`Form` — the budget planner.
 - :class:`Estimator`, :func:`get_estimator` — token counting.
 - :class:`EpisodeIndex` — incremental BM25 over archived episodes (export / restore as bytes;
@@ -36,6 +38,7 @@ from holon.context.estimator import (
     available_estimators,
     get_estimator,
 )
+from holon.context.evidence import EvidenceBuffer, EvidenceView, RecordsView
 from holon.context.inputs import ContextInputs, CurrentInput, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection, prompt_rendered
 from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
@@ -58,11 +61,14 @@ __all__ = [
     "EpisodeIndex",
     "EpisodeIndexRejected",
     "Estimator",
+    "EvidenceBuffer",
+    "EvidenceView",
     "Form",
     "HeuristicEstimator",
     "InvalidToolArguments",
     "Prompt",
     "PromptSection",
+    "RecordsView",
     "Ref",
     "RefSource",
     "RenderConfig",

@@ -1,30 +1,29 @@
-"""Recent history: indivisible units, tool-result clearing, and the stable history anchor.
+"""Recent history: indivisible units, filled by tokens, cleared only when the budget needs it.
 
-The history section is most of a long agent's prompt, and it is TurnScoped: it sits
-after the cacheable prefix, so a provider's prefix cache keeps hitting inside it only
-while its start stays byte-identical from one prompt to the next. A history re-filled
-newest-first on every render would start one item later each time a tool call pushed
-an old one out — a cache rewrite of the whole history on every model call. So the
-history is *anchored*:
+The history holds what the budget leaves after the pinned sections: the newest evidence
+first, down to the oldest that fits, read from the ledger through an
+:class:`~holon.context.evidence.EvidenceView` (so it is not bounded by what the
+projections keep in memory). A transcript that fits is sent whole, every unit as it was
+written. The history is TurnScoped, after the cacheable prefix, so a provider's prefix
+cache keeps hitting inside it only while its start stays byte-identical; so it is
+*anchored*:
 
 - Every ``PromptRendered`` records a :class:`~holon.records.HistoryAnchor`: the seq the
   history started at (``from_seq``) and the seq through which tool results were cleared
-  for age (``cleared_through``).
-- The next render starts at the same seq and clears through the same seq, so the units
-  already shown render to the same bytes and new units are appended after them: between
-  two moves the history only grows at its end.
-- It moves only when it has to, and then far: a *clearing step* when the results older
-  than the newest ``keep_tool_results`` that are not cleared yet add up to
-  ``clear_batch_tokens``; a *re-layout* when the history no longer fits its room, or
-  the projection's recent windows no longer reach back to the anchor. A re-layout
-  clears every result it may and, if that is not enough, starts the history again at
-  the newest units that fill ``history_refill`` of the room — the rest of the room is
-  what the history grows into before the next move. Inside windows that have started
-  dropping old entries, the new start is also kept in the newer half of the window,
-  so the window slides a long way before it reaches the anchor again.
+  (``cleared_through``). The next render starts at the same seq and clears through the
+  same seq, so the units already shown render to the same bytes and new units are
+  appended after them: between two moves the history only grows at its end.
+- It moves only when it no longer fits its room, and then by at least a step — at least
+  ``clear_at_least`` tokens, and at least ``1 - history_refill`` of the room — so that it
+  can grow again for a while before the next move (Anthropic's context editing clears at
+  least ``clear_at_least`` tokens or nothing, for the same reason: each move rewrites the
+  cache from where it changes). A move first applies the size caps (a history that was
+  whole shows every unit in full), then clears tool results oldest first — never one of
+  the newest ``keep_tool_results``, never a protected tool's, never one whose placeholder
+  would be longer than it —, and only when that is not enough starts the history later.
 
-Everything is a pure function of the inputs (the previous anchor is part of them), so a
-replay renders the same bytes.
+Everything is a pure function of the inputs and the view (the previous anchor is part of
+the inputs), so a replay renders the same bytes.
 """
 
 from __future__ import annotations
@@ -38,10 +37,10 @@ import msgspec
 
 import holon.records as r
 from holon.context.budget import Form, FormKind
+from holon.context.evidence import EvidenceView, window_view
 from holon.context.inputs import ContextInputs
 from holon.context.refs import blob_ref, ledger_ref
 from holon.context.rounds import call_line, result_head
-from holon.projections import ToolExecution
 
 __all__ = [
     "HISTORY_HEADER",
@@ -49,7 +48,6 @@ __all__ = [
     "HistoryPlan",
     "HistoryRules",
     "HistoryUnit",
-    "clearing_cut",
     "history_units",
     "plan_history",
 ]
@@ -60,9 +58,17 @@ HISTORY_HEADER: Final = "## Recent history (oldest first)"
 #: The line before the turn's own work, shown after its input (see :class:`HistoryPlan`).
 TURN_WORK_HEADER: Final = "work on this input so far (oldest first):"
 
+#: Why a tool result is cleared, as its omission says (``holon.context.causes`` counts by it).
+CLEARED_FOR_ROOM: Final = "tool result cleared: the history needed the room"
+OVER_SIZE_CAP: Final = "tool result over the size cap"
+
 
 class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
-    """One indivisible history item: a message, a brief, or a tool call with its result."""
+    """One indivisible history item: a message, a brief, or a tool call with its result.
+
+    ``clearable`` is the tokens clearing its result would free (0: it may not be cleared),
+    and ``result_seq`` the result's seq, for a tool call.
+    """
 
     seq: int
     text: str
@@ -73,6 +79,8 @@ class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
     #: The shortest head of ``text`` that keeps the unit whole: a tool call's line and its
     #: result's header. A unit cut to fit shows at least this much, or only its note.
     whole_from: int = 0
+    result_seq: int | None = None
+    clearable: int = 0
 
 
 class HistoryRules(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,7 +88,7 @@ class HistoryRules(msgspec.Struct, frozen=True, kw_only=True):
 
     keep_tool_results: int
     tool_result_max_tokens: int
-    clear_batch_tokens: int
+    clear_at_least: int
     protected_tools: frozenset[str]
     message_max_tokens: int
     preview_chars: int
@@ -94,71 +102,23 @@ class HistoryPlan(msgspec.Struct, frozen=True, kw_only=True):
     turn's own work, when its prompt is rendered again within it): it is shown after the
     input, under :data:`TURN_WORK_HEADER`, not in the history section, so the prompt
     reads in the order things happened. Its tokens are part of what the plan fitted.
+    ``whole``: every unit of the view is shown as it was written (nothing capped,
+    cleared or left before the start).
     """
 
     form: Form | None
     omissions: tuple[r.Omission, ...]
     anchor: r.HistoryAnchor | None
     turn_work: Form | None = None
+    whole: bool = False
 
 
 def _output_size(result: r.ToolResult) -> int:
     return result.blob.size if result.blob is not None else len(result.output.encode())
 
 
-def _result_ref(ex: ToolExecution) -> str:
-    assert ex.result is not None and ex.result_seq is not None
-    return blob_ref(ex.result.blob.hash) if ex.result.blob is not None else ledger_ref(ex.result_seq)
-
-
-def _pairs(inputs: ContextInputs) -> list[ToolExecution]:
-    return [ex for ex in inputs.tools if ex.intent is not None and ex.result is not None]
-
-
-def clearing_cut(
-    pairs: Sequence[ToolExecution],
-    out_tokens: dict[int, int],
-    *,
-    previous: int,
-    rules: HistoryRules,
-    batch: int,
-) -> int:
-    """The seq through which tool results are cleared for age, moved on from ``previous``.
-
-    Eligible are results after ``previous`` that are not among the newest
-    ``keep_tool_results``, not of a protected tool and not over the size cap (those are
-    cleared anyway). When they add up to ``batch`` tokens, the cut moves to the newest
-    of them (all of them are cleared at once); otherwise it stays where it was.
-    """
-    keep = rules.keep_tool_results
-    newest = {ex.result_seq for ex in pairs[-keep:]} if keep > 0 else set()
-    eligible: list[int] = []
-    tokens = 0
-    for ex in pairs:
-        seq = ex.result_seq
-        assert seq is not None
-        if seq <= previous or seq in newest or ex.tool in rules.protected_tools:
-            continue
-        if out_tokens[seq] > rules.tool_result_max_tokens:
-            continue
-        eligible.append(seq)
-        tokens += out_tokens[seq]
-    if eligible and tokens >= batch:
-        return eligible[-1]
-    return previous
-
-
-def _orphan_omissions(inputs: ContextInputs) -> list[r.Omission]:
-    """Results whose call fell out of the window: they cannot be shown as a pair."""
-    return [
-        r.Omission(
-            section="history",
-            ref=ledger_ref(ex.result_seq),
-            reason=f"result of {ex.call_id} without its call",
-        )
-        for ex in inputs.tools
-        if ex.intent is None and ex.result is not None and ex.result_seq is not None
-    ]
+def _result_ref(result: r.ToolResult, seq: int) -> str:
+    return blob_ref(result.blob.hash) if result.blob is not None else ledger_ref(seq)
 
 
 def _capped(
@@ -174,108 +134,219 @@ def _capped(
     return text[: rules.preview_chars * 2] + "\n" + note, cut
 
 
-def history_units(
-    inputs: ContextInputs, count: Counter, rules: HistoryRules, *, cleared_through: int
-) -> list[HistoryUnit]:
-    """The recent windows as indivisible units in ledger order, tool results cleared.
+def _cleared_note(size: int, ref: str) -> str:
+    # One id (the ref; the call's line above names the call and its tool), and the size.
+    return f"[cleared: {size:,} bytes — restore with ref {ref}]"
 
-    A result is cleared when it is over ``tool_result_max_tokens`` (its preview is kept),
-    or when its seq is at or before ``cleared_through`` and its tool is not protected.
-    Calls without a result are left to the current input's continuation context, and
-    results without their call to :func:`_orphan_omissions`, so no call appears here
-    without its result or vice versa.
+
+def _declares_plan(records: Sequence[r.Record], at: int) -> r.Record | None:
+    """The plan the tool call at ``records[at]`` declared: a work plan recorded right after it.
+
+    An importer records a plan-writing tool (Claude Code's TodoWrite, OpenHands'
+    task_tracker) as the call and, right after it, the plan it declares; an agent declares
+    its plan the same way through the runtime.
     """
-    units: list[HistoryUnit] = []
-    current_seq = inputs.current_input.seq if inputs.current_input is not None else None
-    preview_chars = rules.preview_chars
+    nxt = at + 1
+    if (
+        nxt < len(records)
+        and isinstance(records[nxt].body, r.WorkPlan)
+        and records[nxt].seq == records[at].seq + 1
+    ):
+        return records[nxt]
+    return None
 
-    for m in inputs.messages:
-        if m.seq == current_seq:
-            continue
-        who = m.message.role + (f" {m.message.name}" if m.message.name else "")
-        text, cleared = _capped("message", m.message.text, m.seq, count, rules)
-        line = f"[{ledger_ref(m.seq)}] {who}: {text}"
+
+class _Pair(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call joined with its result inside the records read."""
+
+    intent: r.ToolIntent
+    intent_seq: int
+    result: r.ToolResult
+    result_seq: int
+    turn: int | None
+    plan: r.Record | None = None
+
+
+def _evidence(
+    records: Sequence[r.Record], inputs: ContextInputs
+) -> tuple[list[r.Record], list[_Pair], list[r.Omission]]:
+    """The messages and briefs, the tool calls with their results, and the results without
+    their call among ``records``.
+
+    A call without a result is left to the current input's continuation context, and a
+    result whose call is before the records to an omission, so no call appears without its
+    result or vice versa. The current input's own message is shown as the input.
+    """
+    current = inputs.current_input.seq if inputs.current_input is not None else None
+    talk: list[r.Record] = []
+    pairs: list[_Pair] = []
+    orphans: list[r.Omission] = []
+    open_calls: dict[str, tuple[int, r.Record]] = {}
+    for i, rec in enumerate(records):
+        body = rec.body
+        if isinstance(body, r.Message | r.Brief):
+            if rec.seq != current:
+                talk.append(rec)
+        elif isinstance(body, r.ToolIntent):
+            open_calls[body.call_id] = (i, rec)
+        elif isinstance(body, r.ToolResult):
+            opened = open_calls.pop(body.call_id, None)
+            if opened is None:
+                orphans.append(
+                    r.Omission(
+                        section="history",
+                        ref=ledger_ref(rec.seq),
+                        reason=f"result of {body.call_id} without its call",
+                    )
+                )
+                continue
+            at, intent = opened
+            assert isinstance(intent.body, r.ToolIntent)
+            pairs.append(
+                _Pair(
+                    intent=intent.body,
+                    intent_seq=intent.seq,
+                    result=body,
+                    result_seq=rec.seq,
+                    turn=intent.turn,
+                    plan=_declares_plan(records, at),
+                )
+            )
+    return talk, pairs, orphans
+
+
+def history_units(
+    records: Sequence[r.Record],
+    inputs: ContextInputs,
+    count: Counter,
+    rules: HistoryRules,
+    *,
+    cleared_through: int,
+    capped: bool,
+    blob_text: Callable[[str], str | None] = lambda _hash: None,
+) -> tuple[list[HistoryUnit], list[r.Omission]]:
+    """``records`` as indivisible units in ledger order, and the results shown without a call.
+
+    ``capped``: messages, briefs and arguments over ``message_max_tokens`` are cut to their
+    start, and results over ``tool_result_max_tokens`` to a preview (a history sent whole
+    shows every unit as written). A result is cleared when its seq is at or before
+    ``cleared_through`` and it may be: not of a protected tool, not among the newest
+    ``keep_tool_results``, and larger than its placeholder. A call that declared a plan
+    shows a one-line stub instead of its arguments: working memory shows the current plan,
+    and an older one's steps would read as current. ``blob_text`` reads an output moved to
+    the blob store (``None``: its preview is shown).
+    """
+    talk, pairs, orphans = _evidence(records, inputs)
+    units: list[HistoryUnit] = []
+    for rec in talk:
+        body = rec.body
+        if isinstance(body, r.Message):
+            who = body.role + (f" {body.name}" if body.name else "")
+            label, kind = who, "message"
+        else:
+            assert isinstance(body, r.Brief)
+            scope = f" ({body.work_item_id})" if body.work_item_id else ""
+            label, kind = f"brief {body.status}{scope}", "brief"
+        text, cut = _capped(kind, body.text, rec.seq, count, rules) if capped else (body.text, ())
+        line = f"[{ledger_ref(rec.seq)}] {label}: {text}"
         units.append(
             HistoryUnit(
-                seq=m.seq,
+                seq=rec.seq,
                 text=line,
                 tokens=count(line),
-                refs=(ledger_ref(m.seq),),
-                cleared=cleared,
-                turn=m.turn,
-            )
-        )
-    for b in inputs.briefs:
-        scope = f" ({b.brief.work_item_id})" if b.brief.work_item_id else ""
-        # Capped like a message: the history is a contiguous run ending at its newest
-        # unit, so one brief larger than the room (a pasted report) left out all of it.
-        text, cut = _capped("brief", b.brief.text, b.seq, count, rules)
-        line = f"[{ledger_ref(b.seq)}] brief {b.brief.status}{scope}: {text}"
-        units.append(
-            HistoryUnit(
-                seq=b.seq, text=line, tokens=count(line), refs=(ledger_ref(b.seq),), cleared=cut, turn=b.turn
+                refs=(ledger_ref(rec.seq),),
+                cleared=cut,
+                turn=rec.turn,
             )
         )
 
-    cap = rules.tool_result_max_tokens
-    for ex in _pairs(inputs):
-        assert ex.intent is not None and ex.result is not None and ex.intent_seq is not None
-        assert ex.result_seq is not None
-        res = ex.result
-        out_tokens = count(res.output)
-        args = msgspec.json.encode(ex.intent.args, order="sorted").decode()
+    keep = rules.keep_tool_results
+    newest = {p.result_seq for p in pairs[-keep:]} if keep > 0 else set()
+    preview_chars = rules.preview_chars
+    for p in pairs:
+        res = p.result
+        # An output the ledger moved to its blob store is shown as any other when the view
+        # can read it: a history sent whole shows what the tool returned.
+        output = res.output
+        loaded = blob_text(res.blob.hash) if res.blob is not None else None
+        if loaded is not None:
+            output = loaded
+        out_tokens = count(output)
         omissions: list[r.Omission] = []
-        if count(args) > rules.message_max_tokens:
-            ref = ledger_ref(ex.intent_seq)
-            args = args[: preview_chars * 2] + f"… [arguments truncated — restore with ref {ref}]"
-            omissions.append(
-                r.Omission(section="history", ref=ref, reason=f"arguments of {ex.call_id} over the cap")
-            )
-        call = call_line(ex.intent_seq, ex.intent, args)
-        ref = _result_ref(ex)
-        size = _output_size(res)
-        over_cap = out_tokens > cap
-        if over_cap or (ex.result_seq <= cleared_through and ex.tool not in rules.protected_tools):
-            reason = "over the size cap" if over_cap else "older than the newest results"
-            body = (
-                f"[tool result cleared: {ex.tool} call {ex.call_id}, {size:,} bytes — restore with ref {ref}]"
-            )
-            if over_cap and preview_chars:
-                body = res.output[:preview_chars] + "\n" + body
-            omissions.append(
-                r.Omission(section="history", ref=ref, reason=f"tool result {reason}", tokens=out_tokens)
-            )
-        elif res.blob is not None:
-            # At most ``preview_chars`` of it, as for a cleared result: a preview of 0 shows
-            # none (the blob's stored preview was shown whatever the setting).
-            preview = (res.output or res.blob.preview)[:preview_chars]
-            body = (preview + "\n" if preview else "") + (
-                f"[output stored as blob, {size:,} bytes — restore with ref {ref}]"
-            )
-            # Only its preview is in the prompt; the output itself was never loaded, so
-            # its tokens are not counted.
-            omissions.append(
-                r.Omission(section="history", ref=ref, reason="tool result stored as a blob (preview shown)")
+        if p.plan is not None:
+            plan = p.plan.body
+            assert isinstance(plan, r.WorkPlan)
+            n = len(plan.steps)
+            args = (
+                f"[declares plan {ledger_ref(p.plan.seq)}: {n} step{'' if n == 1 else 's'}; working memory "
+                f"shows the current plan — restore with ref {ledger_ref(p.intent_seq)}]"
             )
         else:
-            body = res.output
-        head = f"{call}\n{result_head(ex.result_seq, res)}"
+            args = msgspec.json.encode(p.intent.args, order="sorted").decode()
+            if capped and count(args) > rules.message_max_tokens:
+                ref = ledger_ref(p.intent_seq)
+                args = args[: preview_chars * 2] + f"… [arguments truncated — restore with ref {ref}]"
+                omissions.append(
+                    r.Omission(
+                        section="history", ref=ref, reason=f"arguments of {p.intent.call_id} over the cap"
+                    )
+                )
+        call = call_line(p.intent_seq, p.intent, args)
+        ref = _result_ref(res, p.result_seq)
+        size = _output_size(res)
+        note = _cleared_note(size, ref)
+        # The output the unit shows, and whether clearing it would free anything.
+        if res.blob is not None and loaded is None:
+            # At most ``preview_chars`` of it: the output itself could not be loaded.
+            preview = (res.output or res.blob.preview)[:preview_chars]
+            shown = (
+                preview + "\n" if preview else ""
+            ) + f"[output stored as blob, {size:,} bytes — restore with ref {ref}]"
+            shown_tokens = count(shown)
+        else:
+            shown, shown_tokens = output, out_tokens
+        may_clear = (
+            p.result_seq not in newest and res.tool not in rules.protected_tools and len(note.encode()) < size
+        )
+        over_cap = capped and out_tokens > rules.tool_result_max_tokens and len(note.encode()) < size
+        if over_cap:
+            text = (output[:preview_chars] + "\n" if preview_chars else "") + note
+            omissions.append(r.Omission(section="history", ref=ref, reason=OVER_SIZE_CAP, tokens=out_tokens))
+        elif may_clear and p.result_seq <= cleared_through:
+            text = note
+            # What clearing it freed: `holon explain` lists each cleared result by it.
+            freed = max(0, shown_tokens - count(note))
+            omissions.append(r.Omission(section="history", ref=ref, reason=CLEARED_FOR_ROOM, tokens=freed))
+        else:
+            text = shown
+            if res.blob is not None and loaded is None:
+                omissions.append(
+                    r.Omission(
+                        section="history", ref=ref, reason="tool result stored as a blob (preview shown)"
+                    )
+                )
+        head = f"{call}\n{result_head(p.result_seq, res)}"
         # Counted in parts (an upper bound: joining adds at most one token per newline),
         # so a large output is scanned once, not once per enclosing text.
-        body_tokens = out_tokens if body is res.output else count(body)
+        body_tokens = shown_tokens if text is shown else count(text)
+        clearable = 0
+        if may_clear and not over_cap and p.result_seq > cleared_through:
+            clearable = max(0, body_tokens - count(note))
         units.append(
             HistoryUnit(
-                seq=ex.intent_seq,
-                text=f"{head}\n{body}",
+                seq=p.intent_seq,
+                text=f"{head}\n{text}",
                 tokens=count(head) + body_tokens + 1,
-                refs=(ledger_ref(ex.intent_seq), ledger_ref(ex.result_seq)),
+                refs=(ledger_ref(p.intent_seq), ledger_ref(p.result_seq)),
                 cleared=tuple(omissions),
-                turn=ex.turn,
+                turn=p.turn,
                 whole_from=len(head),
+                result_seq=p.result_seq,
+                clearable=clearable,
             )
         )
     units.sort(key=lambda u: u.seq)
-    return units
+    return units, orphans
 
 
 def _placeholder(anchor: int) -> str:
@@ -293,8 +364,8 @@ def _render_units(
 
     ``units[turn_from:]`` (those after the current input) are the turn's own work,
     returned as the second form; the rest are the history section (``None`` when it would hold only
-    its header). ``anchor`` is set when evidence older than the shown units exists (in
-    the windows or already dropped from them): a placeholder line then says where it went.
+    its header). ``anchor`` is set when evidence older than the shown units exists: a
+    placeholder line then says where it went.
     """
     shown = units[start:]
     before = units[start:turn_from]
@@ -320,6 +391,8 @@ def _render_units(
         tokens = count(TURN_WORK_HEADER) + 1 + sum(u.tokens + 1 for u in after)
         kind = "truncated" if any(u.cleared for u in after) else "full"
         work = Form(kind=kind, text="\n".join([TURN_WORK_HEADER, *(u.text for u in after)]), tokens=tokens)
+    # The units read but left before the start: what this prompt moved out of view (the
+    # placeholder names everything older; reading it all back would cost the ledger's size).
     omissions = [
         r.Omission(section="history", ref=ref, reason="before the history anchor", tokens=u.tokens)
         for u in units[:start]
@@ -364,16 +437,39 @@ def _start_of(units: Sequence[HistoryUnit], seq: int) -> int:
 
 
 class _Layout:
-    """The units under one clearing cut, and the tokens of the history from each start."""
+    """The units read from ``from_seq`` under one clearing cut, and the tokens of the
+    history from each start."""
 
-    def __init__(self, inputs: ContextInputs, count: Counter, rules: HistoryRules, cut: int) -> None:
+    def __init__(
+        self,
+        view: EvidenceView,
+        inputs: ContextInputs,
+        count: Counter,
+        rules: HistoryRules,
+        *,
+        from_seq: int,
+        to_seq: int,
+        cut: int,
+        capped: bool,
+    ) -> None:
         self.cut = cut
-        self.units = history_units(inputs, count, rules, cleared_through=cut)
+        self.capped = capped
+        self.from_seq = from_seq
+        self.units, self.orphans = history_units(
+            view.records(from_seq, to_seq),
+            inputs,
+            count,
+            rules,
+            cleared_through=cut,
+            capped=capped,
+            blob_text=view.blob_text,
+        )
         current = inputs.current_input
         # Units after the current input are the turn's own work, shown after the input.
         split = current.seq if current is not None and current.seq is not None else _NO_SPLIT
         self.turn_from = next((i for i, u in enumerate(self.units) if u.seq > split), len(self.units))
-        self._floor = inputs.history_floor
+        # Evidence older than the records read may exist unless they start at the beginning.
+        self._older = from_seq > 0
         self._count = count
         # suffix[i]: tokens of units[i:] plus one per line break.
         self._suffix = [0] * (len(self.units) + 1)
@@ -389,7 +485,7 @@ class _Layout:
 
     def anchor_at(self, start: int, anchor: int) -> int | None:
         """The anchor a placeholder names when the history starts at ``start``, if any."""
-        return anchor if start > 0 or self._floor > 0 else None
+        return anchor if start > 0 or self._older else None
 
     def tokens(self, start: int, anchor: int) -> int:
         """Tokens of what :func:`_render_units` shows from ``start``: both of its parts."""
@@ -404,8 +500,12 @@ class _Layout:
             tokens += count(TURN_WORK_HEADER) + 1
         return tokens
 
-    def fill(self, target: int, oldest: int) -> int:
-        """The earliest start (not before ``oldest``) whose history, newest units, fits ``target``.
+    def whole(self) -> int:
+        """Tokens of the history from the first unit, naming the layout's ``from_seq``."""
+        return self.tokens(0, self.from_seq)
+
+    def fill(self, target: int) -> int:
+        """The earliest start whose history, newest units, fits ``target`` (``len(units)``: none).
 
         The placeholder names the start's own seq, so its tokens change with the start:
         the search runs on an estimate (the placeholder naming the newest unit) and is
@@ -415,61 +515,106 @@ class _Layout:
         n = len(units)
         if n == 0:
             return 0
-        fixed = self._count(HISTORY_HEADER) + 1
-        if self._floor > 0 or n > 1:
-            fixed += self._count(_placeholder(units[-1].seq)) + 1
+        fixed = self._count(HISTORY_HEADER) + 1 + self._count(_placeholder(units[-1].seq)) + 1
         if self.turn_from < n:
             fixed += self._count(TURN_WORK_HEADER) + 1
         start = n
-        while start > oldest and fixed + self._suffix[start - 1] <= target:
+        while start > 0 and fixed + self._suffix[start - 1] <= target:
             start -= 1
         while start < n and self.tokens(start, units[start].seq) > target:
             start += 1
-        while start > oldest and self.tokens(start - 1, units[start - 1].seq) <= target:
+        while start > 0 and self.tokens(start - 1, units[start - 1].seq) <= target:
             start -= 1
         return start
 
+    def clearing_cut(self, free: int) -> int:
+        """The cut, at or after this one, that clears results oldest first until at least
+        ``free`` tokens are freed (every result it may clear, when they free less)."""
+        cut = self.cut
+        freed = 0
+        for u in self.units:
+            if u.clearable and u.result_seq is not None:
+                cut = max(cut, u.result_seq)
+                freed += u.clearable
+                if freed >= free:
+                    break
+        return cut
+
+
+def _step(allowance: int, rules: HistoryRules) -> int:
+    """The least a move frees: ``clear_at_least``, and ``1 - history_refill`` of the room
+    (never more than the room)."""
+    return min(allowance, max(rules.clear_at_least, int(allowance * (1.0 - rules.history_refill))))
+
+
+#: Records read at first when the history is filled from the newest back; each further
+#: read takes four times as many, until the history is full or the view starts.
+_FIRST_READ: Final = 256
+
 
 def plan_history(
-    inputs: ContextInputs, count: Counter, rules: HistoryRules, *, allowance: int
+    inputs: ContextInputs,
+    count: Counter,
+    rules: HistoryRules,
+    *,
+    allowance: int,
+    view: EvidenceView | None = None,
 ) -> HistoryPlan:
-    """The history section within ``allowance`` tokens, keeping the previous anchor if it can."""
+    """The history section within ``allowance`` tokens, keeping the previous anchor if it can.
+
+    ``view`` is where the evidence is read (default: the inputs' own windows,
+    :func:`~holon.context.evidence.window_view`).
+    """
+    view = view if view is not None else window_view(inputs)
+    first = view.first_seq
+    head = inputs.position
+    if head is None:
+        # Inputs made without a ledger: their view holds little, and all of it is read.
+        held = view.records(first, _NO_SPLIT)
+        head = held[-1].seq + 1 if held else first
     previous = inputs.previous.history if inputs.previous is not None else None
-    cut = previous.cleared_through if previous is not None else -1
-    kept = previous.from_seq if previous is not None and previous.from_seq >= inputs.history_floor else None
-    pairs = _pairs(inputs)
-    out_tokens: dict[int, int] = {}
-    for ex in pairs:
-        assert ex.result is not None and ex.result_seq is not None
-        out_tokens[ex.result_seq] = count(ex.result.output)
-    dropped = _orphan_omissions(inputs)
 
-    layout: _Layout | None = None
-    if kept is not None:
-        step = clearing_cut(pairs, out_tokens, previous=cut, rules=rules, batch=rules.clear_batch_tokens)
-        layout = _Layout(inputs, count, rules, step)
-        start = _start_of(layout.units, kept)
-        if layout.tokens(start, kept) <= allowance:
-            return _plan(layout, start, kept, count, dropped)
+    def layout(from_seq: int, cut: int, capped: bool) -> _Layout:
+        return _Layout(view, inputs, count, rules, from_seq=from_seq, to_seq=head, cut=cut, capped=capped)
 
-    # A re-layout: clear every result that may be cleared; keep the anchor if that is enough.
-    full = clearing_cut(pairs, out_tokens, previous=cut, rules=rules, batch=0)
-    if layout is None or full != layout.cut:
-        layout = _Layout(inputs, count, rules, full)
-        if kept is not None:
-            start = _start_of(layout.units, kept)
-            if layout.tokens(start, kept) <= allowance:
-                return _plan(layout, start, kept, count, dropped)
+    target = allowance - _step(allowance, rules)
+    if previous is not None and previous.from_seq >= first:
+        anchor, cut = previous.from_seq, previous.cleared_through
+        was_whole = anchor <= first and cut < 0
+        kept = layout(anchor, cut, capped=not was_whole)
+        if kept.whole() <= allowance:
+            return _plan(kept, 0, anchor, count, whole=was_whole)
+        # A move: the caps first, then clearing oldest first, then a later start.
+        capped = kept if not was_whole else layout(anchor, cut, capped=True)
+        if was_whole and capped.whole() <= target:
+            return _plan(capped, 0, anchor, count)
+        cleared = layout(anchor, capped.clearing_cut(capped.whole() - target), capped=True)
+        if cleared.whole() <= target:
+            return _plan(cleared, 0, anchor, count)
+        return _refill(cleared, target, allowance, count)
+
+    # No anchor to keep: the newest evidence back to the oldest that fits, whole if it can.
+    read_from = max(first, head - _FIRST_READ)
+    while True:
+        fresh = layout(read_from, -1, capped=False)
+        if read_from <= first and fresh.whole() <= allowance:
+            return _plan(fresh, 0, first, count, whole=True)
+        if read_from <= first or fresh.whole() > allowance:
+            break
+        read_from = max(first, head - (head - read_from) * 4)
+    # A first history uses the room: only a move leaves room to grow into.
+    return _refill(layout(read_from, -1, capped=True), allowance, allowance, count)
+
+
+def _refill(layout: _Layout, target: int, allowance: int, count: Counter) -> HistoryPlan:
+    """The history started again at the newest units that fill ``target`` (or, if not even
+    one does, the whole room; or the newest unit cut to fit it)."""
     units = layout.units
-    # Start again at the newest units that fill the refill share of the room (or, if not
-    # even one does, the whole room), inside the newer half of any window that has
-    # started dropping entries.
-    oldest = _start_of(units, inputs.history_slack)
-    for target in (int(allowance * rules.history_refill), allowance):
-        start = layout.fill(target, oldest)
+    for room in (target, allowance):
+        start = layout.fill(room)
         if start < len(units):
-            return _plan(layout, start, units[start].seq, count, dropped)
-    if units and oldest < len(units):
+            return _plan(layout, start, units[start].seq, count)
+    if units:
         # Not even the newest unit fits the whole room (the caps are absolute tokens, and
         # a unit under them, or one whose parts are not capped, can be larger than the
         # room): show it cut to fit, rather than no history at all.
@@ -478,13 +623,13 @@ def plan_history(
         fitted = _cut_to_fit(newest, allowance - overhead, count)
         if fitted is not None:
             layout.replace_newest(fitted)
-            return _plan(layout, len(units) - 1, newest.seq, count, dropped)
+            return _plan(layout, len(units) - 1, newest.seq, count)
     omissions = [
         r.Omission(section="history", ref=ref, reason="history over budget", tokens=u.tokens)
         for u in units
         for ref in u.refs
     ]
-    return HistoryPlan(form=None, omissions=(*dropped, *omissions), anchor=None)
+    return HistoryPlan(form=None, omissions=(*layout.orphans, *omissions), anchor=None)
 
 
 #: A unit cut to fit is searched for within this many characters per token of its room:
@@ -492,7 +637,7 @@ def plan_history(
 #: unit of megabytes.
 _CUT_CHARS_PER_TOKEN: Final = 32
 
-#: A placeholder a unit shows for what it left out (``[tool result cleared: … — restore
+#: A placeholder a unit shows for what it left out (``[cleared: … — restore
 #: with ref ledger:1234]``, ``[output stored as blob, … — restore with ref blob:<hash>]``,
 #: a truncated message's or arguments'), on one line and far shorter than this margin.
 _PLACEHOLDER: Final = re.compile(r"\[[^\[\]\n]*restore with ref [^\[\]\n]*\]")
@@ -551,14 +696,14 @@ def _cut_to_fit(unit: HistoryUnit, room: int, count: Counter) -> HistoryUnit | N
     return msgspec.structs.replace(unit, text=shown, tokens=tokens, cleared=(*unit.cleared, *cut))
 
 
-def _plan(
-    layout: _Layout, start: int, anchor: int, count: Counter, dropped: Sequence[r.Omission]
-) -> HistoryPlan:
+def _plan(layout: _Layout, start: int, anchor: int, count: Counter, *, whole: bool = False) -> HistoryPlan:
     recorded = r.HistoryAnchor(from_seq=anchor, cleared_through=layout.cut)
     if start >= len(layout.units):
         # Nothing at or after the anchor yet: keep it, show nothing.
-        return HistoryPlan(form=None, omissions=tuple(dropped), anchor=recorded)
+        return HistoryPlan(form=None, omissions=tuple(layout.orphans), anchor=recorded, whole=whole)
     form, work, omissions = _render_units(
         layout.units, start, count, anchor=layout.anchor_at(start, anchor), turn_from=layout.turn_from
     )
-    return HistoryPlan(form=form, omissions=(*dropped, *omissions), anchor=recorded, turn_work=work)
+    return HistoryPlan(
+        form=form, omissions=(*layout.orphans, *omissions), anchor=recorded, turn_work=work, whole=whole
+    )

@@ -15,8 +15,10 @@ import msgspec
 import holon.records as r
 from holon.projections import (
     DEFAULT_CONFIG,
+    DERIVED_WORK_PREFIX,
     BriefEntry,
     DecisionEntry,
+    MandateEntry,
     MessageEntry,
     PlanEntry,
     ProjectionConfig,
@@ -68,11 +70,15 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     - ``previous`` is the last ``PromptRendered``: at an unchanged revision its episode
       selection is reused, which keeps the cacheable prefix byte-identical, and
       its history anchor is kept while it can be (see :mod:`holon.context.history`).
+    - ``mandate``: the operator's requests of the session (the first and the newest);
+      ``active_work`` is the work derived from them when the session declares none.
+    - ``position``: the seq after the last record folded (``None``: after every record
+      the view holds); the history is read from the ledger up to it, through the
+      :class:`~holon.context.evidence.EvidenceView` the caller hands
+      :func:`~holon.context.build_context`.
     - ``history_floor``: the recent windows hold every message, brief and tool call from
-      this seq on (0: they never dropped anything); an anchor before it cannot be kept.
-      ``history_slack``: the middle of the windows that have started dropping — a new
-      anchor is placed at or after it, so the windows slide a long way before they
-      reach it.
+      this seq on (0: they never dropped anything): where the history of inputs rendered
+      without a view of the ledger can start.
     - ``abandoned_work``: recently finished work items that were abandoned (their
       episodes are not selected).
     - ``previous_outcome``: how the last turn that ended ended (continuation context
@@ -107,23 +113,24 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[ToolExecution, ...] = ()
     current_input: CurrentInput | None = None
     turn: int | None = None
+    mandate: MandateEntry | None = None
+    position: int | None = None
     previous: r.PromptRendered | None = None
     history_floor: int = 0
-    history_slack: int = 0
     abandoned_work: frozenset[str] = frozenset()
     previous_outcome: str | None = None
     projection: ProjectionConfig = DEFAULT_CONFIG
 
 
-def _window_marks(window: Sequence[Any], cap: int, first_seq: Callable[[Any], int]) -> tuple[int, int]:
-    """(floor, slack) of one recent window, oldest entry first: ``first_seq`` of its oldest and middle.
+def _window_floor(window: Sequence[Any], cap: int, first_seq: Callable[[Any], int]) -> int:
+    """The seq from which one recent window, oldest entry first, holds every entry.
 
     A window shorter than its cap has never dropped an entry, so it is complete from the
-    beginning (0, 0); a full one may have, so it is complete only from its oldest entry.
+    beginning (0); a full one may have, so it is complete only from its oldest entry.
     """
     if len(window) < cap or not window:
-        return 0, 0
-    return first_seq(window[0]), first_seq(window[len(window) // 2])
+        return 0
+    return first_seq(window[0])
 
 
 def _seq(entry: MessageEntry | BriefEntry) -> int:
@@ -158,8 +165,9 @@ def inputs_from_state(
     """
     runtime = state.runtime
     memory = state.memory
-    active = runtime.active_work_item
-    plan = runtime.plan_of(active.id) if active is not None else runtime.unscoped_plan
+    active = runtime.current_work
+    derived = active is not None and active.id.startswith(DERIVED_WORK_PREFIX)
+    plan = runtime.plan_of(active.id) if active is not None and not derived else runtime.unscoped_plan
     turn = runtime.turn
     current: CurrentInput | None = None
     if turn is not None and turn.input is not None:
@@ -199,10 +207,10 @@ def inputs_from_state(
         )
     )
     config = state.config
-    marks = (
-        _window_marks(runtime.messages, config.messages_window, _seq),
-        _window_marks(runtime.briefs, config.briefs_window, _seq),
-        _window_marks(runtime.tools, config.tools_window, _first_seq),
+    floors = (
+        _window_floor(runtime.messages, config.messages_window, _seq),
+        _window_floor(runtime.briefs, config.briefs_window, _seq),
+        _window_floor(runtime.tools, config.tools_window, _first_seq),
     )
     return ContextInputs(
         agent_id=agent_id,
@@ -235,7 +243,8 @@ def inputs_from_state(
             w.id for w in runtime.finished_work if w.state == "abandoned" and w.id not in runtime.work_items
         ),
         previous_outcome=memory.interval.after_outcome,
-        history_floor=max(floor for floor, _ in marks),
-        history_slack=max(slack for _, slack in marks),
+        history_floor=max(floors),
+        mandate=runtime.mandate,
+        position=runtime.seq + 1,
         projection=config,
     )

@@ -39,6 +39,7 @@ import msgspec
 import holon.records as r
 from holon.context.budget import Budget, Candidate, Form, plan_budget
 from holon.context.estimator import get_estimator
+from holon.context.evidence import EvidenceView
 from holon.context.history import HistoryRules, plan_history
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
@@ -50,6 +51,7 @@ from holon.context.sections import (
     context_summary_candidate,
     current_input_candidate,
     episodes_candidate,
+    mandate_candidate,
     pending_delta_candidate,
     queue_candidate,
     system_candidate,
@@ -74,7 +76,7 @@ __all__ = [
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 13
+RENDER_VERSION: Final = 14
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -140,39 +142,48 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     - ``estimator``: token estimator name (its version is recorded next to it).
     - ``prompt_cache_key``: the caller's cache namespace (part of the cache identity).
-    - ``keep_tool_results`` (K): tool results newer than the newest K are never cleared
-      for age; ``tool_result_max_tokens`` clears any larger result; ``clear_batch_tokens``
-      is the least a clearing step removes; ``protected_tools`` are never cleared.
-    - ``message_max_tokens``: longer messages / arguments / inputs are truncated (with a ref).
+    - The recent history is filled by tokens and moves only when it no longer fits its
+      room (docs/context-rendering.md, *Recent history*). A move frees at least
+      ``clear_at_least`` tokens and at least ``1 - history_refill`` of the room (the rest
+      of the room is what the history grows into before the next move; each move
+      rewrites the provider's cache from where the history changed). It caps the history's
+      units (``tool_result_max_tokens`` shows a larger result as its preview;
+      ``message_max_tokens`` cuts longer messages and arguments), then clears tool
+      results oldest first — never one of the newest ``keep_tool_results`` (K), one of
+      the ``protected_tools`` (Anthropic's ``exclude_tools``), or one its placeholder
+      would not shorten —, then starts the history later. ``message_max_tokens`` also
+      bounds the current input's minimum.
     - ``preview_chars``: head kept of a truncated item.
     - ``episode_limit``: most episodes selected; ``max_postings``: postings read per query
       term (keeps selection flat as the archive grows).
-    - ``history_refill``: when the recent history has to start again later (it no longer
-      fits), the share of its room it is refilled to; the rest is room to grow into
-      before the next move (each move rewrites the provider's cache from there on).
+    - ``mandate_share``: the share of the room the operator's requests may take (their
+      section's sub-budget); beyond it they are shown shortened, each naming its record.
     """
 
     estimator: str = "holon-heuristic"
     prompt_cache_key: str = "default"
     keep_tool_results: int = 4
     tool_result_max_tokens: int = 2000
-    clear_batch_tokens: int = 1500
+    clear_at_least: int = 1500
     protected_tools: tuple[str, ...] = ()
     message_max_tokens: int = 2000
     preview_chars: int = 300
     episode_limit: int = 6
     max_postings: int = 256
     history_refill: float = 0.5
+    mandate_share: float = 0.2
     version: int = RENDER_VERSION
 
     def __post_init__(self) -> None:
-        for name in ("keep_tool_results", "clear_batch_tokens", "preview_chars", "max_postings"):
+        for name in ("keep_tool_results", "clear_at_least", "preview_chars", "max_postings"):
             if getattr(self, name) < 0:
                 raise ValueError(f"RenderConfig.{name} must not be negative")
         if self.tool_result_max_tokens < 1 or self.message_max_tokens < 1 or self.episode_limit < 0:
             raise ValueError("RenderConfig: token caps must be positive and episode_limit non-negative")
         if not 0.0 < self.history_refill <= 1.0:
             raise ValueError(f"RenderConfig.history_refill must be in (0, 1], got {self.history_refill}")
+        if not 0.0 < self.mandate_share <= 1.0:
+            raise ValueError(f"RenderConfig.mandate_share must be in (0, 1], got {self.mandate_share}")
 
     @property
     def history_rules(self) -> HistoryRules:
@@ -180,7 +191,7 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         return HistoryRules(
             keep_tool_results=self.keep_tool_results,
             tool_result_max_tokens=self.tool_result_max_tokens,
-            clear_batch_tokens=self.clear_batch_tokens,
+            clear_at_least=self.clear_at_least,
             protected_tools=frozenset(self.protected_tools),
             message_max_tokens=self.message_max_tokens,
             preview_chars=self.preview_chars,
@@ -377,12 +388,15 @@ def build_context(
     *,
     agent_id: str | None = None,
     index: EpisodeIndex | None = None,
+    history: EvidenceView | None = None,
 ) -> Prompt:
     """Render the prompt for the next model call.
 
     ``source`` is a :class:`ContextInputs` or a projection state (then ``agent_id`` is
     required). ``index``, when given, is the caller's incremental episode index and
     replaces ``inputs.episodes`` (so selection cost does not grow with the archive).
+    ``history`` is the view of the ledger the recent history is read from (default: the
+    state's own recent windows, which hold only the last few dozen items).
     Raises :class:`BudgetExceeded` when the pinned sections cannot fit.
     """
     config = config or RenderConfig()
@@ -447,6 +461,7 @@ def build_context(
             pending_delta_candidate(inputs, count),
             active_work_candidate(inputs, count),
             queue_candidate(inputs, count),
+            mandate_candidate(inputs, count, sub_budget=int(available * config.mandate_share)),
             current_input_candidate(inputs, count, max_tokens=config.message_max_tokens),
         )
         if c is not None
@@ -467,6 +482,7 @@ def build_context(
             turn=turn,
             available=room,
             share_of=share_of,
+            view=history,
         )
 
     prompt = assemble(available)
@@ -538,6 +554,7 @@ def _assemble(
     turn: list[Candidate],
     available: int,
     share_of: int,
+    view: EvidenceView | None,
 ) -> Prompt:
     """Plan the sections and the history in ``available`` tokens and assemble the prompt.
 
@@ -568,7 +585,7 @@ def _assemble(
     used = sum(f.tokens for f in chosen.values())
 
     # -- recent history fills what is left
-    history = plan_history(inputs, count, config.history_rules, allowance=available - used)
+    history = plan_history(inputs, count, config.history_rules, allowance=available - used, view=view)
     kept_delta = chosen.get("pending_delta")
     if (
         kept_delta is not None
@@ -585,7 +602,7 @@ def _assemble(
         # omitted here.
         chosen["pending_delta"] = _yielded(next(c for c in turn if c.name == "pending_delta"))
         used -= kept_delta.tokens
-        history = plan_history(inputs, count, config.history_rules, allowance=available - used)
+        history = plan_history(inputs, count, config.history_rules, allowance=available - used, view=view)
     if history.form is not None:
         chosen["history"] = history.form
     if history.turn_work is not None and "current_input" in chosen:

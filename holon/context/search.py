@@ -85,7 +85,8 @@ _NON_ASCII: Final = re.compile(r"[^\x00-\x7f]+")
 #: :func:`terms` or :func:`episode_text` change what an episode is indexed under: an
 #: index saved by other tokenizing code is then rejected as stale instead of used.
 #: 3: terms of any script (folded, unspaced scripts as bigrams), not ASCII words only.
-INDEX_FORMAT: Final = 3
+#: 4: an episode's text holds the operator's requests made during it.
+INDEX_FORMAT: Final = 4
 # What else a saved index depends on: the term patterns, the stop words, and the Unicode
 # database folding reads (another Python may fold some characters differently).
 _TOKENIZER: Final = (
@@ -300,6 +301,7 @@ def episode_text(episode: r.ContextEpisodeRecord) -> str:
         if value:
             parts.append(value)
     for group in (
+        episode.requests,
         episode.summary_lines,
         episode.scope_hints,
         episode.touched_files,

@@ -14,7 +14,8 @@ Sections, in prompt order (see docs/context-rendering.md for the full table):
  6    active_work         turn         95        yes     full, compact, truncated
  7    queue               turn         50        no      full, compact
  8    history             turn         40        no      filled newest-first
- 9    current_input       turn         100       yes     full, truncated
+ 9    mandate             turn         98        yes     full, compact, truncated
+10    current_input       turn         100       yes     full, truncated
 ====  ==================  ===========  ========  ======  ================================
 
 (*) until a prompt confirmed it; then, unpinned, shown again while its revision holds
@@ -40,7 +41,8 @@ from holon.context.inputs import ContextInputs
 from holon.context.refs import episode_ref, ledger_ref
 from holon.context.rounds import step_line
 from holon.projections import PlanEntry, ToolExecution, WorkingMemorySnapshot, WorkItemEntry
-from holon.projections.state import one_line
+from holon.projections.snapshot import failing_line
+from holon.projections.state import RequestEntry, one_line
 
 __all__ = [
     "SECTION_ORDER",
@@ -52,6 +54,7 @@ __all__ = [
     "current_input_candidate",
     "episode_text_forms",
     "episodes_candidate",
+    "mandate_candidate",
     "pending_delta_candidate",
     "queue_candidate",
     "system_candidate",
@@ -71,6 +74,7 @@ SECTION_ORDER: Final = (
     "active_work",
     "queue",
     "history",
+    "mandate",
     "current_input",
 )
 SECTION_STABILITY: Final[dict[str, Stability]] = {
@@ -83,12 +87,14 @@ SECTION_STABILITY: Final[dict[str, Stability]] = {
     "active_work": "turn",
     "queue": "turn",
     "history": "turn",
+    "mandate": "turn",
     "current_input": "turn",
 }
 SECTION_PRIORITY: Final = {
     "system": 100,
     "tools": 100,
     "current_input": 100,
+    "mandate": 98,
     "active_work": 95,
     "working_memory": 90,
     "pending_delta": 85,
@@ -98,7 +104,7 @@ SECTION_PRIORITY: Final = {
     "history": 40,
 }
 _PINNED: Final = frozenset(
-    {"system", "tools", "working_memory", "pending_delta", "active_work", "current_input"}
+    {"system", "tools", "working_memory", "pending_delta", "active_work", "mandate", "current_input"}
 )
 
 # What the compact forms keep: working memory's first files, decisions and follow-ups,
@@ -424,8 +430,13 @@ def _core_lines(
     if not declaration:
         bounded = False  # hand-made inputs without seqs: nothing could restore a clipped text
     item = (s.active_work_item_id, s.work_state, s.objective, s.delivery_target, s.scope_constraints)
+    lead = (
+        "active work (no work item declared; what the operator's requests ask): "
+        if s.derived
+        else "active work: "
+    )
     return _work_lines(
-        "active work: ",
+        lead,
         item,
         _refs(*s.work_item_seqs),
         declaration,
@@ -562,6 +573,16 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     full.extend(older_follow_ups)
     waits = [*_wait_lines(s, count)[0], *older_waits]
     full.extend(waits)
+    # Failing checks: the end of their output in full, clipped in compact, the command alone
+    # (and its ref) in the minimum: what is red is state the agent must not lose.
+    full.extend(f"{failing_line(f)} {_refs(f.seq)}" for f in s.failing)
+    failing_compact = [
+        f"{failing_line(f, tail=False)}: {_clip(f.tail, 120)} {_refs(f.seq)}"
+        if f.tail
+        else f"{failing_line(f)} {_refs(f.seq)}"
+        for f in s.failing
+    ]
+    failing_min = [f"{failing_line(f, tail=False)} {_refs(f.seq)}" for f in s.failing]
 
     # What dropping each entry loses: its ref and the tokens of its full line.
     file_drops = [
@@ -627,10 +648,11 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
             compact_omitted.extend(rest)
         compact.extend(older)
     compact.extend(waits)
+    compact.extend(failing_compact)
 
     core_min, core_cut = _core_lines(inputs, count, bounded=True)
     waits_min, waits_cut = _wait_lines(s, count, bounded=True)
-    truncated = [header, *core_min, *summary_lines, *plan_min, *waits_min, *older_waits]
+    truncated = [header, *core_min, *summary_lines, *plan_min, *waits_min, *older_waits, *failing_min]
     truncated_omitted = [*core_cut, *summary_drops, *plan_min_omitted, *waits_cut]
     for noun, drops, older in (
         ("decision", decision_drops, older_decisions),
@@ -694,6 +716,7 @@ def episode_text_forms(episode: r.ContextEpisodeRecord) -> tuple[str, str]:
         lines.append(f"  target: {episode.delivery_target}")
     lines.extend(f"  - {line}" for line in episode.summary_lines)
     for label, values in (
+        ("asked", episode.requests),
         ("scope", episode.scope_hints),
         ("files", episode.touched_files),
         ("commands", episode.commands),
@@ -1375,6 +1398,111 @@ def _continuation(
     return (["continuation:", *continuation] if continuation else []), clipped
 
 
+MANDATE_HEADER: Final = (
+    "## Operator's requests (this session, oldest first; where a later request changes an "
+    "earlier one, the later one holds)"
+)
+#: Newest requests the compact form keeps whole (besides the first); the others get a line.
+_COMPACT_REQUESTS: Final = 3
+#: What the compact form keeps of an older request, and the minimum of the first and newest.
+_REQUEST_LINE_CHARS: Final = 160
+_REQUEST_PREVIEW_CHARS: Final = 400
+
+
+def _request_whole(q: RequestEntry) -> str:
+    rest = (
+        f"\n[request continues: {q.chars - len(q.text):,} more chars — restore with ref {ledger_ref(q.seq)}]"
+        if q.clipped
+        else ""
+    )
+    return f"[{ledger_ref(q.seq)}] {q.text}{rest}"
+
+
+def _request_short(q: RequestEntry, limit: int, count: Counter) -> tuple[str, r.Omission | None]:
+    """A request clipped to ``limit`` characters (and a third as many tokens), naming its record."""
+    shown, cut = _bounded(q.text, limit, count)
+    if not cut and not q.clipped:
+        return _request_whole(q), None
+    ref = ledger_ref(q.seq)
+    line = f"[{ref}] {shown} [request shortened: {q.chars:,} chars — restore with ref {ref}]"
+    omission = _shrunk("mandate", ledger_ref(q.seq), "request shortened", [q.text], [shown], count=count)
+    return line, omission
+
+
+def mandate_candidate(inputs: ContextInputs, count: Counter, *, sub_budget: int) -> Candidate | None:
+    """The operator's requests of the session, verbatim within ``sub_budget`` (pinned).
+
+    The first request is the session's mandate and every later one may correct it or add a
+    constraint: none of them may stop binding because the history moved on. The current
+    input is shown as the input, not here. Full: every request the projection holds (the
+    first and the newest ``requests_window``), whole; compact: the first and the newest
+    three whole (the first as a preview when it alone takes half the sub-budget), the others
+    one line each; truncated (the pinned minimum, bounded whatever the requests hold): the
+    first and the newest as previews and one line naming the others' refs. Forms over the
+    sub-budget are not offered, but the minimum always is.
+    """
+    mandate = inputs.mandate
+    if mandate is None:
+        return None
+    current = inputs.current_input.seq if inputs.current_input is not None else None
+    requests = [q for q in mandate.requests if q.seq != current]
+    if not requests:
+        return None
+    first, rest = requests[0], requests[1:]
+    gap: list[str] = []
+    if mandate.omitted:
+        later = mandate.recent[0].seq
+        gap = [
+            f"(+{mandate.omitted} more requests between {ledger_ref(first.seq)} and {ledger_ref(later)} "
+            "not held — find them with `holon search`)"
+        ]
+    full = [MANDATE_HEADER, _request_whole(first), *gap, *(_request_whole(q) for q in rest)]
+
+    compact = [MANDATE_HEADER]
+    compact_cut: list[r.Omission] = []
+    first_line = _request_whole(first)
+    if count(first_line) > sub_budget // 2:
+        first_line, cut = _request_short(first, _REQUEST_PREVIEW_CHARS * 4, count)
+        compact_cut.extend([cut] if cut is not None else [])
+    compact.extend([first_line, *gap])
+    older, newest = (
+        rest[:-_COMPACT_REQUESTS] if len(rest) > _COMPACT_REQUESTS else [],
+        rest[-_COMPACT_REQUESTS:],
+    )
+    for q in older:
+        line, cut = _request_short(q, _REQUEST_LINE_CHARS, count)
+        compact.append(line)
+        compact_cut.extend([cut] if cut is not None else [])
+    compact.extend(_request_whole(q) for q in newest)
+
+    minimum = [MANDATE_HEADER]
+    minimum_cut: list[r.Omission] = []
+    for q in (first, *rest[-1:]):
+        line, cut = _request_short(q, _REQUEST_PREVIEW_CHARS, count)
+        minimum.append(line)
+        minimum_cut.extend([cut] if cut is not None else [])
+    dropped = rest[:-1]
+    if dropped or mandate.omitted:
+        refs = [ledger_ref(q.seq) for q in dropped]
+        more = len(dropped) + mandate.omitted
+        where = f" — restore with ref {_ref_list(refs)}" if refs else ""
+        minimum.append(f"(+{more} more requests of this session not shown{where}; `holon search` finds them)")
+        minimum_cut.extend(
+            r.Omission(
+                section="mandate", ref=ref, reason="request not shown", tokens=count(_request_whole(q))
+            )
+            for q, ref in zip(dropped, refs, strict=True)
+        )
+    forms = [
+        _form("full", full, count),
+        _form("compact", compact, count, compact_cut),
+        _form("truncated", minimum, count, minimum_cut),
+    ]
+    # The sub-budget bounds the mandate; the minimum is bounded by construction.
+    offered = [f for f in forms[:-1] if f.tokens <= sub_budget] + [forms[-1]]
+    return _candidate("mandate", offered)
+
+
 def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens: int) -> Candidate:
     """This turn's input plus continuation context (unknown-outcome calls, resolved waits).
 
@@ -1396,7 +1524,13 @@ def current_input_candidate(inputs: ContextInputs, count: Counter, *, max_tokens
             ]
     tail, clipped = _continuation(inputs, count)
     tail_min, clipped_min = _continuation(inputs, count, bounded=True)
-    text = current.text if current is not None else "(no new input: continue the active work)"
+    if current is not None:
+        text = current.text
+    elif inputs.active_work is not None or inputs.plan is not None:
+        text = "(no new input: continue the active work)"
+    else:
+        # Nothing asked and nothing active: "continue the active work" pointed at nothing.
+        text = "(no new input, and no work is active: report what was done, or wait for input)"
     forms = [_form("full", [header, text, *tail], count, clipped)]
     body, body_cut = [text], []
     if current is not None and current.seq is not None and count(text) > max_tokens:

@@ -74,15 +74,15 @@ class BlobStore:
         check_blob_hash(blob_hash)
         return self.root / blob_hash[:2] / blob_hash
 
-    def put(self, data: bytes, *, preview: str = "") -> BlobRef:
+    def put(self, data: bytes, *, preview: str = "", tail: str = "") -> BlobRef:
         """Store ``data`` (once: identical bytes share one file) and return its reference."""
-        return self.store(data, preview=preview)[0]
+        return self.store(data, preview=preview, tail=tail)[0]
 
-    def store(self, data: bytes, *, preview: str = "") -> tuple[BlobRef, bool]:
+    def store(self, data: bytes, *, preview: str = "", tail: str = "") -> tuple[BlobRef, bool]:
         """:meth:`put`, also saying whether the file is new (it was not stored before)."""
         blob_hash = blake3.blake3(data).hexdigest()
         path = self.path_of(blob_hash)
-        ref = BlobRef(hash=blob_hash, size=len(data), preview=preview)
+        ref = BlobRef(hash=blob_hash, size=len(data), preview=preview, tail=tail)
         self._remember(blob_hash, len(data))
         if path.exists():
             problem = self._damage(path, data)

@@ -638,7 +638,9 @@ class Ledger:
             raise InvalidRecord(f"record does not encode ({exc})", where=f"seq {seq}") from None
         if len(data) <= threshold:
             return record
-        ref, new = self.blobs.store(data, preview=output[:BLOB_PREVIEW_CHARS])
+        ref, new = self.blobs.store(
+            data, preview=output[:BLOB_PREVIEW_CHARS], tail=output[-BLOB_PREVIEW_CHARS:]
+        )
         if new:
             created.append(ref.hash)
         return _replace(record, body=_replace(body, output="", blob=ref))
@@ -789,10 +791,13 @@ class Ledger:
 
     # ------------------------------------------------------------------ blobs
 
-    def put_blob(self, data: bytes, *, preview: str = "") -> BlobRef:
-        """Store bytes in the blob store and return the reference a record can carry."""
+    def put_blob(self, data: bytes, *, preview: str = "", tail: str = "") -> BlobRef:
+        """Store bytes in the blob store and return the reference a record can carry.
+
+        ``preview`` and ``tail`` are the start and the end of the text the bytes hold, kept in
+        the reference so a reader sees what it is without reading the blob."""
         self._check_writable()
-        return self.blobs.put(bytes(data), preview=preview)
+        return self.blobs.put(bytes(data), preview=preview, tail=tail)
 
     def get_blob(self, blob_hash: str) -> bytes:
         """The original bytes of a blob, verified against its hash.

@@ -62,7 +62,12 @@ __all__ = [
 # ``workspace``, else ``workspace``) is keyed relative to it in the working set and an
 # episode's files, so an editor's absolute path and a command's relative one are one file
 # (was two entries, both shown).
-PROJECTION_VERSION: Final = 11
+# 12: the operator's requests of a session (the mandate) are kept, and where the session
+# declares no work item the active work is derived from its first request (``request:<seq>``:
+# a delta, an episode, a switch at a new session); failing verification commands are working
+# memory; an episode lists the requests made during it, and one a new session ended is
+# finalized alone by the next refresh.
+PROJECTION_VERSION: Final = 12
 
 #: The first projection version whose derived records state their config: in an older
 #: record a missing ``projection`` says nothing (see :func:`stated_config`).

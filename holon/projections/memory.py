@@ -12,7 +12,6 @@ disk therefore reaches exactly the state the live agent had.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal, TypeAlias, cast
 
@@ -22,9 +21,13 @@ import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
 from holon.projections.snapshot import WorkingMemorySnapshot, derive_snapshot
 from holon.projections.state import (
+    DERIVED_WORK_PREFIX,
+    REQUEST_ROLES,
+    VERIFICATION_MARKERS,
     PlanEntry,
     RuntimeState,
     WorkItemEntry,
+    is_verification,
     normalize_path,
     one_line,
     working_dir,
@@ -40,13 +43,12 @@ __all__ = [
     "apply_memory",
 ]
 
+# An episode keeps each of its requests as one line of this many characters at most.
+_REQUEST_LINE_CHARS: Final = 400
+
 #: Episodes per archive chunk. Appending copies one chunk and the (short) chunk index,
 #: never the whole archive.
 ARCHIVE_CHUNK: Final = 64
-
-#: Substrings of a command (any case) that make its result a verification result.
-VERIFICATION_MARKERS: Final = ("pytest", "test", "mypy", "ruff", "lint", "check", "verify", "tsc")
-_VERIFICATION_RE: Final = re.compile("|".join(VERIFICATION_MARKERS), re.IGNORECASE)
 
 
 class EpisodeArchive(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
@@ -124,6 +126,7 @@ class ActiveEpisodeBuilder(msgspec.Struct, frozen=True, kw_only=True, forbid_unk
     first_turn: int | None = None
     last_turn: int | None = None
     turns: int = 0
+    last_seq: int | None = None
     tool_calls: int = 0
     failed_calls: int = 0
     files: tuple[str, ...] = ()
@@ -132,6 +135,7 @@ class ActiveEpisodeBuilder(msgspec.Struct, frozen=True, kw_only=True, forbid_unk
     verification: tuple[str, ...] = ()
     decisions: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
+    requests: tuple[str, ...] = ()
 
 
 class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
@@ -144,7 +148,8 @@ class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     ``confirmed_revision`` the highest revision a prompt confirmed (``None`` before the
     first); ``compression_epoch`` counts finalized episodes; ``interval`` accumulates
     the current turn's evidence and ``closed_interval`` is the one the last turn_ended
-    closed (read by the refresh).
+    closed (read by the refresh). ``closing`` is the episode a new session ended (its
+    work ended with the session), finalized by the next post-turn refresh.
     """
 
     snapshot: WorkingMemorySnapshot = WorkingMemorySnapshot()
@@ -158,6 +163,7 @@ class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     archive: EpisodeArchive = EpisodeArchive()
     interval: TurnInterval = TurnInterval()
     closed_interval: TurnInterval | None = None
+    closing: ActiveEpisodeBuilder | None = None
 
     @property
     def archived_episodes(self) -> int:
@@ -177,26 +183,43 @@ def _keep_last(items: tuple[str, ...], item: str, cap: int) -> tuple[str, ...]:
     return (*items, item)
 
 
+def _is_derived(work_item_id: str | None) -> bool:
+    return work_item_id is not None and work_item_id.startswith(DERIVED_WORK_PREFIX)
+
+
+def _plan_of(runtime: RuntimeState, work_item_id: str) -> PlanEntry | None:
+    # Work derived from the operator's requests has the plan of no work item (the one an
+    # agent that declares no work keeps, e.g. Claude Code's TodoWrite list).
+    return runtime.unscoped_plan if _is_derived(work_item_id) else runtime.plans.get(work_item_id)
+
+
 def _fresh_builder(runtime: RuntimeState) -> ActiveEpisodeBuilder:
-    active = runtime.active_work_item_id
-    if active is None:
+    work = runtime.current_work
+    if work is None:
         return ActiveEpisodeBuilder()
-    return ActiveEpisodeBuilder(
-        work_item_id=active, work=runtime.work_items[active], plan=runtime.plans.get(active)
-    )
+    return ActiveEpisodeBuilder(work_item_id=work.id, work=work, plan=_plan_of(runtime, work.id))
 
 
 def _track_work(builder: ActiveEpisodeBuilder, runtime: RuntimeState) -> ActiveEpisodeBuilder:
-    """Adopt the first activated work item, and keep the episode's item and plan current."""
-    if builder.work_item_id is None:
-        active = runtime.active_work_item_id
-        if active is None:
+    """Adopt the first work the episode is on, and keep the episode's item and plan current.
+
+    Work derived from the operator's requests yields to a work item the agent declares in
+    the session: the declared item is the work those requests started (no episode ends there).
+    """
+    adopt = builder.work_item_id is None or (
+        _is_derived(builder.work_item_id) and runtime.work_declared and runtime.active_stack
+    )
+    if adopt:
+        work = runtime.current_work
+        if work is None:
             return builder
         return msgspec.structs.replace(
-            builder, work_item_id=active, work=runtime.work_items[active], plan=runtime.plans.get(active)
+            builder, work_item_id=work.id, work=work, plan=_plan_of(runtime, work.id)
         )
-    work = runtime.find_work_item(builder.work_item_id)
-    plan = runtime.plans.get(builder.work_item_id, builder.plan)
+    work_item_id = builder.work_item_id
+    assert work_item_id is not None
+    work = builder.work if _is_derived(work_item_id) else runtime.find_work_item(work_item_id)
+    plan = _plan_of(runtime, work_item_id) or builder.plan
     if work is builder.work and plan is builder.plan:
         return builder
     return msgspec.structs.replace(builder, work=work if work is not None else builder.work, plan=plan)
@@ -224,7 +247,7 @@ def _merge_tool_result(
         if execution.call_id == body.call_id:
             command = execution.command
             break
-    if _VERIFICATION_RE.search(command):
+    if is_verification(command):
         exit_part = f", exit {body.exit_code}" if body.exit_code is not None else ""
         verification = _keep_last(verification, f"{command}: {body.status}{exit_part}", cap)
     return msgspec.structs.replace(
@@ -258,6 +281,14 @@ def _on_episode(
     memory: WorkingMemoryState, runtime: RuntimeState, record: r.Record, config: ProjectionConfig
 ) -> WorkingMemoryState:
     body = cast(r.ContextEpisodeRecord, record.body)
+    if memory.closing is not None:
+        # The episode of the session that ended: the new session's episode goes on.
+        return _Replace(
+            memory,
+            archive=memory.archive.append(body),
+            compression_epoch=memory.compression_epoch + 1,
+            closing=None,
+        )
     return _Replace(
         memory,
         archive=memory.archive.append(body),
@@ -287,6 +318,7 @@ def _on_turn_ended(
         first_turn=builder.first_turn if builder.first_turn is not None else record.turn,
         last_turn=record.turn,
         turns=builder.turns + 1,
+        last_seq=record.seq,
     )
     interval = memory.interval
     closed = _Replace(
@@ -355,6 +387,23 @@ def _merge_work(
     return _track_work(builder, runtime), interval
 
 
+def _merge_request(
+    builder: ActiveEpisodeBuilder,
+    interval: TurnInterval,
+    runtime: RuntimeState,
+    record: r.Record,
+    config: ProjectionConfig,
+) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
+    # An operator's request may start the work the episode is on (derived from it), and
+    # is part of what the episode keeps.
+    body = cast(r.Message, record.body)
+    if body.role not in REQUEST_ROLES:
+        return builder, interval
+    builder = _track_work(builder, runtime)
+    line = one_line(body.text, _REQUEST_LINE_CHARS)
+    return _Replace(builder, requests=_keep_last(builder.requests, line, config.episode_list_cap)), interval
+
+
 def _merge_decision(
     builder: ActiveEpisodeBuilder,
     interval: TurnInterval,
@@ -421,6 +470,16 @@ def _merge_resolved(
     return builder, _Replace(interval, waits_resolved=interval.waits_resolved + 1)
 
 
+def _on_environment(
+    memory: WorkingMemoryState, runtime: RuntimeState, record: r.Record, config: ProjectionConfig
+) -> WorkingMemoryState:
+    if runtime.session_seq == record.seq and memory.builder.turns and memory.closing is None:
+        # A new session is new work: the episode in progress ends with the session it was
+        # of (the next post-turn refresh finalizes it), and this one's starts here.
+        return _Replace(memory, closing=memory.builder, builder=ActiveEpisodeBuilder(from_seq=record.seq))
+    return _as_evidence(memory, runtime, record, config)
+
+
 _MEMORY_HANDLERS: Final[
     dict[
         type[Any],
@@ -431,6 +490,7 @@ _MEMORY_HANDLERS: Final[
     r.ContextEpisodeRecord: _on_episode,
     r.PromptRendered: _on_prompt,
     r.TurnEnded: _on_turn_ended,
+    r.ExecutionEnvironment: _on_environment,
 }
 
 _MERGES: Final[dict[type[Any], _Merge]] = {
@@ -440,6 +500,7 @@ _MERGES: Final[dict[type[Any], _Merge]] = {
     r.WorkItem: _merge_work,
     r.WorkItemState: _merge_work,
     r.WorkPlan: _merge_work,
+    r.Message: _merge_request,
     r.Decision: _merge_decision,
     r.Brief: _merge_brief,
     r.TaskResult: _merge_task_result,
@@ -455,11 +516,17 @@ def apply_memory(
     config: ProjectionConfig = DEFAULT_CONFIG,
 ) -> WorkingMemoryState:
     """Fold one record into working memory; ``runtime`` is the state *after* the record."""
-    kind = type(record.body)
-    handler = _MEMORY_HANDLERS.get(kind)
+    handler = _MEMORY_HANDLERS.get(type(record.body))
     if handler is not None:
         return handler(memory, runtime, record, config)
-    # Evidence: the first one opens the episode's and the interval's seq range.
+    return _as_evidence(memory, runtime, record, config)
+
+
+def _as_evidence(
+    memory: WorkingMemoryState, runtime: RuntimeState, record: r.Record, config: ProjectionConfig
+) -> WorkingMemoryState:
+    """Merge an evidence record: the first one opens the episode's and the interval's seq range."""
+    kind = type(record.body)
     builder = memory.builder
     interval = memory.interval
     if builder.from_seq is None:

@@ -33,6 +33,7 @@ from holon.projections.snapshot import (
     SnapshotPlanStep,
     WorkingMemorySnapshot,
     derive_snapshot,
+    failing_line,
 )
 from holon.projections.state import DecisionEntry, FollowUpEntry, RuntimeState, WaitEntry, one_line
 
@@ -268,6 +269,10 @@ def _switch_line(
     """The switch, and what became of the previous item (the model last read it as active)."""
     previous, active = before.active_work_item_id, after.active_work_item_id
     line = f"active work: {previous} → {active}"
+    if after.derived:
+        line += (
+            f" (no work item declared: what the operator's request [ledger:{after.work_item_seqs[0]}] asks)"
+        )
     entry = runtime.find_work_item(previous) if runtime is not None and previous is not None else None
     if entry is None:
         return line
@@ -621,6 +626,8 @@ def delta_lines(
                 )
                 or _count_line("open follow-ups", before, after, "follow_ups_omitted")
             )
+        elif field == "failing" and not entered:
+            lines.extend(_failing_lines(before, after, runtime))
         elif field in ("waiting_on", "waiting_omitted") and "waiting_on" not in told:
             told.add("waiting_on")
             lines.extend(
@@ -654,6 +661,35 @@ def delta_lines(
         more = len(clipped) - (cap - 1)
         clipped = [*clipped[: cap - 1], f"(+{more} more changes)"]
     return tuple(clipped)
+
+
+def _failing_lines(
+    before: WorkingMemorySnapshot, after: WorkingMemorySnapshot, runtime: RuntimeState | None
+) -> list[str]:
+    """A check that started failing, failed again or no longer fails, one line each."""
+    was = {f.command: f for f in before.failing}
+    now = {f.command: f for f in after.failing}
+    lines = [
+        "+" + failing_line(f, tail=False) + f" [ledger:{f.seq}]"
+        for f in after.failing
+        if f.command not in was
+    ]
+    lines.extend(
+        failing_line(f, tail=False) + f" again [ledger:{f.seq}]"
+        for f in after.failing
+        if f.command in was and was[f.command].seq != f.seq
+    )
+    for f in before.failing:
+        if f.command in now:
+            continue
+        passed = runtime is not None and any(
+            ex.command == f.command and ex.result is not None and ex.result.status == "ok"
+            for ex in runtime.tools
+            if ex.result_seq is not None and ex.result_seq > f.seq
+        )
+        how = "passes now" if passed else "no longer shown (newer failures over the cap)"
+        lines.append(f"-failing: `{f.command}` {how}")
+    return lines
 
 
 def superseded_fields(
@@ -817,7 +853,11 @@ def boundary_reasons(state: ProjectionState) -> tuple[BoundaryReason, ...]:
     builder = state.memory.builder
     runtime = state.runtime
     fired: list[BoundaryReason] = []
-    if builder.work_item_id is not None and runtime.active_work_item_id != builder.work_item_id:
+    current = runtime.current_work
+    if (
+        builder.work_item_id is not None
+        and (current.id if current is not None else None) != builder.work_item_id
+    ):
         fired.append("active_work_switched")
     if closed.task_results:
         fired.append("task_rejoined")
@@ -862,31 +902,57 @@ def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
     Returns ``()`` or one ``context_episode`` record (``seq`` ``-1``; ``ts`` and
     ``turn`` from the turn_ended record). Reads neither the revision nor a delta of
     the same refresh, so its result does not depend on whether that delta was folded.
+
+    The episode a new session ended (its work ended with it) comes first, alone: the new
+    session's episode then goes on to its own next boundary (one refresh finalizes one
+    episode, so a writer that died between two derived records owes at most one).
     """
+    closed = _closed_interval(state)
+    closing = state.memory.closing
+    if closing is not None:
+        assert closing.last_seq is not None and closed.ended_ts is not None
+        return (_episode(state, closing, "active_work_switched", closing.last_seq, carried=False),)
     fired = boundary_reasons(state)
     if not fired:
         return ()
+    assert closed.to_seq is not None
+    return (_episode(state, state.memory.builder, fired[0], closed.to_seq, carried=True),)
+
+
+def _episode(
+    state: ProjectionState,
+    builder: ActiveEpisodeBuilder,
+    reason: BoundaryReason,
+    to_seq: int,
+    *,
+    carried: bool,
+) -> r.Record:
+    """``builder``'s episode, ending at ``to_seq``, as the refresh after the last turn_ended
+    appends it; ``carried``: with the follow-ups and waits still open (of an episode that
+    ends now, not of a session that ended before)."""
     closed = _closed_interval(state)
-    assert closed.to_seq is not None and closed.ended_ts is not None
-    reason = fired[0]
+    assert closed.ended_ts is not None
     config = state.config
-    builder = state.memory.builder
     runtime = state.runtime
     work_item_id = builder.work_item_id
     cap = config.episode_list_cap
 
     # Both dicts are in last-update (seq) order: reading backwards is newest first.
-    carried = list(
-        islice(
-            (
-                f
-                for f in islice(reversed(runtime.follow_ups.values()), cap * _SCAN_FACTOR)
-                if f.work_item_id is None or f.work_item_id == work_item_id
-            ),
-            cap,
+    follow_ups = (
+        list(
+            islice(
+                (
+                    f
+                    for f in islice(reversed(runtime.follow_ups.values()), cap * _SCAN_FACTOR)
+                    if f.work_item_id is None or f.work_item_id == work_item_id
+                ),
+                cap,
+            )
         )
+        if carried
+        else []
     )
-    waits = list(islice(reversed(runtime.waits.values()), cap))
+    waits = list(islice(reversed(runtime.waits.values()), cap)) if carried else []
 
     first_turn = builder.first_turn if builder.first_turn is not None else closed.ended_turn
     last_turn = builder.last_turn if builder.last_turn is not None else closed.ended_turn
@@ -898,8 +964,8 @@ def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
         # -1 only for a ledger that carries no turn index on its turn records.
         first_turn=first_turn if first_turn is not None else -1,
         last_turn=last_turn if last_turn is not None else -1,
-        from_seq=builder.from_seq if builder.from_seq is not None else closed.to_seq,
-        to_seq=closed.to_seq,
+        from_seq=builder.from_seq if builder.from_seq is not None else to_seq,
+        to_seq=to_seq,
         objective=work.objective if work is not None else None,
         delivery_target=work.delivery_target if work is not None else None,
         summary_lines=_summary_lines(builder, reason, config.episode_summary_cap),
@@ -908,13 +974,14 @@ def refresh_episode_memory(state: ProjectionState) -> tuple[r.Record, ...]:
         commands=builder.commands,
         verification=builder.verification,
         decisions=builder.decisions,
-        follow_ups=tuple(one_line(f"{f.id}: {f.text}") for f in carried),
+        follow_ups=tuple(one_line(f"{f.id}: {f.text}") for f in follow_ups),
         waiting=tuple(one_line(f"{w.id}: {w.waiting_on}") for w in waits),
         projection_version=state.projection_version,
         projection=config_field(config),
         work_state=work.state if work is not None else None,
+        requests=builder.requests,
     )
-    return (r.Record(body=episode, ts=closed.ended_ts, turn=closed.ended_turn),)
+    return r.Record(body=episode, ts=closed.ended_ts, turn=closed.ended_turn)
 
 
 def post_turn_refresh(state: ProjectionState) -> tuple[r.Record, ...]:

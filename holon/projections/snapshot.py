@@ -19,17 +19,26 @@ import msgspec
 
 import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
-from holon.projections.state import DecisionEntry, FollowUpEntry, RuntimeState, WaitEntry
+from holon.projections.state import (
+    DERIVED_WORK_PREFIX,
+    DecisionEntry,
+    FailingCheck,
+    FollowUpEntry,
+    RuntimeState,
+    WaitEntry,
+)
 
 __all__ = [
     "SNAPSHOT_FIELDS",
     "DecisionRef",
+    "FailingRef",
     "FileRef",
     "FollowUpRef",
     "SnapshotPlanStep",
     "WaitRef",
     "WorkingMemorySnapshot",
     "derive_snapshot",
+    "failing_line",
     "snapshot_lines",
 ]
 
@@ -56,6 +65,8 @@ DecisionRef: TypeAlias = DecisionEntry
 FollowUpRef: TypeAlias = FollowUpEntry
 #: An open wait (``id``, ``waiting_on``, ``work_item_id``, ``resume_hint``, ``seq``).
 WaitRef: TypeAlias = WaitEntry
+#: A failing verification command (``command``, ``tool``, ``seq``, ``status``, ``exit_code``, ``tail``).
+FailingRef: TypeAlias = FailingCheck
 
 
 class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
@@ -65,7 +76,9 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
 
     - ``active_work_item_id``, ``work_state``, ``objective``, ``delivery_target``,
       ``work_summary``: the active work item; ``work_item_seqs`` its declaration and
-      last state change.
+      last state change. Where the session declares no work item, the work derived from
+      the operator's requests (``request:<seq>``, its objective the first request on one
+      line, its one seq that request's; see :func:`~holon.projections.derived_work`).
     - ``scope_constraints``: declaration order, first ``scope_cap``; ``scope_omitted``
       counts the rest (shown as a placeholder naming the declaration, never dropped
       without a word: they are the item's rules) and ``scope_rest`` holds them, not to
@@ -86,6 +99,8 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
       update first; ``follow_ups_omitted`` counts the open ones over the cap.
     - ``waiting_on``: open waits, newest first; ``waiting_omitted`` counts the open ones
       over the cap.
+    - ``failing``: verification commands of the active work whose latest run failed,
+      newest first (at most ``failing_cap``), each with the end of its output.
 
     A count of entries not shown is never left out: a capped list that hid the rest
     without a word read as all there is (an open follow-up, a wait, a decision in force).
@@ -112,6 +127,14 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     follow_ups_omitted: int = 0
     waiting_on: tuple[WaitRef, ...] = ()
     waiting_omitted: int = 0
+    failing: tuple[FailingRef, ...] = ()
+
+    @property
+    def derived(self) -> bool:
+        """True when the active work is derived from the operator's requests, not declared."""
+        return self.active_work_item_id is not None and self.active_work_item_id.startswith(
+            DERIVED_WORK_PREFIX
+        )
 
     @property
     def empty(self) -> bool:
@@ -148,8 +171,10 @@ def _plan_steps(
 
 def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONFIG) -> WorkingMemorySnapshot:
     """Derive working memory from runtime state (pure, bounded cost)."""
+    # Files, plans and decisions belong to the declared item; with none declared (derived
+    # work, or none at all) to no item.
     active = state.active_work_item_id
-    item = state.work_items[active] if active is not None else None
+    item = state.current_work
 
     plan_entry = state.plans.get(active) if active is not None else None
     if plan_entry is None:
@@ -196,8 +221,9 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
     scope = item.scope_constraints if item is not None else ()
     scope_rest = scope[config.scope_cap :]
 
+    current = item.id if item is not None else None
     return WorkingMemorySnapshot(
-        active_work_item_id=active,
+        active_work_item_id=current,
         work_state=item.state if item is not None else None,
         objective=item.objective if item is not None else None,
         delivery_target=item.delivery_target if item is not None else None,
@@ -218,6 +244,7 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
         follow_ups_omitted=len(state.follow_ups) - len(follow_ups),
         waiting_on=waiting_on,
         waiting_omitted=len(state.waits) - len(waiting_on),
+        failing=tuple(f for f in reversed(state.failing) if f.work_item_id == current),
     )
 
 
@@ -282,4 +309,12 @@ def snapshot_lines(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
     )
     if snapshot.waiting_omitted:
         lines.append(f"(+{snapshot.waiting_omitted} older open waits not shown)")
+    lines.extend(failing_line(f) + f" {_ref(f.seq)}" for f in snapshot.failing)
     return tuple(lines)
+
+
+def failing_line(check: FailingRef, *, tail: bool = True) -> str:
+    """``failing: `pytest -q` (exit 1): FAILED tests/…`` — a failing check on one line."""
+    how = f"exit {check.exit_code}" if check.exit_code not in (None, 0) else check.status
+    end = f": {check.tail}" if tail and check.tail else ""
+    return f"failing: `{check.command}` ({how}){end}"

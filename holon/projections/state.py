@@ -14,6 +14,7 @@ Window entries keep the seq of the record(s) they came from, so a renderer can c
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypeAlias
 
@@ -25,16 +26,22 @@ from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
 __all__ = [
     "FILE_ARGUMENT_KEYS",
     "TERMINAL_WORK_STATES",
+    "VERIFICATION_MARKERS",
+    "DERIVED_WORK_PREFIX",
     "BriefEntry",
     "CarriedRecord",
     "DecisionEntry",
     "EnvironmentEntry",
+    "FailingCheck",
     "FileTouch",
     "FollowUpEntry",
+    "MandateEntry",
     "MessageEntry",
     "PlanEntry",
     "PolicyEntry",
     "PromptEntry",
+    "REQUEST_ROLES",
+    "RequestEntry",
     "ResultEntry",
     "RuntimeState",
     "SummaryEntry",
@@ -45,6 +52,8 @@ __all__ = [
     "WorkItemEntry",
     "apply_runtime",
     "command_of",
+    "derived_work",
+    "is_verification",
     "file_arguments",
     "normalize_path",
     "one_line",
@@ -64,6 +73,24 @@ _FILE_KEY_SET: Final = frozenset(FILE_ARGUMENT_KEYS)
 _MAX_ARGUMENT_FILES: Final = 8
 
 WorkState: TypeAlias = Literal["queued", "active", "waiting", "done", "abandoned"]
+
+#: Message roles whose messages are the operator's requests (the mandate): the rest are the
+#: agent's own, a tool's or a channel's (a hook's feedback, another system's notice).
+REQUEST_ROLES: Final = frozenset({"user", "operator"})
+
+#: Substrings of a command (any case) that make its result a verification result.
+VERIFICATION_MARKERS: Final = ("pytest", "test", "mypy", "ruff", "lint", "check", "verify", "tsc")
+_VERIFICATION_RE: Final = re.compile("|".join(VERIFICATION_MARKERS), re.IGNORECASE)
+
+#: The prefix of a derived work item's id: ``request:<seq>`` names the request it comes from.
+DERIVED_WORK_PREFIX: Final = "request:"
+# A derived objective is the first request on one line, as long as a declared one usually is.
+_DERIVED_OBJECTIVE_CHARS: Final = 240
+
+# The end of a failing check's output kept in state: the lines a test runner or linter
+# puts its verdict on (pytest's short summary, a compiler's last error).
+_TAIL_LINES: Final = 3
+_TAIL_CHARS: Final = 400
 
 
 class _Entry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
@@ -238,6 +265,69 @@ class ToolExecution(_Entry, frozen=True, kw_only=True):
         return tuple(s for s in (self.intent_seq, self.result_seq) if s is not None)
 
 
+class RequestEntry(_Entry, frozen=True, kw_only=True):
+    """An operator's request: a user or operator message of the main agent.
+
+    ``text`` is the message's text up to ``ProjectionConfig.request_chars`` characters;
+    ``chars`` is the whole text's length, so a renderer knows when to name the message's
+    record (``seq``) for the rest.
+    """
+
+    seq: int
+    turn: int | None
+    text: str
+    chars: int
+
+    @property
+    def clipped(self) -> bool:
+        """True when state holds only the start of the request."""
+        return self.chars > len(self.text)
+
+
+class MandateEntry(_Entry, frozen=True, kw_only=True):
+    """The operator's requests of the current session: its first request and the newest ones.
+
+    A session is the stretch of the ledger between two execution environments naming
+    different ``extra["session_id"]`` values (the whole ledger when none names one).
+    ``recent`` holds the newest ``requests_window`` requests after the first; ``count``
+    counts every request of the session, so ``omitted`` are the ones between that are
+    no longer held (the ledger still has them).
+    """
+
+    session: str | None
+    first: RequestEntry
+    recent: tuple[RequestEntry, ...] = ()
+    count: int = 1
+
+    @property
+    def requests(self) -> tuple[RequestEntry, ...]:
+        """The requests held, oldest first: the first, then the newest ones."""
+        return (self.first, *self.recent)
+
+    @property
+    def omitted(self) -> int:
+        """Requests between the first and the newest held that state no longer holds."""
+        return self.count - 1 - len(self.recent)
+
+
+class FailingCheck(_Entry, frozen=True, kw_only=True):
+    """A verification command (tests, lint, type check) whose latest run failed.
+
+    Kept until the same command (its :func:`command_of` form) runs again and passes, or the
+    session or the active work changes. ``tail`` is the end of its output (the last few
+    non-blank lines, clipped), where test runners and compilers say what failed; for an
+    output stored as a blob, the blob's own tail.
+    """
+
+    command: str
+    tool: str
+    seq: int
+    status: str
+    exit_code: int | None = None
+    tail: str = ""
+    work_item_id: str | None = None
+
+
 class ResultEntry(_Entry, frozen=True, kw_only=True):
     """The latest result: a result brief or a task result."""
 
@@ -305,6 +395,13 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     Dicts are in deterministic insertion order: for ``waits``, ``tasks`` and
     ``follow_ups`` that is the order of their last update; for ``files`` it is
     least-recently touched first.
+
+    ``session`` is the session the ledger is in (the last ``session_id`` an execution
+    environment named; ``session_seq`` the environment record that started it, ``None``
+    for the session the ledger began in), ``mandate`` the operator's requests of that session, and
+    ``work_declared`` whether a work item was declared in it: where none was, the active
+    work is derived from the requests (:func:`derived_work`). ``failing`` holds the
+    verification commands whose latest run failed, oldest first.
     """
 
     seq: int = -1
@@ -336,6 +433,11 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     latest_result: ResultEntry | None = None
     carried: tuple[CarriedRecord, ...] = ()
     carried_count: int = 0
+    session: str | None = None
+    session_seq: int | None = None
+    mandate: MandateEntry | None = None
+    work_declared: bool = False
+    failing: tuple[FailingCheck, ...] = ()
 
     @property
     def active_work_item_id(self) -> str | None:
@@ -346,6 +448,12 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def active_work_item(self) -> WorkItemEntry | None:
         """The entry of :attr:`active_work_item_id`, if any."""
         return self.work_items[self.active_stack[-1]] if self.active_stack else None
+
+    @property
+    def current_work(self) -> WorkItemEntry | None:
+        """The work the agent is on: the declared active item, else the work derived from the
+        operator's requests (:func:`derived_work`), else ``None``."""
+        return self.active_work_item if self.active_stack else derived_work(self)
 
     def find_work_item(self, work_item_id: str) -> WorkItemEntry | None:
         """An open work item, or a recently finished one, by id."""
@@ -362,6 +470,34 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         if work_item_id is None:
             return self.unscoped_plan
         return self.plans.get(work_item_id)
+
+
+def derived_work(state: RuntimeState) -> WorkItemEntry | None:
+    """The active work derived from the operator's requests, when the session declares none.
+
+    Most agents never declare a work item: their work is what the operator asked for. In a
+    session in which no work item was declared, the first request of the session is the
+    objective of one active work item, ``request:<seq>`` (its message's seq); every later
+    request of the session belongs to it (a correction, an added constraint). A new
+    session starts new work. ``None`` when the session declared a work item (the agent
+    says what its work is) or holds no request yet.
+    """
+    mandate = state.mandate
+    if mandate is None or state.work_declared:
+        return None
+    first = mandate.first
+    return WorkItemEntry(
+        id=f"{DERIVED_WORK_PREFIX}{first.seq}",
+        objective=one_line(first.text, _DERIVED_OBJECTIVE_CHARS),
+        state="active",
+        declared_seq=first.seq,
+        state_seq=first.seq,
+    )
+
+
+def is_verification(command: str) -> bool:
+    """Whether a command (its :func:`command_of` form) verifies: tests, lint, type checks."""
+    return _VERIFICATION_RE.search(command) is not None
 
 
 def queued_work(state: RuntimeState) -> tuple[WorkItemEntry, ...]:
@@ -520,7 +656,19 @@ def _on_message(
 ) -> RuntimeState:
     entry = MessageEntry(seq=record.seq, ts=record.ts, turn=record.turn, message=body)
     messages = _push(state.messages, entry, config.messages_window)
-    return _Replace(state, seq=record.seq, applied=state.applied + 1, messages=messages)
+    if body.role not in REQUEST_ROLES:
+        return _Replace(state, seq=record.seq, applied=state.applied + 1, messages=messages)
+    text = body.text
+    request = RequestEntry(
+        seq=record.seq, turn=record.turn, text=text[: config.request_chars], chars=len(text)
+    )
+    mandate = state.mandate
+    if mandate is None:
+        mandate = MandateEntry(session=state.session, first=request)
+    else:
+        recent = _push(mandate.recent, request, config.requests_window)
+        mandate = _Replace(mandate, recent=recent, count=mandate.count + 1)
+    return _Replace(state, seq=record.seq, applied=state.applied + 1, messages=messages, mandate=mandate)
 
 
 def _on_brief(state: RuntimeState, record: r.Record, body: r.Brief, config: ProjectionConfig) -> RuntimeState:
@@ -590,6 +738,7 @@ def _on_tool_result(
             result=body,
         )
         new_tools = _push(tools, orphan, config.tools_window)
+        joined = orphan
     files = state.files
     if body.touched_files:
         files = _touch(
@@ -601,7 +750,47 @@ def _on_tool_result(
             cap=config.files_window,
             base=working_dir(state),
         )
-    return _Replace(state, seq=record.seq, applied=state.applied + 1, tools=new_tools, files=files)
+    failing = state.failing
+    command = joined.command if joined.intent is not None else ""
+    if command and is_verification(command) and body.status in ("ok", "error"):
+        failing = _checked(state, command, record.seq, body, config)
+    return _Replace(
+        state, seq=record.seq, applied=state.applied + 1, tools=new_tools, files=files, failing=failing
+    )
+
+
+def _failed(result: r.ToolResult) -> bool:
+    return result.status == "error" or result.exit_code not in (None, 0)
+
+
+def _output_tail(result: r.ToolResult) -> str:
+    """The last few non-blank lines of a result's output (a blob's stored tail), clipped."""
+    text = result.output if result.blob is None else result.blob.tail
+    lines = [line.strip() for line in text.splitlines() if line.strip()][-_TAIL_LINES:]
+    tail = " | ".join(lines)
+    return tail if len(tail) <= _TAIL_CHARS else "…" + tail[-(_TAIL_CHARS - 1) :]
+
+
+def _checked(
+    state: RuntimeState, command: str, seq: int, result: r.ToolResult, config: ProjectionConfig
+) -> tuple[FailingCheck, ...]:
+    """``failing`` after a run of the verification ``command``: a pass clears it, a failure
+    replaces its earlier failure (newest last, the oldest dropped beyond ``failing_cap``)."""
+    failing = state.failing
+    kept = tuple(f for f in failing if f.command != command)
+    if not _failed(result):
+        return kept if len(kept) != len(failing) else failing
+    work = state.current_work
+    entry = FailingCheck(
+        command=command,
+        tool=result.tool,
+        seq=seq,
+        status=result.status,
+        exit_code=result.exit_code,
+        tail=_output_tail(result),
+        work_item_id=work.id if work is not None else None,
+    )
+    return _push(kept, entry, config.failing_cap)
 
 
 def _set_work(
@@ -662,7 +851,10 @@ def _on_work_item(
         state_seq=state_seq,
         state_reason=None if prev is None or prev.state != body.state else prev.state_reason,
     )
-    return _with(state, record, _set_work(state, entry, prev, config))
+    changes = _set_work(state, entry, prev, config)
+    if not state.work_declared:
+        changes["work_declared"] = True
+    return _with(state, record, changes)
 
 
 def _on_work_item_state(
@@ -838,7 +1030,17 @@ def _on_follow_up(
 def _on_environment(
     state: RuntimeState, record: r.Record, body: r.ExecutionEnvironment, config: ProjectionConfig
 ) -> RuntimeState:
-    return _with(state, record, {"environment": EnvironmentEntry(seq=record.seq, environment=body)})
+    changes: _Changes = {"environment": EnvironmentEntry(seq=record.seq, environment=body)}
+    session = body.extra.get("session_id")
+    if session is not None and session != state.session:
+        changes["session"] = session
+        if state.session is not None:
+            # A new session is new work: its requests, declarations and checks start afresh.
+            # (The first session id named only names the session the ledger was already in.)
+            changes.update(mandate=None, work_declared=False, failing=(), session_seq=record.seq)
+        elif state.mandate is not None:
+            changes["mandate"] = _Replace(state.mandate, session=session)
+    return _with(state, record, changes)
 
 
 def _on_policy(

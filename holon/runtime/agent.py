@@ -34,6 +34,7 @@ from holon.context import (
     Budget,
     EpisodeIndex,
     EpisodeIndexRejected,
+    EvidenceBuffer,
     Prompt,
     RenderConfig,
     build_context,
@@ -414,6 +415,9 @@ class Agent:
         self._ledger = ledger
         self._state = state
         self._tools = tools
+        # The evidence the prompts' history is read from: what this agent appends, and the
+        # ledger for what came before it (a history reaching back past a reopen).
+        self._evidence = EvidenceBuffer(start=state.seq + 1, older=ledger.read, blob=ledger.get_blob)
         self.config = config
         self._clock = clock
         self._last_ts = 0
@@ -991,6 +995,7 @@ class Agent:
         """Fold a record the ledger has just stored into the agent's state and tool log."""
         self._tail_ts = stored.ts
         self._state = apply(self._state, stored)
+        self._evidence.add(stored)
         self._tools.apply(stored)
         unsearched = self._unsearched
         if unsearched is not None:  # the agent has searched: the next search indexes this
@@ -1012,7 +1017,7 @@ class Agent:
             raise _not_utf8(exc) from None
         if len(data) <= threshold:
             return record
-        ref = self._ledger.put_blob(data, preview=output[:_PREVIEW_CHARS])
+        ref = self._ledger.put_blob(data, preview=output[:_PREVIEW_CHARS], tail=output[-_PREVIEW_CHARS:])
         return msgspec.structs.replace(record, body=msgspec.structs.replace(body, output="", blob=ref))
 
     def _refresh(self) -> tuple[r.Record, ...]:
@@ -1367,6 +1372,7 @@ class Turn:
                     agent.config.render,
                     agent_id=agent.agent_id,
                     index=agent.episodes,
+                    history=agent._evidence,
                 )
                 agent._append(prompt_rendered(prompt), self.index)
                 # The model is called next, often for seconds: make the turn's input and the

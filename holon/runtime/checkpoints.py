@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final, Literal
 
@@ -741,6 +741,10 @@ class CheckpointResume:
     def record(self, seq: int) -> r.Record:
         """The ledger's record at ``seq`` (at or before the head)."""
         return self._ledger.get(seq)
+
+    def records(self, from_seq: int, to_seq: int) -> Iterator[r.Record]:
+        """The ledger's records with ``from_seq <= seq < to_seq``, none after the head."""
+        return self._ledger.read(from_seq, min(to_seq, self._head[0] + 1))
 
     def episode_index(self, seq: int, episodes: Iterable[r.ContextEpisodeRecord]) -> EpisodeIndex | None:
         """The episode index saved beside the checkpoint at ``seq``, over ``episodes`` (the archive now).

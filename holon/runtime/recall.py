@@ -1,6 +1,6 @@
 """Recall tools: how the model itself restores what its prompt left out.
 
-Every omission in a prompt names a ref (``[tool result cleared: … — restore with ref
+Every omission in a prompt names a ref (``[cleared: 3,832 bytes — restore with ref
 ledger:1234]``), and the history's first line says ``restore any ref with holon get
 <ref> or find it with holon search``. A person runs those commands; the model needs
 them as tools. This module defines the two tools with those names and the text each
@@ -72,7 +72,7 @@ _KEPT_BYTES: Final = 64 * 1024 * 1024
 GET_TOOL: Final = r.ToolDefinition(
     name="holon_get",
     description=(
-        "Restore something your context left out. Every note like '[tool result cleared: … — "
+        "Restore something your context left out. Every note like '[cleared: … — "
         "restore with ref …]', '(… not shown — restore with ref …)' or 'holon get <ref>' names a "
         "ref: ledger:<seq>, blob:<hash> or episode:<id>. Returns its original text "
         "(a tool's full output, a message, a plan or decision record, an episode) one page at "
