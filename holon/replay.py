@@ -1661,7 +1661,7 @@ def append_evidence(
     whose turn number is not above the previous turn's, inside an open numbered
     turn a record naming another turn or a ``turn_ended`` without the turn's number, and
     a ``prompt_rendered`` showing a working-memory revision or compression epoch the
-    ledger has not reached.
+    ledger has not reached once the refresh before it ran (the revision a runtime's prompt shows).
     So is a ``prompt_rendered`` recording a projection config other than the one the
     ledger is derived under (``state.config``; when ``state`` is omitted, the config the
     ledger's prompts record). ``progress`` is called with the number of input records
@@ -1690,15 +1690,19 @@ def append_evidence(
         put(derived)
     tail_ts = _tail_ts(ledger)
     for number, record in enumerate(records, 1):
+        if isinstance(record.body, r.PromptRendered):
+            # The refresh the runtime runs before it renders comes first: the prompt shows the
+            # revision that refresh reached (checked against the state before it, the prompt of
+            # a turn whose evidence superseded working memory was refused though the runtime
+            # wrote it). Were the prompt refused, nothing is written.
+            for derived in refresh_before_prompt(folded, ts=out[-1].ts if out else tail_ts):
+                put(derived)
         _check_evidence(
             record,
             folded,
             out[-1].ts if out else tail_ts,
             where(number) if where is not None else f"input record {number}",
         )
-        if isinstance(record.body, r.PromptRendered):
-            for derived in refresh_before_prompt(folded, ts=out[-1].ts if out else tail_ts):
-                put(derived)
         put(record)
         if isinstance(record.body, r.TurnEnded):
             for derived in post_turn_refresh(folded):

@@ -175,15 +175,19 @@ verified as such a chain.
 `holon append` and `holon import` (every format except `jsonl`) append evidence the way
 the agent runtime does: after each `turn_ended`, the post-turn refresh's derived records
 (working-memory delta, finalized episode) are appended right after it, so the ledger
-passes `holon verify`. The whole input is decoded and checked before the first byte is
-written; a malformed line is reported with its line number and nothing is appended.
-`holon import --from jsonl` copies a `holon export` file exactly (derived records and
-blobs included) into an empty ledger; the export of an empty ledger is an empty file,
-which imports into an empty ledger as nothing (exit 0, 0 records; into a ledger with
-records it is refused, and an empty pipe is refused too: no export comes that way).
-`holon export` refuses an output inside any ledger directory, the one it reads or
-another. See [importers.md](importers.md) for how each
-format maps to records.
+passes `holon verify`. The refresh the runtime runs before it renders a prompt runs too,
+right before each `prompt_rendered`, which shows the revision that refresh reached. The whole
+input is decoded and checked before the first byte is written; a malformed line is reported
+with its line number and nothing is appended. Which of the two takes a file of holon records:
+one holding derived records is an export, for `holon import --from jsonl`; one of evidence
+and runtime records alone (what a daemon appends, as `fixtures/ledgers/*.jsonl` are) is for
+`holon append`, which derives the rest. `holon import --from jsonl` copies a `holon export`
+file exactly (derived records and blobs included) into an empty ledger; the export of an
+empty ledger is an empty file, which imports into an empty ledger as nothing (exit 0, 0
+records; into a ledger with records it is refused, and an empty pipe is refused too: no
+export comes that way). `holon export` refuses an output inside any ledger directory, the
+one it reads or another. See [importers.md](importers.md) for how each format maps to
+records.
 
 ## Commands
 

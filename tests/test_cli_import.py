@@ -10,7 +10,16 @@ import pytest
 from holon import records as r
 from holon.importers import read_transcript
 from holon.ledger import Ledger
-from tests.cli_support import build_ledger, invoke, live_records, tree_bytes, write_jsonl
+from tests.cli_support import (
+    LEDGERS,
+    build_ledger,
+    fixture_names,
+    invoke,
+    live_records,
+    tree_bytes,
+    write_jsonl,
+)
+from tests.live import replay_live
 
 IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
@@ -116,6 +125,43 @@ def test_append_runs_the_post_turn_refresh(tmp_path: Path) -> None:
         r.encode_json_record(rec) for rec in live_records("boundary_result_checkpoint")
     ]
     assert invoke("verify", ledger).exit_code == 0
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_every_fixture_ledger_loads_with_its_documented_command_and_replay_checks(
+    name: str, tmp_path: Path
+) -> None:
+    # docs/cli.md: a file holding derived records is a `holon export`, copied with `holon import
+    # --from jsonl`; evidence alone (a fixture: what a daemon appends) goes in with `holon append`,
+    # which runs the refresh. session_multi_work and boundary_wait_boundary loaded with neither:
+    # append refused their prompts (the revision the refresh before them reached, checked against
+    # the state before it), and the copy holds no derived record, so `replay --check` failed.
+    source = LEDGERS / f"{name}.jsonl"
+    records = [r.decode_json_record(line) for line in source.read_bytes().splitlines()]
+    ledger = _init(tmp_path / "L", name)
+    exported = any(rec.kind in r.DERIVED_KINDS for rec in records)
+    command = ("import", ledger, source, "--from", "jsonl") if exported else ("append", ledger, source)
+    loaded = invoke(*command)
+    assert loaded.exit_code == 0, loaded.stderr
+    with Ledger.open(ledger, readonly=True) as opened:
+        stored = [r.encode_json_record(rec) for rec in opened.read()]
+    # The records the live runtime wrote for the fixture, derived ones included.
+    assert stored == [r.encode_json_record(rec) for rec in replay_live(records).records]
+    checked = invoke("replay", ledger, "--check")
+    assert checked.exit_code == 0, checked.stdout + checked.stderr
+    assert invoke("verify", ledger).exit_code == 0
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_append_of_a_live_ledgers_evidence_gives_back_the_live_ledger(name: str, tmp_path: Path) -> None:
+    # With its real prompts: each shows the revision the refresh before it reached.
+    evidence = [rec for rec in live_records(name) if rec.kind not in r.DERIVED_KINDS]
+    ledger = _init(tmp_path / "L", name)
+    result = invoke("append", ledger, write_jsonl(tmp_path / "in.jsonl", evidence))
+    assert result.exit_code == 0, result.stderr
+    with Ledger.open(ledger, readonly=True) as opened:
+        stored = [r.encode_json_record(rec) for rec in opened.read()]
+    assert stored == [r.encode_json_record(rec) for rec in live_records(name)]
 
 
 def test_append_refuses_derived_records_and_malformed_lines(tmp_path: Path) -> None:
