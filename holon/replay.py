@@ -29,6 +29,7 @@ fold from seq 0: records that start later, skip a seq or repeat one are a UsageE
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, NamedTuple, Protocol, cast, runtime_checkable
@@ -51,6 +52,7 @@ from holon.context.render import (
 from holon.context.search import EpisodeIndex
 from holon.context.sections import SECTION_ORDER
 from holon.errors import InvalidRecord, RefNotFound, UsageError
+from holon.ledger.frames import OVERSIZED_ADVICE
 from holon.ledger.store import Ledger
 from holon.projections import (
     DEFAULT_CONFIG,
@@ -1636,6 +1638,74 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
         )
 
 
+def _check_blob_ref(record: r.Record, ledger: Ledger, where: str) -> None:
+    """Refuse an input output given as a reference to a blob ``ledger`` does not hold as it says.
+
+    The ledger checks this too, naming the seq the record would get and asking a library
+    caller to ``put_blob()`` first; evidence is given with its output inline (the ledger moves a
+    large one to its blob store), so what to do is to give it so, or to copy the export the
+    reference came from with its blobs.
+    """
+    body = record.body
+    if not isinstance(body, r.ToolResult | r.TaskResult) or body.blob is None:
+        return
+    ref = body.blob
+    instead = (
+        "give the output itself in `output`, without `blob` (the ledger moves a large one to its blob "
+        "store), or copy the whole `holon export` the record comes from, whose blobs come with it in "
+        "FILE.blobs/, into a new ledger with `holon import NEW FILE --from jsonl`"
+    )
+    try:
+        held = ledger.has_blob(ref.hash)
+    except ValueError:  # InvalidRef: no blake3 hex digest
+        raise InvalidRecord(
+            f"blob {ref.hash!r} is no blob name (64 lowercase hex characters, a blake3 digest): {instead}",
+            where=where,
+            field="body.blob.hash",
+        ) from None
+    if not held:
+        raise InvalidRecord(
+            f"the output is a reference to blob {ref.hash}, which the blob store of ledger {ledger.path} "
+            f"does not hold: {instead}",
+            where=where,
+            field="body.blob.hash",
+        )
+    size = ledger.blobs.size(ref.hash)
+    if size != ref.size:
+        raise InvalidRecord(
+            f"the reference says blob {ref.hash[:16]}… holds {ref.size:,} bytes, the ledger's blob holds "
+            f"{size:,}: set `size` to {size}, or {instead}",
+            where=where,
+            field="body.blob.size",
+        )
+
+
+#: What an oversized evidence record's sender can do (the ledger's advice is a library caller's).
+_OVERSIZED_EVIDENCE: Final = (
+    "only a tool's or task's output moves to the blob store (when it is longer than the ledger's blob "
+    "threshold), no other field: shorten this record, or split its text over several records"
+)
+
+
+def _named_input(
+    exc: InvalidRecord, numbers: dict[int, int], where: Callable[[int], str] | None
+) -> InvalidRecord:
+    """``exc``, raised by the ledger for the record it would give ``seq N``, naming the input record instead.
+
+    ``numbers`` maps the seqs of input records to their numbers (from 1); a derived record's
+    error keeps its seq.
+    """
+    found = re.match(r"seq (\d+)", exc.where or "")
+    number = numbers.get(int(found.group(1))) if found is not None else None
+    if number is None:
+        return exc
+    return InvalidRecord(
+        exc.message.replace(OVERSIZED_ADVICE, _OVERSIZED_EVIDENCE),
+        where=where(number) if where is not None else f"input record {number}",
+        field=exc.field,
+    )
+
+
 def append_evidence(
     ledger: Ledger,
     records: Iterable[r.Record],
@@ -1678,11 +1748,14 @@ def append_evidence(
             f"but the ledger's head is seq {next_seq - 1}"
         )
     out: list[r.Record] = []
+    numbers: dict[int, int] = {}  # seq -> the input record's number, for the ledger's errors
 
-    def put(record: r.Record) -> None:
+    def put(record: r.Record, number: int | None = None) -> None:
         nonlocal folded
         stored = msgspec.structs.replace(record, seq=next_seq + len(out))
         folded = apply(folded, stored)
+        if number is not None:
+            numbers[stored.seq] = number
         out.append(stored)
 
     # A writer that died after a turn_ended owes its refresh, or the rest of it.
@@ -1697,13 +1770,10 @@ def append_evidence(
             # wrote it). Were the prompt refused, nothing is written.
             for derived in refresh_before_prompt(folded, ts=out[-1].ts if out else tail_ts):
                 put(derived)
-        _check_evidence(
-            record,
-            folded,
-            out[-1].ts if out else tail_ts,
-            where(number) if where is not None else f"input record {number}",
-        )
-        put(record)
+        named = where(number) if where is not None else f"input record {number}"
+        _check_evidence(record, folded, out[-1].ts if out else tail_ts, named)
+        _check_blob_ref(record, ledger, named)
+        put(record, number)
         if isinstance(record.body, r.TurnEnded):
             for derived in post_turn_refresh(folded):
                 put(derived)
@@ -1711,4 +1781,9 @@ def append_evidence(
             progress(number)
     if not out:
         return []
-    return ledger.append_many(out)
+    try:
+        return ledger.append_many(out)
+    except InvalidRecord as exc:
+        # Refused before the first byte is written (a record that does not encode, or is too
+        # large): named as the input's record, not by the seq it would have had.
+        raise _named_input(exc, numbers, where) from None

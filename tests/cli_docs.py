@@ -176,18 +176,22 @@ verified as such a chain.
 the agent runtime does: after each `turn_ended`, the post-turn refresh's derived records
 (working-memory delta, finalized episode) are appended right after it, so the ledger
 passes `holon verify`. The refresh the runtime runs before it renders a prompt runs too,
-right before each `prompt_rendered`, which shows the revision that refresh reached. The whole
-input is decoded and checked before the first byte is written; a malformed line is reported
-with its line number and nothing is appended. Which of the two takes a file of holon records:
-one holding derived records is an export, for `holon import --from jsonl`; one of evidence
-and runtime records alone (what a daemon appends, as `fixtures/ledgers/*.jsonl` are) is for
-`holon append`, which derives the rest. `holon import --from jsonl` copies a `holon export`
-file exactly (derived records and blobs included) into an empty ledger; the export of an
-empty ledger is an empty file, which imports into an empty ledger as nothing (exit 0, 0
-records; into a ledger with records it is refused, and an empty pipe is refused too: no
-export comes that way). `holon export` refuses an output inside any ledger directory, the
-one it reads or another. See [importers.md](importers.md) for how each format maps to
-records.
+right before each `prompt_rendered`, which shows the revision that refresh reached. The
+whole input is decoded and checked before the first byte is written; a malformed line is
+reported with its line number and nothing is appended, and so is a record the ledger
+refuses: one too large to store (only tool and task outputs move to the blob store), or an
+output given as a reference to a blob the ledger does not hold (give the output inline; a
+record of an export comes with its blobs through `holon import --from jsonl`).
+
+Which of the two takes a file of holon records: one holding derived records is an export,
+for `holon import --from jsonl`; one of evidence and runtime records alone (what a daemon
+appends, as `fixtures/ledgers/*.jsonl` are) is for `holon append`, which derives the rest.
+`holon import --from jsonl` copies a `holon export` file exactly (derived records and
+blobs included) into an empty ledger; the export of an empty ledger is an empty file,
+which imports into an empty ledger as nothing (exit 0, 0 records; into a ledger with
+records it is refused, and an empty pipe is refused too: no export comes that way).
+`holon export` refuses an output inside any ledger directory, the one it reads or
+another. See [importers.md](importers.md) for how each format maps to records.
 
 ## Commands
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
+import holon.ledger.store
 from holon import records as r
 from holon.importers import read_transcript
 from holon.ledger import Ledger
@@ -230,6 +232,96 @@ def test_a_derived_record_is_named_by_its_line(tmp_path: Path) -> None:
     file = write_jsonl(tmp_path / "in.jsonl", records)
     result = invoke("append", ledger, file)
     assert f"line {index + 1} of {file}, field `kind`" in result.stderr
+
+
+def _result(output: str = "", blob: r.BlobRef | None = None) -> list[r.Record]:
+    """A turn whose tool result holds ``output`` or refers to ``blob``."""
+    return [
+        r.Record(body=r.TurnStarted(trigger="user", input="go"), ts=1, turn=0),
+        r.Record(body=r.ToolIntent(call_id="c1", tool="bash", args={}), ts=2, turn=0),
+        r.Record(
+            body=r.ToolResult(call_id="c1", tool="bash", status="ok", output=output, blob=blob), ts=3, turn=0
+        ),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("blob", "field", "says"),
+    [
+        (r.BlobRef(hash="a" * 64, size=5), "body.blob.hash", "which the blob store of ledger"),
+        (r.BlobRef(hash="Z" * 64, size=5), "body.blob.hash", "is no blob name"),
+    ],
+    ids=["not-held", "malformed"],
+)
+def test_append_names_the_line_of_a_blob_reference_the_ledger_does_not_hold(
+    blob: r.BlobRef, field: str, says: str, tmp_path: Path
+) -> None:
+    # It said "invalid record at seq 2" (the seq the record would get) and told the user of a
+    # command line to "store the bytes with put_blob() first"; import --from jsonl names the line.
+    ledger = _init(tmp_path / "L")
+    before = tree_bytes(ledger)
+    file = write_jsonl(tmp_path / "in.jsonl", _result(blob=blob))
+    result = invoke("append", ledger, file)
+    assert result.exit_code == 2
+    assert f"invalid record at line 3 of {file}, field `{field}`: " in result.stderr
+    assert says in result.stderr
+    assert "`holon import NEW FILE --from jsonl`" in result.stderr and "without `blob`" in result.stderr
+    assert "put_blob" not in result.stderr and "seq" not in result.stderr
+    assert tree_bytes(ledger) == before
+
+
+def test_append_names_the_line_of_a_blob_reference_of_the_wrong_size(tmp_path: Path) -> None:
+    ledger = _init(tmp_path / "L")
+    output = "x" * 20_000  # beyond the blob threshold: the ledger stores it as a blob
+    assert invoke("append", ledger, write_jsonl(tmp_path / "a.jsonl", _result(output))).exit_code == 0
+    with Ledger.open(ledger, readonly=True) as opened:
+        ref = next(rec.body.blob for rec in opened.read() if isinstance(rec.body, r.ToolResult))
+    assert ref is not None
+    before = tree_bytes(ledger)
+    wrong = msgspec.structs.replace(ref, size=ref.size + 1)
+    records = [msgspec.structs.replace(rec, ts=rec.ts + 10, turn=1) for rec in _result(blob=wrong)]
+    file = write_jsonl(tmp_path / "b.jsonl", records)
+    result = invoke("append", ledger, file)
+    assert result.exit_code == 2
+    assert f"invalid record at line 3 of {file}, field `body.blob.size`: " in result.stderr
+    assert f"holds {wrong.size:,} bytes, the ledger's blob holds {ref.size:,}: set `size` to {ref.size}," in (
+        result.stderr
+    )
+    assert "put_blob" not in result.stderr and "seq" not in result.stderr
+    assert tree_bytes(ledger) == before
+    # The reference as the ledger holds it is taken.
+    right = [msgspec.structs.replace(rec, ts=rec.ts + 10, turn=1) for rec in _result(blob=ref)]
+    assert invoke("append", ledger, write_jsonl(tmp_path / "c.jsonl", right)).exit_code == 0
+
+
+def test_a_record_too_large_is_named_by_its_input_line_or_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ledger's check, after the input's: it named "seq 2" and asked for Ledger.put_blob.
+    monkeypatch.setattr(holon.ledger.store, "MAX_PAYLOAD", 2_000)
+    ledger = _init(tmp_path / "L")
+    before = tree_bytes(ledger)
+    records = _result()
+    records[1] = msgspec.structs.replace(
+        records[1], body=r.ToolIntent(call_id="c1", tool="bash", args={"command": "y" * 3_000})
+    )
+    file = write_jsonl(tmp_path / "in.jsonl", records)
+    result = invoke("append", ledger, file)
+    assert result.exit_code == 2
+    assert f"invalid record at line 2 of {file}: record is " in result.stderr
+    assert "only a tool's or task's output moves to the blob store" in result.stderr
+    assert "put_blob" not in result.stderr and "seq" not in result.stderr
+    assert tree_bytes(ledger) == before
+    # holon import names the record of the transcript (a format without lines): its turn_started,
+    # whose input is the message's text.
+    transcript = tmp_path / "chat.json"
+    transcript.write_text(json.dumps([{"role": "user", "content": "z" * 3_000}]))
+    result = invoke("import", ledger, transcript, "--from", "openai-chat")
+    assert result.exit_code == 2
+    assert f"invalid record at record 1 mapped from {transcript}: record is " in result.stderr
+    assert "put_blob" not in result.stderr
+    assert tree_bytes(ledger) == before
 
 
 def test_export_then_import_jsonl_round_trips_with_blobs(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "FRAME_OVERHEAD",
     "HASH_SIZE",
     "MAX_PAYLOAD",
+    "OVERSIZED_ADVICE",
     "FrameWalk",
     "TornTail",
     "chain_hash",
@@ -59,6 +60,12 @@ def chain_hash(prev: bytes, payload: bytes) -> bytes:
     return _blake3(prev + payload).digest()
 
 
+#: What :func:`oversized_payload` tells a library caller to do (a command says its own).
+OVERSIZED_ADVICE: Final = (
+    "store large content as a blob (Ledger.put_blob) and keep only its reference in the record"
+)
+
+
 def oversized_payload(n: int, *, where: str | None) -> InvalidRecord:
     """The error for a record whose ``n``-byte payload exceeds :data:`MAX_PAYLOAD`.
 
@@ -69,9 +76,7 @@ def oversized_payload(n: int, *, where: str | None) -> InvalidRecord:
     if MAX_PAYLOAD >= 1 << 20:
         limit += f" ({MAX_PAYLOAD / (1 << 20):g} MiB)"
     return InvalidRecord(
-        f"record is {n:,} bytes encoded; a record may be at most {limit}: store large content as a "
-        "blob (Ledger.put_blob) and keep only its reference in the record",
-        where=where,
+        f"record is {n:,} bytes encoded; a record may be at most {limit}: {OVERSIZED_ADVICE}", where=where
     )
 
 
