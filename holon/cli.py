@@ -735,11 +735,44 @@ def _state_to_append_to(
         return state, turn.index
     if state.seq < 0:
         return state, None
+    return state, _highest_turn(read())
+
+
+def _highest_turn(records: Iterable[r.Record]) -> int | None:
     highest: int | None = None
-    for record in read():
+    for record in records:
         if record.turn is not None and (highest is None or record.turn > highest):
             highest = record.turn
-    return state, highest
+    return highest
+
+
+def _last_turn_before(ledger: Ledger, seq: int) -> int | None:
+    """The turn an import that started at ``seq`` numbered its turns after (a continued import).
+
+    :func:`_state_to_append_to`'s last turn for the ledger's first ``seq`` records: the state's
+    turn is the last turn_started's, unless a turn_ended closed no open turn after it, which
+    sets its own (``holon.projections.state``: ``_on_turn_started``, ``_on_turn_ended``). So the
+    last two turn boundaries before ``seq`` say it, read backwards; with no number there, the
+    highest turn a record names.
+    """
+    boundaries: list[r.Record] = []
+    at = seq - 1
+    while at >= 0 and len(boundaries) < 2:
+        record = ledger.get(at)
+        at -= 1
+        if isinstance(record.body, r.TurnStarted | r.TurnEnded):
+            boundaries.append(record)
+            if isinstance(record.body, r.TurnStarted):
+                break  # it sets the turn whatever came before
+    index: int | None = None
+    if boundaries:
+        last = boundaries[0]
+        opened = next((b for b in boundaries if isinstance(b.body, r.TurnStarted)), None)
+        # A turn_ended keeps the number of the turn it closes; one with no turn open, its own.
+        index = opened.turn if opened is not None else last.turn
+    if index is not None or seq == 0:
+        return index
+    return _highest_turn(ledger.read(0, seq))
 
 
 def _given(name: str) -> bool:
@@ -1071,11 +1104,15 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
 
     Other tools' transcripts are mapped to holon records (see docs/importers.md) and
     appended like `holon append`: the post-turn refresh adds the derived records after
-    every turn. `--from jsonl` copies a `holon export` file exactly — derived records,
-    timestamps and blobs (from FILE.blobs/) — into an empty ledger (to add evidence to
-    a ledger that has records, use `holon append`); run again after an import of the
-    same file was interrupted, it appends the records the ledger does not hold yet. The
-    empty file an empty ledger exports imports as nothing (exit 0).
+    every turn. Run again after it was cut short (a full disk, Ctrl-C), the same command
+    appends what the ledger does not hold yet, so the ledger ends as if imported in one
+    go; run again after it completed, it says the transcript is imported already and
+    appends nothing (exit 0; --json: "already_imported"). `--from jsonl` copies a `holon
+    export` file exactly — derived records, timestamps and blobs (from FILE.blobs/) —
+    into an empty ledger (to add evidence to a ledger that has records, use `holon
+    append`); run again after such a copy was interrupted, it appends the records the
+    ledger does not hold yet. The empty file an empty ledger exports imports as nothing
+    (exit 0).
 
     The whole file is checked before anything is written: a malformed line or a file
     of another format is reported with its line, and nothing is appended. FILE `-`
@@ -1109,21 +1146,39 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
             extra = {"source": str(file), "format": fmt, "continued_after": held}
             _appended(as_json, seqs, len(seqs), extra, ledger)
         return
+    # Imported by the one command that uses it.
+    from holon.replay import imported_prefix  # noqa: PLC0415
+
     report = read_transcript(file, fmt)
+    held = 0  # records of this import the ledger holds already (an interrupted or complete one)
 
     def where(n: int) -> str:
         # A refusal (a transcript older than the ledger's last record) names the file.
-        return f"record {n} mapped from {file}"
+        return f"record {held + n} mapped from {file}"
 
     with _writing(path) as ledger:
         state, last_turn = _state_to_append_to(ledger, report.records, where=where)
         head = ledger.head()[0]
-        if head >= 0:
+        records = report.records
+
+        def placed_at(seq: int) -> tuple[r.Record, ...]:
+            # As a new import places them: after the record before (its ts, the turn it leaves).
+            if seq == 0:
+                return report.records
+            return report.after(ledger.get(seq - 1).ts, last_turn=_last_turn_before(ledger, seq)).records
+
+        continued = imported_prefix(ledger, records, placed_at)
+        if continued is not None:
+            # Run again after a full disk (or a kill) cut it short, or after it completed: the
+            # ledger ends with its first records, placed where it started; the rest follow them.
+            held, records = continued.held, continued.records[continued.held :]
+        elif head >= 0:
             # An untimestamped transcript's synthetic clock starts at 0, and every transcript's
             # turns count from 0: both continue the ledger.
-            report = report.after(ledger.get(head).ts, last_turn=last_turn)
-        with progress_callback(len(report.records), "importing") as imported:
-            appended = append_evidence(ledger, report.records, state=state, progress=imported, where=where)
+            records = report.after(ledger.get(head).ts, last_turn=last_turn).records
+            _check_import_time(ledger, records[0], file, where(1))
+        with progress_callback(len(records), "importing") as imported:
+            appended = append_evidence(ledger, records, state=state, progress=imported, where=where)
         extra = {
             "source": str(file),
             "format": fmt,
@@ -1133,7 +1188,12 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
             "unmatched_intents": report.unmatched_intents,
             "skipped": report.skipped,
             "synthetic_clock": report.synthetic_clock,
+            "continued_after": held,
+            "already_imported": continued is not None and not records,
         }
+        if continued is not None and not records:
+            _already_imported(as_json, appended, extra, ledger, first_seq=continued.first_seq)
+            return
         if not as_json:
             skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
             _echo(
@@ -1149,7 +1209,45 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
                     f"the transcript has no timestamps: its records are {SYNTHETIC_STEP_MS:,} ms apart on a "
                     "synthetic clock, so durations (holon stats, holon audit) are not real"
                 )
-        _appended(as_json, appended, len(report.records), extra, ledger)
+            if continued is not None:
+                _echo(
+                    f"continued an interrupted import: the ledger held the first {_n(held)} of the "
+                    f"{_n(len(report.records))} records {file} maps to (from seq {continued.first_seq})"
+                )
+        _appended(as_json, appended, len(records), extra, ledger)
+
+
+def _check_import_time(ledger: Ledger, first: r.Record, file: Path, where: str) -> None:
+    """Refuse a transcript that starts before the ledger's last record, saying why and what to do."""
+    head = ledger.head()[0]
+    last_ts = ledger.get(head).ts
+    if first.ts < last_ts:
+        raise InvalidRecord(
+            f"{file} starts at ts {first.ts}, before the ledger's last record (seq {head}, ts {last_ts}): "
+            "a ledger's timestamps never go backwards, so a transcript imports only after what the ledger "
+            "holds, and the ledger does not end with an earlier import of this transcript that could be "
+            "continued; import transcripts in time order, or into a new ledger",
+            where=where,
+            field="ts",
+        )
+
+
+def _already_imported(
+    as_json: bool, appended: Sequence[int], extra: dict[str, Any], ledger: Ledger, *, first_seq: int
+) -> None:
+    """Say that a transcript is imported already (exit 0); ``appended``: the refresh it still owed."""
+    if as_json:
+        _appended(as_json, appended, 0, extra, ledger)
+        return
+    records = _n(extra["records"])
+    imported = f"{extra['source']} is imported already: the ledger holds all {records} records it maps to"
+    if not appended:
+        _echo(f"{imported} (from seq {first_seq}); nothing appended")
+        return
+    _echo(
+        f"{imported} (from seq {first_seq}); appended the {_count(len(appended), 'derived record')} of the "
+        f"post-turn refresh its last turn still owed (seq {appended[0]}..{appended[-1]})"
+    )
 
 
 #: The largest file ``_not_an_export`` tries each importer on: a wrong --from on a file of

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -458,3 +461,232 @@ def test_an_openhands_v1_conversation_directory_imports(tmp_path: Path) -> None:
     # Another format still wants a file.
     result = invoke("import", target, conversation, "--from", "openai-chat")
     assert result.exit_code == 2 and "is a directory, not a file to read" in result.stderr
+
+
+# ---------------------------------------------------------------- an import cut short, run again
+
+CONTINUED = [*VALID, ("openhands", "v1-conversation")]
+
+
+def _stored(path: Path) -> list[bytes]:
+    with Ledger.open(path, readonly=True) as ledger:
+        return [r.encode_json_record(rec) for rec in ledger.read()]
+
+
+def _disk_full_after(monkeypatch: pytest.MonkeyPatch, durable: int, *, torn: bool = False) -> None:
+    """The next batch the ledger appends reaches the disk for its first ``durable`` records only.
+
+    Then the write fails as a full disk fails it (ENOSPC); ``torn``: half of the next record's
+    frame reached the disk too, which the next open cuts.
+    """
+    real = Ledger.append_many
+
+    def append_many(self: Ledger, records: Iterable[r.Record]) -> list[int]:
+        batch = list(records)
+        real(self, batch[:durable])
+        self.flush()
+        if torn:
+            segment = max((self.path / "segments").iterdir())
+            with segment.open("ab") as file:
+                file.write(b"\x40\x00\x00\x00\xbf\xff\xff\xff" + b"\x00" * 12)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Ledger, "append_many", append_many)
+
+
+def _prior_for(fmt: str, name: str) -> tuple[str, str]:
+    """Another transcript imported first, with a synthetic clock (older than any real one)."""
+    other = ("swe-agent", "thought-action.traj")
+    return ("openai-chat", "conversation.json") if (fmt, name) == other else other
+
+
+def _cuts(records: Sequence[bytes], start: int) -> list[int]:
+    """Where to cut the import of ``records[start:]``: its ends, its middle, and around each refresh."""
+    batch = [r.decode_json_record(line) for line in records[start:]]
+    cuts = {0, 1, len(batch) // 2, len(batch) - 1, len(batch)}
+    for i, rec in enumerate(batch):
+        if isinstance(rec.body, r.TurnEnded):
+            cuts.update((i + 1, i + 2))  # owing the whole refresh, or its episode only
+    return sorted(c for c in cuts if 0 <= c <= len(batch))
+
+
+@pytest.mark.parametrize("prior", [False, True], ids=["empty-ledger", "after-another"])
+@pytest.mark.parametrize(("fmt", "name"), CONTINUED)
+def test_an_import_cut_short_by_a_full_disk_completes_when_run_again(
+    fmt: str, name: str, prior: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run again after space was freed, it was refused: "ts … is before the previous record's ts …
+    # timestamps never go backwards" (a timestamped transcript), or "turn_started while turn 0 is
+    # still open" (a synthetic clock, placed after the records it had appended itself).
+    source = IMPORTERS / fmt / name
+    before = _prior_for(fmt, name) if prior else None
+
+    def fresh(path: Path) -> Path:
+        _init(path)
+        if before is not None:
+            other, file = before
+            assert invoke("import", path, IMPORTERS / other / file, "--from", other).exit_code == 0
+        return path
+
+    whole = fresh(tmp_path / "whole")
+    start = len(_stored(whole))
+    assert invoke("import", whole, source, "--from", fmt).exit_code == 0
+    expected = _stored(whole)
+    for cut in _cuts(expected, start):
+        ledger = fresh(tmp_path / f"cut{cut}")
+        with monkeypatch.context() as patch:
+            _disk_full_after(patch, cut, torn=cut % 2 == 1)
+            failed = invoke("import", ledger, source, "--from", fmt)
+        assert failed.exit_code == 74, failed.stderr
+        assert "no space left on the device" in failed.stderr
+        again = invoke("import", ledger, source, "--from", fmt, "--json")
+        assert again.exit_code == 0, (cut, again.stderr)
+        doc = json.loads(again.stdout)
+        held = [r.decode_json_record(line) for line in expected[start : start + cut]]
+        assert doc["continued_after"] == sum(rec.kind not in r.DERIVED_KINDS for rec in held)
+        assert _stored(ledger) == expected, cut  # as if imported in one go
+        # Complete now: said so, exit 0, nothing appended.
+        files = tree_bytes(ledger)
+        done = invoke("import", ledger, source, "--from", fmt, "--json")
+        assert done.exit_code == 0, done.stderr
+        doc = json.loads(done.stdout)
+        assert doc["already_imported"] is True and doc["appended"] == 0
+        assert doc["continued_after"] == doc["records"] == len(read_transcript(source, fmt).records)
+        assert tree_bytes(ledger) == files
+    checked = invoke("replay", tmp_path / f"cut{cut}", "--check")
+    assert checked.exit_code == 0, checked.stdout
+    assert invoke("verify", tmp_path / f"cut{cut}").exit_code == 0
+
+
+def _claude_session(path: Path, timestamp: str, text: str) -> Path:
+    event = {
+        "type": "user",
+        "uuid": "e1",
+        "parentUuid": None,
+        "sessionId": "s2",
+        "cwd": "/repo",
+        "timestamp": timestamp,
+        "message": {"role": "user", "content": text},
+    }
+    path.write_text(json.dumps(event) + "\n")
+    return path
+
+
+def test_another_transcript_older_than_the_ledger_is_refused_saying_why(tmp_path: Path) -> None:
+    ledger = _init(tmp_path / "L")
+    session = IMPORTERS / "claude-code" / "session.jsonl"
+    assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
+    files = tree_bytes(ledger)
+    older = _claude_session(tmp_path / "older.jsonl", "2025-02-01T00:00:00Z", "an older session")
+    result = invoke("import", ledger, older, "--from", "claude-code")
+    assert result.exit_code == 2
+    says = f"invalid record at record 1 mapped from {older}, field `ts`: {older} starts at ts "
+    assert says in result.stderr
+    assert "does not end with an earlier import of this transcript" in result.stderr
+    assert "import transcripts in time order, or into a new ledger" in result.stderr
+    assert tree_bytes(ledger) == files
+    # A newer one follows the ledger's records, as before.
+    newer = _claude_session(tmp_path / "newer.jsonl", "2025-04-01T00:00:00Z", "a later session")
+    doc = json.loads(invoke("import", ledger, newer, "--from", "claude-code", "--json").stdout)
+    assert doc["continued_after"] == 0 and doc["already_imported"] is False and doc["appended"] > 0
+
+
+def test_a_transcript_the_ledger_holds_but_does_not_end_with_is_not_taken_for_imported(
+    tmp_path: Path,
+) -> None:
+    # Only the records the ledger ends with continue an import: after others, the transcript is a new
+    # import, refused here for its time (a synthetic clock would follow the ledger's records instead).
+    ledger = _init(tmp_path / "L")
+    session = IMPORTERS / "claude-code" / "session.jsonl"
+    assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
+    newer = _claude_session(tmp_path / "newer.jsonl", "2025-04-01T00:00:00Z", "a later session")
+    assert invoke("import", ledger, newer, "--from", "claude-code").exit_code == 0
+    files = tree_bytes(ledger)
+    result = invoke("import", ledger, session, "--from", "claude-code")
+    assert result.exit_code == 2 and "does not end with an earlier import" in result.stderr
+    assert tree_bytes(ledger) == files
+    chat = IMPORTERS / "openai-chat" / "conversation.json"
+    assert invoke("import", ledger, chat, "--from", "openai-chat").exit_code == 0
+    held = len(_stored(ledger))
+    assert invoke("import", ledger, newer, "--from", "claude-code").exit_code == 2
+    again = json.loads(invoke("import", ledger, chat, "--from", "openai-chat", "--json").stdout)
+    assert again["already_imported"] is True and len(_stored(ledger)) == held
+
+
+def test_an_import_after_an_unnumbered_turn_is_continued_where_it_was_placed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The last turn names no number: the import followed the highest turn a record names (5), and
+    # so must the run that continues it, from the records before the import's first one.
+    prior = [
+        r.Record(body=r.TurnStarted(trigger="user_message", input="a"), ts=1, turn=5),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=2, turn=5),
+        r.Record(body=r.TurnStarted(trigger="timer", input=None), ts=3, turn=None),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=None),
+    ]
+    source = IMPORTERS / "openai-chat" / "tau-bench-runs.json"
+
+    def fresh(path: Path) -> Path:
+        _init(path)
+        assert invoke("append", path, write_jsonl(tmp_path / "prior.jsonl", prior)).exit_code == 0
+        return path
+
+    whole = fresh(tmp_path / "whole")
+    start = len(_stored(whole))
+    assert invoke("import", whole, source, "--from", "openai-chat").exit_code == 0
+    expected = _stored(whole)
+    assert r.decode_json_record(expected[start + 1]).turn == 6  # after turn 5, on a clock after ts 4
+    for cut in _cuts(expected, start):
+        ledger = fresh(tmp_path / f"cut{cut}")
+        with monkeypatch.context() as patch:
+            _disk_full_after(patch, cut)
+            assert invoke("import", ledger, source, "--from", "openai-chat").exit_code == 74
+        again = invoke("import", ledger, source, "--from", "openai-chat")
+        assert again.exit_code == 0, again.stderr
+        assert _stored(ledger) == expected, cut
+
+
+def test_an_import_whose_outputs_went_to_the_blob_store_is_continued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ledger holds a large output as a blob reference: compared with the transcript's text by
+    # the hash of its bytes, not taken for another record.
+    function = {"name": "bash", "arguments": '{"command": "cat log"}'}
+    call = {"id": "c1", "type": "function", "function": function}
+    chat = [
+        {"role": "user", "content": "read the log"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "line\n" * 20_000},
+        {"role": "assistant", "content": "read it"},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "welcome"},
+    ]
+    source = tmp_path / "chat.json"
+    source.write_text(json.dumps(chat))
+    whole = _init(tmp_path / "whole")
+    assert invoke("import", whole, source, "--from", "openai-chat").exit_code == 0
+    expected = _stored(whole)
+    results = [r.decode_json_record(line) for line in expected]
+    at = next(i for i, rec in enumerate(results) if isinstance(rec.body, r.ToolResult))
+    assert results[at].body.blob is not None  # type: ignore[union-attr]
+    for cut in (at + 1, len(expected)):
+        ledger = _init(tmp_path / f"cut{cut}")
+        with monkeypatch.context() as patch:
+            _disk_full_after(patch, cut)
+            assert invoke("import", ledger, source, "--from", "openai-chat").exit_code == 74
+        again = json.loads(invoke("import", ledger, source, "--from", "openai-chat", "--json").stdout)
+        assert again["continued_after"] == sum(rec.kind not in r.DERIVED_KINDS for rec in results[:cut])
+        assert _stored(ledger) == expected
+    # An output that differs is another record: the ledger ends with no prefix of the edited file,
+    # which is a new import, refused inside the interrupted one's open turn.
+    chat[2]["content"] = "line\n" * 19_999 + "LINE\n"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(chat))
+    ledger = _init(tmp_path / "edited")
+    with monkeypatch.context() as patch:
+        _disk_full_after(patch, at + 1)
+        assert invoke("import", ledger, source, "--from", "openai-chat").exit_code == 74
+    files = tree_bytes(ledger)
+    refused = invoke("import", ledger, edited, "--from", "openai-chat")
+    assert refused.exit_code == 2 and "turn_started while turn 0 is still open" in refused.stderr
+    assert tree_bytes(ledger) == files

@@ -179,10 +179,14 @@ def test_a_transcript_older_than_the_ledger_is_refused_naming_the_file(tmp_path:
     assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
     assert invoke("import", ledger, session, "--from", "claude-code").exit_code == 0
     before = tree_bytes(ledger)
-    again = invoke("import", ledger, session, "--from", "claude-code")
+    # Another session, from the middle of the first one's time (the same one again is imported
+    # already: exit 0, nothing appended; tests/test_cli_import.py).
+    older = tmp_path / "older.jsonl"
+    older.write_bytes(claude_jsonl({"type": "user", "message": USER}))
+    again = invoke("import", ledger, older, "--from", "claude-code")
     assert again.exit_code == 2 and "Traceback" not in again.stderr
     lines = again.stderr.strip().splitlines()
-    assert len(lines) == 1 and "session.jsonl" in lines[0] and "time order" in lines[0]
+    assert len(lines) == 1 and "older.jsonl" in lines[0] and "time order" in lines[0]
     assert tree_bytes(ledger) == before
 
 

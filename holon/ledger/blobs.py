@@ -21,7 +21,7 @@ from holon.ledger.compression import compress, decompress
 from holon.ledger.files import TMP_SUFFIX, fsync_dir, open_regular, write_atomic
 from holon.records import BlobRef
 
-__all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "check_blob_hash", "is_dotfile"]
+__all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "blob_hash", "check_blob_hash", "is_dotfile"]
 
 log = logging.getLogger("holon.ledger")
 
@@ -31,6 +31,11 @@ _SIZES_KEPT: Final = 4096
 #: Characters of a moved output kept inline in the record as ``BlobRef.preview``.
 BLOB_PREVIEW_CHARS: Final = 200
 _ZSTD_LEVEL: Final = 3
+
+
+def blob_hash(data: bytes) -> str:
+    """The name ``data`` is stored under as a blob: its lowercase blake3 hex digest (``BlobRef.hash``)."""
+    return blake3.blake3(data).hexdigest()
 
 
 def check_blob_hash(blob_hash: object) -> str:
