@@ -1099,7 +1099,15 @@ def _read_input(path: Path, command: str) -> bytes:
     help="The transcript format of FILE: "
     + "; ".join(f"{i.name}: {i.description}" for i in IMPORTERS.values()),
 )
-def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
+@click.option(
+    "--agent-id",
+    metavar="ID",
+    help="The agent of the ledger created when PATH does not exist yet (1-256 printable characters). "
+    "Default: the transcript's session id (Claude Code's sessionId), else PATH's directory name. A holon "
+    "export names no agent: give the exported ledger's, which its prompts were rendered for. For a "
+    "ledger that exists, it must be that ledger's.",
+)
+def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | None) -> None:
     """Import a transcript FILE of another agent tool (or a holon export) into the ledger at PATH.
 
     Other tools' transcripts are mapped to holon records (see docs/importers.md) and
@@ -1114,6 +1122,10 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     ledger does not hold yet. The empty file an empty ledger exports imports as nothing
     (exit 0).
 
+    A PATH that does not exist yet is created, a new ledger for --agent-id; should the
+    import fail, it is removed again (unless records reached it before a full disk or
+    Ctrl-C stopped the import: run the command again to finish it).
+
     The whole file is checked before anything is written: a malformed line or a file
     of another format is reported with its line, and nothing is appended. FILE `-`
     reads standard input (for `--from jsonl`, an export without blobs).
@@ -1124,27 +1136,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
     # An OpenHands V1 conversation is a directory of event files (read_transcript joins them).
     _check_input(file, "import", directory=fmt == "openhands")
     if fmt == "jsonl":
-        empty = UsageError(f"{file} is empty: there is no holon export in it to import")
-        if not file.exists():
-            raise UsageError(f"cannot read {file}: no such file")
-        if file.is_file() and file.stat().st_size == 0:
-            _import_empty_export(path, file, as_json=as_json)
-            return
-        with _writing(path) as ledger:
-            held = ledger.head()[0] + 1
-            with progress_total("importing") as advance:
-                try:
-                    seqs = import_jsonl(file, ledger, require_empty=True, progress=advance)
-                except InvalidRecord as exc:
-                    raise _not_an_export(exc, file) from None
-            if not seqs:  # a pipe (`... | holon import L /dev/stdin`) that held nothing
-                raise empty
-            if held and not as_json:
-                _echo(
-                    f"continued an interrupted import: the ledger held the first {_n(held)} records of {file}"
-                )
-            extra = {"source": str(file), "format": fmt, "continued_after": held}
-            _appended(as_json, seqs, len(seqs), extra, ledger)
+        _import_export(path, file, as_json=as_json, agent_id=agent_id)
         return
     # Imported by the one command that uses it.
     from holon.replay import imported_prefix  # noqa: PLC0415
@@ -1156,7 +1148,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
         # A refusal (a transcript older than the ledger's last record) names the file.
         return f"record {held + n} mapped from {file}"
 
-    with _writing(path) as ledger:
+    with _import_target(path, agent_id, _session_id(report.records)) as (ledger, created):
         state, last_turn = _state_to_append_to(ledger, report.records, where=where)
         head = ledger.head()[0]
         records = report.records
@@ -1190,11 +1182,15 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
             "synthetic_clock": report.synthetic_clock,
             "continued_after": held,
             "already_imported": continued is not None and not records,
+            "agent_id": ledger.agent_id,
+            "created": created is not None,
         }
         if continued is not None and not records:
             _already_imported(as_json, appended, extra, ledger, first_seq=continued.first_seq)
             return
         if not as_json:
+            if created is not None:
+                _echo(f"created ledger {path} for agent {_printable(ledger.agent_id)} ({created})")
             skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
             _echo(
                 f"read {file} ({fmt}): {_count(len(report.records), 'record')}, "
@@ -1215,6 +1211,103 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str) -> None:
                     f"{_n(len(report.records))} records {file} maps to (from seq {continued.first_seq})"
                 )
         _appended(as_json, appended, len(records), extra, ledger)
+
+
+def _import_export(path: Path, file: Path, *, as_json: bool, agent_id: str | None) -> None:
+    """`holon import --from jsonl`: copy a `holon export` file into the ledger at ``path``."""
+    empty = UsageError(f"{file} is empty: there is no holon export in it to import")
+    if not file.exists():
+        raise UsageError(f"cannot read {file}: no such file")
+    if file.is_file() and file.stat().st_size == 0:
+        _import_empty_export(path, file, as_json=as_json, agent_id=agent_id)
+        return
+    with _import_target(path, agent_id, None) as (ledger, created):
+        held = ledger.head()[0] + 1
+        with progress_total("importing") as advance:
+            try:
+                seqs = import_jsonl(file, ledger, require_empty=True, progress=advance)
+            except InvalidRecord as exc:
+                raise _not_an_export(exc, file) from None
+        if not seqs:  # a pipe (`... | holon import L /dev/stdin`) that held nothing
+            raise empty
+        if created is not None and not as_json:
+            _echo(f"created ledger {path} for agent {_printable(ledger.agent_id)} ({created})")
+        if held and not as_json:
+            _echo(f"continued an interrupted import: the ledger held the first {_n(held)} records of {file}")
+        extra = {
+            "source": str(file),
+            "format": "jsonl",
+            "continued_after": held,
+            "agent_id": ledger.agent_id,
+            "created": created is not None,
+        }
+        _appended(as_json, seqs, len(seqs), extra, ledger)
+
+
+def _session_id(records: Iterable[r.Record]) -> str | None:
+    """The session id a transcript records (Claude Code's ``sessionId``: the environment's ``session_id``)."""
+    for record in records:
+        body = record.body
+        if isinstance(body, r.ExecutionEnvironment) and body.extra.get("session_id"):
+            return body.extra["session_id"]
+    return None
+
+
+def _valid_agent_id(agent_id: str) -> bool:
+    return 0 < len(agent_id) <= 256 and agent_id.isprintable()
+
+
+@contextmanager
+def _import_target(
+    path: Path, agent_id: str | None, session: str | None
+) -> Iterator[tuple[Ledger, str | None]]:
+    """The ledger at ``path`` open for writing, and where its agent id came from if it was created.
+
+    A ``path`` that does not exist is created, for ``agent_id``, else the transcript's
+    ``session`` id, else the directory's name. When the import fails and the new ledger
+    holds no record, it is removed with the directories made for it: a failed import into a
+    new ledger leaves nothing. One that records reached (a full disk stopped the import
+    part way) is kept, for the command run again to continue.
+    """
+    import shutil  # noqa: PLC0415
+
+    if path.exists() or path.is_symlink():
+        with _writing(path) as ledger:
+            if agent_id is not None and agent_id != ledger.agent_id:
+                held, given = _printable(ledger.agent_id), _printable(agent_id)
+                raise UsageError(
+                    f"ledger {path} belongs to agent {held}, not {given}: --agent-id names the agent of a "
+                    "ledger the import creates; leave it out to import into this one, or give a PATH that "
+                    "does not exist yet"
+                )
+            yield ledger, None
+        return
+    if agent_id is not None:
+        chosen, source = agent_id, "--agent-id"
+    elif session is not None:
+        chosen, source = session, "the transcript's session id"
+    else:
+        chosen, source = path.absolute().name, "the directory's name"
+    if agent_id is None and not _valid_agent_id(chosen):
+        raise UsageError(
+            f"cannot take the agent id of the new ledger {path} from {source} ({chosen!r}): an agent id "
+            "is 1-256 printable characters; give one with --agent-id ID"
+        )
+    made = path.absolute()
+    while not made.parent.exists():
+        made = made.parent
+    ledger = Ledger.create(path, agent_id=chosen)
+    try:
+        yield ledger, f"its agent id from {source}"
+    except BaseException:
+        try:
+            unwritten = ledger.head()[0] < 0
+        finally:
+            ledger.close()
+        if unwritten:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+    ledger.close()
 
 
 def _check_import_time(ledger: Ledger, first: r.Record, file: Path, where: str) -> None:
@@ -1291,13 +1384,26 @@ def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:
     )
 
 
-def _import_empty_export(path: Path, file: Path, *, as_json: bool) -> None:
+def _import_empty_export(path: Path, file: Path, *, as_json: bool, agent_id: str | None) -> None:
     """Import an empty JSONL file: the export of an empty ledger, so into an empty ledger a no-op.
 
     The ledger is only read (nothing to write, no lock to take). Into a ledger that holds
     records it is refused, as any copy of an export is; a pipe that brought nothing is
-    refused by the caller (a command before it that failed, not an export).
+    refused by the caller (a command before it that failed, not an export). A ``path`` that
+    does not exist becomes the empty ledger (for ``agent_id``, else the directory's name).
     """
+    if not (path.exists() or path.is_symlink()):
+        with _import_target(path, agent_id, None) as (ledger, created):
+            extra = {"source": str(file), "format": "jsonl", "continued_after": 0}
+            extra |= {"agent_id": ledger.agent_id, "created": True}
+            if as_json:
+                _appended(as_json, [], 0, extra, ledger)
+            else:
+                _echo(
+                    f"imported 0 records: {file} is empty, the export of an empty ledger; created {path}, an "
+                    f"empty ledger for agent {_printable(ledger.agent_id)} ({created})"
+                )
+        return
     with _reading(path) as ledger:
         head = ledger.head()[0]
         if head >= 0:

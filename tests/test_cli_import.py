@@ -690,3 +690,112 @@ def test_an_import_whose_outputs_went_to_the_blob_store_is_continued(
     refused = invoke("import", ledger, edited, "--from", "openai-chat")
     assert refused.exit_code == 2 and "turn_started while turn 0 is still open" in refused.stderr
     assert tree_bytes(ledger) == files
+
+
+# ---------------------------------------------------------------- holon import into a new ledger
+
+
+def _head(path: Path) -> tuple[int, str]:
+    with Ledger.open(path, readonly=True) as ledger:
+        return ledger.head()
+
+
+def _agent(path: Path) -> str:
+    with Ledger.open(path, readonly=True) as ledger:
+        return ledger.agent_id
+
+
+def test_import_into_a_path_that_does_not_exist_creates_the_ledger(tmp_path: Path) -> None:
+    # It failed asking for `holon init` first.
+    session = IMPORTERS / "claude-code" / "session.jsonl"
+    target = tmp_path / "runs" / "new"
+    result = invoke("import", target, session, "--from", "claude-code", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["created"] is True and doc["agent_id"] == "s1"  # the session's id
+    # The ledger `holon init` with that id and the import would have made, chain and all.
+    reference = _init(tmp_path / "ref", "s1")
+    assert invoke("import", reference, session, "--from", "claude-code").exit_code == 0
+    assert _stored(target) == _stored(reference) and _head(target) == _head(reference)
+    assert invoke("verify", target).exit_code == 0
+    # A format with no session id: the directory's name, unless --agent-id says.
+    chat = IMPORTERS / "openai-chat" / "conversation.json"
+    text = invoke("import", tmp_path / "agent-7", chat, "--from", "openai-chat")
+    assert text.exit_code == 0, text.stderr
+    assert text.stdout.startswith(
+        f"created ledger {tmp_path / 'agent-7'} for agent agent-7 (its agent id from the directory's name)\n"
+    )
+    assert _agent(tmp_path / "agent-7") == "agent-7"
+    assert invoke("import", tmp_path / "x", chat, "--from", "openai-chat", "--agent-id", "bot").exit_code == 0
+    assert _agent(tmp_path / "x") == "bot"
+    # Into a ledger that exists, --agent-id must be its own.
+    files = tree_bytes(target)
+    other = invoke("import", target, chat, "--from", "openai-chat", "--agent-id", "bot")
+    assert other.exit_code == 2 and "belongs to agent s1, not bot" in other.stderr
+    assert tree_bytes(target) == files
+    assert invoke("import", target, chat, "--from", "openai-chat", "--agent-id", "s1").exit_code == 0
+
+
+def test_a_holon_export_copies_into_a_new_ledger_for_the_agent_given(tmp_path: Path) -> None:
+    source = build_ledger(tmp_path / "src", "boundary_turn_cap")
+    out = tmp_path / "x.jsonl"
+    assert invoke("export", source, out).exit_code == 0
+    copy = tmp_path / "copy"
+    result = invoke("import", copy, out, "--from", "jsonl", "--agent-id", "boundary_turn_cap")
+    assert result.exit_code == 0, result.stderr
+    assert _stored(copy) == _stored(source) and _head(copy) == _head(source)
+    assert invoke("replay", copy, "--check").exit_code == 0
+    # The export of an empty ledger makes an empty one.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert invoke("import", tmp_path / "e", empty, "--from", "jsonl").exit_code == 0
+    assert _head(tmp_path / "e")[0] == -1 and _agent(tmp_path / "e") == "e"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [("openai-chat", "malformed.json"), ("claude-code", "wrong-shape.jsonl"), ("jsonl", "malformed.jsonl")],
+)
+def test_an_import_into_a_new_ledger_that_fails_on_bad_input_leaves_nothing(
+    fmt: str, name: str, tmp_path: Path
+) -> None:
+    target = tmp_path / "made" / "for" / "it"
+    result = invoke("import", target, IMPORTERS / fmt / name, "--from", fmt)
+    assert result.exit_code == 2
+    assert not (tmp_path / "made").exists()
+
+
+def test_a_refusal_after_the_new_ledger_was_made_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Refused by the ledger once it was created (the record of a turn too large to store).
+    monkeypatch.setattr(holon.ledger.store, "MAX_PAYLOAD", 2_000)
+    transcript = tmp_path / "chat.json"
+    transcript.write_text(json.dumps([{"role": "user", "content": "z" * 3_000}]))
+    result = invoke("import", tmp_path / "made" / "L", transcript, "--from", "openai-chat")
+    assert result.exit_code == 2 and "record is " in result.stderr
+    assert not (tmp_path / "made").exists()
+    # An agent id the directory's name cannot give is refused before anything is made.
+    tabbed = tmp_path / "a\tb"
+    chat = IMPORTERS / "openai-chat" / "conversation.json"
+    refused = invoke("import", tabbed, chat, "--from", "openai-chat")
+    assert refused.exit_code == 2 and "give one with --agent-id ID" in refused.stderr
+    assert not tabbed.exists()
+
+
+def test_a_new_ledger_a_full_disk_stopped_is_kept_when_records_reached_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = IMPORTERS / "claude-code" / "session.jsonl"
+    with monkeypatch.context() as patch:
+        _disk_full_after(patch, 0)
+        assert invoke("import", tmp_path / "none", session, "--from", "claude-code").exit_code == 74
+    assert not (tmp_path / "none").exists()  # nothing reached it: as if never made
+    with monkeypatch.context() as patch:
+        _disk_full_after(patch, 9)
+        assert invoke("import", tmp_path / "part", session, "--from", "claude-code").exit_code == 74
+    assert _head(tmp_path / "part")[0] == 8
+    assert invoke("import", tmp_path / "part", session, "--from", "claude-code").exit_code == 0
+    whole = tmp_path / "whole"
+    assert invoke("import", whole, session, "--from", "claude-code").exit_code == 0
+    assert _stored(tmp_path / "part") == _stored(whole) and _head(tmp_path / "part") == _head(whole)
