@@ -3,6 +3,7 @@ output does not depend on the process (hash seed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from holon.errors import InvalidRecord, UsageError
-from holon.importers import FORMATS, IMPORTERS, ImportReport, import_transcript, read_transcript
-from holon.records import Record, decode_json_record, encode_json_record
+from holon.importers import FORMATS, IMPORTERS, ImportReport, _shape, import_transcript, read_transcript
+from holon.records import Message, Record, decode_json_record, encode_json_record
+from tests.msgspec_styles import STYLES, use_style
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = ROOT / "fixtures" / "importers"
@@ -269,3 +271,62 @@ def test_damaged_fixtures_raise_only_invalid_record(fmt: str, data: st.DataObjec
 def test_records_type_is_a_tuple_of_records() -> None:
     report = read_transcript(FIXTURES / "jsonl" / "ledger.jsonl", "jsonl")
     assert isinstance(report.records, tuple) and all(isinstance(r, Record) for r in report.records)
+
+
+# --------------------------------------------------------------------------- whatever msgspec says
+#
+# What an import refuses, passes over or repairs follows the transcript's bytes: msgspec 0.23
+# raises a DecodeError worded its own way for text that is not UTF-8 where 0.22 raised
+# UnicodeDecodeError, and a Claude Code line that is not UTF-8 was passed over as a torn
+# write under 0.23 instead of refused (tests/msgspec_styles.py).
+
+_USER = {"role": "user", "content": "fix it"}
+
+
+def _session(*inserted: bytes) -> bytes:
+    """A Claude Code session of two prompts with ``inserted`` lines between them."""
+    first, second = (
+        json.dumps(
+            {"uuid": f"u{i}", "timestamp": f"2025-03-01T10:00:0{i}Z", "type": "user", "message": _USER}
+        ).encode()
+        for i in (1, 2)
+    )
+    return b"\n".join([first, *inserted, second]) + b"\n"
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_an_import_refuses_passes_over_or_repairs_by_the_bytes_whatever_msgspec_raises(
+    monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    use_style(monkeypatch, style)
+    claude, chat = IMPORTERS["claude-code"], IMPORTERS["openai-chat"]
+    latin = b'{"type":"x","t":"caf\xe9"}'
+    with pytest.raises(InvalidRecord) as info:  # refused, not passed over as a torn write
+        claude.parse_bytes(_session(latin), source="t")
+    assert str(info.value).startswith("invalid record at line 2 of t: not UTF-8 text (byte 0xe9 at byte 20: ")
+    assert claude.parse_bytes(_session(b'{"type":"progress","da'), source="t").skipped == {
+        "unreadable line": 1
+    }
+    for cut in (b'{"type":"user","message":{"ro', b'{"type":"user","t":"caf\xc3'):
+        with pytest.raises(InvalidRecord, match=r"at line 3 of t: .*ends in the middle of its last line"):
+            claude.parse_bytes(_session() + cut, source="t")
+    document = b"\xef\xbb\xbf" + json.dumps([_USER]).encode()
+    with pytest.raises(
+        InvalidRecord, match=rf"not UTF-8 text \(byte 0xe9 at byte {document.index(b'fix')}: "
+    ):
+        chat.parse_bytes(document.replace(b"fix", b"\xe9ix"), source="t")  # the byte order mark counted
+    with pytest.raises(InvalidRecord, match="the file ends in the middle of it"):
+        chat.parse_bytes(document[:-2], source="t")
+    for repaired, text in [(rb"fix \ud83d", "fix \ufffd"), (b'fix", "cost": NaN, "x": "', "fix")]:
+        report = chat.parse_bytes(document.replace(b"fix it", repaired), source="t")
+        assert [rec.body.text for rec in report.records if isinstance(rec.body, Message)] == [text]
+
+
+_SURROGATE_PIECES = st.sampled_from(["\\", "ud83d", "ude00", "\ud83d", "\ude00", "x", "😀"])
+
+
+@given(st.lists(_SURROGATE_PIECES, max_size=10).map("".join))
+def test_each_lone_surrogate_escape_and_nothing_else_becomes_u_fffd(text: str) -> None:
+    escaped = json.dumps(text).encode()  # each surrogate as its escape; a backslash as `\\`
+    expected = "".join("\ufffd" if 0xD800 <= ord(char) <= 0xDFFF else char for char in json.loads(escaped))
+    assert json.loads(_shape._without_lone_surrogates(escaped)) == expected

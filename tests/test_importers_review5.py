@@ -337,11 +337,14 @@ def test_openhands_evaluation_output_is_read_run_by_run() -> None:
 
 
 def test_json_lines_are_not_rewritten_for_a_repair_that_cannot_help(monkeypatch: pytest.MonkeyPatch) -> None:
-    class NoRewrite:
-        def sub(self, *args: object) -> bytes:
-            raise AssertionError("the file's escapes were rewritten")
+    repair = _shape._without_lone_surrogates
 
-    monkeypatch.setattr(_shape, "_ESCAPE", NoRewrite())
+    def no_rewrite(data: bytes) -> bytes:
+        repaired = repair(data)
+        assert repaired is data, "the file's escapes were rewritten"
+        return repaired
+
+    monkeypatch.setattr(_shape, "_without_lone_surrogates", no_rewrite)
     run = {"history": [{"id": 0, "source": "user", "action": "message", "args": {"content": "a\\nb"}}]}
     data = (json.dumps(run) + "\n" + json.dumps(run) + "\n").encode()
     assert parse_as("openhands", data).turns == 2

@@ -18,7 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from holon.errors import InvalidRecord
-from holon.records import MAX_TS, MIN_TS
+from holon.records import DECODE_ERRORS, MAX_TS, MIN_TS, json_cut_off, lone_surrogate, utf8_error
 
 __all__ = [
     "Node",
@@ -32,14 +32,8 @@ __all__ = [
 
 _JSON_DECODER: Final = msgspec.json.Decoder()
 _BOM: Final = b"\xef\xbb\xbf"
-#: One JSON escape: a backslash and what it escapes, a surrogate pair or a lone surrogate in full.
-_ESCAPE: Final = re.compile(
-    rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[dD][89a-fA-F][0-9a-fA-F]{2}|.)",
-    re.DOTALL,
-)
 _LONE_SURROGATE_LENGTH: Final = len(rb"\ud800")
-_ERROR_BYTE: Final = re.compile(r"invalid character \(byte (\d+)\)")
-_PYTHON_CONSTANTS: Final = (b"NaN", b"Infinity")  # "-Infinity" fails at the "I"
+_PYTHON_CONSTANTS: Final = (b"NaN", b"Infinity")  # "-Infinity" holds "Infinity"
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ONE_MS: Final = dt.timedelta(milliseconds=1)
 _NON_BLANK: Final = re.compile(rb"\S")
@@ -62,7 +56,7 @@ def _type_name(value: Any) -> str:
 
 
 class _MalformedJSON(ValueError):
-    """The bytes are UTF-8 but not JSON (as opposed to not UTF-8, or nested too deeply)."""
+    """The bytes are not JSON holon reads (or not UTF-8: see :func:`_classified`); msgspec's words say why."""
 
 
 class _NotUTF8(ValueError):
@@ -71,47 +65,74 @@ class _NotUTF8(ValueError):
 
 def not_utf8(data: bytes) -> str | None:
     """Why ``data`` is not UTF-8 text, naming the first bad byte and its offset, or None if it is."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # msgspec's own error counts from the start of the JSON string holding the byte, not of
-        # the file or line, so the offset is found here.
-        return (
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at byte {exc.start}: {exc.reason}); "
-            "holon reads transcripts as UTF-8: save it as UTF-8 and import it again"
-        )
-    return None
+    bad = utf8_error(data)
+    return None if bad is None else _not_utf8_message(data, bad)
+
+
+def _not_utf8_message(data: bytes, bad: tuple[int, str]) -> str:
+    # msgspec's own error counts from the start of the JSON string holding the byte, not of
+    # the file or line (and from 0.23 on names no byte at all), so the offset is found here.
+    at, why = bad
+    return (
+        f"not UTF-8 text (byte 0x{data[at]:02x} at byte {at}: {why}); "
+        "holon reads transcripts as UTF-8: save it as UTF-8 and import it again"
+    )
+
+
+def _classified(data: bytes, exc: ValueError) -> ValueError:
+    """``exc`` for JSON ``data`` that did not decode, as :class:`_NotUTF8` when its text is not UTF-8.
+
+    Found in the bytes, not from msgspec: before 0.23 it raised UnicodeDecodeError for such text,
+    from 0.23 on a DecodeError like any other. A character cut short by the end of ``data`` is
+    left to :func:`_cut_off`: the file or line was cut there, not written in another encoding.
+    Only a caller that reports the error asks, so a decode that is tried and dropped does not
+    read a large file again.
+    """
+    if not isinstance(exc, _MalformedJSON):
+        return exc
+    bad = utf8_error(data, final=False)
+    return exc if bad is None else _NotUTF8(_not_utf8_message(data, bad))
 
 
 def _decode_once(data: bytes) -> Any:
     try:
         return _JSON_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+    except DECODE_ERRORS as exc:
         raise _MalformedJSON(str(exc)) from None
-    except UnicodeDecodeError as exc:
-        raise _NotUTF8(not_utf8(data) or f"not UTF-8 text ({exc.reason})") from None
     except RecursionError:
         # msgspec recurses per nesting level; absurdly deep input is not a transcript.
         raise ValueError("JSON nested too deeply") from None
 
 
-def _replace_lone_surrogate(match: re.Match[bytes]) -> bytes:
-    escape = match.group()
-    return rb"\ufffd" if len(escape) == _LONE_SURROGATE_LENGTH else escape
+def _without_lone_surrogates(data: bytes) -> bytes:
+    """``data`` with each lone surrogate escape replaced by that of U+FFFD (``data`` itself if none)."""
+    found = lone_surrogate(data)
+    if found is None:
+        return data
+    parts = []
+    start = 0
+    while found is not None:
+        parts += [data[start : found[0]], rb"\ufffd"]
+        start = found[0] + _LONE_SURROGATE_LENGTH
+        found = lone_surrogate(data, start)
+    parts.append(data[start:])
+    return b"".join(parts)
 
 
 def _decode(data: bytes) -> Any:
-    """Decode JSON bytes; return the value or raise ValueError with a readable reason."""
+    """Decode JSON bytes; return the value or raise ValueError with a readable reason.
+
+    The repairs below are tried when the bytes hold what they repair, whatever msgspec said.
+    """
     try:
         return _decode_once(data)
     except _MalformedJSON as exc:
-        if not _may_be_lone_surrogate(exc) and _python_constant_at(data, exc) is None:
-            # Neither repair can help (JSON Lines read as one document: "trailing characters").
-            # Rewriting every escape of a large file only to fail again took seconds and several
-            # times its size in memory, and every OpenHands JSONL import tries that first.
+        if _several_values(data):
+            # JSON Lines read as one document: no repair makes them one value, and looking for
+            # what to repair would read the whole file again (every OpenHands JSONL import).
             raise
-        repaired = _ESCAPE.sub(_replace_lone_surrogate, data)
-        if repaired == data:
+        repaired = _without_lone_surrogates(data)
+        if repaired is data:
             return _with_python_constants(data, exc)
     # JavaScript and Python's json.dumps write half a character (an output cut mid-emoji) as a
     # lone `\udXXX` escape: valid JSON grammar but not Unicode text, so msgspec refuses it.
@@ -123,19 +144,17 @@ def _decode(data: bytes) -> Any:
         return _with_python_constants(repaired, exc)
 
 
-def _may_be_lone_surrogate(exc: _MalformedJSON) -> bool:
-    # msgspec reports a lone surrogate escape as a bad surrogate pair, or (one followed by another
-    # escape, or ending a string) as input that was truncated.
-    text = str(exc)
-    return "surrogate" in text or "truncated" in text
-
-
-def _python_constant_at(data: bytes, exc: _MalformedJSON) -> int | None:
-    """The offset of the Python NaN / Infinity word ``exc`` stopped at, or None."""
-    at = _ERROR_BYTE.search(str(exc))
-    if at is None or not data.startswith(_PYTHON_CONSTANTS, int(at.group(1))):
-        return None
-    return int(at.group(1))
+def _several_values(data: bytes) -> bool:
+    """Whether ``data`` starts with a line that is a JSON value of its own, and more follows it."""
+    first = _NON_BLANK.search(data)
+    end = -1 if first is None else data.find(b"\n", first.start())
+    if end < 0 or _NON_BLANK.search(data, end) is None:
+        return False
+    try:
+        _decode(data[:end])
+    except ValueError:
+        return False
+    return True
 
 
 def _with_python_constants(data: bytes, exc: _MalformedJSON) -> Any:
@@ -146,10 +165,12 @@ def _with_python_constants(data: bytes, exc: _MalformedJSON) -> Any:
     It is not JSON, but refusing the whole transcript over a field holon may never read
     would help no one; where such a value is stored, the importer keeps it as text.
     """
-    if _python_constant_at(data, exc) is None:
+    if not any(word in data for word in _PYTHON_CONSTANTS):
         raise exc
     try:
-        return json.loads(data)  # the stdlib parser reads the bare words as floats
+        # The stdlib parser reads the bare words as floats. Given bytes, it would read some
+        # that are not UTF-8 (encoded surrogates) and guess UTF-16: it is given text.
+        return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):
         raise exc from None
 
@@ -297,9 +318,9 @@ def _without_bom(data: bytes) -> bytes:
     return data[len(_BOM) :] if data.startswith(_BOM) else data
 
 
-def _cut_off(exc: ValueError, what: str, where: str) -> str | None:
-    """The message for JSON that stops mid-value, or None when ``exc`` is another error."""
-    if not isinstance(exc, _MalformedJSON) or "truncated" not in str(exc):
+def _cut_off(exc: ValueError, data: bytes, what: str, where: str) -> str | None:
+    """The message for JSON ``data`` that stops mid-value, or None when ``exc`` is another error."""
+    if not isinstance(exc, _MalformedJSON) or not json_cut_off(data):
         return None
     # A transcript copied while its tool was still writing it. That is no wrong --from, so
     # the format hint would mislead; say what happened and what to do instead.
@@ -311,10 +332,12 @@ def _cut_off(exc: ValueError, what: str, where: str) -> str | None:
 
 def decode_json_document(data: bytes, *, source: str, format_hint: str) -> Node:
     """Decode a whole-file JSON document into a root node, or raise a located InvalidRecord."""
+    text = _without_bom(data)
     try:
-        value = _decode(_without_bom(data))
-    except ValueError as exc:
-        cut = _cut_off(exc, "document", "it")
+        value = _decode(text)
+    except ValueError as error:
+        exc = _classified(text, error)
+        cut = _cut_off(exc, text, "document", "it")
         if cut is not None:
             raise InvalidRecord(cut, where=source) from None
         hint = f"; {format_hint}" if format_hint else ""
@@ -391,9 +414,10 @@ def iter_jsonl(
         where = f"line {number} of {source}"
         try:
             value = _decode(line)
-        except ValueError as exc:
+        except ValueError as error:
+            exc = _classified(line, error)
             # Only the last line, with no newline after it, can be a write still in progress.
-            cut = _cut_off(exc, "value", "its last line") if last else None
+            cut = _cut_off(exc, line, "value", "its last line") if last else None
             if cut is not None:
                 raise InvalidRecord(cut, where=where) from None
             hint = f"; {format_hint}" if format_hint else ""
