@@ -31,7 +31,7 @@ import pytest
 from holon import records as r
 from holon.importers import _shape
 
-__all__ = ["STYLES", "use_style"]
+__all__ = ["STYLES", "styled", "use_style"]
 
 STYLES: Final = ("installed", "reworded", "pathless", "unicode-decode-error")
 
@@ -61,6 +61,12 @@ class _Styled:
         path = _PATH.search(text)
         kept = path.group() if path is not None and self._style == "reworded" else ""
         return f"the decoder would not have these bytes{kept}"
+
+
+def styled(decoder: Any, style: str) -> Any:
+    """``decoder`` raising its failures in ``style`` (itself for ``installed``)."""
+    assert style in STYLES, style
+    return decoder if style == "installed" else _Styled(decoder, style)
 
 
 def use_style(monkeypatch: pytest.MonkeyPatch, style: str) -> None:

@@ -13,10 +13,11 @@ import msgspec
 import pytest
 
 from holon import records as r
-from holon.audit import TABLES, AuditError, connect
+from holon.audit import TABLES, AuditError, connect, extract
 from holon.errors import InvalidRecord, LedgerCorrupt, NotALedger
 from holon.ledger import Ledger, encode_frame
 from holon.projections import ProjectionState, fold
+from tests.msgspec_styles import STYLES, styled
 from tests.test_audit_support import fixture_names, fixture_records, session_records, write_ledger
 
 SESSION = "agent-7"
@@ -418,6 +419,29 @@ def test_damage_in_a_middle_segment_is_named_not_skipped(tmp_path: Path, workers
     victim.write_bytes(bytes(data))
     with pytest.raises(LedgerCorrupt, match=victim.name.split(".")[0]):
         connect(path, workers=workers, chunk_records=50)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_record_holding_text_that_is_not_utf8_is_named_by_seq_whatever_msgspec_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    # msgspec before 0.23 raised UnicodeDecodeError for it, which escaped the audit load.
+    monkeypatch.setattr(extract, "_ENVELOPES", styled(extract._ENVELOPES, style))
+    for kind, decoder in list(extract._ROWS.items()):
+        monkeypatch.setitem(extract._ROWS, kind, styled(decoder, style))
+    path = tmp_path / "bad"
+    stored = write_ledger(path, "bad", fixture_records("boundary_turn_cap"))
+    with Ledger.open(path, readonly=True) as ledger:
+        _, head = ledger.head()
+    seq = len(stored)
+    record = {"seq": seq, "ts": 1, "turn": None, "kind": "message", "v": 1}
+    payload = msgspec.msgpack.encode(record | {"body": {"role": "user", "text": "caf\u00e9"}})
+    frame, _ = encode_frame(bytes.fromhex(head), payload.replace("é".encode(), b"\xe9!"))
+    segment = sorted((path / "segments").glob("*.seg"))[-1]
+    with segment.open("ab") as out:
+        out.write(frame)
+    with pytest.raises(InvalidRecord, match=rf"seq {seq}: the msgpack payload holds text that is not UTF-8"):
+        connect(path, workers=1)
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,7 @@ from holon.runtime.checkpoints import (
     prune_checkpoints,
     write_checkpoint,
 )
+from tests.msgspec_styles import STYLES, styled
 from tests.runtime_support import Tick
 
 GENESIS = "00" * 32
@@ -445,3 +446,28 @@ def test_restore_checkpoint_without_a_chunk_reader_rejects_a_checkpoint_naming_c
     assert isinstance(rejected, CheckpointRejected) and rejected.reason == "corrupt"
     chunk = ck.encode_archive_chunk(state.memory.archive.chunks[0])
     assert restore_checkpoint(data, hash_at=lambda seq: "h", chunk=lambda name: chunk) == state
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_checksummed_index_holding_text_that_is_not_utf8_does_not_decode_whatever_msgspec_raises(
+    monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    # msgspec before 0.23 raised UnicodeDecodeError for it, which escaped the checkpoint's checks.
+    for name in ("_TOOLS_DECODER", "_EPISODES_DECODER"):
+        monkeypatch.setattr(ck, name, styled(getattr(ck, name), style))
+    saved = ck._SavedTools(seq=3, head_hash="ab" * 32, key_chunks=[], keys={}, pending={}, unknown=[])
+    payload = msgspec.msgpack.encode(saved).replace(b"ab" * 32, b"\xff" * 64)
+    tools = ck._TOOLS_MAGIC + blake3.blake3(payload).digest() + payload
+    assert ck._decode_tools(tools) == f"does not decode: {_failure(ck._TOOLS_DECODER, payload)}"
+    episodes = msgspec.msgpack.encode(ck._SavedEpisodes(seq=3, head_hash="ab" * 32, index=b""))
+    episodes = episodes.replace(b"ab" * 32, b"\xff" * 64)
+    data = ck._EPISODES_MAGIC + blake3.blake3(episodes).digest() + episodes
+    assert ck._decode_episodes(data) == f"does not decode: {_failure(ck._EPISODES_DECODER, episodes)}"
+
+
+def _failure(decoder: msgspec.msgpack.Decoder[object], data: bytes) -> str:
+    try:
+        decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        return str(exc)
+    raise AssertionError("it decoded")

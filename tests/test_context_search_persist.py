@@ -8,13 +8,15 @@ index selects exactly what a rebuilt one would.
 from __future__ import annotations
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.context import Budget, CurrentInput, EpisodeIndex, EpisodeIndexRejected, build_context
+from holon.context import Budget, CurrentInput, EpisodeIndex, EpisodeIndexRejected, build_context, search
 from holon.projections import WorkingMemorySnapshot
 from tests.context_inputs import inputs
+from tests.msgspec_styles import STYLES, styled
 
 WORDS = ("postgres", "replica", "lag", "parser", "grammar", "release", "notes", "zebra", "css", "vacuum")
 FILES = ("src/parser.py", "ops/alerts.yml", "docs/notes.md", "web/zebra.css")
@@ -116,6 +118,19 @@ def test_damaged_bytes_are_rejected_as_corrupt() -> None:
     fields = msgspec.msgpack.decode(saved)
     fields[8] = fields[8][:-8]  # postings cut short: offsets no longer match
     assert _rejected(EpisodeIndex.restore(msgspec.msgpack.encode(fields), episodes)).reason == "corrupt"
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_saved_index_holding_text_that_is_not_utf8_is_rejected_as_corrupt_whatever_msgspec_raises(
+    monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    # msgspec before 0.23 raised UnicodeDecodeError for it, which escaped restore().
+    monkeypatch.setattr(search, "_SAVED_DECODER", styled(search._SAVED_DECODER, style))
+    episodes = _fixed()
+    saved = EpisodeIndex(episodes).export()
+    assert b"postgres" in saved
+    rejected = _rejected(EpisodeIndex.restore(saved.replace(b"postgres", b"postgr\xe9s"), episodes))
+    assert rejected.reason == "corrupt" and "does not decode" in rejected.detail
 
 
 def test_an_index_for_other_episodes_or_other_tokenizing_code_is_rejected_as_stale() -> None:

@@ -36,7 +36,7 @@ import msgspec
 from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger
 from holon.ledger.segments import list_segments
-from holon.records import BODY_TYPES, SCHEMA_VERSION, ToolIntent, decode_msgpack_record
+from holon.records import BODY_TYPES, DECODE_ERRORS, SCHEMA_VERSION, ToolIntent, decode_msgpack_record
 
 __all__ = ["CHUNK_RECORDS", "Chunk", "ChunkResult", "LedgerInfo", "extract_chunk", "plan_chunks", "read_info"]
 
@@ -220,7 +220,7 @@ def _extract(chunk: Chunk, out_dir: str) -> ChunkResult:
         )
     try:
         envelopes = _ENVELOPES.decode(_array(payloads))
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:  # UnicodeDecodeError too, from msgspec before 0.23
         _raise_invalid(payloads, chunk.from_seq)
         raise
     groups: dict[str, list[memoryview]] = {}
@@ -243,7 +243,7 @@ def _extract(chunk: Chunk, out_dir: str) -> ChunkResult:
         group = groups[kind]
         try:
             rows = _ROWS[kind].decode(_array(group))
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             _raise_invalid(group, None)
             raise
         if chunk.agent_ix:

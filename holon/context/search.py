@@ -356,7 +356,7 @@ class _Segment:
         wrong with it (prefixed ``stale:`` when it was saved by other tokenizing code)."""
         try:
             saved = _SAVED_DECODER.decode(data)
-        except msgspec.DecodeError as exc:
+        except r.DECODE_ERRORS as exc:  # UnicodeDecodeError too, from msgspec before 0.23
             return f"saved index does not decode: {exc}"
         if saved.tokenizer != _TOKENIZER:
             return "stale:" + _other_tokenizer(saved.tokenizer)

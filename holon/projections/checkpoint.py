@@ -85,9 +85,9 @@ _KEY_DECODER: Final = msgspec.msgpack.Decoder(CheckpointKey)
 _STATE_DECODER: Final = msgspec.msgpack.Decoder(ProjectionState)
 _CHUNK_DECODER: Final = msgspec.msgpack.Decoder(tuple[r.ContextEpisodeRecord, ...])
 _ENCODER: Final = msgspec.msgpack.Encoder()
-# A damaged byte inside a msgpack string is invalid UTF-8, which msgspec reports as
-# UnicodeDecodeError rather than DecodeError; both mean the bytes are not a checkpoint.
-_DECODE_ERRORS: Final = (msgspec.DecodeError, UnicodeDecodeError)
+# A damaged byte inside a msgpack string is invalid UTF-8, which msgspec before 0.23
+# reports as UnicodeDecodeError rather than DecodeError; both mean the bytes are not a checkpoint.
+_DECODE_ERRORS: Final = r.DECODE_ERRORS
 _T = TypeVar("_T")
 #: The most output one compressed byte can stand for (a zstd RLE block; see
 #: holon.ledger.compression, which the projections may not import).

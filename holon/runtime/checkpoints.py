@@ -529,7 +529,7 @@ def _decode_tools(data: bytes) -> _SavedTools | ToolIndex | str:
         if magic == _OLD_TOOLS_MAGIC:
             return _OLD_INDEX_DECODER.decode(payload)
         return _TOOLS_DECODER.decode(payload)
-    except msgspec.DecodeError as exc:
+    except r.DECODE_ERRORS as exc:  # UnicodeDecodeError too, from msgspec before 0.23
         return f"does not decode: {exc}"
 
 
@@ -543,7 +543,7 @@ def _decode_episodes(data: bytes) -> _SavedEpisodes | str:
         return "fails its checksum"
     try:
         return _EPISODES_DECODER.decode(payload)
-    except msgspec.DecodeError as exc:
+    except r.DECODE_ERRORS as exc:
         return f"does not decode: {exc}"
 
 
@@ -582,7 +582,7 @@ def _read_index(path: Path) -> ToolIndex | str:
             # A later chunk sets a key again (its result, a call reusing it): the last wins,
             # in the place the key was first set, as folding the records does.
             keys.update(_KEYS_DECODER.decode(chunk))
-        except msgspec.DecodeError as exc:
+        except r.DECODE_ERRORS as exc:
             return f"tool index {path.name}: chunk file {CHUNK_DIR}/{name}{_KEYS} does not decode: {exc}"
     keys.update(saved.keys)
     return ToolIndex(
