@@ -1369,7 +1369,7 @@ def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:
             continue
         if report.records:
             readable.append(fmt)
-    detail = str(exc).split(": ", 1)[1]
+    detail = exc.detail
     if len(readable) == 1:
         return InvalidRecord(
             f"{file} is not a holon export, but it reads with --from {readable[0]}: import it with "

@@ -46,13 +46,15 @@ class InvalidRecord(HolonError, ValueError):
     """A record failed to decode or validate.
 
     ``where`` names the position (``seq 12`` or ``line 7 of x.jsonl``) and ``field`` the
-    offending field path (``body.exit_code``), when known.
+    offending field path (``body.exit_code``), when known; ``detail`` is what is wrong,
+    without them.
     """
 
     def __init__(self, message: str, *, where: str | None = None, field: str | None = None) -> None:
         self.message = message  # what is wrong, without the position
         self.where = where
         self.field = field
+        self.detail = message
         parts = []
         if where:
             parts.append(where)

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 import holon.cli
+from holon.errors import InvalidRecord
+from holon.records import decode_json_record
 from tests.cli_support import invoke
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
@@ -60,3 +62,18 @@ def test_a_file_over_the_limit_is_not_parsed_by_every_importer(
     assert result.exit_code == 2
     assert "reads with --from" not in result.stderr
     assert "if it is another tool's transcript, import it with --from claude-code" in result.stderr
+
+
+def test_the_reason_is_quoted_whole_when_the_file_name_holds_a_colon(tmp_path: Path) -> None:
+    # The reason was cut out of the error's text at its first ": ", the one in the file name.
+    ledger = tmp_path / "l"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    notes = tmp_path / "notes: draft.txt"
+    notes.write_text("just some notes\n")
+    result = invoke("import", ledger, notes, "--from", "jsonl")
+    assert result.exit_code == 2
+    where = f"line 1 of {notes}"
+    with pytest.raises(InvalidRecord) as read_alone:
+        decode_json_record(b"just some notes", where=where)
+    reason = str(read_alone.value).removeprefix(f"invalid record at {where}: ")
+    assert f"at {where}: {reason}; {notes} is not a holon export" in result.stderr.replace("\n", " ")
