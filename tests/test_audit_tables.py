@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from holon import records as r
-from holon.audit import TABLES, AuditError, connect, extract
+from holon.audit import TABLES, AuditError, connect, extract, tables
 from holon.errors import InvalidRecord, LedgerCorrupt, NotALedger
 from holon.ledger import Ledger, encode_frame
 from holon.projections import ProjectionState, fold
@@ -419,6 +419,58 @@ def test_damage_in_a_middle_segment_is_named_not_skipped(tmp_path: Path, workers
     victim.write_bytes(bytes(data))
     with pytest.raises(LedgerCorrupt, match=victim.name.split(".")[0]):
         connect(path, workers=workers, chunk_records=50)
+
+
+@pytest.mark.parametrize("reworded", [False, True])
+def test_a_value_beyond_64_bits_is_named_by_its_record_whatever_duckdb_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reworded: bool
+) -> None:
+    # The record was found only where DuckDB's message named the file and line it failed on.
+    if reworded:
+        statement = tables.run_statement
+
+        def in_other_words(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+            try:
+                statement(con, sql)
+            except duckdb.Error as exc:
+                raise type(exc)("the load stopped") from None
+
+        monkeypatch.setattr(tables, "run_statement", in_other_words)
+    fine, bad = tmp_path / "fine", tmp_path / "bad"
+    write_ledger(fine, "agent-fine", [r.Record(body=r.Message(role="user", text="1" * 40), ts=1)])
+    write_ledger(
+        bad,
+        "agent-bad",
+        [
+            r.Record(body=r.Message(role="user", text="12345678901234567890"), ts=1),
+            # DuckDB holds this one (the arguments are JSON): it is not named.
+            r.Record(body=r.ToolIntent(call_id="c", tool="t", args={"n": 2**64 - 1}), ts=2),
+            r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", exit_code=2**63), ts=3),
+        ],
+    )
+    with pytest.raises(AuditError) as caught:
+        connect([fine, bad])
+    assert str(caught.value) == (
+        f"cannot audit {bad.resolve()}: the tool_result record at seq 2 holds {2**63} in body.exit_code, "
+        f"beyond the 64-bit integers of the audit tables (-2**63 .. 2**63 - 1). See the record with "
+        f"`holon get {bad.resolve()} ledger:2`"
+    )
+
+
+def test_a_load_duckdb_refuses_for_another_reason_says_what_duckdb_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+        raise duckdb.ConversionException('Could not convert in file "x.jsonl", in line 1: no')
+
+    monkeypatch.setattr(tables, "run_statement", refused)
+    path = tmp_path / "fine"
+    write_ledger(path, "agent-fine", [r.Record(body=r.Message(role="user", text="fine"), ts=1)])
+    with pytest.raises(AuditError) as caught:
+        connect(path)
+    assert str(caught.value) == (
+        f'cannot load {path.resolve()} into DuckDB: Could not convert in file "x.jsonl", in line 1: no'
+    )
 
 
 @pytest.mark.parametrize("style", STYLES)

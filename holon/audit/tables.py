@@ -125,6 +125,12 @@ _BODY: Final = {
 }
 
 
+#: Fields of the bodies above that DuckDB reads as JSON (or reads only some keys of): any
+#: integer fits them. Every other integer of a body above, and ``seq``, ``ts`` and ``turn``
+#: of every record, is a BIGINT.
+_JSON_BODY_FIELDS: Final = frozenset({"args", "render_config"})
+
+
 def _source(kind: str | None) -> str:
     """Placeholder for the rows of one kind (or of every record when ``kind`` is None)."""
     return "{records}" if kind is None else "{" + kind + "}"
@@ -946,8 +952,11 @@ class _Where(msgspec.Struct):
     seq: int
 
 
-# How DuckDB names the JSON line it could not load ("... in file "<path>", in line <n>: ...").
-_FAILED_LINE: Final = re.compile(r'in file "(?P<file>[^"]+)", in line (?P<line>\d+)')
+# An integer of 19 digits or more, once every digit is a "0": 2**63 has 19, so a shorter
+# one fits a BIGINT. The only bytes that are "0" after the translation are digits.
+_DIGITS_AS_ZERO: Final = bytes.maketrans(b"123456789", b"0" * 9)
+_LONG_NUMBER: Final = b"0" * 19
+_SCAN_BLOCK: Final = 8 << 20
 
 
 def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> AuditError:
@@ -955,8 +964,9 @@ def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> Au
 
     The ledger accepts what msgpack holds, e.g. integers up to 2**64 - 1, while the audit
     columns are BIGINT: such a record reaches DuckDB, whose error names a temporary file
-    that is deleted by the time anyone reads it. The file's name is the kind, and its
-    failing line names the ledger (``agent_ix``) and the record's seq.
+    that is deleted by the time anyone reads it. The record is found in the extracted files
+    themselves (each line names its ledger, ``agent_ix``, and seq; the file's name is the
+    kind), not in DuckDB's words, which differ between releases; they are shown as they are.
     """
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     where = ", ".join(info.path for info in fleet)
@@ -966,36 +976,74 @@ def _load_error(exc: duckdb.Error, fleet: Sequence[LedgerInfo], tmp: Path) -> Au
             f"cannot load {where} into DuckDB: {detail}; give DuckDB more memory "
             "(--memory-limit / memory_limit=, e.g. 1GB; at least about 150MB for the smallest ledger)"
         )
-    match = _FAILED_LINE.search(str(exc))
-    if match is not None:
-        file = Path(match["file"])
-        try:
-            if not file.is_relative_to(tmp):
-                raise ValueError(file)
-            with file.open("rb") as lines:
-                line = next(line for n, line in enumerate(lines, 1) if n == int(match["line"]))
-            origin = msgspec.json.decode(line, type=_Where)
-            agent_ix, seq = origin.agent_ix, origin.seq
-            field = _field_beyond_64_bits(msgspec.json.decode(line), "")
-            kind = file.name.split(".", 1)[0]
-            path = next(info.path for info in fleet if info.agent_ix == agent_ix)
-        except (OSError, ValueError, StopIteration, msgspec.DecodeError):
-            pass  # the message did not name an extracted file after all: say what is known
-        else:
-            # What DuckDB says after naming the (deleted) file: the value it could not hold.
-            what = detail[detail.find(match.group(0)) + len(match.group(0)) :].lstrip(": ") or detail
-            if field is not None:
-                return AuditError(
-                    f"cannot audit {path}: the {kind} record at seq {seq} holds {field[1]} in "
-                    f"{field[0]}, beyond the 64-bit integers of the audit tables (-2**63 .. "
-                    f"2**63 - 1). See the record with `holon get {path} ledger:{seq}`"
-                )
-            return AuditError(
-                f"cannot audit {path}: the {kind} record at seq {seq} holds a value the audit "
-                f"tables cannot hold ({what}); their integers are 64-bit. See the record with "
-                f"`holon get {path} ledger:{seq}`"
-            )
+    found = _beyond_64_bits(tmp)
+    if found is not None:
+        kind, origin, (field, value) = found
+        path = next(info.path for info in fleet if info.agent_ix == origin.agent_ix)
+        return AuditError(
+            f"cannot audit {path}: the {kind} record at seq {origin.seq} holds {value} in "
+            f"{field}, beyond the 64-bit integers of the audit tables (-2**63 .. "
+            f"2**63 - 1). See the record with `holon get {path} ledger:{origin.seq}`"
+        )
     return AuditError(f"cannot load {where} into DuckDB: {detail}")
+
+
+def _beyond_64_bits(tmp: Path) -> tuple[str, _Where, tuple[str, int]] | None:
+    """The first extracted record holding an integer a BIGINT cannot: its kind, origin, field and value."""
+    for job in sorted(tmp.iterdir()):
+        for file in sorted(job.glob("*.jsonl")):
+            kind = file.name.split(".", 1)[0]
+            with file.open("rb") as lines:
+                rest = b""
+                while True:
+                    block = lines.read(_SCAN_BLOCK)
+                    data = rest + block
+                    cut = len(data) if not block else data.rfind(b"\n") + 1
+                    data, rest = data[:cut], data[cut:]
+                    found = _line_beyond_64_bits(data, kind)
+                    if found is not None:
+                        return kind, found[0], found[1]
+                    if not block:
+                        break
+    return None
+
+
+def _line_beyond_64_bits(data: bytes, kind: str) -> tuple[_Where, tuple[str, int]] | None:
+    """In JSON lines ``data`` of ``kind``, the first with too large an integer for a BIGINT: where, what."""
+    digits = data.translate(_DIGITS_AS_ZERO)
+    at = digits.find(_LONG_NUMBER)
+    while at >= 0:  # only lines with a long run of digits are decoded
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        line = data[start:end]
+        try:
+            field = _in_a_bigint(msgspec.json.decode(line), kind)
+            if field is not None:
+                return msgspec.json.decode(line, type=_Where), field
+        except (ValueError, RecursionError):
+            pass  # not a line holon extracted
+        at = digits.find(_LONG_NUMBER, end)
+    return None
+
+
+def _in_a_bigint(record: object, kind: str) -> tuple[str, int] | None:
+    """The first field of an extracted record that the audit types BIGINT and that holds more."""
+    if not isinstance(record, dict):
+        return None
+    for name in ("seq", "ts", "turn"):
+        found = _field_beyond_64_bits(record.get(name), name)
+        if found is not None:
+            return found
+    body = record.get("body")
+    if kind not in _BODY or not isinstance(body, dict):
+        return None  # read only as the JSON of the records table
+    for key, value in body.items():
+        if key not in _JSON_BODY_FIELDS:
+            found = _field_beyond_64_bits(value, f"body.{key}")
+            if found is not None:
+                return found
+    return None
 
 
 def _field_beyond_64_bits(value: object, where: str) -> tuple[str, int] | None:
