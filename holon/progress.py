@@ -16,16 +16,24 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import click
-
-if TYPE_CHECKING:
-    from click._termui_impl import ProgressBar
 
 __all__ = ["progress_callback", "progress_items", "progress_total", "stderr_is_terminal"]
 
 T = TypeVar("T")
+
+#: The steps of a bar drawn for a ``progress(done, total)`` callback. Its total may grow as
+#: the pass goes (verify counts segments sealed since it began), and click's documented API
+#: sets a bar's length once: the bar counts thousandths of the pass instead.
+_STEPS: Final = 1000
+
+
+class _Bar(Protocol):
+    """What click documents of the bar ``click.progressbar`` makes: it advances by steps."""
+
+    def update(self, n_steps: int, current_item: int | None = None) -> None: ...
 
 
 def stderr_is_terminal() -> bool:
@@ -65,16 +73,17 @@ def progress_total(label: str) -> Iterator[Callable[[int, int], None] | None]:
         yield None
         return
     with ExitStack() as stack:
-        bar: ProgressBar[int] | None = None
-        shown = 0
+        bar: _Bar | None = None
+        shown = 0  # thousandths drawn
 
         def advance(done: int, total: int) -> None:
             nonlocal bar, shown
             if bar is None:
-                bar = stack.enter_context(click.progressbar(length=total, label=label, file=sys.stderr))
-            bar.length = total
-            bar.update(done - shown)
-            shown = done
+                bar = stack.enter_context(click.progressbar(length=_STEPS, label=label, file=sys.stderr))
+            reached = min(_STEPS, done * _STEPS // total) if total > 0 else _STEPS
+            if reached > shown:  # a total that grew never moves the bar back
+                bar.update(reached - shown)
+                shown = reached
 
         yield advance
 

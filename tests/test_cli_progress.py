@@ -144,3 +144,39 @@ def test_a_terminal_that_cannot_redraw_gets_no_bars(
         else:
             assert advance is None
     assert ("reading" in terminal.getvalue()) is (term is None)
+
+
+def test_a_bar_whose_total_grows_is_drawn_with_what_click_documents(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bar's length was reset on click's ProgressBar (its `length` attribute, and the class
+    # imported from click._termui_impl): neither is click's API. A bar with only what click
+    # documents (a context manager whose update() advances it) must do.
+    drawn: list[float] = []
+
+    class DocumentedBar:
+        __slots__ = ("_of", "_pos")  # no attribute of click's own ProgressBar
+
+        def __init__(self, length: int) -> None:
+            self._of, self._pos = length, 0
+
+        def __enter__(self) -> DocumentedBar:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def update(self, n_steps: int, current_item: int | None = None) -> None:
+            self._pos += n_steps
+            drawn.append(self._pos / self._of)
+
+    def progressbar(*, length: int, **_: object) -> DocumentedBar:
+        return DocumentedBar(length)
+
+    monkeypatch.setattr(holon.progress, "_draws_bars", lambda: True)
+    monkeypatch.setattr(holon.progress.click, "progressbar", progressbar)
+    with progress_total("verifying storage") as advance:
+        assert advance is not None
+        advance(10, 40)
+        advance(20, 80)  # more to verify than counted at first: the bar holds still
+        advance(60, 80)
+        advance(80, 80)
+    assert drawn == [0.25, 0.75, 1.0]
