@@ -51,7 +51,6 @@ class InvalidRecord(HolonError, ValueError):
     """
 
     def __init__(self, message: str, *, where: str | None = None, field: str | None = None) -> None:
-        self.message = message  # what is wrong, without the position
         self.where = where
         self.field = field
         self.detail = message

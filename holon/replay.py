@@ -1705,7 +1705,7 @@ def _named_input(
     if number is None:
         return exc
     return InvalidRecord(
-        exc.message.replace(OVERSIZED_ADVICE, _OVERSIZED_EVIDENCE),
+        exc.detail.replace(OVERSIZED_ADVICE, _OVERSIZED_EVIDENCE),
         where=where(number) if where is not None else f"input record {number}",
         field=exc.field,
     )
