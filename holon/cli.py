@@ -422,9 +422,10 @@ class HolonGroup(click.Group):
                 if isinstance(exc, LedgerCorrupt) and ctx.meta.get(_COMMAND_KEY) == "verify":
                     # verify stopped here: pointing at verify again says nothing.
                     message = message.removesuffix(_VERIFY_ADVICE)
-                elif isinstance(exc, LedgerLocked):
+                elif isinstance(exc, LedgerLocked) and exc.advice == LedgerLocked.ADVICE:
                     # Only writing commands take the lock; "open it read-only" is the library's
-                    # advice, not something `holon append` can do.
+                    # advice, not something `holon append` can do. Other advice is the
+                    # library's own for the case (`holon repair` beside a writer rolling over).
                     message = str(
                         exc.with_advice(
                             f"holon {ctx.meta.get(_COMMAND_KEY, '')} writes to it: wait for that process "

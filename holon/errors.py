@@ -84,6 +84,7 @@ class LedgerLocked(HolonError):
     def __init__(self, path: str, pid: int | None, *, advice: str = ADVICE) -> None:
         self.path = path
         self.pid = pid
+        self.advice = advice
         holder = f"process {pid}" if pid is not None else "another process"
         super().__init__(f"ledger {path} is locked for writing by {holder}; {advice}")
 

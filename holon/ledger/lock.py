@@ -11,7 +11,7 @@ from typing import Final
 from holon.errors import LedgerCorrupt, LedgerLocked
 from holon.ledger.files import open_regular
 
-__all__ = ["LOCK_NAME", "WriterLock"]
+__all__ = ["LOCK_NAME", "WriterLock", "holder_pid"]
 
 LOCK_NAME: Final = "holon-ledger.lock"
 
@@ -70,6 +70,20 @@ class WriterLock:
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
+
+
+def holder_pid(ledger_dir: Path) -> int | None:
+    """The pid the lock file names, read without locking it (a reader must not take the
+    lock, even shared: a writer starting meanwhile would be refused). Informational only:
+    a writer killed with ``kill -9`` leaves its pid behind."""
+    try:
+        fd = open_regular(ledger_dir / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return _read_pid(fd)
+    finally:
+        os.close(fd)
 
 
 def _read_pid(fd: int) -> int | None:

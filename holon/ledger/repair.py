@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from holon.errors import HolonError, LedgerCorrupt
+from holon.errors import HolonError, LedgerCorrupt, LedgerLocked
 from holon.ledger.frames import FRAME_HEAD, FRAME_OVERHEAD, MAX_PAYLOAD, FrameWalk
 from holon.ledger.header import read_header
+from holon.ledger.lock import holder_pid
 from holon.ledger.recovery import RecoveryAction, payload_seq, walk_segment
-from holon.ledger.segments import SEGMENT_HEADER, list_segments
+from holon.ledger.segments import SEGMENT_HEADER, SegmentFile, list_segments
 from holon.ledger.store import Ledger
 
 __all__ = ["DamagedTail", "cut_tail", "inspect_tail"]
@@ -35,6 +36,10 @@ __all__ = ["DamagedTail", "cut_tail", "inspect_tail"]
 # pass this cheap filter are unpacked while looking for frames after a damaged one.
 _HEAD_CANDIDATE: Final = re.compile(rb"(?=[\x00-\xff]{3}[\x00-\x0f][\x00-\xff]{3}[\xf0-\xff])", re.DOTALL)
 assert MAX_PAYLOAD <= 1 << 28
+#: How many listings :func:`inspect_tail` tries before it gives up on a writer rolling over
+#: faster than it reads: each retry follows a seal that completed between a listing and
+#: the read (some milliseconds of the writer's work against microseconds of the reader's).
+_LISTINGS: Final = 100
 
 
 @dataclass(frozen=True)
@@ -74,20 +79,14 @@ def inspect_tail(path: str | Path) -> DamagedTail | None:
     (which any open for writing cuts by itself). An active segment shorter than its
     header is a damaged tail at byte 0 (``header``). Damage that no cut of the active tail
     repairs (a bad segment header, a frame with the wrong seq, a missing segment) raises
-    :class:`LedgerCorrupt` as opening would.
+    :class:`LedgerCorrupt` as opening would. A writer may be appending meanwhile: a
+    rollover between listing the segments and reading the active one is read past (see
+    :func:`_read_active`).
     """
     root = Path(path)
     read_header(root)
-    segs = list_segments(root / "segments")
-    if not segs or segs[-1].plain is None:
-        # Opening names exactly what is missing; a cut cannot help.
-        raise LedgerCorrupt(
-            "the ledger has no active (plain) segment, so there is no tail to cut; run `holon verify`",
-            file=str(root / "segments"),
-        )
-    seg = segs[-1]
+    seg, buf = _read_active(root)
     assert seg.plain is not None
-    buf = seg.plain.read_bytes()
     file = str(seg.plain)
     walk, next_seq = walk_segment(buf, seg, file, active=True, cut_damage=True)
     torn = walk.torn
@@ -101,6 +100,41 @@ def inspect_tail(path: str | Path) -> DamagedTail | None:
         first_seq=next_seq,
         later_seqs=_later_seqs(buf, torn.offset, file),
         header=len(buf) < SEGMENT_HEADER.size,
+    )
+
+
+def _read_active(root: Path) -> tuple[SegmentFile, bytes]:
+    """The active segment (the newest, plain) and its bytes, read without the writer lock.
+
+    A writer may roll over between the listing and the read: the segment listed newest is
+    then sealed and its plain file unlinked, and the directory is listed again (the new
+    newest is the active one). A listing whose newest segment is not plain, twice in a
+    row, is damage (a listing can miss a file renamed in during it: once is not enough to
+    tell). A writer that seals faster than this reads, :data:`_LISTINGS` times, is
+    LedgerLocked: repair is for a ledger no writer is appending to.
+    """
+    seg_dir = root / "segments"
+    previous: list[SegmentFile] | None = None
+    for _ in range(_LISTINGS):
+        segs = list_segments(seg_dir)
+        newest = segs[-1] if segs else None
+        if newest is not None and newest.plain is not None:
+            try:
+                return newest, newest.plain.read_bytes()
+            except FileNotFoundError:
+                continue  # sealed by a writer rolling over since the listing: list again
+        if segs == previous:
+            # Opening names exactly what is missing; a cut cannot help.
+            raise LedgerCorrupt(
+                "the ledger has no active (plain) segment, so there is no tail to cut; run `holon verify`",
+                file=str(seg_dir),
+            )
+        previous = segs
+    raise LedgerLocked(
+        str(root),
+        holder_pid(root),
+        advice=f"it rolled over to a new segment {_LISTINGS} times while holon tried to read the active "
+        "one: stop the writer, then run holon repair again",
     )
 
 
