@@ -241,8 +241,8 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
         phases.at("seal", f"start:{plain.name}")
         return real_seal(plain, data)
 
-    def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
-        real_write_atomic(path, data, durable=durable)
+    def write_atomic(path: Path, data: bytes, **options: Any) -> None:
+        real_write_atomic(path, data, **options)
         if path.suffix == ".zst" and threading.current_thread().name.startswith("holon-seal-"):
             phases.at("seal", f"sealed-not-unlinked:{path.name}")
 

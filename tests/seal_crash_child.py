@@ -20,7 +20,7 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from holon.ledger import files, sealed, segments
 from tests.ledger_crash_child import append_forever
@@ -60,9 +60,9 @@ def _install(step: str) -> None:
     write_atomic = files.write_atomic
     fsync_dir = segments.fsync_dir
 
-    def sealing_write(path: Path, data: bytes, *, durable: bool = True, sync_dir: bool = True) -> None:
+    def sealing_write(path: Path, data: bytes, **options: Any) -> None:
         if not path.name.endswith(".zst"):  # a rollover's new segment, not a seal
-            write_atomic(path, data, durable=durable, sync_dir=sync_dir)
+            write_atomic(path, data, **options)
             return
         at("before_write")
         tmp = path.with_name(path.name + files.TMP_SUFFIX)
@@ -71,7 +71,7 @@ def _install(step: str) -> None:
             at("tmp_partial")
             tmp.write_bytes(data)
             at("tmp_written")
-        write_atomic(path, data, durable=durable, sync_dir=sync_dir)
+        write_atomic(path, data, **options)
         at("renamed")
 
     def sealing_fsync_dir(path: Path) -> None:

@@ -43,6 +43,12 @@ class _UntypedEntry:
         except FileNotFoundError:
             return False  # what os.DirEntry.is_file answers for a name gone since the listing
 
+    def is_symlink(self) -> bool:
+        try:
+            return os.lstat(self.path).st_mode & 0o170000 == 0o120000
+        except FileNotFoundError:
+            return False  # likewise
+
 
 def test_a_listing_without_file_types_survives_a_seal_between_readdir_and_stat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -18,7 +18,15 @@ import blake3
 
 from holon.errors import InvalidRef, LedgerCorrupt, RefNotFound
 from holon.ledger.compression import compress, decompress
-from holon.ledger.files import TMP_SUFFIX, fsync_dir, open_regular, write_atomic
+from holon.ledger.files import (
+    DEBRIS,
+    TMP_SUFFIX,
+    fsync_dir,
+    link_refused,
+    open_regular,
+    real_dir,
+    write_atomic,
+)
 from holon.records import BlobRef
 
 __all__ = ["BLOB_PREVIEW_CHARS", "BlobStore", "blob_hash", "check_blob_hash", "is_dotfile"]
@@ -31,6 +39,8 @@ _SIZES_KEPT: Final = 4096
 #: Characters of a moved output kept inline in the record as ``BlobRef.preview``.
 BLOB_PREVIEW_CHARS: Final = 200
 _ZSTD_LEVEL: Final = 3
+_STORE: Final = "the blob store directory"
+_FAN: Final = "a fan-out directory of the blob store"
 
 
 def blob_hash(data: bytes) -> str:
@@ -88,6 +98,9 @@ class BlobStore:
         blob_hash = blake3.blake3(data).hexdigest()
         path = self.path_of(blob_hash)
         ref = BlobRef(hash=blob_hash, size=len(data), preview=preview, tail=tail)
+        # Not into a directory through a link: the blob would be written where it points.
+        store_there = real_dir(self.root, _STORE)
+        fan_there = store_there and real_dir(path.parent, _FAN)
         self._remember(blob_hash, len(data))
         if path.exists():
             problem = self._damage(path, data)
@@ -98,13 +111,23 @@ class BlobStore:
             # acknowledge a record whose blob can never be read; these bytes repair it (for
             # the records that already name it, too). Not new: a refused append keeps it.
             log.warning("blob store: replacing damaged blob file %s (%s)", path, problem)
-            write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
+            self._write(path, data)
             return ref, False
-        fan = path.parent
-        if not fan.is_dir():
-            self._make_fan(fan)
-        write_atomic(path, compress(data, level=_ZSTD_LEVEL), durable=self._durable)
+        if not fan_there:
+            self._make_fan(path.parent)
+        self._write(path, data)
         return ref, True
+
+    def _write(self, path: Path, data: bytes) -> None:
+        # A link under the blob's name is replaced (the link, never what it points to): it is
+        # a damaged blob file (get() refuses it), and these bytes repair it.
+        write_atomic(
+            path,
+            compress(data, level=_ZSTD_LEVEL),
+            durable=self._durable,
+            what="a blob file",
+            replace_link=True,
+        )
 
     @staticmethod
     def _damage(path: Path, data: bytes) -> str | None:
@@ -197,7 +220,8 @@ class BlobStore:
 
         That is each blob, and whatever else is there for ``verify()`` to report: entries
         with malformed names, blobs in the wrong fan-out directory (``path`` is then not
-        :meth:`path_of` ``name``), and entries directly in the store's root. Entries whose
+        :meth:`path_of` ``name``), entries directly in the store's root (a link to a
+        directory among them, as itself). Entries whose
         names start with a dot (:func:`is_dotfile`) go to ``skipped`` instead, a hidden
         directory as itself (not what it holds).
         """
@@ -209,7 +233,7 @@ class BlobStore:
                 if skipped is not None:
                     skipped.append(fan_dir)
                 continue
-            if not fan_dir.is_dir():
+            if fan_dir.is_symlink() or not fan_dir.is_dir():  # a link to a directory is not looked into
                 yield fan, fan_dir
                 continue
             for name in sorted(os.listdir(fan_dir)):
@@ -219,21 +243,44 @@ class BlobStore:
                 elif not name.endswith(TMP_SUFFIX):
                     yield name, fan_dir / name
 
-    def remove_debris(self) -> list[Path]:
-        """Delete ``.tmp`` files left by a crash mid-put; returns what was removed."""
-        removed: list[Path] = []
-        if not self.root.is_dir():
-            return removed
-        for fan in os.listdir(self.root):
-            fan_dir = self.root / fan
-            if is_dotfile(fan) or not fan_dir.is_dir():  # not holon's: nothing in it is debris of a put
-                continue
-            for name in os.listdir(fan_dir):
-                if name.endswith(TMP_SUFFIX):
-                    (fan_dir / name).unlink()
-                    removed.append(fan_dir / name)
-            if removed:
-                fsync_dir(fan_dir)
+    def debris(self) -> list[Path]:
+        """The ``.tmp`` files a crash mid-put left, changing nothing.
+
+        A fan-out directory, the store itself or a ``.tmp`` name that is a symbolic link is
+        LedgerCorrupt naming it: removing debris through a link to a directory would remove
+        files of the directory it points to.
+        """
+        found: list[Path] = []
+        if not real_dir(self.root, _STORE):
+            return found
+        with os.scandir(self.root) as fans:
+            fan_dirs = [
+                Path(entry.path) for entry in fans if not is_dotfile(entry.name) and self._fan_dir(entry)
+            ]
+        for fan_dir in fan_dirs:
+            with os.scandir(fan_dir) as entries:
+                for entry in entries:
+                    if entry.name.endswith(TMP_SUFFIX):
+                        if entry.is_symlink():
+                            raise link_refused(Path(entry.path), "a temporary file of the blob store", DEBRIS)
+                        found.append(Path(entry.path))
+        return found
+
+    @staticmethod
+    def _fan_dir(entry: os.DirEntry[str]) -> bool:
+        """Whether an entry of the store is a fan-out directory (one that is a link raises)."""
+        if entry.is_symlink():
+            raise link_refused(Path(entry.path), _FAN)
+        return entry.is_dir()  # not holon's otherwise: nothing in it is debris of a put
+
+    def remove_debris(self, found: list[Path] | None = None) -> list[Path]:
+        """Delete the ``.tmp`` files a crash mid-put left (``found`` by :meth:`debris`, or
+        found now); returns what was removed."""
+        removed = self.debris() if found is None else found
+        for path in removed:
+            path.unlink()
+        for fan_dir in sorted({path.parent for path in removed}):
+            fsync_dir(fan_dir)
         return removed
 
 

@@ -21,7 +21,7 @@ from typing import Final
 import blake3
 
 from holon.errors import LedgerCorrupt, NotALedger, UsageError
-from holon.ledger.files import TMP_SUFFIX, write_atomic
+from holon.ledger.files import TMP_SUFFIX, read_ledger_file, write_atomic
 from holon.ledger.frames import MAX_PAYLOAD
 from holon.ledger.lock import LOCK_NAME
 from holon.ledger.segments import FORMAT_VERSION, SEGMENT_HEADER, segment_name
@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 HEADER_NAME: Final = "holon-ledger.json"
+_HEADER_WHAT: Final = "the ledger header"
 # Said wherever a path is not a ledger: the command-line way and the library way to make one.
 _CREATE_HINT: Final = "create one with `holon init PATH --agent-id ID` or Ledger.create(path, agent_id=...)"
 FORMAT_NAME: Final = "holon-ledger"
@@ -104,7 +105,7 @@ def write_header(ledger_dir: Path, header: LedgerHeader) -> None:
         "segment_bytes": header.segment_bytes,
         "blob_threshold": header.blob_threshold,
     }
-    write_atomic(ledger_dir / HEADER_NAME, (json.dumps(doc, indent=2) + "\n").encode())
+    write_atomic(ledger_dir / HEADER_NAME, (json.dumps(doc, indent=2) + "\n").encode(), what=_HEADER_WHAT)
 
 
 def upgrade_header(ledger_dir: Path, header: LedgerHeader) -> LedgerHeader:
@@ -207,7 +208,10 @@ def _ledgers_in(directory: Path, limit: int = 5) -> list[str]:
 
 
 def read_header(ledger_dir: Path) -> LedgerHeader:
-    """Read and check the header; raise NotALedger when ``ledger_dir`` is not a ledger."""
+    """Read and check the header; raise NotALedger when ``ledger_dir`` is not a ledger.
+
+    A header that is a symbolic link or not a regular file is LedgerCorrupt naming it.
+    """
     path = ledger_dir / HEADER_NAME
     if not ledger_dir.is_dir():
         enclosing = enclosing_ledger(ledger_dir, levels=3) if ledger_dir.exists() else None
@@ -223,7 +227,9 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
             + f", or to start a new ledger there, {_CREATE_HINT}"
         )
     try:
-        raw = path.read_bytes()
+        # Not through a link: an upgrade would replace it, and a reader would take whatever
+        # it points to for this ledger's header (agent id, settings).
+        raw = read_ledger_file(path, what=_HEADER_WHAT)
     except FileNotFoundError:
         # Blobs sit two below the ledger: a few levels up is where a part of it can be.
         enclosing = enclosing_ledger(ledger_dir, levels=3)

@@ -103,7 +103,7 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
     created = not out_dir.exists()
     count = 0
     try:
-        with atomic_file(target) as write:
+        with atomic_file(target, outside_ledger=True) as write:
             # Streamed, in pieces of ~1 MiB: memory stays flat however long the ledger is.
             blob_hashes: dict[str, None] = {}
             chunk: list[bytes] = []
@@ -127,7 +127,9 @@ def export_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> int:
                 # of the directory, and a new directory's own name with one of its parent.
                 out_dir.mkdir(exist_ok=True)
                 for blob_hash in blob_hashes:
-                    write_atomic(out_dir / blob_hash, ledger.get_blob(blob_hash), sync_dir=False)
+                    write_atomic(
+                        out_dir / blob_hash, ledger.get_blob(blob_hash), sync_dir=False, outside_ledger=True
+                    )
                 fsync_dir(out_dir)
                 if created:
                     fsync_dir(out_dir.parent)

@@ -19,7 +19,17 @@ import zstandard
 
 from holon.errors import InvalidRecord, LedgerCorrupt, UsageError
 from holon.ledger.blobs import BlobStore
-from holon.ledger.files import TMP_SUFFIX, fsync_dir, sync_file, write_atomic
+from holon.ledger.files import (
+    DEBRIS,
+    TMP_SUFFIX,
+    fsync_dir,
+    open_ledger_file,
+    read_ledger_file,
+    real_dir,
+    refuse_link,
+    sync_file,
+    write_atomic,
+)
 from holon.ledger.frames import FrameWalk, TornTail
 from holon.ledger.header import LedgerHeader, upgrade_header
 from holon.ledger.sealed import decompress_sealed
@@ -48,6 +58,7 @@ __all__ = [
 
 #: Directory in the ledger root that keeps the bytes a requested cut removed.
 CUT_DIR: Final = "cut"
+_ACTIVE: Final = "the active segment"
 
 log = logging.getLogger("holon.ledger")
 
@@ -176,6 +187,12 @@ def recover(
     the bytes cut are kept in ``<ledger>/cut/`` before the segment is truncated.
     """
     names = sorted(segment_dir_names(seg_dir))
+    debris = [seg_dir / name for name in names if name.endswith(TMP_SUFFIX)]
+    for path in debris:
+        # Removing a link would not touch what it points to, but holon never makes one: a
+        # link here was planted or copied in, and is reported rather than cleaned up.
+        refuse_link(path, "a temporary file in the segment directory", DEBRIS)
+    blob_debris = blobs.debris()
     segs = list_segments(seg_dir)
     if not segs:
         raise LedgerCorrupt(
@@ -204,7 +221,7 @@ def recover(
     for index, seg in enumerate(segs[:-1]):
         if seg.plain is None:
             continue
-        data = seg.plain.read_bytes()
+        data = read_ledger_file(seg.plain, what="a segment file")
         walk, end_seq = walk_segment(data, seg, str(seg.plain), active=False)
         assert walk.prev is not None
         if index == len(segs) - 2:
@@ -213,7 +230,7 @@ def recover(
             _check_complete(seg, end_seq, walk.prev, len(data), segs[index + 1])
 
     active_path = last.plain
-    buf = active_path.read_bytes()
+    buf = read_ledger_file(active_path, what=_ACTIVE)
     walk, next_seq = walk_segment(buf, last, str(active_path), active=True, cut_damage=cut_at is not None)
     # Shorter than its header: the repair asked for (walk_segment raised otherwise) writes a
     # new one, committing to the record before the segment, which must be read for it.
@@ -225,9 +242,11 @@ def recover(
     else:
         header_prev = parse_segment_header(buf, file=str(active_path)).prev_hash
     cut_bytes: bytes | None = None
+    cut_file: Path | None = None
     if cut_at is not None:
         _check_cut(walk, cut_at, str(active_path))
         cut_bytes = buf[cut_at:]
+        cut_file = _cut_file(seg_dir.parent, active_path.name, cut_at)
     del buf
     if predecessor is not None:
         _check_predecessor(predecessor, last, header_prev)
@@ -247,16 +266,14 @@ def recover(
     if unsealed:
         header = raise_format(seg_dir.parent, header)
     actions: list[RecoveryAction] = []
-    for name in names:
-        if name.endswith(TMP_SUFFIX):
-            path = seg_dir / name
-            size = path.stat().st_size
-            path.unlink()
-            _note(
-                actions,
-                RecoveryAction("removed_temp_file", str(path), 0, size, "debris of an interrupted write"),
-            )
-    for path in blobs.remove_debris():
+    for path in debris:
+        size = path.stat().st_size
+        path.unlink()
+        _note(
+            actions,
+            RecoveryAction("removed_temp_file", str(path), 0, size, "debris of an interrupted write"),
+        )
+    for path in blobs.remove_debris(blob_debris):
         _note(
             actions, RecoveryAction("removed_temp_file", str(path), 0, 0, "debris of an interrupted blob put")
         )
@@ -289,17 +306,17 @@ def recover(
         action: Literal["truncated_torn_tail", "cut_damaged_tail"] = "truncated_torn_tail"
         detail = torn.reason
         kept: str | None = None
-        if cut_bytes is not None:
-            kept = str(_keep_cut(seg_dir.parent, active_path.name, torn.offset, cut_bytes))
+        if cut_bytes is not None and cut_file is not None:
+            kept = str(_keep_cut(cut_file, cut_bytes))
             action = "cut_damaged_tail"
             detail = f"damaged frame cut on request: {torn.reason}; the bytes cut are kept in {kept}"
         if short:
             # No frame to keep: the whole file is replaced by a new segment's header.
             what = torn.reason.split(";", 1)[0]
             detail = f"segment header rewritten on request: {what}; the bytes cut are kept in {kept}"
-            write_atomic(active_path, encode_segment_header(last.start_seq, header_prev))
+            write_atomic(active_path, encode_segment_header(last.start_seq, header_prev), what=_ACTIVE)
         else:
-            fd = os.open(active_path, os.O_WRONLY)
+            fd = open_ledger_file(active_path, os.O_WRONLY, what=_ACTIVE)
             try:
                 os.ftruncate(fd, torn.offset)
                 sync_file(fd)
@@ -347,22 +364,33 @@ def _check_cut(walk: FrameWalk, cut_at: int, file: str) -> None:
     )
 
 
-def _keep_cut(root: Path, segment: str, offset: int, data: bytes) -> Path:
-    """Store the bytes a requested cut removes, durably, before anything is truncated.
+def _cut_file(root: Path, segment: str, offset: int) -> Path:
+    """The file that will keep the bytes a requested cut removes (checked, not made yet).
 
     Named by segment and offset; a second cut at the same place (the same damage found
-    again after a restore) gets a numbered name rather than replacing the first.
+    again after a restore) gets a numbered name rather than replacing the first. The cut
+    directory and the file's temporary name must not be links (checked here, before
+    anything is changed).
     """
     folder = root / CUT_DIR
-    if not folder.is_dir():
-        folder.mkdir()
-        fsync_dir(root)
+    real_dir(folder, "the cut directory")
     path = folder / f"{segment}.{offset}.cut"
     n = 1
-    while path.exists():
+    while os.path.lexists(path):  # a dangling link is a name taken, too
         n += 1
         path = folder / f"{segment}.{offset}.{n}.cut"
-    write_atomic(path, data)
+    refuse_link(path.with_name(path.name + TMP_SUFFIX), "the temporary file of a cut", DEBRIS)
+    return path
+
+
+def _keep_cut(path: Path, data: bytes) -> Path:
+    """Store the bytes a requested cut removes at ``path`` (:func:`_cut_file`), durably,
+    before anything is truncated."""
+    folder = path.parent
+    if not real_dir(folder, "the cut directory"):
+        folder.mkdir()
+        fsync_dir(folder.parent)
+    write_atomic(path, data, what="a file of the cut directory")
     return path
 
 
@@ -370,12 +398,16 @@ def _finish_seal(seg: SegmentFile, seg_dir: Path, actions: list[RecoveryAction])
     """Seal a checked plain segment, or finish a seal that got as far as a matching ``.zst``."""
     plain = seg.plain
     assert plain is not None
-    data = plain.read_bytes()
+    data = read_ledger_file(plain, what="a segment file")
     if seg.sealed is not None:
         sealed_ok = False
         try:
             sealed_ok = (
-                decompress_sealed(seg.sealed.read_bytes(), file=str(seg.sealed), start_seq=seg.start_seq)
+                decompress_sealed(
+                    read_ledger_file(seg.sealed, what="a segment file"),
+                    file=str(seg.sealed),
+                    start_seq=seg.start_seq,
+                )
                 == data
             )
         except LedgerCorrupt:

@@ -48,6 +48,7 @@ import zstandard
 
 from holon.errors import LedgerCorrupt
 from holon.ledger.compression import compress, decompress
+from holon.ledger.files import open_ledger_file
 from holon.ledger.frames import FRAME_HEAD, FRAME_OVERHEAD, HASH_SIZE, MAX_PAYLOAD
 
 __all__ = [
@@ -312,7 +313,7 @@ def read_sealed_frame(path: Path, table: SeekTable, index: int) -> bytes:
     """The plain bytes of frame ``index`` of the sealed segment at ``path``, checked against ``table``."""
     c0, c1, _p0, _p1, _s0, _s1 = table.span(index)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_ledger_file(path, os.O_RDONLY, what="a segment file")
     except FileNotFoundError:
         raise LedgerCorrupt(
             "segment file disappeared while reading; it was deleted outside holon", file=str(path), offset=0

@@ -19,6 +19,10 @@ Segment header (64 bytes, little-endian)::
 
 Sealing writes ``<name>.zst`` atomically and only then unlinks the plain file, so a
 crash leaves the plain file, or both (a writer then finishes the job), never neither.
+
+A segment's name that is a symbolic link, or a segment directory that is one, is
+LedgerCorrupt naming it, for readers as for the writer (see holon.ledger.files and
+docs/ledger-format.md, *Directory layout*).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +39,14 @@ from typing import Final
 import xxhash
 
 from holon.errors import LedgerCorrupt, NotALedger
-from holon.ledger.files import fsync_dir, write_atomic
+from holon.ledger.files import fsync_dir, link_refused, read_ledger_file, refuse_link, write_atomic
 from holon.ledger.sealed import decompress_sealed, encode_sealed
 
 __all__ = [
     "FORMAT_VERSION",
     "PLAIN_SUFFIX",
     "SEALED_SUFFIX",
+    "SEGMENT_DIR",
     "SEGMENT_HEADER",
     "SEGMENT_VERSION",
     "SegmentFile",
@@ -183,8 +189,13 @@ def _missing_dir(seg_dir: Path) -> LedgerCorrupt:
     )
 
 
+#: The segment directory as errors name it.
+SEGMENT_DIR: Final = "the segment directory"
+
+
 def segment_dir_names(seg_dir: Path) -> list[str]:
-    """The names in the segment directory; LedgerCorrupt if it is missing or not a directory."""
+    """The names in the segment directory; LedgerCorrupt if it is missing, a link or not a directory."""
+    refuse_link(seg_dir, SEGMENT_DIR)
     try:
         return os.listdir(seg_dir)
     except (FileNotFoundError, NotADirectoryError):
@@ -196,10 +207,13 @@ def list_segments(seg_dir: Path) -> list[SegmentFile]:
 
     An entry with a segment's name that is not a regular file (a directory, a device) is
     LedgerCorrupt naming it: every reader lists first, so none of them meets it as an
-    IsADirectoryError, or blocks reading a pipe.
+    IsADirectoryError, or blocks reading a pipe. So is one that is a symbolic link, and a
+    segment directory that is one: a writer would append to, truncate or seal what it
+    points to, and a reader would read bytes from outside the ledger as its records.
     """
     plain: dict[int, Path] = {}
     sealed: dict[int, Path] = {}
+    refuse_link(seg_dir, SEGMENT_DIR)
     try:
         entries = list(os.scandir(seg_dir))
     except (FileNotFoundError, NotADirectoryError):
@@ -213,6 +227,8 @@ def list_segments(seg_dir: Path) -> list[SegmentFile]:
         # without ftype, NFS) is_file() stats the name, and a plain segment the writer's
         # sealing thread unlinked since the readdir answers False: it was a regular file,
         # and reading it falls back to its sealed copy.
+        if entry.is_symlink():
+            raise link_refused(path, "a segment file")
         if not entry.is_file() and os.path.lexists(path):
             raise LedgerCorrupt(
                 "a segment's name holds something that is not a regular file; move it away and "
@@ -232,14 +248,20 @@ def find_segment(seg_dir: Path, start_seq: int) -> SegmentFile | None:
     had already passed, its plain file unlinked where it had not yet arrived: POSIX leaves
     entries added or removed during a readdir unspecified). A reader that finds a gap
     asks for the missing name directly before it calls the gap damage. The plain name is
-    tried first: the sealed file exists before the plain one is unlinked.
+    tried first: the sealed file exists before the plain one is unlinked. A link under
+    either name is LedgerCorrupt, as in a listing.
     """
     plain = seg_dir / segment_name(start_seq)
-    if plain.is_file():
-        return SegmentFile(start_seq, plain, None)
     sealed = plain.with_name(plain.name + ".zst")
-    if sealed.is_file():
-        return SegmentFile(start_seq, None, sealed)
+    for path in (plain, sealed):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise link_refused(path, "a segment file")
+        if stat.S_ISREG(mode):
+            return SegmentFile(start_seq, path, None) if path is plain else SegmentFile(start_seq, None, path)
     return None
 
 
@@ -251,7 +273,7 @@ def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:
     """
     if seg.plain is not None:
         try:
-            return seg.plain.read_bytes(), str(seg.plain), False
+            return read_ledger_file(seg.plain, what="a segment file"), str(seg.plain), False
         except FileNotFoundError:
             pass
     sealed = seg.sealed
@@ -259,7 +281,7 @@ def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:
         assert seg.plain is not None
         sealed = seg.plain.with_name(seg.plain.name + ".zst")
     try:
-        data = sealed.read_bytes()
+        data = read_ledger_file(sealed, what="a segment file")
     except FileNotFoundError:
         raise LedgerCorrupt(
             "segment file disappeared while reading; it was deleted outside holon",
@@ -272,7 +294,7 @@ def load_segment(seg: SegmentFile) -> tuple[bytes, str, bool]:
 def create_segment(seg_dir: Path, start_seq: int, prev_hash: bytes) -> Path:
     """Create the empty active segment starting at ``start_seq``, atomically and durably."""
     path = seg_dir / segment_name(start_seq)
-    write_atomic(path, encode_segment_header(start_seq, prev_hash))
+    write_atomic(path, encode_segment_header(start_seq, prev_hash), what="a new segment")
     return path
 
 
@@ -285,7 +307,11 @@ def seal_segment(plain: Path, data: bytes) -> Path:
     """
     sealed = plain.with_name(plain.name + ".zst")
     start_seq = parse_segment_header(data, file=str(plain)).start_seq
-    write_atomic(sealed, encode_sealed(data, start_seq=start_seq, level=ZSTD_LEVEL, file=str(plain)))
+    write_atomic(
+        sealed,
+        encode_sealed(data, start_seq=start_seq, level=ZSTD_LEVEL, file=str(plain)),
+        what="a sealed segment",
+    )
     plain.unlink()
     fsync_dir(plain.parent)
     return sealed

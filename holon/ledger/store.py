@@ -31,7 +31,7 @@ import xxhash
 
 from holon.errors import InvalidRecord, LedgerCorrupt, RefNotFound, UsageError, byte_location
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS, BlobStore, check_blob_hash
-from holon.ledger.files import fsync_dir, sync_file
+from holon.ledger.files import fsync_dir, open_ledger_file, read_ledger_file, sync_file
 from holon.ledger.frames import (
     FRAME_HEAD,
     FRAME_OVERHEAD,
@@ -100,6 +100,7 @@ _SEALED_CACHE_SIZE: Final = 2
 _SEEK_TABLES: Final = 256
 _FRAME_CACHE_SIZE: Final = 8
 _LENGTH_MASK: Final = 0xFFFFFFFF
+_ACTIVE: Final = "the active segment"
 
 # The active segment's offset index is extended by reading this much past its end at a time.
 _INDEX_CHUNK: Final = 1 << 16
@@ -178,7 +179,7 @@ class _ActiveIndex:
         self.fd = -1
         # Kept open: if the writer seals and unlinks the file, the open file still reads the
         # same (now complete) bytes.
-        self.fd = os.open(path, os.O_RDONLY)
+        self.fd = open_ledger_file(path, os.O_RDONLY, what=_ACTIVE)
         self.offsets: list[int] = []
         self.end = SEGMENT_HEADER.size
         try:
@@ -366,7 +367,9 @@ class Ledger:
             self._next_seq = state.next_seq
             self._head_hash = state.head_hash
             self._scratch[:] = state.head_hash
-            self._fd = os.open(state.active_path, os.O_WRONLY)
+            # Not through a link (recovery refused one already, by name, and this says so too
+            # if one was planted since): appends would go to whatever it points to.
+            self._fd = open_ledger_file(state.active_path, os.O_WRONLY, what=_ACTIVE)
         except BaseException:
             self._lock.release()
             raise
@@ -708,7 +711,7 @@ class Ledger:
         self._segment_bytes = self.header.segment_bytes
         os.close(fd)
         self._fd = None
-        self._fd = os.open(new_path, os.O_WRONLY)
+        self._fd = open_ledger_file(new_path, os.O_WRONLY, what=_ACTIVE)
         self._active_path = new_path
         self._active_start = self._next_seq
         self._active_size = SEGMENT_HEADER.size
@@ -740,7 +743,7 @@ class Ledger:
     def _seal(self, plain: Path) -> None:
         """Seal one finished segment (runs in the sealing thread)."""
         try:
-            seal_segment(plain, plain.read_bytes())
+            seal_segment(plain, read_ledger_file(plain, what="a segment file"))
             log.debug("ledger %s: sealed %s", self.path, plain.name)
         except Exception:
             # The plain segment stays valid and the next writer to open the ledger seals it.
@@ -975,7 +978,7 @@ class Ledger:
         assert seg.sealed is not None
         file = str(seg.sealed)
         try:
-            fd = os.open(seg.sealed, os.O_RDONLY)
+            fd = open_ledger_file(seg.sealed, os.O_RDONLY, what="a segment file")
         except FileNotFoundError:
             raise LedgerCorrupt(
                 "segment file disappeared while reading; it was deleted outside holon", file=file, offset=0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from holon.errors import HolonError, InvalidRef, LedgerCorrupt, RefNotFound, byte_location
 from holon.ledger.blobs import BlobStore, check_blob_hash
+from holon.ledger.files import link_refused
 from holon.ledger.frames import FrameWalk, TornTail
 from holon.ledger.header import LedgerHeader
 from holon.ledger.segments import (
@@ -203,7 +204,11 @@ def verify_ledger(
         problems.append(_problem(exc, str(seg_dir)))
         segs = []
     ignored: list[Path] = []
-    stored = list(blobs.hashes(ignored))
+    if blobs.root.is_symlink():
+        problems.append(_problem(link_refused(blobs.root, "the blob store directory"), str(blobs.root)))
+        stored = []
+    else:
+        stored = list(blobs.hashes(ignored))
     # Progress counts bytes as stored: the sizes are read once, only when asked for.
     seg_sizes = [_size(seg.plain or seg.sealed) if progress else 0 for seg in segs]
     blob_sizes = [_size(path) if progress else 0 for _, path in stored]
@@ -362,6 +367,8 @@ def _check_stored_blob(blobs: BlobStore, name: str, path: Path, actual: dict[str
 
     The size of a blob that checks out goes into ``actual``.
     """
+    if path.is_symlink():
+        return _problem(link_refused(path, "an entry of the blob store"), str(path))
     try:
         check_blob_hash(name)
     except InvalidRef:
