@@ -10,6 +10,7 @@ chunks are still read.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from holon import records as r
 from holon.context import EpisodeIndex, EpisodeIndexRejected, search
+from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger
 from holon.projections import (
     ARCHIVE_CHUNK,
@@ -49,6 +51,7 @@ from holon.runtime.checkpoints import (
     prune_checkpoints,
     write_checkpoint,
 )
+from tests.cli_support import tree_bytes
 from tests.msgspec_styles import STYLES, styled
 from tests.runtime_support import Tick
 
@@ -471,3 +474,135 @@ def _failure(decoder: msgspec.msgpack.Decoder[object], data: bytes) -> str:
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         return str(exc)
     raise AssertionError("it decoded")
+
+
+# ---------------------------------------------------------------- symbolic links
+
+
+def _linked_state() -> tuple[ProjectionState, ToolIndex, str]:
+    """A state whose checkpoint writes every kind of file: .ckpt, .tools, .episodes, .arc, .epx."""
+    records = _records(ARCHIVE_CHUNK + 3, [(k, True, "ok") for k in range(10)])
+    state, tools = _batch(records)
+    return state, tools, _hashes(records)[-1]
+
+
+def _checkpoint_files(root: Path) -> dict[str, Path]:
+    """Each kind of file a checkpoint of :func:`_linked_state` writes under ``root``, by kind."""
+    state, tools, head = _linked_state()
+    root.mkdir()
+    write_checkpoint(root, state, tools, head_hash=head, save_index=True)
+    folder = root / CHECKPOINT_DIR
+    (ckpt,) = folder.glob("*.ckpt")
+    (arc,) = (folder / CHUNK_DIR).glob("*.arc")
+    (epx,) = (folder / CHUNK_DIR).glob("*.epx")
+    return {
+        "ckpt": ckpt,
+        "tools": ckpt.with_suffix(".tools"),
+        "episodes": ckpt.with_suffix(".episodes"),
+        "ckpt.tmp": ckpt.with_name(ckpt.name + ".tmp"),
+        "arc": arc,
+        "epx": epx,
+        "arc.tmp": arc.with_name(arc.name + ".tmp"),
+        "checkpoints": folder,
+        "chunks": folder / CHUNK_DIR,
+    }
+
+
+@pytest.mark.parametrize(
+    "kind", ["ckpt", "tools", "episodes", "ckpt.tmp", "arc", "epx", "arc.tmp", "checkpoints", "chunks"]
+)
+def test_a_checkpoint_never_writes_through_a_link_planted_where_it_writes(tmp_path: Path, kind: str) -> None:
+    # Each file was written to <name>.tmp (O_TRUNC: through a link, the file it named was
+    # truncated and overwritten) and renamed over <name> (a link there was replaced unseen);
+    # through a linked directory, all of them were written into the directory it named.
+    name = _checkpoint_files(tmp_path / "names")[kind].relative_to(tmp_path / "names")
+    root = tmp_path / "l"
+    root.mkdir()
+    link = root / name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "precious"
+    if kind in ("checkpoints", "chunks"):
+        outside.mkdir()
+        (outside / "mine.txt").write_bytes(b"keep me\n")
+        link.symlink_to(outside, target_is_directory=True)
+    else:
+        outside.write_bytes(b"keep me\n")
+        link.symlink_to(outside)
+    before = tree_bytes(outside) if outside.is_dir() else outside.read_bytes()
+    state, tools, head = _linked_state()
+    with pytest.raises(LedgerCorrupt) as refused:
+        write_checkpoint(root, state, tools, head_hash=head, save_index=True)
+    assert refused.value.file == str(link)
+    assert "is a symbolic link" in refused.value.detail
+    assert "remove the link" in refused.value.detail
+    assert (tree_bytes(outside) if outside.is_dir() else outside.read_bytes()) == before
+
+
+@pytest.mark.parametrize("directory", ["checkpoints", "chunks"])
+def test_pruning_never_removes_files_of_a_directory_a_link_names(tmp_path: Path, directory: str) -> None:
+    # Pruning removed every file of the chunk directory that no kept checkpoint names: through
+    # a link, every file of the directory it pointed to.
+    files = _checkpoint_files(tmp_path / "l")
+    link = files[directory]
+    outside = tmp_path / "elsewhere"
+    shutil.move(link, outside)
+    (outside / "mine.txt").write_bytes(b"keep me\n")
+    link.symlink_to(outside, target_is_directory=True)
+    before = tree_bytes(outside)
+    with pytest.raises(LedgerCorrupt) as refused:
+        prune_checkpoints(tmp_path / "l", 0)
+    assert refused.value.file == str(link) and "is a symbolic link" in refused.value.detail
+    assert tree_bytes(outside) == before
+
+
+@pytest.mark.parametrize("kind", ["ckpt", "tools", "arc", "episodes", "epx"])
+def test_a_checkpoint_file_that_is_a_link_is_rejected_by_name(tmp_path: Path, kind: str) -> None:
+    # A reader took a checkpoint's state, tool index or chunk from wherever a link pointed.
+    records = _records(ARCHIVE_CHUNK + 3, [(k, True, "ok") for k in range(10)])
+    hashes = _hashes(records)
+    files = _checkpoint_files(tmp_path / "l")
+    link = files[kind]
+    shutil.move(link, tmp_path / "elsewhere")
+    link.symlink_to(tmp_path / "elsewhere")
+    head = (len(records) - 1, hashes[-1])
+    loaded = load_checkpoint(files["ckpt"], head=head, tail=lambda seq: records[seq + 1 :], config=None)
+    if kind in ("episodes", "epx"):  # the checkpoint stands; its saved index is not used
+        assert not isinstance(loaded, CheckpointRejected), loaded
+        state, _tools, _tail = loaded
+        rejected = load_episode_index(
+            files["ckpt"], seq=state.seq, head_hash=hashes[state.seq], episodes=state.memory.archive
+        )
+        assert isinstance(rejected, EpisodeIndexRejected) and rejected.reason == "corrupt"
+        detail = rejected.detail
+    else:
+        assert isinstance(loaded, CheckpointRejected) and loaded.reason == "corrupt", loaded
+        detail = loaded.detail
+    assert f"{link.name} is a symbolic link, which holon never writes: remove the link" in detail
+
+
+def test_an_agent_whose_checkpoint_directory_becomes_a_link_says_so_and_runs_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The checkpoint after a turn is a cache: refused through a link, it is a warning (as a
+    # full disk is), and the turn's summary is returned; asked for, it raises; opening the
+    # ledger again names the link.
+    path = tmp_path / "l"
+    config = AgentConfig(checkpoint_every=1, fsync="never")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    with Agent.open(path, agent_id="a", config=config, clock=Tick()) as agent:
+        with agent.turn(input="one"):
+            pass
+        shutil.rmtree(path / CHECKPOINT_DIR)
+        (path / CHECKPOINT_DIR).symlink_to(outside, target_is_directory=True)
+        with agent.turn(input="two") as turn:
+            pass
+        assert turn.summary is not None and turn.summary.checkpoint_seq is None
+        assert f"checkpoint after turn {turn.index} not written" in caplog.text
+        assert "the checkpoint directory is a symbolic link" in caplog.text
+        with pytest.raises(LedgerCorrupt, match="the checkpoint directory is a symbolic link"):
+            agent.checkpoint()
+    assert os.listdir(outside) == []
+    with pytest.raises(LedgerCorrupt) as refused:
+        Agent.open(path, config=config)
+    assert refused.value.file == str(path / CHECKPOINT_DIR)

@@ -51,7 +51,7 @@ from holon.context.rounds import (
     round_text,
     rounds_fit,
 )
-from holon.errors import InvalidRecord, InvalidRef, NotALedger, RefNotFound, UsageError
+from holon.errors import InvalidRecord, InvalidRef, LedgerCorrupt, NotALedger, RefNotFound, UsageError
 from holon.ledger import (
     DEFAULT_BLOB_THRESHOLD,
     DEFAULT_SEGMENT_BYTES,
@@ -1067,10 +1067,11 @@ class Agent:
             # The turn is recorded and durable; a checkpoint is only a cache of its fold. A
             # full disk or a read-only checkpoint directory raised out of the turn's `with`
             # block, hiding the daemon's own exception and the summary of a turn that did
-            # end: a daemon redelivering the input then ran the turn twice.
+            # end: a daemon redelivering the input then ran the turn twice. So did a symbolic
+            # link among the checkpoint files (LedgerCorrupt naming it): refused, and said here.
             try:
                 checkpoint_seq = self.checkpoint()
-            except OSError as exc:
+            except (OSError, LedgerCorrupt) as exc:
                 log.warning(
                     "ledger %s: checkpoint after turn %d not written (%s); the turn is recorded, the "
                     "next open folds from an older checkpoint",

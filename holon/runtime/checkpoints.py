@@ -25,7 +25,10 @@ The ``.tools`` sidecar holds what the projections do not keep (they keep only bo
 windows): every idempotency key with the seqs of its intent and result, intents still
 waiting for a result, and the calls whose outcome was recorded as unknown. Every file is
 written atomically (temp file, fsync, rename, directory fsync), the chunks first, then
-the sidecars, so a ``.ckpt`` file is never visible without what it needs.
+the sidecars, so a ``.ckpt`` file is never visible without what it needs. None is
+written, read, pruned or cleaned up through a symbolic link (holon makes none): a link
+where a checkpoint writes a file, or in place of ``checkpoints/`` or ``chunks/``, is
+LedgerCorrupt naming it; a checkpoint file or chunk that is a link is rejected on load.
 
 The ``.episodes`` sidecar is the agent's BM25 episode index, so the first turn after
 an open does not re-tokenize every archived episode. It is a cache: when it or a segment
@@ -50,6 +53,7 @@ older holon rejects every checkpoint this one writes (its key, which always has 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -61,6 +65,7 @@ import msgspec
 import holon.records as r
 from holon.context import EpisodeIndex, EpisodeIndexRejected
 from holon.ledger import Ledger
+from holon.ledger.files import DEBRIS, open_ledger_file, open_regular, real_dir, refuse_link
 from holon.projections import (
     ARCHIVE_CHUNK,
     CheckpointRejected,
@@ -109,6 +114,13 @@ _TOOLS: Final = ".tools"
 _EPISODES_MAGIC: Final = b"HOLONEPX"
 _EPISODES: Final = ".episodes"
 _TMP: Final = ".tmp"
+#: What to do about a symbolic link among the checkpoint files (holon never makes one).
+_CACHE: Final = (
+    "remove the link: checkpoints are a cache of the ledger's fold, and the next checkpoint writes "
+    "what it needs again"
+)
+_DIR: Final = "the checkpoint directory"
+_CHUNKS: Final = "the checkpoint chunk directory"
 
 
 class KeyEntry(msgspec.Struct, frozen=True, array_like=True):
@@ -305,9 +317,13 @@ def _name(seq: int) -> str:
 
 
 def list_checkpoints(ledger_dir: Path) -> list[tuple[int, Path]]:
-    """``(seq, .ckpt path)`` of every checkpoint file, newest first."""
+    """``(seq, .ckpt path)`` of every checkpoint file, newest first.
+
+    A checkpoint directory that is a symbolic link is LedgerCorrupt naming it: holon would
+    write checkpoints, and prune files, in the directory it points to.
+    """
     folder = ledger_dir / CHECKPOINT_DIR
-    if not folder.is_dir():
+    if not real_dir(folder, _DIR, _CACHE):
         return []
     found: list[tuple[int, Path]] = []
     for path in folder.iterdir():
@@ -318,8 +334,12 @@ def list_checkpoints(ledger_dir: Path) -> list[tuple[int, Path]]:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    # Neither file through a link: the temporary one would be truncated wherever it points,
+    # and the rename would replace a link planted under the checkpoint's name unnoticed.
+    refuse_link(path, "a checkpoint file", _CACHE)
     tmp = path.with_name(path.name + _TMP)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    fd = open_ledger_file(tmp, flags, what="the temporary file of a checkpoint file", remedy=DEBRIS)
     try:
         try:
             view = memoryview(data)
@@ -335,6 +355,20 @@ def _write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
+
+
+def _read(path: Path) -> bytes:
+    """A checkpoint file's bytes, read as a regular file and not through a symbolic link
+    (OSError otherwise: ELOOP for a link)."""
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as stream:
+        return stream.read()
+
+
+def _unreadable(name: str, exc: OSError) -> str:
+    """Why the checkpoint file ``name`` cannot be used, for a rejection's detail."""
+    if exc.errno == errno.ELOOP:
+        return f"{name} is a symbolic link, which holon never writes: {_CACHE}"
+    return f"cannot read {name}: {exc}"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -357,12 +391,13 @@ def _write_chunk(folder: Path, data: bytes, suffix: str, written: list[Path]) ->
     """
     name = blake3.blake3(data).hexdigest()
     path = _chunk_path(folder, name, suffix)
+    refuse_link(path, "a checkpoint chunk file", _CACHE)
     try:
-        intact = blake3.blake3(path.read_bytes()).hexdigest() == name
+        intact = blake3.blake3(_read(path)).hexdigest() == name
     except FileNotFoundError:
         intact = False
     if not intact:
-        if not path.parent.is_dir():
+        if not real_dir(path.parent, _CHUNKS, _CACHE):
             path.parent.mkdir()
             _fsync_dir(folder)  # the new directory's entry is durable before a .ckpt names its files
         _write_atomic(path, data)
@@ -392,7 +427,8 @@ def write_checkpoint(
         raise ValueError(f"tool index is at seq {index.seq} but the state at seq {state.seq}")
     known = chunks if chunks is not None else CheckpointChunks()
     folder = ledger_dir / CHECKPOINT_DIR
-    folder.mkdir(exist_ok=True)
+    if not real_dir(folder, _DIR, _CACHE):
+        folder.mkdir(exist_ok=True)
     written: list[Path] = []
     archive = state.memory.archive
     full = [chunk for chunk in archive.chunks if len(chunk) == ARCHIVE_CHUNK]
@@ -481,7 +517,7 @@ def prune_checkpoints(ledger_dir: Path, keep: int, *, head_seq: int | None = Non
 def _collect_chunks(folder: Path, kept: list[Path]) -> None:
     """Remove the chunk files (temp files too) that none of the ``kept`` checkpoints names."""
     chunk_dir = folder / CHUNK_DIR
-    if not chunk_dir.is_dir():
+    if not real_dir(chunk_dir, _CHUNKS, _CACHE):
         return
     named: set[str] = set()
     for path in kept:
@@ -502,15 +538,15 @@ def _named_chunks(path: Path) -> list[str]:
     """
     names: list[str] = []
     with contextlib.suppress(FileNotFoundError):
-        key = read_checkpoint_key(path.read_bytes())
+        key = read_checkpoint_key(_read(path))
         if not isinstance(key, CheckpointRejected):
             names += [name + _ARC for name in key.archive]
     with contextlib.suppress(FileNotFoundError):
-        tools = _decode_tools(path.with_suffix(_TOOLS).read_bytes())
+        tools = _decode_tools(_read(path.with_suffix(_TOOLS)))
         if isinstance(tools, _SavedTools):
             names += [name + _KEYS for name in tools.key_chunks]
     with contextlib.suppress(FileNotFoundError):
-        episodes = _decode_episodes(path.with_suffix(_EPISODES).read_bytes())
+        episodes = _decode_episodes(_read(path.with_suffix(_EPISODES)))
         if isinstance(episodes, _SavedEpisodes):
             names += [name + _EPX for name in episodes.segments]
     return names
@@ -552,11 +588,11 @@ def _read_chunk(folder: Path, name: str, suffix: str) -> bytes | str:
     path = _chunk_path(folder, name, suffix)
     shown = f"{CHUNK_DIR}/{path.name}"
     try:
-        data = path.read_bytes()
+        data = _read(path)
     except FileNotFoundError:
         return f"chunk file {shown} is missing"
     except OSError as exc:
-        return f"cannot read chunk file {shown}: {exc}"
+        return _unreadable(f"chunk file {shown}", exc)
     if blake3.blake3(data).hexdigest() != name:
         return f"chunk file {shown} fails its checksum"
     return data
@@ -564,9 +600,13 @@ def _read_chunk(folder: Path, name: str, suffix: str) -> bytes | str:
 
 def _read_index(path: Path) -> ToolIndex | str:
     try:
-        data = path.read_bytes()
+        data = _read(path)
     except FileNotFoundError:
         return f"its tool index {path.name} is missing"
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise  # unreadable: a cache lost, for the caller to skip (CheckpointResume)
+        return _unreadable(f"its tool index {path.name}", exc)
     saved = _decode_tools(data)
     if isinstance(saved, str):
         return f"tool index {path.name} {saved}"
@@ -614,9 +654,9 @@ def load_checkpoint(
     chunks it names, so the agent's next checkpoint names them again.
     """
     try:
-        data = path.read_bytes()
+        data = _read(path)
     except OSError as exc:
-        return CheckpointRejected(reason="corrupt", detail=f"cannot read {path.name}: {exc}")
+        return CheckpointRejected(reason="corrupt", detail=_unreadable(path.name, exc))
     key = read_checkpoint_key(data)
     if isinstance(key, CheckpointRejected):
         return key
@@ -681,11 +721,11 @@ def load_episode_index(
     """
     side = path.with_suffix(_EPISODES)
     try:
-        data = side.read_bytes()
+        data = _read(side)
     except FileNotFoundError:
         return EpisodeIndexRejected(reason="missing", detail=f"no saved episode index {side.name}")
     except OSError as exc:
-        return EpisodeIndexRejected(reason="corrupt", detail=f"cannot read {side.name}: {exc}")
+        return EpisodeIndexRejected(reason="corrupt", detail=_unreadable(side.name, exc))
     saved = _decode_episodes(data)
     if isinstance(saved, str):
         return EpisodeIndexRejected(reason="corrupt", detail=f"{side.name} {saved}")
