@@ -13,13 +13,14 @@ from benchmarks.eval.metrics import (
     PolicyRun,
     PrefixCache,
     block_floor,
+    carried,
     common_prefix,
     evaluate,
 )
 from benchmarks.eval.policies import POLICIES, RestoreOutcome
-from benchmarks.eval.report import breaks_table
+from benchmarks.eval.report import breaks_table, evidence_table, verdicts
 from benchmarks.eval.run import fingerprint
-from benchmarks.eval.scenario import Fact, Scenario, generate
+from benchmarks.eval.scenario import LIVE_KINDS, STALE_KINDS, Fact, Scenario, generate
 from benchmarks.eval.trace import CallPrompt, TokenCounter
 from holon import records as r
 from holon.context import Budget
@@ -123,13 +124,14 @@ def test_evaluate_counts_retention_carry_over_and_restorations() -> None:
     assert run.tokens == [1200, 1500, 1500]
     assert run.over_budget == 2
     # constraint kept in calls 0 and 1, lost in call 2; the plan likewise.
-    assert run.required == {"constraint": 3, "objective": 0, "plan": 3, "waiting": 0, "decision": 0}
+    assert run.required == {**dict.fromkeys(LIVE_KINDS, 0), "constraint": 3, "plan": 3}
     assert run.retained["constraint"] == 2 and run.retained["plan"] == 2
     assert run.retention() == pytest.approx(4 / 6)
     assert run.retention("objective") is None
     assert run.first_loss == {"constraint": 2, "plan": 2}
     # OLD-C is stale in calls 1 and 2 and only call 1 carries it.
     assert (run.stale_calls, run.carried_calls, run.carried["abandoned"]) == (2, 1, 1)
+    assert run.avoid == {**dict.fromkeys(STALE_KINDS, 0), "abandoned": 2}
     assert run.carry_over == pytest.approx(0.5)
     assert run.evictions == 3 and run.restores == {"restored": 2, "mismatch": 1, "no ref": 0}
     assert run.evictions_per_100 == pytest.approx(100.0)
@@ -207,7 +209,7 @@ def test_a_record_costs_the_same_as_a_round_and_inside_a_section() -> None:
     # calls before it had them as rounds. The same text must sit at the same positions,
     # or the cache models would disagree about a prefix both calls share.
     counter = TokenCounter()
-    call = ["[ledger:5] call c1 bash {\"command\": \"pytest -x\"}"]
+    call = ['[ledger:5] call c1 bash {"command": "pytest -x"}']
     result = ["[ledger:6] result c1 error, exit 1:", "FAILED test_cart.py::test_total", "1 failed in 0.4s"]
     section = ["## Current input (user)", "Fix the cart.", "work on this input so far (oldest first):"]
     lines = [*section, *call, *result, "[ledger:7] assistant: looking at the rounding"]
@@ -293,5 +295,139 @@ def test_the_fingerprint_covers_every_published_figure() -> None:
         run(required={"plan": 3}),
         run(over_budget=1),
         run(breaks={("history", True): [1, 9]}),
+        run(avoid={"superseded_task": 2}),
+        run(evidence_required=3, evidence_found=1),
     ):
         assert fingerprint([changed]) != same, changed
+
+
+def test_a_superseded_instruction_is_carried_only_when_its_correction_does_not_follow_it() -> None:
+    facts = (
+        Fact(0, "correction", "format with ruff"),
+        Fact(1, "superseded_instruction", "format with black", superseded_by=0),
+        Fact(2, "abandoned", "OLD-C"),
+    )
+    corrected, old = facts[1], facts[2]
+    # Read as a thread: the instruction, then its correction.
+    assert not carried(corrected, "format with black\nlater: format with ruff", facts)
+    # The correction was lost, or comes before the instruction's last occurrence.
+    assert carried(corrected, "format with black", facts)
+    assert carried(corrected, "format with ruff\nformat with black", facts)
+    assert carried(corrected, "format with black\nformat with ruff\nformat with black", facts)
+    assert not carried(corrected, "format with ruff", facts)
+    # The other stale kinds keep their rule: present is carried, whatever follows.
+    assert carried(old, "OLD-C\nformat with ruff", facts) and not carried(old, "NEW", facts)
+
+
+class _Replay:
+    """A policy that replays the given prompts."""
+
+    name = "replay"
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = texts
+
+    def prompts(self) -> Iterator[CallPrompt]:
+        for text in self.texts:
+            lines = text.split("\n")
+            yield CallPrompt(lines=lines, costs=[1] * len(lines), breakpoints=())
+
+    def restore(self, key: str) -> RestoreOutcome:
+        return "no ref"
+
+
+def test_evaluate_scores_superseded_facts_and_answer_evidence_at_their_calls() -> None:
+    facts = (
+        Fact(0, "correction", "format with ruff"),
+        Fact(1, "superseded_instruction", "format with black", superseded_by=0),
+        Fact(2, "evidence", "the dog is called Biscuit"),
+    )
+    scenario = Scenario(
+        name="thread",
+        description="hand-made",
+        records=(),
+        calls=(0, 1, 2),
+        facts=facts,
+        live=(frozenset(), frozenset({0}), frozenset({0})),
+        stale=(frozenset(), frozenset({1}), frozenset({1})),
+        evidence=(frozenset({2}), frozenset(), frozenset({2})),
+        family="coding-unstructured",
+    )
+    policy = _Replay(
+        "the dog is called Biscuit\nformat with black",  # nothing stale yet; evidence asked and there
+        "format with black\nformat with ruff",  # corrected: not carried
+        "format with black\nthe dog is called Biscuit",  # the correction lost: carried; evidence there
+    )
+    run = evaluate(policy, scenario, window=100, available=90)
+    assert run.family == "coding-unstructured"
+    assert (run.stale_calls, run.carried_calls) == (2, 1)
+    assert run.carried["superseded_instruction"] == 1 and run.avoid["superseded_instruction"] == 2
+    assert run.retention("correction") == pytest.approx(0.5)
+    # Evidence is asked about at calls 0 and 2 only; the text at call 1 does not count.
+    assert (run.evidence_required, run.evidence_found) == (2, 2)
+    assert run.evidence_share == 1.0
+    run = evaluate(_Replay("x", "y", "z"), scenario, window=100, available=90)
+    assert (run.evidence_required, run.evidence_found, run.evidence_share) == (2, 0, 0.0)
+    assert PolicyRun("p", "s", 1, 1).evidence_share is None
+
+
+def _family_run(policy: str, family: str, **figures: object) -> PolicyRun:
+    run = PolicyRun(policy=policy, scenario=family, window=8_000, available=7_000, family=family, tokens=[1])
+    for name, value in figures.items():
+        setattr(run, name, value)
+    return run
+
+
+def test_verdicts_check_each_familys_own_targets() -> None:
+    kept = {"required": {"constraint": 4, "last_edit": 2}, "retained": {"constraint": 4, "last_edit": 2}}
+    stale = {"avoid": {"superseded_instruction": 3}, "stale_calls": 3}
+    coding = [
+        _family_run(p, "coding-unstructured", **kept, **stale)
+        for p in ("full-history", "rolling-window", "tool-clearing")
+    ]
+    met = verdicts([*coding, _family_run("holon", "coding-unstructured", **kept, **stale)])
+    assert [(v.met, v.target) for v in met] == [
+        (
+            True,
+            "coding-unstructured @ 8k: holon keeps 100% of live facts in every call with 0 false carry-over",
+        )
+    ]
+    assert "superseded_instruction 0 of 3" in met[0].detail and "last_edit 100.0%" in met[0].detail
+    carried_one = _family_run("holon", "coding-unstructured", **kept, **stale, carried_calls=1)
+    lost_one = _family_run(
+        "holon", "coding-unstructured", **stale, required=kept["required"], retained={"constraint": 4}
+    )
+    assert [v.met for v in verdicts([*coding, carried_one])] == [False]
+    assert [v.met for v in verdicts([*coding, lost_one])] == [False]
+
+    def conversation(holon_found: int, rolling_found: int) -> list[PolicyRun]:
+        found = {"full-history": 1, "rolling-window": rolling_found, "tool-clearing": 1, "holon": holon_found}
+        return [
+            _family_run(p, "conversation-sessions", evidence_required=4, evidence_found=n)
+            for p, n in found.items()
+        ]
+
+    (more,) = verdicts(conversation(2, 1))
+    assert more.met and more.target.endswith("holon's prompts hold more answer evidence than rolling-window")
+    assert "rolling-window 25.0%" in more.detail and "holon 50.0%" in more.detail
+    assert [v.met for v in verdicts(conversation(1, 1))] == [False]
+    table = evidence_table(conversation(2, 1))
+    assert (
+        "| conversation-sessions @ 8k | 4 | 25.0% (1/4) | 25.0% (1/4) | 25.0% (1/4) | 50.0% (2/4) |" in table
+    )
+
+
+def test_the_structured_verdicts_name_only_the_stale_kinds_the_run_has() -> None:
+    figures = {
+        "required": {"constraint": 5, "plan": 5},
+        "retained": {"constraint": 5, "plan": 5},
+        "avoid": {"abandoned": 2, "superseded_plan": 1},
+        "stale_calls": 2,
+        "first_loss": {"constraint": 3, "plan": 4},
+    }
+    group = [
+        _family_run(p, "generated", **figures) for p in ("full-history", "rolling-window", "tool-clearing")
+    ]
+    checks = verdicts([*group, _family_run("holon", "generated", **figures)])
+    (carry,) = [v for v in checks if "false carry-over" in v.target]
+    assert carry.met and carry.detail.endswith("((call, fact) pairs: abandoned 0, superseded_plan 0)")

@@ -7,8 +7,12 @@ from pathlib import Path
 import msgspec
 
 import holon.records as r
-from benchmarks.eval.scenario import CONSTRAINT, LIVE_KINDS, STALE_KINDS, generate, load_samples
+from benchmarks.eval.scenario import CONSTRAINT, generate, load_samples
 from benchmarks.eval.trace import call_positions, transcript_text
+
+#: The kinds the structured generator plants.
+STRUCTURED_LIVE = ("constraint", "objective", "plan", "waiting", "decision")
+STRUCTURED_STALE = ("abandoned", "superseded_plan", "superseded_decision")
 
 
 def _rec(body: r.Body, turn: int | None = 1) -> r.Record:
@@ -46,7 +50,7 @@ def test_planted_facts_have_lifetimes_grounded_in_the_records() -> None:
     scenario = generate("g", 400, seed=8)
     assert scenario.turns == 400 and len(scenario.calls) > 800
     kinds = {f.kind for f in scenario.facts}
-    assert set(LIVE_KINDS) <= kinds and set(STALE_KINDS) <= kinds
+    assert set(STRUCTURED_LIVE) <= kinds and set(STRUCTURED_STALE) <= kinds
     constraint = next(f.id for f in scenario.facts if f.kind == "constraint")
     assert constraint == next(f.id for f in scenario.facts if f.text == CONSTRAINT)
     # Every call after the first turn's input must carry the constraint.
@@ -66,7 +70,7 @@ def test_planted_facts_have_lifetimes_grounded_in_the_records() -> None:
 
 def test_stale_facts_never_occur_in_operator_messages_or_tool_output() -> None:
     scenario = generate("g", 300, seed=8)
-    stale = [f.text for f in scenario.facts if f.kind in STALE_KINDS]
+    stale = [f.text for f in scenario.facts if f.kind in STRUCTURED_STALE]
     for rec in scenario.records:
         body = rec.body
         if isinstance(body, r.TurnStarted | r.Message | r.ToolResult | r.ToolIntent):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.eval.metrics import PolicyRun
-from benchmarks.eval.report import Verdict, breaks_table, markdown_tables
+from benchmarks.eval.report import Verdict, breaks_table, evidence_table, markdown_tables
 
 __all__ = ["write_doc"]
 
@@ -37,6 +37,15 @@ def write_doc(
     parts.append("\n## Results: generated scenarios\n")
     parts.append(f"![tokens per call and cached share over the run, {chart}](evaluation.svg)\n")
     parts.append(markdown_tables(generated, facts=True))
+    evidence = evidence_table(generated)
+    if evidence:
+        parts.append("\n\n## Answer evidence in the prompt\n")
+        parts.append(
+            "For each run with questions (`conversation-sessions`): at each call that answers a closing "
+            "question, whether the early detail that answers it is in the prompt — the share of those "
+            "calls, policy by policy at the same budget (found / asked).\n"
+        )
+        parts.append(evidence)
     parts.append("\n\n## Results: real transcripts\n")
     parts.append(markdown_tables(samples, facts=False) if samples else f"\n{sample_note}\n")
     parts.append("\n\n## Where holon's cacheable prefix breaks\n")

@@ -20,6 +20,9 @@ serve it. tests/test_eval_metrics.py checks both models against brute-force stor
 
 Cost, in uncached-token equivalents: reads at 0.1x, writes at 1.25x, the rest at 1x.
 Lines are compared whole; the tokens of a partly matching line are not counted as cached.
+
+Facts are found by their text in the prompt (:func:`carried` has the stale rule), answer
+evidence likewise, at the calls that ask about it.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from itertools import accumulate
 from typing import Final
 
 from benchmarks.eval.policies import Policy
-from benchmarks.eval.scenario import LIVE_KINDS, STALE_KINDS, Scenario
+from benchmarks.eval.scenario import LIVE_KINDS, STALE_KINDS, Fact, Scenario
 from benchmarks.eval.trace import CallPrompt
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "PrefixCache",
     "PrefixHashes",
     "block_floor",
+    "carried",
     "common_prefix",
     "evaluate",
 ]
@@ -223,6 +227,7 @@ class PolicyRun:
     scenario: str
     window: int
     available: int
+    family: str = "generated"
     tokens: list[int] = field(default_factory=list)
     prefix: CacheTotals = field(default_factory=CacheTotals)
     breakpoints: CacheTotals = field(default_factory=CacheTotals)
@@ -232,6 +237,9 @@ class PolicyRun:
     stale_calls: int = 0  # calls that had a stale fact to avoid
     carried_calls: int = 0  # ... and carried at least one over
     carried: dict[str, int] = field(default_factory=dict)  # stale kind -> (call, fact) pairs carried
+    avoid: dict[str, int] = field(default_factory=dict)  # stale kind -> (call, fact) pairs to avoid
+    evidence_required: int = 0  # (call, evidence) pairs asked about
+    evidence_found: int = 0  # ... whose evidence was in the prompt
     evictions: int = 0
     restores: dict[str, int] = field(default_factory=dict)
     over_budget: int = 0
@@ -265,13 +273,36 @@ class PolicyRun:
         return self.carried_calls / self.stale_calls if self.stale_calls else None
 
     @property
+    def evidence_share(self) -> float | None:
+        """Share of (call, evidence) pairs asked about whose evidence was in the prompt."""
+        return self.evidence_found / self.evidence_required if self.evidence_required else None
+
+    @property
     def evictions_per_100(self) -> float:
         return 100 * self.evictions / self.calls if self.calls else 0.0
 
 
+def carried(fact: Fact, text: str, facts: Sequence[Fact]) -> bool:
+    """Whether a prompt ``text`` carries the stale ``fact`` over as if it were current.
+
+    Its text is in the prompt — and, for a fact superseded by another (an instruction by
+    its correction, a task result by the newer run's), the superseding text does not
+    appear after its last occurrence: an instruction followed by its correction is read
+    as corrected.
+    """
+    at = text.rfind(fact.text)
+    if at < 0:
+        return False
+    if fact.superseded_by is None:
+        return True
+    return text.find(facts[fact.superseded_by].text, at + len(fact.text)) < 0
+
+
 def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int) -> PolicyRun:
     """Run a policy over every call of a scenario and collect its figures."""
-    run = PolicyRun(policy=policy.name, scenario=scenario.name, window=window, available=available)
+    run = PolicyRun(
+        policy=policy.name, scenario=scenario.name, window=window, available=available, family=scenario.family
+    )
     prefix = PrefixCache()
     breakpoints = BreakpointCache()
     hashes = PrefixHashes()
@@ -281,6 +312,7 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
         run.retained[k] = 0
     for k in STALE_KINDS:
         run.carried[k] = 0
+        run.avoid[k] = 0
     outcomes: dict[str, int] = {"restored": 0, "mismatch": 0, "no ref": 0}
     # The turn of each call: that of the model output it is made before.
     turns = [scenario.records[p].turn if p < len(scenario.records) else None for p in scenario.calls]
@@ -313,10 +345,16 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
                 run.stale_calls += 1
                 hit = False
                 for fid in stale:
-                    if facts[fid].text in text:
-                        run.carried[facts[fid].kind] += 1
+                    fact = facts[fid]
+                    run.avoid[fact.kind] += 1
+                    if carried(fact, text, facts):
+                        run.carried[fact.kind] += 1
                         hit = True
                 run.carried_calls += hit
+            if scenario.evidence:
+                for fid in scenario.evidence[call]:
+                    run.evidence_required += 1
+                    run.evidence_found += facts[fid].text in text
         for key in prompt.evicted:
             run.evictions += 1
             outcomes[policy.restore(key)] += 1

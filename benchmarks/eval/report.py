@@ -14,7 +14,16 @@ from typing import Final
 from benchmarks.eval.metrics import PolicyRun
 from benchmarks.eval.scenario import LIVE_KINDS, STALE_KINDS
 
-__all__ = ["COLORS", "Verdict", "breaks_table", "markdown_tables", "svg_chart", "terminal_table", "verdicts"]
+__all__ = [
+    "COLORS",
+    "Verdict",
+    "breaks_table",
+    "evidence_table",
+    "markdown_tables",
+    "svg_chart",
+    "terminal_table",
+    "verdicts",
+]
 
 COLORS: Final = {
     "full-history": "#d1495b",
@@ -56,6 +65,7 @@ _HEAD: Final = (
     "constraint",
     "plan",
     "stale carried",
+    "evidence",
     "cached (prefix)",
     "cost (prefix)",
     "cached (bp)",
@@ -75,6 +85,7 @@ def _row(run: PolicyRun, base: PolicyRun) -> tuple[str, ...]:
         _pct(run.retention("constraint")),
         _pct(run.retention("plan")),
         _pct(run.carry_over),
+        _pct(run.evidence_share),
         _pct(run.prefix.share),
         f"{_ratio(run, base, 'prefix'):.2f}x",
         _pct(run.breakpoints.share),
@@ -84,14 +95,40 @@ def _row(run: PolicyRun, base: PolicyRun) -> tuple[str, ...]:
     )
 
 
+_FACT_COLUMNS: Final = ("live facts", "constraint", "plan", "stale carried")
+
+
+def _has_facts(group: Sequence[PolicyRun]) -> bool:
+    return any(sum(run.required.values()) + sum(run.avoid.values()) for run in group)
+
+
+def _head(group: Sequence[PolicyRun]) -> tuple[str, ...]:
+    """The columns a group's table shows: fact and evidence columns only where it has them."""
+    facts = _has_facts(group)
+    evidence = any(run.evidence_required for run in group)
+    return tuple(h for h in _HEAD if (facts or h not in _FACT_COLUMNS) and (evidence or h != "evidence"))
+
+
+def _cells(run: PolicyRun, base: PolicyRun, head: Sequence[str]) -> tuple[str, ...]:
+    return tuple(c for h, c in zip(_HEAD, _row(run, base), strict=True) if h in head)
+
+
+def _kinds(group: Sequence[PolicyRun]) -> tuple[list[str], list[str]]:
+    """The live and stale fact kinds a group's scenario has."""
+    live: list[str] = [k for k in LIVE_KINDS if any(run.required.get(k) for run in group)]
+    stale: list[str] = [k for k in STALE_KINDS if any(run.avoid.get(k) for run in group)]
+    return live, stale
+
+
 def terminal_table(runs: Sequence[PolicyRun]) -> str:
     """All runs as aligned text, one block per scenario and budget."""
     out: list[str] = []
     for group in _groups(runs):
         first = group[0]
         out.append(f"\n{first.scenario} — window {first.window:,} (prompt budget {first.available:,} tokens)")
-        rows = [_HEAD, *(_row(run, group[0]) for run in group)]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
+        head = _head(group)
+        rows = [head, *(_cells(run, group[0], head) for run in group)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
         for row in rows:
             out.append(
                 "  "
@@ -104,33 +141,32 @@ def terminal_table(runs: Sequence[PolicyRun]) -> str:
 
 
 def markdown_tables(runs: Sequence[PolicyRun], *, facts: bool) -> str:
-    """Markdown tables; with ``facts``, also retention per fact kind and carry-over per stale kind."""
+    """Markdown tables; with ``facts``, also retention per fact kind and carry-over per stale kind.
+
+    Fact and evidence columns, and the kinds of the per-kind table, are those the group's
+    scenario has.
+    """
     out: list[str] = []
     for group in _groups(runs):
         first = group[0]
         out.append(f"\n#### {first.scenario}, window {first.window:,} (prompt budget {first.available:,})\n")
-        head = (
-            _HEAD
-            if facts
-            else tuple(h for h in _HEAD if h not in ("live facts", "constraint", "plan", "stale carried"))
-        )
+        head = _head(group) if facts else tuple(h for h in _head(group) if h not in _FACT_COLUMNS)
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|")
         for run in group:
-            row = _row(run, group[0])
-            cells = [c for h, c in zip(_HEAD, row, strict=True) if h in head]
-            out.append("| " + " | ".join(cells) + " |")
-        if facts:
+            out.append("| " + " | ".join(_cells(run, group[0], head)) + " |")
+        live, stale = _kinds(group)
+        if facts and (live or stale):
             out.append(
                 "\nPer kind: share of (call, live fact) pairs kept; for stale kinds, (call, fact) "
                 "pairs carried over; and the first call that lost a live fact of each kind.\n"
             )
-            kinds = [*LIVE_KINDS, *STALE_KINDS]
+            kinds = [*live, *stale]
             out.append("| policy | " + " | ".join(f"{k}" for k in kinds) + " | first loss (call) |")
             out.append("|---|" + "---:|" * len(kinds) + "---|")
             for run in group:
-                cells = [_pct(run.retention(k)) for k in LIVE_KINDS]
-                cells += [f"{run.carried.get(k, 0):,}" for k in STALE_KINDS]
+                cells = [_pct(run.retention(k)) for k in live]
+                cells += [f"{run.carried.get(k, 0):,}" for k in stale]
                 loss = ", ".join(
                     f"{k} {c:,}" for k, c in sorted(run.first_loss.items(), key=lambda kv: kv[1])
                 )
@@ -170,6 +206,30 @@ def breaks_table(runs: Sequence[PolicyRun]) -> str:
     return "\n".join(out)
 
 
+def evidence_table(runs: Sequence[PolicyRun]) -> str:
+    """For each run with questions: the share of answer evidence in the prompt, policy by policy."""
+    groups = [g for g in _groups(runs) if any(run.evidence_required for run in g)]
+    if not groups:
+        return ""
+    names = list(dict.fromkeys(run.policy for g in groups for run in g))
+    out = [
+        "| run | questions | " + " | ".join(names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for group in groups:
+        by = {run.policy: run for run in group}
+        asked = max(run.evidence_required for run in group)
+        cells = [
+            f"{_pct(by[n].evidence_share)} ({by[n].evidence_found}/{by[n].evidence_required})"
+            if n in by
+            else "—"
+            for n in names
+        ]
+        first = group[0]
+        out.append(f"| {first.scenario} @ {first.window // 1000}k | {asked} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One "done when" target checked on the measured figures."""
@@ -180,14 +240,27 @@ class Verdict:
 
 
 def verdicts(runs: Sequence[PolicyRun]) -> list[Verdict]:
-    """The issue's targets, checked on the generated scenarios (runs with planted facts)."""
+    """The issue's targets, checked on the generated scenarios (runs with planted facts).
+
+    Which targets depend on the scenario's family: the structured run's set; on the
+    unstructured coding session and the tasks run, every live fact kept with no false
+    carry-over; on the conversation, more answer evidence than ``rolling-window``.
+    """
     out: list[Verdict] = []
     for group in _groups(runs):
         by = {run.policy: run for run in group}
         holon = by.get("holon")
-        if holon is None or not holon.required:
+        if holon is None:
             continue
         where = f"{holon.scenario} @ {holon.window // 1000}k"
+        if holon.family in ("coding-unstructured", "tasks-subagents"):
+            out.append(_kept_and_not_carried(holon, where, _kinds(group)))
+            continue
+        if holon.family == "conversation-sessions":
+            out.append(_more_evidence(by, where))
+            continue
+        if holon.family != "generated" or not _has_facts(group):
+            continue
         kept = holon.retention()
         out.append(
             Verdict(
@@ -215,7 +288,7 @@ def verdicts(runs: Sequence[PolicyRun]) -> list[Verdict]:
                 holon.carried_calls == 0,
                 f"{holon.carried_calls} of {holon.stale_calls:,} calls carried a stale fact "
                 "((call, fact) pairs: "
-                + ", ".join(f"{k} {holon.carried.get(k, 0)}" for k in STALE_KINDS)
+                + ", ".join(f"{k} {holon.carried.get(k, 0)}" for k in _kinds(group)[1])
                 + ")",
             )
         )
@@ -244,6 +317,30 @@ def verdicts(runs: Sequence[PolicyRun]) -> list[Verdict]:
             )
         )
     return out
+
+
+def _kept_and_not_carried(holon: PolicyRun, where: str, kinds: tuple[list[str], list[str]]) -> Verdict:
+    live, stale = kinds
+    return Verdict(
+        f"{where}: holon keeps 100% of live facts in every call with 0 false carry-over",
+        holon.retention() == 1.0 and holon.carried_calls == 0,
+        f"live facts {_pct(holon.retention())} ("
+        + ", ".join(f"{k} {_pct(holon.retention(k))}" for k in live)
+        + f"); {holon.carried_calls:,} of {holon.stale_calls:,} calls carried a stale fact "
+        + "((call, fact) pairs: "
+        + ", ".join(f"{k} {holon.carried.get(k, 0):,} of {holon.avoid.get(k, 0):,}" for k in stale)
+        + ")",
+    )
+
+
+def _more_evidence(by: dict[str, PolicyRun], where: str) -> Verdict:
+    holon, rolling = by["holon"], by["rolling-window"]
+    return Verdict(
+        f"{where}: holon's prompts hold more answer evidence than rolling-window",
+        (holon.evidence_share or 0.0) > (rolling.evidence_share or 0.0),
+        ", ".join(f"{n} {_pct(run.evidence_share)}" for n, run in by.items())
+        + f" of the evidence asked about at {holon.evidence_required:,} calls",
+    )
 
 
 # --------------------------------------------------------------------------- chart

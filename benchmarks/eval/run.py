@@ -83,6 +83,8 @@ def fingerprint(runs: Sequence[PolicyRun]) -> str:
                     sorted(run.first_loss.items()),
                     (run.stale_calls, run.carried_calls),
                     sorted(run.carried.items()),
+                    sorted(run.avoid.items()),
+                    (run.evidence_required, run.evidence_found),
                     run.evictions,
                     sorted(run.restores.items()),
                     run.over_budget,

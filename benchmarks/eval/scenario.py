@@ -27,6 +27,18 @@ superseded_decision    a decision text replaced by a revision of it          sta
 Fact texts appear only in the structured records that establish them (and the turn-1
 request for the constraint); operator messages paraphrase, so a fact is in a prompt only
 when the policy kept the record or holon's projection of it.
+
+:mod:`benchmarks.eval.unstructured` generates runs that declare no work items, plans or
+decisions (a coding session, a multi-session conversation, a run of background tasks and
+sub-agents), with their own kinds: ``instruction``, ``correction``, ``last_edit``,
+``failing_test``, ``task_result`` (live), ``superseded_instruction``, ``superseded_task``
+(stale) and ``evidence`` (answer evidence, scored at the calls that ask for it).
+
+A stale fact is carried over when its text is in the prompt — except one with a
+``superseded_by`` fact (an operator's instruction and its correction, a task result and
+the newer run's): it is carried over when its text is in the prompt *and* the text that
+supersedes it does not appear after it. An instruction followed by its correction is how
+a person reads a thread; one whose correction was lost is read as current.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ from holon.importers import read_transcript
 
 __all__ = [
     "CONSTRAINT",
+    "FactKind",
     "LIVE_KINDS",
     "SAMPLES",
     "STALE_KINDS",
@@ -61,9 +74,23 @@ FactKind = Literal[
     "abandoned",
     "superseded_plan",
     "superseded_decision",
+    "instruction",
+    "correction",
+    "last_edit",
+    "failing_test",
+    "task_result",
+    "superseded_instruction",
+    "superseded_task",
+    "evidence",
 ]
-LIVE_KINDS: Final[tuple[FactKind, ...]] = ("constraint", "objective", "plan", "waiting", "decision")
-STALE_KINDS: Final[tuple[FactKind, ...]] = ("abandoned", "superseded_plan", "superseded_decision")
+LIVE_KINDS: Final[tuple[FactKind, ...]] = (
+    *("constraint", "objective", "plan", "waiting", "decision"),
+    *("instruction", "correction", "last_edit", "failing_test", "task_result"),
+)
+STALE_KINDS: Final[tuple[FactKind, ...]] = (
+    *("abandoned", "superseded_plan", "superseded_decision"),
+    *("superseded_instruction", "superseded_task"),
+)
 
 #: The real transcripts under ``samples_dir`` (see /work/shared/samples/README.md): relative path, format.
 SAMPLES: Final = (
@@ -81,11 +108,17 @@ _START_TS: Final = 1_700_000_000_000
 
 @dataclass(frozen=True, slots=True)
 class Fact:
-    """A planted ground-truth string and what kind of fact it is."""
+    """A planted ground-truth string and what kind of fact it is.
+
+    ``superseded_by``: for a stale fact that a later one replaced (an instruction and
+    its correction), the id of that fact: the stale text is carried over only when the
+    replacement does not follow it in the prompt (see the module docstring).
+    """
 
     id: int
     kind: FactKind
     text: str
+    superseded_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +126,11 @@ class Scenario:
     """An evidence stream with its model calls and (for generated runs) planted facts.
 
     ``live[k]`` / ``stale[k]`` are the fact ids that the prompt of call ``k`` must /
-    must not contain.
+    must not contain; ``evidence[k]`` the ids of the answer evidence call ``k`` is asked
+    about (empty, or no tuple at all, where nothing is asked). ``family`` says which
+    generator made it (``generated``, ``coding-unstructured``, ``conversation-sessions``,
+    ``tasks-subagents``; ``sample`` for a real transcript): the targets checked on it
+    depend on it.
     """
 
     name: str
@@ -103,6 +140,8 @@ class Scenario:
     facts: tuple[Fact, ...] = ()
     live: tuple[frozenset[int], ...] = ()
     stale: tuple[frozenset[int], ...] = ()
+    evidence: tuple[frozenset[int], ...] = ()
+    family: str = "generated"
 
     @property
     def turns(self) -> int:
@@ -550,4 +589,5 @@ def load_samples(samples_dir: Path) -> Iterator[Scenario]:
             description=f"{rel} (--from {fmt}): {len(records)} records, {report.tool_calls} tool calls",
             records=records,
             calls=call_positions(records),
+            family="sample",
         )
