@@ -10,6 +10,7 @@ import pytest
 
 import holon.records as r
 from benchmarks.eval import policies
+from benchmarks.eval.doc import write_doc
 from benchmarks.eval.metrics import evaluate
 from benchmarks.eval.policies import (
     PLACEHOLDER,
@@ -19,9 +20,11 @@ from benchmarks.eval.policies import (
     RollingWindow,
     ToolClearing,
 )
+from benchmarks.eval.report import verdicts
 from benchmarks.eval.run import budget_for, docs_withheld, fingerprint, main, run_scenario
 from benchmarks.eval.scenario import CONSTRAINT, Scenario, generate
 from benchmarks.eval.trace import TokenCounter, call_positions, transcript_text
+from benchmarks.eval.unstructured import generate_coding, generate_conversation, generate_tasks
 from holon.context import Prompt, build_context
 from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS, to_anthropic_messages
 
@@ -251,3 +254,49 @@ def test_holon_counts_each_evicted_record_once_whichever_refs_name_it(scenario: 
     assert set(counted) == {record_of(ref) for ref in refs}, "every evicted record counted"
     assert len(refs) > len(keys), "some record was named by two refs"
     assert {policy.restore(key) for key in keys} == {"restored"}
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        generate_coding("c", 30, seed=1),
+        generate_conversation("v", 6, seed=1),
+        generate_tasks("t", 30, seed=1),
+    ],
+    ids=["coding", "conversation", "tasks"],
+)
+def test_every_policy_runs_the_unstructured_scenarios_within_the_budget(scenario: Scenario) -> None:
+    for policy in POLICIES:
+        bound = policy(scenario, BUDGET, TokenCounter())
+        run = evaluate(bound, scenario, window=8_000, available=BUDGET.available)
+        assert run.calls == len(scenario.calls) and run.over_budget == 0, policy.name
+        assert run.family == scenario.family
+        assert sum(run.required.values()) or run.evidence_required, "something is scored"
+        if policy is HolonPolicy:
+            assert run.restores["restored"] == run.evictions
+
+
+def test_the_evaluation_page_renders_from_its_template(tmp_path: Path) -> None:
+    # template.md is str.format-ted: a brace in its prose broke the page's writing at the
+    # end of a full run, after all of its figures were computed.
+    runs = [
+        *run_scenario(generate_conversation("conversation-sessions-4", 4, seed=1), windows=(8_000,)),
+        *run_scenario(generate_coding("coding-unstructured-8", 8, seed=1), windows=(8_000,)),
+    ]
+    page = tmp_path / "evaluation.md"
+    write_doc(
+        page,
+        generated=runs,
+        samples=[],
+        sample_note="no real transcripts",
+        checks=verdicts(runs),
+        digest="0123456789abcdef",
+        chart=runs[0].scenario,
+        elapsed=90.0,
+        command="python -m benchmarks.eval",
+    )
+    text = page.read_text(encoding="utf-8")
+    assert 'with `extra={"session_id": "s<n>"}`' in text and "`0123456789abcdef`" in text
+    assert "## Answer evidence in the prompt" in text and "| conversation-sessions-4 @ 8k | " in text
+    assert "coding-unstructured-8 @ 8k: holon keeps 100% of live facts in every call" in text
+    assert "{" not in text.split("## Targets")[0].replace('{"session_id"', "")

@@ -13,7 +13,8 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -23,15 +24,28 @@ from benchmarks.eval.policies import POLICIES
 from benchmarks.eval.report import svg_chart, terminal_table, verdicts
 from benchmarks.eval.scenario import SAMPLES, Scenario, generate, load_samples
 from benchmarks.eval.trace import TokenCounter
+from benchmarks.eval.unstructured import generate_coding, generate_conversation, generate_tasks
 from holon.context import Budget
 
 __all__ = ["GENERATED", "WINDOWS", "command_line", "fingerprint", "main", "parser", "run_scenario"]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 DEFAULT_SAMPLES: Final = ROOT.parent / "shared" / "samples"
-#: name, turns, seed, most tool rounds per turn.
-GENERATED: Final = (("generated-800", 800, 8, 6), ("generated-2000", 2000, 20, 3))
-QUICK: Final = (("generated-150", 150, 8, 6),)
+#: The generated scenarios, each made by calling it: the structured runs (name, turns, seed,
+#: most tool rounds per turn), then the unstructured ones (benchmarks/eval/unstructured.py).
+GENERATED: Final[tuple[Callable[[], Scenario], ...]] = (
+    partial(generate, "generated-800", 800, seed=8, max_rounds=6),
+    partial(generate, "generated-2000", 2000, seed=20, max_rounds=3),
+    partial(generate_coding, "coding-unstructured-400", 400, seed=28),
+    partial(generate_conversation, "conversation-sessions-30", 30, seed=29),
+    partial(generate_tasks, "tasks-subagents-300", 300, seed=30),
+)
+QUICK: Final[tuple[Callable[[], Scenario], ...]] = (
+    partial(generate, "generated-150", 150, seed=8, max_rounds=6),
+    partial(generate_coding, "coding-unstructured-80", 80, seed=28),
+    partial(generate_conversation, "conversation-sessions-12", 12, seed=29),
+    partial(generate_tasks, "tasks-subagents-80", 80, seed=30),
+)
 WINDOWS: Final = (8_000, 32_000)
 
 
@@ -166,14 +180,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     generated: list[PolicyRun] = []
     plan = QUICK if args.quick else GENERATED
     if args.turns is not None:
-        plan = ((f"generated-{args.turns}", args.turns, 8, 6),)
-    for name, turns, seed, rounds in plan:
-        scenario = generate(name, turns, seed=seed, max_rounds=rounds)
+        plan = (partial(generate, f"generated-{args.turns}", args.turns, seed=8, max_rounds=6),)
+    for build in plan:
+        scenario = build()
         t0 = time.perf_counter()
         generated += run_scenario(scenario)
         print(
-            f"{name}: {scenario.turns:,} turns, {len(scenario.records):,} records, {len(scenario.calls):,} "
-            f"model calls, {len(scenario.facts)} planted facts ({time.perf_counter() - t0:.1f}s)"
+            f"{scenario.name}: {scenario.turns:,} turns, {len(scenario.records):,} records, "
+            f"{len(scenario.calls):,} model calls, {len(scenario.facts)} planted facts "
+            f"({time.perf_counter() - t0:.1f}s)"
         )
 
     samples: list[PolicyRun] = []

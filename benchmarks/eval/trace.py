@@ -8,7 +8,9 @@ policy has evicted (dropped, truncated or cleared) so far. Token costs come from
 :func:`call_positions` says where an agent makes its model calls in a record stream: a
 call precedes each run of model output (an assistant message, a tool call, a plan or
 decision the agent declares), after the input it answers. The generated scenarios and
-the imported real transcripts go through the same rule.
+the imported real transcripts go through the same rule. A sub-agent's own records (a
+message, tool call or result carrying ``task_id``, holon.records schema 4) are its work,
+not the run's agent's: no call of the run comes before them.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def call_positions(records: Sequence[r.Record]) -> tuple[int, ...]:
     previous_output = False
     for i, record in enumerate(records):
         kind = record.kind
-        if kind in _NEUTRAL_KINDS:
+        if kind in _NEUTRAL_KINDS or _subagent_work(record.body):
             if kind == r.TurnEnded.KIND:
                 previous_output = False
             continue
@@ -57,6 +59,11 @@ def call_positions(records: Sequence[r.Record]) -> tuple[int, ...]:
             positions.append(i)
         previous_output = output
     return tuple(positions)
+
+
+def _subagent_work(body: r.Body) -> bool:
+    """A sub-agent's own record: one carrying ``task_id`` (a brief's names the task it reports on)."""
+    return not isinstance(body, r.Brief) and getattr(body, "task_id", None) is not None
 
 
 def transcript_text(body: r.Body) -> str | None:
