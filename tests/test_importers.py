@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from holon.errors import InvalidRecord, UsageError
 from holon.importers import FORMATS, IMPORTERS, ImportReport, _shape, import_transcript, read_transcript
 from holon.records import Message, Record, decode_json_record, encode_json_record
+from tests.importers_support import claude_jsonl
 from tests.msgspec_styles import STYLES, use_style
 
 ROOT = Path(__file__).parent.parent
@@ -330,3 +331,159 @@ def test_each_lone_surrogate_escape_and_nothing_else_becomes_u_fffd(text: str) -
     escaped = json.dumps(text).encode()  # each surrogate as its escape; a backslash as `\\`
     expected = "".join("\ufffd" if 0xD800 <= ord(char) <= 0xDFFF else char for char in json.loads(escaped))
     assert json.loads(_shape._without_lone_surrogates(escaped)) == expected
+
+# ------------------------------------------------------------------ refused edits
+
+#: A refusal in each editing tool's own words, and what the same tool says when it did write.
+_LINT_REFUSAL = (
+    "Your proposed edit has introduced new syntax error(s). Please read this error message carefully "
+    "and then retry editing the file.\n\nERRORS:\n- E999 IndentationError: unexpected indent\n\n"
+    "This is how your edit would have looked if applied\n---\n[File: /testbed/calc.py]\n1:  x = 1\n---\n\n"
+    "Your changes have NOT been applied. Please fix your edit command and try again.\n"
+    "DO NOT re-run the same failed edit command. Running it again will lead to the same error."
+)
+_NOT_FOUND = "No replacement was performed, old_str `a - b` did not appear verbatim in /testbed/calc.py."
+_NOT_APPLIED = "Your edit was not applied (file not modified): Text 'a - b' not found in displayed lines."
+_CLAUDE_NOT_FOUND = "<tool_use_error>String to replace not found in file.\nString: x</tool_use_error>"
+_CLAUDE_NOT_READ = (
+    "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>"
+)
+_CLAUDE_REJECTED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "
+    "edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to "
+    "tell you how to proceed."
+)
+#: A successful edit whose snippet shows code that mentions a refusal: only the start of the answer counts.
+_EDITED = (
+    "The file /testbed/calc.py has been edited. Here's the result of running `cat -n` on a snippet:\n"
+    '     1\tMESSAGE = "No replacement was performed"\n'
+    "Review the changes and make sure they are as expected."
+)
+
+
+def _claude_edit(refusal: str) -> bytes:
+    def use(call: str, old: str) -> dict[str, Any]:
+        args = {"file_path": "/repo/a.py", "old_string": old, "new_string": "y"}
+        block = {"type": "tool_use", "id": call, "name": "Edit", "input": args}
+        return {"type": "assistant", "cwd": "/repo", "message": {"role": "assistant", "content": [block]}}
+
+    def answer(call: str, content: str) -> dict[str, Any]:
+        # No `is_error`, as a copy of the session rewritten by another tool may lack it.
+        block = {"type": "tool_result", "tool_use_id": call, "content": content}
+        return {"type": "user", "cwd": "/repo", "message": {"role": "user", "content": [block]}}
+
+    return claude_jsonl(
+        {"type": "user", "cwd": "/repo", "message": {"role": "user", "content": "fix it"}},
+        use("toolu_1", "x"),
+        answer("toolu_1", refusal),
+        use("toolu_2", "z"),
+        answer("toolu_2", "The file /repo/a.py has been updated."),
+    )
+
+
+def _chat_edit(refusal: str) -> bytes:
+    def call(call_id: str) -> dict[str, Any]:
+        args = (
+            '{"command": "str_replace", "path": "/testbed/calc.py", "old_str": "a - b", "new_str": "a + b"}'
+        )
+        function = {"name": "str_replace_editor", "arguments": args}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+        }
+
+    return json.dumps(
+        [
+            {"role": "user", "content": "fix it"},
+            call("c1"),
+            {"role": "tool", "tool_call_id": "c1", "content": refusal},
+            call("c2"),
+            {"role": "tool", "tool_call_id": "c2", "content": _EDITED},
+        ]
+    ).encode()
+
+
+def _swe_edit(refusal: str) -> bytes:
+    def call(call_id: str) -> dict[str, Any]:
+        function = {"name": "edit", "arguments": '{"search": "a - b", "replace": "a + b"}'}
+        return {
+            "role": "assistant",
+            "content": "Fix it.",
+            "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+        }
+
+    state = {"open_file": "/testbed/calc.py", "working_dir": "/testbed"}
+    steps = [{"action": "edit", "observation": text, "state": state} for text in (refusal, "Text replaced.")]
+    history = [
+        {"role": "user", "content": "fix it"},
+        call("c1"),
+        {"role": "tool", "content": refusal, "tool_call_ids": ["c1"]},
+        call("c2"),
+        {"role": "tool", "content": "Text replaced.", "tool_call_ids": ["c2"]},
+    ]
+    return json.dumps({"history": history, "trajectory": steps}).encode()
+
+
+def _openhands_edit(refusal: str) -> bytes:
+    def edit(event_id: int) -> dict[str, Any]:
+        args = {
+            "command": "str_replace",
+            "path": "/workspace/calc.py",
+            "old_str": "a - b",
+            "new_str": "a + b",
+        }
+        return {"id": event_id, "source": "agent", "action": "edit", "args": args}
+
+    def observed(cause: int, content: str) -> dict[str, Any]:
+        return {"id": cause + 1, "cause": cause, "source": "agent", "observation": "edit", "content": content}
+
+    user = {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}}
+    return json.dumps([user, edit(1), observed(1, refusal), edit(3), observed(3, _EDITED)]).encode()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "data", "written"),
+    [
+        # SWE-agent records no status: the editor's own words are all that say it wrote nothing.
+        pytest.param("swe-agent", _swe_edit(_LINT_REFUSAL), "/testbed/calc.py", id="swe-agent lint"),
+        pytest.param("swe-agent", _swe_edit(_NOT_APPLIED), "/testbed/calc.py", id="swe-agent not found"),
+        # Claude Code flags a refused call `is_error`; a copy without the flag still says <tool_use_error>.
+        pytest.param(
+            "claude-code", _claude_edit(_CLAUDE_NOT_FOUND), "/repo/a.py", id="claude-code not found"
+        ),
+        pytest.param("claude-code", _claude_edit(_CLAUDE_NOT_READ), "/repo/a.py", id="claude-code not read"),
+        pytest.param("claude-code", _claude_edit(_CLAUDE_REJECTED), "/repo/a.py", id="claude-code rejected"),
+        pytest.param(
+            "openai-chat", _chat_edit(_NOT_FOUND), "/testbed/calc.py", id="openai-chat str_replace_editor"
+        ),
+        pytest.param(
+            "openai-chat",
+            _chat_edit("Parameter `old_str` is required for command: str_replace."),
+            "/testbed/calc.py",
+            id="openai-chat missing parameter",
+        ),
+        pytest.param(
+            "openhands", _openhands_edit(f"ERROR:\n{_NOT_FOUND}"), "/workspace/calc.py", id="openhands"
+        ),
+    ],
+)
+def test_a_refused_edit_is_an_error_that_touched_no_file(fmt: str, data: bytes, written: str) -> None:
+    results = [
+        r.body for r in IMPORTERS[fmt].parse_bytes(data, source="t").records if r.kind == "tool_result"
+    ]
+    refused, accepted = results
+    assert (refused.status, refused.touched_files) == ("error", ())
+    # The same tool's success, even one whose file snippet mentions a refusal, wrote its file.
+    assert (accepted.status, accepted.touched_files) == ("ok", (written,))
+
+
+def test_a_swe_agent_refusal_inside_its_observation_template_is_still_a_refusal() -> None:
+    """SWE-agent 1.x's default template puts ``OBSERVATION:`` before the tool's output in the history."""
+    history = json.loads(_swe_edit(_NOT_APPLIED))
+    history["history"][2]["content"] = f"OBSERVATION:\n{_NOT_APPLIED}"
+    for with_steps in (True, False):  # the raw output in `trajectory[]`, or only the history's
+        data = history if with_steps else {"history": history["history"]}
+        report = IMPORTERS["swe-agent"].parse_bytes(json.dumps(data).encode(), source="t")
+        refused = next(r.body for r in report.records if r.kind == "tool_result")
+        assert (refused.status, refused.touched_files) == ("error", ())

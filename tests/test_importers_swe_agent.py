@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from holon.errors import InvalidRecord
-from holon.importers import read_transcript
+from holon.importers import parse_swe_agent, read_transcript
 from holon.records import (
     Brief,
     ExecutionEnvironment,
@@ -130,3 +131,26 @@ def test_wrong_shape_names_the_entry() -> None:
 def test_malformed_document_is_named() -> None:
     with pytest.raises(InvalidRecord, match=r"malformed\.json: not a JSON document"):
         read_transcript(FIXTURES.parent / "openai-chat" / "malformed.json", "swe-agent")
+
+
+def test_an_old_style_edit_line_the_linter_refused_is_an_error_that_touched_no_file() -> None:
+    """SWE-agent 0.x's ``edit`` is a command line; only its linter's refusal says it wrote nothing."""
+    refusal = (
+        "Your proposed edit has introduced new syntax error(s). Please read this error message carefully "
+        "and then retry editing the file.\n\nERRORS:\n- E999 IndentationError: unexpected indent\n\n"
+        "Your changes have NOT been applied. Please fix your edit command and try again."
+    )
+    state = '{"open_file": "/repo/calc.py", "working_dir": "/repo"}'
+    actions = ["edit 1:1\n  return a + b\nend_of_edit", "edit 1:1\n    return a + b\nend_of_edit"]
+    outputs = [refusal, "File updated. Please review the changes."]
+    steps = [{"action": a, "observation": o, "state": state} for a, o in zip(actions, outputs, strict=True)]
+    history: list[dict[str, object]] = [{"role": "user", "content": "ISSUE: add() subtracts."}]
+    for action, output in zip(actions, outputs, strict=True):
+        history += [
+            {"role": "assistant", "content": action, "action": action},
+            {"role": "user", "content": output},
+        ]
+    for document in ({"history": history, "trajectory": steps}, {"trajectory": steps}):
+        report = parse_swe_agent(json.dumps(document).encode(), source="t")
+        results = [r.body for r in report.records if isinstance(r.body, ToolResult)]
+        assert [(r.status, r.touched_files) for r in results] == [("error", ()), ("ok", ("/repo/calc.py",))]

@@ -27,6 +27,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from holon.importers._effects import edit_refused
 from holon.records import (
     Body,
     ExecutionEnvironment,
@@ -338,8 +339,15 @@ class TranscriptBuilder:
         exit_code: int | None = None,
         touched_files: tuple[str, ...] = (),
         duration_ms: int | None = None,
+        edit: bool = False,
     ) -> bool:
         """Record the result of the oldest unanswered intent with ``source_id``.
+
+        ``touched_files`` are the files the call wrote if it succeeded; ``edit`` says the call
+        is an edit even when no file is known. An edit the tool refused (its answer is the
+        tool's own refusal, :func:`~holon.importers._effects.edit_refused`: a linter rejected
+        it, the text to replace was not found) is an ``error`` and touched nothing, whatever
+        status the format gave it; a result that is no ``ok`` touched nothing either.
 
         Returns False (and counts an ``orphan tool result``) when no intent is waiting:
         a result that cannot be joined would break the intent/result pairing holon keeps.
@@ -348,6 +356,10 @@ class TranscriptBuilder:
         if not waiting:
             self.skip("orphan tool result")
             return False
+        if status == "ok" and (touched_files or edit) and edit_refused(output):
+            status = "error"
+        if status != "ok":
+            touched_files = ()
         pending = waiting.pop(0)
         if not waiting:
             del self._pending[source_id]

@@ -336,7 +336,8 @@ def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str],
         status=status,
         output=content,
         exit_code=exit_code,
-        touched_files=(path,) if path is not None and status == "ok" else (),
+        touched_files=(path,) if path is not None else (),
+        edit=path is not None,
     )
     cwd = metadata.opt_str("working_dir") if metadata is not None and metadata.is_object() else None
     if cwd:
@@ -502,7 +503,9 @@ def _v1_observation(builder: TranscriptBuilder, call_id: str, observation: Node)
             touched = (path,)
         elif "path" not in fields:
             touched = edit_targets(pending.tool, pending.args)
-    builder.result(call_id, status=status, output=output, exit_code=exit_code, touched_files=touched)
+    builder.result(
+        call_id, status=status, output=output, exit_code=exit_code, touched_files=touched, edit=bool(touched)
+    )
     cwd = meta.get("working_dir")
     if isinstance(cwd, str) and cwd:
         builder.environment(cwd=cwd)

@@ -18,8 +18,8 @@ from typing import Final
 
 import msgspec
 
-from holon.importers._builder import ImportReport, TranscriptBuilder
-from holon.importers._effects import edit_targets
+from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
+from holon.importers._effects import edit_refused, edit_targets
 from holon.importers._shape import Node, decode_json_document
 from holon.importers.openai_chat import call_key, join_key, message_text, tool_arguments
 from holon.records import Brief, Message, SystemPolicy
@@ -31,19 +31,27 @@ _HINT: Final = "is this really a SWE-agent trajectory (--from swe-agent)?"
 
 #: Windowed editor commands that write the currently open file (it is not an argument).
 _OPEN_FILE_EDITS: Final = frozenset({"edit", "insert", "append"})
+#: The label SWE-agent 1.x's default observation template (``next_step_template``) puts before the
+#: tool's output in the history.
+_OBSERVATION_LABEL: Final = "OBSERVATION:\n"
 #: Longer than any step, and its milliseconds still an exact integer of a float.
 _MAX_SECONDS: Final = 2**53 / 1000
 
 
 class _State:
-    """The shell state SWE-agent recorded after one step."""
+    """What SWE-agent recorded of one step: the shell state after it, its duration, its raw output."""
 
-    __slots__ = ("cwd", "open_file", "seconds")
+    __slots__ = ("cwd", "observation", "open_file", "seconds")
 
-    def __init__(self, cwd: str | None, open_file: str | None, seconds: float | None) -> None:
+    def __init__(
+        self, cwd: str | None, open_file: str | None, seconds: float | None, observation: str | None = None
+    ) -> None:
         self.cwd = cwd
         self.open_file = open_file
         self.seconds = seconds
+        # The tool's output as it printed it; the history holds it inside SWE-agent's
+        # observation template ("OBSERVATION:\n..." in 1.x's default configuration).
+        self.observation = observation
 
 
 def _state_object(step: Node) -> dict[str, object]:
@@ -77,12 +85,14 @@ def _steps(root: Node) -> list[_State]:
         cwd = state.get("working_dir")
         open_file = state.get("open_file")
         seconds = step.as_object().get("execution_time")
+        observation = step.as_object().get("observation")
         steps.append(
             _State(
                 cwd=cwd if isinstance(cwd, str) and cwd else None,
                 # SWE-agent writes "n/a" when no file is open.
                 open_file=open_file if isinstance(open_file, str) and open_file not in ("", "n/a") else None,
                 seconds=_seconds(seconds),
+                observation=observation if isinstance(observation, str) else None,
             )
         )
     return steps
@@ -106,7 +116,8 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
     builder = TranscriptBuilder(format=FORMAT, source=source)
     if aligned and aligned[0].cwd is not None:
         builder.environment(cwd=aligned[0].cwd)
-    touched: dict[str, deque[tuple[str, ...]]] = {}
+    # source id -> (files it writes if it succeeds, whether it is an edit), per call, oldest first
+    effects: dict[str, deque[tuple[tuple[str, ...], bool]]] = {}
     durations: dict[str, deque[int | None]] = {}
     waiting_action: str | None = None  # call id of an old-style action awaiting its observation
     action_index = -1
@@ -130,12 +141,12 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
             for source_id, call_id, tool, args in _calls(entry, action_index):
                 builder.intent(source_id, tool, args, call_id=call_id)
                 # An old-style action is a command line: what it writes is read from the line.
-                files = (
-                    _touched(tool, args, state)
+                effect = (
+                    _call_effect(tool, args, state)
                     if _has_tool_calls(entry)
-                    else _command_touched(str(args["command"]), state)
+                    else _command_effect(str(args["command"]), state)
                 )
-                touched.setdefault(source_id, deque()).append(files)
+                effects.setdefault(source_id, deque()).append(effect)
                 duration = round(state.seconds * 1000) if state and state.seconds is not None else None
                 durations.setdefault(source_id, deque()).append(duration)
                 if not _has_tool_calls(entry):
@@ -152,21 +163,42 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
             elif not ids:
                 builder.skip("orphan tool result")
             waiting_action = None
+            state = aligned[action_index] if aligned and 0 <= action_index < len(aligned) else None
             for source_id in ids:
-                files = touched[source_id].popleft() if touched.get(source_id) else ()
-                duration = durations[source_id].popleft() if durations.get(source_id) else None
-                # SWE-agent records no exit status for an observation: every result reads ok.
-                builder.result(source_id, status="ok", output=text, touched_files=files, duration_ms=duration)
-            if aligned and 0 <= action_index < len(aligned):
-                cwd = aligned[action_index].cwd
-                if cwd is not None:
-                    builder.environment(cwd=cwd)
+                _observe(builder, source_id, text, state, effects=effects, durations=durations)
+            if state is not None and state.cwd is not None:
+                builder.environment(cwd=state.cwd)
         elif role == "user":
             builder.user_turn(text)
         else:
             builder.skip(f"role:{role}")
     _outcome(builder, root.get("info"))
     return builder.finish()
+
+
+def _observe(
+    builder: TranscriptBuilder,
+    source_id: str,
+    text: str,
+    state: _State | None,
+    *,
+    effects: dict[str, deque[tuple[tuple[str, ...], bool]]],
+    durations: dict[str, deque[int | None]],
+) -> None:
+    """Record an observation as the result of the call ``source_id``."""
+    files, edit = effects[source_id].popleft() if effects.get(source_id) else ((), False)
+    duration = durations[source_id].popleft() if durations.get(source_id) else None
+    # SWE-agent records no exit status for an observation: a result reads ok unless it is an
+    # edit the editor refused (judged on the tool's own output where the step kept it, as the
+    # history wraps it in SWE-agent's observation template).
+    if state is not None and state.observation is not None:
+        raw = state.observation
+    else:
+        raw = text.removeprefix(_OBSERVATION_LABEL)
+    status: ToolStatus = "error" if edit and edit_refused(raw) else "ok"
+    builder.result(
+        source_id, status=status, output=text, touched_files=files, duration_ms=duration, edit=edit
+    )
 
 
 def _step_text(step: Node, key: str, index: int) -> str:
@@ -216,8 +248,11 @@ def _from_trajectory(root: Node, source: str) -> ImportReport:
         args: dict[str, object] = {"command": action}
         builder.intent(call_id, "bash", args)
         duration = round(state.seconds * 1000) if state.seconds is not None else None
-        touched = _command_touched(action, state)
-        builder.result(call_id, status="ok", output=observation, touched_files=touched, duration_ms=duration)
+        touched, edit = _command_effect(action, state)
+        status: ToolStatus = "error" if edit and edit_refused(observation) else "ok"
+        builder.result(
+            call_id, status=status, output=observation, touched_files=touched, duration_ms=duration, edit=edit
+        )
         if state.cwd is not None:
             builder.environment(cwd=state.cwd)
     _outcome(builder, root.get("info"))
@@ -263,20 +298,22 @@ def _calls(entry: Node, action_index: int) -> list[tuple[str, str, str, dict[str
     return [(call_id, call_id, "bash", {"command": entry.field("action").as_str().strip()})]
 
 
-def _touched(tool: str, args: dict[str, object], state: _State | None) -> tuple[str, ...]:
+def _call_effect(tool: str, args: dict[str, object], state: _State | None) -> tuple[tuple[str, ...], bool]:
+    """The files a call writes if it succeeds, and whether it is an edit (even of no known file)."""
     cwd = state.cwd if state else None
     if tool in _OPEN_FILE_EDITS and "path" not in args:
-        return (state.open_file,) if state and state.open_file else ()
+        return ((state.open_file,) if state and state.open_file else ()), True
     if tool == "create":
         name = args.get("filename")
         if isinstance(name, str) and name:
-            return (posixpath.normpath(posixpath.join(cwd, name)) if cwd else name,)
-        return ()
-    return edit_targets(tool, dict(args), cwd=cwd)
+            return (posixpath.normpath(posixpath.join(cwd, name)) if cwd else name,), True
+        return (), True
+    files = edit_targets(tool, dict(args), cwd=cwd)
+    return files, bool(files)
 
 
-def _command_touched(command: str, state: _State | None) -> tuple[str, ...]:
-    """The files an old-style action line writes (``edit 3:5``, ``create f.py``, ``str_replace_editor ...``).
+def _command_effect(command: str, state: _State | None) -> tuple[tuple[str, ...], bool]:
+    """What an old-style action line writes (``edit 3:5``, ``create f.py``, ``str_replace_editor ...``).
 
     SWE-agent's editor commands are functions in its bash session: the line names them first,
     then their arguments (an ``edit``'s replacement text follows on the next lines).
@@ -287,15 +324,15 @@ def _command_touched(command: str, state: _State | None) -> tuple[str, ...]:
     except ValueError:
         words = first_line.split()
     if not words:
-        return ()
+        return (), False
     name, rest = words[0], words[1:]
     if name in _OPEN_FILE_EDITS:
-        return _touched(name, {}, state)
+        return _call_effect(name, {}, state)
     if name == "create":
-        return _touched(name, {"filename": rest[0]} if rest else {}, state)
+        return _call_effect(name, {"filename": rest[0]} if rest else {}, state)
     if name == "str_replace_editor" and len(rest) >= 2:  # a sub-command and a path
-        return _touched(name, {"command": rest[0], "path": rest[1]}, state)
-    return ()
+        return _call_effect(name, {"command": rest[0], "path": rest[1]}, state)
+    return (), False
 
 
 def _outcome(builder: TranscriptBuilder, info: Node | None) -> None:
