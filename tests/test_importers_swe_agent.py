@@ -154,3 +154,29 @@ def test_an_old_style_edit_line_the_linter_refused_is_an_error_that_touched_no_f
         report = parse_swe_agent(json.dumps(document).encode(), source="t")
         results = [r.body for r in report.records if isinstance(r.body, ToolResult)]
         assert [(r.status, r.touched_files) for r in results] == [("error", ()), ("ok", ("/repo/calc.py",))]
+
+
+def test_the_last_action_s_observation_kept_only_in_its_step_is_its_result() -> None:
+    """SWE-agent 0.x wrote an observation into the history when it next asked the model: never the last."""
+    patch = "diff --git a/calc.py b/calc.py"
+    state = '{"open_file": "n/a", "working_dir": "/repo"}'
+    steps = [
+        {"action": "python repro.py", "observation": "3", "state": state, "execution_time": 0.5},
+        {"action": "submit", "observation": patch, "state": state, "execution_time": 0.25},
+    ]
+    history = [
+        {"role": "user", "content": "ISSUE: add() subtracts."},
+        {"role": "assistant", "content": "Check.\n```\npython repro.py\n```", "action": "python repro.py\n"},
+        {"role": "user", "content": "3\n(Open file: n/a)\n(Current directory: /repo)\nbash-$"},
+        {"role": "assistant", "content": "Done.\n```\nsubmit\n```", "action": "submit\n"},
+    ]
+    document = {
+        "history": history,
+        "trajectory": steps,
+        "info": {"exit_status": "submitted", "submission": patch},
+    }
+    report = parse_swe_agent(json.dumps(document).encode(), source="t")
+    assert report.unmatched_intents == 0
+    bodies = [r.body for r in report.records]
+    result = ToolResult(call_id="action-1", tool="bash", status="ok", output=patch, duration_ms=250)
+    assert bodies[-3:] == [result, Brief(status="result", text=patch), TurnEnded(outcome="completed")]

@@ -120,6 +120,7 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
     effects: dict[str, deque[tuple[tuple[str, ...], bool]]] = {}
     durations: dict[str, deque[int | None]] = {}
     waiting_action: str | None = None  # call id of an old-style action awaiting its observation
+    unanswered: list[str] = []  # the source ids of the last action's calls with no observation yet
     action_index = -1
 
     for entry in history:
@@ -138,6 +139,7 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
                 continue
             action_index += 1
             state = aligned[action_index] if aligned else None
+            unanswered = []
             for source_id, call_id, tool, args in _calls(entry, action_index):
                 builder.intent(source_id, tool, args, call_id=call_id)
                 # An old-style action is a command line: what it writes is read from the line.
@@ -149,6 +151,7 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
                 effects.setdefault(source_id, deque()).append(effect)
                 duration = round(state.seconds * 1000) if state and state.seconds is not None else None
                 durations.setdefault(source_id, deque()).append(duration)
+                unanswered.append(source_id)
                 if not _has_tool_calls(entry):
                     waiting_action = source_id
         elif role == "tool" or (role == "user" and waiting_action is not None):
@@ -165,6 +168,8 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
             waiting_action = None
             state = aligned[action_index] if aligned and 0 <= action_index < len(aligned) else None
             for source_id in ids:
+                if source_id in unanswered:
+                    unanswered.remove(source_id)
                 _observe(builder, source_id, text, state, effects=effects, durations=durations)
             if state is not None and state.cwd is not None:
                 builder.environment(cwd=state.cwd)
@@ -172,6 +177,12 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
             builder.user_turn(text)
         else:
             builder.skip(f"role:{role}")
+    if len(unanswered) == 1 and aligned and aligned[action_index].observation is not None:
+        # SWE-agent before 1.0 added an observation to the history only when it next asked the
+        # model, so the last action's (the `submit`, whose observation is the patch) is only in
+        # its trajectory step. It is that call's result, not an unknown outcome.
+        state = aligned[action_index]
+        _observe(builder, unanswered[0], str(state.observation), state, effects=effects, durations=durations)
     _outcome(builder, root.get("info"))
     return builder.finish()
 
