@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from holon.errors import InvalidRecord
-from holon.importers import read_transcript
+from holon.importers import parse_openhands, read_transcript
 from holon.records import (
     Brief,
     ExecutionEnvironment,
@@ -190,6 +191,30 @@ def test_bare_event_array_without_tool_call_metadata() -> None:
     assert ToolResult(call_id="1", tool="run", status="ok", output="README.md", exit_code=0) in bodies
     assert report.skipped == {"observation:agent_state_changed": 1}
     assert report.turns == 1
+
+
+def test_a_write_action_touched_the_file_it_wrote() -> None:
+    """CodeAct before function calling wrote whole files with ``write`` (FileWriteAction), not ``edit``."""
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "add a test"}},
+        {
+            "id": 1,
+            "source": "agent",
+            "action": "write",
+            "args": {"path": "/workspace/test_calc.py", "content": "x"},
+        },
+        {
+            "id": 2,
+            "cause": 1,
+            "source": "agent",
+            "observation": "write",
+            "content": "",
+            "extras": {"path": "/workspace/test_calc.py"},
+        },
+    ]
+    report = parse_openhands(json.dumps(events).encode(), source="t")
+    result = next(r.body for r in report.records if isinstance(r.body, ToolResult))
+    assert (result.status, result.touched_files) == ("ok", ("/workspace/test_calc.py",))
 
 
 def test_same_bytes_give_byte_identical_records() -> None:

@@ -35,6 +35,10 @@ _NOT_TOOLS: Final = frozenset({"message", "system", "finish", "recall"})
 _TOOL_ACTIONS: Final = frozenset(
     {"run", "run_ipython", "read", "write", "edit", "browse", "browse_interactive", "delegate", "think"}
 )
+#: Actions that write the file at their ``path``: ``edit`` (the str_replace_editor's writing commands,
+#: as its ``view`` is a ``read``; an LLM-based edit) and ``write`` (``FileWriteAction``, CodeAct's
+#: before function calling).
+_WRITING_ACTIONS: Final = frozenset({"edit", "write"})
 # OpenHands reports a failed file operation as an observation whose text starts so.
 _ERROR_PREFIX: Final = "ERROR:"
 
@@ -250,7 +254,7 @@ def _tool_call(
     if tool in _TASK_TRACKER or name in _TASK_TRACKER:
         _task_plan(builder, values)
     path = values.get("path")
-    if name == "edit" and isinstance(path, str) and path:
+    if name in _WRITING_ACTIONS and isinstance(path, str) and path:
         edits[source_id] = path
 
 
