@@ -217,6 +217,28 @@ def test_a_write_action_touched_the_file_it_wrote() -> None:
     assert (result.status, result.touched_files) == ("ok", ("/workspace/test_calc.py",))
 
 
+def test_a_rejected_action_and_a_failed_browse_are_errors() -> None:
+    """UserRejectObservation (the action never ran) and a BrowserOutputObservation with ``error``."""
+    rejected = "Action has been rejected by the user! Waiting for further user input."
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "look it up"}},
+        {"id": 1, "source": "agent", "action": "run", "args": {"command": "rm -rf build"}},
+        {"id": 2, "cause": 1, "source": "user", "observation": "user_rejected", "content": rejected},
+        {"id": 3, "source": "agent", "action": "browse", "args": {"url": "http://localhost:9/"}},
+        {
+            "id": 4,
+            "cause": 3,
+            "source": "agent",
+            "observation": "browse",
+            "content": "net::ERR_CONNECTION_REFUSED",
+            "extras": {"url": "http://localhost:9/", "error": True},
+        },
+    ]
+    report = parse_openhands(json.dumps(events).encode(), source="t")
+    results = [r.body for r in report.records if isinstance(r.body, ToolResult)]
+    assert [(r.tool, r.status) for r in results] == [("run", "error"), ("browse", "error")]
+
+
 def test_same_bytes_give_byte_identical_records() -> None:
     assert [encode_json_record(r) for r in _records("runs.jsonl")] == [
         encode_json_record(r) for r in _records("runs.jsonl")

@@ -39,6 +39,8 @@ _TOOL_ACTIONS: Final = frozenset(
 #: as its ``view`` is a ``read``; an LLM-based edit) and ``write`` (``FileWriteAction``, CodeAct's
 #: before function calling).
 _WRITING_ACTIONS: Final = frozenset({"edit", "write"})
+#: Observations that say their action failed or never ran (``ObservationType.ERROR``, ``USER_REJECTED``).
+_FAILED_OBSERVATIONS: Final = frozenset({"error", "user_rejected"})
 # OpenHands reports a failed file operation as an observation whose text starts so.
 _ERROR_PREFIX: Final = "ERROR:"
 
@@ -333,7 +335,8 @@ def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str],
     holder = metadata if metadata is not None and metadata.is_object() else extras
     code = holder.get("exit_code") if holder is not None and holder.is_object() else None
     exit_code = code.as_int() if code is not None else None
-    status = _status(name, exit_code, event.as_object().get("success"), content)
+    flagged = extras.as_object().get("error") if extras is not None and extras.is_object() else None
+    status = _status(name, exit_code, event.as_object().get("success"), content, flagged=flagged is True)
     path = edits.pop(source_id, None)
     builder.result(
         source_id,
@@ -348,8 +351,15 @@ def _observation(builder: TranscriptBuilder, event: Node, edits: dict[str, str],
         builder.environment(cwd=cwd)
 
 
-def _status(name: str, exit_code: int | None, success: object, content: str) -> ToolStatus:
-    if name == "error":
+def _status(name: str, exit_code: int | None, success: object, content: str, *, flagged: bool) -> ToolStatus:
+    """A V0 observation's status, from what OpenHands says of it.
+
+    ``error`` (ErrorObservation) and ``user_rejected`` (UserRejectObservation: the user, or the
+    confirmation mode, refused the action, which never ran) are errors; so is an observation whose
+    ``extras.error`` is true (BrowserOutputObservation: the page could not be loaded or the browser
+    action failed).
+    """
+    if name in _FAILED_OBSERVATIONS or flagged:
         return "error"
     if exit_code is not None:
         # -1: OpenHands stopped waiting (timeout, or the command is still running).
