@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,31 @@ def test_tau_bench_runs_are_imported_in_order_with_unique_call_ids() -> None:
         ("call_1#2", "search_flights"),
         ("call_1#2", "search_flights"),
     ]
+
+
+def test_tau_bench_s_unknown_action_answer_is_an_error() -> None:
+    """tau-bench answers a call of a tool it does not have ``Unknown action <name>``: the call failed."""
+
+    def call(call_id: str, name: str) -> dict[str, object]:
+        function = {"name": name, "arguments": "{}"}
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "function": function}]}
+
+    messages = [
+        {"role": "user", "content": "cancel my trip"},
+        call("c1", "cancel_trip"),
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "name": "cancel_trip",
+            "content": "Unknown action cancel_trip",
+        },
+        call("c2", "think"),
+        # A tool's own output that merely mentions another name is its output.
+        {"role": "tool", "tool_call_id": "c2", "name": "think", "content": "Unknown action cancel_trip"},
+    ]
+    report = parse_openai_chat(json.dumps(messages).encode(), source="t")
+    results = [r.body for r in report.records if isinstance(r.body, ToolResult)]
+    assert [(r.tool, r.status) for r in results] == [("cancel_trip", "error"), ("think", "ok")]
 
 
 def test_legacy_function_call_is_joined_by_name() -> None:

@@ -329,8 +329,10 @@ def _custom_input(custom: Node) -> dict[str, Any]:
 
 def _tool_result(builder: TranscriptBuilder, call_id: str, text: str) -> None:
     # Chat transcripts record no status; tau-bench and most function-calling runners
-    # report a failed tool as a result string starting with "Error:".
-    status: ToolStatus = "error" if text.startswith("Error:") else "ok"
+    # report a failed tool as a result string starting with "Error:", and tau-bench answers a
+    # call of a tool it does not have "Unknown action <name>" (tau_bench/envs/base.py: Env.step).
     pending = builder.pending(call_id)
+    unknown = pending is not None and text == f"Unknown action {pending.tool}"
+    status: ToolStatus = "error" if text.startswith("Error:") or unknown else "ok"
     touched = edit_targets(pending.tool, pending.args) if pending is not None and status == "ok" else ()
     builder.result(call_id, status=status, output=text, touched_files=touched)
