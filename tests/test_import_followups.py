@@ -122,7 +122,8 @@ def test_v1_terminal_working_dir_is_the_execution_environment() -> None:
         _observation("c1", "terminal", _terminal("", 0, cwd="/work/src")),
     )
     envs = [rec.body for rec in report.records if isinstance(rec.body, ExecutionEnvironment)]
-    assert [e.cwd for e in envs] == ["/work/src"]
+    # The run's start, whose directory is not known yet, then the one the terminal reported.
+    assert [e.cwd for e in envs] == [None, "/work/src"]
 
 
 def test_v1_file_editor_writes_are_touched_files_and_views_are_not() -> None:

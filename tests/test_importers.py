@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 
 from holon.errors import InvalidRecord, UsageError
 from holon.importers import FORMATS, IMPORTERS, ImportReport, _shape, import_transcript, read_transcript
-from holon.records import Message, Record, decode_json_record, encode_json_record
+from holon.records import (
+    ExecutionEnvironment,
+    Message,
+    Record,
+    SystemPolicy,
+    TurnEnded,
+    decode_json_record,
+    encode_json_record,
+)
 from tests.importers_support import claude_jsonl
 from tests.msgspec_styles import STYLES, use_style
 
@@ -487,3 +495,93 @@ def test_a_swe_agent_refusal_inside_its_observation_template_is_still_a_refusal(
         report = IMPORTERS["swe-agent"].parse_bytes(json.dumps(data).encode(), source="t")
         refused = next(r.body for r in report.records if r.kind == "tool_result")
         assert (refused.status, refused.touched_files) == ("error", ())
+
+
+# ------------------------------------------------------------------ session boundaries
+
+
+def _sessions(fmt: str, data: bytes) -> list[tuple[int, str | None, str | None]]:
+    """Each session start: (its index among the records, its session id, its working directory).
+
+    Checked here: it stands outside any turn, and no turn runs across it.
+    """
+    records = IMPORTERS[fmt].parse_bytes(data, source="t").records
+    starts = []
+    previous = None
+    for index, record in enumerate(records):
+        if isinstance(record.body, ExecutionEnvironment) and record.body.extra.get("session_id") != previous:
+            previous = record.body.extra.get("session_id")
+            assert record.turn is None, record
+            assert index == 0 or isinstance(records[index - 1].body, TurnEnded | SystemPolicy), record
+            starts.append((index, previous, record.body.cwd))
+    return starts
+
+
+def _chat_run(ask: str, **run: object) -> dict[str, Any]:
+    return {"traj": [{"role": "system", "content": "policy"}, {"role": "user", "content": ask}]} | run
+
+
+def test_each_run_of_a_file_starts_with_the_environment_that_names_it() -> None:
+    """A multi-run file holds separate conversations: each run's start is marked, by its id if it has one."""
+    tau = [_chat_run("a", task_id=3, trial=0), _chat_run("b", task_id=3, trial=1), _chat_run("c", task_id=7)]
+    assert _sessions("openai-chat", json.dumps(tau).encode()) == [
+        (0, "task 3 trial 0", None),
+        (5, "task 3 trial 1", None),
+        (10, "task 7", None),
+    ]
+    lines = b"\n".join(json.dumps({"messages": [{"role": "user", "content": ask}]}).encode() for ask in "ab")
+    assert _sessions("openai-chat", lines) == [(0, "run 1", None), (4, "run 2", None)]
+
+    def openhands_run(instance: str, cwd: str) -> bytes:
+        user = {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}}
+        run = {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls"}}
+        out = {
+            "id": 2,
+            "cause": 1,
+            "observation": "run",
+            "content": "",
+            "extras": {"metadata": {"exit_code": 0, "working_dir": cwd}},
+        }
+        return json.dumps({"instance_id": instance, "history": [user, run, out]}).encode()
+
+    # The second run's directory is its own: until it reports one, it is not the first run's.
+    data = openhands_run("calc-1", "/workspace") + b"\n" + openhands_run("calc-2", "/workspace")
+    assert _sessions("openhands", data) == [(0, "calc-1", None), (7, "calc-2", None)]
+    # A run's id that an earlier run had (a rerun appended to the output) still starts another run.
+    data = openhands_run("calc-1", "/workspace") + b"\n" + openhands_run("calc-1", "/workspace")
+    assert [s[1] for s in _sessions("openhands", data)] == ["calc-1", "calc-1#2"]
+
+
+def test_a_swe_agent_run_is_named_by_its_problem_statement() -> None:
+    """SWE-agent 1.x saves its configuration as a JSON string: its problem statement's id is the instance."""
+    state = {"open_file": "n/a", "working_dir": "/testbed"}
+    config = json.dumps({"problem_statement": {"id": "marshmallow-code__marshmallow-1867", "text": "..."}})
+    document = {
+        "history": [
+            {"role": "user", "content": "fix it"},
+            {"role": "assistant", "content": "Look.", "action": "ls"},
+            {"role": "user", "content": "a.py"},
+        ],
+        "trajectory": [{"action": "ls", "observation": "a.py", "state": state}],
+        "replay_config": config,
+    }
+    assert _sessions("swe-agent", json.dumps(document).encode()) == [
+        (0, "marshmallow-code__marshmallow-1867", "/testbed")
+    ]
+    del document["replay_config"]
+    assert _sessions("swe-agent", json.dumps(document).encode()) == [(0, "run 1", "/testbed")]
+
+
+def test_a_claude_code_session_starts_with_its_session_id() -> None:
+    data = claude_jsonl({"type": "user", "cwd": "/repo", "message": {"role": "user", "content": "fix it"}})
+    assert _sessions("claude-code", data) == [(0, "s1", "/repo")]
+
+
+def test_a_run_with_nothing_in_it_marks_no_session(tmp_path: Path) -> None:
+    """A session record alone is no conversation: an empty run records nothing, an empty file none."""
+    runs = [{"traj": []}, _chat_run("b")]
+    assert _sessions("openai-chat", json.dumps(runs).encode()) == [(0, "run 2", None)]
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    with pytest.raises(UsageError, match="holds no openai-chat conversation"):
+        read_transcript(empty, "openai-chat")

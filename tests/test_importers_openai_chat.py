@@ -10,6 +10,7 @@ import pytest
 from holon.errors import InvalidRecord
 from holon.importers import parse_openai_chat, read_transcript
 from holon.records import (
+    ExecutionEnvironment,
     Message,
     Record,
     SystemPolicy,
@@ -47,6 +48,8 @@ def test_conversation_maps_to_exact_records() -> None:
         ),
     )
     bodies = [
+        # The conversation names no run: it is the file's first.
+        ExecutionEnvironment(extra={"session_id": "run 1"}),
         SystemPolicy(text="You are a support agent. Confirm before cancelling.", tools=tools),
         TurnStarted(trigger="user_message", input=ask),
         Message(role="user", text=ask),
@@ -70,7 +73,7 @@ def test_conversation_maps_to_exact_records() -> None:
         ToolIntent(call_id="call_3", tool="refund_order", args={"order_id": "A17"}),
         TurnEnded(outcome="completed"),
     ]
-    turns = [None, *[0] * 9, *[1] * 4]
+    turns = [None, None, *[0] * 9, *[1] * 4]
     expected = [
         Record(body=b, ts=i * 1000, turn=t) for i, (b, t) in enumerate(zip(bodies, turns, strict=True))
     ]
@@ -87,6 +90,7 @@ def test_tau_bench_runs_are_imported_in_order_with_unique_call_ids() -> None:
     records = _records("tau-bench-runs.json")
     kinds = [(r.turn, r.kind) for r in records]
     assert kinds == [
+        (None, "execution_environment"),
         (None, "system_policy"),
         (0, "turn_started"),
         (0, "message"),
@@ -94,12 +98,19 @@ def test_tau_bench_runs_are_imported_in_order_with_unique_call_ids() -> None:
         (0, "tool_result"),
         (0, "message"),
         (0, "turn_ended"),
+        (None, "execution_environment"),
         (None, "system_policy"),
         (1, "turn_started"),
         (1, "message"),
         (1, "tool_intent"),
         (1, "tool_result"),
         (1, "turn_ended"),
+    ]
+    # Each run starts with the environment that names it: its task and trial.
+    sessions = [r.body for r in records if isinstance(r.body, ExecutionEnvironment)]
+    assert sessions == [
+        ExecutionEnvironment(extra={"session_id": "task 0 trial 0"}),
+        ExecutionEnvironment(extra={"session_id": "task 1 trial 0"}),
     ]
     pairs = [(r.body.call_id, r.body.tool) for r in records if isinstance(r.body, ToolIntent | ToolResult)]
     # Both runs used call_1; the second run's pair is renamed, never joined across runs.

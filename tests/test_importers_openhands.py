@@ -71,6 +71,8 @@ def test_runs_map_to_exact_records() -> None:
     }
     rejected = "Parameter 'command' is expected to be one of ['view', 'create']."
     timeline: list[tuple[object, int, int | None]] = [
+        # Each run starts with the environment that names it by its instance.
+        (ExecutionEnvironment(extra={"session_id": "calc-1"}), T0, None),
         (SystemPolicy(text="You are OpenHands agent.", tools=(bash,)), T0, None),
         (TurnStarted(trigger="user_message", input=ask), T0 + 1000, 0),
         (Message(role="user", text=ask), T0 + 1000, 0),
@@ -84,7 +86,7 @@ def test_runs_map_to_exact_records() -> None:
             T0 + 4500,
             0,
         ),
-        (ExecutionEnvironment(cwd="/workspace"), T0 + 4500, 0),
+        (ExecutionEnvironment(cwd="/workspace", extra={"session_id": "calc-1"}), T0 + 4500, 0),
         (ToolIntent(call_id="toolu_02", tool="str_replace_editor", args=read_args), T0 + 6000, 0),
         (
             ToolResult(
@@ -125,6 +127,8 @@ def test_runs_map_to_exact_records() -> None:
         (Message(role="assistant", text="Fixed add()."), T0 + 12_000, 0),
         (Brief(status="result", text="add() now adds."), T0 + 12_000, 0),
         (TurnEnded(outcome="completed"), T0 + 12_000, 0),
+        # The second run's sandbox: its working directory is not known until it reports one.
+        (ExecutionEnvironment(extra={"session_id": "calc-2"}), T1, None),
         (TurnStarted(trigger="user_message", input="Build the project."), T1, 1),
         (Message(role="user", text="Build the project."), T1, 1),
         # Call ids restart per run: the second run's toolu_01 gets a unique holon id.
@@ -147,7 +151,7 @@ def test_runs_map_to_exact_records() -> None:
             T1 + 122_000,
             1,
         ),
-        (ExecutionEnvironment(cwd="/workspace/build"), T1 + 122_000, 1),
+        (ExecutionEnvironment(cwd="/workspace/build", extra={"session_id": "calc-2"}), T1 + 122_000, 1),
         (
             ToolIntent(call_id="toolu_02#2", tool="think", args={"thought": "Try a clean build."}),
             T1 + 123_000,

@@ -69,7 +69,7 @@ def test_a_transcript_without_timestamps_imports_into_a_ledger_that_has_records(
 
 def test_only_a_synthetic_clock_moves_after_a_ledger() -> None:
     synthetic = parse_as("openai-chat", SAMPLES["openai-chat"])
-    assert [rec.ts for rec in synthetic.after(5_000).records] == [6_000, 7_000, 8_000]
+    assert [rec.ts for rec in synthetic.after(5_000).records] == [6_000, 7_000, 8_000, 9_000]
     timestamped = parse_as("claude-code", SAMPLES["claude-code"])
     assert timestamped.after(5_000) == timestamped
 

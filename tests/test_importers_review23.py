@@ -10,6 +10,7 @@ import pytest
 
 from holon.errors import InvalidRecord
 from holon.records import (
+    ExecutionEnvironment,
     SystemPolicy,
     ToolDefinition,
     ToolIntent,
@@ -87,7 +88,8 @@ def test_tools_without_a_system_message_are_a_policy_before_the_conversation() -
     # The tools-only policy was emitted after the conversation's last message, inside its last
     # turn: a prompt rendered at any earlier point had no tools, though they were offered from the start.
     report = parse_as("openai-chat", json.dumps(_example("Paris?", "Paris")).encode())
-    first = report.records[0]
+    session, first = report.records[:2]
+    assert (session.body, session.turn) == (ExecutionEnvironment(extra={"session_id": "run 1"}), None)
     assert first.turn is None
     assert first.body == SystemPolicy(
         text="", tools=(ToolDefinition(name="get_weather", description="", parameters={"type": "object"}),)

@@ -117,8 +117,9 @@ def _v1_events() -> list[dict[str, Any]]:
 def test_v1_conversation_directory_imports() -> None:
     report = read_transcript(V1, "openhands")
     bodies = [record.body for record in report.records]
-    assert isinstance(bodies[0], SystemPolicy)
-    assert [t.name for t in bodies[0].tools] == ["terminal"]
+    assert bodies[0] == ExecutionEnvironment(extra={"session_id": "run 1"})
+    assert isinstance(bodies[1], SystemPolicy)
+    assert [t.name for t in bodies[1].tools] == ["terminal"]
     assert [b.input for b in bodies if isinstance(b, TurnStarted)] == ["List the files."]
     assert [(b.call_id, b.args) for b in bodies if isinstance(b, ToolIntent)] == [
         ("call_1", {"command": "ls"}),

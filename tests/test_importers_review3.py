@@ -49,7 +49,8 @@ def test_an_openai_message_without_content_is_refused_where_it_is(chat: list[dic
 def test_an_openai_assistant_message_may_say_something_else_than_content(standin: dict[str, Any]) -> None:
     chat = [USER, {"role": "assistant", "content": None} | standin]
     report = parse_as("openai-chat", json.dumps(chat).encode())
-    assert isinstance(report.records[0].body, TurnStarted)
+    assert report.records[0].body == ExecutionEnvironment(extra={"session_id": "run 1"})
+    assert isinstance(report.records[1].body, TurnStarted)
     if "audio" in standin:
         assert report.skipped == {"audio": 1}
 
@@ -57,7 +58,7 @@ def test_an_openai_assistant_message_may_say_something_else_than_content(standin
 def test_an_openai_user_message_with_empty_text_still_opens_its_turn() -> None:
     # Empty text is content the API accepts: imported as it is, not refused like a null.
     report = parse_as("openai-chat", json.dumps([{"role": "user", "content": ""}]).encode())
-    assert [type(r.body) for r in report.records][:2] == [TurnStarted, Message]
+    assert [type(r.body) for r in report.records][:3] == [ExecutionEnvironment, TurnStarted, Message]
 
 
 def _user(content: object, **extra: object) -> dict[str, Any]:

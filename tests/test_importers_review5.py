@@ -12,7 +12,15 @@ import pytest
 
 from holon.errors import InvalidRecord, UsageError
 from holon.importers import _shape, read_transcript
-from holon.records import ContextSummary, Message, ToolIntent, ToolResult, TurnEnded, TurnStarted
+from holon.records import (
+    ContextSummary,
+    ExecutionEnvironment,
+    Message,
+    ToolIntent,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+)
 from tests.cli_support import invoke, tree_bytes
 from tests.importers_support import USER, claude_jsonl, parse_as
 
@@ -253,7 +261,7 @@ def test_an_openhands_condensation_summary_is_a_context_summary() -> None:
         ("The user asked for a fix.", "openhands:condensation")
     ]
     assert report.skipped == {"action:condensation": 1}  # no summary: nothing to keep, still counted
-    assert [type(r.body) for r in report.records][:1] == [TurnStarted]
+    assert [type(r.body) for r in report.records][:2] == [ExecutionEnvironment, TurnStarted]
     assert not any(isinstance(r.body, ToolIntent) for r in report.records)
 
 

@@ -49,7 +49,8 @@ def test_function_calling_run_maps_to_exact_records() -> None:
         ]
 
     bodies = [
-        ExecutionEnvironment(cwd="/testbed"),
+        # The run's start: its working directory, and its name (no instance id here, so its place).
+        ExecutionEnvironment(cwd="/testbed", extra={"session_id": "run 1"}),
         SystemPolicy(text="You are an autonomous programmer."),
         TurnStarted(trigger="user_message", input=issue),
         Message(role="user", text=issue),
@@ -97,7 +98,8 @@ def test_function_calling_counts_and_skips() -> None:
 def test_thought_action_run_pairs_action_with_next_observation_and_fails_on_exit_cost() -> None:
     records = _records("thought-action.traj")
     bodies = [r.body for r in records]
-    assert bodies[0] == ExecutionEnvironment(cwd="/repo")  # state stored as a JSON string
+    # state stored as a JSON string
+    assert bodies[0] == ExecutionEnvironment(cwd="/repo", extra={"session_id": "run 1"})
     assert ToolIntent(call_id="action-0", tool="bash", args={"command": "find_file calc.py"}) in bodies
     assert (
         ToolResult(call_id="action-0", tool="bash", status="ok", output='Found 1 matches for "calc.py"')

@@ -15,6 +15,10 @@ owns the rules every format shares, so they hold the same way everywhere:
   id gets a ``#2``, ``#3`` suffix so every holon ``call_id`` is unique; an intent that
   never gets a result stays alone (an unknown outcome); a result with no intent is
   skipped and counted;
+* sessions — each run of a transcript starts with an ``ExecutionEnvironment`` whose
+  ``extra["session_id"]`` names it (:meth:`TranscriptBuilder.session`), so that separate
+  conversations glued into one file stay apart in the ledger;
+* refused edits — an editing tool's own refusal is an ``error`` that touched no file;
 * skips — whatever is not imported is counted by reason, for the caller to report.
 """
 
@@ -173,6 +177,10 @@ class TranscriptBuilder:
         self._pending: dict[str, list[PendingCall]] = {}
         self._used_call_ids: set[str] = set()
         self._environment: ExecutionEnvironment | None = None
+        self._session: str | None = None  # the run's session id, once :meth:`session` named it
+        self._session_start: ExecutionEnvironment | None = None  # its environment, until recorded
+        self._sessions: set[str] = set()
+        self._runs = 0
 
     # ------------------------------------------------------------------ clock
 
@@ -195,9 +203,20 @@ class TranscriptBuilder:
 
     def emit(self, body: Body, *, ts: int | None = None) -> None:
         """Append a record for ``body`` in the current turn (None outside any turn)."""
+        if self._session_start is not None:
+            self._record_session_start(self._session_start)
         ts = self._now() if ts is None else ts
         self._last_ts = ts
         self._records.append(Record(body=body, ts=ts, turn=self._turn if self._turn_open else None))
+
+    def _record_session_start(self, start: ExecutionEnvironment) -> None:
+        # Outside any turn, before the run's first record (its first TurnStarted included).
+        self._session_start = None
+        env = self._in_session(start)
+        if env != self._environment:
+            self._environment = env
+            self._last_ts = self._now()
+            self._records.append(Record(body=env, ts=self._last_ts, turn=None))
 
     def agent(self, body: Body) -> None:
         """Append agent activity, opening a ``continuation`` turn if none is open."""
@@ -287,6 +306,40 @@ class TranscriptBuilder:
         self.end_turn(outcome, error)
         self._pending.clear()
 
+    def session(
+        self,
+        session_id: str | None,
+        *,
+        workspace: str | None = None,
+        cwd: str | None = None,
+        branch: str | None = None,
+    ) -> None:
+        """Mark where a run (a session) of the transcript starts, before its first turn.
+
+        Multi-run files (tau-bench's list of runs, OpenHands evaluation output, fine-tuning
+        JSONL) hold separate conversations; an ``ExecutionEnvironment`` whose
+        ``extra["session_id"]`` names the run tells them apart in the ledger. ``session_id`` is
+        the run's own id; None (the format has none) names it ``run <n>``, its place in the file
+        counting from 1. An id an earlier run of the file already had gets a ``#2``, ``#3``
+        suffix: it is another run. The open turn is closed and unanswered calls forgotten first
+        (:meth:`end_run`), and every environment recorded in the run carries the id. The
+        environment given is the run's own as far as the transcript says: a run's working
+        directory is not the previous run's. It is recorded with the run's first record, so a
+        run with nothing in it records nothing.
+        """
+        self.end_run()
+        self._runs += 1
+        base = session_id if session_id is not None and session_id.strip() else f"run {self._runs}"
+        unique = base
+        n = 1
+        while unique in self._sessions:
+            n += 1
+            unique = f"{base}#{n}"
+        self._sessions.add(unique)
+        self._session = unique
+        # Recorded with the run's first record: a run with nothing in it (`[]`) is no session.
+        self._session_start = ExecutionEnvironment(workspace=workspace, cwd=cwd, branch=branch)
+
     def environment(
         self,
         *,
@@ -295,13 +348,25 @@ class TranscriptBuilder:
         branch: str | None = None,
         extra: dict[str, str] | None = None,
     ) -> None:
-        """Record the execution environment when it differs from the last one recorded."""
-        env = ExecutionEnvironment(
-            workspace=workspace, cwd=cwd, branch=branch, extra=dict(sorted((extra or {}).items()))
+        """Record the execution environment when it differs from the last one recorded.
+
+        Inside a run named by :meth:`session`, ``extra`` carries its ``session_id``.
+        """
+        # The run's first record is this environment: it is the one that starts the session.
+        self._session_start = None
+        env = self._in_session(
+            ExecutionEnvironment(workspace=workspace, cwd=cwd, branch=branch, extra=extra or {})
         )
         if env != self._environment:
             self._environment = env
             self.emit(env)
+
+    def _in_session(self, env: ExecutionEnvironment) -> ExecutionEnvironment:
+        """``env`` with the run's session id (unless it names its own) and its ``extra`` sorted."""
+        extra = dict(env.extra)
+        if self._session is not None:
+            extra.setdefault("session_id", self._session)
+        return msgspec.structs.replace(env, extra=dict(sorted(extra.items())))
 
     # ------------------------------------------------------------------ tool calls
 

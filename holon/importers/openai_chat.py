@@ -47,6 +47,7 @@ def parse_openai_chat(data: bytes, *, source: str) -> ImportReport:
     if root.is_object():
         if not root.has("messages"):
             raise root.error(_SHAPES)
+        builder.session(_run_id(root))
         _conversation(builder, root.field("messages"), _tools_of(root))
         return builder.finish()
     entries = list(root.items()) if isinstance(root.value, list) else None
@@ -60,11 +61,27 @@ def parse_openai_chat(data: bytes, *, source: str) -> ImportReport:
             messages = run.get("traj") or run.get("messages")
             if messages is None:
                 raise run.error("a run has neither `traj` nor `messages`")
+            builder.session(_run_id(run))
             _conversation(builder, messages, _tools_of(run))
             builder.end_run()
         return builder.finish()
+    builder.session(None)
     _conversation(builder, root, ())
     return builder.finish()
+
+
+def _run_id(run: Node) -> str | None:
+    """A run's own name: tau-bench's ``task_id`` (and ``trial``: a task is run several times), else None.
+
+    Chat messages name no conversation, so a run without one is named by its place (``run <n>``).
+    """
+    fields = run.as_object()
+    task = fields.get("task_id")
+    if isinstance(task, bool) or not isinstance(task, int | str) or not str(task).strip():
+        return None
+    trial = fields.get("trial")
+    has_trial = isinstance(trial, int | str) and not isinstance(trial, bool) and str(trial).strip()
+    return f"task {task} trial {trial}" if has_trial else f"task {task}"
 
 
 _LINE_SHAPE: Final = (
@@ -90,6 +107,7 @@ def _conversation_lines(data: bytes, source: str) -> ImportReport:
                 if one_message
                 else _LINE_SHAPE
             )
+        builder.session(_run_id(line))
         _conversation(builder, line.field("messages"), _tools_of(line))
         builder.end_run()
     return builder.finish()

@@ -152,7 +152,17 @@ def _with_history(node: Node) -> Node:
     return node
 
 
+def _run_id(run: Node) -> str | None:
+    """A run's own name: an evaluation output's ``instance_id`` (the benchmark task), else None."""
+    instance = run.as_object().get("instance_id") if run.is_object() else None
+    if isinstance(instance, bool) or not isinstance(instance, int | str) or not str(instance).strip():
+        return None
+    return str(instance)
+
+
 def _run(builder: TranscriptBuilder, run: Node) -> None:
+    # Each run is its own conversation, in its own sandbox: its working directory is not the last run's.
+    builder.session(_run_id(run))
     edits: dict[str, str] = {}  # source id of a pending `edit` action -> the path it writes
     for event, pair in _flat_events(run):
         if not event.is_object():

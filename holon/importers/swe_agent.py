@@ -98,6 +98,24 @@ def _steps(root: Node) -> list[_State]:
     return steps
 
 
+def _instance_id(root: Node) -> str | None:
+    """The id of the task the run worked on: ``replay_config.problem_statement.id`` (SWE-agent 1.x).
+
+    SWE-agent saves its run configuration as ``replay_config``, a JSON string (an object in some
+    copies); its problem statement's ``id`` is the instance (``marshmallow-code__marshmallow-1867``).
+    Older runs keep no such id: the run is then named by its place.
+    """
+    config = root.as_object().get("replay_config")
+    if isinstance(config, str):
+        try:
+            config = msgspec.json.decode(config)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    statement = config.get("problem_statement") if isinstance(config, dict) else None
+    instance = statement.get("id") if isinstance(statement, dict) else None
+    return instance if isinstance(instance, str) and instance.strip() else None
+
+
 def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
     """Map a SWE-agent ``.traj`` file's bytes to holon records."""
     root = decode_json_document(data, source=source, format_hint=_HINT)
@@ -114,8 +132,7 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
     aligned = steps if len(steps) == actions else []
 
     builder = TranscriptBuilder(format=FORMAT, source=source)
-    if aligned and aligned[0].cwd is not None:
-        builder.environment(cwd=aligned[0].cwd)
+    builder.session(_instance_id(root), cwd=aligned[0].cwd if aligned else None)
     # source id -> (files it writes if it succeeds, whether it is an edit), per call, oldest first
     effects: dict[str, deque[tuple[tuple[str, ...], bool]]] = {}
     durations: dict[str, deque[int | None]] = {}
@@ -239,8 +256,7 @@ def _from_trajectory(root: Node, source: str) -> ImportReport:
         )
     builder = TranscriptBuilder(format=FORMAT, source=source)
     steps = _steps(root)
-    if steps and steps[0].cwd is not None:
-        builder.environment(cwd=steps[0].cwd)
+    builder.session(_instance_id(root), cwd=steps[0].cwd if steps else None)
     for index, (step, state) in enumerate(zip(trajectory.items(), steps, strict=True)):
         action = _step_text(step, "action", index).strip()
         observation = _step_text(step, "observation", index)
