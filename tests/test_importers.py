@@ -3,11 +3,13 @@ output does not depend on the process (hash seed)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -15,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from holon.context.estimator import get_estimator
 from holon.errors import InvalidRecord, UsageError
 from holon.importers import FORMATS, IMPORTERS, ImportReport, _shape, import_transcript, read_transcript
 from holon.records import (
@@ -22,7 +25,10 @@ from holon.records import (
     Message,
     Record,
     SystemPolicy,
+    ToolIntent,
+    ToolResult,
     TurnEnded,
+    TurnStarted,
     decode_json_record,
     encode_json_record,
 )
@@ -34,10 +40,10 @@ FIXTURES = ROOT / "fixtures" / "importers"
 #: Fixtures each importer must accept (the malformed and wrong-shape ones must be refused).
 GOOD = {
     "jsonl": ["ledger.jsonl"],
-    "claude-code": ["session.jsonl"],
-    "openai-chat": ["conversation.json", "tau-bench-runs.json"],
-    "swe-agent": ["function-calling.traj", "thought-action.traj"],
-    "openhands": ["runs.jsonl", "events.json"],
+    "claude-code": ["session.jsonl", "long_request.jsonl", "short_request.jsonl"],
+    "openai-chat": ["conversation.json", "tau-bench-runs.json", "long_request.json", "short_request.json"],
+    "swe-agent": ["function-calling.traj", "thought-action.traj", "long_request.traj", "short_request.traj"],
+    "openhands": ["runs.jsonl", "events.json", "long_request.jsonl", "short_request.jsonl"],
 }
 JSONL_FORMATS = ("jsonl", "claude-code", "openhands")
 
@@ -585,3 +591,89 @@ def test_a_run_with_nothing_in_it_marks_no_session(tmp_path: Path) -> None:
     empty.write_text("[]")
     with pytest.raises(UsageError, match="holds no openai-chat conversation"):
         read_transcript(empty, "openai-chat")
+
+
+# ------------------------------------------------------------------ long_request / short_request fixtures
+
+
+def _make_long() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_long", FIXTURES / "make_long.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+MAKE_LONG = _make_long()
+#: Each format's suffix for the long_request / short_request fixtures.
+SUFFIXES = {"claude-code": ".jsonl", "openai-chat": ".json", "swe-agent": ".traj", "openhands": ".jsonl"}
+
+
+def test_the_request_fixtures_are_what_make_long_writes() -> None:
+    written = MAKE_LONG.fixtures()
+    assert sorted(path.relative_to(FIXTURES).as_posix() for path in written) == sorted(
+        f"{fmt}/{name}{suffix}"
+        for fmt, suffix in SUFFIXES.items()
+        for name in ("long_request", "short_request")
+    )
+    for path, data in written.items():
+        assert path.read_bytes() == data, (
+            f"{path.relative_to(ROOT)} is stale; run `python fixtures/importers/make_long.py`"
+        )
+
+
+def _text(records: tuple[Record, ...]) -> str:
+    """What a prompt could show of the import: messages, call arguments and outputs."""
+    parts = []
+    for record in records:
+        body = record.body
+        if isinstance(body, Message):
+            parts.append(body.text)
+        elif isinstance(body, ToolIntent):
+            parts.append(json.dumps(body.args, ensure_ascii=False))
+        elif isinstance(body, ToolResult):
+            parts.append(body.output)
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("fmt", sorted(SUFFIXES))
+def test_a_long_request_imports_with_its_constraints_calls_failures_and_correction(fmt: str) -> None:
+    report = read_transcript(FIXTURES / fmt / f"long_request{SUFFIXES[fmt]}", fmt)
+    assert (report.skipped, report.unmatched_intents) == ({}, 0)
+    records = report.records
+    turns = [r.body for r in records if isinstance(r.body, TurnStarted)]
+    # The first operator request (about 1,500 characters) holds the constraints; a later turn corrects it.
+    assert [t.input for t in turns] == [MAKE_LONG.REQUEST, MAKE_LONG.CORRECTION]
+    assert 1400 <= len(MAKE_LONG.REQUEST) <= 1600
+    text = _text(records).lower()
+    for constraint in MAKE_LONG.CONSTRAINTS:
+        assert MAKE_LONG.REQUEST.count(constraint) == 1
+    for marker in MAKE_LONG.MARKERS:  # distinctive: in the request and nowhere else
+        assert text.count(marker) == 1, marker
+    assert 40 <= report.tool_calls <= 60
+    results = [r.body for r in records if isinstance(r.body, ToolResult)]
+    sizes = [len(r.output) for r in results]
+    assert min(sizes) <= 61 and 5_000 <= max(sizes) <= 6_200  # empty (SWE-agent's no-output line) to ~6 KB
+    failed = [r for r in results if any(line.startswith("FAILED ") for line in r.output.splitlines())]
+    assert len(failed) == 3
+    # One edit the editor refused: an error that touched no file.
+    refused = [r for r in results if "not found" in r.output or "did not appear verbatim" in r.output]
+    assert [(r.status, r.touched_files) for r in refused] == [("error", ())]
+    assert sum(bool(r.touched_files) for r in results) == 16
+    assert sum(isinstance(r.body, Message) and r.body.role == "assistant" for r in records) >= 5
+    # Roughly 20-40k tokens of history: 80-160 KB of text.
+    assert 80_000 <= len(text) <= 160_000
+    assert 20_000 <= get_estimator().count(text) <= 40_000
+    sessions = [r.body.extra.get("session_id") for r in records if isinstance(r.body, ExecutionEnvironment)]
+    assert sessions[0] is not None
+
+
+@pytest.mark.parametrize("fmt", sorted(SUFFIXES))
+def test_a_short_request_imports_in_a_few_calls(fmt: str) -> None:
+    report = read_transcript(FIXTURES / fmt / f"short_request{SUFFIXES[fmt]}", fmt)
+    assert (report.skipped, report.unmatched_intents, report.turns, report.tool_calls) == ({}, 0, 1, 3)
+    first = next(r.body for r in report.records if isinstance(r.body, TurnStarted))
+    assert first.input == MAKE_LONG.SHORT_REQUEST
+    assert all(constraint in first.input for constraint in MAKE_LONG.CONSTRAINTS)
+    assert len(_text(report.records)) <= 3_000
