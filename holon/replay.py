@@ -460,6 +460,9 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
     data = dict(render_config)
     data.pop("estimator_version", None)
     data.pop("projection", None)
+    if "clear_batch_tokens" in data:
+        # Renderer versions before 14 named it so: the least a clearing step frees.
+        data.setdefault("clear_at_least", data.pop("clear_batch_tokens"))
     budget = data.pop("budget", None)
     try:
         if budget is None:

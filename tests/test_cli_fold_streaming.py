@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.context import RenderConfig, build_context
+from holon.context import RecordsView, RenderConfig, build_context
 from holon.errors import HolonError, UsageError
 from holon.ledger import Ledger
 from holon.projections import ProjectionConfig
@@ -124,7 +124,8 @@ def _reader(records: Iterable[r.Record]) -> Callable[[], Iterable[r.Record]]:
 
 
 # The reference: what the list functions did before they read in passes — fold the held
-# prefix the turn spans name. The passes share only the rendering with it.
+# prefix the turn spans name, and render its history from the records held. The passes
+# share only the rendering with it.
 
 
 def _memory_reference(records: list[r.Record], turn: int | None) -> MemoryView:
@@ -137,7 +138,7 @@ def _next_reference(records: list[r.Record], agent_id: str, projection: Projecti
     return _render_next(
         source,
         records[-1] if records else None,
-        lambda: state_after(records, projection),
+        lambda: (state_after(records, projection), RecordsView(records)),
         agent_id=agent_id,
         overrides=RenderOverrides(),
     )
@@ -170,7 +171,9 @@ def _prompt_reference(records: list[r.Record], turn: int, call: int, agent_id: s
     return PromptAt(
         turn=turn,
         before_seq=record.seq,
-        prompt=build_context(state, budget, config, agent_id=agent_id),
+        prompt=build_context(
+            state, budget, config, agent_id=agent_id, history=RecordsView(records[: calls[call - 1]])
+        ),
         recorded=recorded,
         recorded_seq=record.seq,
         checked=settings is not None,

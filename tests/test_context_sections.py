@@ -179,12 +179,18 @@ def test_an_input_recorded_on_turn_started_and_as_a_message_is_shown_once() -> N
     assert "Fix the login page." in current
     assert "Fix the login page." not in history and f"[ledger:{message.seq}]" not in history
     live.end_turn()
-    # Once its turn is over, the input is history like any message.
+    # Once its turn is over, the input is history like any message (the session's first
+    # request a line that points at the operator's requests, which show it whole).
     live.start_turn("user", "Now the signup page.")
     live.append(r.Message(role="user", text="Now the signup page."))
     history, current = _history_and_input(live)
-    assert f"[ledger:{message.seq}] user: Fix the login page." in history
+    assert f"[ledger:{message.seq}] user: [the session's first request" in history
     assert "Now the signup page." in current and "Now the signup page." not in history
+    live.end_turn()
+    live.start_turn("user", "And the footer.")
+    live.append(r.Message(role="user", text="And the footer."))
+    history, current = _history_and_input(live)
+    assert "] user: Now the signup page." in history and "And the footer." in current
 
 
 def test_a_prompt_rendered_again_within_a_turn_shows_the_turn_s_work_after_its_input() -> None:
@@ -316,7 +322,10 @@ def test_work_derived_from_a_request_reads_as_such_and_the_prompt_does_not_contr
     )
     memory = prompt.section("working_memory")
     assert memory is not None
-    assert "active work (no work item declared; what the operator's requests ask): request:10" in memory.text
+    assert (
+        "active work: request:10 (active) — no work item declared: what the session's first request asks"
+        in memory.text
+    )
     assert prompt.section("current_input").text.endswith("(no new input: continue the active work)")  # type: ignore[union-attr]
     idle = build_context(
         inputs(snapshot=WorkingMemorySnapshot(), current_input=None), Budget(context_window=8_000)

@@ -38,7 +38,7 @@ from holon.context import (
     build_context,
     select_episodes,
 )
-from holon.context.search import terms
+from holon.context.search import INDEX_FORMAT, terms
 from holon.projections import WorkingMemorySnapshot
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import list_checkpoints
@@ -157,7 +157,8 @@ def test_an_index_saved_with_ascii_only_terms_is_rejected_as_stale(monkeypatch: 
     assert isinstance(rejected, EpisodeIndexRejected)
     assert rejected.reason == "stale"
     assert rejected.detail == (
-        "saved episode index was built by other tokenizing code (INDEX_FORMAT '2', this code's is 3)"
+        "saved episode index was built by other tokenizing code "
+        f"(INDEX_FORMAT '2', this code's is {INDEX_FORMAT})"
     )
     # What the fingerprint protects against: the spot check re-tokenizes only the newest
     # 16 saved episodes, so an old index of a longer archive would pass it and be used,

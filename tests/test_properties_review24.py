@@ -331,7 +331,9 @@ def test_a_ledger_cut_anywhere_and_reopened_verifies_and_resumes_from_its_checkp
 
 
 def test_a_ledger_that_derived_nothing_is_refused_under_a_config_its_turns_derive_under() -> None:
-    # Two timer turns that changed nothing under turn_cap=4 state no config. Opened under
+    # Two timer turns that changed nothing under turn_cap=4 state no config (their input is a
+    # channel's, not an operator's request, from which working memory would derive work).
+    # Opened under
     # turn_cap=1 the agent was let in: recovery appended an episode after the last turn
     # and `holon verify` failed for good at the first (an episode missing after turn 1),
     # telling the user the writer skipped the post-turn refresh.
@@ -342,7 +344,7 @@ def test_a_ledger_that_derived_nothing_is_refused_under_a_config_its_turns_deriv
             path, agent_id="a", config=AgentConfig(projection=ProjectionConfig(turn_cap=4)), clock=clock
         ) as agent:
             for i in range(2):
-                with agent.turn(input=f"tick {i}", trigger="timer") as turn:
+                with agent.turn(input=f"tick {i}", trigger="timer", role="channel") as turn:
                     turn.record_message("nothing to do")
         before = tree_bytes(path)
         with pytest.raises(UsageError) as refused:
@@ -356,7 +358,7 @@ def test_a_ledger_that_derived_nothing_is_refused_under_a_config_its_turns_deriv
             Agent.open(
                 path, config=AgentConfig(projection=ProjectionConfig(turn_cap=3)), clock=clock
             ) as agent,
-            agent.turn(input="tick 3", trigger="timer") as turn,
+            agent.turn(input="tick 3", trigger="timer", role="channel") as turn,
         ):
             turn.record_message("nothing to do")
         assert _cli_divergence(path) == (0, "ok")

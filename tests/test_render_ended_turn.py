@@ -48,6 +48,23 @@ def test_an_ended_turns_input_is_history_shown_once() -> None:
     text = _text(live)
     assert THANKS not in _current_input(text)
     assert text.count(THANKS) == 1
+    # It is the session's first request: the operator's requests show it, and the history
+    # says so where it happened, before the reply.
+    history = text[text.index("## Recent history") : text.index("## Operator's requests")]
+    assert history.index("[ledger:1] user: [the session's first request") < history.index("You're welcome.")
+    assert THANKS in text[text.index("## Operator's requests") : text.index("## Current input")]
+
+
+def test_a_later_request_of_an_ended_turn_is_history_where_it_happened() -> None:
+    live = LiveLedger()
+    live.start_turn("user_message", "Fix the login page.")
+    live.append(r.Message(role="user", text="Fix the login page."))
+    live.end_turn()
+    _imported_turn(live)
+    live.append(r.Message(role="assistant", text="You're welcome."))
+    live.end_turn()
+    text = _text(live)
+    assert THANKS not in _current_input(text)
     assert text.index(THANKS) < text.index("You're welcome.") < text.index("## Current input")
 
 

@@ -366,7 +366,9 @@ def test_a_checkpoint_of_another_ledger_or_config_is_rejected(tmp_path: Path) ->
     c = tmp_path / "c"
     with Agent.open(c, agent_id="t1", config=CONFIG, clock=Tick(), policy=POLICY) as agent:
         for i in range(3):
-            with agent.turn(input=f"step {i}") as turn:
+            # Timer turns: no operator's request (which working memory would derive work
+            # from), no prompt, nothing derived.
+            with agent.turn(input=f"step {i}", trigger="timer", role="channel") as turn:
                 turn.record_message(f"noted {i}")
     assert list_checkpoints(c)
     with _open(c, config=other) as agent:

@@ -58,6 +58,9 @@ HISTORY_HEADER: Final = "## Recent history (oldest first)"
 #: The line before the turn's own work, shown after its input (see :class:`HistoryPlan`).
 TURN_WORK_HEADER: Final = "work on this input so far (oldest first):"
 
+#: What the history shows for the session's first request, which the operator's requests show.
+MANDATE_STUB: Final = "[the session's first request: shown under \"Operator's requests\" below]"
+
 #: Why a tool result is cleared, as its omission says (``holon.context.causes`` counts by it).
 CLEARED_FOR_ROOM: Final = "tool result cleared: the history needed the room"
 OVER_SIZE_CAP: Final = "tool result over the size cap"
@@ -237,9 +240,20 @@ def history_units(
     the blob store (``None``: its preview is shown).
     """
     talk, pairs, orphans = _evidence(records, inputs)
+    # The session's first request is shown whole under the operator's requests in every
+    # prompt of the session: here, where it happened, a line says so instead of repeating it.
+    mandate = inputs.mandate.first.seq if inputs.mandate is not None else None
     units: list[HistoryUnit] = []
     for rec in talk:
         body = rec.body
+        if isinstance(body, r.Message) and rec.seq == mandate:
+            line = f"[{ledger_ref(rec.seq)}] {body.role}: {MANDATE_STUB}"
+            units.append(
+                HistoryUnit(
+                    seq=rec.seq, text=line, tokens=count(line), refs=(ledger_ref(rec.seq),), turn=rec.turn
+                )
+            )
+            continue
         if isinstance(body, r.Message):
             who = body.role + (f" {body.name}" if body.name else "")
             label, kind = who, "message"
@@ -603,7 +617,18 @@ def plan_history(
             break
         read_from = max(first, head - (head - read_from) * 4)
     # A first history uses the room: only a move leaves room to grow into.
-    return _refill(layout(read_from, -1, capped=True), allowance, allowance, count)
+    capped = layout(read_from, -1, capped=True)
+    start = capped.fill(allowance)
+    if not 0 < start < len(capped.units) or not any(u.clearable for u in capped.units[:start]):
+        return _refill(capped, allowance, allowance, count)
+    # The units that did not fit are older than every unit shown: with their results
+    # cleared (oldest first, as a move clears), older evidence may fit in what is left.
+    cut = capped.units[start].seq - 1
+    while True:
+        cleared = layout(read_from, cut, capped=True)
+        if read_from <= first or cleared.fill(allowance) > 0:
+            return _refill(cleared, allowance, allowance, count)
+        read_from = max(first, head - (head - read_from) * 4)
 
 
 def _refill(layout: _Layout, target: int, allowance: int, count: Counter) -> HistoryPlan:

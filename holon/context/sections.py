@@ -42,7 +42,7 @@ from holon.context.refs import episode_ref, ledger_ref
 from holon.context.rounds import step_line
 from holon.projections import PlanEntry, ToolExecution, WorkingMemorySnapshot, WorkItemEntry
 from holon.projections.snapshot import failing_line
-from holon.projections.state import RequestEntry, one_line
+from holon.projections.state import DERIVED_WORK_PREFIX, RequestEntry, one_line
 
 __all__ = [
     "SECTION_ORDER",
@@ -236,6 +236,10 @@ def _work_lines(
     (``declaration``: its ref, or the item's refs when it is not known which one it is).
     ``omitted`` constraints beyond ``scope`` (working memory's cap) are named in every form."""
     work_id, state, objective, target, scope = item
+    if work_id.startswith(DERIVED_WORK_PREFIX):
+        # Work derived from the session's first request: that request is its objective, and
+        # the prompt shows it whole under the operator's requests (or as the current input).
+        objective = DERIVED_OBJECTIVE
     full = [f"{lead}{work_id} ({state}) — {objective} {refs}"]
     if target:
         full.append(f"delivery target: {target}")
@@ -430,13 +434,8 @@ def _core_lines(
     if not declaration:
         bounded = False  # hand-made inputs without seqs: nothing could restore a clipped text
     item = (s.active_work_item_id, s.work_state, s.objective, s.delivery_target, s.scope_constraints)
-    lead = (
-        "active work (no work item declared; what the operator's requests ask): "
-        if s.derived
-        else "active work: "
-    )
     return _work_lines(
-        lead,
+        "active work: ",
         item,
         _refs(*s.work_item_seqs),
         declaration,
@@ -1397,6 +1396,11 @@ def _continuation(
         )
     return (["continuation:", *continuation] if continuation else []), clipped
 
+
+#: The objective a derived work item shows (its request's text is shown where requests are).
+DERIVED_OBJECTIVE: Final = (
+    "no work item declared: what the session's first request asks (shown under \"Operator's requests\")"
+)
 
 MANDATE_HEADER: Final = (
     "## Operator's requests (this session, oldest first; where a later request changes an "
