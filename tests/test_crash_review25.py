@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import msgspec
@@ -231,7 +232,9 @@ def test_damage_to_a_sealed_segment_is_named_never_a_wrong_record(
     fault_ledger: tuple[Path, list[Record]], tmp_path: Path, *, which: int, fault: str, at: float, delta: int
 ) -> None:
     base, records = fault_ledger
-    path = tmp_path / f"l{which}-{fault}-{at}-{delta}"
+    # tmp_path is one directory for every example, and Hypothesis may run an example again
+    # (hypothesis 6.100 replays one to check it is not flaky): a new directory for each run.
+    path = Path(tempfile.mkdtemp(prefix=f"l{which}-{fault}-{delta}-", dir=tmp_path)) / "ledger"
     shutil.copytree(base, path)
     segs = [seg.sealed for seg in list_segments(path / "segments") if seg.sealed is not None]
     target = segs[which % len(segs)]
