@@ -259,7 +259,7 @@ class Node:
         return self.value
 
     def as_int(self) -> int:
-        if isinstance(self.value, bool) or not isinstance(self.value, int):
+        if not isinstance(self.value, int) or isinstance(self.value, bool):
             raise self._expect("an integer")
         return self.value
 
