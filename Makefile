@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint pytest bench eval golden docs lock test-newest test-lowest clean
+.PHONY: demo test lint pytest bench eval golden docs lock test-newest test-lowest lint-lowest clean
 
 # Everything comes from requirements.lock, every file checked against its hash; holon
 # itself is installed on top with nothing resolved again, and pip check proves the lock
@@ -73,5 +73,19 @@ test-lowest: $(STAMP)
 	grep -E '^[a-z].*==' .venv-lowest/requirements.txt
 	.venv-lowest/bin/pytest -n 2 -q
 
+## lint-lowest: ruff and mypy at the lowest release the dev extra allows, all else as locked
+lint-lowest: $(STAMP)
+	$(VENV)/bin/uv venv --quiet --allow-existing --python $(PYTHON) .venv-lint-lowest
+	grep -E '^[A-Za-z0-9._-]+==' requirements.lock | sed -E 's/ *\\$$//' | grep -vE '^(mypy|ruff|uv)==' \
+		> .venv-lint-lowest/constraints.txt
+	$(VENV)/bin/uv pip compile pyproject.toml --extra test --extra dev --extra tokenizer --resolution lowest-direct \
+		--constraint .venv-lint-lowest/constraints.txt --python-version 3.11 --quiet \
+		--output-file .venv-lint-lowest/requirements.txt
+	$(VENV)/bin/uv pip sync --quiet --python .venv-lint-lowest/bin/python .venv-lint-lowest/requirements.txt
+	$(VENV)/bin/uv pip install --quiet --no-deps --python .venv-lint-lowest/bin/python -e .
+	grep -E '^(mypy|ruff|uv)==' .venv-lint-lowest/requirements.txt
+	.venv-lint-lowest/bin/ruff check --no-cache holon tests benchmarks examples
+	.venv-lint-lowest/bin/mypy --cache-dir .venv-lint-lowest/mypy-cache
+
 clean:
-	rm -rf $(VENV) .venv-newest .venv-lowest .demo .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .venv-newest .venv-lowest .venv-lint-lowest .demo .pytest_cache .mypy_cache .ruff_cache build *.egg-info
