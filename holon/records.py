@@ -169,13 +169,21 @@ class Omission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class Message(_Body, frozen=True, kw_only=True):
-    """A conversational message: operator/user input, assistant output, system or channel text."""
+    """A conversational message: operator/user input, assistant output, system or channel text.
+
+    ``task_id`` (schema version 4), on this and on :class:`ToolIntent`, :class:`ToolResult`
+    and :class:`WorkPlan`, says the record is the evidence of a sub-agent: the task it
+    belongs to (:class:`TaskStarted` ``id``), not the agent whose ledger holds it. A
+    sub-agent's prompt, steps and findings are kept as ordinary evidence in the main
+    agent's ledger, tagged, rather than in a ledger of their own (docs/memory-model.md).
+    """
 
     KIND: ClassVar[str] = "message"
     role: Literal["user", "operator", "assistant", "system", "channel"]
     text: str
     channel: str | None = None
     name: str | None = None
+    task_id: str | None = None
 
 
 class Brief(_Body, frozen=True, kw_only=True):
@@ -196,6 +204,7 @@ class ToolIntent(_Body, frozen=True, kw_only=True):
     tool: str
     args: dict[str, JSON] = {}
     idempotency_key: str | None = None
+    task_id: str | None = None
 
 
 class ToolResult(_Body, frozen=True, kw_only=True):
@@ -216,6 +225,7 @@ class ToolResult(_Body, frozen=True, kw_only=True):
     exit_code: int | None = None
     touched_files: tuple[str, ...] = ()
     duration_ms: int | None = None
+    task_id: str | None = None
 
 
 class WorkItem(_Body, frozen=True, kw_only=True):
@@ -240,11 +250,16 @@ class WorkItemState(_Body, frozen=True, kw_only=True):
 
 
 class WorkPlan(_Body, frozen=True, kw_only=True):
-    """The current plan of a work item, replacing any earlier plan of that item whole."""
+    """The current plan of a work item, replacing any earlier plan of that item whole.
+
+    With a ``task_id`` it is that sub-agent's plan, replacing the task's earlier plan (it
+    is neither a work item's plan nor the unscoped one).
+    """
 
     KIND: ClassVar[str] = "work_plan"
     work_item_id: str | None
     steps: tuple[PlanStep, ...]
+    task_id: str | None = None
 
 
 class WaitingIntent(_Body, frozen=True, kw_only=True):

@@ -45,7 +45,7 @@ def test_report_as_a_readable_table(ledgers: list[str]) -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["agent_id", "turn", "call_id", "tool", "args", "idempotency_key",
-                                "intent_seq", "intent_ts", "turn_outcome"]  # fmt: skip
+                                "intent_seq", "intent_ts", "turn_outcome", "task_id"]  # fmt: skip
     assert set(lines[1]) == {"-", " "}
     assert "c-migrate" in lines[2] and "interrupted" in lines[2]
     assert lines[-1] == "(1 row)"

@@ -330,6 +330,21 @@ def test_unknown_outcomes_report(con: duckdb.DuckDBPyConnection) -> None:
     ]
 
 
+def test_unknown_outcomes_name_a_sub_agents_calls_task(tmp_path: Path) -> None:
+    records = [
+        r.Record(body=r.TurnStarted(trigger="user"), ts=1, turn=1),
+        r.Record(body=r.ToolIntent(call_id="own", tool="deploy"), ts=2, turn=1),
+        r.Record(
+            body=r.ToolIntent(call_id="sub", tool="Bash", args={"command": "ls"}, task_id="t1"), ts=3, turn=1
+        ),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=1),
+    ]
+    write_ledger(tmp_path / "l", "solo", records)
+    report = run_report(connect(tmp_path / "l"), "unknown-outcomes")
+    got = [(row["call_id"], row["task_id"]) for row in report.as_dicts()]
+    assert got == [("own", None), ("sub", "t1")]
+
+
 def test_report_usage_errors_are_one_clear_audit_error(con: duckdb.DuckDBPyConnection) -> None:
     with pytest.raises(AuditError, match="unknown report 'nope'; reports: tokens, tools"):
         run_report(con, "nope")

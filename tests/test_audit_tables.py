@@ -182,6 +182,39 @@ def test_an_intent_without_result_is_an_unknown_outcome(tmp_path: Path) -> None:
     ]
 
 
+def test_a_sub_agents_records_name_their_task(tmp_path: Path) -> None:
+    # A continuation turn (no input of its own) in which the agent delegated to a sub-agent.
+    records = [
+        r.Record(body=r.TurnStarted(trigger="continuation"), ts=1, turn=0),
+        r.Record(body=r.ToolIntent(call_id="t1", tool="Task", args={"prompt": "find it"}), ts=2, turn=0),
+        r.Record(body=r.TaskStarted(id="t1", description="find it"), ts=2, turn=0),
+        r.Record(body=r.Message(role="user", text="find it", task_id="t1"), ts=3, turn=0),
+        r.Record(
+            body=r.ToolIntent(call_id="s1", tool="Bash", args={"command": "ls"}, task_id="t1"), ts=4, turn=0
+        ),
+        r.Record(body=r.ToolResult(call_id="s1", tool="Bash", status="ok", task_id="t1"), ts=5, turn=0),
+        r.Record(body=r.ToolResult(call_id="orphan", tool="Bash", status="ok", task_id="t1"), ts=5, turn=0),
+        r.Record(
+            body=r.WorkPlan(work_item_id=None, steps=(r.PlanStep(id="1", text="look"),), task_id="t1"),
+            ts=6,
+            turn=0,
+        ),
+        r.Record(body=r.ToolResult(call_id="t1", tool="Task", status="ok", output="here"), ts=7, turn=0),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=8, turn=0),
+    ]
+    write_ledger(tmp_path / "l", "solo", records)
+    con = connect(tmp_path / "l")
+    assert rows(con, "SELECT seq, task_id FROM messages") == [(3, "t1")]
+    assert rows(con, "SELECT call_id, task_id FROM tool_calls") == [
+        ("t1", None),
+        ("s1", "t1"),
+        ("orphan", "t1"),
+    ]
+    assert rows(con, "SELECT seq, work_item_id, task_id FROM plans") == [(7, None, "t1")]
+    # The sub-agent's prompt is not the input of the turn it ran in.
+    assert rows(con, "SELECT input, input_seq FROM turns") == [(None, None)]
+
+
 def test_turns_match_their_start_and_end_records_and_the_fold(fleet: Fleet) -> None:
     for agent, records in fleet.records.items():
         ends = {x.turn: x for x in of_kind(records, r.TurnEnded)}

@@ -77,6 +77,28 @@ def test_newer_schema_version_is_refused() -> None:
     assert info.value.field == "v"
 
 
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        r.Message(role="assistant", text="found it", task_id="t1"),
+        r.ToolIntent(call_id="c1", tool="Bash", args={"command": "ls"}, task_id="t1"),
+        r.ToolResult(call_id="c1", tool="Bash", status="ok", output="a.py", task_id="t1"),
+        r.WorkPlan(work_item_id=None, steps=(r.PlanStep(id="1", text="look"),), task_id="t1"),
+    ],
+)
+def test_a_sub_agents_evidence_names_its_task_from_schema_version_4(body: r.Body) -> None:
+    record = r.Record(body=body, ts=1, seq=0)
+    assert record.v == r.SCHEMA_VERSION == 4
+    line = r.encode_json_record(record)
+    assert b'"task_id":"t1"' in line
+    assert r.decode_json_record(line) == record == r.decode_msgpack_record(r.encode_msgpack_record(record))
+    # The same body of the agent itself is as it was in version 3: without the field, it
+    # decodes with no task, and a version 3 record still reads, keeping its version.
+    own = r.Record(body=msgspec.structs.replace(body, task_id=None), ts=1, seq=0, v=3)
+    assert b"task_id" not in r.encode_json_record(own)
+    assert r.decode_json_record(r.encode_json_record(own)) == own
+
 def test_malformed_bytes_raise_invalid_record() -> None:
     with pytest.raises(InvalidRecord):
         r.decode_json_record(b"{not json")
@@ -244,7 +266,7 @@ def _envelope(kind: str, body: str, extra: str = "") -> bytes:
         (_envelope("message", '{"role": "user", "txt": "x"}'), "body",
          "Object contains unknown field `txt`; did you mean `text`?"),
         (_envelope("message", '{"role": "user", "text": "x", "extra": 1}'), "body",
-         "unknown field `extra`; the fields are: role, text, channel, name"),
+         "unknown field `extra`; the fields are: role, text, channel, name, task_id"),
         (_envelope("message", '{"role": "user", "text": "x"}', ', "tunr": 3'), None,
          "unknown field `tunr`; did you mean `turn`?"),
         (b'{"kind": "message"}', None,

@@ -213,10 +213,11 @@ REPORTS: Final[dict[str, Report]] = {
         Report(
             name="unknown-outcomes",
             help="tool intents with no result: the side effect may or may not have happened "
-            "(check before retrying; an idempotency key makes a retry safe)",
+            "(check before retrying; an idempotency key makes a retry safe); task_id names the task "
+            "whose sub-agent made the call (NULL: the agent's own)",
             sql="""
             SELECT c.agent_id, c.turn, c.call_id, c.tool, c.args, c.idempotency_key, c.intent_seq,
-                   c.intent_ts, t.outcome AS turn_outcome
+                   c.intent_ts, t.outcome AS turn_outcome, c.task_id
             FROM tool_calls c
             LEFT JOIN turns t ON t.agent_id = c.agent_id AND t.turn = c.turn
             WHERE c.status = 'unknown'

@@ -91,12 +91,14 @@ _PROJECTION_TYPE: Final = (
 
 # Body types as DuckDB reads them (field names follow holon/records.py).
 _BODY: Final = {
-    "message": "STRUCT(role VARCHAR, text VARCHAR, channel VARCHAR, name VARCHAR)",
-    "tool_intent": "STRUCT(call_id VARCHAR, tool VARCHAR, args JSON, idempotency_key VARCHAR)",
+    "message": "STRUCT(role VARCHAR, text VARCHAR, channel VARCHAR, name VARCHAR, task_id VARCHAR)",
+    "tool_intent": (
+        "STRUCT(call_id VARCHAR, tool VARCHAR, args JSON, idempotency_key VARCHAR, task_id VARCHAR)"
+    ),
     "tool_result": (
         "STRUCT(call_id VARCHAR, tool VARCHAR, status VARCHAR, output VARCHAR, "
         "blob STRUCT(hash VARCHAR, size BIGINT, preview VARCHAR), exit_code BIGINT, "
-        "touched_files VARCHAR[], duration_ms BIGINT)"
+        "touched_files VARCHAR[], duration_ms BIGINT, task_id VARCHAR)"
     ),
     "turn_started": "STRUCT(trigger VARCHAR, input VARCHAR)",
     "turn_ended": "STRUCT(outcome VARCHAR, error VARCHAR)",
@@ -121,7 +123,10 @@ _BODY: Final = {
         "verification VARCHAR[], decisions VARCHAR[], follow_ups VARCHAR[], waiting VARCHAR[], "
         f"projection_version BIGINT, projection {_PROJECTION_TYPE})"
     ),
-    "work_plan": "STRUCT(work_item_id VARCHAR, steps STRUCT(id VARCHAR, text VARCHAR, status VARCHAR)[])",
+    "work_plan": (
+        "STRUCT(work_item_id VARCHAR, steps STRUCT(id VARCHAR, text VARCHAR, status VARCHAR)[], "
+        "task_id VARCHAR)"
+    ),
 }
 
 
@@ -222,8 +227,7 @@ def _prompt_projection(alias: str) -> str:
 def _projection_label(column: str) -> str:
     """``column`` as holon's messages name a config: ``ProjectionConfig(turn_cap=4)``; the default ``()``."""
     changed = ", ".join(
-        f"CASE WHEN {column}.{name} <> {getattr(DEFAULT_CONFIG, name)} "
-        f"THEN '{name}=' || {column}.{name} END"
+        f"CASE WHEN {column}.{name} <> {getattr(DEFAULT_CONFIG, name)} THEN '{name}=' || {column}.{name} END"
         for name in _PROJECTION_FIELDS
     )
     return _template(
@@ -243,6 +247,9 @@ def _with_projection(columns: str, projection: str, source: str) -> str:
 _PROJECTION_COLUMN: Final = (
     "the projection config it was derived under (every field; the default where it states it by "
     f"omission), NULL when it states none (derived before projection version {STATES_CONFIG})"
+)
+_TASK_ID: Final = (
+    "the task (task_started id) whose sub-agent recorded it; NULL: the agent's own (schema version 4)"
 )
 _PROJECTION_LABEL: Final = (
     "that config as holon names it: ProjectionConfig() for the default, else its fields that "
@@ -323,10 +330,12 @@ TABLES: Final[dict[str, Table]] = {
                 "name": "sender name, if any",
                 "text": "message text",
                 "chars": "length of the text in characters",
+                "task_id": _TASK_ID,
             },
             """
             SELECT f.agent_id, m.seq, m.ts, m.turn, m.body.role AS role, m.body.channel AS channel,
-                   m.body.name AS name, m.body.text AS text, length(m.body.text) AS chars
+                   m.body.name AS name, m.body.text AS text, length(m.body.text) AS chars,
+                   m.body.task_id AS task_id
             FROM {message} m JOIN _fleet f USING (agent_ix)
             ORDER BY f.agent_id, m.seq
             """,
@@ -357,11 +366,13 @@ TABLES: Final[dict[str, Table]] = {
                 "output_bytes": "UTF-8 bytes of the output (inline or blob)",
                 "blob_hash": "blob holding the output, if it was moved to the blob store",
                 "touched_files": "files the result reports touching",
+                "task_id": _TASK_ID + " (the intent's, else the result's)",
             },
             """
             WITH intents AS (
                 SELECT f.agent_id, i.seq, i.ts, i.turn, i.body.call_id AS call_id, i.body.tool AS tool,
                        coalesce(i.body.args, '{{}}'::JSON) AS args, i.body.idempotency_key AS idempotency_key,
+                       i.body.task_id AS task_id,
                        row_number() OVER (PARTITION BY f.agent_id, i.body.call_id ORDER BY i.seq) AS nth
                 FROM {tool_intent} i JOIN _fleet f USING (agent_ix)
             ), results AS (
@@ -370,6 +381,7 @@ TABLES: Final[dict[str, Table]] = {
                        x.body.duration_ms AS duration_ms, x.body.blob.hash AS blob_hash,
                        coalesce(x.body.blob.size, strlen(coalesce(x.body.output, ''))) AS output_bytes,
                        coalesce(x.body.touched_files, []::VARCHAR[]) AS touched_files,
+                       x.body.task_id AS task_id,
                        row_number() OVER (PARTITION BY f.agent_id, x.body.call_id ORDER BY x.seq) AS nth
                 FROM {tool_result} x JOIN _fleet f USING (agent_ix)
             )
@@ -385,7 +397,7 @@ TABLES: Final[dict[str, Table]] = {
                         ELSE coalesce(x.duration_ms, try_cast(x.ts::HUGEINT - i.ts AS BIGINT)) END
                        AS duration_ms,
                    x.output_bytes,
-                   x.blob_hash, x.touched_files
+                   x.blob_hash, x.touched_files, coalesce(i.task_id, x.task_id) AS task_id
             FROM intents i FULL OUTER JOIN results x
                  ON i.agent_id = x.agent_id AND i.call_id = x.call_id AND i.nth = x.nth
                     AND i.seq < x.seq
@@ -412,7 +424,7 @@ TABLES: Final[dict[str, Table]] = {
                 "error": "error text of a failed turn",
                 "duration_ms": "ended_ts - started_ts (NULL if it does not fit 64 bits, as in tool_calls)",
                 "records": "records carrying this turn index",
-                "tool_calls": "tool intents in the turn",
+                "tool_calls": "tool intents in the turn (its sub-agents' too: see tool_calls.task_id)",
                 "prompts": "prompts rendered in the turn",
             },
             """
@@ -427,7 +439,9 @@ TABLES: Final[dict[str, Table]] = {
                 -- turn_started (importers state it on turn_started too, and record the
                 -- message): from turn_started alone, every turn holon ran had no input.
                 SELECT agent_id, turn, arg_min(text, seq) AS text, min(seq) AS seq
-                FROM messages WHERE turn IS NOT NULL AND role IN ('user', 'operator', 'channel')
+                -- A sub-agent's prompt (a user message with a task_id) is not the turn's input.
+                FROM messages
+                WHERE turn IS NOT NULL AND role IN ('user', 'operator', 'channel') AND task_id IS NULL
                 GROUP BY agent_id, turn
             ), counts AS (
                 SELECT agent_id, turn, count(*) AS records,
@@ -622,7 +636,7 @@ TABLES: Final[dict[str, Table]] = {
                 "seq": "record seq",
                 "ts": "time (ms)",
                 "turn": "turn index",
-                "work_item_id": "work item the plan belongs to (NULL: unscoped plan)",
+                "work_item_id": "work item the plan belongs to (NULL: unscoped plan, or a sub-agent's)",
                 "steps": "list of {id, text, status}",
                 "step_count": "number of steps",
                 "done": "steps done",
@@ -630,6 +644,7 @@ TABLES: Final[dict[str, Table]] = {
                 "pending": "steps pending",
                 "blocked": "steps blocked",
                 "skipped": "steps skipped",
+                "task_id": _TASK_ID,
             },
             """
             SELECT agent_id, seq, ts, turn, work_item_id, steps, len(steps) AS step_count,
@@ -637,8 +652,9 @@ TABLES: Final[dict[str, Table]] = {
                    len(list_filter(steps, lambda s: s.status = 'in_progress')) AS in_progress,
                    len(list_filter(steps, lambda s: s.status = 'pending')) AS pending,
                    len(list_filter(steps, lambda s: s.status = 'blocked')) AS blocked,
-                   len(list_filter(steps, lambda s: s.status = 'skipped')) AS skipped
+                   len(list_filter(steps, lambda s: s.status = 'skipped')) AS skipped, task_id
             FROM (SELECT f.agent_id, w.seq, w.ts, w.turn, w.body.work_item_id AS work_item_id,
+                         w.body.task_id AS task_id,
                          list_transform(coalesce(w.body.steps, []),
                              lambda s: {{'id': s.id, 'text': s.text,
                                          'status': coalesce(s.status, 'pending')}}) AS steps
@@ -662,9 +678,7 @@ def ledger_paths(paths: LedgerPaths) -> list[Path]:
 def _read_json(files: str, body: str | None) -> str:
     """A read_json over JSON-lines record files, the body typed as ``body`` (JSON when None)."""
     columns = f"{{{_ENVELOPE}, body: {_sql_string(body or 'JSON')}}}"
-    return (
-        f"read_json({_sql_string(files)}, format='newline_delimited', columns={columns})"
-    )
+    return f"read_json({_sql_string(files)}, format='newline_delimited', columns={columns})"
 
 
 def _empty(body: str) -> str:
