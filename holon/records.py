@@ -416,8 +416,9 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     the newest operator requests of a session held besides its first, each up to
     ``request_chars`` characters), and the
     ``episode_*`` values bound what one :class:`~holon.records.ContextEpisodeRecord`
-    lists. Every list being bounded is what keeps the post-turn refresh flat in the
-    length of the ledger.
+    lists; ``task_list_cap`` bounds the commands, files and plan steps kept per task.
+    Every list being bounded is what keeps the post-turn refresh flat in the length of
+    the ledger.
 
     Defined here, in the vocabulary, because derived records state the config they were
     derived under (``projection``); it is the memory layer's, and exported from
@@ -446,6 +447,10 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     # per-episode list caps
     episode_summary_cap: int = 8
     episode_list_cap: int = 16
+    # tasks (schema version 4): running tasks and finished ones working memory shows,
+    # and the commands, files and plan steps kept per task
+    tasks_cap: int = 4
+    task_list_cap: int = 8
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:

@@ -60,6 +60,7 @@ BODY_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         text=text,
         channel=maybe() | short,
         name=maybe() | short,
+        task_id=maybe() | ids,
     ),
     "brief": st.builds(
         r.Brief,
@@ -69,7 +70,12 @@ BODY_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         task_id=maybe() | ids,
     ),
     "tool_intent": st.builds(
-        r.ToolIntent, call_id=ids, tool=short, args=json_objects, idempotency_key=maybe() | ids
+        r.ToolIntent,
+        call_id=ids,
+        tool=short,
+        args=json_objects,
+        idempotency_key=maybe() | ids,
+        task_id=maybe() | ids,
     ),
     "tool_result": st.builds(
         r.ToolResult,
@@ -81,6 +87,7 @@ BODY_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         exit_code=maybe() | st.integers(-255, 255),
         touched_files=path_tuples,
         duration_ms=maybe() | st.integers(0, 10**7),
+        task_id=maybe() | ids,
     ),
     "work_item": st.builds(
         r.WorkItem,
@@ -93,7 +100,10 @@ BODY_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     ),
     "work_item_state": st.builds(r.WorkItemState, id=ids, state=work_states, reason=maybe() | text),
     "work_plan": st.builds(
-        r.WorkPlan, work_item_id=maybe() | ids, steps=st.lists(plan_steps, max_size=4).map(tuple)
+        r.WorkPlan,
+        work_item_id=maybe() | ids,
+        steps=st.lists(plan_steps, max_size=4).map(tuple),
+        task_id=maybe() | ids,
     ),
     "waiting_intent": st.builds(
         r.WaitingIntent, id=ids, waiting_on=text, work_item_id=maybe() | ids, resume_hint=maybe() | text
@@ -264,6 +274,8 @@ _ACTIONS = (
     "resolve",
     "task_start",
     "task_result",
+    "task_work",
+    "task_work",
     "decision",
     "follow_up",
     "close_follow_up",
@@ -299,6 +311,8 @@ configs = st.builds(
     files_window=st.integers(4, 64),
     episode_list_cap=st.integers(1, 16),
     episode_summary_cap=st.integers(2, 8),
+    tasks_cap=st.integers(1, 4),
+    task_list_cap=st.integers(1, 8),
 )
 
 
@@ -425,6 +439,8 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
         tid = script.new_id("T")
         live.append(r.TaskStarted(id=tid, description=f"background {draw(short)}", work_item_id=work))
         script.running_tasks.append(tid)
+    elif action == "task_work":
+        _task_work(draw, live, script)
     elif action == "task_result" and script.running_tasks:
         tid = script.running_tasks.pop(0)
         live.append(
@@ -471,6 +487,47 @@ def _act(draw: st.DrawFn, live: LiveLedger, script: _Script, action: str) -> Non
         # A later model call of the turn (after the refresh the runtime runs before it), or
         # a prompt recorded with an older revision, which confirms nothing.
         live.render(lag=draw(st.integers(1, 3)) if action == "render_stale" else 0)
+
+
+def _task_work(draw: st.DrawFn, live: LiveLedger, script: _Script) -> None:
+    """A step of a running sub-agent (its message, call, result or plan), recorded with its
+    ``task_id``; now and then one of a task that is not running (carried by the fold)."""
+    if not script.running_tasks or draw(st.integers(0, 9)) == 0:
+        tid = draw(st.sampled_from(["T-never", *script.running_tasks]))
+    else:
+        tid = draw(st.sampled_from(script.running_tasks))
+    what = draw(st.sampled_from(["message", "call", "call", "plan"]))
+    if what == "message":
+        live.append(
+            r.Message(role=draw(st.sampled_from(["user", "assistant"])), text=draw(script.text), task_id=tid)
+        )
+    elif what == "plan":
+        steps = tuple(
+            r.PlanStep(id=str(i), text=f"{tid} step {i}", status=draw(st.sampled_from(_STEP_STATUSES)))
+            for i in range(draw(st.integers(0, 10)))
+        )
+        live.append(r.WorkPlan(work_item_id=None, steps=steps, task_id=tid))
+    else:
+        call_id = script.new_id("s")
+        if draw(st.booleans()):
+            tool, args = "bash", {"command": draw(st.sampled_from(_COMMANDS))}
+        else:
+            tool, args = draw(st.sampled_from(["read", "edit"])), {"path": draw(st.sampled_from(_FILES))}
+        live.append(r.ToolIntent(call_id=call_id, tool=tool, args=args, task_id=tid))
+        if draw(st.integers(0, 4)):  # else left without a result: the sub-agent's, not the agent's
+            touched = tuple(draw(st.lists(st.sampled_from(_FILES + _ODD_PATHS), max_size=3, unique=True)))
+            status = draw(st.sampled_from(["ok", "ok", "error", "interrupted"]))
+            live.append(
+                r.ToolResult(
+                    call_id=call_id,
+                    tool=tool,
+                    status=status,
+                    output=draw(script.text),
+                    exit_code=0 if status == "ok" else 1,
+                    touched_files=touched,
+                    task_id=tid,
+                )
+            )
 
 
 def _long(texts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:

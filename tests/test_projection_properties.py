@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from holon import records as r
 from holon.projections import (
     ProjectionState,
+    RuntimeState,
     apply,
+    apply_runtime,
     derive_snapshot,
     encode_checkpoint,
     fold,
@@ -122,6 +124,39 @@ def test_finalized_episodes_are_immutable_and_do_not_overlap(run: AgentRun) -> N
                 assert episode.from_seq > archived[-1].to_seq
             assert state.memory.compression_epoch == len(current)
         archived = current
+
+
+def _sub_agents(record: r.Record) -> bool:
+    body = record.body
+    return isinstance(body, r.Message | r.ToolIntent | r.ToolResult | r.WorkPlan) and body.task_id is not None
+
+
+def _own(runtime: RuntimeState) -> tuple[object, ...]:
+    """What of runtime state is the agent's own work, without the seqs that place it."""
+    return (
+        [m.message for m in runtime.messages],
+        [(t.call_id, t.command, t.intent, t.result) for t in runtime.tools],
+        [(f.path, f.work_item_id, f.via) for f in runtime.files.values()],
+        {item: plan.steps for item, plan in runtime.plans.items()},
+        runtime.unscoped_plan.steps if runtime.unscoped_plan is not None else None,
+    )
+
+
+@PROPERTY
+@given(agent_runs())
+def test_a_sub_agents_evidence_is_its_tasks_never_the_agents_own(run: AgentRun) -> None:
+    evidence = evidence_of(run.records)
+    full = RuntimeState()
+    own = RuntimeState()
+    for record in evidence:
+        full = apply_runtime(full, record, run.config)
+        if not _sub_agents(record):
+            own = apply_runtime(own, record, run.config)
+        assert _own(full) == _own(own)
+        # A task's lists stay within their cap however long it runs: the fold stays flat.
+        cap = run.config.task_list_cap
+        for task in (*full.tasks.values(), *full.finished_tasks):
+            assert max(len(task.commands), len(task.files), len(task.plan), len(task.calls)) <= cap
 
 
 @PROPERTY

@@ -132,6 +132,104 @@ def test_waits_tasks_and_follow_ups_move_from_open_to_finished() -> None:
     assert state.latest_result is not None and state.latest_result.source == "task"
 
 
+def _sub_agent_run() -> tuple[r.Body, ...]:
+    """The agent delegates t1 while it works on W1 itself; t1 calls, fails, plans and reports."""
+    return (
+        r.ExecutionEnvironment(workspace="/repo"),
+        r.WorkItem(id="W1", objective="fix the parser", state="active"),
+        r.WorkPlan(work_item_id="W1", steps=(r.PlanStep(id="s1", text="delegate the search"),)),
+        r.ToolIntent(call_id="c0", tool="Task", args={"prompt": "find the bug"}),
+        r.TaskStarted(id="t1", description="find the bug", work_item_id="W1"),
+        r.Message(role="user", text="find the bug", task_id="t1"),
+        r.ToolIntent(call_id="s1", tool="Read", args={"file_path": "/repo/src/parser.py"}, task_id="t1"),
+        r.ToolIntent(call_id="s2", tool="Bash", args={"command": "pytest -q"}, task_id="t1"),
+        r.ToolResult(call_id="s1", tool="Read", status="ok", output="...", task_id="t1"),
+        r.ToolResult(
+            call_id="s2",
+            tool="Bash",
+            status="error",
+            exit_code=1,
+            output="collected 3 items\n\nFAILED tests/test_parser.py::test_empty\n",
+            task_id="t1",
+        ),
+        r.WorkPlan(
+            work_item_id=None,
+            steps=(r.PlanStep(id="1", text="read", status="done"), r.PlanStep(id="2", text="report")),
+            task_id="t1",
+        ),
+        r.ToolIntent(call_id="s3", tool="Edit", args={"file_path": "src/lexer.py"}, task_id="t1"),
+        r.ToolIntent(call_id="s4", tool="Read", args={"file_path": "./src/parser.py"}, task_id="t1"),
+        r.Message(role="assistant", text="the bug is in the lexer", task_id="t1"),
+    )
+
+
+def test_a_sub_agents_evidence_folds_into_its_task_not_into_the_agents_windows() -> None:
+    bodies = _sub_agent_run()
+    state = _fold(*bodies)
+    # The agent's own: its Task call (in flight), its plan, no file, no sub-agent message.
+    assert [t.call_id for t in state.tools] == ["c0"]
+    assert state.messages == ()
+    assert state.files == {}
+    assert state.plans["W1"].steps == bodies[2].steps  # type: ignore[union-attr]
+    assert state.unscoped_plan is None
+    task = state.tasks["t1"]
+    assert (task.tool_calls, task.errors) == (4, 1)
+    assert task.commands == (
+        "Read /repo/src/parser.py",
+        "pytest -q",
+        "Edit src/lexer.py",
+        "Read ./src/parser.py",
+    )
+    # Keyed as the working set keys files: the editor's absolute path and `./` are one file.
+    assert task.files == ("src/lexer.py", "src/parser.py") and task.files_omitted == 0
+    assert task.last_error == "pytest -q: error, exit 1: FAILED tests/test_parser.py::test_empty"
+    assert task.last_error_seq == 9
+    assert [s.id for s in task.plan] == ["1", "2"] and task.plan_seq == 10
+    assert task.last_seq == 13
+    # Two calls are still without a result; once the task rejoins, none is.
+    assert task.calls == (("s3", "Edit src/lexer.py"), ("s4", "Read ./src/parser.py"))
+    done = apply_runtime(
+        state, r.Record(body=r.TaskResult(id="t1", status="ok", summary="lexer"), ts=2000, seq=14)
+    )
+    (finished,) = done.finished_tasks
+    assert (finished.tool_calls, finished.errors, finished.calls) == (4, 1, ())
+
+
+def test_a_tasks_lists_are_capped_and_say_what_they_dropped() -> None:
+    calls = [
+        r.ToolIntent(call_id=f"s{i}", tool="Read", args={"path": f"f{i}.py"}, task_id="t1") for i in range(5)
+    ]
+    steps = tuple(
+        r.PlanStep(id=str(i), text=f"step {i}", status="done" if i < 2 else "pending") for i in range(5)
+    )
+    state = _fold(
+        r.TaskStarted(id="t1", description="read"),
+        *calls,
+        r.WorkPlan(work_item_id=None, steps=steps, task_id="t1"),
+        config=ProjectionConfig(task_list_cap=3),
+    )
+    task = state.tasks["t1"]
+    assert task.tool_calls == 5
+    assert task.files == ("f2.py", "f3.py", "f4.py") and task.files_omitted == 2
+    assert len(task.commands) == 3 and len(task.calls) == 3
+    # Done steps go first, as working memory caps a plan.
+    assert [s.id for s in task.plan] == ["2", "3", "4"] and task.plan_omitted == 2
+
+
+def test_evidence_of_a_task_that_is_not_running_is_carried() -> None:
+    state = _fold(
+        r.Message(role="assistant", text="early", task_id="t9"),
+        r.TaskStarted(id="t1", description="x"),
+        r.TaskResult(id="t1", status="ok", summary="done"),
+        r.ToolIntent(call_id="late", tool="Bash", args={"command": "ls"}, task_id="t1"),
+    )
+    assert state.messages == () and state.tools == ()
+    assert [(c.seq, c.note) for c in state.carried] == [
+        (0, "evidence of task 't9', which is not running"),
+        (3, "evidence of task 't1', which already rejoined"),
+    ]
+
+
 def test_unplaceable_records_are_carried_not_dropped() -> None:
     state = _fold(
         r.WorkItemState(id="ghost", state="active"),

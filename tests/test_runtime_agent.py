@@ -298,12 +298,41 @@ def test_checkpoints_are_written_every_n_turns_and_resumed_from(tmp_path: Path) 
     found = list_checkpoints(path)
     assert [seq for seq, _ in found] and len(found) == CONFIG.checkpoints_kept
     cold, _ = fold_ledger(path, CONFIG)
+
     with _open(path) as agent:
         assert agent.report.checkpoint_seq == found[0][0]
         assert agent.report.folded == cold.seq - found[0][0]
         assert agent.projection == cold
         with agent.turn(input="after resume") as turn:
             assert turn.tool("bash", {"cmd": "echo 3"}, idempotency_key="echo-3").replayed
+
+
+def test_a_sub_agents_calls_are_its_tasks_evidence_not_the_agents_calls(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    agent = _open(path)
+    turn = agent.turn(input="delegate the search")
+    turn.start_task("t1", "find the config")
+    turn.context()
+    rounds = len(turn.messages())
+    # A sub-agent's calls ran elsewhere: recorded as its evidence, not through the tool WAL.
+    turn.record(r.ToolIntent(call_id="s1", tool="Bash", args={"command": "ls"}, task_id="t1"))
+    turn.record(r.ToolResult(call_id="s1", tool="Bash", status="ok", output="app.toml", task_id="t1"))
+    turn.record(r.ToolIntent(call_id="s2", tool="Read", args={"path": "app.toml"}, task_id="t1"))
+    turn.record(r.Message(role="assistant", text="it is app.toml", task_id="t1"))
+    # The model reads the task's result, not the sub-agent's steps.
+    assert len(turn.messages()) == rounds
+    turn.task_result("t1", status="ok", summary="the config is app.toml")
+    assert "task t1 ok: the config is app.toml" in turn.messages()[-1]["content"]
+    with pytest.raises(UsageError, match=r"turn\.tool"):
+        turn.record(r.ToolIntent(call_id="own", tool="Bash", args={"command": "ls"}))
+    # The process dies with s2 unanswered: that is no call of this agent to recover.
+    agent.ledger.close()
+    agent._closed = True
+    with _open(path) as agent:
+        assert agent.report.unknown_outcomes == () and agent.unknown_outcomes() == ()
+        (task,) = agent.state.finished_tasks
+        assert (task.tool_calls, task.errors, task.files) == (2, 0, ("app.toml",))
+        assert all(t.call_id != "s2" for t in agent.state.tools)
 
 
 def _damage(path: Path) -> None:

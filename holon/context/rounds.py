@@ -57,8 +57,18 @@ def step_line(step: r.PlanStep) -> str:
     return f"  {_MARK[step.status]} {step.id}: {step.text}"
 
 
+def _sub_agents(body: r.Body) -> bool:
+    """Whether ``body`` is a sub-agent's evidence (a ``task_id`` on a message, call or plan)."""
+    return isinstance(body, r.Message | r.ToolIntent | r.ToolResult | r.WorkPlan) and body.task_id is not None
+
+
 def is_model_output(body: r.Body) -> bool:
-    """Whether the model wrote this record (so a model call came before it)."""
+    """Whether the model wrote this record (so a model call came before it).
+
+    A sub-agent's records are not: its model calls are its own.
+    """
+    if _sub_agents(body):
+        return False
     if isinstance(body, r.Message):
         return body.role == "assistant"
     return type(body).KIND in MODEL_OUTPUT_KINDS
@@ -88,8 +98,14 @@ def round_text(record: r.Record, *, output: str | None = None, cite: bool = True
     ``output`` is a tool or task result's full output when it was moved to the blob store
     (the record then holds only a preview); the model is shown what the tool returned.
     ``cite=False`` leaves out the ``[ledger:N]`` citation (a plain transcript line).
+
+    A sub-agent's records (with a ``task_id``) are no rounds: the agent did not read its
+    sub-agent's steps, it reads the task's result (a round) and, in working memory, what
+    the task did.
     """
     body = record.body
+    if _sub_agents(body):
+        return None
     seq = record.seq if cite else None
     ref = _cite(seq)
     if isinstance(body, r.ToolResult | r.TaskResult) and output is None:

@@ -67,6 +67,10 @@ __all__ = [
 # a delta, an episode, a switch at a new session); failing verification commands are working
 # memory; an episode lists the requests made during it, and one a new session ended is
 # finalized alone by the next refresh.
+# Also in 12: a sub-agent's evidence (a record with a ``task_id``) is its running task's: folded into
+# the task's entry (tool calls, errors, commands, files, plan, last error, each capped by
+# ``task_list_cap``), never into the agent's recent windows, working set, plans or episode
+# counts (was the agent's own); an episode's task result line counts the task's tool calls.
 PROJECTION_VERSION: Final = 12
 
 #: The first projection version whose derived records state their config: in an older

@@ -441,6 +441,13 @@ def _merge_task_result(
 ) -> tuple[ActiveEpisodeBuilder, TurnInterval]:
     body = cast(r.TaskResult, record.body)
     line = one_line(f"task {body.id} {body.status}: {body.summary}")
+    done = runtime.finished_tasks[-1] if runtime.finished_tasks else None
+    if done is not None and done.result_seq == record.seq and done.tool_calls:
+        # What the sub-agent did, in a line the summary's clipping cannot cut.
+        errors = f", {done.errors} failed" if done.errors else ""
+        line = one_line(
+            f"task {body.id} {body.status} ({done.tool_calls} tool calls{errors}): {body.summary}"
+        )
     builder = _Replace(builder, results=_keep_last(builder.results, line, config.episode_list_cap))
     return builder, _Replace(interval, task_results=interval.task_results + 1)
 
@@ -468,6 +475,11 @@ def _merge_resolved(
     if not resolved or resolved[-1].resolved_seq != record.seq:
         return builder, interval
     return builder, _Replace(interval, waits_resolved=interval.waits_resolved + 1)
+
+
+#: The evidence kinds a sub-agent's ``task_id`` tags (a brief's names the task it reports on).
+_TASK_TAGGED: Final = frozenset({r.Message, r.ToolIntent, r.ToolResult, r.WorkPlan})
+_Tagged: TypeAlias = r.Message | r.ToolIntent | r.ToolResult | r.WorkPlan
 
 
 def _on_environment(
@@ -534,6 +546,10 @@ def _as_evidence(
     if interval.from_seq is None:
         interval = _Replace(interval, from_seq=record.seq)
     merge = _MERGES.get(kind)
+    if merge is not None and kind in _TASK_TAGGED and cast(_Tagged, record.body).task_id is not None:
+        # A sub-agent's record: the runtime fold placed it in its task, and the episode's
+        # tool calls, commands, files and plan are the agent's own.
+        merge = None
     if merge is not None:
         builder, interval = merge(builder, interval, runtime, record, config)
     if builder is memory.builder and interval is memory.interval:

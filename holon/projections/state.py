@@ -51,6 +51,7 @@ __all__ = [
     "WaitEntry",
     "WorkItemEntry",
     "apply_runtime",
+    "cap_plan",
     "command_of",
     "derived_work",
     "is_verification",
@@ -159,10 +160,22 @@ class WaitEntry(_Entry, frozen=True, kw_only=True):
 
 
 class TaskEntry(_Entry, frozen=True, kw_only=True):
-    """A background task; result fields are set once it rejoined.
+    """A background task (a job, a sub-agent); result fields are set once it rejoined.
 
     ``started_seq`` is ``None`` for a result whose start is not in the ledger (imported
     or older than the ledger).
+
+    The rest is the fold of the task's own evidence (records whose ``task_id`` is this
+    task's id, while it runs), each part bounded by ``task_list_cap``: ``tool_calls``
+    intents and ``errors`` results that are not ``ok``; ``commands``, the last distinct
+    commands (oldest first); ``files``, the files its calls named or touched, most recently
+    used last, ``files_omitted`` counting the times one was pushed out (a file pushed out
+    twice counts twice); ``plan``, its latest plan's steps as working memory keeps a plan
+    (done and skipped steps dropped first, then the tail), ``plan_omitted`` the rest, from
+    the plan at ``plan_seq``; ``last_error``, one line of its newest failed call (the
+    command, the status and the last line of the output), at ``last_error_seq``;
+    ``last_seq``, its newest record; ``calls``, its newest calls still without a result (call
+    id and command), which name the command of a failed result.
     """
 
     id: str
@@ -173,6 +186,18 @@ class TaskEntry(_Entry, frozen=True, kw_only=True):
     status: Literal["ok", "error", "cancelled"] | None = None
     summary: str | None = None
     blob: r.BlobRef | None = None
+    tool_calls: int = 0
+    errors: int = 0
+    commands: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    files_omitted: int = 0
+    plan: tuple[r.PlanStep, ...] = ()
+    plan_seq: int | None = None
+    plan_omitted: int = 0
+    last_error: str | None = None
+    last_error_seq: int | None = None
+    last_seq: int | None = None
+    calls: tuple[tuple[str, str], ...] = ()
 
 
 class DecisionEntry(_Entry, frozen=True, kw_only=True):
@@ -392,9 +417,13 @@ class RuntimeState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     ``decisions_cap`` decisions (``unscoped_decisions`` those of no item), oldest first;
     ``decisions_over_cap`` (``unscoped_decisions_over_cap``) counts the decisions the cap
     pushed out of each of them, which still hold but are no longer kept.
-    Dicts are in deterministic insertion order: for ``waits``, ``tasks`` and
-    ``follow_ups`` that is the order of their last update; for ``files`` it is
-    least-recently touched first.
+    Dicts are in deterministic insertion order: for ``waits`` and ``follow_ups`` that is
+    the order of their last update, for ``tasks`` the order they were (last) started; for
+    ``files`` it is least-recently touched first.
+
+    A sub-agent's evidence (a record with a ``task_id``) is not the agent's own: it is
+    folded into its running task's entry (see :class:`TaskEntry`), and enters neither the
+    recent windows, the working set, the plans nor the tool calls.
 
     ``session`` is the session the ledger is in (the last ``session_id`` an execution
     environment named; ``session_seq`` the environment record that started it, ``None``
@@ -651,9 +680,117 @@ def _touch(
     return out
 
 
+def cap_plan(
+    steps: tuple[r.PlanStep, ...], cap: int
+) -> tuple[tuple[r.PlanStep, ...], tuple[r.PlanStep, ...]]:
+    """The steps a capped plan keeps (at most ``cap``) and the rest, each in plan order.
+
+    Done and skipped steps are dropped first (oldest first), then the tail: what is left
+    to do is what a capped plan must still show.
+    """
+    if len(steps) <= cap:
+        return steps, ()
+    excess = len(steps) - cap
+    kept: list[r.PlanStep] = []
+    rest: list[r.PlanStep] = []
+    for step in steps:
+        if excess and step.status in ("done", "skipped"):
+            excess -= 1
+            rest.append(step)
+        elif len(kept) < cap:
+            kept.append(step)
+        else:
+            rest.append(step)
+    return tuple(kept), tuple(rest)
+
+
+def _keep_recent(items: tuple[str, ...], item: str, cap: int) -> tuple[tuple[str, ...], int]:
+    """``item`` appended (an equal earlier one moved to the end), the oldest beyond ``cap``
+    dropped; and how many were dropped."""
+    if items and items[-1] == item:
+        return items, 0
+    if item in items:
+        at = items.index(item)  # items never holds duplicates
+        return (*items[:at], *items[at + 1 :], item), 0
+    if len(items) >= cap:
+        return (*items[len(items) - cap + 1 :], item), len(items) - cap + 1
+    return (*items, item), 0
+
+
+#: Characters of a task's last error line (the command, the status, the output's last line).
+_ERROR_CHARS: Final = 200
+
+
+def _error_line(command: str, body: r.ToolResult) -> str:
+    """One line for a failed call: ``pytest -q: error, exit 1: FAILED tests/x.py``."""
+    output = body.output or (body.blob.preview if body.blob is not None else "")
+    last = next((line for line in reversed(output.splitlines()) if line.strip()), "")
+    status = body.status + (f", exit {body.exit_code}" if body.exit_code is not None else "")
+    return one_line(f"{command}: {status}" + (f": {last}" if last else ""), _ERROR_CHARS)
+
+
+def _task_files(
+    entry: TaskEntry, paths: tuple[str, ...], state: RuntimeState, cap: int
+) -> tuple[tuple[str, ...], int]:
+    files, omitted = entry.files, entry.files_omitted
+    base = working_dir(state)
+    for raw in paths:
+        path = normalize_path(raw, base=base)
+        if path:
+            files, dropped = _keep_recent(files, path, cap)
+            omitted += dropped
+    return files, omitted
+
+
+def _task_evidence(
+    state: RuntimeState, record: r.Record, task_id: str, config: ProjectionConfig
+) -> RuntimeState:
+    """Fold a sub-agent's record into its task's entry: never into the agent's own windows.
+
+    The task's calls, files and plan are not the agent's working set, plan or tool calls
+    (its unknown outcomes are not the agent's either). A record of a task that is not
+    running (not started in this ledger, or rejoined already) is carried.
+    """
+    entry = state.tasks.get(task_id)
+    if entry is None:
+        done = any(t.id == task_id for t in state.finished_tasks)
+        note = f"evidence of task {task_id!r}, which " + ("already rejoined" if done else "is not running")
+        return _with(state, record, _carry(state, record, note, config))
+    body = record.body
+    cap = config.task_list_cap
+    changes: dict[str, Any] = {"last_seq": record.seq}
+    if isinstance(body, r.ToolIntent):
+        command = command_of(body)
+        changes["tool_calls"] = entry.tool_calls + 1
+        changes["commands"] = _keep_recent(entry.commands, command, cap)[0]
+        changes["calls"] = (*entry.calls[max(0, len(entry.calls) - cap + 1) :], (body.call_id, command))
+        paths = file_arguments(body.args)
+        if paths:
+            changes["files"], changes["files_omitted"] = _task_files(entry, paths, state, cap)
+    elif isinstance(body, r.ToolResult):
+        command = next((c for call, c in entry.calls if call == body.call_id), body.tool)
+        if any(call == body.call_id for call, _ in entry.calls):
+            changes["calls"] = tuple(c for c in entry.calls if c[0] != body.call_id)
+        if body.status != "ok":
+            changes["errors"] = entry.errors + 1
+            changes["last_error"] = _error_line(command, body)
+            changes["last_error_seq"] = record.seq
+        if body.touched_files:
+            changes["files"], changes["files_omitted"] = _task_files(entry, body.touched_files, state, cap)
+    elif isinstance(body, r.WorkPlan):
+        kept, rest = cap_plan(body.steps, cap)
+        changes.update(plan=kept, plan_omitted=len(rest), plan_seq=record.seq)
+    tasks = dict(state.tasks)
+    # Replaced in place: ``tasks`` stays in the order the tasks were started.
+    tasks[task_id] = _Replace(entry, **changes)
+    return _with(state, record, {"tasks": tasks})
+
+
 def _on_message(
     state: RuntimeState, record: r.Record, body: r.Message, config: ProjectionConfig
 ) -> RuntimeState:
+    if body.task_id is not None:
+        return _task_evidence(state, record, body.task_id, config)
     entry = MessageEntry(seq=record.seq, ts=record.ts, turn=record.turn, message=body)
     messages = _push(state.messages, entry, config.messages_window)
     if body.role not in REQUEST_ROLES:
@@ -689,6 +826,8 @@ def _on_brief(state: RuntimeState, record: r.Record, body: r.Brief, config: Proj
 def _on_tool_intent(
     state: RuntimeState, record: r.Record, body: r.ToolIntent, config: ProjectionConfig
 ) -> RuntimeState:
+    if body.task_id is not None:
+        return _task_evidence(state, record, body.task_id, config)
     execution = ToolExecution(
         call_id=body.call_id,
         tool=body.tool,
@@ -717,6 +856,8 @@ def _on_tool_intent(
 def _on_tool_result(
     state: RuntimeState, record: r.Record, body: r.ToolResult, config: ProjectionConfig
 ) -> RuntimeState:
+    if body.task_id is not None:
+        return _task_evidence(state, record, body.task_id, config)
     tools = state.tools
     # The matching intent is almost always the newest entry, so scan from the end.
     for i in range(len(tools) - 1, -1, -1):
@@ -872,6 +1013,8 @@ def _on_work_item_state(
 def _on_work_plan(
     state: RuntimeState, record: r.Record, body: r.WorkPlan, config: ProjectionConfig
 ) -> RuntimeState:
+    if body.task_id is not None:
+        return _task_evidence(state, record, body.task_id, config)
     entry = PlanEntry(work_item_id=body.work_item_id, steps=body.steps, seq=record.seq)
     if body.work_item_id is None:
         return _with(state, record, {"unscoped_plan": entry})
@@ -940,7 +1083,7 @@ def _on_task_result(
     else:
         started = TaskEntry(id=body.id)
     done = msgspec.structs.replace(
-        started, result_seq=record.seq, status=body.status, summary=body.summary, blob=body.blob
+        started, result_seq=record.seq, status=body.status, summary=body.summary, blob=body.blob, calls=()
     )
     changes["finished_tasks"] = _push(state.finished_tasks, done, config.finished_window)
     changes["latest_result"] = ResultEntry(

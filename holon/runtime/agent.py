@@ -1459,6 +1459,11 @@ class Turn:
         does not show. The named methods (:meth:`activate`, :meth:`resolve_wait`,
         :meth:`task_result`, ...) refuse such calls instead; use this method to record
         one of them anyway.
+
+        A sub-agent's evidence goes through here too: its messages, tool intents and
+        results and plans, each with the ``task_id`` of the running task it belongs to. It
+        is kept apart from the agent's own (working memory shows it as the task's
+        aggregates) and is not a round of this turn: the model sees the task's result.
         """
         self._check_live()
         kind = getattr(type(body), "KIND", None)
@@ -1473,8 +1478,12 @@ class Turn:
                 f"{r.kind_of(body)} records are written by the runtime itself "
                 "(turn boundaries, rendered prompts, derived memory); use the Turn methods"
             )
-        if isinstance(body, r.ToolIntent | r.ToolResult):
-            raise UsageError("tool calls go through turn.tool(...), which keeps the write-ahead log")
+        if isinstance(body, r.ToolIntent | r.ToolResult) and body.task_id is None:
+            # A sub-agent's calls (a task_id) ran elsewhere and are recorded as evidence.
+            raise UsageError(
+                "tool calls go through turn.tool(...), which keeps the write-ahead log "
+                "(a sub-agent's calls, recorded with its task_id, go through turn.record)"
+            )
         stored = self.agent._append(body, self.index)
         # A large task output is in the blob store now; the round shows what the caller gave.
         text = round_text(stored, output=body.output if isinstance(body, r.TaskResult) else None)

@@ -182,6 +182,10 @@ class ToolIndex(msgspec.Struct, kw_only=True):
         """Fold one record in (only tool intents and results change the index)."""
         self.seq = record.seq
         body = record.body
+        if isinstance(body, r.ToolIntent | r.ToolResult) and body.task_id is not None:
+            # A sub-agent's call ran elsewhere: it is no call of this agent's to recover
+            # (an outcome unknown on reopen) nor a key this agent's retries look up.
+            return
         if isinstance(body, r.ToolIntent):
             self.pending[body.call_id] = PendingIntent(
                 call_id=body.call_id,
