@@ -14,6 +14,7 @@ from holon.projections import (
     WaitRef,
     WorkingMemorySnapshot,
     delta_lines,
+    derive_snapshot,
     post_turn_refresh,
     refresh_before_prompt,
     refresh_working_memory,
@@ -65,8 +66,11 @@ def test_reason_task_rejoined() -> None:
     _working(live)
     _turn(live, r.TaskStarted(id="t", description="build", work_item_id="W1"))
     live.append(r.TaskResult(id="t", status="ok", summary="built"), in_turn=False)
-    (delta,) = _turn(live, r.Decision(id="d", text="ship", work_item_id="W1"))
-    assert delta.reason == "task_rejoined"
+    # The result arrived before the turn's prompt, which must show it: a delta before the
+    # prompt tells it (working memory showed the task running), then the turn's own.
+    before_prompt, delta = _turn(live, r.Decision(id="d", text="ship", work_item_id="W1"))
+    assert before_prompt.reason == delta.reason == "task_rejoined"
+    assert before_prompt.lines == ("task t finished (ok): built",)
 
 
 def test_reason_wake_resumed_after_a_waiting_turn() -> None:
@@ -299,3 +303,99 @@ def test_no_refresh_before_a_prompt_outside_a_turn() -> None:
     )
     live.append(r.Decision(id="d1", text="replicate", work_item_id="W1"), in_turn=False)
     assert refresh_before_prompt(live.state, ts=1) == ()
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _sub_agent_step(task_id: str, call_id: str, command: str, status: str = "ok") -> tuple[r.Body, r.Body]:
+    return (
+        r.ToolIntent(call_id=call_id, tool="Bash", args={"command": command}, task_id=task_id),
+        r.ToolResult(
+            call_id=call_id, tool="Bash", status=status, exit_code=int(status != "ok"), task_id=task_id
+        ),  # type: ignore[arg-type]
+    )
+
+
+def test_a_delta_tells_a_task_started_its_progress_and_its_result() -> None:
+    live = LiveLedger()
+    _working(live)
+    (started,) = _turn(live, r.TaskStarted(id="t1", description="find the bug", work_item_id="W1"))
+    assert started.lines == ("+task t1 (running): find the bug",)
+    (progress,) = _turn(live, *_sub_agent_step("t1", "s1", "pytest -q", "error"))
+    assert progress.lines == ("task t1 (running): 1 tool call, 1 error",)
+    # A sub-agent's message changes nothing working memory shows: no delta, no revision.
+    assert _turn(live, r.Message(role="assistant", text="looking", task_id="t1")) == []
+    (rejoined,) = _turn(live, r.TaskResult(id="t1", status="ok", summary="the lexer drops empty input"))
+    assert rejoined.reason == "task_rejoined"
+    assert rejoined.lines == ("task t1 finished (ok): the lexer drops empty input",)
+    assert [(t.id, t.status) for t in live.state.memory.snapshot.tasks] == [("t1", "ok")]
+
+
+def test_every_result_is_told_once_even_those_working_memory_cannot_show() -> None:
+    live = LiveLedger(ProjectionConfig(tasks_cap=1))
+    _working(live)
+    _turn(live, *(r.TaskStarted(id=f"t{i}", description=f"job {i}") for i in range(3)))
+    (delta,) = _turn(live, *(r.TaskResult(id=f"t{i}", status="ok", summary=f"result {i}") for i in range(3)))
+    assert sorted(delta.lines) == [
+        "task t0 finished (ok): result 0 (not shown: newer task results)",
+        "task t1 finished (ok): result 1 (not shown: newer task results)",
+        "task t2 finished (ok): result 2",
+    ]
+    assert [t.id for t in live.state.memory.snapshot.tasks] == ["t2"]
+    # A later result pushes the shown one out: the delta says it left, not that it was withdrawn.
+    _turn(live, r.TaskStarted(id="t3", description="job 3"))
+    (later,) = _turn(live, r.TaskResult(id="t3", status="error", summary="result 3"))
+    assert later.lines == (
+        "task t3 finished (error): result 3",
+        "task t2: result no longer shown (newer task results) [ledger:"
+        + str(
+            next(
+                rec.seq for rec in live.records if isinstance(rec.body, r.TaskResult) and rec.body.id == "t2"
+            )
+        )
+        + "]",
+    )
+
+
+def test_a_result_arriving_before_a_prompt_reaches_that_prompt() -> None:
+    live = LiveLedger()
+    _working(live)
+    _turn(live, r.TaskStarted(id="t1", description="build", work_item_id="W1"))
+    live.start_turn()
+    live.append(r.TaskResult(id="t1", status="ok", summary="built"))
+    (record,) = refresh_before_prompt(live.state, ts=5)
+    delta = record.body
+    assert isinstance(delta, r.WorkingMemoryDelta)
+    assert delta.reason == "task_rejoined" and delta.lines == ("task t1 finished (ok): built",)
+    # Shown running before it rejoined: that statement is no longer true.
+    assert "tasks" in superseded_fields(
+        live.state.memory.snapshot, derive_snapshot(live.state.runtime), runtime=live.state.runtime
+    )
+
+
+def test_a_task_started_and_finished_within_a_turn_reaches_its_next_prompt() -> None:
+    live = LiveLedger()
+    _working(live)
+    _turn(live)  # its prompt confirms W1's delta
+    live.start_turn()
+    live.append(r.TaskStarted(id="t1", description="lint"))
+    live.append(r.TaskResult(id="t1", status="ok", summary="clean"))
+    (record,) = refresh_before_prompt(live.state, ts=5)
+    assert record.body.lines == ("task t1 finished (ok): clean",)  # type: ignore[union-attr]
+
+
+def test_at_a_switch_tasks_are_counted_with_what_each_item_brings() -> None:
+    live = LiveLedger()
+    _working(live)
+    _turn(live, r.TaskStarted(id="t1", description="job", work_item_id="W1"))
+    (switch,) = _turn(live, r.WorkItem(id="W2", objective="other", state="active"))
+    assert switch.lines == (
+        "active work: W1 → W2 (W1 is still active; W2 was activated after it)",
+        "W1's 1 running task not shown (W1 is not the active item)",
+    )
+    (back,) = _turn(live, r.WorkItemState(id="W2", state="done"))
+    assert back.lines == (
+        "active work: W2 → W1 (W2 is now done)",
+        "W1's 1 running task: see working memory",
+    )

@@ -155,3 +155,50 @@ def test_snapshot_lines_cite_ledger_seqs() -> None:
         "follow-up f: bench it [ledger:4]",
         "waiting on w: review (resume: merge) [ledger:5]",
     )
+
+
+def _task(tid: str, work: str | None = None) -> r.TaskStarted:
+    return r.TaskStarted(id=tid, description=f"job {tid}", work_item_id=work)
+
+
+def test_tasks_are_the_active_items_and_unscoped_running_then_newest_results() -> None:
+    state = _state(
+        r.WorkItem(id="W1", objective="o", state="active"),
+        _task("t1", "W1"),
+        _task("t2"),
+        _task("t3", "W2"),  # another item's: not W1's working memory
+        _task("t4", "W1"),
+        r.TaskResult(id="t1", status="ok", summary="done 1"),
+        r.TaskResult(id="t3", status="ok", summary="done 3"),
+        _task("t5", "W1"),
+        r.TaskResult(id="t5", status="error", summary="failed 5"),
+    )
+    snapshot = derive_snapshot(state)
+    assert [(t.id, t.status) for t in snapshot.tasks] == [
+        ("t2", "running"),
+        ("t4", "running"),
+        ("t5", "error"),
+        ("t1", "ok"),
+    ]
+    assert snapshot.tasks_omitted == 0
+    assert (snapshot.tasks[2].ref_seq, snapshot.tasks[0].ref_seq) == (8, 2)  # the result, else the start
+    # Over the cap: the newest started of the running ones, the newest results; the rest counted.
+    capped = derive_snapshot(state, ProjectionConfig(tasks_cap=1))
+    assert [t.id for t in capped.tasks] == ["t4", "t5"] and capped.tasks_omitted == 1
+
+
+def test_a_task_line_says_what_its_sub_agent_did_and_cites_its_records() -> None:
+    state = _state(
+        r.TaskStarted(id="t1", description="find   the\nbug"),
+        r.ToolIntent(call_id="s1", tool="Read", args={"path": "a.py"}, task_id="t1"),
+        r.ToolIntent(call_id="s2", tool="Bash", args={"command": "pytest -q"}, task_id="t1"),
+        r.ToolResult(call_id="s2", tool="Bash", status="error", exit_code=1, output="1 failed", task_id="t1"),
+        r.ToolResult(call_id="s3", tool="Edit", status="ok", touched_files=("b.py",), task_id="t1"),
+        r.TaskResult(id="t1", status="ok", summary="the bug is in b.py " + "x" * 400),
+    )
+    (none, head, result, activity, error) = snapshot_lines(derive_snapshot(state))
+    assert none == "active work: none"
+    assert head == "task t1 finished (ok): find the bug [ledger:5]"
+    assert result.startswith("  result: the bug is in b.py x") and len(result) == len("  result: ") + 300
+    assert activity == "  2 tool calls, 1 error, files: b.py, a.py"
+    assert error == "  last error: pytest -q: error, exit 1: 1 failed [ledger:3]"

@@ -71,6 +71,12 @@ __all__ = [
 # the task's entry (tool calls, errors, commands, files, plan, last error, each capped by
 # ``task_list_cap``), never into the agent's recent windows, working set, plans or episode
 # counts (was the agent's own); an episode's task result line counts the task's tool calls.
+# Working memory shows tasks (``tasks``, ``tasks_omitted``): the running ones and the
+# ``tasks_cap`` newest results of the active item and of no item, with what each sub-agent
+# did; a delta tells a task started, its progress, its result (once, when it arrives, also
+# when working memory cannot show it) and a result leaving; a task shown running that
+# rejoined supersedes, and a result working memory does not show refreshes it before a
+# prompt (a result reached no prompt).
 PROJECTION_VERSION: Final = 12
 
 #: The first projection version whose derived records state their config: in an older

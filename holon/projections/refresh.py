@@ -31,11 +31,20 @@ from holon.projections.projection import ProjectionState
 from holon.projections.snapshot import (
     SNAPSHOT_FIELDS,
     SnapshotPlanStep,
+    TaskRef,
     WorkingMemorySnapshot,
     derive_snapshot,
     failing_line,
+    task_activity,
 )
-from holon.projections.state import DecisionEntry, FollowUpEntry, RuntimeState, WaitEntry, one_line
+from holon.projections.state import (
+    DecisionEntry,
+    FollowUpEntry,
+    RuntimeState,
+    TaskEntry,
+    WaitEntry,
+    one_line,
+)
 
 __all__ = [
     "BOUNDARY_ORDER",
@@ -49,6 +58,7 @@ __all__ = [
     "refresh_before_prompt",
     "refresh_episode_memory",
     "refresh_working_memory",
+    "results_not_shown",
     "superseded_fields",
 ]
 
@@ -411,6 +421,7 @@ _RERECORDED: Final = {
     "decisions": "decisions",
     "follow_ups": "follow-ups",
     "waiting_on": "waits",
+    "tasks": "tasks",
 }
 
 
@@ -506,6 +517,98 @@ def _opened_and_ended(label: str, runtime: RuntimeState | None, since: DeltaSinc
     when = f"opened since revision {since.revision}"
     ended = _how_ended(label, runtime)
     return [f"-{label} {key} ({when}, {how})" for key, how in ended.items() if key in fresh]
+
+
+def _task_progress(task: TaskRef) -> str:
+    """What a running task did so far, for a delta line: its activity and plan progress."""
+    parts = [task_activity(task) or "no tool calls yet"]
+    if task.plan_seq is not None:
+        done = sum(1 for step in task.plan if step.status in ("done", "skipped")) + task.plan_omitted
+        parts.append(f"plan {done}/{len(task.plan) + task.plan_omitted} steps done")
+    return "; ".join(parts)
+
+
+def _finished_line(task: TaskRef | TaskEntry, why: str = "") -> str:
+    status = task.status if task.status is not None else "running"
+    return f"task {task.id} finished ({status}): {task.summary or ''}{why}"
+
+
+def _task_lines(
+    before: WorkingMemorySnapshot,
+    after: WorkingMemorySnapshot,
+    runtime: RuntimeState | None,
+    since: DeltaSince | None,
+    counts: dict[str, dict[str, int]],
+    *,
+    entered: bool,
+    switched: bool,
+) -> list[str]:
+    """Tasks started, progressing, finished (with their result) or leaving working memory.
+
+    A result is told once, when it arrives, whether or not working memory can show it:
+    ``tasks_cap`` newer results of the active scope in one stretch push the oldest out, and
+    the pending delta is then what shows it. At a switch, what the new item's tasks bring and
+    the previous item's take with them are counted (as its other lists are)."""
+    previous, active = before.active_work_item_id, after.active_work_item_id
+    was = {(t.id, t.started_seq): t for t in before.tasks}
+    now = {(t.id, t.started_seq): t for t in after.tasks}
+    lines: list[str] = []
+    for key, task in now.items():
+        prev = was.get(key)
+        if task.status != "running":
+            if prev is None or prev.result_seq != task.result_seq:
+                older = since is not None and task.result_seq is not None and task.result_seq < since.seq
+                if prev is None and entered and task.work_item_id is not None and older:
+                    counts["arrived"]["task result"] = counts["arrived"].get("task result", 0) + 1
+                else:
+                    lines.append(_finished_line(task))
+        elif prev is None:
+            if entered and task.work_item_id is not None:
+                counts["arrived"]["running task"] = counts["arrived"].get("running task", 0) + 1
+            else:
+                lines.append(f"+task {task.id} (running): {task.description}")
+        elif _task_progress(prev) != _task_progress(task):
+            lines.append(f"task {task.id} (running): {_task_progress(task)}")
+        elif prev != task:
+            lines.append(f"task {task.id} (running): plan revised [ledger:{task.plan_seq}]")
+    finished = {(t.id, t.started_seq): t for t in runtime.finished_tasks} if runtime is not None else {}
+    told = {key for key, task in now.items() if task.status != "running"}
+    for key, task in was.items():
+        if key in now:
+            continue
+        theirs = switched and task.work_item_id is not None and task.work_item_id == previous
+        if task.status == "running":
+            done = finished.get(key)
+            if done is not None and done.result_seq is not None:
+                told.add(key)
+                where = f"{done.work_item_id} is not the active item" if theirs else "newer task results"
+                lines.append(_finished_line(done, f" (not shown: {where})"))
+            elif theirs:
+                counts["left"]["running task"] = counts["left"].get("running task", 0) + 1
+            elif runtime is None or task.id in runtime.tasks:
+                lines.append(f"task {task.id}: still running, not shown (over the cap)")
+            else:
+                lines.append(f"-task {task.id}")
+        elif theirs:
+            counts["left"]["task result"] = counts["left"].get("task result", 0) + 1
+        else:
+            ref = f"[ledger:{task.result_seq}]"
+            lines.append(f"task {task.id}: result no longer shown (newer task results) {ref}")
+    if runtime is not None and since is not None:
+        # Results of the active scope that came and were pushed out within this stretch:
+        # in no snapshot compared, told here or never.
+        for key, done in finished.items():
+            if key in told or key in was or done.result_seq is None or done.result_seq < since.seq:
+                continue
+            if done.work_item_id is None or done.work_item_id == active:
+                lines.append(_finished_line(done, " (not shown: newer task results)"))
+    return lines
+
+
+def results_not_shown(before: WorkingMemorySnapshot, after: WorkingMemorySnapshot) -> bool:
+    """Whether ``after`` shows a task result ``before`` does not (a task rejoined)."""
+    shown = {(t.id, t.result_seq) for t in before.tasks if t.status != "running"}
+    return any(t.status != "running" and (t.id, t.result_seq) not in shown for t in after.tasks)
 
 
 def delta_lines(
@@ -643,6 +746,12 @@ def delta_lines(
                 )
                 or _count_line("open waits", before, after, "waiting_omitted")
             )
+        elif field in ("tasks", "tasks_omitted") and "tasks" not in told:
+            told.add("tasks")
+            lines.extend(
+                _task_lines(before, after, runtime, since, counts, entered=entered, switched=switched)
+                or _count_line("running tasks", before, after, "tasks_omitted")
+            )
     # Only when the waits (follow-ups) changed: one opened and ended inside a turn that
     # changed nothing else was in no working memory, and the turn's rounds show it.
     if "waiting_on" in named:
@@ -701,9 +810,10 @@ def superseded_fields(
     prompt may show them a turn late. A withdrawn or changed statement is: another
     active work item; its objective changed or a scope constraint dropped; a decision
     with the same id and another text; a plan step reworded, or removed while not
-    finished; a wait no longer open. Given ``runtime`` (the state ``after`` was derived
-    from), a wait or plan step that only fell out of its capped list (newer waits, steps
-    added before it) is known to still hold, and is not superseded.
+    finished; a wait no longer open; a task shown running that rejoined. Given
+    ``runtime`` (the state ``after`` was derived from), a wait or plan step that only fell
+    out of its capped list (newer waits, steps added before it) is known to still hold,
+    and is not superseded.
     """
     out: set[str] = set()
     if before.active_work_item_id is None:
@@ -729,6 +839,14 @@ def superseded_fields(
     still_open = runtime.waits if runtime is not None else {}
     if any(w.id not in listed and w.id not in still_open for w in before.waiting_on):
         out.add("waiting_on")
+    # A task shown running that rejoined (or was started again) is no longer running.
+    running: set[tuple[str, int | None]] = (
+        {(t.id, t.started_seq) for t in runtime.tasks.values()}
+        if runtime is not None
+        else {(t.id, t.started_seq) for t in after.tasks if t.status == "running"}
+    )
+    if any(t.status == "running" and (t.id, t.started_seq) not in running for t in before.tasks):
+        out.add("tasks")
     return tuple(f for f in SNAPSHOT_FIELDS if f in out)
 
 
@@ -796,7 +914,11 @@ def refresh_before_prompt(state: ProjectionState, *, ts: int) -> tuple[r.Record,
     Working memory is refreshed at turn end; but when the turn's own evidence has made
     a statement of the current snapshot untrue (:func:`superseded_fields` — a decision
     revised, a plan step reworded, the active work switched, a wait resolved), a prompt
-    rendered now would show the model both the old and the new statement. So the
+    rendered now would show the model both the old and the new statement. So it does,
+    before the turn's first prompt, when a task result arrived that working memory does
+    not show (:func:`results_not_shown`): a result must reach the prompt of the turn it
+    arrives in, and one recorded before that prompt is no round after it (one recorded
+    after it is). So the
     runtime calls this right before it renders a prompt in an open turn and appends
     what it returns: ``()``, or one ``working_memory_delta`` (``seq`` ``-1``, ``ts`` the
     given one — the timestamp of the last record folded — and the open turn's index).
@@ -806,7 +928,13 @@ def refresh_before_prompt(state: ProjectionState, *, ts: int) -> tuple[r.Record,
     if turn is None or not turn.open:
         return ()
     snapshot = derive_snapshot(state.runtime, state.config)
-    if not superseded_fields(state.memory.snapshot, snapshot, runtime=state.runtime):
+    before = state.memory.snapshot
+    # After the turn's first prompt, a result is a round of the turn (shown after the prompt).
+    prompt = state.runtime.last_prompt
+    prompted = prompt is not None and turn.started_seq is not None and prompt.seq > turn.started_seq
+    if not superseded_fields(before, snapshot, runtime=state.runtime) and (
+        prompted or not results_not_shown(before, snapshot)
+    ):
         return ()
     interval = state.memory.interval
     evidence_from = interval.from_seq if interval.from_seq is not None else state.seq

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from itertools import islice
 from operator import attrgetter
-from typing import Final, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
@@ -25,7 +25,10 @@ from holon.projections.state import (
     FailingCheck,
     FollowUpEntry,
     RuntimeState,
+    TaskEntry,
     WaitEntry,
+    cap_plan,
+    one_line,
 )
 
 __all__ = [
@@ -35,11 +38,14 @@ __all__ = [
     "FileRef",
     "FollowUpRef",
     "SnapshotPlanStep",
+    "TaskRef",
     "WaitRef",
     "WorkingMemorySnapshot",
     "derive_snapshot",
     "failing_line",
     "snapshot_lines",
+    "task_activity",
+    "task_head",
 ]
 
 #: A plan step as shown in working memory: the record's own step type, shared rather
@@ -58,6 +64,81 @@ class FileRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 # entries: each changes only when its record is redeclared, so sharing them keeps the
 # snapshot stable and costs nothing to derive. (Files need FileRef: a FileTouch changes
 # at every touch.)
+
+class TaskRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """A task as working memory shows it: running, or finished with its result.
+
+    What a :class:`~holon.projections.TaskEntry` holds that a prompt shows: its ``status``
+    (``running`` until it rejoined), ``description`` (the prompt it was given), its
+    ``result_seq`` and ``summary`` once it rejoined, and what its sub-agent did (the
+    entry's counts, files, last commands, plan and last error). Not the entry's newest seq
+    nor its calls in flight: a sub-agent's message or a call's start would change working
+    memory (and its revision) with nothing to show for it.
+    """
+
+    id: str
+    status: Literal["running", "ok", "error", "cancelled"]
+    description: str
+    work_item_id: str | None = None
+    started_seq: int | None = None
+    result_seq: int | None = None
+    summary: str | None = None
+    tool_calls: int = 0
+    errors: int = 0
+    files: tuple[str, ...] = ()
+    files_omitted: int = 0
+    commands: tuple[str, ...] = ()
+    plan: tuple[r.PlanStep, ...] = ()
+    plan_seq: int | None = None
+    plan_omitted: int = 0
+    last_error: str | None = None
+    last_error_seq: int | None = None
+
+    @property
+    def ref_seq(self) -> int | None:
+        """The record a prompt cites for the task: its result, else its start."""
+        return self.result_seq if self.result_seq is not None else self.started_seq
+
+
+def _task_ref(entry: TaskEntry) -> TaskRef:
+    return TaskRef(
+        id=entry.id,
+        status=entry.status if entry.status is not None else "running",
+        description=entry.description,
+        work_item_id=entry.work_item_id,
+        started_seq=entry.started_seq,
+        result_seq=entry.result_seq,
+        summary=entry.summary,
+        tool_calls=entry.tool_calls,
+        errors=entry.errors,
+        files=entry.files,
+        files_omitted=entry.files_omitted,
+        commands=entry.commands,
+        plan=entry.plan,
+        plan_seq=entry.plan_seq,
+        plan_omitted=entry.plan_omitted,
+        last_error=entry.last_error,
+        last_error_seq=entry.last_error_seq,
+    )
+
+
+def task_activity(task: TaskRef) -> str | None:
+    """What a task's sub-agent did, in one line: ``14 tool calls, 2 errors, files: a.py, b.py``.
+
+    ``None`` when it recorded no call (a job, or a sub-agent whose steps are not in the
+    ledger). Files newest first; ``(and earlier ones)`` when files were pushed out of the
+    list (how many is not known: ``files_omitted`` counts the push-outs, and a file can be
+    pushed out, touched again and pushed out again).
+    """
+    if not task.tool_calls and not task.files:
+        return None
+    calls = f"{task.tool_calls} tool call{'' if task.tool_calls == 1 else 's'}"
+    parts = [calls, f"{task.errors} error{'' if task.errors == 1 else 's'}"]
+    if task.files:
+        more = " (and earlier ones)" if task.files_omitted else ""
+        parts.append("files: " + ", ".join(reversed(task.files)) + more)
+    return ", ".join(parts)
+
 
 #: A relevant decision (``id``, ``text``, ``rationale``, ``work_item_id``, ``seq``).
 DecisionRef: TypeAlias = DecisionEntry
@@ -101,6 +182,11 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
       over the cap.
     - ``failing``: verification commands of the active work whose latest run failed,
       newest first (at most ``failing_cap``), each with the end of its output.
+    - ``tasks``: the tasks of the active item and of no item (as for decisions): the
+      running ones (the newest ``tasks_cap`` started, in the order they started), then the
+      ``tasks_cap`` newest finished ones, newest result first. A finished task stays until
+      ``tasks_cap`` newer results of that scope push it out (or it leaves the runtime's
+      ``finished_window``); ``tasks_omitted`` counts the running ones over the cap.
 
     A count of entries not shown is never left out: a capped list that hid the rest
     without a word read as all there is (an open follow-up, a wait, a decision in force).
@@ -135,6 +221,8 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
         return self.active_work_item_id is not None and self.active_work_item_id.startswith(
             DERIVED_WORK_PREFIX
         )
+    tasks: tuple[TaskRef, ...] = ()
+    tasks_omitted: int = 0
 
     @property
     def empty(self) -> bool:
@@ -153,20 +241,19 @@ def _plan_steps(
     steps: tuple[SnapshotPlanStep, ...], cap: int
 ) -> tuple[tuple[SnapshotPlanStep, ...], tuple[SnapshotPlanStep, ...]]:
     """The steps shown (at most ``cap``) and the rest, each in plan order."""
-    if len(steps) <= cap:
-        return steps, ()
-    excess = len(steps) - cap
-    kept: list[SnapshotPlanStep] = []
-    rest: list[SnapshotPlanStep] = []
-    for step in steps:
-        if excess and step.status in ("done", "skipped"):
-            excess -= 1
-            rest.append(step)
-        elif len(kept) < cap:
-            kept.append(step)
-        else:
-            rest.append(step)
-    return tuple(kept), tuple(rest)
+    return cap_plan(steps, cap)
+
+
+def _tasks(state: RuntimeState, active: str | None, cap: int) -> tuple[tuple[TaskRef, ...], int]:
+    """The tasks working memory shows (see :class:`WorkingMemorySnapshot`) and how many
+    running ones the cap leaves out."""
+    running = [t for t in state.tasks.values() if t.work_item_id is None or t.work_item_id == active]
+    shown = [_task_ref(t) for t in running[-cap:]]
+    finished = (
+        t for t in reversed(state.finished_tasks) if t.work_item_id is None or t.work_item_id == active
+    )
+    shown.extend(_task_ref(t) for t in islice(finished, cap))
+    return tuple(shown), max(0, len(running) - cap)
 
 
 def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONFIG) -> WorkingMemorySnapshot:
@@ -220,6 +307,7 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
     # ``scope_cap`` alone, replacing or dropping the 13th rule changed nothing.
     scope = item.scope_constraints if item is not None else ()
     scope_rest = scope[config.scope_cap :]
+    tasks, tasks_omitted = _tasks(state, active, config.tasks_cap)
 
     current = item.id if item is not None else None
     return WorkingMemorySnapshot(
@@ -245,6 +333,8 @@ def derive_snapshot(state: RuntimeState, config: ProjectionConfig = DEFAULT_CONF
         waiting_on=waiting_on,
         waiting_omitted=len(state.waits) - len(waiting_on),
         failing=tuple(f for f in reversed(state.failing) if f.work_item_id == current),
+        tasks=tasks,
+        tasks_omitted=tasks_omitted,
     )
 
 
@@ -310,6 +400,10 @@ def snapshot_lines(snapshot: WorkingMemorySnapshot) -> tuple[str, ...]:
     if snapshot.waiting_omitted:
         lines.append(f"(+{snapshot.waiting_omitted} older open waits not shown)")
     lines.extend(failing_line(f) + f" {_ref(f.seq)}" for f in snapshot.failing)
+    for task in snapshot.tasks:
+        lines.extend(task_lines(task))
+    if snapshot.tasks_omitted:
+        lines.append(f"(+{snapshot.tasks_omitted} older running tasks not shown)")
     return tuple(lines)
 
 
@@ -318,3 +412,27 @@ def failing_line(check: FailingRef, *, tail: bool = True) -> str:
     how = f"exit {check.exit_code}" if check.exit_code not in (None, 0) else check.status
     end = f": {check.tail}" if tail and check.tail else ""
     return f"failing: `{check.command}` ({how}){end}"
+
+
+#: Characters of a task's description and of its result summary a line keeps.
+TASK_DESCRIPTION_CHARS: Final = 200
+TASK_SUMMARY_CHARS: Final = 300
+
+
+def task_head(task: TaskRef) -> str:
+    """``task t1 (running): <description>`` / ``task t1 finished (ok): <description>``, clipped."""
+    state = "(running)" if task.status == "running" else f"finished ({task.status})"
+    return f"task {task.id} {state}: {one_line(task.description, TASK_DESCRIPTION_CHARS)}"
+
+
+def task_lines(task: TaskRef) -> list[str]:
+    """A task's lines in :func:`snapshot_lines`: its head and ref, result, activity, last error."""
+    lines = [f"{task_head(task)} {_ref(task.ref_seq)}"]
+    if task.summary is not None:
+        lines.append(f"  result: {one_line(task.summary, TASK_SUMMARY_CHARS)}")
+    activity = task_activity(task)
+    if activity is not None:
+        lines.append(f"  {activity}")
+    if task.last_error is not None:
+        lines.append(f"  last error: {task.last_error} {_ref(task.last_error_seq)}")
+    return lines
