@@ -34,7 +34,7 @@ RUNS = (
     ("swe-agent", "long_request.traj", "short_request.traj"),
     ("openhands", "long_request.jsonl", "short_request.jsonl"),
 )
-#: context window and output reserve, as the issue measured them.
+#: (context window, output reserve), as the issue measured them.
 BUDGETS = ((8_000, 1_000), (32_000, 2_000), (200_000, 8_000))
 _CLEARED = re.compile(r"\[cleared: ([\d,]+) bytes — restore with ref (?:ledger|blob):[0-9a-f]+\]")
 
@@ -91,11 +91,12 @@ def _shows(text: str, request: r.Record) -> bool:
     return head in " ".join(text.split()) and f"restore with ref ledger:{request.seq}" in text
 
 
-@pytest.mark.parametrize(("fmt", "long", "short"), RUNS, ids=[run[0] for run in RUNS])
-@pytest.mark.parametrize(("window", "reserve"), BUDGETS, ids=[f"{b[0] // 1000}k" for b in BUDGETS])
+@pytest.mark.parametrize("run", RUNS, ids=[run[0] for run in RUNS])
+@pytest.mark.parametrize("budget", BUDGETS, ids=[f"{b[0] // 1000}k" for b in BUDGETS])
 def test_an_imported_run_keeps_its_mandate_and_uses_its_budget(
-    tmp_path: Path, fmt: str, long: str, short: str, window: int, reserve: int
+    tmp_path: Path, run: tuple[str, str, str], budget: tuple[int, int]
 ) -> None:
+    (fmt, long, _), (window, reserve) = run, budget
     path = _imported(tmp_path, fmt, long)
     with Ledger.open(path, readonly=True) as ledger:
         records = list(ledger.read(0))

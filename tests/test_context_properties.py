@@ -68,7 +68,7 @@ _BLOB = re.compile(r"\[output stored as blob, ([\d,]+) bytes — restore with re
 _CITED = re.compile(r"^\[ledger:(\d+)\] (?!result )", re.MULTILINE)
 # The id a reason names; a colon after it is the reason's ("work item W1: objective clipped").
 _ENTRY = re.compile(
-    r"\b(decision|follow-up|work item|open wait|arguments of|result of|file) (\S+?):?(?=\s|$)"
+    r"\b(decision|follow-up|work item|open wait|arguments of|result of|file|task) (\S+?):?(?=\s|$)"
 )
 
 budgets = st.integers(1_000, 200_000).flatmap(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 import holon.records as r
 from holon.context import (
     Budget,
@@ -14,13 +16,20 @@ from holon.context import (
 from holon.context.budget import Candidate
 from holon.context.history import TURN_WORK_HEADER
 from holon.context.render import token_counter
-from holon.context.sections import SECTION_ORDER, SECTION_STABILITY, pending_delta_candidate
+from holon.context.sections import (
+    SECTION_ORDER,
+    SECTION_STABILITY,
+    pending_delta_candidate,
+    working_memory_candidate,
+)
 from holon.projections import (
+    DecisionRef,
     FailingCheck,
     MandateEntry,
     PlanEntry,
     RequestEntry,
     SnapshotPlanStep,
+    TaskRef,
     WaitEntry,
     WorkingMemorySnapshot,
     WorkItemEntry,
@@ -349,3 +358,121 @@ def test_failing_checks_are_in_working_memory_with_the_end_of_their_output() -> 
     memory = build_context(inputs(snapshot=snapshot), Budget(context_window=8_000)).section("working_memory")
     assert memory is not None
     assert "failing: `pytest -q` (exit 1): FAILED t.py::test_x - boom [ledger:77]" in memory.text
+
+
+# --------------------------------------------------------------------------- tasks in working memory
+
+
+def _task_memory() -> WorkingMemorySnapshot:
+    running = TaskRef(
+        id="t2",
+        status="running",
+        description="Audit the lexer " + "in detail " * 40,
+        started_seq=40,
+        tool_calls=3,
+        errors=1,
+        files=("src/lexer.py",),
+        commands=("pytest -q",),
+        plan=(r.PlanStep(id="1", text="read", status="done"), r.PlanStep(id="2", text="report")),
+        plan_seq=44,
+        last_error="pytest -q: error, exit 1: 1 failed",
+        last_error_seq=43,
+    )
+    finished = TaskRef(
+        id="t1",
+        status="ok",
+        description="find the bug",
+        started_seq=10,
+        result_seq=30,
+        summary="The lexer drops empty input. " * 30,
+        tool_calls=14,
+        errors=2,
+        files=("b.py", "a.py"),
+        files_omitted=3,
+    )
+    return WorkingMemorySnapshot(
+        active_work_item_id="w1",
+        work_state="active",
+        objective="ship the parser",
+        # Decisions the truncated form leaves out, so that it is offered (it is smaller).
+        decisions=tuple(DecisionRef(id=f"d{i}", text="keep the old API " * 5, seq=i) for i in range(3)),
+        tasks=(running, finished),
+        tasks_omitted=2,
+    )
+
+
+def _forms(snapshot: WorkingMemorySnapshot) -> dict[str, tuple[str, tuple[r.Omission, ...]]]:
+    candidate = working_memory_candidate(inputs(snapshot=snapshot), token_counter("holon-heuristic"))
+    assert candidate is not None
+    return {form.kind: (form.text, form.omissions) for form in candidate.forms}
+
+
+def test_working_memory_shows_each_tasks_result_and_what_its_sub_agent_did() -> None:
+    forms = _forms(_task_memory())
+    full, full_omitted = forms["full"]
+    lines = full.splitlines()
+    at = lines.index("task t1 finished (ok): find the bug [ledger:30]")
+    summary = lines[at + 1]
+    assert (
+        summary.startswith("  result: The lexer drops empty input.")
+        and len(summary) == len("  result: ") + 300
+    )
+    assert lines[at + 2] == "  14 tool calls, 2 errors, files: a.py, b.py (and earlier ones)"
+    head = next(line for line in lines if line.startswith("task t2 (running): Audit the lexer"))
+    assert head.endswith("… [ledger:40]") and len(head) < 260
+    assert "  last error: pytest -q: error, exit 1: 1 failed [ledger:43]" in lines
+    assert "  plan: [ledger:44]" in lines and "    [ ] 2: report" in lines
+    assert lines[-1] == "(+2 older running tasks not shown (over the working-memory cap))"
+    # Clipped texts name the records holding them whole.
+    assert {(o.ref, o.reason) for o in full_omitted} == {
+        ("ledger:40", "task t2 description clipped"),
+        ("ledger:30", "task t1 result clipped"),
+    }
+
+
+def test_shorter_forms_keep_every_result_and_name_what_they_leave_out() -> None:
+    forms = _forms(_task_memory())
+    compact, compact_omitted = forms["compact"]
+    assert "  (last error, plan not shown — restore with ref ledger:43, ledger:44)" in compact
+    assert "  14 tool calls, 2 errors, files: a.py, b.py (and earlier ones)" in compact
+    assert {o.reason for o in compact_omitted} >= {"task t2: last error not shown", "task t2: plan not shown"}
+    truncated, truncated_omitted = forms["truncated"]
+    for text in (compact, truncated):
+        assert "task t1 finished (ok): find the bug [ledger:30]" in text
+        assert "  result: The lexer drops empty input." in text
+        assert "(+2 older running tasks not shown (over the working-memory cap))" in text
+    assert "ledger:43" in truncated and "[ ] 2: report" not in truncated
+    assert {"ledger:30", "ledger:40", "ledger:43", "ledger:44"} <= {o.ref for o in truncated_omitted}
+
+
+def test_the_tasks_share_of_the_pinned_minimum_does_not_grow_with_their_texts() -> None:
+    def minimum(n: int) -> int:
+        memory = _task_memory()
+        huge = tuple(
+            msgspec.structs.replace(
+                t, description=t.description * n, summary=t.summary * n if t.summary else None
+            )
+            for t in memory.tasks
+        )
+        text, _ = _forms(msgspec.structs.replace(memory, tasks=huge))["truncated"]
+        return token_counter("holon-heuristic")(text)
+
+    assert minimum(500) == minimum(50)
+
+
+def test_a_result_that_arrived_while_the_agent_was_idle_is_in_the_prompt_of_its_turn() -> None:
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.TaskStarted(id="t1", description="run the release build"))
+    live.render()
+    live.end_turn()
+    live.append(r.TaskResult(id="t1", status="ok", summary="build green"), in_turn=False)
+    live.start_turn("task", "t1 finished")
+    live.before_prompt()
+    prompt = build_context(inputs_from_state(live.state, agent_id="a"), BUDGET)
+    memory = prompt.section("working_memory")
+    assert memory is not None
+    assert "task t1 finished (ok): run the release build [ledger:" in memory.text
+    assert "  result: build green" in memory.text
+    delta = prompt.section("pending_delta")
+    assert delta is not None and "task t1 finished (ok): build green" in delta.text

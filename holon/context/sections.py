@@ -40,8 +40,15 @@ from holon.context.budget import Candidate, Form, FormKind, Stability
 from holon.context.inputs import ContextInputs
 from holon.context.refs import episode_ref, ledger_ref
 from holon.context.rounds import step_line
-from holon.projections import PlanEntry, ToolExecution, WorkingMemorySnapshot, WorkItemEntry
-from holon.projections.snapshot import failing_line
+from holon.projections import (
+    PlanEntry,
+    TaskRef,
+    ToolExecution,
+    WorkingMemorySnapshot,
+    WorkItemEntry,
+    task_activity,
+)
+from holon.projections.snapshot import TASK_DESCRIPTION_CHARS, TASK_SUMMARY_CHARS, failing_line
 from holon.projections.state import DERIVED_WORK_PREFIX, RequestEntry, one_line
 
 __all__ = [
@@ -535,6 +542,109 @@ def _over_cap_lines(s: WorkingMemorySnapshot) -> tuple[list[str], list[str], lis
     )
 
 
+def _task_text(
+    task: TaskRef, part: str, text: str, ref: int | None, count: Counter, *, bounded: bool
+) -> tuple[str, list[r.Omission]]:
+    """A task's description or result as a form shows it: on one line, clipped (the
+    description to :data:`TASK_DESCRIPTION_CHARS`, the result to :data:`TASK_SUMMARY_CHARS`;
+    ``bounded``, to the pinned minimum's token bound too); the omission names the record
+    that holds it whole."""
+    limit = TASK_DESCRIPTION_CHARS if part == "description" else TASK_SUMMARY_CHARS
+    shown, cut = _bounded(text, limit, count) if bounded else _clipped(text, limit)
+    if not cut or ref is None:
+        return shown, []
+    reason = f"task {_clip(task.id, _PINNED_ID_CHARS)} {part} clipped"
+    return shown, [_shrunk("working_memory", ledger_ref(ref), reason, [text], [shown], count=count)]
+
+
+def _task_parts(task: TaskRef) -> list[tuple[str, int | None, list[str]]]:
+    """What a task's sub-agent did, as (what, the ref restoring it, its lines): one line of
+    counts and files, the last error, a running task's plan."""
+    parts: list[tuple[str, int | None, list[str]]] = []
+    activity = task_activity(task)
+    if activity is not None:
+        parts.append(("what its sub-agent did", task.ref_seq, [f"  {activity}"]))
+    if task.last_error is not None:
+        error = f"  last error: {task.last_error} {_refs(task.last_error_seq)}"
+        parts.append(("last error", task.last_error_seq, [error]))
+    if task.status == "running" and task.plan_seq is not None:
+        ref = ledger_ref(task.plan_seq)
+        plan = [f"  plan: [{ref}]", *(f"  {step_line(step)}" for step in task.plan)]
+        if task.plan_omitted:
+            plan.append(f"    (+{task.plan_omitted} steps not shown — restore with ref {ref})")
+        parts.append(("plan", task.plan_seq, plan))
+    return parts
+
+
+#: What of a task's parts (:func:`_task_parts`) each working-memory form shows.
+_TASK_PARTS_SHOWN: Final[dict[str, frozenset[str]]] = {
+    "full": frozenset({"what its sub-agent did", "last error", "plan"}),
+    "compact": frozenset({"what its sub-agent did"}),
+    "truncated": frozenset({"what its sub-agent did"}),
+}
+
+
+def _task_lines(
+    s: WorkingMemorySnapshot, count: Counter, form: FormKind
+) -> tuple[list[str], list[r.Omission]]:
+    """The tasks working memory holds, each citing its result (else its start).
+
+    Every form shows each task's status, description and result: a result must be read
+    before it leaves working memory (docs/memory-model.md), and both are clipped, so the
+    tasks' share of the pinned minimum is bounded by ``tasks_cap``. The full form adds what
+    the sub-agent did (one line), its last error and a running task's plan; the compact form
+    only the first, and the truncated form clips it; whatever a form leaves out is named by
+    its ref."""
+    bounded = form == "truncated"
+    shown_parts = _TASK_PARTS_SHOWN[form]
+    lines: list[str] = []
+    omissions: list[r.Omission] = []
+    for task in s.tasks:
+        ident = _bounded(task.id, _PINNED_ID_CHARS, count)[0] if bounded else task.id
+        state = "(running)" if task.status == "running" else f"finished ({task.status})"
+        what, cut = _task_text(
+            task, "description", task.description, task.started_seq, count, bounded=bounded
+        )
+        omissions.extend(cut)
+        lines.append(f"task {ident} {state}: {what} {_refs(task.ref_seq)}".rstrip())
+        if task.summary is not None:
+            result, cut = _task_text(task, "result", task.summary, task.result_seq, count, bounded=bounded)
+            omissions.extend(cut)
+            lines.append(f"  result: {result}")
+        left_out: list[tuple[str, str]] = []
+        for part, ref, part_lines in _task_parts(task):
+            if bounded and part == "what its sub-agent did":
+                # One line, but of file paths as long as a model wrote them.
+                shown, clipped = _bounded(part_lines[0].strip(), _PINNED_TEXT_CHARS, count)
+                lines.append(f"  {shown}")
+                if clipped and ref is not None:
+                    reason = f"task {_clip(task.id, _PINNED_ID_CHARS)}: {part} clipped"
+                    omissions.append(
+                        _shrunk("working_memory", ledger_ref(ref), reason, part_lines, [shown], count=count)
+                    )
+                continue
+            if part in shown_parts or ref is None:
+                lines.extend(part_lines)
+                continue
+            left_out.append((part, ledger_ref(ref)))
+            reason = f"task {_clip(task.id, _PINNED_ID_CHARS)}: {part} not shown"
+            tokens = count("\n".join(part_lines))
+            omissions.append(
+                r.Omission(section="working_memory", ref=ledger_ref(ref), reason=reason, tokens=tokens)
+            )
+        if left_out:
+            what_parts = ", ".join(part for part, _ in left_out)
+            lines.append(
+                f"  ({what_parts} not shown — restore with ref {_ref_list([ref for _, ref in left_out])})"
+            )
+    if s.tasks_omitted:
+        n = s.tasks_omitted
+        lines.append(
+            f"(+{n} older running task{'' if n == 1 else 's'} not shown (over the working-memory cap))"
+        )
+    return lines, omissions
+
+
 def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
     """Working memory at the current revision; the minimum keeps work, scope, plan and waits.
 
@@ -582,6 +692,8 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         for f in s.failing
     ]
     failing_min = [f"{failing_line(f, tail=False)} {_refs(f.seq)}" for f in s.failing]
+    task_full, task_full_omitted = _task_lines(s, count, "full")
+    full.extend(task_full)
 
     # What dropping each entry loses: its ref and the tokens of its full line.
     file_drops = [
@@ -648,11 +760,24 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         compact.extend(older)
     compact.extend(waits)
     compact.extend(failing_compact)
+    task_compact, task_compact_omitted = _task_lines(s, count, "compact")
+    compact.extend(task_compact)
+    compact_omitted.extend(task_compact_omitted)
 
     core_min, core_cut = _core_lines(inputs, count, bounded=True)
     waits_min, waits_cut = _wait_lines(s, count, bounded=True)
-    truncated = [header, *core_min, *summary_lines, *plan_min, *waits_min, *older_waits, *failing_min]
-    truncated_omitted = [*core_cut, *summary_drops, *plan_min_omitted, *waits_cut]
+    tasks_min, tasks_cut = _task_lines(s, count, "truncated")
+    truncated = [
+        header,
+        *core_min,
+        *summary_lines,
+        *plan_min,
+        *waits_min,
+        *older_waits,
+        *failing_min,
+        *tasks_min,
+    ]
+    truncated_omitted = [*core_cut, *summary_drops, *plan_min_omitted, *waits_cut, *tasks_cut]
     for noun, drops, older in (
         ("decision", decision_drops, older_decisions),
         ("follow-up", follow_up_drops, older_follow_ups),
@@ -665,7 +790,7 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
     return _candidate(
         "working_memory",
         [
-            _form("full", full, count, [*core_omitted, *plan_full_omitted]),
+            _form("full", full, count, [*core_omitted, *plan_full_omitted, *task_full_omitted]),
             _form("compact", compact, count, compact_omitted),
             _form("truncated", truncated, count, truncated_omitted),
         ],
