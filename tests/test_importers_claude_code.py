@@ -7,13 +7,15 @@ from pathlib import Path
 import pytest
 
 from holon.errors import InvalidRecord
-from holon.importers import parse_claude_code, read_transcript
+from holon.importers import ImportReport, parse_claude_code, read_transcript
 from holon.records import (
     ContextSummary,
     ExecutionEnvironment,
     Message,
     PlanStep,
     Record,
+    TaskResult,
+    TaskStarted,
     ToolIntent,
     ToolResult,
     TurnEnded,
@@ -21,6 +23,7 @@ from holon.records import (
     WorkPlan,
     encode_json_record,
 )
+from tests.importers_support import claude_jsonl
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "claude-code"
 T0 = 1_740_823_200_000  # 2025-03-01T10:00:00Z, the first user message
@@ -230,3 +233,192 @@ def test_other_format_is_refused_with_a_hint() -> None:
         InvalidRecord, match=r"line 1 of .*: not a Claude Code event \(no `type`\); is this really"
     ):
         read_transcript(holon_jsonl, "claude-code")
+
+
+# --------------------------------------------------------------------------- sub-agents (Task calls)
+
+
+def _tagged(report: ImportReport) -> list[tuple[str | None, str, str]]:
+    """(task, kind, what) of every message, call, result and plan: whose each record is."""
+    out: list[tuple[str | None, str, str]] = []
+    for record in report.records:
+        body = record.body
+        if isinstance(body, Message):
+            out.append((body.task_id, "message", body.text))
+        elif isinstance(body, ToolIntent | ToolResult):
+            out.append((body.task_id, record.kind, body.call_id))
+        elif isinstance(body, WorkPlan):
+            out.append((body.task_id, "work_plan", ",".join(s.text for s in body.steps)))
+    return out
+
+
+def test_inline_sidechains_are_their_task_calls_tasks_linked_by_prompt_and_parent() -> None:
+    # Two Task calls in one message; their sidechains interleave, each event naming its parent.
+    report = read_transcript(FIXTURES / "sidechain_inline.jsonl", "claude-code")
+    assert report.skipped == {}
+    assert report.turns == 1  # neither sub-agent's prompt opened a turn
+    starts = [r.body for r in report.records if isinstance(r.body, TaskStarted)]
+    assert starts == [
+        TaskStarted(id="toolu_T1", description="find the bug: Find why tests/test_parser.py fails"),
+        TaskStarted(id="toolu_T2", description="check the docs: Check what the docs say about empty input"),
+    ]
+    tagged = _tagged(report)
+    assert [(t, k, w) for t, k, w in tagged if t == "toolu_T1"] == [
+        ("toolu_T1", "message", "Find why tests/test_parser.py fails"),
+        ("toolu_T1", "tool_intent", "toolu_s1"),
+        ("toolu_T1", "work_plan", "Run the test,Read the lexer"),
+        ("toolu_T1", "tool_result", "toolu_s1"),
+        ("toolu_T1", "tool_intent", "toolu_s2"),
+        ("toolu_T1", "tool_result", "toolu_s2"),
+        ("toolu_T1", "tool_intent", "toolu_s3"),
+        ("toolu_T1", "tool_result", "toolu_s3"),
+        (
+            "toolu_T1",
+            "message",
+            "src/lexer.py indexes text[0] without checking for empty input; that raises IndexError.",
+        ),
+    ]
+    assert [(k, w) for t, k, w in tagged if t == "toolu_T2"] == [
+        ("message", "Check what the docs say about empty input"),
+        ("tool_intent", "toolu_d1"),
+        ("tool_result", "toolu_d1"),
+        ("message", "The docs say empty input returns []."),
+    ]
+    # The main agent's own: its Task calls and their results, the edit it made after.
+    assert [w for t, k, w in tagged if t is None and k != "message"] == [
+        "toolu_T1",
+        "toolu_T2",
+        "toolu_T2",
+        "toolu_T1",
+        "toolu_e1",
+        "toolu_e1",
+    ]
+    results = [r.body for r in report.records if isinstance(r.body, TaskResult)]
+    assert [(b.id, b.status, b.summary, b.output) for b in results] == [
+        ("toolu_T2", "ok", "The docs say empty input returns [].", ""),
+        (
+            "toolu_T1",
+            "ok",
+            "src/lexer.py indexes text[0] without checking for empty input; that raises IndexError.",
+            "",
+        ),
+    ]
+    # Each TaskResult right after its call's ToolResult.
+    kinds = [r.kind for r in report.records]
+    assert all(kinds[i - 1] == "tool_result" for i, k in enumerate(kinds) if k == "task_result")
+
+
+def test_a_sessions_subagent_files_are_imported_as_the_tasks_they_served(tmp_path: Path) -> None:
+    report = read_transcript(FIXTURES / "subagents-session.jsonl", "claude-code")
+    # Linked by the agentId the Task result names (a1b2c3d) or by the prompt (ffff000); Claude
+    # Code's compaction agent and a file no Task call started are left out, counted.
+    assert report.skipped == {"subagent file of no Task call": 1, "subagent file: compaction": 1}
+    tagged = _tagged(report)
+    assert [(k, w) for t, k, w in tagged if t == "toolu_A"] == [
+        ("message", "List every place that reads config.ini"),
+        ("tool_intent", "toolu_g1"),
+        ("tool_result", "toolu_g1"),
+        ("tool_intent", "toolu_r1"),
+        ("tool_result", "toolu_r1"),
+        ("message", "Three places read config.ini: app.py, cli.py, tests/conftest.py."),
+    ]
+    assert [w for t, k, w in tagged if t == "toolu_B" and k != "message"] == ["toolu_w1", "toolu_w1"]
+    results = {r.body.id: r.body for r in report.records if isinstance(r.body, TaskResult)}
+    # The line Claude Code adds for the model (the agent to resume) is not the report; the
+    # Task call's ToolResult keeps it.
+    assert results["toolu_A"].summary == "Three places read config.ini: app.py, cli.py, tests/conftest.py."
+    assert (results["toolu_B"].status, results["toolu_B"].summary) == (
+        "error",
+        "Agent stopped: the test could not be written",
+    )
+    # Without the directory (the main file alone), only the Task calls and their results.
+    alone = tmp_path / "s.jsonl"
+    alone.write_bytes((FIXTURES / "subagents-session.jsonl").read_bytes())
+    by_itself = read_transcript(alone, "claude-code")
+    assert [t for t, _, _ in _tagged(by_itself)] == [None] * len(_tagged(by_itself))
+    assert [r.kind for r in by_itself.records].count("task_result") == 2
+
+
+def test_a_long_report_is_summarized_and_kept_whole_and_a_background_launch_is_no_result() -> None:
+    long_report = "The survey found " + "one more place; " * 200
+    call = {"type": "tool_use", "id": "toolu_L", "name": "Agent", "input": {"prompt": "survey"}}
+    bg = {
+        "type": "tool_use",
+        "id": "toolu_bg",
+        "name": "Task",
+        "input": {"prompt": "index", "run_in_background": True},
+    }
+    data = claude_jsonl(
+        {"type": "user", "message": {"role": "user", "content": "go"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [call, bg]}},
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_bg",
+                        "content": "Async agent launched successfully.",
+                    }
+                ],
+            },
+            "toolUseResult": {"isAsync": True, "status": "async_launched", "agentId": "bg1"},
+        },
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_L", "content": long_report}],
+            },
+        },
+    )
+    report = parse_claude_code(data, source="m.jsonl")
+    (result,) = [r.body for r in report.records if isinstance(r.body, TaskResult)]
+    assert result.id == "toolu_L" and result.output == long_report
+    assert result.summary.endswith(" …") and len(result.summary) <= 1002
+    assert long_report.startswith(result.summary.removesuffix(" …"))
+    # The background one still runs: it has a start, and no result yet.
+    assert [r.body.id for r in report.records if isinstance(r.body, TaskStarted)] == ["toolu_L", "toolu_bg"]
+
+
+def test_a_sub_agents_events_after_its_tasks_result_are_no_tasks() -> None:
+    call = {"type": "tool_use", "id": "toolu_T", "name": "Task", "input": {"prompt": "look"}}
+    data = claude_jsonl(
+        {"type": "user", "message": {"role": "user", "content": "go"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [call]}},
+        {
+            "type": "user",
+            "isSidechain": True,
+            "parentUuid": None,
+            "message": {"role": "user", "content": "look"},
+        },
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_T", "content": "seen"}],
+            },
+        },
+        {
+            "type": "assistant",
+            "isSidechain": True,
+            "parentUuid": "u2",
+            "message": {"role": "assistant", "content": "late"},
+        },
+    )
+    report = parse_claude_code(data, source="m.jsonl")
+    assert report.skipped == {"sidechain event": 1}
+    assert [(t, w) for t, k, w in _tagged(report) if k == "message"] == [(None, "go"), ("toolu_T", "look")]
+
+
+def test_a_bad_subagent_file_is_named_and_nothing_is_imported(tmp_path: Path) -> None:
+    session = tmp_path / "s.jsonl"
+    session.write_bytes((FIXTURES / "subagents-session.jsonl").read_bytes())
+    folder = tmp_path / "s" / "subagents"
+    folder.mkdir(parents=True)
+    good = (FIXTURES / "subagents-session" / "subagents" / "agent-a1b2c3d.jsonl").read_bytes()
+    (folder / "agent-a1b2c3d.jsonl").write_bytes(good.replace(b'"2025-06-02T09:00:04.000Z"', b'"yesterday"'))
+    with pytest.raises(InvalidRecord) as info:
+        read_transcript(session, "claude-code")
+    assert str(folder / "agent-a1b2c3d.jsonl") in str(info.value) and "line 2" in str(info.value)

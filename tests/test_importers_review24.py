@@ -47,16 +47,21 @@ def test_stream_json_subagent_messages_are_not_the_main_agents() -> None:
     bodies = [record.body for record in report.records]
     # The subagent's prompt opened an operator turn, and its Bash call and text read as the main agent's.
     assert not any(isinstance(b, TurnStarted) and b.trigger == "user_message" for b in bodies)
-    assert [b.tool for b in bodies if isinstance(b, ToolIntent)] == ["Task"]
-    assert [b.text for b in bodies if isinstance(b, Message)] == [
+    own = [b for b in bodies if isinstance(b, Message | ToolIntent) and b.task_id is None]
+    assert [b.tool for b in own if isinstance(b, ToolIntent)] == ["Task"]
+    assert [b.text for b in own if isinstance(b, Message)] == [
         "I'll ask a subagent to find the config.",
         "Found it: app.toml.",
     ]
+    # They are the Task call's task (its id), not the main agent's.
+    theirs = [b for b in bodies if isinstance(b, Message | ToolIntent | ToolResult) and b.task_id is not None]
+    assert {b.task_id for b in theirs} == {"toolu_task"}
+    assert [type(b).__name__ for b in theirs] == ["Message", "ToolIntent", "ToolResult", "Message"]
     # The Task call and its result (the subagent's report) stay in one turn.
     task = [r for r in report.records if isinstance(r.body, ToolIntent | ToolResult)]
     assert {r.turn for r in task} == {0}
     assert report.turns == 1
-    assert report.skipped == {"subagent event": 4}
+    assert report.skipped == {}
 
 
 def test_stream_json_init_records_the_working_directory() -> None:

@@ -103,7 +103,10 @@ def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
             raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
     if not data.strip():
         raise UsageError(f"{source} is empty: there is no {fmt} transcript in it to import")
-    report = importer.parse_bytes(data, source=source)
+    if fmt == "claude-code":
+        report = parse_claude_code(data, source=source, subagents=_subagent_files(source))
+    else:
+        report = importer.parse_bytes(data, source=source)
     if not report.records:
         # Valid but empty (e.g. `[]`): every format says so the same way, not "appended 0". What
         # was left out is named: a file of only skipped events (summaries of other sessions,
@@ -112,6 +115,30 @@ def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
         left_out = f" (skipped: {skipped})" if skipped else ""
         raise UsageError(f"{source} holds no {fmt} conversation: nothing in it maps to a record{left_out}")
     return report
+
+
+def _subagent_files(source: str) -> dict[str, bytes]:
+    """A Claude Code session's sub-agent transcripts: ``<session>/subagents/agent-*.jsonl`` beside
+    ``<session>.jsonl`` (path -> bytes; none for another file name or no such directory)."""
+    base, ext = os.path.splitext(source)
+    folder = os.path.join(base, "subagents")
+    if ext != ".jsonl" or not os.path.isdir(folder):
+        return {}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise UsageError(f"cannot read {folder}: {exc.strerror or exc}") from None
+    files: dict[str, bytes] = {}
+    for name in names:
+        path = os.path.join(folder, name)
+        if not (name.startswith("agent-") and name.endswith(".jsonl") and os.path.isfile(path)):
+            continue
+        try:
+            with open(path, "rb") as handle:
+                files[path] = handle.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return files
 
 
 #: An OpenHands V1 event file's name: its index in the conversation (5 digits or more), then its id.

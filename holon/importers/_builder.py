@@ -128,11 +128,12 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PendingCall(msgspec.Struct, frozen=True, kw_only=True):
-    """An intent waiting for its result: its holon call id, tool and arguments."""
+    """An intent waiting for its result: its holon call id, tool, arguments and sub-agent's task."""
 
     call_id: str
     tool: str
     args: dict[str, Any]
+    task_id: str | None = None
 
 
 def _storable(args: dict[str, Any]) -> dict[str, Any]:
@@ -176,6 +177,7 @@ class TranscriptBuilder:
         # source call id -> intents still waiting for their result, oldest first
         self._pending: dict[str, list[PendingCall]] = {}
         self._used_call_ids: set[str] = set()
+        self._order: dict[str, int] = {}  # holon call id -> the order its intent came in
         self._environment: ExecutionEnvironment | None = None
         self._session: str | None = None  # the run's session id, once :meth:`session` named it
         self._session_start: ExecutionEnvironment | None = None  # its environment, until recorded
@@ -234,6 +236,7 @@ class TranscriptBuilder:
         text_key: str,
         statuses: Mapping[str, StepStatus],
         unreadable: str,
+        task_id: str | None = None,
     ) -> None:
         """Emit the plan a tool's task list declares (Claude Code's TodoWrite, OpenHands' task_tracker).
 
@@ -242,6 +245,7 @@ class TranscriptBuilder:
         ``status`` mapped by ``statuses`` (any other is pending). A list that is not such
         is skipped with the reason ``unreadable``. The plan follows the call, not its
         (always trivial) result: it is the agent's declared plan from the moment it writes it.
+        ``task_id`` makes it a sub-agent's plan (that task's, not a work item's).
         """
         if not isinstance(items, list) or not all(
             isinstance(item, dict) and isinstance(item.get(text_key), str) for item in items
@@ -259,7 +263,7 @@ class TranscriptBuilder:
                     status=statuses.get(status, "pending") if isinstance(status, str) else "pending",
                 )
             )
-        self.emit(WorkPlan(work_item_id=None, steps=tuple(steps)))
+        self.emit(WorkPlan(work_item_id=None, steps=tuple(steps), task_id=task_id))
 
     @property
     def turn_open(self) -> bool:
@@ -370,11 +374,20 @@ class TranscriptBuilder:
 
     # ------------------------------------------------------------------ tool calls
 
-    def intent(self, source_id: str, tool: str, args: dict[str, Any], *, call_id: str | None = None) -> str:
+    def intent(
+        self,
+        source_id: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        call_id: str | None = None,
+        task_id: str | None = None,
+    ) -> str:
         """Record a tool intent; return the unique holon call id it got.
 
         ``source_id`` is the key its result will be joined by; the holon call id is
         ``call_id`` (default: ``source_id``), suffixed ``#2``, ``#3``... when already used.
+        ``task_id`` makes it a sub-agent's call (its result gets the same task).
         """
         args = _storable(args)
         base = source_id if call_id is None else call_id
@@ -385,15 +398,23 @@ class TranscriptBuilder:
             unique = f"{base}#{n}"
         call_id = unique
         self._used_call_ids.add(call_id)
-        self._pending.setdefault(source_id, []).append(PendingCall(call_id=call_id, tool=tool, args=args))
+        self._order[call_id] = len(self._order)
+        pending = PendingCall(call_id=call_id, tool=tool, args=args, task_id=task_id)
+        self._pending.setdefault(source_id, []).append(pending)
         self.ensure_turn()
-        self.emit(ToolIntent(call_id=call_id, tool=tool, args=args))
+        self.emit(ToolIntent(call_id=call_id, tool=tool, args=args, task_id=task_id))
         return call_id
 
     def pending(self, source_id: str) -> PendingCall | None:
         """The oldest unanswered intent with ``source_id`` (the one a result would answer)."""
         waiting = self._pending.get(source_id)
         return waiting[0] if waiting else None
+
+    def waiting(self) -> list[tuple[str, PendingCall]]:
+        """Every unanswered intent with its source id, oldest first."""
+        calls = [(source, call) for source, waiting in self._pending.items() for call in waiting]
+        calls.sort(key=lambda item: self._order[item[1].call_id])
+        return calls
 
     def result(
         self,
@@ -438,6 +459,7 @@ class TranscriptBuilder:
                 exit_code=exit_code,
                 touched_files=touched_files,
                 duration_ms=duration_ms,
+                task_id=pending.task_id,
             )
         )
         return True

@@ -4,19 +4,26 @@ Each line is one event with a ``type``. ``user`` events carry the operator's tex
 ``tool_result`` blocks; ``assistant`` events carry ``text``, ``tool_use`` and
 ``thinking`` blocks; ``summary`` and ``system``/``compact_boundary`` events come from
 compaction. See docs/importers.md for the full mapping.
+
+A sub-agent (a ``Task`` / ``Agent`` call) is the main agent's task: its conversation —
+inline ``isSidechain`` events, a ``<session>/subagents/agent-<id>.jsonl`` file, or
+stream-json messages with a ``parent_tool_use_id`` — is imported as ordinary records
+tagged with the task (``task_id``, the Task call's id), between the call's
+``TaskStarted`` and its result's ``TaskResult``.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Final, Literal
 
-from holon.importers._builder import ImportReport, ToolStatus, TranscriptBuilder
+from holon.importers._builder import ImportReport, PendingCall, ToolStatus, TranscriptBuilder
 from holon.importers._effects import edit_targets
 from holon.importers._shape import Node, iter_jsonl, parse_iso_ms
-from holon.records import ContextSummary, Message
+from holon.records import ContextSummary, Message, TaskResult, TaskStarted
 
 __all__ = ["FORMAT", "parse_claude_code"]
 
@@ -50,11 +57,18 @@ _COMMAND_TAGS: Final = frozenset({"command-name", "command-message", "command-ar
 _OUTPUT_TAGS: Final = ("local-command-stdout", "local-command-stderr", "bash-stdout", "bash-stderr")
 
 
-def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
-    """Map a Claude Code session JSONL file's bytes to holon records."""
+def parse_claude_code(
+    data: bytes, *, source: str, subagents: Mapping[str, bytes] | None = None
+) -> ImportReport:
+    """Map a Claude Code session JSONL file's bytes to holon records.
+
+    ``subagents`` are the session's sub-agent transcripts (``<session>/subagents/
+    agent-<id>.jsonl``: path -> bytes), each imported as the task of the Task call it served.
+    """
     uuids, main_thread, start = _scan(data, source)
     builder = TranscriptBuilder(format=FORMAT, source=source, start_ms=start)
     seen: set[str] = set()  # uuids of the messages imported so far
+    agents = _SubAgents(builder, _link_files(builder, data, source, subagents or {}), seen)
     # The file is decoded a second time, one line at a time, rather than every event kept from the
     # scan: the decoded events of a long session take twice its size on top of the file and records.
     # A line a crash left unreadable is counted where it was in the file, as Claude Code skips it.
@@ -76,23 +90,31 @@ def parse_claude_code(data: bytes, *, source: str) -> ImportReport:
                     continue
                 seen.add(uuid)
             if main_thread and event.as_object().get("isSidechain") is True:
-                # Subagent (Task) conversations inside a session's file: their outcome reaches the
-                # main thread as the Task tool's result, which is imported; their inner steps are
-                # not. A file with no main thread is a subagent's own transcript (Claude Code keeps
-                # them in <session>/subagents/agent-<id>.jsonl): its sidechain is the conversation.
-                builder.skip("sidechain event")
+                # A subagent (Task) conversation inside a session's file: the Task call's task. A file
+                # with no main thread is a subagent's own transcript (Claude Code keeps them in
+                # <session>/subagents/agent-<id>.jsonl): its sidechain is the conversation.
+                task = agents.sidechain(event)
+                if task is None:
+                    builder.skip("sidechain event")  # of no Task call still waiting for its result
+                else:
+                    _sub_agent_event(builder, event, kind, task)
                 continue
-            if _subagent_of(event) is not None:
+            parent = _subagent_of(event)
+            if parent is not None:
                 # `claude -p --output-format stream-json` writes a subagent's messages into the main
-                # stream, told apart only by the Agent/Task call they serve. Imported, its prompt
-                # would open a turn as if the operator typed it and its steps read as the main
-                # agent's; its outcome is the Task call's result, as for a session's sidechain.
-                builder.skip("subagent event")
+                # stream, told apart only by the Agent/Task call they serve. As the main agent's, its
+                # prompt would open a turn as if the operator typed it and its steps read as the main
+                # agent's: they are the Task call's task.
+                task = agents.task_of_call(parent)
+                if task is None:
+                    builder.skip("subagent event")
+                else:
+                    _sub_agent_event(builder, event, kind, task)
                 continue
             _environment(builder, event)
             message = event.field("message")
             if kind == "user":
-                _user(builder, event, message)
+                _user(builder, event, message, agents)
             else:
                 _assistant(builder, event, message)
         elif kind == "result":
@@ -211,7 +233,7 @@ def _environment(builder: TranscriptBuilder, event: Node) -> None:
     )
 
 
-def _user(builder: TranscriptBuilder, event: Node, message: Node) -> None:
+def _user(builder: TranscriptBuilder, event: Node, message: Node, agents: _SubAgents) -> None:
     content = message.field("content")
     texts: list[str] = []
     if isinstance(content.value, str):
@@ -229,7 +251,13 @@ def _user(builder: TranscriptBuilder, event: Node, message: Node) -> None:
             # A session file names it `toolUseResult`, stream-json `tool_use_result`.
             detail = event.get("toolUseResult") or event.get("tool_use_result")
             detail = detail if len(results) == 1 else None
+            call = block.as_object().get("tool_use_id")
+            pending = builder.pending(call) if isinstance(call, str) else None
+            if isinstance(call, str):
+                agents.before_result(call)
             _tool_result(builder, block, detail)
+            if pending is not None and pending.tool in _TASK_TOOLS and pending.task_id is None:
+                _task_result(builder, pending, block, detail)
     text = "\n\n".join(t for t in texts if t)
     if not text:
         return
@@ -332,7 +360,7 @@ def _tool_result(builder: TranscriptBuilder, block: Node, detail: Node | None) -
 _SYNTHETIC_MODEL: Final = "<synthetic>"
 
 
-def _assistant(builder: TranscriptBuilder, event: Node, message: Node) -> None:
+def _assistant(builder: TranscriptBuilder, event: Node, message: Node, *, task_id: str | None = None) -> None:
     # Claude Code writes some assistant messages itself: an API error it gave up on ("API Error:
     # 529 Overloaded", "You've hit your limit", flagged `isApiErrorMessage`) or a placeholder, with
     # the model `<synthetic>`. The model never said them, so they are Claude Code's channel text,
@@ -346,21 +374,24 @@ def _assistant(builder: TranscriptBuilder, event: Node, message: Node) -> None:
     def say(text: str) -> None:
         if synthetic:
             texts.append(text)
-            builder.agent(Message(role="channel", channel=channel, text=text))
+            builder.agent(Message(role="channel", channel=channel, text=text, task_id=task_id))
         else:
-            builder.agent(Message(role="assistant", text=text))
+            builder.agent(Message(role="assistant", text=text, task_id=task_id))
 
     content = message.field("content")
     if isinstance(content.value, str):
         if content.value:
             say(content.value)
     else:
-        _assistant_blocks(builder, content, say)
-    if api_error and builder.turn_open:
+        _assistant_blocks(builder, content, say, task_id=task_id)
+    if api_error and builder.turn_open and task_id is None:
+        # (A sub-agent's API error ends its own run, which its Task result reports.)
         builder.end_turn("failed", error="\n".join(texts) or "API error")
 
 
-def _assistant_blocks(builder: TranscriptBuilder, content: Node, say: Callable[[str], None]) -> None:
+def _assistant_blocks(
+    builder: TranscriptBuilder, content: Node, say: Callable[[str], None], *, task_id: str | None = None
+) -> None:
     for block in content.items():
         block_type = block.field("type").as_str()
         if block_type == "text":
@@ -372,17 +403,277 @@ def _assistant_blocks(builder: TranscriptBuilder, content: Node, say: Callable[[
         elif block_type == "tool_use":
             name = block.tool_name("name", what="a `tool_use` block")
             args = block.field("input").as_object()
-            builder.intent(block.required_id("id", what="a `tool_use` block", why=_ID_REQUIRED), name, args)
+            source = block.required_id("id", what="a `tool_use` block", why=_ID_REQUIRED)
+            call = builder.intent(source, name, args, task_id=task_id)
             if name == "TodoWrite":
-                _plan(builder, args)
+                _plan(builder, args, task_id=task_id)
+            elif name in _TASK_TOOLS and task_id is None:
+                builder.emit(TaskStarted(id=call, description=_task_description(args)))
         else:
             builder.skip(f"block:{block_type}")
 
 
-def _plan(builder: TranscriptBuilder, args: dict[str, object]) -> None:
+def _plan(builder: TranscriptBuilder, args: dict[str, object], *, task_id: str | None = None) -> None:
     builder.declare_plan(
         args.get("todos"),
         text_key="content",
         statuses=_TODO_STATUS,
         unreadable="TodoWrite without a readable todo list",
+        task_id=task_id,
     )
+
+
+# ---------------------------------------------------------------- sub-agents
+
+#: The tools that start a sub-agent (``Agent`` is the newer name of ``Task``).
+_TASK_TOOLS: Final = frozenset({"Task", "Agent"})
+
+#: Characters of a sub-agent's report kept as its task result's summary (cut at a word);
+#: the result's output holds the whole report when it is longer.
+_SUMMARY_CHARS: Final = 1000
+
+#: The line newer Claude Code appends to a Task result for the model (the agent to resume).
+_AGENT_ID_LINE: Final = re.compile(r"\s*\nagentId: [\w@.:-]+(?: \([^)\n]*\))?\s*\Z")
+
+#: A sub-agent file of Claude Code's own compaction (no Task call started it).
+_COMPACTION_FILE: Final = "agent-acompact"
+
+
+def _task_prompt(args: Mapping[str, object]) -> str | None:
+    prompt = args.get("prompt")
+    return prompt if isinstance(prompt, str) else None
+
+
+def _task_description(args: Mapping[str, object]) -> str:
+    """A Task call's short description and its prompt: ``find config: Find the config file``."""
+    short = args.get("description")
+    prompt = _task_prompt(args)
+    if isinstance(short, str) and short.strip() and prompt and not prompt.startswith(short):
+        return f"{short}: {prompt}"
+    return prompt or (short if isinstance(short, str) else "")
+
+
+def _first_text(event: Node) -> str | None:
+    """The text of a ``user`` event (a sub-agent's prompt, as its first event holds it)."""
+    obj = event.as_object()
+    message = obj.get("message")
+    if obj.get("type") != "user" or not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+        return "\n\n".join(texts) if texts else None
+    return None
+
+
+def _report_parts(report: str) -> tuple[str, str]:
+    """A sub-agent's report as a task result's ``summary`` and ``output``: the report whole and
+    no output when it is short, else its first :data:`_SUMMARY_CHARS` (cut at a word) and the
+    whole report as the output."""
+    if len(report) <= _SUMMARY_CHARS:
+        return report, ""
+    head = report[:_SUMMARY_CHARS]
+    cut = max(head.rfind(" "), head.rfind("\n"))
+    return (head[:cut] if cut > _SUMMARY_CHARS // 2 else head).rstrip() + " …", report
+
+
+def _task_result(builder: TranscriptBuilder, pending: PendingCall, block: Node, detail: Node | None) -> None:
+    """The TaskResult of a Task call whose tool result just came back (its sub-agent's report)."""
+    info = detail.as_object() if detail is not None and detail.is_object() else {}
+    if info.get("isAsync") is True or info.get("status") == "async_launched":
+        # A background sub-agent: this result says it was launched. It still runs (its report
+        # comes later, as a notification the import does not read).
+        return
+    is_error = block.get("is_error")
+    status: Literal["ok", "error", "cancelled"] = "ok"
+    if is_error is not None and is_error.as_bool():
+        status = "error"
+    elif info.get("interrupted") is True or info.get("status") in ("interrupted", "cancelled", "stopped"):
+        status = "cancelled"
+    # Newer Claude Code follows the report with a line for the model naming the agent to resume.
+    report = _AGENT_ID_LINE.sub("", _result_text(block.get("content")))
+    summary, output = _report_parts(report)
+    builder.emit(TaskResult(id=pending.call_id, status=status, summary=summary, output=output))
+
+
+def _sub_agent_event(builder: TranscriptBuilder, event: Node, kind: str, task_id: str) -> None:
+    """A sub-agent's ``user`` or ``assistant`` event, as its task's records."""
+    message = event.field("message")
+    if kind == "assistant":
+        _assistant(builder, event, message, task_id=task_id)
+        return
+    content = message.field("content")
+    if isinstance(content.value, str):
+        if content.value:
+            builder.agent(Message(role="user", text=content.value, task_id=task_id))
+        return
+    texts: list[str] = []
+    results = [block for block in content.items() if block.field("type").value == "tool_result"]
+    for block in content.items():
+        block_type = block.field("type").as_str()
+        if block_type == "text":
+            texts.append(block.field("text").as_str())
+        elif block_type != "tool_result":
+            builder.skip(f"block:{block_type}")
+    for block in results:
+        detail = event.get("toolUseResult") or event.get("tool_use_result")
+        _tool_result(builder, block, detail if len(results) == 1 else None)
+    text = "\n\n".join(t for t in texts if t)
+    if text:
+        builder.agent(Message(role="user", text=text, task_id=task_id))
+
+
+class _SubAgents:
+    """Which Task call a sub-agent's event serves: the task its records are tagged with.
+
+    A stream-json message names its call (``parent_tool_use_id``). An inline sidechain event
+    names its parent event (``parentUuid``), whose task it shares; the first event of a
+    sidechain is the sub-agent's prompt, the ``prompt`` of the Task call it serves (the
+    oldest such call still waiting for its result). A sub-agent file is linked to its call
+    before the import (see :func:`_link_files`) and imported right before that call's result.
+    An event of a call that already has its result, or of none, is no task's.
+    """
+
+    def __init__(
+        self, builder: TranscriptBuilder, files: dict[str, tuple[str, bytes]], seen: set[str]
+    ) -> None:
+        self._builder = builder
+        self._files = files  # Task call (its source id) -> its sub-agent file (path, bytes)
+        self._seen = seen
+        self._by_uuid: dict[str, str] = {}  # sidechain event uuid -> its Task call's source id
+        self._by_agent: dict[str, str] = {}  # agentId -> its Task call's source id
+        self._linked: set[str] = set()  # Task calls a sidechain began for
+
+    def task_of_call(self, source: str) -> str | None:
+        """The task (holon call id) of the Task call ``source`` while it waits for its result."""
+        pending = self._builder.pending(source)
+        if pending is None or pending.tool not in _TASK_TOOLS or pending.task_id is not None:
+            return None
+        return pending.call_id
+
+    def sidechain(self, event: Node) -> str | None:
+        """The task of an inline sidechain event, or None when it serves no waiting Task call."""
+        obj = event.as_object()
+        parent, agent, uuid = obj.get("parentUuid"), obj.get("agentId"), obj.get("uuid")
+        source: str | None = None
+        if isinstance(parent, str) and parent in self._by_uuid:
+            source = self._by_uuid[parent]
+        elif isinstance(agent, str) and agent in self._by_agent:
+            source = self._by_agent[agent]
+        else:
+            source = self._root(event)
+        task = self.task_of_call(source) if source is not None else None
+        if source is None or task is None:
+            return None
+        self._linked.add(source)
+        if isinstance(uuid, str):
+            self._by_uuid[uuid] = source
+        if isinstance(agent, str):
+            self._by_agent.setdefault(agent, source)
+        return task
+
+    def _root(self, event: Node) -> str | None:
+        """The Task call a sidechain's first event begins: the one whose prompt it is, else the
+        only Task call waiting (a sidechain whose first events the file lost)."""
+        waiting = [(s, c) for s, c in self._builder.waiting() if c.tool in _TASK_TOOLS and c.task_id is None]
+        text = _first_text(event)
+        for source, call in waiting:
+            if source not in self._linked and text is not None and text == _task_prompt(call.args):
+                return source
+        return waiting[0][0] if len(waiting) == 1 else None
+
+    def before_result(self, source: str) -> None:
+        """Import the sub-agent file of the Task call ``source``, right before its result."""
+        linked = self._files.pop(source, None)
+        task = self.task_of_call(source)
+        if linked is None or task is None:
+            return
+        path, data = linked
+        builder = self._builder
+        for _, event in iter_jsonl(data, source=path, format_hint=_HINT, torn=partial(_torn, builder)):
+            kind = event.field("type").as_str() if event.is_object() and event.has("type") else ""
+            if kind not in ("user", "assistant"):
+                builder.skip(f"event:{kind or 'untyped'}")
+                continue
+            uuid = event.as_object().get("uuid")
+            if isinstance(uuid, str):
+                if uuid in self._seen:
+                    builder.skip("duplicate event")  # also inline in the session's file
+                    continue
+                self._seen.add(uuid)
+            stamp = event.get("timestamp")
+            builder.at(None if stamp is None else parse_iso_ms(stamp))
+            _sub_agent_event(builder, event, kind, task)
+
+
+def _link_files(
+    builder: TranscriptBuilder, data: bytes, source: str, files: Mapping[str, bytes]
+) -> dict[str, tuple[str, bytes]]:
+    """Which Task call each sub-agent file served (call source id -> (path, bytes)).
+
+    The Task call's result names its sub-agent (``toolUseResult.agentId``), which names the
+    file (``agent-<agentId>.jsonl``); a file no result names is the sub-agent of the first
+    Task call, in the session's order, whose ``prompt`` is its first message. Claude Code's
+    own compaction agents (``agent-acompact-*``) and a file that serves no Task call are
+    skipped and counted.
+    """
+    if not files:
+        return {}
+    prompts: dict[str, str | None] = {}  # Task call source id -> its prompt, in order
+    agents: dict[str, str] = {}  # agentId -> the Task call whose result names it
+    for _, event in iter_jsonl(data, source=source, format_hint=_HINT, torn=_passed_over):
+        obj = event.as_object()
+        content = obj.get("message", {}).get("content") if isinstance(obj.get("message"), dict) else None
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if (
+                block.get("type") == "tool_use"
+                and block.get("name") in _TASK_TOOLS
+                and isinstance(block.get("id"), str)
+            ):
+                args = block.get("input")
+                prompts[block["id"]] = _task_prompt(args) if isinstance(args, dict) else None
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") in prompts:
+                detail = obj.get("toolUseResult") or obj.get("tool_use_result")
+                if isinstance(detail, dict) and isinstance(detail.get("agentId"), str):
+                    agents.setdefault(detail["agentId"], block["tool_use_id"])
+    linked: dict[str, tuple[str, bytes]] = {}
+    for path in sorted(files):
+        name = os.path.basename(path)
+        if name.startswith(_COMPACTION_FILE):
+            builder.skip("subagent file: compaction")
+            continue
+        agent = name.removeprefix("agent-").removesuffix(".jsonl")
+        call = agents.get(agent)
+        if call is None or call in linked:
+            first = next(
+                (
+                    e
+                    for _, e in iter_jsonl(files[path], source=path, format_hint=_HINT, torn=_passed_over)
+                    if e.is_object() and e.as_object().get("type") == "user"
+                ),
+                None,
+            )
+            text = _first_text(first) if first is not None else None
+            call = next(
+                (
+                    c
+                    for c, prompt in prompts.items()
+                    if c not in linked and text is not None and prompt == text
+                ),
+                None,
+            )
+        if call is None:
+            builder.skip("subagent file of no Task call")
+            continue
+        linked[call] = (path, files[path])
+    return linked
