@@ -9,7 +9,8 @@ by its text when the index is given a way to read blobs (``blob_text``), else by
 200-character preview. A turn input followed by its own message (importers record
 both) is one document, the message. Every hit carries the ref that restores it
 (``episode:<id>`` or ``ledger:<seq>``) and where it came from, with the work item it
-belonged to (see :attr:`MemoryHit.work_item`).
+belonged to (see :attr:`MemoryHit.work_item`) and, for a sub-agent's records, its task
+(:attr:`MemoryHit.task`).
 
 Ranking is deterministic: query terms are de-duplicated and sorted before scoring, and
 ties go to the more recent document (higher seq), then episodes before evidence.
@@ -154,6 +155,10 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     or task stating ``work_item_id``), else the work item that was active when it was
     written: runtime state's active item (:attr:`RuntimeState.active_work_item_id`)
     folded from the work item records before it. ``None`` when there was none.
+
+    ``task`` is the task a record belongs to: a sub-agent's message, call, result or plan
+    (its ``task_id``), a task's start or result, a brief about a task; ``None`` for the
+    agent's own records and for episodes. The provenance names it too.
     """
 
     ref: str
@@ -165,6 +170,7 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     provenance: str
     snippet: str
     matched: tuple[str, ...]
+    task: str | None = None
 
 
 class _Doc(msgspec.Struct, frozen=True):
@@ -178,6 +184,7 @@ class _Doc(msgspec.Struct, frozen=True):
     turn: int | None
     episode: r.ContextEpisodeRecord | None = None
     work_item: str | None = None
+    task: str | None = None
 
     def ref(self) -> str:
         return f"episode:{self.episode.episode_id}" if self.episode is not None else f"ledger:{self.seq}"
@@ -197,7 +204,8 @@ class _Doc(msgspec.Struct, frozen=True):
             )
         turn = f", turn {self.turn}" if self.turn is not None else ""
         work = f", work item {self.work_item}" if self.work_item is not None else ""
-        return f"{self.kind} at seq {self.seq}{turn}{work}"
+        task = f", task {self.task}" if self.task is not None else ""
+        return f"{self.kind} at seq {self.seq}{turn}{work}{task}"
 
 
 #: Records that may name the work item they belong to (``work_item_id``).
@@ -206,6 +214,15 @@ _NAMING: Final = (r.WorkPlan, r.Decision, r.FollowUp, r.WaitingIntent, r.Brief, 
 _OF_WORK: Final = frozenset(
     {r.WorkItem, r.WorkItemState, r.ContextEpisodeRecord, r.WorkingMemoryDelta, *_NAMING}
 )
+
+
+def _task_of(body: r.Body) -> str | None:
+    """The task a record belongs to (see :attr:`MemoryHit.task`)."""
+    if isinstance(body, r.Message | r.ToolIntent | r.ToolResult | r.WorkPlan | r.Brief):
+        return body.task_id
+    if isinstance(body, r.TaskStarted | r.TaskResult):
+        return body.id
+    return None
 
 
 def _snippet(text: str, wanted: set[str]) -> str:
@@ -287,6 +304,8 @@ class MemorySearch:
         self._episodes: dict[int, r.ContextEpisodeRecord | int] = {}
         # Tool results indexed by their blob's text: a hit reads the blob again.
         self._blobs: dict[int, r.BlobRef] = {}
+        # The documents that belong to a task (a sub-agent's records, a task's): its id.
+        self._tasks: dict[int, str] = {}
         self._postings: dict[str, array[int]] = {}
         self._total = 0
         # The last document, when it is a turn's input (turn_started): its message, when
@@ -365,6 +384,9 @@ class MemorySearch:
             turns.append(turns[-1] if turns and turn is not None and turns[-1] == turn else turn)
             if blob is not None:
                 self._blobs[index] = blob
+            task = _task_of(body)
+            if task is not None:
+                self._tasks[index] = task
         self._work_items.append(work)
         self._evidence.append(index not in self._episodes)
         if self._texts is not None:
@@ -486,7 +508,14 @@ class MemorySearch:
         docs: dict[int, tuple[_Doc, str]] = {}
         for index in sorted((i for i, _ in ranked), key=seqs.__getitem__):
             episode = self._episode(index)
-            doc = _Doc(self._kinds[index], seqs[index], self._turns[index], episode, self._work_items[index])
+            doc = _Doc(
+                self._kinds[index],
+                seqs[index],
+                self._turns[index],
+                episode,
+                self._work_items[index],
+                self._tasks.get(index),
+            )
             docs[index] = (doc, episode_text(episode) if episode is not None else self._evidence_text(index))
         hits: list[MemoryHit] = []
         want = set(wanted)
@@ -504,6 +533,7 @@ class MemorySearch:
                     provenance=doc.provenance(),
                     snippet=_snippet(text, want),
                     matched=tuple(t for t in wanted if t in have),
+                    task=doc.task,
                 )
             )
         return hits

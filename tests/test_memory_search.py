@@ -13,7 +13,7 @@ import pytest
 
 from holon import records as r
 from holon.search import MemorySearch, evidence_text
-from tests.cli_support import live_records
+from tests.cli_support import invoke, live_records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,7 @@ def test_kinds_without_text_are_not_indexed() -> None:
 _SCRIPT = """
 import json, msgspec
 from holon.search import MemorySearch
-from tests.cli_support import live_records
+from tests.cli_support import invoke, live_records
 hits = MemorySearch(live_records("session_multi_work")).search("pytest billing feature W3 wait", limit=25)
 print(msgspec.json.encode(hits).decode())
 """
@@ -110,3 +110,26 @@ def test_the_limit_cuts_ties_by_recency_and_must_be_positive() -> None:
     assert index.search("billing", limit=2, only="episodes") == []
     with pytest.raises(ValueError, match="limit must be at least 1"):
         index.search("billing", limit=0)
+
+
+def test_a_sub_agents_work_is_found_named_by_its_task_and_restored(tmp_path: Path) -> None:
+    fixture = ROOT / "fixtures" / "importers" / "claude-code" / "sidechain_inline.jsonl"
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "cc").exit_code == 0
+    assert invoke("import", ledger, fixture, "--from", "claude-code").exit_code == 0
+    # The sub-agent's failing test run: in no Task result, only in its own tool result.
+    found = invoke("search", ledger, "pytest test_empty", "--json")
+    assert found.exit_code == 0, found.stderr
+    hits = json.loads(found.stdout)
+    result = next(h for h in hits if h["source"] == "tool_result")
+    assert result["task"] == "toolu_T1" and result["provenance"].endswith(", task toolu_T1")
+    assert "FAILED tests/test_parser.py::test_empty" in result["snippet"]
+    # Restored byte for byte: the output the sub-agent's call returned, and its record.
+    restored = invoke("get", ledger, result["ref"])
+    assert restored.stdout == "Exit code 1\nFAILED tests/test_parser.py::test_empty - IndexError"
+    record = json.loads(invoke("get", ledger, result["ref"], "--json").stdout)
+    body = record["record"]["body"]
+    assert body["task_id"] == "toolu_T1" and body["status"] == "error"
+    # The main agent's own records name no task.
+    own = json.loads(invoke("search", ledger, "Fixing the lexer", "--json").stdout)
+    assert own[0]["source"] == "message" and own[0]["task"] is None
