@@ -3,108 +3,119 @@
 An append-only, hash-chained ledger is the source of truth; pure projections fold it
 into working memory, deltas and episodes; a budgeted renderer turns those into
 cache-friendly prompts. Import the public API from here, never from deep paths.
+
+``import holon`` loads none of the layers: each name is imported from its layer the
+first time it is used (PEP 562), so a program that needs the ledger alone, or the
+``holon`` command printing its help, does not pay for the renderer, the runtime and the
+importers. ``from holon import Ledger`` and ``holon.Ledger`` work as plain imports would.
 """
 
-from holon.context import (
-    AssemblyPlan,
-    Budget,
-    CacheIdentity,
-    ContextInputs,
-    EpisodeIndex,
-    Estimator,
-    Prompt,
-    PromptSection,
-    Ref,
-    RefSource,
-    RenderConfig,
-    build_context,
-    cache_last_block,
-    get_estimator,
-    openai_assistant_message,
-    parse_ref,
-    parse_tool_arguments,
-    prompt_rendered,
-    restore,
-    restore_bytes,
-    to_anthropic_messages,
-    to_openai_chat,
-    to_openai_responses,
-)
-from holon.errors import (
-    BudgetExceeded,
-    HolonError,
-    InvalidRecord,
-    InvalidRef,
-    InvalidToolArguments,
-    LedgerCorrupt,
-    LedgerLocked,
-    NotALedger,
-    ProjectionConfigMismatch,
-    RefNotFound,
-    UsageError,
-)
-from holon.importers import FORMATS, IMPORTERS, ImportReport, import_transcript, read_transcript
-from holon.ledger import FsyncPolicy, Ledger, RecoveryAction, VerifyReport, export_jsonl, import_jsonl
-from holon.projections import (
-    PROJECTION_VERSION,
-    CheckpointRejected,
-    ProjectionConfig,
-    ProjectionState,
-    RuntimeState,
-    VerificationReport,
-    WorkingMemorySnapshot,
-    WorkingMemoryState,
-    apply,
-    encode_checkpoint,
-    fold,
-    post_turn_refresh,
-    refresh_before_prompt,
-    refresh_episode_memory,
-    refresh_working_memory,
-    restore_checkpoint,
-    snapshot_lines,
-    verify_derivations,
-)
-from holon.records import (
-    BlobRef,
-    Brief,
-    ContextEpisodeRecord,
-    ContextSummary,
-    Decision,
-    ExecutionEnvironment,
-    FollowUp,
-    Message,
-    PlanStep,
-    PromptRendered,
-    Record,
-    SystemPolicy,
-    TaskResult,
-    TaskStarted,
-    ToolDefinition,
-    ToolIntent,
-    ToolResult,
-    TurnEnded,
-    TurnStarted,
-    WaitingIntent,
-    WaitingResolved,
-    WorkingMemoryDelta,
-    WorkItem,
-    WorkItemState,
-    WorkPlan,
-)
-from holon.replay import LedgerRefSource
-from holon.runtime import (
-    RECALL_TOOL_NAMES,
-    RECALL_TOOLS,
-    Agent,
-    AgentConfig,
-    OpenReport,
-    ToolCall,
-    Turn,
-    TurnSummary,
-    UnknownOutcome,
-)
-from holon.search import MemoryHit
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ resolves these
+    from holon.context import (
+        AssemblyPlan,
+        Budget,
+        CacheIdentity,
+        ContextInputs,
+        EpisodeIndex,
+        Estimator,
+        Prompt,
+        PromptSection,
+        Ref,
+        RefSource,
+        RenderConfig,
+        build_context,
+        cache_last_block,
+        get_estimator,
+        openai_assistant_message,
+        parse_ref,
+        parse_tool_arguments,
+        prompt_rendered,
+        restore,
+        restore_bytes,
+        to_anthropic_messages,
+        to_openai_chat,
+        to_openai_responses,
+    )
+    from holon.errors import (
+        BudgetExceeded,
+        HolonError,
+        InvalidRecord,
+        InvalidRef,
+        InvalidToolArguments,
+        LedgerCorrupt,
+        LedgerLocked,
+        NotALedger,
+        ProjectionConfigMismatch,
+        RefNotFound,
+        UsageError,
+    )
+    from holon.importers import FORMATS, IMPORTERS, ImportReport, import_transcript, read_transcript
+    from holon.ledger import FsyncPolicy, Ledger, RecoveryAction, VerifyReport, export_jsonl, import_jsonl
+    from holon.projections import (
+        PROJECTION_VERSION,
+        CheckpointRejected,
+        ProjectionConfig,
+        ProjectionState,
+        RuntimeState,
+        VerificationReport,
+        WorkingMemorySnapshot,
+        WorkingMemoryState,
+        apply,
+        encode_checkpoint,
+        fold,
+        post_turn_refresh,
+        refresh_before_prompt,
+        refresh_episode_memory,
+        refresh_working_memory,
+        restore_checkpoint,
+        snapshot_lines,
+        verify_derivations,
+    )
+    from holon.records import (
+        BlobRef,
+        Brief,
+        ContextEpisodeRecord,
+        ContextSummary,
+        Decision,
+        ExecutionEnvironment,
+        FollowUp,
+        Message,
+        PlanStep,
+        PromptRendered,
+        Record,
+        SystemPolicy,
+        TaskResult,
+        TaskStarted,
+        ToolDefinition,
+        ToolIntent,
+        ToolResult,
+        TurnEnded,
+        TurnStarted,
+        WaitingIntent,
+        WaitingResolved,
+        WorkingMemoryDelta,
+        WorkItem,
+        WorkItemState,
+        WorkPlan,
+    )
+    from holon.replay import LedgerRefSource
+    from holon.runtime import (
+        RECALL_TOOL_NAMES,
+        RECALL_TOOLS,
+        Agent,
+        AgentConfig,
+        OpenReport,
+        ToolCall,
+        Turn,
+        TurnSummary,
+        UnknownOutcome,
+    )
+    from holon.search import MemoryHit
 
 __version__ = "0.1.0"
 
@@ -210,3 +221,136 @@ __all__ = [
     "verify_derivations",
     "__version__",
 ]
+
+#: Layer module -> the names of ``__all__`` it defines.
+_HOMES: Final[dict[str, tuple[str, ...]]] = {
+    "holon.context": (
+        "AssemblyPlan",
+        "Budget",
+        "CacheIdentity",
+        "ContextInputs",
+        "EpisodeIndex",
+        "Estimator",
+        "Prompt",
+        "PromptSection",
+        "Ref",
+        "RefSource",
+        "RenderConfig",
+        "build_context",
+        "cache_last_block",
+        "get_estimator",
+        "openai_assistant_message",
+        "parse_ref",
+        "parse_tool_arguments",
+        "prompt_rendered",
+        "restore",
+        "restore_bytes",
+        "to_anthropic_messages",
+        "to_openai_chat",
+        "to_openai_responses",
+    ),
+    "holon.errors": (
+        "BudgetExceeded",
+        "HolonError",
+        "InvalidRecord",
+        "InvalidRef",
+        "InvalidToolArguments",
+        "LedgerCorrupt",
+        "LedgerLocked",
+        "NotALedger",
+        "ProjectionConfigMismatch",
+        "RefNotFound",
+        "UsageError",
+    ),
+    "holon.importers": (
+        "FORMATS",
+        "IMPORTERS",
+        "ImportReport",
+        "import_transcript",
+        "read_transcript",
+    ),
+    "holon.ledger": (
+        "FsyncPolicy",
+        "Ledger",
+        "RecoveryAction",
+        "VerifyReport",
+        "export_jsonl",
+        "import_jsonl",
+    ),
+    "holon.projections": (
+        "PROJECTION_VERSION",
+        "CheckpointRejected",
+        "ProjectionConfig",
+        "ProjectionState",
+        "RuntimeState",
+        "VerificationReport",
+        "WorkingMemorySnapshot",
+        "WorkingMemoryState",
+        "apply",
+        "encode_checkpoint",
+        "fold",
+        "post_turn_refresh",
+        "refresh_before_prompt",
+        "refresh_episode_memory",
+        "refresh_working_memory",
+        "restore_checkpoint",
+        "snapshot_lines",
+        "verify_derivations",
+    ),
+    "holon.records": (
+        "BlobRef",
+        "Brief",
+        "ContextEpisodeRecord",
+        "ContextSummary",
+        "Decision",
+        "ExecutionEnvironment",
+        "FollowUp",
+        "Message",
+        "PlanStep",
+        "PromptRendered",
+        "Record",
+        "SystemPolicy",
+        "TaskResult",
+        "TaskStarted",
+        "ToolDefinition",
+        "ToolIntent",
+        "ToolResult",
+        "TurnEnded",
+        "TurnStarted",
+        "WaitingIntent",
+        "WaitingResolved",
+        "WorkingMemoryDelta",
+        "WorkItem",
+        "WorkItemState",
+        "WorkPlan",
+    ),
+    "holon.replay": ("LedgerRefSource",),
+    "holon.runtime": (
+        "RECALL_TOOL_NAMES",
+        "RECALL_TOOLS",
+        "Agent",
+        "AgentConfig",
+        "OpenReport",
+        "ToolCall",
+        "Turn",
+        "TurnSummary",
+        "UnknownOutcome",
+    ),
+    "holon.search": ("MemoryHit",),
+}
+_HOME_OF: Final = {name: module for module, names in _HOMES.items() for name in names}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would accept any name through it
+
+    def __getattr__(name: str) -> object:
+        module = _HOME_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups find it without calling __getattr__ again
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

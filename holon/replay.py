@@ -39,7 +39,7 @@ from typing import Any, Final, NamedTuple, Protocol, cast, runtime_checkable
 import msgspec
 
 import holon.records as r
-from holon.context.budget import Budget
+from holon.context.budget import DEFAULT_BUDGET, Budget
 from holon.context.causes import omission_cause
 from holon.context.estimator import get_estimator
 from holon.context.evidence import EvidenceBuffer, EvidenceView
@@ -115,9 +115,6 @@ __all__ = [
     "turn_spans",
     "version_changes",
 ]
-
-#: Budget used to render when neither the caller nor a recorded prompt gives one.
-DEFAULT_BUDGET: Final = Budget(context_window=200_000, output_reserve=8_000)
 
 # Roles whose messages are input to a turn (what the first model call of the turn
 # answers), as opposed to what the model itself produced.

@@ -18,35 +18,45 @@ key in any process. See docs/context-rendering.md.
   :func:`cache_last_block` for the rounds a daemon appends within a turn;
   :func:`parse_tool_arguments` (:class:`InvalidToolArguments`) and
   :func:`openai_assistant_message` for the model's tool calls.
+
+Each name is imported from its module on first use (PEP 562): the command line lists
+:func:`available_estimators` in its ``--help`` without loading the renderer.
 """
 
-from holon.context.adapters import (
-    InvalidToolArguments,
-    cache_last_block,
-    openai_assistant_message,
-    parse_tool_arguments,
-    to_anthropic_messages,
-    to_openai_chat,
-    to_openai_responses,
-)
-from holon.context.budget import Budget, Candidate, Form, plan_budget
-from holon.context.estimator import (
-    DEFAULT_ESTIMATOR,
-    BpeEstimator,
-    Estimator,
-    HeuristicEstimator,
-    available_estimators,
-    get_estimator,
-)
-from holon.context.evidence import EvidenceBuffer, EvidenceView, RecordsView
-from holon.context.inputs import ContextInputs, CurrentInput, inputs_from_state
-from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection, prompt_rendered
-from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
-from holon.context.render import RENDER_VERSION, RenderConfig, build_context, select_episodes
-from holon.context.search import EpisodeHit, EpisodeIndex, EpisodeIndexRejected
-from holon.context.sections import SECTION_PRIORITY
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ resolves these
+    from holon.context.adapters import (
+        InvalidToolArguments,
+        cache_last_block,
+        openai_assistant_message,
+        parse_tool_arguments,
+        to_anthropic_messages,
+        to_openai_chat,
+        to_openai_responses,
+    )
+    from holon.context.budget import DEFAULT_BUDGET, Budget, Candidate, Form, plan_budget
+    from holon.context.estimator import (
+        DEFAULT_ESTIMATOR,
+        BpeEstimator,
+        Estimator,
+        HeuristicEstimator,
+        available_estimators,
+        get_estimator,
+    )
+    from holon.context.evidence import EvidenceBuffer, EvidenceView, RecordsView
+    from holon.context.inputs import ContextInputs, CurrentInput, inputs_from_state
+    from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection, prompt_rendered
+    from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
+    from holon.context.render import RENDER_VERSION, RenderConfig, build_context, select_episodes
+    from holon.context.search import EpisodeHit, EpisodeIndex, EpisodeIndexRejected
+    from holon.context.sections import SECTION_PRIORITY
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "DEFAULT_ESTIMATOR",
     "RENDER_VERSION",
     "SECTION_PRIORITY",
@@ -89,3 +99,83 @@ __all__ = [
     "to_openai_chat",
     "to_openai_responses",
 ]
+
+#: Module -> the names of ``__all__`` it defines, imported on first use.
+_HOMES: Final[dict[str, tuple[str, ...]]] = {
+    "holon.context.adapters": (
+        "InvalidToolArguments",
+        "cache_last_block",
+        "openai_assistant_message",
+        "parse_tool_arguments",
+        "to_anthropic_messages",
+        "to_openai_chat",
+        "to_openai_responses",
+    ),
+    "holon.context.budget": (
+        "DEFAULT_BUDGET",
+        "Budget",
+        "Candidate",
+        "Form",
+        "plan_budget",
+    ),
+    "holon.context.estimator": (
+        "DEFAULT_ESTIMATOR",
+        "BpeEstimator",
+        "Estimator",
+        "HeuristicEstimator",
+        "available_estimators",
+        "get_estimator",
+    ),
+    "holon.context.evidence": (
+        "EvidenceBuffer",
+        "EvidenceView",
+        "RecordsView",
+    ),
+    "holon.context.inputs": (
+        "ContextInputs",
+        "CurrentInput",
+        "inputs_from_state",
+    ),
+    "holon.context.prompt": (
+        "AssemblyPlan",
+        "CacheIdentity",
+        "Prompt",
+        "PromptSection",
+        "prompt_rendered",
+    ),
+    "holon.context.refs": (
+        "Ref",
+        "RefSource",
+        "parse_ref",
+        "restore",
+        "restore_bytes",
+    ),
+    "holon.context.render": (
+        "RENDER_VERSION",
+        "RenderConfig",
+        "build_context",
+        "select_episodes",
+    ),
+    "holon.context.search": (
+        "EpisodeHit",
+        "EpisodeIndex",
+        "EpisodeIndexRejected",
+    ),
+    "holon.context.sections": ("SECTION_PRIORITY",),
+}
+_HOME_OF: Final = {name: module for module, names in _HOMES.items() for name in names}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would accept any name through it
+
+    def __getattr__(name: str) -> object:
+        module = _HOME_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups find it without calling __getattr__ again
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

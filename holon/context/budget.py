@@ -26,7 +26,7 @@ import msgspec
 import holon.records as r
 from holon.errors import BudgetExceeded
 
-__all__ = ["Budget", "Candidate", "Form", "FormKind", "Stability", "plan_budget"]
+__all__ = ["DEFAULT_BUDGET", "Budget", "Candidate", "Form", "FormKind", "Stability", "plan_budget"]
 
 FormKind = Literal["full", "compact", "truncated", "omitted"]
 Stability = Literal["stable", "agent", "turn"]
@@ -59,6 +59,10 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
     def available(self) -> int:
         """Tokens the prompt may use: the window minus the output reserve."""
         return self.context_window - self.output_reserve
+
+
+#: Budget used to render when neither the caller nor a recorded prompt gives one.
+DEFAULT_BUDGET: Final = Budget(context_window=200_000, output_reserve=8_000)
 
 
 class Form(msgspec.Struct, frozen=True, kw_only=True):

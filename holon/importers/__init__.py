@@ -10,26 +10,32 @@ a synthetic clock, never the real one), and nothing depends on hash order.
 Malformed or wrong-format input raises :class:`~holon.errors.InvalidRecord` naming the
 file, the line or JSON path, and what was expected. The mapping of every format is
 documented in docs/importers.md.
+
+Each format's module is imported on first use (PEP 562 for the ``parse_<format>``
+names, :attr:`Importer.parse` for the registry), so :data:`FORMATS` and :data:`IMPORTERS`
+cost nothing to import.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from holon.errors import UsageError
-from holon.importers._builder import SYNTHETIC_STEP_MS, ImportReport
-from holon.importers._shape import decode_json_document
-from holon.importers.claude_code import parse_claude_code
-from holon.importers.jsonl import parse_jsonl
-from holon.importers.openai_chat import parse_openai_chat
-from holon.importers.openhands import parse_openhands
-from holon.importers.swe_agent import parse_swe_agent
-from holon.records import Record
+
+if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ resolves these
+    from holon.importers._builder import SYNTHETIC_STEP_MS, ImportReport
+    from holon.importers.claude_code import parse_claude_code
+    from holon.importers.jsonl import parse_jsonl
+    from holon.importers.openai_chat import parse_openai_chat
+    from holon.importers.openhands import parse_openhands
+    from holon.importers.swe_agent import parse_swe_agent
+    from holon.records import Record
 
 __all__ = [
     "FORMATS",
@@ -49,11 +55,24 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Importer:
-    """One transcript format: its ``--from`` name, a one-line description, and its mapping."""
+    """One transcript format: its ``--from`` name, a one-line description, and its mapping.
+
+    The mapping's module is imported when it is first used, not with the registry: the
+    command line lists the formats in its ``--help`` without loading five parsers.
+    """
 
     name: str
     description: str
-    parse: Callable[..., ImportReport]
+    #: The module defining ``parse_<name>`` (the name with ``_`` for ``-``).
+    module: str
+
+    @property
+    def parse(self) -> Callable[..., ImportReport]:
+        """The pure mapping ``parse_<format>(data, source=...)`` from a file's bytes to records."""
+        parse: Callable[..., ImportReport] = getattr(
+            importlib.import_module(self.module), f"parse_{self.name.replace('-', '_')}"
+        )
+        return parse
 
     def parse_bytes(self, data: bytes, *, source: str) -> ImportReport:
         """Map a file's bytes (``source`` names it in errors) to records."""
@@ -66,18 +85,18 @@ IMPORTERS: Final[Mapping[str, Importer]] = MappingProxyType(
     {
         importer.name: importer
         for importer in (
-            Importer("jsonl", "holon's canonical JSONL records (holon export)", parse_jsonl),
-            Importer("claude-code", "Claude Code session transcript (.jsonl)", parse_claude_code),
+            Importer("jsonl", "holon's canonical JSONL records (holon export)", "holon.importers.jsonl"),
+            Importer("claude-code", "Claude Code session transcript (.jsonl)", "holon.importers.claude_code"),
             Importer(
                 "openai-chat",
                 "OpenAI chat messages with tool_calls; also tau-bench's list of runs (.json)",
-                parse_openai_chat,
+                "holon.importers.openai_chat",
             ),
-            Importer("swe-agent", "SWE-agent trajectory (.traj)", parse_swe_agent),
+            Importer("swe-agent", "SWE-agent trajectory (.traj)", "holon.importers.swe_agent"),
             Importer(
                 "openhands",
                 "OpenHands event stream or evaluation output (.json/.jsonl), or a V1 conversation directory",
-                parse_openhands,
+                "holon.importers.openhands",
             ),
         )
     }
@@ -152,6 +171,8 @@ def _conversation_events(directory: str) -> bytes:
     ``<id>/events/event-<index>-<event id>.json``; the directory given may be either. Each file is
     checked to be JSON here, so an error names the file rather than a place in the joined array.
     """
+    from holon.importers._shape import decode_json_document  # noqa: PLC0415 (loaded on use, see Importer)
+
     events = os.path.join(directory, "events")
     folder = events if os.path.isdir(events) else directory
     try:
@@ -194,3 +215,30 @@ def _conversation_events(directory: str) -> bytes:
 def import_transcript(path: str | os.PathLike[str], fmt: str) -> list[Record]:
     """Read and map a transcript file to records (``seq=-1``, in order, ready to append)."""
     return list(read_transcript(path, fmt).records)
+
+
+#: Module -> the names of ``__all__`` it defines, imported on first use.
+_HOMES: Final[dict[str, tuple[str, ...]]] = {
+    "holon.importers._builder": ("SYNTHETIC_STEP_MS", "ImportReport"),
+    "holon.importers.claude_code": ("parse_claude_code",),
+    "holon.importers.jsonl": ("parse_jsonl",),
+    "holon.importers.openai_chat": ("parse_openai_chat",),
+    "holon.importers.openhands": ("parse_openhands",),
+    "holon.importers.swe_agent": ("parse_swe_agent",),
+}
+_HOME_OF: Final = {name: module for module, names in _HOMES.items() for name in names}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would accept any name through it
+
+    def __getattr__(name: str) -> object:
+        module = _HOME_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups find it without calling __getattr__ again
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -6,18 +6,33 @@
 ...     ledger.head()
 
 See docs/ledger-format.md for the on-disk format, the chain, recovery and fsync rules.
+
+Each name is imported from its module on first use (PEP 562): the command line reads
+``SETTING_RANGES`` for its ``--help`` without loading the store.
 """
 
-from holon.ledger.blobs import BlobStore
-from holon.ledger.files import TMP_SUFFIX
-from holon.ledger.frames import TornTail, decode_frame, encode_frame
-from holon.ledger.header import HEADER_NAME, SETTING_RANGES, interrupted_create
-from holon.ledger.jsonl import blobs_dir_for, export_jsonl, import_jsonl
-from holon.ledger.recovery import RecoveryAction
-from holon.ledger.repair import DamagedTail, cut_tail, inspect_tail
-from holon.ledger.segments import FORMAT_VERSION
-from holon.ledger.store import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, FsyncPolicy, Ledger
-from holon.ledger.verify import Problem, VerifyReport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ resolves these
+    from holon.ledger.blobs import BlobStore
+    from holon.ledger.files import TMP_SUFFIX
+    from holon.ledger.frames import TornTail, decode_frame, encode_frame
+    from holon.ledger.header import (
+        DEFAULT_BLOB_THRESHOLD,
+        DEFAULT_SEGMENT_BYTES,
+        HEADER_NAME,
+        SETTING_RANGES,
+        interrupted_create,
+    )
+    from holon.ledger.jsonl import blobs_dir_for, export_jsonl, import_jsonl
+    from holon.ledger.recovery import RecoveryAction
+    from holon.ledger.repair import DamagedTail, cut_tail, inspect_tail
+    from holon.ledger.segments import FORMAT_VERSION
+    from holon.ledger.store import FsyncPolicy, Ledger
+    from holon.ledger.verify import Problem, VerifyReport
 
 __all__ = [
     "DEFAULT_BLOB_THRESHOLD",
@@ -43,3 +58,57 @@ __all__ = [
     "inspect_tail",
     "interrupted_create",
 ]
+
+#: Module -> the names of ``__all__`` it defines, imported on first use.
+_HOMES: Final[dict[str, tuple[str, ...]]] = {
+    "holon.ledger.blobs": ("BlobStore",),
+    "holon.ledger.files": ("TMP_SUFFIX",),
+    "holon.ledger.frames": (
+        "TornTail",
+        "decode_frame",
+        "encode_frame",
+    ),
+    "holon.ledger.header": (
+        "HEADER_NAME",
+        "SETTING_RANGES",
+        "interrupted_create",
+        "DEFAULT_BLOB_THRESHOLD",
+        "DEFAULT_SEGMENT_BYTES",
+    ),
+    "holon.ledger.jsonl": (
+        "blobs_dir_for",
+        "export_jsonl",
+        "import_jsonl",
+    ),
+    "holon.ledger.recovery": ("RecoveryAction",),
+    "holon.ledger.repair": (
+        "DamagedTail",
+        "cut_tail",
+        "inspect_tail",
+    ),
+    "holon.ledger.segments": ("FORMAT_VERSION",),
+    "holon.ledger.store": (
+        "FsyncPolicy",
+        "Ledger",
+    ),
+    "holon.ledger.verify": (
+        "Problem",
+        "VerifyReport",
+    ),
+}
+_HOME_OF: Final = {name: module for module, names in _HOMES.items() for name in names}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would accept any name through it
+
+    def __getattr__(name: str) -> object:
+        module = _HOME_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups find it without calling __getattr__ again
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
