@@ -117,7 +117,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ r
     )
     from holon.search import MemoryHit
 
-__version__ = "0.1.0"
+from holon._version import __version__
 
 __all__ = [
     "Agent",

@@ -37,69 +37,30 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 import msgspec
 from click.core import ParameterSource
 
-import holon.records as r
-from holon.context import (
-    SECTION_PRIORITY,
-    EpisodeIndex,
-    available_estimators,
-    restore,
-    restore_bytes,
-    to_anthropic_messages,
-    to_openai_chat,
-    to_openai_responses,
-)
+# Only what the option declarations and the error handling need is imported here, from
+# modules that are light (the layer packages load their modules on first use): each
+# command imports the library it runs, so `holon --help` and `holon --version` load no
+# ledger store, renderer, importer or DuckDB (tests/test_cli_start.py, `python -m
+# benchmarks cli_start`).
+from holon._version import __version__
+from holon.context import DEFAULT_BUDGET, available_estimators
 from holon.errors import BudgetExceeded, HolonError, InvalidRecord, LedgerCorrupt, LedgerLocked, UsageError
-from holon.importers import FORMATS, IMPORTERS, SYNTHETIC_STEP_MS, read_transcript
-from holon.ledger import (
-    DEFAULT_BLOB_THRESHOLD,
-    HEADER_NAME,
-    SETTING_RANGES,
-    TMP_SUFFIX,
-    DamagedTail,
-    Ledger,
-    VerifyReport,
-    cut_tail,
-    export_jsonl,
-    import_jsonl,
-    inspect_tail,
-)
+from holon.importers import FORMATS, IMPORTERS
+from holon.ledger import DEFAULT_BLOB_THRESHOLD, HEADER_NAME, SETTING_RANGES, TMP_SUFFIX
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
-from holon.projections import (
-    DEFAULT_CONFIG,
-    ProjectionConfig,
-    ProjectionState,
-    VerificationReport,
-    verify_derivations,
-)
-from holon.prompt_check import APPENDED, PromptCheck, PromptsSummary, check_prompts_of
-from holon.replay import (
-    DEFAULT_BUDGET,
-    Checkpoints,
-    LedgerRefSource,
-    PromptAt,
-    Reader,
-    RenderOverrides,
-    Replay,
-    TurnReplay,
-    append_evidence,
-    describe_projection,
-    ledger_projection,
-    ledger_stats,
-    memory_of,
-    next_prompt_of,
-    projection_config_of,
-    prompt_of,
-    replay_of,
-    state_to_append_to,
-)
-from holon.runtime import blob_text_of, checkpoint_resume, is_recall
-from holon.search import MemorySearch, search_terms
+
+if TYPE_CHECKING:
+    import holon.records as r
+    from holon.ledger import DamagedTail, Ledger, VerifyReport
+    from holon.projections import ProjectionConfig, ProjectionState, VerificationReport
+    from holon.prompt_check import PromptCheck, PromptsSummary
+    from holon.replay import Checkpoints, PromptAt, Reader, Replay, TurnReplay
 
 __all__ = [
     "EXIT_CHECK_FAILED",
@@ -320,14 +281,17 @@ class HolonGroup(click.Group):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._lazy: dict[str, str] = {}
+        # name -> ("module:attribute", the command's summary), until it is first used
+        self._lazy: dict[str, tuple[str, str]] = {}
 
-    def add_lazy_command(self, name: str, target: str) -> None:
+    def add_lazy_command(self, name: str, target: str, *, summary: str) -> None:
         """Register ``name`` as the click command at ``"module:attribute"``, imported on first use.
 
-        Keeps heavy dependencies (DuckDB for ``holon audit``) off every other command's start-up.
+        Keeps heavy dependencies (DuckDB for ``holon audit``) off every other command's
+        start-up. ``summary`` is the first sentence of the command's help, which the group's
+        ``--help`` lists without importing it; a test holds it equal to the command's own.
         """
-        self._lazy[name] = target
+        self._lazy[name] = (target, summary)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if not any(isinstance(p, click.Option) and "--debug" in p.opts for p in cmd.params):
@@ -347,12 +311,23 @@ class HolonGroup(click.Group):
         command = super().get_command(ctx, cmd_name)
         if command is not None or cmd_name not in self._lazy:
             return command
-        module_name, _, attribute = self._lazy[cmd_name].partition(":")
+        target, _summary = self._lazy[cmd_name]
+        module_name, _, attribute = target.partition(":")
         loaded = getattr(importlib.import_module(module_name), attribute)
         if not isinstance(loaded, click.Command):
-            raise TypeError(f"{self._lazy[cmd_name]} is not a click command")
+            raise TypeError(f"{target} is not a click command")
         self.add_command(loaded, cmd_name)
         return loaded
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's listing, with each lazy command not loaded yet standing in as its summary:
+        # `holon --help` shows a line for `holon audit` without importing DuckDB.
+        stand_ins = {
+            name: click.Command(name, help=summary)
+            for name, (_target, summary) in self._lazy.items()
+            if name not in self.commands
+        }
+        click.Group(self.name, commands={**self.commands, **stand_ins}).format_commands(ctx, formatter)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -666,6 +641,8 @@ def _clip(text: str | None, width: int = 70) -> str:
 @contextmanager
 def _reading(path: Path) -> Iterator[Ledger]:
     """Open a ledger read-only: no lock, no recovery, nothing written."""
+    from holon.ledger import Ledger
+
     ledger = Ledger.open(path, readonly=True)
     try:
         yield ledger
@@ -675,6 +652,8 @@ def _reading(path: Path) -> Iterator[Ledger]:
 
 @contextmanager
 def _writing(path: Path) -> Iterator[Ledger]:
+    from holon.ledger import Ledger
+
     ledger = Ledger.open(path)
     try:
         yield ledger
@@ -695,6 +674,8 @@ def _passes(ledger: Ledger) -> tuple[Reader, Checkpoints]:
     `render` and `explain` without --at-turn) may need no pass at all: a checkpoint that
     verifies gives what the first would learn (holon.replay.Checkpoints).
     """
+    from holon.runtime import checkpoint_resume
+
     head = ledger.head()
     labels = iter(("reading",))
 
@@ -729,6 +710,8 @@ def _state_to_append_to(
     turn has no number, or there is none, is that pass made, and the highest turn a record
     names taken, so that an imported turn repeats no number there.
     """
+    from holon.replay import state_to_append_to
+
     read, resume = _passes(ledger)
     state = state_to_append_to(read, incoming, resume, where=where)
     turn = state.runtime.turn
@@ -846,6 +829,8 @@ def _resolve_prompt(
     no_check: bool,
 ) -> PromptAt:
     """Render the requested prompt and enforce the recorded-hash check."""
+    from holon.replay import RenderOverrides, next_prompt_of, prompt_of
+
     if at_turn is None and _given("call"):
         raise click.UsageError("--call applies to --at-turn only: the next model call is a single prompt")
     overrides = RenderOverrides(
@@ -920,7 +905,7 @@ def _prompt_header(found: PromptAt) -> str:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.option("--debug", is_flag=True, help=_DEBUG_HELP)
-@click.version_option(package_name="holon", prog_name="holon")
+@click.version_option(__version__, prog_name="holon")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Replay and inspect holon ledgers: what the agent remembered, what the model saw, and why.
@@ -975,6 +960,8 @@ def init(path: Path, as_json: bool, agent_id: str, blob_threshold: int) -> None:
 
     Example: holon init runs/agent-7 --agent-id agent-7
     """
+    from holon.ledger import Ledger
+
     with Ledger.create(path, agent_id=agent_id, blob_threshold=blob_threshold) as ledger:
         head = ledger.head()
     if as_json:
@@ -1030,6 +1017,8 @@ def append(path: Path, as_json: bool, records_file: Path) -> None:
     To copy a whole exported ledger (derived records and blobs included), use
     `holon import PATH FILE --from jsonl`.
     """
+    from holon.replay import append_evidence, state_to_append_to
+
     records_file = _input_file(records_file, "append")
     data = _read_input(records_file, "append")
     report = IMPORTERS["jsonl"].parse_bytes(data, source=str(records_file))
@@ -1133,6 +1122,10 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
 
     Example: holon import runs/agent-7 session.jsonl --from claude-code
     """
+    from holon.importers import SYNTHETIC_STEP_MS, read_transcript
+    from holon.ledger import import_jsonl
+    from holon.replay import append_evidence
+
     file = _input_file(file, "import")
     # An OpenHands V1 conversation is a directory of event files (read_transcript joins them).
     _check_input(file, "import", directory=fmt == "openhands")
@@ -1357,6 +1350,8 @@ def _not_an_export(exc: InvalidRecord, file: Path) -> InvalidRecord:
     copied file?)" sent the user looking for damage. Each importer is tried (only on this
     error path); the message names the one that reads the file, or lists them all.
     """
+    from holon.importers import read_transcript
+
     if exc.where is None or not exc.where.startswith("line 1 of") or not file.is_file():
         return exc  # a pipe was read once: it cannot be tried again
     readable = []
@@ -1423,7 +1418,7 @@ def _memory_limit(_ctx: click.Context, _param: click.Parameter, value: str | Non
     if value is None:
         return None
     # Imported when the option is given: DuckDB stays off the start-up path of a JSONL export.
-    from holon.audit import memory_limit_problem  # noqa: PLC0415
+    from holon.audit import memory_limit_problem
 
     problem = memory_limit_problem(value)
     if problem is not None:
@@ -1487,6 +1482,8 @@ def export(
 
     Example: holon export runs/agent-7 agent-7.jsonl
     """
+    from holon.ledger import export_jsonl
+
     if str(out) == "-":
         # Not a file named "-" in the working directory, which the user did not ask for.
         raise UsageError(
@@ -1515,7 +1512,8 @@ def export(
 
 def _export_parquet(path: Path, out: Path, *, overwrite: bool, memory_limit: str | None) -> list[Path]:
     # Imported on use: DuckDB stays off the start-up path of every other command.
-    from holon.audit import export_parquet  # noqa: PLC0415
+    from holon.audit import export_parquet
+    from holon.ledger import Ledger
 
     Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
     with progress_total("exporting") as advance:
@@ -1611,6 +1609,9 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
 
     Example: holon replay runs/agent-7 --until-turn 40 --check
     """
+    from holon.projections import verify_derivations
+    from holon.replay import replay_of
+
     with _reading(path) as ledger:
         agent = ledger.agent_id
         upto = [ledger.head()[0] + 1]  # the records a pass reads: all, then those replayed
@@ -1734,6 +1735,9 @@ def _divergence_cause(report: VerificationReport, projection: ProjectionConfig) 
 
 def _projection_hint(projection: ProjectionConfig) -> str:
     """What a divergence message adds about the projection config the ledger was folded under."""
+    from holon.projections import DEFAULT_CONFIG
+    from holon.replay import describe_projection
+
     if projection == DEFAULT_CONFIG:
         # Before holon recorded the config, a non-default one left no trace in the ledger.
         return (
@@ -1793,6 +1797,8 @@ def render(
 
     Example: holon render runs/agent-7 --at-turn 12 --format anthropic
     """
+    from holon.context import to_anthropic_messages, to_openai_chat, to_openai_responses
+
     if model is not None and fmt in ("text", "json"):
         # Checked before the ledger is read: a text or json prompt names no model.
         raise click.UsageError(
@@ -1884,6 +1890,8 @@ def explain(
 
     Example: holon explain runs/agent-7 --at-turn 12
     """
+    from holon.context import SECTION_PRIORITY
+
     found = _resolve_prompt(
         path=path,
         at_turn=at_turn,
@@ -2040,6 +2048,8 @@ def prompts(
 
     Example: holon prompts runs/agent-7 --from-turn 100 --check
     """
+    from holon.prompt_check import PromptsSummary, check_prompts_of
+
     summary = PromptsSummary()
     named: list[PromptCheck] = []
     with _reading(path) as ledger:
@@ -2106,6 +2116,8 @@ def prompts(
 
 def _prompt_line(item: PromptCheck) -> str:
     """One prompt of `holon prompts`: where it is, whether it reproduced, what it shared."""
+    from holon.prompt_check import APPENDED
+
     turn = f"turn {item.turn}" if item.turn is not None else "no turn"
     parts = [f"{turn} call {item.call}", f"seq {item.seq}", _STATUS_TEXT[item.status]]
     if item.tokens is not None:
@@ -2192,6 +2204,8 @@ def memory(path: Path, as_json: bool, at_turn: int | None) -> None:
 
     Example: holon memory runs/agent-7 --at-turn 12
     """
+    from holon.replay import memory_of
+
     with _reading(path) as ledger:
         read, resume = _passes(ledger)
         view = memory_of(read, at_turn, resume=resume)
@@ -2264,6 +2278,9 @@ def episodes(path: Path, as_json: bool, query: str | None, limit: int) -> None:
 
     Example: holon episodes runs/agent-7 --search "billing migration"
     """
+    import holon.records as r
+    from holon.context import EpisodeIndex
+
     if query is None and _given("limit"):
         raise click.UsageError("--limit applies to --search only; without it every episode is listed")
     if query is not None:
@@ -2339,6 +2356,8 @@ def _check_query(query: str) -> None:
     Its answer was "nothing matches": read as "the ledger holds no such thing", when the
     query (punctuation, an emoji, only common words) could match nothing in any ledger.
     """
+    from holon.search import search_terms
+
     if not search_terms(query):
         quoted = repr(query if len(query) <= 200 else query[:199] + "…")
         raise click.UsageError(
@@ -2362,6 +2381,10 @@ def get(path: Path, as_json: bool, ref: str) -> None:
 
     Example: holon get runs/agent-7 ledger:1234 > output.txt
     """
+    import holon.records as r
+    from holon.context import restore, restore_bytes
+    from holon.replay import LedgerRefSource
+
     with _reading(path) as ledger:
         source = LedgerRefSource(ledger)
         if not as_json:
@@ -2415,6 +2438,9 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
 
     Example: holon search runs/agent-7 "flaky test_checkout"
     """
+    from holon.runtime import blob_text_of, is_recall
+    from holon.search import MemorySearch
+
     _check_query(query)
     with _reading(path) as ledger:
         # As Agent.search: the model's own recall calls are not evidence to find.
@@ -2466,6 +2492,10 @@ def verify(path: Path, as_json: bool) -> None:
 
     Example: holon verify runs/agent-7
     """
+    import holon.records as r
+    from holon.projections import DEFAULT_CONFIG, verify_derivations
+    from holon.replay import projection_config_of
+
     with _reading(path) as ledger:
         with progress_total("verifying storage") as advance:
             report = ledger.verify(progress=advance)
@@ -2660,6 +2690,8 @@ def _shell_path(path: Path) -> str:
 
 def _damaged_tail_of(path: Path) -> DamagedTail | None:
     """The damaged active tail `holon repair` would cut, if that is where damage is."""
+    from holon.ledger import inspect_tail
+
     try:
         return inspect_tail(path)
     except HolonError:  # damage a cut cannot repair: verify has listed it already
@@ -2707,6 +2739,8 @@ def repair(path: Path, as_json: bool, cut_at: int | None) -> None:
 
     Example: holon repair runs/agent-7 --cut-at 964
     """
+    from holon.ledger import cut_tail, inspect_tail
+
     found = inspect_tail(path)
     if cut_at is None:
         _show_damaged_tail(path, found, as_json)
@@ -2788,6 +2822,8 @@ def stats(path: Path, as_json: bool) -> None:
 
     Example: holon stats runs/agent-7
     """
+    from holon.replay import ledger_projection, ledger_stats
+
     with _reading(path) as ledger:
         read, resume = _passes(ledger)
         agent = ledger.agent_id
@@ -2844,7 +2880,11 @@ def stats(path: Path, as_json: bool) -> None:
 
 
 # `holon audit PATH... [--sql Q | --report NAME]` lives with the audit layer (docs/audit.md).
-main.add_lazy_command("audit", "holon.audit.commands:audit")
+main.add_lazy_command(
+    "audit",
+    "holon.audit.commands:audit",
+    summary="Audit ledgers offline in DuckDB: SQL, canned reports, or a table summary.",
+)
 
 
 if __name__ == "__main__":

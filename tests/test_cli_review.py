@@ -12,6 +12,7 @@ import blake3
 import pytest
 
 import holon.cli
+import holon.replay
 from holon import records as r
 from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERRUPTED
 from holon.ledger import Ledger
@@ -259,7 +260,7 @@ def test_an_interrupt_exits_130_not_the_code_of_a_failed_check(
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(holon.cli, "ledger_stats", interrupted)
+    monkeypatch.setattr(holon.replay, "ledger_stats", interrupted)  # what `holon stats` calls
     result = invoke("stats", ledger)
     assert result.exit_code == EXIT_INTERRUPTED == 130
     assert result.stderr == "holon: error: interrupted\n"

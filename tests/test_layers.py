@@ -23,10 +23,12 @@ ALLOWED_HOLON = {
     "runtime": {"records", "errors", "ledger", "projections", "context", "search"},
     # Edges: I/O-backed library modules the CLI and users share, and the CLI itself.
     "progress": set(),  # terminal-only progress bars of the two command lines (cli, audit)
+    "_version": set(),  # the version string: `holon --version` prints it without importlib.metadata
     "replay": {"records", "errors", "ledger", "projections", "context"},
     "search": {"records", "errors", "projections", "context"},
     "prompt_check": {"records", "errors", "projections", "context", "replay"},
     "cli": {
+        "_version",
         "records",
         "errors",
         "ledger",

@@ -95,7 +95,7 @@ def _loaded_after(code: str) -> list[str]:
 
 
 def test_import_holon_loads_no_layer() -> None:
-    assert _loaded_after("import holon") == ["holon"]
+    assert _loaded_after("import holon") == ["holon", "holon._version"]
     # A name loads its layer only: the ledger does not bring the renderer or the runtime.
     loaded = _loaded_after("from holon import Ledger")
     assert "holon.ledger.store" in loaded

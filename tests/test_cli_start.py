@@ -1,0 +1,108 @@
+"""The `holon` command's start-up: `--help` and `--version` load none of the library they do not show.
+
+Each command imports the library it runs; the group's help lists `holon audit`, which lives
+with the audit layer, by its summary without importing it (and DuckDB). The times are
+measured by ``python -m benchmarks cli_start`` (docs/benchmarks.md); what is pinned here is
+what gets imported, which does not depend on the machine.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from holon.cli import main
+
+# What no start-up may load: DuckDB and the audit layer, every importer's parser, the
+# ledger store, the folds, the renderer, the runtime and the edge modules over them.
+HEAVY = (
+    "duckdb",
+    "holon.audit",
+    "holon.importers._builder",
+    "holon.importers.jsonl",
+    "holon.importers.claude_code",
+    "holon.importers.openai_chat",
+    "holon.importers.swe_agent",
+    "holon.importers.openhands",
+    "holon.ledger.store",
+    "holon.ledger.jsonl",
+    "holon.projections",
+    "holon.context.render",
+    "holon.context.search",
+    "holon.replay",
+    "holon.runtime",
+    "holon.search",
+    "holon.prompt_check",
+)
+
+
+def _modules_after(code: str) -> tuple[set[str], str]:
+    """The modules loaded after running ``code`` in a fresh interpreter, and what it printed."""
+    script = (
+        "import contextlib, io, json, sys\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n"
+        "    with contextlib.suppress(SystemExit):\n"
+        f"        {code}\n"
+        "print(json.dumps([sorted(sys.modules), out.getvalue()]))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    modules, printed = json.loads(done.stdout)
+    return set(modules), printed
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+def test_importing_the_cli_loads_none_of_the_heavy_modules() -> None:
+    modules, _ = _modules_after("import holon.cli")
+    assert "holon.cli" in modules
+    assert _heavy(modules) == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], []])
+def test_help_and_version_load_none_of_the_heavy_modules(args: list[str]) -> None:
+    # `holon` alone prints the help too (on stderr, exit code 2).
+    modules, printed = _modules_after(f"from holon.cli import main; main({args}, prog_name='holon')")
+    assert _heavy(modules) == []
+    assert printed.startswith("holon, version ") if args == ["--version"] else "Commands:" in printed
+
+
+def test_help_lists_every_command_with_its_summary() -> None:
+    out = CliRunner().invoke(main, ["--help"], terminal_width=100).output
+    listed = out.split("Commands:\n", 1)[1].splitlines()
+    names = [line.split()[0] for line in listed if line.strip()]
+    assert names == main.list_commands(click.Context(main))
+    assert {"audit", "import", "append", "verify", "render", "init"} <= set(names)
+    assert "  audit     Audit ledgers offline in DuckDB: SQL, canned reports, or a table summary." in listed
+
+
+def test_a_lazy_commands_summary_is_the_one_its_own_help_gives() -> None:
+    # `holon --help` shows the summary given to add_lazy_command; loaded, the command shows
+    # its docstring's first sentence: the two must not drift apart, at any width.
+    for name, (target, summary) in main._lazy.items():
+        loaded = main.get_command(click.Context(main), name)
+        assert loaded is not None and loaded.name == name, target
+        stand_in = click.Command(name, help=summary)
+        for limit in range(20, 140, 7):
+            assert stand_in.get_short_help_str(limit) == loaded.get_short_help_str(limit), (name, limit)
+
+
+def test_a_lazy_command_runs_and_shows_its_own_help() -> None:
+    result = CliRunner().invoke(main, ["audit", "--help"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Usage: holon audit [OPTIONS] PATHS...")
+
+
+def test_version_is_the_installed_packages() -> None:
+    # --version prints holon._version's, which pyproject.toml reads as the package's version.
+    out = CliRunner().invoke(main, ["--version"]).output
+    assert out == f"holon, version {importlib.metadata.version('holon')}\n"
+
