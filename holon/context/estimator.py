@@ -79,7 +79,7 @@ _SYMBOL: Final = "\u0300-\u036f\u200b-\u200f\u2200-\u2bff\ufe00-\ufe0f\U0001f000
 # One alternation, scanned once in C, most frequent groups first: the groups mirror
 # o200k's pre-tokenizer closely enough that a per-group weight captures most of the
 # variance.
-_PIECE: Final = re.compile(
+_PIECE_PATTERN: Final = (
     r"([A-Z]*[a-z]+|[A-Z]+)"  # 1: ASCII word piece (camelCase splits like o200k)
     # 2: run of spaces before a non-space. Spaces before other whitespace or at the end
     # belong to a whitespace run (5), as o200k's pre-tokenizer joins them: split off as a
@@ -94,10 +94,19 @@ _PIECE: Final = re.compile(
     r"|([^\W\d_]+)"  # 7: other letters (accented, Cyrillic, ...)
     rf"|([{_SYMBOL}]+)"  # 8: symbol run (see _SYMBOL)
 )
+
+
+@functools.cache
+def _piece() -> re.Pattern[str]:
+    """:data:`_PIECE_PATTERN` compiled, on first use: compiling it takes ~10 ms, which every
+    import of holon.context paid, ``holon --help`` (which lists the estimators) among them."""
+    return re.compile(_PIECE_PATTERN)
+
+
 # Texts up to this many characters are split with findall (faster); longer ones piece by piece.
 _FINDALL_CHARS: Final = 1 << 16
 # A lone space before a digit: o200k's digit groups take no space, so it is a token of its
-# own (see _W_SPACE_DIGIT). Scanned apart from _PIECE: a branch there costs every piece.
+# own (see _W_SPACE_DIGIT). Scanned apart from _PIECE_PATTERN: a branch there costs every piece.
 _SPACE_DIGIT: Final = re.compile(r" (?=\d)")
 # Base64, hex digests and similar: BPE finds few merges in them, so they cost extra.
 _DENSE: Final = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
@@ -209,10 +218,11 @@ class HeuristicEstimator:
         # findall builds every piece of the text at once: ~50 bytes per piece, a 2.5 GB peak
         # for a 50 MB tool output. A long text is scanned one match at a time instead
         # (groups("") is exactly what findall gives for each match).
+        piece = _piece()
         pieces = (
-            _PIECE.findall(text)
+            piece.findall(text)
             if len(text) <= _FINDALL_CHARS
-            else (m.groups("") for m in _PIECE.finditer(text))
+            else (m.groups("") for m in piece.finditer(text))
         )
         for g_word, g_spaces, g_punct, g_num, g_ws, g_cjk, g_other, g_symbol in pieces:
             if g_word:
