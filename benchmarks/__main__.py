@@ -8,6 +8,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from benchmarks import bench_dir
+
 # Order follows the layers: storage, memory, rendering, runtime, audit, evaluation.
 SUITES = (
     "ledger", "append_cost", "projections", "estimator", "context", "search", "runtime", "audit",
@@ -37,6 +39,7 @@ def main(argv: Sequence[str]) -> int:
     unknown = [name for name in names if name not in SUITES]
     if unknown:
         parser.error(f"no suite {', '.join(map(repr, unknown))}; the suites are {', '.join(SUITES)}")
+    bench_dir()  # a HOLON_BENCH_DIR that cannot be used stops the run before any suite, not minutes in
     for name in names or SUITES:
         module = importlib.import_module(f"benchmarks.{name}")
         print(f"\n== {name} " + "=" * (60 - len(name)))

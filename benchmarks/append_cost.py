@@ -32,6 +32,7 @@ from pathlib import Path
 import blake3
 import xxhash
 
+from benchmarks import bench_dir
 from benchmarks.ledger import BATCH, small_records
 from holon.ledger import Ledger
 from holon.records import check_payload, encode_json_record, encode_msgpack_record_into
@@ -106,6 +107,7 @@ def _flush_costs(root: Path, chunk: int) -> dict[str, float | None]:
 
 
 def main() -> None:
+    bench_dir()  # refuse an unusable HOLON_BENCH_DIR before the first figure
     records = small_records(N_RECORDS)
     payloads = []
     for record in records:
@@ -116,7 +118,7 @@ def main() -> None:
     batch_bytes = sum(len(encode_json_record(r)) + 1 for r in records[:BATCH])
     chunk = -(-batch_bytes // mmap.PAGESIZE) * mmap.PAGESIZE
 
-    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=bench_dir()) as d:
         root = Path(d)
         flushes = _flush_costs(root, chunk)
 

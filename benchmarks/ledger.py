@@ -35,6 +35,7 @@ from pathlib import Path
 
 import msgspec
 
+from benchmarks import bench_dir
 from holon.ledger import Ledger
 from holon.ledger.segments import list_segments, load_segment
 from holon.records import (
@@ -165,9 +166,7 @@ def _rounds(contenders: list[Callable[[Path], float]]) -> list[list[float]]:
     for _ in range(APPEND_ROUNDS):
         rates = []
         for fn in contenders:
-            with tempfile.TemporaryDirectory(
-                prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")
-            ) as d:
+            with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=bench_dir()) as d:
                 rates.append(fn(Path(d)))
         rounds.append(rates)
     return rounds
@@ -251,7 +250,7 @@ def cpu_per_record(records: list[Record]) -> tuple[float, float]:
     jsonl: list[float] = []
     replace = msgspec.structs.replace
     for _ in range(5):
-        with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+        with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=bench_dir()) as d:
             with Ledger.create(Path(d) / "l", agent_id="bench", fsync="never") as ledger:
                 append, flush = ledger.append, ledger.flush
                 start = time.process_time()
@@ -274,7 +273,7 @@ def cpu_per_record(records: list[Record]) -> tuple[float, float]:
 
 def scan_rates(records: list[Record]) -> tuple[float, float, float]:
     """Records/s reading back every record: holon verified, sqlite3, JSONL (best of REPEATS)."""
-    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=bench_dir()) as d:
         root = Path(d)
         append_many_holon(records)(root)
         append_sqlite(records)(root)
@@ -327,7 +326,7 @@ def _median_seconds(fn: Callable[[], object], runs: int = 5) -> float:
 
 def large_ledger(records: list[Record]) -> dict[str, float]:
     """Seconds for open / tail read / get on a ledger of N_LARGE records (median of 5)."""
-    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=os.environ.get("HOLON_BENCH_DIR")) as d:
+    with tempfile.TemporaryDirectory(prefix="holon-bench-", dir=bench_dir()) as d:
         path = Path(d) / "l"
         with Ledger.create(path, agent_id="bench", fsync="never") as ledger:
             for _ in range(N_LARGE // len(records)):
@@ -380,6 +379,7 @@ def large_ledger(records: list[Record]) -> dict[str, float]:
 
 def main() -> None:
     """Print every figure beside its baselines, with the ratios the targets are about."""
+    bench_dir()  # refuse an unusable HOLON_BENCH_DIR before the first figure
     records = small_records(N_APPEND)
     sizes = [len(encode_msgpack_record(msgspec.structs.replace(r, seq=i))) for i, r in enumerate(records)]
     mean = sum(sizes) / len(sizes)

@@ -6,13 +6,17 @@ stubs that fail if reached when a command should have been refused first.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
 
 import benchmarks.__main__ as runner
+from benchmarks import bench_dir
 from benchmarks.eval import run as eval_run
 from benchmarks.eval.scenario import SAMPLES
 
@@ -60,6 +64,51 @@ def test_no_names_runs_every_suite_in_order_and_names_run_only_those(monkeypatch
     ran.clear()
     assert runner.main(["search", "ledger"]) == 0
     assert ran == ["search", "ledger"]
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_an_unusable_bench_dir_stops_the_run_before_any_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # A HOLON_BENCH_DIR that did not exist crashed `make bench` with a FileNotFoundError
+    # traceback, minutes in (the ledger suite's first temporary directory). It is refused
+    # before any suite runs, and not created: under a missing mount point it would be made,
+    # and measured, on another disk.
+    target = tmp_path / "bench"
+    if kind == "file":
+        target.write_text("")
+    monkeypatch.setenv("HOLON_BENCH_DIR", str(target))
+    ran = _fake_suites(monkeypatch)
+    with pytest.raises(SystemExit) as exit_:
+        runner.main(["ledger"])
+    message = str(exit_.value.code)
+    assert message.startswith(f"python -m benchmarks: HOLON_BENCH_DIR={target} ")
+    assert ("does not exist: create it" if kind == "missing" else "is not a directory") in message
+    assert "unset HOLON_BENCH_DIR" in message
+    assert ran == []
+    assert target.is_file() if kind == "file" else not target.exists()
+
+
+def test_a_suite_run_alone_refuses_an_unusable_bench_dir(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.append_cost"],
+        cwd=ROOT,
+        env={**os.environ, "HOLON_BENCH_DIR": str(missing)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"python -m benchmarks: HOLON_BENCH_DIR={missing} does not exist")
+
+
+def test_an_existing_bench_dir_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOLON_BENCH_DIR", str(tmp_path))
+    assert bench_dir() == str(tmp_path)
+    monkeypatch.delenv("HOLON_BENCH_DIR")
+    assert bench_dir() is None
 
 
 def test_every_benchmark_module_is_a_suite_make_bench_runs() -> None:
