@@ -1751,6 +1751,10 @@ def _projection_hint(projection: ProjectionConfig) -> str:
 
 
 _FORMATS: Final = ("text", "json", "anthropic", "openai", "openai-responses")
+#: The model a provider request body names when --model is not given: current ones that
+#: the providers' SDKs (anthropic 2.14, openai 3.57) do not list as deprecated.
+_ANTHROPIC_MODEL: Final = "claude-sonnet-5-5"
+_OPENAI_MODEL: Final = "gpt-5.5"
 
 
 @main.command()
@@ -1766,7 +1770,9 @@ _FORMATS: Final = ("text", "json", "anthropic", "openai", "openai-responses")
     "unless a provider format is chosen); anthropic / openai / openai-responses: the provider request body.",
 )
 @click.option(
-    "--model", metavar="NAME", help="Model name for provider formats (default claude-sonnet-4-5 / gpt-4.1)."
+    "--model",
+    metavar="NAME",
+    help=f"Model name for provider formats (default {_ANTHROPIC_MODEL} / {_OPENAI_MODEL}).",
 )
 def render(
     *,
@@ -1841,11 +1847,11 @@ def render(
             }
         )
     elif fmt == "anthropic":
-        _echo_json(to_anthropic_messages(prompt, model=model or "claude-sonnet-4-5", max_tokens=max_tokens))
+        _echo_json(to_anthropic_messages(prompt, model=model or _ANTHROPIC_MODEL, max_tokens=max_tokens))
     elif fmt == "openai":
-        _echo_json(to_openai_chat(prompt, model=model or "gpt-4.1"))
+        _echo_json(to_openai_chat(prompt, model=model or _OPENAI_MODEL))
     else:
-        _echo_json(to_openai_responses(prompt, model=model or "gpt-4.1"))
+        _echo_json(to_openai_responses(prompt, model=model or _OPENAI_MODEL))
 
 
 class _SectionRow(msgspec.Struct, frozen=True, kw_only=True):

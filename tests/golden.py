@@ -169,10 +169,10 @@ def _context_prompts() -> dict[str, bytes]:
         )
         files[f"{agent}/prompt.txt"] = prompt.text.encode() + b"\n"
         files[f"{agent}/prompt.anthropic.json"] = _json(
-            to_anthropic_messages(prompt, model="claude-sonnet-4-5", max_tokens=1_000)
+            to_anthropic_messages(prompt, model="claude-sonnet-5-5", max_tokens=1_000)
         )
-        files[f"{agent}/prompt.openai-chat.json"] = _json(to_openai_chat(prompt, model="gpt-4.1"))
-        files[f"{agent}/prompt.openai-responses.json"] = _json(to_openai_responses(prompt, model="gpt-4.1"))
+        files[f"{agent}/prompt.openai-chat.json"] = _json(to_openai_chat(prompt, model="gpt-5.5"))
+        files[f"{agent}/prompt.openai-responses.json"] = _json(to_openai_responses(prompt, model="gpt-5.5"))
         files[f"{agent}/prompt.rendered.json"] = _json(prompt_rendered(prompt))
     return files
 

@@ -193,7 +193,7 @@ def check_openai_responses(request: dict[str, Any]) -> None:
 
 def check_all(prompt: Prompt) -> None:
     """Every adapter's body for ``prompt`` passes its provider's checks, and reads the same text."""
-    anthropic = to_anthropic_messages(prompt, model="claude-sonnet-4-5", max_tokens=1_000)
+    anthropic = to_anthropic_messages(prompt, model="claude-sonnet-5-5", max_tokens=1_000)
     check_anthropic(anthropic)
     # The rounds a daemon appends in a turn keep the body valid once the end mark moves.
     messages = json.loads(json.dumps(anthropic["messages"]))
@@ -210,9 +210,9 @@ def check_all(prompt: Prompt) -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
     )
     check_anthropic({**anthropic, "messages": cache_last_block(messages)})
-    chat = to_openai_chat(prompt, model="gpt-4.1")
+    chat = to_openai_chat(prompt, model="gpt-5.5")
     check_openai_chat(chat)
-    check_openai_responses(to_openai_responses(prompt, model="gpt-4.1"))
+    check_openai_responses(to_openai_responses(prompt, model="gpt-5.5"))
     # No adapter changes the text the model reads.
     shown = [s.text for s in prompt.sections if s.name != "tools" and s.text.strip()]
     system_text = "\n\n".join(b["text"] for b in anthropic.get("system", []))

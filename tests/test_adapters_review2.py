@@ -42,8 +42,8 @@ def _prompt(policy: r.SystemPolicy, **fields: Any) -> Prompt:
 
 
 def _system_texts(prompt: Prompt) -> list[str]:
-    chat = to_openai_chat(prompt, model="gpt-4.1")
-    responses = to_openai_responses(prompt, model="gpt-4.1")
+    chat = to_openai_chat(prompt, model="gpt-5.5")
+    responses = to_openai_responses(prompt, model="gpt-5.5")
     check_openai_chat(chat)
     check_openai_responses(responses)
     chat_system = [m["content"] for m in chat["messages"] if m["role"] == "system"]

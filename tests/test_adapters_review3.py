@@ -65,7 +65,7 @@ def test_responses_function_tools_say_they_are_not_strict() -> None:
     # the schema allows it: `cwd` becomes required and the model sends "" for it where
     # it meant the default. Chat Completions reads the same omission as not strict.
     prompt = _prompt(r.SystemPolicy(text="Be careful.", tools=(BASH, r.ToolDefinition(name="noop"))))
-    request = to_openai_responses(prompt, model="gpt-4.1")
+    request = to_openai_responses(prompt, model="gpt-5.5")
     check_openai_responses(request)
     assert [t.get("strict") for t in request["tools"]] == [False, False]
     assert request["tools"][0] == {
@@ -76,7 +76,7 @@ def test_responses_function_tools_say_they_are_not_strict() -> None:
         "strict": False,
     }
     # Chat Completions' default already is non-strict: its body is unchanged.
-    assert all("strict" not in t["function"] for t in to_openai_chat(prompt, model="gpt-4.1")["tools"])
+    assert all("strict" not in t["function"] for t in to_openai_chat(prompt, model="gpt-5.5")["tools"])
     check_all(prompt)
 
 

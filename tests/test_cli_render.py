@@ -103,7 +103,7 @@ def test_a_turn_without_a_recorded_prompt_renders_its_first_call(ledgers: dict[s
 def test_provider_formats(ledgers: dict[str, Path]) -> None:
     path = ledgers["session_multi_work"]
     anthropic = json.loads(invoke("render", path, "--at-turn", "217", "--format", "anthropic").stdout)
-    assert anthropic["model"] == "claude-sonnet-4-5" and anthropic["max_tokens"] == 1000
+    assert anthropic["model"] == "claude-sonnet-5-5" and anthropic["max_tokens"] == 1000
     assert sum("cache_control" in block for block in anthropic["system"]) == 2
     openai = json.loads(invoke("render", path, "--format", "openai", "--model", "gpt-x").stdout)
     assert openai["model"] == "gpt-x" and openai["prompt_cache_key"] == "holon:session_multi_work:golden"

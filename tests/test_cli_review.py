@@ -181,7 +181,7 @@ def test_render_json_keeps_a_provider_format(tmp_path: Path) -> None:
     both = invoke("render", ledger, "--format", "anthropic", "--json")
     assert both.exit_code == 0, both.stderr
     assert both.stdout == invoke("render", ledger, "--format", "anthropic").stdout
-    assert json.loads(both.stdout)["model"] == "claude-sonnet-4-5"
+    assert json.loads(both.stdout)["model"] == "claude-sonnet-5-5"
     # With the default text format, --json still means --format json.
     assert invoke("render", ledger, "--json").stdout == invoke("render", ledger, "--format", "json").stdout
 

@@ -54,7 +54,7 @@ def test_help_and_version_to_a_reader_that_left_exit_0(args: tuple[str, ...]) ->
     ids=["default", "text", "json", "--json"],
 )
 def test_model_without_a_provider_format_is_a_usage_error(extra: tuple[str, ...], tmp_path: Path) -> None:
-    # `holon render L --model gpt-4.1` printed the text prompt and exited 0: the model named
+    # `holon render L --model gpt-5.5` printed the text prompt and exited 0: the model named
     # was silently dropped, as --call without --at-turn was before it.
     ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
     result = invoke("render", ledger, "--model", "gpt-x", *extra)

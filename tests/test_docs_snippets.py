@@ -95,7 +95,7 @@ def _readme_agent(code: str, tmp: Path) -> None:
     summary = ns["turn"].summary
     assert summary is not None and summary.outcome == "completed"
     # "call your model: holon.to_anthropic_messages(prompt, model=..., max_tokens=...)"
-    request = holon.to_anthropic_messages(ns["prompt"], model="claude-sonnet-4-5", max_tokens=1_000)
+    request = holon.to_anthropic_messages(ns["prompt"], model="claude-sonnet-5-5", max_tokens=1_000)
     assert "Fix the failing CI job" in str(request["messages"])
     kinds = [rec.kind for rec in _records(tmp / "state/agent-7")]
     assert kinds[:3] == ["turn_started", "message", "prompt_rendered"] and "turn_ended" in kinds
@@ -211,7 +211,7 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
     assert len(calls) == 4
     prompt_text = calls[0]["messages"][0]["content"][0]["text"]
     for k, request in enumerate(calls):
-        assert request["model"] == "claude-sonnet-4-5" and request["max_tokens"] == 8_000
+        assert request["model"] == "claude-sonnet-5-5" and request["max_tokens"] == 8_000
         assert [t["name"] for t in request["tools"]] == ["bash", "holon_get", "holon_search"]
         # One prompt for the whole turn: each call is the previous one plus its round.
         assert len(request["messages"]) == 1 + 2 * k
@@ -314,7 +314,7 @@ def _openai_daemon(code: str, tmp: Path) -> None:
     assert len(calls) == 6
     for request in calls:
         check_openai_chat(request)
-        assert request["model"] == "gpt-4.1" and request["max_completion_tokens"] == 8_000
+        assert request["model"] == "gpt-5.5" and request["max_completion_tokens"] == 8_000
         assert [t["function"]["name"] for t in request["tools"]] == ["bash", "holon_get", "holon_search"]
         assert "cache_control" not in json.dumps(request), "OpenAI has no cache breakpoints"
         # One routing key for the agent: every call of every turn reads the same cache.

@@ -33,7 +33,7 @@ def _stream(*events: dict[str, Any]) -> bytes:
 
 
 def _assistant(*blocks: dict[str, Any], parent: str | None = None) -> dict[str, Any]:
-    message = {"role": "assistant", "model": "claude-sonnet-4-5", "content": list(blocks)}
+    message = {"role": "assistant", "model": "claude-sonnet-5-5", "content": list(blocks)}
     return {"type": "assistant", "message": message, "parent_tool_use_id": parent, "session_id": "s"}
 
 
