@@ -52,7 +52,7 @@ from holon._version import __version__
 from holon.context import DEFAULT_BUDGET, available_estimators
 from holon.errors import BudgetExceeded, HolonError, InvalidRecord, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS
-from holon.ledger import DEFAULT_BLOB_THRESHOLD, HEADER_NAME, SETTING_RANGES, TMP_SUFFIX
+from holon.ledger import DEFAULT_BLOB_THRESHOLD, SETTING_RANGES, TMP_SUFFIX
 from holon.progress import progress_callback, progress_items, progress_total, stderr_is_terminal
 
 if TYPE_CHECKING:
@@ -1062,6 +1062,8 @@ def _check_input(path: Path, command: str, *, directory: bool = False) -> None:
     ``directory``: the format also comes as a directory (an OpenHands V1 conversation), which
     is let through unless it is a ledger.
     """
+    from holon.ledger import HEADER_NAME
+
     if path.is_dir():
         swapped = (path / HEADER_NAME).is_file()
         if directory and not swapped:

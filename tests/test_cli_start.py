@@ -20,9 +20,13 @@ from click.testing import CliRunner
 from holon.cli import main
 
 # What no start-up may load: DuckDB and the audit layer, every importer's parser, the
-# ledger store, the folds, the renderer, the runtime and the edge modules over them.
+# ledger's frames, header and store (and the hash and zstd libraries under them), the
+# folds, the renderer, the runtime and the edge modules over them.
 HEAVY = (
     "duckdb",
+    "blake3",
+    "xxhash",
+    "zstandard",
     "holon.audit",
     "holon.importers._builder",
     "holon.importers.jsonl",
@@ -30,6 +34,8 @@ HEAVY = (
     "holon.importers.openai_chat",
     "holon.importers.swe_agent",
     "holon.importers.openhands",
+    "holon.ledger.frames",
+    "holon.ledger.header",
     "holon.ledger.store",
     "holon.ledger.jsonl",
     "holon.projections",

@@ -8,7 +8,8 @@
 See docs/ledger-format.md for the on-disk format, the chain, recovery and fsync rules.
 
 Each name is imported from its module on first use (PEP 562): the command line reads
-``SETTING_RANGES`` for its ``--help`` without loading the store.
+``SETTING_RANGES`` (from the constants-only ``sizes`` module) for its ``--help`` without
+loading the frame codec or the store.
 """
 
 from __future__ import annotations
@@ -20,17 +21,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ r
     from holon.ledger.blobs import BlobStore
     from holon.ledger.files import TMP_SUFFIX
     from holon.ledger.frames import TornTail, decode_frame, encode_frame
-    from holon.ledger.header import (
-        DEFAULT_BLOB_THRESHOLD,
-        DEFAULT_SEGMENT_BYTES,
-        HEADER_NAME,
-        SETTING_RANGES,
-        interrupted_create,
-    )
+    from holon.ledger.header import HEADER_NAME, interrupted_create
     from holon.ledger.jsonl import blobs_dir_for, export_jsonl, import_jsonl
     from holon.ledger.recovery import RecoveryAction
     from holon.ledger.repair import DamagedTail, cut_tail, inspect_tail
     from holon.ledger.segments import FORMAT_VERSION
+    from holon.ledger.sizes import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, SETTING_RANGES
     from holon.ledger.store import FsyncPolicy, Ledger
     from holon.ledger.verify import Problem, VerifyReport
 
@@ -68,13 +64,7 @@ _HOMES: Final[dict[str, tuple[str, ...]]] = {
         "decode_frame",
         "encode_frame",
     ),
-    "holon.ledger.header": (
-        "HEADER_NAME",
-        "SETTING_RANGES",
-        "interrupted_create",
-        "DEFAULT_BLOB_THRESHOLD",
-        "DEFAULT_SEGMENT_BYTES",
-    ),
+    "holon.ledger.header": ("HEADER_NAME", "interrupted_create"),
     "holon.ledger.jsonl": (
         "blobs_dir_for",
         "export_jsonl",
@@ -87,6 +77,7 @@ _HOMES: Final[dict[str, tuple[str, ...]]] = {
         "inspect_tail",
     ),
     "holon.ledger.segments": ("FORMAT_VERSION",),
+    "holon.ledger.sizes": ("DEFAULT_BLOB_THRESHOLD", "DEFAULT_SEGMENT_BYTES", "SETTING_RANGES"),
     "holon.ledger.store": (
         "FsyncPolicy",
         "Ledger",

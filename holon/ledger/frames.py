@@ -25,6 +25,7 @@ import blake3
 import xxhash
 
 from holon.errors import InvalidRecord, LedgerCorrupt
+from holon.ledger.sizes import MAX_PAYLOAD  # the largest payload a frame may carry
 
 __all__ = [
     "FRAME_HEAD",
@@ -43,10 +44,6 @@ __all__ = [
 FRAME_HEAD: Final = struct.Struct("<IIQ")
 HASH_SIZE: Final = 32
 FRAME_OVERHEAD: Final = FRAME_HEAD.size + HASH_SIZE
-#: Largest payload a frame may carry. Large tool outputs go to the blob store, so a
-#: length beyond this is damage, not data; writers refuse such a record before writing
-#: anything (:func:`oversized_payload`), or the reader would take it for damage.
-MAX_PAYLOAD: Final = 1 << 28
 _LENGTH_MASK: Final = 0xFFFFFFFF
 
 _blake3 = blake3.blake3

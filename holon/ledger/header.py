@@ -22,9 +22,9 @@ import blake3
 
 from holon.errors import LedgerCorrupt, NotALedger, UsageError
 from holon.ledger.files import TMP_SUFFIX, read_ledger_file, write_atomic
-from holon.ledger.frames import MAX_PAYLOAD
 from holon.ledger.lock import LOCK_NAME
 from holon.ledger.segments import FORMAT_VERSION, SEGMENT_HEADER, segment_name
+from holon.ledger.sizes import DEFAULT_BLOB_THRESHOLD, DEFAULT_SEGMENT_BYTES, SETTING_RANGES
 
 __all__ = [
     "DEFAULT_BLOB_THRESHOLD",
@@ -49,18 +49,6 @@ _HEADER_WHAT: Final = "the ledger header"
 _CREATE_HINT: Final = "create one with `holon init PATH --agent-id ID` or Ledger.create(path, agent_id=...)"
 FORMAT_NAME: Final = "holon-ledger"
 _GENESIS_DOMAIN: Final = b"holon-ledger/genesis/v1\x00"
-DEFAULT_SEGMENT_BYTES: Final = 8 << 20
-DEFAULT_BLOB_THRESHOLD: Final = 4096
-#: The values of the header's settings that ``Ledger.create`` accepts and ``read_header``
-#: accepts: the same ranges on both sides, so every ledger holon makes opens and a
-#: hand-edited value outside them is refused instead of used. segment_bytes: below 1 KiB
-#: nearly every record would start a segment; above 1 GiB a segment (read whole, and
-#: compressed in one piece when sealed) outgrows memory. blob_threshold: an inline output
-#: longer than the largest frame payload could never be written.
-SETTING_RANGES: Final[dict[str, tuple[int, int]]] = {
-    "segment_bytes": (1 << 10, 1 << 30),
-    "blob_threshold": (0, MAX_PAYLOAD),
-}
 
 
 def setting_problem(field: str, value: object) -> str | None:
