@@ -31,9 +31,9 @@ It records what it decided as a message.
 
 When it verifies a report, it checks the report's total value against the data the load
 step read. That output went to the blob store, so the prompt shows only its preview and
-a placeholder (``[output stored as blob, … — restore with ref blob:…]``, or once cleared
-``[tool result cleared: … — restore with ref ledger:N]``): it restores the data with the
-``holon_get`` recall tool, as a model would (``turn.recall``), and records what it found.
+a placeholder once the history needed the room (``[cleared: 4,769 bytes — restore with ref
+blob:…]``): it restores the data with the ``holon_get`` recall tool, as a model would
+(``turn.recall``), and records what it found.
 
 Per turn it prints prompt tokens by stability class (Stable / AgentScoped /
 TurnScoped), the working-memory revision and compression epoch, whether the cache key
@@ -414,9 +414,11 @@ def _shown_result(turn: Turn, key: str) -> tuple[str | None, str | None]:
     prompt = turn.prompt
     if result is None or prompt is None:
         return None, None
+    # A cleared result keeps its header line (`[ledger:N] result <call id> ok:`), then the
+    # placeholder (after a preview, for one over the size cap).
     cleared = re.search(
-        rf"\[tool result cleared: \S+ call {re.escape(result.call_id)}, [\d,]+ bytes — "
-        r"restore with ref (ledger:\d+)\]",
+        rf"\] result {re.escape(result.call_id)} [^\n]*:\n(?:(?!\[ledger:\d+\] )[^\n]*\n)*?"
+        r"\[cleared: [\d,]+ bytes — restore with ref ((?:ledger|blob):[0-9a-f]+)\]",
         prompt.text,
     )
     if cleared is not None:

@@ -739,6 +739,8 @@ def _last_turn_before(ledger: Ledger, seq: int) -> int | None:
     last two turn boundaries before ``seq`` say it, read backwards; with no number there, the
     highest turn a record names.
     """
+    import holon.records as r
+
     boundaries: list[r.Record] = []
     at = seq - 1
     while at >= 0 and len(boundaries) < 2:
@@ -1125,8 +1127,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
     Example: holon import runs/agent-7 session.jsonl --from claude-code
     """
     from holon.importers import SYNTHETIC_STEP_MS, read_transcript
-    from holon.ledger import import_jsonl
-    from holon.replay import append_evidence
+    from holon.replay import append_evidence, imported_prefix
 
     file = _input_file(file, "import")
     # An OpenHands V1 conversation is a directory of event files (read_transcript joins them).
@@ -1134,9 +1135,6 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
     if fmt == "jsonl":
         _import_export(path, file, as_json=as_json, agent_id=agent_id)
         return
-    # Imported by the one command that uses it.
-    from holon.replay import imported_prefix  # noqa: PLC0415
-
     report = read_transcript(file, fmt)
     held = 0  # records of this import the ledger holds already (an interrupted or complete one)
 
@@ -1144,7 +1142,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
         # A refusal (a transcript older than the ledger's last record) names the file.
         return f"record {held + n} mapped from {file}"
 
-    with _import_target(path, agent_id, _session_id(report.records)) as (ledger, created):
+    with _import_target(path, agent_id, report.session_id) as (ledger, created):
         state, last_turn = _state_to_append_to(ledger, report.records, where=where)
         head = ledger.head()[0]
         records = report.records
@@ -1211,6 +1209,8 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
 
 def _import_export(path: Path, file: Path, *, as_json: bool, agent_id: str | None) -> None:
     """`holon import --from jsonl`: copy a `holon export` file into the ledger at ``path``."""
+    from holon.ledger import import_jsonl
+
     empty = UsageError(f"{file} is empty: there is no holon export in it to import")
     if not file.exists():
         raise UsageError(f"cannot read {file}: no such file")
@@ -1240,15 +1240,6 @@ def _import_export(path: Path, file: Path, *, as_json: bool, agent_id: str | Non
         _appended(as_json, seqs, len(seqs), extra, ledger)
 
 
-def _session_id(records: Iterable[r.Record]) -> str | None:
-    """The session id a transcript records (Claude Code's ``sessionId``: the environment's ``session_id``)."""
-    for record in records:
-        body = record.body
-        if isinstance(body, r.ExecutionEnvironment) and body.extra.get("session_id"):
-            return body.extra["session_id"]
-    return None
-
-
 def _valid_agent_id(agent_id: str) -> bool:
     return 0 < len(agent_id) <= 256 and agent_id.isprintable()
 
@@ -1265,7 +1256,7 @@ def _import_target(
     new ledger leaves nothing. One that records reached (a full disk stopped the import
     part way) is kept, for the command run again to continue.
     """
-    import shutil  # noqa: PLC0415
+    import shutil
 
     if path.exists() or path.is_symlink():
         with _writing(path) as ledger:
@@ -1289,6 +1280,8 @@ def _import_target(
             f"cannot take the agent id of the new ledger {path} from {source} ({chosen!r}): an agent id "
             "is 1-256 printable characters; give one with --agent-id ID"
         )
+    from holon.ledger import Ledger
+
     made = path.absolute()
     while not made.parent.exists():
         made = made.parent

@@ -684,6 +684,7 @@ def prompt_at(
     call: int = 1,
     overrides: RenderOverrides = _NO_OVERRIDES,
     projection: ProjectionConfig | None = None,
+    blobs: Callable[[str], bytes] | None = None,
 ) -> PromptAt:
     """The prompt of model call ``call`` (1-based) of turn ``turn``, re-rendered from the ledger.
 
@@ -694,9 +695,17 @@ def prompt_at(
     call would have seen it — after its ``turn_started`` and input messages — with the
     newest budget and config recorded before it (or the defaults). The ledger is folded
     under ``projection``, or (by default) the projection config its prompts record.
+    ``blobs`` reads the blob store (the ledger's ``get_blob``): without it, an output stored
+    there is shown as its preview, not as the agent that had the store showed it.
     """
     return prompt_of(
-        lambda: records, turn, agent_id=agent_id, call=call, overrides=overrides, projection=projection
+        lambda: records,
+        turn,
+        agent_id=agent_id,
+        call=call,
+        overrides=overrides,
+        projection=projection,
+        blobs=blobs,
     )
 
 
@@ -706,15 +715,18 @@ def next_prompt(
     agent_id: str,
     overrides: RenderOverrides = _NO_OVERRIDES,
     projection: ProjectionConfig | None = None,
+    blobs: Callable[[str], bytes] | None = None,
 ) -> PromptAt:
     """The prompt for the next model call after ``records``.
 
     Rendered with the budget and config of the newest recorded prompt that has a
     ``render_config`` (what the agent itself renders with), else the defaults, with
     ``overrides`` applied; folded under ``projection``, or (by default) the projection
-    config the records' prompts record.
+    config the records' prompts record. ``blobs``: as for :func:`prompt_at`.
     """
-    return next_prompt_of(lambda: records, agent_id=agent_id, overrides=overrides, projection=projection)
+    return next_prompt_of(
+        lambda: records, agent_id=agent_id, overrides=overrides, projection=projection, blobs=blobs
+    )
 
 
 def _render_next(

@@ -317,12 +317,12 @@ def test_a_record_too_large_is_named_by_its_input_line_or_record(
     assert "put_blob" not in result.stderr and "seq" not in result.stderr
     assert tree_bytes(ledger) == before
     # holon import names the record of the transcript (a format without lines): its turn_started,
-    # whose input is the message's text.
+    # whose input is the message's text (record 2: the first marks the run's session).
     transcript = tmp_path / "chat.json"
     transcript.write_text(json.dumps([{"role": "user", "content": "z" * 3_000}]))
     result = invoke("import", ledger, transcript, "--from", "openai-chat")
     assert result.exit_code == 2
-    assert f"invalid record at record 1 mapped from {transcript}: record is " in result.stderr
+    assert f"invalid record at record 2 mapped from {transcript}: record is " in result.stderr
     assert "put_blob" not in result.stderr
     assert tree_bytes(ledger) == before
 
@@ -635,7 +635,9 @@ def test_an_import_after_an_unnumbered_turn_is_continued_where_it_was_placed(
     start = len(_stored(whole))
     assert invoke("import", whole, source, "--from", "openai-chat").exit_code == 0
     expected = _stored(whole)
-    assert r.decode_json_record(expected[start + 1]).turn == 6  # after turn 5, on a clock after ts 4
+    # The import's first turn follows turn 5 (its first record marks the run's session, before it).
+    first_turn = next(t for line in expected[start:] if (t := r.decode_json_record(line).turn) is not None)
+    assert first_turn == 6
     for cut in _cuts(expected, start):
         ledger = fresh(tmp_path / f"cut{cut}")
         with monkeypatch.context() as patch:

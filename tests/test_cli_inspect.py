@@ -30,7 +30,7 @@ def test_memory_now_and_at_a_turn(session: Path) -> None:
     doc = json.loads(invoke("memory", session, "--json").stdout)
     expected = msgspec.to_builtins(memory_at(records))
     assert doc == json.loads(msgspec.json.encode(expected))
-    assert doc["revision"] == 185 and doc["archived_episodes"] == 52
+    assert doc["revision"] == 189 and doc["archived_episodes"] == 52
     text = invoke("memory", session, "--at-turn", "5").stdout
     assert text.startswith("working memory after turn 5 (seq ")
     assert "  active work: W1 (active) — Deliver feature 1 [ledger:4]" in text
@@ -125,7 +125,7 @@ def test_search_finds_episodes_and_evidence_with_refs(session: Path) -> None:
 def test_stats_counts_what_the_ledger_holds(session: Path) -> None:
     records = _records(session)
     doc = json.loads(invoke("stats", session, "--json").stdout)
-    assert doc["records"] == len(records) == 2015
+    assert doc["records"] == len(records) == 2019
     kinds: dict[str, int] = {}
     for rec in records:
         kinds[rec.kind] = kinds.get(rec.kind, 0) + 1
@@ -166,7 +166,7 @@ def test_stats_counts_results_recorded_as_unknown(tmp_path: Path) -> None:
 def test_verify_ok_and_divergent(tmp_path: Path, session: Path) -> None:
     result = invoke("verify", session)
     assert result.exit_code == 0
-    assert "frames and chain  ok · 2,015 records" in result.stdout
+    assert "frames and chain  ok · 2,019 records" in result.stdout
     assert "derivations       ok · 220 post-turn refreshes re-run" in result.stdout
     doc = json.loads(invoke("verify", session, "--json").stdout)
     assert doc["ok"] is True and doc["storage"]["problems"] == []

@@ -146,7 +146,7 @@ def test_explain_at_a_checked_turn(ledgers: dict[str, Path]) -> None:
     result = invoke("explain", ledgers["session_multi_work"], "--at-turn", "217")
     assert result.exit_code == 0
     out = result.stdout
-    assert out.startswith("prompt of turn 217, recorded at seq 1988: reproduced byte for byte")
+    assert out.startswith("prompt of turn 217, recorded at seq 1994: reproduced byte for byte")
     assert "episodes ◆" in out and "system ◆" in out
     assert "budget 8,000 - output reserve 1,000 = 7,000 available" in out
 

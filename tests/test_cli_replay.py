@@ -38,12 +38,12 @@ def test_replay_prints_every_turn_with_memory_and_prompts(session: Path) -> None
     result = invoke("replay", session)
     assert result.exit_code == 0, result.stderr
     out = result.stdout
-    assert out.startswith("agent session_multi_work · 2,013 records · 220 turns")
+    assert out.startswith("agent session_multi_work · 2,019 records · 220 turns")
     assert out.count("\nturn ") == 220
     assert "  memory   revision 0 → 1 (" in out
     assert "  prompt   seq " in out and "cache key first:" in out
     assert "compression epoch → 52" in out
-    assert "working memory revision 183, compression epoch 52, 52 episode(s) archived" in out
+    assert "working memory revision 189, compression epoch 52, 52 episode(s) archived" in out
 
 
 def test_until_turn_stops_after_that_turns_refresh(session: Path) -> None:

@@ -262,7 +262,7 @@ def test_history_fills_newest_first_and_names_what_it_left_out() -> None:
     assert small.total_tokens <= 1_500
 
 
-def test_a_first_history_uses_the_room_and_a_move_leaves_a_step_to_grow_into() -> None:
+def test_a_history_is_placed_with_a_step_to_grow_into_and_grows_until_it_must_move() -> None:
     budget = Budget(context_window=6_000, output_reserve=500)
     records = [
         r.Record(
@@ -270,14 +270,24 @@ def test_a_first_history_uses_the_room_and_a_move_leaves_a_step_to_grow_into() -
         )
         for i in range(300)
     ]
-    first, record = _render(records[:200], budget, RenderConfig())
+    config = RenderConfig(history_refill=0.5)
+    first, record = _render(records[:200], budget, config)
     room = budget.available - (first.plan.total_tokens - first.section("history").tokens)  # type: ignore[union-attr]
-    assert first.section("history").tokens > 0.9 * room  # type: ignore[union-attr]
-    # The next message does not fit: the history moves, and frees at least half the room.
-    moved, _ = _render(records[:201], budget, RenderConfig(history_refill=0.5), previous=record)
-    assert moved.plan.history is not None and record.history is not None
-    assert moved.plan.history.from_seq > record.history.from_seq
-    assert moved.section("history").tokens <= 0.5 * room + 40  # type: ignore[union-attr]
+    # A first history that does not fit whole takes half the room, leaving the rest to grow into.
+    assert 0.4 * room < first.section("history").tokens <= 0.5 * room  # type: ignore[union-attr]
+    # It grows at its end, with the same start, until it no longer fits; then it moves, and
+    # frees at least half the room again.
+    n, fullest = 201, 0
+    while True:
+        grown, next_record = _render(records[:n], budget, config, previous=record)
+        assert grown.plan.history is not None and record.history is not None
+        if grown.plan.history.from_seq != record.history.from_seq:
+            break
+        fullest = max(fullest, grown.section("history").tokens)  # type: ignore[union-attr]
+        record, n = next_record, n + 1
+    assert fullest > 0.9 * room
+    assert grown.plan.history.from_seq > record.history.from_seq
+    assert grown.section("history").tokens <= 0.5 * room + 40  # type: ignore[union-attr]
 
 
 def test_clear_at_least_sets_the_least_a_move_frees() -> None:

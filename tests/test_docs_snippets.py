@@ -480,7 +480,15 @@ def test_the_example_daemon_prints_what_the_readme_says(tmp_path: Path) -> None:
     assert [int(t[1]) for t in turns if t] == list(range(1, 31))
     assert {t[8] for t in turns if t} == {"NEW ", "same"}
     assert {t[9] for t in turns if t} == {None, "+1"}  # the episodes that turn finalized
-    assert any("verify" in line and "(recalled)" in line for line in lines)
+    # Each verify step checks the report against the data the load step read: in the prompt
+    # while the history holds it (it fits this window), restored by its ref once cleared.
+    with Ledger.open(ledger, readonly=True) as opened:
+        verdicts = [
+            rec.body.text
+            for rec in opened.read(0)
+            if isinstance(rec.body, r.Message) and rec.body.text.startswith("verify: the report's total")
+        ]
+    assert verdicts and all(" matches, the sum of the " in v for v in verdicts), verdicts
     assert "summary" in lines and any(line.startswith("episodes archived") for line in lines)
     workspace = tmp_path / "ledger-workspace"
     assert sorted(p.name for p in (workspace / "reports").iterdir())[:1] == ["W1.md"]

@@ -395,7 +395,7 @@ _HINTS = [
      "body.steps[0].status", "; expected one of 'blocked', 'done', 'in_progress', 'pending', 'skipped'"),
     (_envelope("message", '{"role": "user", "txt": "x"}'), "body", "; did you mean `text`?"),
     (_envelope("message", '{"role": "user", "text": "x", "extra": 1}'), "body",
-     "; the fields are: role, text, channel, name"),
+     "; the fields are: role, text, channel, name, task_id"),
     (_envelope("message", '{"role": "user", "text": "x"}', ', "tunr": 3'), None, "; did you mean `turn`?"),
     (b'{"kind": "message"}', None, "; a record is an object with the fields seq, ts, turn, kind, v, body"),
     (b"[1, 2]", None, "; a record is an object with the fields seq, ts, turn, kind, v, body"),

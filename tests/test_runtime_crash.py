@@ -414,12 +414,21 @@ def test_sigkill_in_every_phase_then_resume_to_completion(tmp_path: Path) -> Non
     # Work items were delivered across the crashes.
     assert sum(1 for x in records if isinstance(x.body, r.Brief) and x.body.status == "result") >= 3
 
-    # Every recorded prompt re-renders from the ledger alone, byte for byte (its hash).
+    # Every recorded prompt re-renders from the ledger alone (its records and blobs), byte for
+    # byte (its hash).
     calls = Counter(x.turn or 0 for x in records if isinstance(x.body, r.PromptRendered))
-    for turn, count in sorted(calls.items()):
-        for call in range(1, count + 1):
-            again = prompt_at(records, turn, agent_id=agent_id, call=call, projection=CONFIG.projection)
-            assert again.matches, f"turn {turn} call {call}: {again.mismatch_reasons()}"
+    with Ledger.open(path, readonly=True) as ledger:
+        for turn, count in sorted(calls.items()):
+            for call in range(1, count + 1):
+                again = prompt_at(
+                    records,
+                    turn,
+                    agent_id=agent_id,
+                    call=call,
+                    projection=CONFIG.projection,
+                    blobs=ledger.get_blob,
+                )
+                assert again.matches, f"turn {turn} call {call}: {again.mismatch_reasons()}"
     ended = {x.turn for x in records if isinstance(x.body, r.TurnEnded) and x.body.outcome != "interrupted"}
     assert ended <= set(calls), f"turns without a recorded prompt: {sorted(ended - set(calls))}"  # type: ignore[type-var]
 

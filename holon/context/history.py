@@ -616,18 +616,19 @@ def plan_history(
         if read_from <= first or fresh.whole() > allowance:
             break
         read_from = max(first, head - (head - read_from) * 4)
-    # A first history uses the room: only a move leaves room to grow into.
+    # A first history is placed like a moved one: it leaves the step to grow into (the turn's
+    # rounds come after the prompt, and the next turns' evidence after them).
     capped = layout(read_from, -1, capped=True)
-    start = capped.fill(allowance)
+    start = capped.fill(target)
     if not 0 < start < len(capped.units) or not any(u.clearable for u in capped.units[:start]):
-        return _refill(capped, allowance, allowance, count)
+        return _refill(capped, target, allowance, count)
     # The units that did not fit are older than every unit shown: with their results
     # cleared (oldest first, as a move clears), older evidence may fit in what is left.
     cut = capped.units[start].seq - 1
     while True:
         cleared = layout(read_from, cut, capped=True)
-        if read_from <= first or cleared.fill(allowance) > 0:
-            return _refill(cleared, allowance, allowance, count)
+        if read_from <= first or cleared.fill(target) > 0:
+            return _refill(cleared, target, allowance, count)
         read_from = max(first, head - (head - read_from) * 4)
 
 

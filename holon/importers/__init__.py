@@ -123,7 +123,8 @@ def read_transcript(path: str | os.PathLike[str], fmt: str) -> ImportReport:
     if not data.strip():
         raise UsageError(f"{source} is empty: there is no {fmt} transcript in it to import")
     if fmt == "claude-code":
-        report = parse_claude_code(data, source=source, subagents=_subagent_files(source))
+        # A session's sub-agents are in files of their own beside it.
+        report = importer.parse(data, source=source, subagents=_subagent_files(source))
     else:
         report = importer.parse_bytes(data, source=source)
     if not report.records:

@@ -65,6 +65,9 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     maps a reason (``"event:queue-operation"``, ``"orphan tool result"``) to how many
     source events or blocks it left out, sorted by reason. ``synthetic_clock`` says the
     transcript had no timestamps, so the records' ``ts`` count from 0 (see :meth:`after`).
+    ``session_id`` is the first session id the transcript itself names (Claude Code's
+    ``sessionId``, a run's own id), ``None`` when it names none (its runs are then
+    ``run <n>``, ids holon made up).
     """
 
     format: str
@@ -72,6 +75,7 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     records: tuple[Record, ...]
     skipped: dict[str, int] = {}
     synthetic_clock: bool = False
+    session_id: str | None = None
 
     def after(self, ts_ms: int, *, last_turn: int | None = None) -> ImportReport:
         """This import placed after a record at ``ts_ms`` (the last of the ledger it goes to).
@@ -183,6 +187,7 @@ class TranscriptBuilder:
         self._session_start: ExecutionEnvironment | None = None  # its environment, until recorded
         self._sessions: set[str] = set()
         self._runs = 0
+        self._named_session: str | None = None  # the first session id the transcript names
 
     # ------------------------------------------------------------------ clock
 
@@ -333,7 +338,10 @@ class TranscriptBuilder:
         """
         self.end_run()
         self._runs += 1
-        base = session_id if session_id is not None and session_id.strip() else f"run {self._runs}"
+        named = session_id is not None and session_id.strip() != ""
+        if named and self._named_session is None:
+            self._named_session = session_id
+        base = session_id if session_id is not None and named else f"run {self._runs}"
         unique = base
         n = 1
         while unique in self._sessions:
@@ -358,6 +366,9 @@ class TranscriptBuilder:
         """
         # The run's first record is this environment: it is the one that starts the session.
         self._session_start = None
+        own = (extra or {}).get("session_id")
+        if own is not None and self._session is None and self._named_session is None:
+            self._named_session = own  # the transcript's own (Claude Code's sessionId)
         env = self._in_session(
             ExecutionEnvironment(workspace=workspace, cwd=cwd, branch=branch, extra=extra or {})
         )
@@ -475,4 +486,5 @@ class TranscriptBuilder:
             records=tuple(self._records),
             skipped=dict(sorted(self._skipped.items())),
             synthetic_clock=self._start_ms is None,
+            session_id=self._named_session,
         )
