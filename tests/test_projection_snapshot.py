@@ -177,14 +177,29 @@ def test_tasks_are_the_active_items_and_unscoped_running_then_newest_results() -
     assert [(t.id, t.status) for t in snapshot.tasks] == [
         ("t2", "running"),
         ("t4", "running"),
-        ("t5", "error"),
         ("t1", "ok"),
+        ("t5", "error"),
     ]
     assert snapshot.tasks_omitted == 0
-    assert (snapshot.tasks[2].ref_seq, snapshot.tasks[0].ref_seq) == (8, 2)  # the result, else the start
+    assert (snapshot.tasks[3].ref_seq, snapshot.tasks[0].ref_seq) == (8, 2)  # the result, else the start
     # Over the cap: the newest started of the running ones, the newest results; the rest counted.
     capped = derive_snapshot(state, ProjectionConfig(tasks_cap=1))
     assert [t.id for t in capped.tasks] == ["t4", "t5"] and capped.tasks_omitted == 1
+
+
+def test_a_job_run_again_shows_only_its_newest_result() -> None:
+    # A sub-agent re-run with the same description (a test job after a fix) would show its
+    # old failure beside its new pass, and the old one reads as current. While it runs
+    # again, its last result is still the latest known.
+    def run(tid: str, status: str) -> tuple[r.TaskStarted, r.TaskResult]:
+        return r.TaskStarted(id=tid, description="run tests"), r.TaskResult(
+            id=tid, status=status, summary=status
+        )
+
+    state = _state(*run("t1", "error"), *run("t2", "ok"), r.TaskStarted(id="t3", description="lint"))
+    assert [(t.id, t.status) for t in derive_snapshot(state).tasks] == [("t3", "running"), ("t2", "ok")]
+    again = _state(*run("t1", "error"), r.TaskStarted(id="t2", description="run tests"))
+    assert [(t.id, t.status) for t in derive_snapshot(again).tasks] == [("t2", "running"), ("t1", "error")]
 
 
 def test_a_task_line_says_what_its_sub_agent_did_and_cites_its_records() -> None:

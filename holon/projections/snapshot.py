@@ -184,8 +184,9 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
       newest first (at most ``failing_cap``), each with the end of its output.
     - ``tasks``: the tasks of the active item and of no item (as for decisions): the
       running ones (the newest ``tasks_cap`` started, in the order they started), then the
-      ``tasks_cap`` newest finished ones, newest result first. A finished task stays until
-      ``tasks_cap`` newer results of that scope push it out (or it leaves the runtime's
+      ``tasks_cap`` newest finished ones, one per job (a newer result of a task of the same
+      description replaces it), oldest result first. A finished task stays
+      until ``tasks_cap`` newer results of that scope push it out (or it leaves the runtime's
       ``finished_window``); ``tasks_omitted`` counts the running ones over the cap.
 
     A count of entries not shown is never left out: a capped list that hid the rest
@@ -249,10 +250,20 @@ def _tasks(state: RuntimeState, active: str | None, cap: int) -> tuple[tuple[Tas
     running ones the cap leaves out."""
     running = [t for t in state.tasks.values() if t.work_item_id is None or t.work_item_id == active]
     shown = [_task_ref(t) for t in running[-cap:]]
-    finished = (
-        t for t in reversed(state.finished_tasks) if t.work_item_id is None or t.work_item_id == active
-    )
-    shown.extend(_task_ref(t) for t in islice(finished, cap))
+    # The newest results, one per job: a task run again with the same description replaces
+    # its older result, which would read as current once the new one is in. While the job
+    # runs again its last result stays: it is still the latest known. Shown oldest first,
+    # so a later result reads after the one it follows.
+    seen: set[str] = set()
+    newest: list[TaskEntry] = []
+    for t in reversed(state.finished_tasks):
+        if len(newest) == cap:
+            break
+        if (t.work_item_id is None or t.work_item_id == active) and t.description not in seen:
+            if t.description:  # a result whose start is not in the ledger names no job
+                seen.add(t.description)
+            newest.append(t)
+    shown.extend(_task_ref(t) for t in reversed(newest))
     return tuple(shown), max(0, len(running) - cap)
 
 
