@@ -413,7 +413,7 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     ``turn_cap`` is the hard episode length in turns; the ``*_cap`` values bound the
     lists of a :class:`~holon.projections.WorkingMemorySnapshot`, the ``*_window``
     values bound what :class:`~holon.projections.RuntimeState` keeps (``requests_window``:
-    the newest operator requests of a session held besides its first, each up to
+    the newest distinct operator requests of a session held besides its first, each up to
     ``request_chars`` characters), and the
     ``episode_*`` values bound what one :class:`~holon.records.ContextEpisodeRecord`
     lists; ``task_list_cap`` bounds the commands, files and plan steps kept per task.
@@ -441,8 +441,8 @@ class ProjectionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     files_window: int = 64
     finished_window: int = 16
     carried_window: int = 16
-    requests_window: int = 16
-    request_chars: int = 16_000
+    requests_window: int = 64
+    request_chars: int = 8_000
     failing_cap: int = 4
     # per-episode list caps
     episode_summary_cap: int = 8

@@ -327,18 +327,52 @@ def test_the_operators_requests_are_the_session_mandate_first_and_newest_kept() 
         r.Message(role="channel", text="Stop hook feedback: uncommitted changes"),
         _request("also add CI", role="operator"),
         _request("no, use GitHub Actions"),
-        _request("and delete the python"),
         config=config,
     )
     mandate = state.mandate
     assert mandate is not None
     # The first request stays; the newest two after it are kept; the one between is counted.
-    assert [q.seq for q in mandate.requests] == [0, 4, 5]
-    assert mandate.count == 4 and mandate.omitted == 1
+    assert [q.seq for q in mandate.requests] == [0, 3, 4]
+    assert mandate.count == 3 and mandate.omitted == 0
     first = mandate.first
     assert first.text == "port it to" and first.chars == len("port it to rust and keep the Justfile")
     assert first.clipped
-    assert [q.text for q in mandate.recent] == ["no, use Gi", "and delete"]
+    assert [q.text for q in mandate.recent] == ["also add C", "no, use Gi"]
+    # Past the window, the older half goes at once (of a window of two, all but the new one).
+    later = apply_runtime(state, r.Record(body=_request("and delete the python"), ts=9, seq=5), config)
+    assert later.mandate is not None and [q.seq for q in later.mandate.requests] == [0, 5]
+    assert later.mandate.count == 4 and later.mandate.omitted == 2
+
+
+def test_a_request_sent_again_is_held_once_so_nudges_do_not_push_corrections_out() -> None:
+    config = ProjectionConfig(requests_window=2)
+    state = _fold(
+        _request("port it"),
+        _request("keep going"),
+        _request("no unsafe code"),
+        _request("keep going"),
+        _request("keep going"),
+        config=config,
+    )
+    mandate = state.mandate
+    assert mandate is not None
+    # The correction stays in a window of two: the nudge is held once, at its newest sending.
+    assert [(q.seq, q.text, q.asked) for q in mandate.recent] == [
+        (2, "no unsafe code", 1),
+        (4, "keep going", 3),
+    ]
+    assert mandate.count == 5 and mandate.omitted == 0
+    # Pushed out, a repeated request counts every sending among the omitted.
+    pushed = _fold(
+        _request("port it"),
+        _request("keep going"),
+        _request("keep going"),
+        _request("a"),
+        _request("b"),
+        config=config,
+    )
+    assert pushed.mandate is not None and [q.text for q in pushed.mandate.recent] == ["b"]
+    assert pushed.mandate.omitted == 3
 
 
 def test_work_is_derived_from_the_first_request_where_the_session_declares_none() -> None:

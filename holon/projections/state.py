@@ -295,13 +295,16 @@ class RequestEntry(_Entry, frozen=True, kw_only=True):
 
     ``text`` is the message's text up to ``ProjectionConfig.request_chars`` characters;
     ``chars`` is the whole text's length, so a renderer knows when to name the message's
-    record (``seq``) for the rest.
+    record (``seq``) for the rest. ``asked`` counts the times the session sent this same
+    text since its first request (a "continue" or "keep going" sent every few turns): the
+    newest of them is held, once.
     """
 
     seq: int
     turn: int | None
     text: str
     chars: int
+    asked: int = 1
 
     @property
     def clipped(self) -> bool:
@@ -314,9 +317,13 @@ class MandateEntry(_Entry, frozen=True, kw_only=True):
 
     A session is the stretch of the ledger between two execution environments naming
     different ``extra["session_id"]`` values (the whole ledger when none names one).
-    ``recent`` holds the newest ``requests_window`` requests after the first; ``count``
-    counts every request of the session, so ``omitted`` are the ones between that are
-    no longer held (the ledger still has them).
+    ``recent`` holds the newest distinct requests after the first (a request that repeats a
+    held one's text replaces it, counted in its ``asked``): at most ``requests_window``;
+    past that, the older half is dropped at once, so the oldest held ones stay put for
+    half a window of new requests (they are what a prompt shows once the history moved
+    past them); ``count``
+    counts every request of the session, so ``omitted`` are the ones between that are no
+    longer held (the ledger still has them).
     """
 
     session: str | None
@@ -332,7 +339,7 @@ class MandateEntry(_Entry, frozen=True, kw_only=True):
     @property
     def omitted(self) -> int:
         """Requests between the first and the newest held that state no longer holds."""
-        return self.count - 1 - len(self.recent)
+        return self.count - 1 - sum(q.asked for q in self.recent)
 
 
 class FailingCheck(_Entry, frozen=True, kw_only=True):
@@ -803,7 +810,20 @@ def _on_message(
     if mandate is None:
         mandate = MandateEntry(session=state.session, first=request)
     else:
-        recent = _push(mandate.recent, request, config.requests_window)
+        # A request sent again ("continue", "keep going") is held once, as its newest
+        # sending: the window holds distinct requests, not the one a loop repeats.
+        held = mandate.recent
+        again = next((q for q in held if q.chars == request.chars and q.text == request.text), None)
+        if again is not None:
+            held = tuple(q for q in held if q is not again)
+            request = _Replace(request, asked=again.asked + 1)
+        recent = (*held, request)
+        if len(recent) > config.requests_window:
+            # Dropped half a window at a time, not one per request: the renderer shows the
+            # oldest held requests (the ones the history no longer shows), and a window
+            # sliding by one changed those lines — and the cached prompt after them — at
+            # every new request.
+            recent = recent[len(recent) - (config.requests_window + 1) // 2 :]
         mandate = _Replace(mandate, recent=recent, count=mandate.count + 1)
     return _Replace(state, seq=record.seq, applied=state.applied + 1, messages=messages, mandate=mandate)
 
