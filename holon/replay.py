@@ -460,6 +460,9 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
     if "clear_batch_tokens" in data:
         # Renderer versions before 14 named it so: the least a clearing step frees.
         data.setdefault("clear_at_least", data.pop("clear_batch_tokens"))
+    # Every prompt recorded before the layout was a choice was laid out in the RFC's order,
+    # whatever the default is now.
+    data.setdefault("layout", "rfc")
     budget = data.pop("budget", None)
     try:
         if budget is None:

@@ -355,8 +355,12 @@ def test_edge_prompts_are_valid_requests(inputs: ContextInputs) -> None:
 
 
 def _policy_prompt(policy: r.SystemPolicy, **fields: Any) -> Prompt:
+    # In the RFC's layout working memory is the AgentScoped block right after the policy:
+    # the block a blank policy text hands its place and breakpoint to.
     return build_context(
-        _inputs(policy=policy, current_input=CurrentInput(text="go", seq=9), **fields), BUDGET
+        _inputs(policy=policy, current_input=CurrentInput(text="go", seq=9), **fields),
+        BUDGET,
+        RenderConfig(layout="rfc"),
     )
 
 

@@ -20,6 +20,7 @@ from holon.context import (
     CurrentInput,
     InvalidToolArguments,
     Prompt,
+    RenderConfig,
     build_context,
     openai_assistant_message,
     parse_tool_arguments,
@@ -37,8 +38,11 @@ MEMORY = WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", ob
 
 
 def _prompt(policy: r.SystemPolicy, **fields: Any) -> Prompt:
+    # In the RFC's layout working memory follows the policy in the system text: the case
+    # of a policy text sent before (or instead of) it.
     current = CurrentInput(text="go", seq=9)
-    return build_context(ContextInputs(agent_id="a1", policy=policy, current_input=current, **fields), BUDGET)
+    inputs = ContextInputs(agent_id="a1", policy=policy, current_input=current, **fields)
+    return build_context(inputs, BUDGET, RenderConfig(layout="rfc"))
 
 
 def _system_texts(prompt: Prompt) -> list[str]:

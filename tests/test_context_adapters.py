@@ -6,6 +6,8 @@ import itertools
 import json
 from pathlib import Path
 
+import pytest
+
 import holon.records as r
 from holon.context import (
     AssemblyPlan,
@@ -15,6 +17,7 @@ from holon.context import (
     CurrentInput,
     Prompt,
     PromptSection,
+    RenderConfig,
     build_context,
     cache_last_block,
     to_anthropic_messages,
@@ -23,8 +26,9 @@ from holon.context import (
 )
 from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS
 from holon.context.budget import Stability
+from holon.context.sections import LAYOUTS, Layout
 from holon.projections import WorkingMemorySnapshot
-from holon.runtime import Agent
+from holon.runtime import Agent, AgentConfig
 from tests.context_inputs import message
 from tests.runtime_support import Tick
 
@@ -34,7 +38,12 @@ POLICY = r.SystemPolicy(
 )
 
 
-def _prompt() -> Prompt:
+#: The RFC's layout: working memory in the system text, its own cache block. The tests of
+#: where its blocks and breakpoints go use it; the recitation layout's are their own.
+RFC = RenderConfig(layout="rfc")
+
+
+def _prompt(config: RenderConfig = RFC) -> Prompt:
     inputs = ContextInputs(
         agent_id="a1",
         policy=POLICY,
@@ -43,7 +52,7 @@ def _prompt() -> Prompt:
         compression_epoch=1,
         current_input=CurrentInput(text="go on", seq=9),
     )
-    return build_context(inputs, Budget(context_window=8_000, output_reserve=500))
+    return build_context(inputs, Budget(context_window=8_000, output_reserve=500), config)
 
 
 def test_anthropic_request_marks_breakpoints_on_system_blocks() -> None:
@@ -80,7 +89,7 @@ def test_anthropic_user_message_is_cut_after_the_history() -> None:
         messages=(message(5, "earlier question"), message(6, "earlier answer", role="assistant")),
         current_input=CurrentInput(text="go on", seq=9),
     )
-    prompt = build_context(inputs, Budget(context_window=8_000, output_reserve=500))
+    prompt = build_context(inputs, Budget(context_window=8_000, output_reserve=500), RFC)
     request = to_anthropic_messages(prompt, model="m", max_tokens=100)
     blocks = request["messages"][0]["content"]
     # The two messages are of turns 5 and 6: the history is cut before each turn's units.
@@ -91,6 +100,36 @@ def test_anthropic_user_message_is_cut_after_the_history() -> None:
     assert "".join(b["text"] for b in blocks) == prompt.block_text("turn")
     marks = sum("cache_control" in b for b in request["system"]) + sum("cache_control" in b for b in blocks)
     assert marks == 4
+
+
+def test_in_the_recitation_layout_working_memory_travels_after_the_history_in_the_messages() -> None:
+    inputs = ContextInputs(
+        agent_id="a1",
+        policy=POLICY,
+        snapshot=WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="ship it"),
+        working_memory_revision=3,
+        messages=(message(5, "earlier question"), message(6, "earlier answer", role="assistant")),
+        current_input=CurrentInput(text="go on", seq=9),
+    )
+    budget = Budget(context_window=8_000, output_reserve=500)
+    prompt = build_context(inputs, budget, RenderConfig(layout="recitation"))
+    request = to_anthropic_messages(prompt, model="m", max_tokens=100)
+    # The system blocks are what changes only with the epoch: here the policy alone.
+    assert [b["text"] for b in request["system"]] == ["Be careful."]
+    blocks = request["messages"][0]["content"]
+    assert "".join(b["text"] for b in blocks) == prompt.block_text("turn")
+    # The history's blocks end at a breakpoint; working memory, the input and the rest follow.
+    history_end = next(i for i, b in enumerate(blocks) if b["text"].endswith("assistant: earlier answer"))
+    assert "cache_control" in blocks[history_end]
+    tail = "".join(b["text"] for b in blocks[history_end + 1 :])
+    assert tail.index("## Working memory") < tail.index("## Current input")
+    marks = sum("cache_control" in b for b in request["system"]) + sum("cache_control" in b for b in blocks)
+    assert marks <= MAX_ANTHROPIC_BREAKPOINTS
+    chat = to_openai_chat(prompt, model="m")
+    assert (
+        chat["messages"][0]["content"] == "Be careful."
+        and "## Working memory" in chat["messages"][1]["content"]
+    )
 
 
 def test_openai_requests_carry_prefix_first_and_a_cache_key() -> None:
@@ -122,9 +161,14 @@ def test_routing_key_is_stable_across_revisions_but_cache_key_is_not() -> None:
         compression_epoch=1,
         current_input=CurrentInput(text="go on", seq=9),
     )
-    b = build_context(inputs, Budget(context_window=8_000, output_reserve=500))
+    b = build_context(inputs, Budget(context_window=8_000, output_reserve=500), RFC)
     assert a.identity.routing_key == b.identity.routing_key
     assert a.cache_key != b.cache_key
+    # In the recitation layout working memory is not in the prefix: the same policy, tools
+    # and (no) episodes are the same prefix, and one key, at any revision and epoch.
+    c, d = _prompt(RenderConfig()), build_context(inputs, Budget(context_window=8_000, output_reserve=500))
+    assert c.identity.routing_key == d.identity.routing_key == a.identity.routing_key
+    assert c.cache_key == d.cache_key
 
 
 def test_at_most_four_anthropic_breakpoints() -> None:
@@ -185,7 +229,7 @@ def test_rounds_appended_in_a_turn_move_the_end_breakpoint_to_the_newest_block()
         current_input=CurrentInput(text="go on", seq=9),
     )
     request = to_anthropic_messages(
-        build_context(inputs, Budget(context_window=8_000, output_reserve=500)), model="m", max_tokens=10
+        build_context(inputs, Budget(context_window=8_000, output_reserve=500), RFC), model="m", max_tokens=10
     )
     messages = request["messages"]
     history_block, input_block = messages[0]["content"]
@@ -213,13 +257,17 @@ def test_rounds_appended_in_a_turn_move_the_end_breakpoint_to_the_newest_block()
     assert sum("cache_control" in b for m in messages for b in m["content"]) == 2
 
 
-def test_the_next_turns_request_repeats_this_ones_blocks_up_to_its_history_end(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_next_turns_request_repeats_this_ones_blocks_up_to_its_history_end(
+    tmp_path: Path, layout: Layout
+) -> None:
     # Anthropic reads a cached prefix only where the new request has a block boundary and
     # every block before it is byte-identical. The history used to travel in one block
     # with a blank line at its end, so the next turn, whose history is this one plus the
     # last turn, had neither: only the system blocks were read at a turn's start.
     requests = []
-    with Agent.open(tmp_path / "a", agent_id="a", clock=Tick(), policy=POLICY) as agent:
+    config = AgentConfig(render=RenderConfig(layout=layout))
+    with Agent.open(tmp_path / "a", agent_id="a", clock=Tick(), policy=POLICY, config=config) as agent:
         for i in range(4):
             with agent.turn(input=f"step {i}: look at file {i}") as turn:
                 turn.context()

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import holon.records as r
-from holon.context import Budget, CurrentInput, EpisodeIndex, build_context, prompt_rendered, select_episodes
+from holon.context import (
+    Budget,
+    CurrentInput,
+    EpisodeIndex,
+    RenderConfig,
+    build_context,
+    prompt_rendered,
+    select_episodes,
+)
 from holon.projections import FileRef, MessageEntry, WorkingMemorySnapshot
 from tests.context_inputs import inputs
 
@@ -93,7 +101,10 @@ def test_rendered_episodes_show_their_ref_and_fit_their_sub_budget() -> None:
 
 def _selected(**fields: object) -> tuple[tuple[int, ...], r.PromptRendered]:
     """The episode ids a render selects, and its record (the next render's ``previous``)."""
-    record = prompt_rendered(build_context(inputs(**fields), _BUDGET, index=EpisodeIndex(EPISODES)))
+    # The RFC's layout, where the episodes follow working memory (the recitation layout
+    # keeps them until the history moves: tests/test_context_properties.py).
+    config = RenderConfig(layout="rfc")
+    record = prompt_rendered(build_context(inputs(**fields), _BUDGET, config, index=EpisodeIndex(EPISODES)))
     return record.episodes, record
 
 

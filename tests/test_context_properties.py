@@ -478,6 +478,35 @@ def test_unchanged_revision_and_epoch_keep_the_prefix(seed: int, window: int) ->
     assert same_pairs > 0, "the session never kept a revision: the property was not exercised"
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 50), st.sampled_from([3_000, 12_000, 100_000]))
+def test_in_the_recitation_layout_a_new_revision_resends_only_what_follows_the_history(
+    seed: int, window: int
+) -> None:
+    config = RenderConfig(prompt_cache_key="migration", layout="recitation")
+    session = run_session(36, Budget(context_window=window, output_reserve=window // 10), config, seed=seed)
+    prompts = [session.prompts[t] for t in sorted(session.prompts)]
+    kept = 0
+    for before, after in itertools.pairwise(prompts):
+        start = [p.plan.history.from_seq if p.plan.history is not None else None for p in (before, after)]
+        if start[0] != start[1] or before.plan.degraded or after.plan.degraded:
+            continue
+        # While the history keeps its start, whatever the revision and the epoch did, the
+        # prefix before the history holds (the episodes too), and so does its key.
+        assert before.block_text("stable") == after.block_text("stable")
+        assert before.block_text("agent") == after.block_text("agent")
+        assert before.cache_key == after.cache_key
+        history = before.section("history")
+        if history is None or before.plan.history != after.plan.history:
+            continue
+        # The history kept its start and clearing: the prompt up to the end of the
+        # previous history is the start of this one, across a new revision too.
+        end = before.text.index(history.text) + len(history.text)
+        assert after.text.startswith(before.text[:end])
+        kept += before.identity.working_memory_revision != after.identity.working_memory_revision
+    assert kept > 0, "no new revision kept the history: the property was not exercised"
+
+
 def test_changed_prefix_text_changes_the_key() -> None:
     session = _session(12, 0)
     budget = Budget(context_window=32_000, output_reserve=2_000)

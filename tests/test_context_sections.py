@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 import holon.records as r
 from holon.context import (
@@ -17,8 +18,11 @@ from holon.context.budget import Candidate
 from holon.context.history import TURN_WORK_HEADER
 from holon.context.render import token_counter
 from holon.context.sections import (
+    LAYOUTS,
     SECTION_ORDER,
     SECTION_STABILITY,
+    Layout,
+    mandate_candidate,
     pending_delta_candidate,
     working_memory_candidate,
 )
@@ -46,12 +50,30 @@ def test_sections_follow_the_rfc_order_and_stability() -> None:
         (SECTION_STABILITY[n] for n in SECTION_ORDER), key=["stable", "agent", "turn"].index
     )
     policy = r.SystemPolicy(text="sys", tools=(r.ToolDefinition(name="t"),))
-    prompt = build_context(inputs(policy=policy), BUDGET)
+    prompt = build_context(inputs(policy=policy), BUDGET, RenderConfig(layout="rfc"))
     names = [s.name for s in prompt.sections]
     assert names == sorted(names, key=SECTION_ORDER.index)
     assert names[:3] == ["system", "tools", "working_memory"] and names[-1] == "current_input"
     # After the last Stable and AgentScoped sections, and at the end (no history here).
     assert [s.name for s in prompt.sections if s.breakpoint] == ["tools", "working_memory", "current_input"]
+
+
+def test_the_recitation_layout_puts_what_changes_with_the_revision_after_the_history() -> None:
+    policy = r.SystemPolicy(text="sys", tools=(r.ToolDefinition(name="t"),))
+    # The default layout.
+    prompt = build_context(inputs(policy=policy), BUDGET)
+    names = [s.name for s in prompt.sections]
+    assert names == sorted(names, key=LAYOUTS["recitation"].index)
+    assert names[:2] == ["system", "tools"] and names[-1] == "current_input"
+    assert prompt.section("working_memory").stability == "turn"  # type: ignore[union-attr]
+    # The same sections in both layouts, with the same texts; only the order differs.
+    rfc = build_context(inputs(policy=policy), BUDGET, RenderConfig(layout="rfc"))
+    assert sorted((s.name, s.text) for s in rfc.sections) == sorted((s.name, s.text) for s in prompt.sections)
+    assert set(LAYOUTS["recitation"]) == set(SECTION_ORDER)
+    # No episodes or history here: the end of the Stable block and the end.
+    assert [s.name for s in prompt.sections if s.breakpoint] == ["tools", "current_input"]
+    # The key leaves the revision out: the prefix no longer holds working memory.
+    assert prompt.cache_key.count(":") == 3 and ":r" in rfc.cache_key and ":e" in rfc.cache_key
 
 
 def test_legacy_summary_only_without_working_memory() -> None:
@@ -246,17 +268,59 @@ def _mandate_section(budget: Budget, **fields: object) -> str:
     return section.text
 
 
-def test_the_operators_requests_are_shown_verbatim_after_the_history_and_before_the_input() -> None:
+def test_the_operators_requests_are_shown_verbatim_before_the_history() -> None:
     mandate = _mandate("Port it to Rust.\nKeep the Justfile.", "Also: no unsafe code.")
     prompt = build_context(inputs(mandate=mandate), Budget(context_window=8_000))
-    names = [s.name for s in prompt.sections]
-    assert names[-2:] == ["mandate", "current_input"]
     text = prompt.section("mandate").text  # type: ignore[union-attr]
     assert text.splitlines()[0].startswith("## Operator's requests (this session, oldest first")
     assert (
         "[ledger:10] Port it to Rust.\nKeep the Justfile." in text
         and "[ledger:20] Also: no unsafe code." in text
     )
+
+
+def _requests_session(n: int) -> LiveLedger:
+    live = LiveLedger()
+    for i in range(n):
+        live.start_turn("user")
+        live.append(
+            r.Message(role="user", text=f"request {i}: " + ("keep the totals exact " if i == 0 else "go on"))
+        )
+        live.append(r.ToolIntent(call_id=f"c{i}", tool="bash", args={"command": f"make step{i}"}))
+        live.append(
+            r.ToolResult(call_id=f"c{i}", tool="bash", status="ok", output=f"step {i} " + "ok " * 300)
+        )
+        live.append(r.Message(role="assistant", text=f"did step {i}"))
+        live.end_turn()
+    return live
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_mandate_shows_the_requests_the_history_does_not_right_before_it(layout: Layout) -> None:
+    live = _requests_session(40)
+    live.start_turn("operator", "what is left?")
+    live.append(r.Message(role="operator", text="what is left?"))
+    prompt = build_context(
+        live.state, Budget(context_window=6_000), RenderConfig(layout=layout), agent_id="a"
+    )
+    names = [s.name for s in prompt.sections]
+    assert names.index("mandate") + 1 == names.index("history")
+    mandate, history = prompt.section("mandate"), prompt.section("history")
+    assert mandate is not None and history is not None and prompt.plan.history is not None
+    start = prompt.plan.history.from_seq
+    # Every request is read once: the ones before the history's start here, the rest there,
+    # the first always here (the history shows a line pointing up at it).
+    for i in range(1, 40):
+        seq = next(
+            rec.seq for rec in live.records if getattr(rec.body, "text", "").startswith(f"request {i}:")
+        )
+        in_mandate, in_history = (
+            f"[ledger:{seq}] request {i}:" in mandate.text,
+            f"request {i}:" in history.text,
+        )
+        assert (in_mandate, in_history) == ((True, False) if seq < start else (False, True)), i
+    assert "request 0: keep the totals exact" in mandate.text and "request 0:" not in history.text
+    assert "what is left?" not in mandate.text
 
 
 def test_the_request_that_is_the_current_input_is_shown_as_the_input_only() -> None:
@@ -307,10 +371,43 @@ def section_omissions(prompt, name: str) -> list[r.Omission]:  # type: ignore[no
 
 def test_the_mandates_minimum_is_bounded_whatever_the_requests_hold() -> None:
     huge = _mandate("x " * 50_000, *("y " * 50_000 for _ in range(16)))
-    prompt = build_context(inputs(mandate=huge), Budget(context_window=4_000, output_reserve=0))
+    # With no sub-budget only the minimum is offered.
+    candidate = mandate_candidate(inputs(mandate=huge), token_counter(RenderConfig().estimator), sub_budget=0)
+    assert candidate is not None and [f.kind for f in candidate.forms] == ["truncated"]
+    assert candidate.forms[0].tokens < 600
+    for window in (2_000, 4_000):
+        prompt = build_context(inputs(mandate=huge), Budget(context_window=window, output_reserve=0))
+        section = prompt.section("mandate")
+        assert section is not None and prompt.plan.total_tokens <= window
+
+
+def test_the_compact_mandate_keeps_the_newest_requests_the_sub_budget_holds() -> None:
+    later = [f"rule {i}: " + "keep the invoice totals exact " * 8 for i in range(40)]
+    mandate = _mandate("Port it to Rust.", *later)
+    budget = Budget(context_window=8_000)
+    prompt = build_context(inputs(mandate=mandate), budget)
     section = prompt.section("mandate")
-    assert section is not None and section.form == "truncated" and section.tokens < 600
-    assert prompt.plan.total_tokens <= 4_000
+    assert section is not None and section.form == "compact"
+    sub_budget = int((budget.available - len(SECTION_ORDER)) * RenderConfig().mandate_share)
+    assert section.tokens <= sub_budget
+    text = section.text
+    shown = [i for i in range(40) if f"] rule {i}: " in text]
+    # The first request, then a run of the newest ones; the oldest are named, not dropped.
+    assert "[ledger:10] Port it to Rust." in text and shown == list(range(shown[0], 40)) and shown[0] > 0
+    left = [f"ledger:{20 + 10 * i}" for i in range(shown[0])]
+    assert f"(+{shown[0]} more requests of this session not shown — restore with ref {left[0]}" in text
+    assert {o.ref for o in section_omissions(prompt, "mandate") if o.reason == "request not shown"} == set(
+        left
+    )
+    # Oldest first: the left-out line comes before the requests it precedes.
+    assert text.index("more requests of this session not shown") < text.index(f"] rule {shown[0]}: ")
+
+
+def test_a_request_sent_again_is_shown_once_with_how_often() -> None:
+    nudge = RequestEntry(seq=40, turn=4, text="Keep at it.", chars=11, asked=3)
+    mandate = MandateEntry(session=None, first=_mandate("Port it.").first, recent=(nudge,), count=4)
+    text = _mandate_section(Budget(context_window=8_000), mandate=mandate)
+    assert "[ledger:40] Keep at it. (asked 3 times)" in text and "not held" not in text
 
 
 def test_work_derived_from_a_request_reads_as_such_and_the_prompt_does_not_contradict_itself() -> None:

@@ -394,8 +394,12 @@ def _render_by_hand(code: str, tmp: Path) -> None:
     before = fold(_records(path)).memory
     assert before.pending is not None, "the first turn's delta is pending"
     ns = _run(code, "context-rendering.md")
-    assert set(ns["request"]) >= {"model", "max_tokens", "system", "messages"}
+    # No policy and no episodes: nothing is cached before the history, so no system text;
+    # working memory travels in the user message, after the history.
+    assert set(ns["request"]) >= {"model", "max_tokens", "messages"}
     assert ns["turn"] == 2 and "what is left?" in ns["prompt"].text
+    user = "".join(b["text"] for b in ns["request"]["messages"][0]["content"])
+    assert "## Working memory" in user and user.index("what is left?") > user.index("## Working memory")
     records = _records(path)
     assert records[-1].kind == "prompt_rendered"
     after = fold(records).memory

@@ -17,6 +17,7 @@ from benchmarks.eval.policies import (
     POLICIES,
     FullHistory,
     HolonPolicy,
+    HolonRfcLayout,
     RollingWindow,
     ToolClearing,
 )
@@ -223,16 +224,18 @@ def test_holon_blocks_are_the_content_blocks_its_adapter_sends(
 def test_holon_rounds_move_the_prompts_last_breakpoint_to_their_end(scenario: Scenario) -> None:
     # What cache_last_block does to the request: the prompt's last breakpoint (its end)
     # moves to the newest round, so no call has more than Anthropic's four.
-    base = None
+    # Both layouts: the rfc one's working-memory block makes calls with all four.
     moved = 0
-    for call in HolonPolicy(scenario, BUDGET, TokenCounter()).prompts():
-        assert len(call.breakpoints) <= MAX_ANTHROPIC_BREAKPOINTS
-        if call.sections[-1][0] != "rounds":
-            base = call
-            continue
-        assert base is not None
-        assert call.breakpoints == (*base.breakpoints[:-1], len(call.lines))
-        moved += len(base.breakpoints) == MAX_ANTHROPIC_BREAKPOINTS
+    for policy in (HolonPolicy, HolonRfcLayout):
+        base = None
+        for call in policy(scenario, BUDGET, TokenCounter()).prompts():
+            assert len(call.breakpoints) <= MAX_ANTHROPIC_BREAKPOINTS
+            if call.sections[-1][0] != "rounds":
+                base = call
+                continue
+            assert base is not None
+            assert call.breakpoints == (*base.breakpoints[:-1], len(call.lines))
+            moved += len(base.breakpoints) == MAX_ANTHROPIC_BREAKPOINTS
     assert moved, "some prompts use all four breakpoints"
 
 

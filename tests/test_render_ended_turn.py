@@ -48,11 +48,12 @@ def test_an_ended_turns_input_is_history_shown_once() -> None:
     text = _text(live)
     assert THANKS not in _current_input(text)
     assert text.count(THANKS) == 1
-    # It is the session's first request: the operator's requests show it, and the history
-    # says so where it happened, before the reply.
-    history = text[text.index("## Recent history") : text.index("## Operator's requests")]
+    # It is the session's first request: the operator's requests, right before the history,
+    # show it, and the history says so where it happened, before the reply.
+    start = text.index("## Recent history")
+    history = text[start : text.index("\n## ", start)]
     assert history.index("[ledger:1] user: [the session's first request") < history.index("You're welcome.")
-    assert THANKS in text[text.index("## Operator's requests") : text.index("## Current input")]
+    assert THANKS in text[text.index("## Operator's requests") : start]
 
 
 def test_a_later_request_of_an_ended_turn_is_history_where_it_happened() -> None:

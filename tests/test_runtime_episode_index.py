@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 
 from holon import records as r
-from holon.context import EpisodeIndex
+from holon.context import EpisodeIndex, RenderConfig
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import list_checkpoints
 from tests.runtime_support import Tick, load_daemon, same_record
 
-CONFIG = AgentConfig(checkpoint_every=40, checkpoints_kept=2)
+# The RFC's layout selects episodes for the probe's new question at its new revision (the
+# recitation layout keeps the previous selection until the history moves): the index must
+# be read for the comparison to mean anything.
+CONFIG = AgentConfig(checkpoint_every=40, checkpoints_kept=2, render=RenderConfig(layout="rfc"))
 TURNS = 90
 
 

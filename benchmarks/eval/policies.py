@@ -66,7 +66,7 @@ from holon.context import (
     restore_bytes,
 )
 from holon.context.rounds import round_text, rounds_fit
-from holon.context.sections import SECTION_STABILITY
+from holon.context.sections import section_stability
 from holon.errors import HolonError, RefNotFound
 from holon.ledger.blobs import BLOB_PREVIEW_CHARS
 from holon.ledger.store import DEFAULT_BLOB_THRESHOLD
@@ -82,6 +82,7 @@ __all__ = [
     "POLICIES",
     "FullHistory",
     "HolonPolicy",
+    "HolonRfcLayout",
     "Policy",
     "RestoreOutcome",
     "RollingWindow",
@@ -597,7 +598,7 @@ class HolonPolicy:
             # cache_last_block: the last breakpoint in the messages (the prompt's end, when
             # it is TurnScoped) moves to the newest round; Anthropic allows four.
             kept = base.breakpoints
-            if kept and SECTION_STABILITY[base.sections[-1][0]] == "turn":
+            if kept and section_stability(base.sections[-1][0], self.config.layout) == "turn":
                 kept = kept[:-1]
             yield CallPrompt(
                 lines=list(lines),
@@ -643,4 +644,27 @@ class HolonPolicy:
         return None
 
 
-POLICIES: Final = (FullHistory, RollingWindow, ToolClearing, HolonPolicy)
+class HolonRfcLayout(HolonPolicy):
+    """(d2) holon in the RFC's layout: working memory ends the cacheable prefix.
+
+    Beside the default layout in every run, so the figures that chose it are the ones the
+    eval reports (docs/context-rendering.md, *Layouts*).
+    """
+
+    name = "holon-rfc"
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        budget: Budget,
+        counter: TokenCounter,
+        config: RenderConfig | None = None,
+        *,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+    ) -> None:
+        base = config or RenderConfig(prompt_cache_key="eval", estimator=counter.estimator.name)
+        layout = msgspec.structs.replace(base, layout="rfc")
+        super().__init__(scenario, budget, counter, layout, blob_threshold=blob_threshold)
+
+
+POLICIES: Final = (FullHistory, RollingWindow, ToolClearing, HolonPolicy, HolonRfcLayout)

@@ -30,6 +30,7 @@ COLORS: Final = {
     "rolling-window": "#edae49",
     "tool-clearing": "#6a4c93",
     "holon": "#00798c",
+    "holon-rfc": "#8cc5cf",
 }
 
 
@@ -293,7 +294,12 @@ def verdicts(runs: Sequence[PolicyRun]) -> list[Verdict]:
             )
         )
         for model, label in (("prefix", "prefix blocks"), ("bp", "breakpoints")):
-            costs = {n: (r.prefix.cost if model == "prefix" else r.breakpoints.cost) for n, r in by.items()}
+            # Against the baselines: holon in another layout is holon, not a rival.
+            costs = {
+                n: (r.prefix.cost if model == "prefix" else r.breakpoints.cost)
+                for n, r in by.items()
+                if n == "holon" or not n.startswith("holon")
+            }
             cheapest = min(costs, key=lambda n: costs[n])
             out.append(
                 Verdict(

@@ -59,7 +59,7 @@ HISTORY_HEADER: Final = "## Recent history (oldest first)"
 TURN_WORK_HEADER: Final = "work on this input so far (oldest first):"
 
 #: What the history shows for the session's first request, which the operator's requests show.
-MANDATE_STUB: Final = "[the session's first request: shown under \"Operator's requests\" below]"
+MANDATE_STUB: Final = "[the session's first request: shown under \"Operator's requests\" above]"
 
 #: Why a tool result is cleared, as its omission says (``holon.context.causes`` counts by it).
 CLEARED_FOR_ROOM: Final = "tool result cleared: the history needed the room"

@@ -58,7 +58,8 @@ class CacheIdentity(msgspec.Struct, frozen=True, kw_only=True):
     """Identity of the cacheable prefix: agent, cache key, revision, epoch and block hashes.
 
     ``block_hashes`` maps each stability class present (``stable``, ``agent``,
-    ``turn``) to the blake3 hash of its text.
+    ``turn``) to the blake3 hash of its text. ``layout`` is the render layout: what the
+    prefix depends on follows from it (see :attr:`key`).
     """
 
     agent_id: str
@@ -66,6 +67,7 @@ class CacheIdentity(msgspec.Struct, frozen=True, kw_only=True):
     working_memory_revision: int
     compression_epoch: int
     block_hashes: dict[str, str]
+    layout: str = "rfc"
 
     @property
     def prefix_hash(self) -> str:
@@ -74,7 +76,16 @@ class CacheIdentity(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def key(self) -> str:
-        """The stable key string: equal keys ⇔ byte-identical cacheable prefixes."""
+        """The stable key string: equal keys ⇔ byte-identical cacheable prefixes.
+
+        In the rfc layout the prefix ends with working memory, so it is keyed by the
+        revision and the epoch it is rendered at. In the recitation layout working memory
+        follows the history, and the prefix (policy, tools, episodes) keeps its episodes
+        across revisions and epochs until the history moves: the key is the prefix's
+        hash alone, so it changes exactly when the prefix does.
+        """
+        if self.layout == "recitation":
+            return f"holon:{self.agent_id}:{self.prompt_cache_key}:{self.prefix_hash[:24]}"
         return (
             f"holon:{self.agent_id}:{self.prompt_cache_key}:r{self.working_memory_revision}"
             f":e{self.compression_epoch}:{self.prefix_hash[:24]}"

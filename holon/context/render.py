@@ -46,7 +46,7 @@ from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSect
 from holon.context.search import EpisodeIndex, terms
 from holon.context.sections import (
     SECTION_ORDER,
-    SECTION_STABILITY,
+    Layout,
     active_work_candidate,
     context_summary_candidate,
     current_input_candidate,
@@ -54,6 +54,8 @@ from holon.context.sections import (
     mandate_candidate,
     pending_delta_candidate,
     queue_candidate,
+    section_order,
+    section_stability,
     system_candidate,
     tools_candidate,
     working_memory_candidate,
@@ -158,6 +160,11 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
       term (keeps selection flat as the archive grows).
     - ``mandate_share``: the share of the room the operator's requests may take (their
       section's sub-budget); beyond it they are shown shortened, each naming its record.
+    - ``layout``: the order of the sections (:data:`~holon.context.sections.LAYOUTS`):
+      ``"recitation"`` (the default) puts working memory after the history, with
+      everything that changes with the revision or the turn; ``"rfc"`` puts it before,
+      in the cacheable prefix (docs/context-rendering.md, *Layouts*, has the figures
+      that chose the default).
     """
 
     estimator: str = "holon-heuristic"
@@ -172,6 +179,7 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_postings: int = 256
     history_refill: float = 0.5
     mandate_share: float = 0.2
+    layout: Layout = "recitation"
     version: int = RENDER_VERSION
 
     def __post_init__(self) -> None:
@@ -341,26 +349,42 @@ def _abandoned(inputs: ContextInputs, index: EpisodeIndex) -> Callable[[str | No
 def _sticky_selection(
     inputs: ContextInputs, index: EpisodeIndex, recorded: dict[str, Any]
 ) -> list[r.ContextEpisodeRecord] | None:
-    """The previous prompt's episodes again, while the working-memory revision holds.
+    """The previous prompt's episodes again, while they can be kept (``None``: select anew).
 
-    An epoch bump alone (an episode finalized) does not re-select: the new episode ends
-    inside the recent window, so it is not a candidate yet, and re-selecting would only
-    reshuffle the choice by the latest input's words and re-send everything after the
-    section. Re-selection waits for the next revision, which changes the prefix before
-    this section anyway — unless a kept episode's work was abandoned meanwhile.
+    In the rfc layout, while the working-memory revision holds. An epoch bump alone (an
+    episode finalized) does not re-select: the new episode ends inside the recent window,
+    so it is not a candidate yet, and re-selecting would only reshuffle the choice by the
+    latest input's words and re-send everything after the section. Re-selection waits for
+    the next revision, which changes the prefix before this section anyway — unless a kept
+    episode's work was abandoned meanwhile.
+
+    In the recitation layout the episodes come right before the history and working memory
+    after it, so a new revision changes nothing before the history: the selection is kept
+    across revisions and epochs, and made again when the history moves its start
+    (:func:`_history_moved`), which re-sends everything after the episodes anyway — or
+    when a kept episode's work was abandoned.
     """
     prev = inputs.previous
-    if prev is None:
+    if prev is None or prev.render_config != recorded:
         return None
-    if prev.working_memory_revision != inputs.working_memory_revision or prev.render_config != recorded:
+    recitation = recorded.get("layout") == "recitation"
+    if not recitation and prev.working_memory_revision != inputs.working_memory_revision:
         return None
     found = [index.get(i) for i in prev.episodes]
     kept = [e for e in found if e is not None]
-    if prev.compression_epoch != inputs.compression_epoch:
+    if recitation or prev.compression_epoch != inputs.compression_epoch:
         abandoned = _abandoned(inputs, index)
         if any(abandoned(e.work_item_id) for e in kept):
             return None
     return kept
+
+
+def _history_moved(inputs: ContextInputs, prompt: Prompt) -> bool:
+    """Whether ``prompt``'s history starts elsewhere than the previous prompt's did."""
+    prev = inputs.previous
+    before = prev.history.from_seq if prev is not None and prev.history is not None else None
+    now = prompt.plan.history.from_seq if prompt.plan.history is not None else None
+    return before != now
 
 
 def _yielded(candidate: Candidate) -> Form:
@@ -370,10 +394,10 @@ def _yielded(candidate: Candidate) -> Form:
     return Form(kind="omitted", text="", tokens=0, omissions=omissions)
 
 
-def _section(name: str, form: Form) -> PromptSection:
+def _section(name: str, form: Form, layout: Layout) -> PromptSection:
     return PromptSection(
         name=name,
-        stability=SECTION_STABILITY[name],
+        stability=section_stability(name, layout),
         text=form.text,
         tokens=form.tokens,
         form=form.kind,
@@ -434,58 +458,102 @@ def build_context(
     # -- prefix (Stable + AgentScoped)
     if index is None:
         index = EpisodeIndex(inputs.episodes)
-    selected = _sticky_selection(inputs, index, recorded)
-    if selected is None:
-        selected = select_episodes(
-            inputs, index, limit=config.episode_limit, max_postings=config.max_postings
+    episode_index = index
+    sticky = _sticky_selection(inputs, index, recorded)
+
+    def select() -> list[r.ContextEpisodeRecord]:
+        return select_episodes(
+            inputs, episode_index, limit=config.episode_limit, max_postings=config.max_postings
         )
+
+    selected = select() if sticky is None else sticky
     episode_budget = int(budget.available * budget.episode_share)
     # What each decision says now: the latest archived text, overridden by working memory.
     # Both change only with the epoch or the revision, so the prefix stays stable.
     current_decisions = index.decisions
     current_decisions.update((d.id, d.text) for d in inputs.snapshot.decisions)
-    prefix = [
-        c
-        for c in (
-            system_candidate(inputs.policy, count),
-            tools_candidate(inputs.policy, count),
-            working_memory_candidate(inputs, count),
-            context_summary_candidate(inputs, count),
-            episodes_candidate(selected, episode_budget, count, current_decisions),
-        )
-        if c is not None
-    ]
-    turn: list[Candidate] = [
+
+    def prefix_of(episodes: list[r.ContextEpisodeRecord]) -> list[Candidate]:
+        return [
+            c
+            for c in (
+                system_candidate(inputs.policy, count),
+                tools_candidate(inputs.policy, count),
+                working_memory_candidate(inputs, count),
+                context_summary_candidate(inputs, count),
+                episodes_candidate(episodes, episode_budget, count, current_decisions),
+            )
+            if c is not None
+        ]
+
+    prefix = prefix_of(selected)
+    fixed_turn = [
         c
         for c in (
             pending_delta_candidate(inputs, count),
             active_work_candidate(inputs, count),
             queue_candidate(inputs, count),
-            mandate_candidate(inputs, count, sub_budget=int(available * config.mandate_share)),
             current_input_candidate(inputs, count, max_tokens=config.message_max_tokens),
         )
         if c is not None
     ]
+    mandate_budget = int(available * config.mandate_share)
+
+    def turn_with(before: int | None) -> list[Candidate]:
+        mandate = mandate_candidate(inputs, count, sub_budget=mandate_budget, before=before)
+        return fixed_turn if mandate is None else [*fixed_turn[:-1], mandate, fixed_turn[-1]]
 
     # The prefix's share is of this room, whatever a refit below takes off it.
     share_of = available
+    previous = inputs.previous
+    guess = (
+        previous.history.from_seq
+        if previous is not None
+        and previous.history is not None
+        and any(t.section == "history" and t.form != "omitted" for t in previous.sections)
+        else None
+    )
 
     def assemble(room: int) -> Prompt:
-        return _assemble(
-            inputs,
-            budget,
-            config,
-            count=count,
-            recorded=recorded,
-            selected=selected,
-            prefix=prefix,
-            turn=turn,
-            available=room,
-            share_of=share_of,
-            view=history,
-        )
+        # The mandate shows the requests the history does not — those before its start —
+        # and the start depends on the room the mandate leaves. Planned from where the
+        # previous history started (it mostly still does: one pass), and again from where
+        # this one starts until the two agree. A history that starts later than assumed
+        # would hide the requests between, so that always plans again: the assumed start
+        # only grows, and ends. One that starts earlier only shows some requests twice:
+        # planned again once, to give their room back, then taken as it is.
+        before, lowered = guess, False
+        while True:
+            prompt = _assemble(
+                inputs,
+                budget,
+                config,
+                count=count,
+                recorded=recorded,
+                selected=selected,
+                prefix=prefix,
+                turn=turn_with(before),
+                available=room,
+                share_of=share_of,
+                view=history,
+            )
+            shown = prompt.plan.history is not None and prompt.section("history") is not None
+            now = prompt.plan.history.from_seq if shown and prompt.plan.history is not None else None
+            if now == before:
+                return prompt
+            earlier = now is not None and (before is None or now < before)
+            if earlier and lowered:
+                return prompt
+            lowered = lowered or earlier
+            before = now
 
     prompt = assemble(available)
+    if sticky is not None and config.layout == "recitation" and _history_moved(inputs, prompt):
+        # The history moves its start: everything after the episodes is sent again anyway,
+        # so they are selected again for this input (sticky, they would never change).
+        selected = select()
+        prefix = prefix_of(selected)
+        prompt = assemble(available)
     if estimator.joins_add_up:
         return prompt
     # An exact BPE can count the joined prompt higher than its parts (a run of line breaks
@@ -617,7 +685,7 @@ def _assemble(
     sections: list[PromptSection] = []
     omitted: list[r.Omission] = []
     tokens: list[r.SectionTokens] = []
-    for name in SECTION_ORDER:
+    for name in section_order(config.layout):
         form = chosen.get(name)
         if name == "history":
             omitted.extend(history.omissions)
@@ -627,7 +695,7 @@ def _assemble(
         omitted.extend(form.omissions)
         if form.kind == "omitted":
             continue
-        sections.append(_section(name, form))
+        sections.append(_section(name, form, config.layout))
     # Mark cache breakpoints (four at most, Anthropic's limit): after the last Stable and
     # the last AgentScoped section (they change with the revision and the epoch), after
     # the history (the next turn's prompt extends it while its anchor holds) and at the
@@ -654,6 +722,7 @@ def _assemble(
         working_memory_revision=inputs.working_memory_revision,
         compression_epoch=inputs.compression_epoch,
         block_hashes=block_hashes,
+        layout=config.layout,
     )
     plan = AssemblyPlan(
         budget=budget.context_window,

@@ -13,13 +13,19 @@ Sections, in prompt order (see docs/context-rendering.md for the full table):
  5    pending_delta       turn         85        yes(*)  full, compact
  6    active_work         turn         95        yes     full, compact, truncated
  7    queue               turn         50        no      full, compact
- 8    history             turn         40        no      filled newest-first
- 9    mandate             turn         98        yes     full, compact, truncated
+ 8    mandate             turn         98        yes     full, compact, truncated
+ 9    history             turn         40        no      filled newest-first
 10    current_input       turn         100       yes     full, truncated
 ====  ==================  ===========  ========  ======  ================================
 
 (*) until a prompt confirmed it; then, unpinned, shown again while its revision holds
 and the history keeps its start.
+
+That is the ``rfc`` layout. The ``recitation`` layout (:data:`LAYOUTS`) keeps the same
+sections and forms in another order — system, tools, context_summary, episodes, mandate,
+history, then working_memory, pending_delta, active_work, queue, current_input — and
+there working memory is TurnScoped: it sits after the history, so a new revision re-sends
+only the prompt's tail, not the history (docs/context-rendering.md, *Layouts*).
 
 Only facts fixed by the working-memory revision and the compression epoch are placed in
 Stable/AgentScoped sections (the snapshot, the archived episodes); everything that can
@@ -31,7 +37,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 
@@ -52,10 +58,12 @@ from holon.projections.snapshot import TASK_DESCRIPTION_CHARS, TASK_SUMMARY_CHAR
 from holon.projections.state import DERIVED_WORK_PREFIX, RequestEntry, one_line
 
 __all__ = [
+    "LAYOUTS",
     "SECTION_ORDER",
     "SECTION_PRIORITY",
     "SECTION_STABILITY",
     "Counter",
+    "Layout",
     "active_work_candidate",
     "context_summary_candidate",
     "current_input_candidate",
@@ -64,6 +72,8 @@ __all__ = [
     "mandate_candidate",
     "pending_delta_candidate",
     "queue_candidate",
+    "section_order",
+    "section_stability",
     "system_candidate",
     "tools_candidate",
     "working_memory_candidate",
@@ -80,8 +90,8 @@ SECTION_ORDER: Final = (
     "pending_delta",
     "active_work",
     "queue",
-    "history",
     "mandate",
+    "history",
     "current_input",
 )
 SECTION_STABILITY: Final[dict[str, Stability]] = {
@@ -110,6 +120,47 @@ SECTION_PRIORITY: Final = {
     "queue": 50,
     "history": 40,
 }
+Layout = Literal["rfc", "recitation"]
+#: The section orders a prompt can be laid out in (``RenderConfig.layout``).
+LAYOUTS: Final[dict[Layout, tuple[str, ...]]] = {
+    # The RFC's order: the sections by stability class, working memory in the prefix.
+    "rfc": SECTION_ORDER,
+    # The history right after what changes only with the epoch, and everything that
+    # changes with the revision or the turn after it, newest last: the history stays a
+    # cached prefix across revisions, and what must bind is read last.
+    "recitation": (
+        "system",
+        "tools",
+        "context_summary",
+        "episodes",
+        "mandate",
+        "history",
+        "working_memory",
+        "pending_delta",
+        "active_work",
+        "queue",
+        "current_input",
+    ),
+}
+
+
+def section_order(layout: Layout) -> tuple[str, ...]:
+    """The sections in prompt order under ``layout``."""
+    return LAYOUTS[layout]
+
+
+def section_stability(name: str, layout: Layout) -> Stability:
+    """The stability class of section ``name`` under ``layout``: the cache block it is in.
+
+    Working memory changes with the revision. In the rfc layout it ends the cacheable
+    prefix (AgentScoped); in the recitation layout it follows the history, in the
+    TurnScoped tail, so the AgentScoped block is what changes with the epoch alone.
+    """
+    if layout == "recitation" and name == "working_memory":
+        return "turn"
+    return SECTION_STABILITY[name]
+
+
 _PINNED: Final = frozenset(
     {"system", "tools", "working_memory", "pending_delta", "active_work", "mandate", "current_input"}
 )
@@ -1531,11 +1582,17 @@ MANDATE_HEADER: Final = (
     "## Operator's requests (this session, oldest first; where a later request changes an "
     "earlier one, the later one holds)"
 )
-#: Newest requests the compact form keeps whole (besides the first); the others get a line.
+#: Newest requests the compact form keeps whole when they fit (besides the first).
 _COMPACT_REQUESTS: Final = 3
 #: What the compact form keeps of an older request, and the minimum of the first and newest.
-_REQUEST_LINE_CHARS: Final = 160
+_REQUEST_LINE_CHARS: Final = 400
 _REQUEST_PREVIEW_CHARS: Final = 400
+#: Tokens the compact form keeps back for the line that names the requests it leaves out.
+_MANDATE_COUNT_LINE: Final = 48
+
+
+def _asked(q: RequestEntry) -> str:
+    return f" (asked {q.asked} times)" if q.asked > 1 else ""
 
 
 def _request_whole(q: RequestEntry) -> str:
@@ -1544,7 +1601,7 @@ def _request_whole(q: RequestEntry) -> str:
         if q.clipped
         else ""
     )
-    return f"[{ledger_ref(q.seq)}] {q.text}{rest}"
+    return f"[{ledger_ref(q.seq)}] {q.text}{_asked(q)}{rest}"
 
 
 def _request_short(q: RequestEntry, limit: int, count: Counter) -> tuple[str, r.Omission | None]:
@@ -1553,22 +1610,49 @@ def _request_short(q: RequestEntry, limit: int, count: Counter) -> tuple[str, r.
     if not cut and not q.clipped:
         return _request_whole(q), None
     ref = ledger_ref(q.seq)
-    line = f"[{ref}] {shown} [request shortened: {q.chars:,} chars — restore with ref {ref}]"
+    line = f"[{ref}] {shown}{_asked(q)} [request shortened: {q.chars:,} chars — restore with ref {ref}]"
     omission = _shrunk("mandate", ledger_ref(q.seq), "request shortened", [q.text], [shown], count=count)
     return line, omission
 
 
-def mandate_candidate(inputs: ContextInputs, count: Counter, *, sub_budget: int) -> Candidate | None:
-    """The operator's requests of the session, verbatim within ``sub_budget`` (pinned).
+def _requests_left_out(
+    left: Sequence[RequestEntry], not_held: int, count: Counter
+) -> tuple[list[str], list[r.Omission]]:
+    """The line naming the requests a form leaves out, and their omissions."""
+    if not left and not not_held:
+        return [], []
+    refs = [ledger_ref(q.seq) for q in left]
+    where = f" — restore with ref {_ref_list(refs)}" if refs else ""
+    shown_not = len(left) + not_held
+    line = f"(+{shown_not} more requests of this session not shown{where}; `holon search` finds them)"
+    omissions = [
+        r.Omission(section="mandate", ref=ref, reason="request not shown", tokens=count(_request_whole(q)))
+        for q, ref in zip(left, refs, strict=True)
+    ]
+    return [line], omissions
+
+
+def mandate_candidate(
+    inputs: ContextInputs, count: Counter, *, sub_budget: int, before: int | None = None
+) -> Candidate | None:
+    """The operator's requests the history does not show, verbatim within ``sub_budget`` (pinned).
 
     The first request is the session's mandate and every later one may correct it or add a
-    constraint: none of them may stop binding because the history moved on. The current
-    input is shown as the input, not here. Full: every request the projection holds (the
-    first and the newest ``requests_window``), whole; compact: the first and the newest
-    three whole (the first as a preview when it alone takes half the sub-budget), the others
-    one line each; truncated (the pinned minimum, bounded whatever the requests hold): the
-    first and the newest as previews and one line naming the others' refs. Forms over the
-    sub-budget are not offered, but the minimum always is.
+    constraint: none of them may stop binding because the history moved on. Shown: the
+    first request, and the later ones before seq ``before`` — where the history starts
+    (``None``: no history, all of them); a request the history shows is read there, in
+    its place. The current input is shown as the input, not here. The section comes right
+    before the history, so the requests read oldest first through to the newest, and it
+    changes only when the history moves its start.
+
+    Full: every such request the projection holds (it holds the first and the newest
+    ``requests_window`` distinct ones), whole; compact: the first whole (a preview when it
+    alone takes half the sub-budget), then as many of the others as the sub-budget holds,
+    newest first — the newest three whole, older ones clipped to a line each — and one
+    line naming the refs of the oldest it leaves out; truncated (the pinned minimum,
+    bounded whatever the requests hold): the first and the newest as previews and one line
+    naming the others' refs. Forms over the sub-budget are not offered, but the smallest
+    always is.
     """
     mandate = inputs.mandate
     if mandate is None:
@@ -1577,7 +1661,7 @@ def mandate_candidate(inputs: ContextInputs, count: Counter, *, sub_budget: int)
     requests = [q for q in mandate.requests if q.seq != current]
     if not requests:
         return None
-    first, rest = requests[0], requests[1:]
+    first, rest = requests[0], [q for q in requests[1:] if before is None or q.seq < before]
     gap: list[str] = []
     if mandate.omitted:
         later = mandate.recent[0].seq
@@ -1587,22 +1671,30 @@ def mandate_candidate(inputs: ContextInputs, count: Counter, *, sub_budget: int)
         ]
     full = [MANDATE_HEADER, _request_whole(first), *gap, *(_request_whole(q) for q in rest)]
 
-    compact = [MANDATE_HEADER]
     compact_cut: list[r.Omission] = []
     first_line = _request_whole(first)
     if count(first_line) > sub_budget // 2:
         first_line, cut = _request_short(first, _REQUEST_PREVIEW_CHARS * 4, count)
         compact_cut.extend([cut] if cut is not None else [])
-    compact.extend([first_line, *gap])
-    older, newest = (
-        rest[:-_COMPACT_REQUESTS] if len(rest) > _COMPACT_REQUESTS else [],
-        rest[-_COMPACT_REQUESTS:],
-    )
-    for q in older:
-        line, cut = _request_short(q, _REQUEST_LINE_CHARS, count)
-        compact.append(line)
+    room = sub_budget - count(MANDATE_HEADER) - count(first_line) - _MANDATE_COUNT_LINE
+    later_lines: list[str] = []
+    kept = 0
+    for age, q in enumerate(reversed(rest)):
+        line, cut = (_request_whole(q), None) if age < _COMPACT_REQUESTS else (None, None)
+        if line is None or count(line) > room:
+            line, cut = _request_short(q, _REQUEST_LINE_CHARS, count)
+        cost = count(line)
+        if cost > room:
+            break
+        room -= cost
+        later_lines.append(line)
         compact_cut.extend([cut] if cut is not None else [])
-    compact.extend(_request_whole(q) for q in newest)
+        kept += 1
+    left, left_cut = _requests_left_out(rest[: len(rest) - kept], 0, count)
+    # Requests the projection no longer holds are older than every one held: the gap line
+    # says so where they were, the left-out line counts the held ones the form leaves out.
+    compact = [MANDATE_HEADER, first_line, *gap, *left, *reversed(later_lines)]
+    compact_cut.extend(left_cut)
 
     minimum = [MANDATE_HEADER]
     minimum_cut: list[r.Omission] = []
@@ -1610,25 +1702,21 @@ def mandate_candidate(inputs: ContextInputs, count: Counter, *, sub_budget: int)
         line, cut = _request_short(q, _REQUEST_PREVIEW_CHARS, count)
         minimum.append(line)
         minimum_cut.extend([cut] if cut is not None else [])
-    dropped = rest[:-1]
-    if dropped or mandate.omitted:
-        refs = [ledger_ref(q.seq) for q in dropped]
-        more = len(dropped) + mandate.omitted
-        where = f" — restore with ref {_ref_list(refs)}" if refs else ""
-        minimum.append(f"(+{more} more requests of this session not shown{where}; `holon search` finds them)")
-        minimum_cut.extend(
-            r.Omission(
-                section="mandate", ref=ref, reason="request not shown", tokens=count(_request_whole(q))
-            )
-            for q, ref in zip(dropped, refs, strict=True)
-        )
+    more, more_cut = _requests_left_out(rest[:-1], mandate.omitted, count)
+    minimum.extend(more)
+    minimum_cut.extend(more_cut)
     forms = [
         _form("full", full, count),
         _form("compact", compact, count, compact_cut),
         _form("truncated", minimum, count, minimum_cut),
     ]
-    # The sub-budget bounds the mandate; the minimum is bounded by construction.
-    offered = [f for f in forms[:-1] if f.tokens <= sub_budget] + [forms[-1]]
+    # The sub-budget bounds the mandate; the minimum is bounded by construction. It is the
+    # smallest form, whatever the sub-budget: short requests can make the compact form
+    # smaller than the truncated one, and a minimum that changed with the room would make
+    # BudgetExceeded's figure depend on the budget it was raised at.
+    # A form after the smallest is no shorter, so it is never worth offering.
+    last = min(range(len(forms)), key=lambda i: (forms[i].tokens, -i))
+    offered = [f for f in forms[:last] if f.tokens <= sub_budget] + [forms[last]]
     return _candidate("mandate", offered)
 
 
