@@ -450,6 +450,11 @@ def _start_of(units: Sequence[HistoryUnit], seq: int) -> int:
     return next((i for i, u in enumerate(units) if u.seq >= seq), len(units))
 
 
+#: The units (and orphaned results) of the records read from ``from_seq`` to ``to_seq``
+#: under a clearing cut, capped or not — keyed so; they depend on nothing else of a render.
+UnitsMemo = dict[tuple[int, int, int, bool], tuple[list[HistoryUnit], list[r.Omission]]]
+
+
 class _Layout:
     """The units read from ``from_seq`` under one clearing cut, and the tokens of the
     history from each start."""
@@ -465,19 +470,27 @@ class _Layout:
         to_seq: int,
         cut: int,
         capped: bool,
+        memo: UnitsMemo | None = None,
     ) -> None:
         self.cut = cut
         self.capped = capped
         self.from_seq = from_seq
-        self.units, self.orphans = history_units(
-            view.records(from_seq, to_seq),
-            inputs,
-            count,
-            rules,
-            cleared_through=cut,
-            capped=capped,
-            blob_text=view.blob_text,
-        )
+        key = (from_seq, to_seq, cut, capped)
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            found = history_units(
+                view.records(from_seq, to_seq),
+                inputs,
+                count,
+                rules,
+                cleared_through=cut,
+                capped=capped,
+                blob_text=view.blob_text,
+            )
+            if memo is not None:
+                memo[key] = found
+        # Copies: a refill may replace the newest unit of this layout, not of the memo's.
+        self.units, self.orphans = list(found[0]), list(found[1])
         current = inputs.current_input
         # Units after the current input are the turn's own work, shown after the input.
         split = current.seq if current is not None and current.seq is not None else _NO_SPLIT
@@ -573,11 +586,14 @@ def plan_history(
     *,
     allowance: int,
     view: EvidenceView | None = None,
+    memo: UnitsMemo | None = None,
 ) -> HistoryPlan:
     """The history section within ``allowance`` tokens, keeping the previous anchor if it can.
 
     ``view`` is where the evidence is read (default: the inputs' own windows,
-    :func:`~holon.context.evidence.window_view`).
+    :func:`~holon.context.evidence.window_view`). ``memo`` keeps the units read across
+    the plans of one render (the same inputs, view, counter and rules): a render plans
+    its history once per pass, and reading and counting the units is most of a pass.
     """
     view = view if view is not None else window_view(inputs)
     first = view.first_seq
@@ -589,7 +605,9 @@ def plan_history(
     previous = inputs.previous.history if inputs.previous is not None else None
 
     def layout(from_seq: int, cut: int, capped: bool) -> _Layout:
-        return _Layout(view, inputs, count, rules, from_seq=from_seq, to_seq=head, cut=cut, capped=capped)
+        return _Layout(
+            view, inputs, count, rules, from_seq=from_seq, to_seq=head, cut=cut, capped=capped, memo=memo
+        )
 
     target = allowance - _step(allowance, rules)
     if previous is not None and previous.from_seq >= first:

@@ -40,7 +40,7 @@ import holon.records as r
 from holon.context.budget import Budget, Candidate, Form, plan_budget
 from holon.context.estimator import get_estimator
 from holon.context.evidence import EvidenceView
-from holon.context.history import HistoryRules, plan_history
+from holon.context.history import HistoryRules, UnitsMemo, plan_history
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
 from holon.context.search import EpisodeIndex, terms
@@ -505,6 +505,8 @@ def build_context(
 
     # The prefix's share is of this room, whatever a refit below takes off it.
     share_of = available
+    # Every pass below reads the same evidence: its units are read and counted once.
+    units: UnitsMemo = {}
     previous = inputs.previous
     guess = (
         previous.history.from_seq
@@ -536,6 +538,7 @@ def build_context(
                 available=room,
                 share_of=share_of,
                 view=history,
+                memo=units,
             )
             shown = prompt.plan.history is not None and prompt.section("history") is not None
             now = prompt.plan.history.from_seq if shown and prompt.plan.history is not None else None
@@ -623,6 +626,7 @@ def _assemble(
     available: int,
     share_of: int,
     view: EvidenceView | None,
+    memo: UnitsMemo,
 ) -> Prompt:
     """Plan the sections and the history in ``available`` tokens and assemble the prompt.
 
@@ -653,7 +657,9 @@ def _assemble(
     used = sum(f.tokens for f in chosen.values())
 
     # -- recent history fills what is left
-    history = plan_history(inputs, count, config.history_rules, allowance=available - used, view=view)
+    history = plan_history(
+        inputs, count, config.history_rules, allowance=available - used, view=view, memo=memo
+    )
     kept_delta = chosen.get("pending_delta")
     if (
         kept_delta is not None
@@ -670,7 +676,9 @@ def _assemble(
         # omitted here.
         chosen["pending_delta"] = _yielded(next(c for c in turn if c.name == "pending_delta"))
         used -= kept_delta.tokens
-        history = plan_history(inputs, count, config.history_rules, allowance=available - used, view=view)
+        history = plan_history(
+            inputs, count, config.history_rules, allowance=available - used, view=view, memo=memo
+        )
     if history.form is not None:
         chosen["history"] = history.form
     if history.turn_work is not None and "current_input" in chosen:
