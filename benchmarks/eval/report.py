@@ -175,6 +175,11 @@ def markdown_tables(runs: Sequence[PolicyRun], *, facts: bool) -> str:
     return "\n".join(out)
 
 
+def _layout_of(run: PolicyRun) -> str:
+    """The layout a holon run names beside its scenario: none for the default one."""
+    return "" if run.policy == "holon" else f" ({run.policy.removeprefix('holon-')})"
+
+
 def breaks_table(runs: Sequence[PolicyRun]) -> str:
     """For each sectioned (holon) run: where the prefix shared with the previous call ends.
 
@@ -200,7 +205,7 @@ def breaks_table(runs: Sequence[PolicyRun]) -> str:
             cells = [f"{n / calls:.0%} / {t / total:.1%}" if n else "—" for n, t in row.values()]
             lost = sum(t for _, t in row.values())
             out.append(
-                f"| {run.scenario} @ {run.window // 1000}k | {label} ({calls:,}) | "
+                f"| {run.scenario} @ {run.window // 1000}k{_layout_of(run)} | {label} ({calls:,}) | "
                 + " | ".join(cells)
                 + f" | {lost / total:.1%} |"
             )
