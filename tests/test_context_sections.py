@@ -19,6 +19,8 @@ from holon.context.history import TURN_WORK_HEADER
 from holon.context.render import token_counter
 from holon.context.sections import (
     LAYOUTS,
+    MANDATE_HEADER,
+    MANDATE_HEADER_BEFORE_HISTORY,
     SECTION_ORDER,
     SECTION_STABILITY,
     Layout,
@@ -26,6 +28,7 @@ from holon.context.sections import (
     pending_delta_candidate,
     working_memory_candidate,
 )
+from holon.errors import BudgetExceeded
 from holon.projections import (
     DecisionRef,
     FailingCheck,
@@ -321,6 +324,17 @@ def test_the_mandate_shows_the_requests_the_history_does_not_right_before_it(lay
         assert (in_mandate, in_history) == ((True, False) if seq < start else (False, True)), i
     assert "request 0: keep the totals exact" in mandate.text and "request 0:" not in history.text
     assert "what is left?" not in mandate.text
+    # Its header says where the rest are: the section is not all of them.
+    assert mandate.text.splitlines()[0] == MANDATE_HEADER_BEFORE_HISTORY
+    assert "later ones are in the history below" in MANDATE_HEADER_BEFORE_HISTORY
+    # With no history (the room holds only the pinned sections), every request is here.
+    config = RenderConfig(layout=layout)
+    with pytest.raises(BudgetExceeded) as small:
+        build_context(live.state, Budget(context_window=len(SECTION_ORDER) + 1), config, agent_id="a")
+    at_minimum = Budget(context_window=small.value.required + len(SECTION_ORDER))
+    bare = build_context(live.state, at_minimum, config, agent_id="a")
+    assert bare.section("history") is None
+    assert bare.section("mandate").text.splitlines()[0] == MANDATE_HEADER  # type: ignore[union-attr]
 
 
 def test_the_request_that_is_the_current_input_is_shown_as_the_input_only() -> None:

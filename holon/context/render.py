@@ -523,23 +523,33 @@ def build_context(
         # this one starts until the two agree. A history that starts later than assumed
         # would hide the requests between, so that always plans again: the assumed start
         # only grows, and ends. One that starts earlier only shows some requests twice:
-        # planned again once, to give their room back, then taken as it is.
+        # planned again once, to give their room back, then taken as it is. The pinned
+        # minimum is the one with no history (every request in the section): a pass over
+        # the budget with a history assumed is planned again without one, and that one
+        # raises, or is taken as it is — so BudgetExceeded names the same minimum whatever
+        # the previous prompt was.
         before, lowered = guess, False
         while True:
-            prompt = _assemble(
-                inputs,
-                budget,
-                config,
-                count=count,
-                recorded=recorded,
-                selected=selected,
-                prefix=prefix,
-                turn=turn_with(before),
-                available=room,
-                share_of=share_of,
-                view=history,
-                memo=units,
-            )
+            try:
+                prompt = _assemble(
+                    inputs,
+                    budget,
+                    config,
+                    count=count,
+                    recorded=recorded,
+                    selected=selected,
+                    prefix=prefix,
+                    turn=turn_with(before),
+                    available=room,
+                    share_of=share_of,
+                    view=history,
+                    memo=units,
+                )
+            except BudgetExceeded:
+                if before is None:
+                    raise
+                before, lowered = None, True
+                continue
             shown = prompt.plan.history is not None and prompt.section("history") is not None
             now = prompt.plan.history.from_seq if shown and prompt.plan.history is not None else None
             if now == before:

@@ -59,6 +59,8 @@ from holon.projections.state import DERIVED_WORK_PREFIX, RequestEntry, one_line
 
 __all__ = [
     "LAYOUTS",
+    "MANDATE_HEADER",
+    "MANDATE_HEADER_BEFORE_HISTORY",
     "SECTION_ORDER",
     "SECTION_PRIORITY",
     "SECTION_STABILITY",
@@ -1582,6 +1584,12 @@ MANDATE_HEADER: Final = (
     "## Operator's requests (this session, oldest first; where a later request changes an "
     "earlier one, the later one holds)"
 )
+#: The header before a history: the requests it shows are not repeated here, and the model
+#: must not read this section as all of them.
+MANDATE_HEADER_BEFORE_HISTORY: Final = (
+    "## Operator's requests (this session, oldest first — any later ones are in the history "
+    "below, where they were sent; where a later request changes an earlier one, the later one holds)"
+)
 #: Newest requests the compact form keeps whole when they fit (besides the first).
 _COMPACT_REQUESTS: Final = 3
 #: What the compact form keeps of an older request, and the minimum of the first and newest.
@@ -1662,6 +1670,7 @@ def mandate_candidate(
     if not requests:
         return None
     first, rest = requests[0], [q for q in requests[1:] if before is None or q.seq < before]
+    header = MANDATE_HEADER if before is None else MANDATE_HEADER_BEFORE_HISTORY
     gap: list[str] = []
     if mandate.omitted:
         later = mandate.recent[0].seq
@@ -1669,14 +1678,14 @@ def mandate_candidate(
             f"(+{mandate.omitted} more requests between {ledger_ref(first.seq)} and {ledger_ref(later)} "
             "not held — find them with `holon search`)"
         ]
-    full = [MANDATE_HEADER, _request_whole(first), *gap, *(_request_whole(q) for q in rest)]
+    full = [header, _request_whole(first), *gap, *(_request_whole(q) for q in rest)]
 
     compact_cut: list[r.Omission] = []
     first_line = _request_whole(first)
     if count(first_line) > sub_budget // 2:
         first_line, cut = _request_short(first, _REQUEST_PREVIEW_CHARS * 4, count)
         compact_cut.extend([cut] if cut is not None else [])
-    room = sub_budget - count(MANDATE_HEADER) - count(first_line) - _MANDATE_COUNT_LINE
+    room = sub_budget - count(header) - count(first_line) - _MANDATE_COUNT_LINE
     later_lines: list[str] = []
     kept = 0
     for age, q in enumerate(reversed(rest)):
@@ -1693,10 +1702,10 @@ def mandate_candidate(
     left, left_cut = _requests_left_out(rest[: len(rest) - kept], 0, count)
     # Requests the projection no longer holds are older than every one held: the gap line
     # says so where they were, the left-out line counts the held ones the form leaves out.
-    compact = [MANDATE_HEADER, first_line, *gap, *left, *reversed(later_lines)]
+    compact = [header, first_line, *gap, *left, *reversed(later_lines)]
     compact_cut.extend(left_cut)
 
-    minimum = [MANDATE_HEADER]
+    minimum = [header]
     minimum_cut: list[r.Omission] = []
     for q in (first, *rest[-1:]):
         line, cut = _request_short(q, _REQUEST_PREVIEW_CHARS, count)
