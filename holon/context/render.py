@@ -563,10 +563,13 @@ def build_context(
     prompt = assemble(available)
     if sticky is not None and config.layout == "recitation" and _history_moved(inputs, prompt):
         # The history moves its start: everything after the episodes is sent again anyway,
-        # so they are selected again for this input (sticky, they would never change).
-        selected = select()
-        prefix = prefix_of(selected)
-        prompt = assemble(available)
+        # so they are selected again for this input (sticky, they would never change). The
+        # same selection plans the same prompt: it is planned again only when it differs.
+        fresh = select()
+        if [e.episode_id for e in fresh] != [e.episode_id for e in selected]:
+            selected = fresh
+            prefix = prefix_of(selected)
+            prompt = assemble(available)
     if estimator.joins_add_up:
         return prompt
     # An exact BPE can count the joined prompt higher than its parts (a run of line breaks
