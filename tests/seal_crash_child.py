@@ -8,7 +8,9 @@ becomes several zstd frames and a seek table, as a real 8 MiB one does.
 STEP says where the kill lands (the parent sends SIGKILL):
 
 - one of :data:`STEPS`: the sealing thread stops at that step of its next seal, prints
-  ``hold <step>`` and sleeps until killed;
+  ``hold <step> <start seq of the segment being sealed>`` and sleeps until killed. The
+  appending thread goes on meanwhile, and may fill and start further segments before the
+  kill lands (a later rollover waits for the held seal only after creating its segment);
 - ``random``: every step of every seal is slowed by a small random delay (seeded by the
   pid), and the parent kills at a random moment.
 """
@@ -46,6 +48,7 @@ _HOLD_S: Final = 60.0
 def _install(step: str) -> None:
     rng = random.Random(os.getpid())
     held = False
+    sealing = -1  # the start seq of the segment the seal in progress writes
 
     def at(name: str) -> None:
         nonlocal held
@@ -53,7 +56,7 @@ def _install(step: str) -> None:
             time.sleep(rng.random() * 0.003)
         elif step == name and not held:
             held = True
-            sys.stdout.write(f"hold {name}\n")
+            sys.stdout.write(f"hold {name} {sealing}\n")
             sys.stdout.flush()
             time.sleep(_HOLD_S)
 
@@ -61,9 +64,11 @@ def _install(step: str) -> None:
     fsync_dir = segments.fsync_dir
 
     def sealing_write(path: Path, data: bytes, **options: Any) -> None:
+        nonlocal sealing
         if not path.name.endswith(".zst"):  # a rollover's new segment, not a seal
             write_atomic(path, data, **options)
             return
+        sealing = int(path.name.split(".")[0])  # <start seq>.seg.zst
         at("before_write")
         tmp = path.with_name(path.name + files.TMP_SUFFIX)
         if step in ("tmp_partial", "tmp_written", "random"):
@@ -87,6 +92,7 @@ def _install(step: str) -> None:
 def main() -> None:
     _install(sys.argv[2])
     append_forever(sys.argv[1])
+
 
 if __name__ == "__main__":
     main()
