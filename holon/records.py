@@ -59,6 +59,7 @@ __all__ = [
     "SectionTokens",
     "SystemPolicy",
     "TaskResult",
+    "TaskRun",
     "TaskStarted",
     "ToolDefinition",
     "ToolIntent",
@@ -126,6 +127,18 @@ class BlobRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     size: int
     preview: str = ""
     tail: str = ""
+
+
+class TaskRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A task result an episode lists (schema version 4): the task's ``id`` and its ``job``.
+
+    ``job`` is the digest of the task's description (``holon.projections.task_job``):
+    tasks given the same description are runs of one job, and a later run's result
+    supersedes an earlier one's, which an archived episode must then not show as current.
+    """
+
+    id: str
+    job: str
 
 
 class PlanStep(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -490,7 +503,9 @@ class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
     (schema version 2; ``None`` in older records): episode selection leaves out the
     episodes of abandoned work. ``requests`` (schema version 4) are the operator's
     requests made during the episode, one line each: what was asked is part of what
-    happened, and the words a later question is most likely to share.
+    happened, and the words a later question is most likely to share. ``task_runs``
+    (schema version 4) name the job of each task result its summary lines list (those
+    whose start is in the ledger), oldest first: a later run of the job supersedes it.
 
     ``projection`` is the projection config it was derived under (schema version 3), or
     ``None`` for the default config of its ``projection_version``: the records of most
@@ -523,6 +538,7 @@ class ContextEpisodeRecord(_Body, frozen=True, kw_only=True):
     projection: ProjectionConfig | None = None
     work_state: Literal["queued", "active", "waiting", "done", "abandoned"] | None = None
     requests: tuple[str, ...] = ()
+    task_runs: tuple[TaskRun, ...] = ()
 
 
 Body: TypeAlias = (

@@ -28,6 +28,7 @@ def _episodes(draw: st.DrawFn) -> list[r.ContextEpisodeRecord]:
     for i in range(draw(st.integers(0, 24))):
         words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8))
         decisions = draw(st.lists(st.sampled_from(("d1", "d2", "d3")), max_size=2, unique=True))
+        jobs = draw(st.lists(st.sampled_from(("j1", "j2", "j3")), max_size=3))
         out.append(
             r.ContextEpisodeRecord(
                 episode_id=i,
@@ -40,6 +41,7 @@ def _episodes(draw: st.DrawFn) -> list[r.ContextEpisodeRecord]:
                 objective=" ".join(words),
                 touched_files=tuple(draw(st.lists(st.sampled_from(FILES), max_size=2, unique=True))),
                 decisions=tuple(f"{d}: {words[0]} via {i}" for d in decisions),
+                task_runs=tuple(r.TaskRun(id=f"t{i}.{k}", job=job) for k, job in enumerate(jobs)),
                 projection_version=1,
             )
         )
@@ -49,6 +51,8 @@ def _episodes(draw: st.DrawFn) -> list[r.ContextEpisodeRecord]:
 def _same(a: EpisodeIndex, b: EpisodeIndex) -> None:
     assert a.export() == b.export()
     assert len(a) == len(b) and a.episodes == b.episodes and a.decisions == b.decisions
+    runs = [run.id for e in a.episodes for run in e.task_runs]
+    assert [a.superseded_run(t, {}) for t in runs] == [b.superseded_run(t, {}) for t in runs]
     for query in (["postgres", "lag"], list(WORDS), ["kangaroo"], ["src/parser.py", "parser", "py"]):
         assert a.scores(query) == b.scores(query)
         assert a.scores(query, max_postings=3) == b.scores(query, max_postings=3)

@@ -9,6 +9,7 @@ import holon.records as r
 from holon.context import (
     Budget,
     CurrentInput,
+    EpisodeIndex,
     RenderConfig,
     build_context,
     inputs_from_state,
@@ -40,6 +41,7 @@ from holon.projections import (
     WaitEntry,
     WorkingMemorySnapshot,
     WorkItemEntry,
+    task_job,
 )
 from tests.context_inputs import inputs
 from tests.live import LiveLedger
@@ -587,3 +589,53 @@ def test_a_result_that_arrived_while_the_agent_was_idle_is_in_the_prompt_of_its_
     assert "  result: build green" in memory.text
     delta = prompt.section("pending_delta")
     assert delta is not None and "task t1 finished (ok): build green" in delta.text
+
+
+def _tests_episode(episode_id: int, task_id: str, summary: str) -> r.ContextEpisodeRecord:
+    """An archived episode whose one task result is a run of the test-suite job."""
+    return r.ContextEpisodeRecord(
+        episode_id=episode_id,
+        boundary_reason="task_rejoined",
+        work_item_id=None,
+        first_turn=episode_id,
+        last_turn=episode_id,
+        from_seq=episode_id * 10,
+        to_seq=episode_id * 10 + 9,
+        objective="fix the parser tests",
+        summary_lines=("no active work item", f"task {task_id} ok: {summary}", "closed by: task_rejoined"),
+        task_runs=(r.TaskRun(id=task_id, job=task_job("run the test suite")),),
+        projection_version=12,
+    )
+
+
+def _episodes_text(index: EpisodeIndex, snapshot: WorkingMemorySnapshot) -> str:
+    question = CurrentInput(text="did the parser tests pass?", seq=10_000)
+    prompt = build_context(inputs(snapshot=snapshot, current_input=question), BUDGET, index=index)
+    episodes = prompt.section("episodes")
+    assert episodes is not None, "the parser episodes match the question"
+    return episodes.text
+
+
+def test_an_archived_task_result_a_later_run_of_its_job_replaced_is_not_shown_as_current() -> None:
+    old = _tests_episode(1, "t1", "parser tests: 3 failed")
+    new = _tests_episode(2, "t2", "parser tests: all passed")
+    snapshot = WorkingMemorySnapshot(objective="fix the parser tests")
+    # A later episode lists the newer run: the older one's summary is not repeated.
+    text = _episodes_text(EpisodeIndex([old, new]), snapshot)
+    assert "3 failed" not in text
+    assert "task t1 ok: (superseded by a later run of the same job" in text
+    assert "task t2 ok: parser tests: all passed" in text
+    # Working memory holds the newer result, not archived yet: the same.
+    finished = TaskRef(
+        id="t2",
+        status="ok",
+        description="run the test suite",
+        result_seq=95,
+        summary="parser tests: all passed",
+    )
+    text = _episodes_text(EpisodeIndex([old]), msgspec.structs.replace(snapshot, tasks=(finished,)))
+    assert "3 failed" not in text and "task t1 ok: (superseded" in text
+    # A job running again keeps its last result: it is still the latest known.
+    running = TaskRef(id="t2", status="running", description="run the test suite")
+    text = _episodes_text(EpisodeIndex([old]), msgspec.structs.replace(snapshot, tasks=(running,)))
+    assert "task t1 ok: parser tests: 3 failed" in text

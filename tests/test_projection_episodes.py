@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from holon import records as r
-from holon.projections import BOUNDARY_ORDER, EpisodeArchive, ProjectionConfig, boundary_reasons
+from holon.projections import BOUNDARY_ORDER, EpisodeArchive, ProjectionConfig, boundary_reasons, task_job
 from holon.projections.memory import ARCHIVE_CHUNK
 from tests.live import LiveLedger
 
@@ -71,6 +71,20 @@ def test_task_rejoined() -> None:
     (episode,) = _turn(live)
     assert episode.boundary_reason == "task_rejoined"
     assert "task t ok: built fine" in episode.summary_lines
+
+
+def test_an_episode_names_the_job_of_each_task_result_it_lists() -> None:
+    live = LiveLedger()
+    _start(live)
+    _turn(live, r.TaskStarted(id="t1", description="run the test suite"))
+    live.append(r.TaskResult(id="t1", status="error", summary="3 failed"), in_turn=False)
+    # A result whose start is not in the ledger (an import's) names no job.
+    live.append(r.TaskResult(id="t0", status="ok", summary="from before"), in_turn=False)
+    (episode,) = _turn(live)
+    assert episode.task_runs == (r.TaskRun(id="t1", job=task_job("run the test suite")),)
+    assert {"task t1 error: 3 failed", "task t0 ok: from before"} <= set(episode.summary_lines)
+    # Runs of one job are tasks of one description.
+    assert task_job("run the test suite") != task_job("run the test suite again")
 
 
 def test_result_checkpoint() -> None:

@@ -61,7 +61,7 @@ from holon.context.sections import (
     working_memory_candidate,
 )
 from holon.errors import BudgetExceeded, InvalidRecord
-from holon.projections import DEFAULT_CONFIG, ProjectionConfig, ProjectionState
+from holon.projections import DEFAULT_CONFIG, ProjectionConfig, ProjectionState, task_job
 from holon.projections.config import describe_projection
 
 __all__ = [
@@ -472,6 +472,15 @@ def build_context(
     # Both change only with the epoch or the revision, so the prefix stays stable.
     current_decisions = index.decisions
     current_decisions.update((d.id, d.text) for d in inputs.snapshot.decisions)
+    # Each job's newest result working memory shows, over the archive's newest run.
+    live_runs = {
+        task_job(t.description): t.id
+        for t in inputs.snapshot.tasks
+        if t.result_seq is not None and t.description
+    }
+
+    def superseded_run(task_id: str) -> bool:
+        return episode_index.superseded_run(task_id, live_runs)
 
     def prefix_of(episodes: list[r.ContextEpisodeRecord]) -> list[Candidate]:
         return [
@@ -481,7 +490,7 @@ def build_context(
                 tools_candidate(inputs.policy, count),
                 working_memory_candidate(inputs, count),
                 context_summary_candidate(inputs, count),
-                episodes_candidate(episodes, episode_budget, count, current_decisions),
+                episodes_candidate(episodes, episode_budget, count, current_decisions, superseded_run),
             )
             if c is not None
         ]

@@ -34,7 +34,7 @@ import re
 import sys
 import unicodedata
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import islice, repeat
 from typing import Final, Literal, TypeAlias
 
@@ -86,7 +86,8 @@ _NON_ASCII: Final = re.compile(r"[^\x00-\x7f]+")
 #: index saved by other tokenizing code is then rejected as stale instead of used.
 #: 3: terms of any script (folded, unspaced scripts as bigrams), not ASCII words only.
 #: 4: an episode's text holds the operator's requests made during it.
-INDEX_FORMAT: Final = 4
+#: 5: the saved index holds each task run's job and each job's newest run.
+INDEX_FORMAT: Final = 5
 # What else a saved index depends on: the term patterns, the stop words, and the Unicode
 # database folding reads (another Python may fold some characters differently).
 _TOKENIZER: Final = (
@@ -130,6 +131,8 @@ class _SavedIndex(msgspec.Struct, frozen=True, array_like=True):
     postings: bytes  # u32 doc, tf pairs
     decisions: dict[str, str]
     work_states: dict[str, str]
+    task_jobs: dict[str, str]  # task id -> its job
+    newest_runs: dict[str, str]  # job -> the task id of its newest run
 
 
 _SAVED_ENCODER: Final = msgspec.msgpack.Encoder()
@@ -405,6 +408,9 @@ class EpisodeIndex:
         self._decisions: dict[str, str] = {}
         # Work item id -> its state when its most recently added episode was finalized.
         self._work_states: dict[str, str] = {}
+        # Task id -> its job, and job -> its newest run's task id, as the episodes list them.
+        self._task_jobs: dict[str, str] = {}
+        self._newest_runs: dict[str, str] = {}
         for episode in episodes:
             self.add(episode)
 
@@ -473,6 +479,9 @@ class EpisodeIndex:
             self._decisions[did] = text
         if episode.work_item_id is not None and episode.work_state is not None:
             self._work_states[episode.work_item_id] = episode.work_state
+        for run in episode.task_runs:
+            self._task_jobs[run.id] = run.job
+            self._newest_runs[run.job] = run.id
 
     def extend(self, episodes: Iterable[r.ContextEpisodeRecord]) -> None:
         """Index several episodes in order."""
@@ -565,6 +574,8 @@ class EpisodeIndex:
             postings=_le(flat),
             decisions=self._decisions,
             work_states=self._work_states,
+            task_jobs=self._task_jobs,
+            newest_runs=self._newest_runs,
         )
         return _SAVED_ENCODER.encode(saved)
 
@@ -638,6 +649,8 @@ class EpisodeIndex:
             lengths.extend(segment.lengths)
             index._decisions.update(segment.saved.decisions)
             index._work_states.update(segment.saved.work_states)
+            index._task_jobs.update(segment.saved.task_jobs)
+            index._newest_runs.update(segment.saved.newest_runs)
         index._episodes = docs
         index._lengths = lengths
         index._total_length = sum(segment.saved.total_length for segment in segments)
@@ -674,12 +687,31 @@ class EpisodeIndex:
             work = newest.work_item_id
             if work is not None and newest.work_state not in (None, self._work_states.get(work)):
                 return f"saved episode index has another state for work item {work!r}"
+            for run in newest.task_runs:
+                if self._task_jobs.get(run.id) != run.job:
+                    return f"saved episode index has another job for task {run.id!r}"
+            last = newest.task_runs[-1] if newest.task_runs else None
+            if last is not None and self._newest_runs.get(last.job) != last.id:
+                return f"saved episode index has another newest run for task {last.id!r}'s job"
         return None
 
     @property
     def decisions(self) -> dict[str, str]:
         """Decision id → its text in the latest indexed episode that lists it (a copy)."""
         return dict(self._decisions)
+
+    def superseded_run(self, task_id: str, live: Mapping[str, str]) -> bool:
+        """Whether an indexed task run's result is no longer its job's latest.
+
+        The latest is ``live``'s run of the job (job -> task id of the newest result not
+        archived yet, as working memory shows it), else the newest run an indexed episode
+        lists. A task no episode names a job for (its start was not in the ledger) is
+        never superseded.
+        """
+        job = self._task_jobs.get(task_id)
+        if job is None:
+            return False
+        return live.get(job, self._newest_runs.get(job)) != task_id
 
     def work_state(self, work_item_id: str) -> str | None:
         """The state of a work item when its most recently indexed episode was finalized, if any."""

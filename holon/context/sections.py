@@ -935,16 +935,48 @@ def _revised_decisions(episode_text: str, episode: r.ContextEpisodeRecord, curre
     )
 
 
+#: What an archived episode says in place of a task result a later run of the job replaced.
+_SUPERSEDED_RUN: Final = "(superseded by a later run of the same job; see working memory or a later episode)"
+
+
+def _superseded_runs(
+    episode_text: str, episode: r.ContextEpisodeRecord, superseded: Callable[[str], bool]
+) -> str:
+    """An episode's text with the results of task runs a later run of their job replaced
+    marked as such.
+
+    An archived episode lists a task's result as ``task <id> <status>...: <summary>``;
+    once the same job ran again and its newer result is in, repeating the old summary
+    would present an outdated result (the test run that failed before the fix) as the
+    latest. The line keeps the task's id and status and says where the newer one is.
+    """
+    stale = {run.id for run in episode.task_runs if superseded(run.id)}
+    if not stale:
+        return episode_text
+    lines = episode_text.split("\n")
+    for at, line in enumerate(lines):
+        if not line.startswith("  - task "):
+            continue
+        head, sep, _ = line.partition(": ")
+        task_id = head.removeprefix("  - task ").split(" ", 1)[0]
+        if sep and task_id in stale:
+            lines[at] = f"{head}: {_SUPERSEDED_RUN}"
+    return "\n".join(lines)
+
+
 def episodes_candidate(
     selected: Sequence[r.ContextEpisodeRecord],
     sub_budget: int,
     count: Counter,
     current_decisions: dict[str, str] | None = None,
+    superseded_run: Callable[[str], bool] | None = None,
 ) -> Candidate | None:
     """Selected episodes, best first, filling their own sub-budget; each shows its ref.
 
     ``current_decisions`` (decision id → its current text: working memory's, else the
-    latest archived) marks decisions an episode lists that were revised since. A selected
+    latest archived) marks decisions an episode lists that were revised since;
+    ``superseded_run`` (whether a task id's result was superseded by a later run of its
+    job) marks such results. A selected
     episode a form leaves out (it did not fit the sub-budget, or the truncated form keeps
     only the best one) is named in a placeholder line and reported as an omission; when
     none fits at all, the only form is ``omitted``, carrying those omissions.
@@ -959,6 +991,8 @@ def episodes_candidate(
         full, compact = episode_text_forms(episode)
         if current_decisions:
             full = _revised_decisions(full, episode, current_decisions)
+        if superseded_run is not None and episode.task_runs:
+            full = _superseded_runs(full, episode, superseded_run)
         texts.append((episode, full, compact))
     contents = [
         r.Omission(

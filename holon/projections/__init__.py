@@ -95,6 +95,7 @@ from holon.projections.state import (
     apply_runtime,
     derived_work,
     queued_work,
+    task_job,
     waiting_work,
 )
 from holon.projections.verify import (
@@ -184,6 +185,7 @@ __all__ = [
     "stated_config",
     "task_activity",
     "task_head",
+    "task_job",
     "unstated_config_derives",
     "verify_derivations",
     "waiting_work",

@@ -76,7 +76,9 @@ __all__ = [
 # did; a delta tells a task started, its progress, its result (once, when it arrives, also
 # when working memory cannot show it) and a result leaving; a task shown running that
 # rejoined supersedes, and a result working memory does not show refreshes it before a
-# prompt (a result reached no prompt).
+# prompt (a result reached no prompt). A job's results are one per job: working memory shows
+# the newest run's of tasks of the same description, and an episode names the job of each task
+# result it lists (``task_runs``), so a later run supersedes it there too.
 PROJECTION_VERSION: Final = 12
 
 #: The first projection version whose derived records state their config: in an older

@@ -30,6 +30,7 @@ from holon.projections.state import (
     is_verification,
     normalize_path,
     one_line,
+    task_job,
     working_dir,
 )
 
@@ -136,6 +137,7 @@ class ActiveEpisodeBuilder(msgspec.Struct, frozen=True, kw_only=True, forbid_unk
     decisions: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
     requests: tuple[str, ...] = ()
+    task_runs: tuple[r.TaskRun, ...] = ()
 
 
 class WorkingMemoryState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
@@ -442,13 +444,19 @@ def _merge_task_result(
     body = cast(r.TaskResult, record.body)
     line = one_line(f"task {body.id} {body.status}: {body.summary}")
     done = runtime.finished_tasks[-1] if runtime.finished_tasks else None
-    if done is not None and done.result_seq == record.seq and done.tool_calls:
+    if done is None or done.result_seq != record.seq:
+        done = None
+    if done is not None and done.tool_calls:
         # What the sub-agent did, in a line the summary's clipping cannot cut.
         errors = f", {done.errors} failed" if done.errors else ""
         line = one_line(
             f"task {body.id} {body.status} ({done.tool_calls} tool calls{errors}): {body.summary}"
         )
     builder = _Replace(builder, results=_keep_last(builder.results, line, config.episode_list_cap))
+    if done is not None and done.description:  # a result whose start is not in the ledger names no job
+        run = r.TaskRun(id=body.id, job=task_job(done.description))
+        runs = (*(x for x in builder.task_runs if x.id != body.id), run)
+        builder = _Replace(builder, task_runs=runs[-config.episode_list_cap :])
     return builder, _Replace(interval, task_results=interval.task_results + 1)
 
 

@@ -1108,6 +1108,7 @@ def _episode(
         projection=config_field(config),
         work_state=work.state if work is not None else None,
         requests=builder.requests,
+        task_runs=builder.task_runs,
     )
     return r.Record(body=episode, ts=closed.ended_ts, turn=closed.ended_turn)
 

@@ -13,6 +13,7 @@ Window entries keep the seq of the record(s) they came from, so a renderer can c
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from collections.abc import Callable
@@ -58,6 +59,7 @@ __all__ = [
     "file_arguments",
     "normalize_path",
     "one_line",
+    "task_job",
     "queued_work",
     "waiting_work",
     "working_dir",
@@ -559,6 +561,17 @@ def one_line(text: str, limit: int = 160) -> str:
     """Collapse whitespace to single spaces and clip to ``limit`` characters (with ``…``)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def task_job(description: str) -> str:
+    """The job a task of this description runs: a short digest of the description.
+
+    Tasks given the same description are runs of one job (the test suite run again after
+    a fix), and only the newest run's result is current. Working memory keeps one result
+    per job; an archived episode names each result's job by this digest (16 hex digits)
+    rather than by the description, which may be a sub-agent's whole prompt.
+    """
+    return hashlib.blake2b(description.encode(), digest_size=8).hexdigest()
 
 
 def command_of(intent: r.ToolIntent) -> str:
