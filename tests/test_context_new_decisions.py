@@ -1,4 +1,6 @@
-"""Decisions in the prompt: made mid-turn, shown at once; revised since an episode, not repeated."""
+"""Decisions in the prompt: made mid-turn, shown at once; revised since an episode, not repeated.
+
+A check that failed mid-turn is shown at once the same way."""
 
 from __future__ import annotations
 
@@ -54,6 +56,40 @@ def test_a_decision_made_this_turn_is_shown_until_working_memory_has_it() -> Non
     text = _render(live)
     assert "use dump and restore" in _section(text, "## Working memory")
     assert "made this turn" not in text
+
+
+def test_a_check_that_failed_this_turn_is_shown_until_working_memory_has_it() -> None:
+    live = LiveLedger()
+    live.start_turn("operator", "fix the parser")
+    live.append(r.WorkItem(id="w", objective="fix the parser", state="active"))
+    live.end_turn()
+    live.start_turn("operator", "continue")
+    _render(live)
+    failed = "FAILED tests/test_parser.py::test_nested[case-7] - AssertionError\n1 failed, 9 passed"
+    live.append(r.ToolIntent(call_id="c1", tool="bash", args={"command": "pytest -q"}))
+    live.append(r.ToolResult(call_id="c1", tool="bash", status="error", exit_code=1, output=failed))
+    # The prompt rendered again in this turn (its rounds outgrew it): the failure is in
+    # the active work, whether or not the history still holds the run.
+    text = _render(live)
+    active = _section(text, "## Active work item")
+    assert "failing this turn (after working memory revision" in active
+    assert "`pytest -q` (exit 1)" in active and "test_nested[case-7]" in active
+    assert "test_nested" not in _section(text, "## Working memory")
+    live.end_turn()
+
+    # From the next turn on working memory shows it, and it is not repeated.
+    live.start_turn("operator", "continue")
+    text = _render(live)
+    assert "test_nested[case-7]" in _section(text, "## Working memory")
+    assert "failing this turn" not in text
+
+    # A check that passes again is not shown as failing.
+    live.append(r.ToolIntent(call_id="c2", tool="bash", args={"command": "pytest -q"}))
+    again = r.ToolResult(call_id="c2", tool="bash", status="error", exit_code=1, output="FAILED x\n1 failed")
+    live.append(again)
+    live.append(r.ToolIntent(call_id="c3", tool="bash", args={"command": "pytest -q"}))
+    live.append(r.ToolResult(call_id="c3", tool="bash", status="ok", exit_code=0, output="10 passed"))
+    assert "failing this turn" not in _render(live)
 
 
 def test_decisions_of_another_work_item_are_not_shown_as_new() -> None:

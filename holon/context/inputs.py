@@ -18,6 +18,7 @@ from holon.projections import (
     DERIVED_WORK_PREFIX,
     BriefEntry,
     DecisionEntry,
+    FailingCheck,
     MandateEntry,
     MessageEntry,
     PlanEntry,
@@ -66,7 +67,10 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
       unknown-outcome calls (``tools`` entries without a result) as continuation context;
       ``environment`` and ``environment_seq``, the record that declared it;
       ``new_decisions`` — decisions of the active item (or of none) declared since working
-      memory was derived, which the snapshot cannot show until the next revision.
+      memory was derived, which the snapshot cannot show until the next revision;
+      ``new_failing`` — likewise, verification commands of the active work that failed
+      since then (a turn's prompt rendered again may no longer hold the failed run in its
+      history, and working memory takes it in only at the turn's end).
     - ``previous`` is the last ``PromptRendered``: at an unchanged revision its episode
       selection is reused, which keeps the cacheable prefix byte-identical, and
       its history anchor is kept while it can be (see :mod:`holon.context.history`).
@@ -101,6 +105,7 @@ class ContextInputs(msgspec.Struct, frozen=True, kw_only=True):
     active_work: WorkItemEntry | None = None
     plan: PlanEntry | None = None
     new_decisions: tuple[DecisionEntry, ...] = ()
+    new_failing: tuple[FailingCheck, ...] = ()
     suspended: tuple[WorkItemEntry, ...] = ()
     queued: tuple[WorkItemEntry, ...] = ()
     waiting: tuple[WorkItemEntry, ...] = ()
@@ -206,6 +211,15 @@ def inputs_from_state(
             key=lambda d: d.seq,
         )
     )
+    # Checks that failed this turn: working memory shows them after the post-turn refresh.
+    known = {(f.command, f.seq) for f in memory.snapshot.failing}
+    scope = active.id if active is not None else None
+    new_failing = tuple(
+        f
+        for f in runtime.failing
+        if since is not None and f.seq >= since and f.work_item_id == scope
+        if (f.command, f.seq) not in known
+    )
     config = state.config
     floors = (
         _window_floor(runtime.messages, config.messages_window, _seq),
@@ -226,6 +240,7 @@ def inputs_from_state(
         active_work=active,
         plan=plan,
         new_decisions=new_decisions,
+        new_failing=new_failing,
         suspended=tuple(runtime.work_items[i] for i in reversed(runtime.active_stack[:-1])),
         queued=queued_work(runtime),
         waiting=waiting_work(runtime),

@@ -1265,6 +1265,18 @@ def _decided_lines(
     return lines, omissions
 
 
+def _failed_lines(inputs: ContextInputs, *, bounded: bool = False) -> list[str]:
+    """Checks that failed this turn, each citing its run, with the end of its output
+    (``bounded``: clipped to one line, as working memory's compact form shows it)."""
+    lead = f"failing this turn (after working memory revision {inputs.working_memory_revision}): "
+    lines = []
+    for f in inputs.new_failing:
+        check = failing_line(f, tail=False).removeprefix("failing: ")
+        tail = _clip(f.tail, 120) if bounded else f.tail
+        lines.append(f"{lead}{check} {_refs(f.seq)}" + (f": {tail}" if tail else ""))
+    return lines
+
+
 def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
     """The live active work item and its current plan (pinned).
 
@@ -1280,8 +1292,12 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
     work, plan = inputs.active_work, inputs.plan
     env = _environment_line(inputs.environment)
     env_min, env_cut = _environment_bounded(inputs, count)
+    # What this turn changed that working memory shows only after it: decisions made and
+    # checks that failed.
     decided, _ = _decided_lines(inputs, count)
+    decided += _failed_lines(inputs)
     decided_min, decided_cut = _decided_lines(inputs, count, bounded=True)
+    decided_min += _failed_lines(inputs, bounded=True)
     if work is None and plan is None:
         return _candidate(
             "active_work",
