@@ -544,9 +544,10 @@ TABLES: Final[dict[str, Table]] = {
             SELECT agent_id, seq, turn, o.section AS section, o.ref AS ref, o.reason AS reason,
                    {_CAUSE.format(reason="o.reason")} AS cause,
                    coalesce(o.tokens, 0) AS tokens
-            FROM (SELECT f.agent_id, p.seq, p.turn, unnest(p.body.omitted) AS o
+            FROM (SELECT f.agent_id, p.seq, p.turn, unnest(p.body.omitted) AS o,
+                         unnest(range(len(p.body.omitted))) AS position
                   FROM {{prompt_rendered}} p JOIN _fleet f USING (agent_ix))
-            ORDER BY agent_id, seq
+            ORDER BY agent_id, seq, position
             """,
         ),
         Table(
