@@ -463,6 +463,8 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
     # Every prompt recorded before the layout was a choice was laid out in the RFC's order,
     # whatever the default is now.
     data.setdefault("layout", "rfc")
+    # ... and left the turn's rounds no room of their own.
+    data.setdefault("rounds_reserve", 0.0)
     budget = data.pop("budget", None)
     try:
         if budget is None:

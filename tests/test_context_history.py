@@ -290,6 +290,37 @@ def test_a_history_is_placed_with_a_step_to_grow_into_and_grows_until_it_must_mo
     assert grown.section("history").tokens <= 0.5 * room + 40  # type: ignore[union-attr]
 
 
+def test_a_history_not_sent_whole_leaves_the_rounds_the_room_one_turn_took() -> None:
+    budget = Budget(context_window=6_000, output_reserve=500)
+    records = _calls([f"output of step {n}: " + "line of output " * 60 for n in range(1, 90)])
+    turn = COUNT(_history_unit_text(records[0], records[1])) + 1
+    fullest: dict[float, int] = {}
+    for reserve in (0.0, 0.3):
+        config = RenderConfig(rounds_reserve=reserve)
+        prompt, record = _render(records[:80], budget, config)  # more than fits whole
+        most = 0
+        for n in range(82, len(records) + 1, 2):
+            prompt, record = _render(records[:n], budget, config, previous=record)
+            most = max(most, prompt.plan.total_tokens)
+        fullest[reserve] = most
+    # Without a reserve the history grows into the whole budget; with one, it stops a
+    # turn's work short of it (each turn here is one call of the same size).
+    assert fullest[0.0] > budget.available - turn
+    assert budget.available - 2 * turn < fullest[0.3] <= budget.available - turn
+    # A history sent whole is sent whole, whatever room it leaves.
+    few = records[:46]  # 23 turns: whole, within a turn of the budget
+    whole, _ = _render(few, budget, RenderConfig())
+    assert whole.plan.total_tokens > budget.available - turn
+    assert "earlier history" not in _history(whole) and "[cleared" not in _history(whole)
+
+
+def _history_unit_text(intent: r.Record, result: r.Record) -> str:
+    units, _ = history_units(
+        [intent, result], inputs(), COUNT, _rules(), cleared_through=-1, capped=False
+    )
+    return units[0].text
+
+
 def test_clear_at_least_sets_the_least_a_move_frees() -> None:
     budget = Budget(context_window=6_000, output_reserve=500)
     records = [

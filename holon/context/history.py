@@ -503,6 +503,21 @@ class _Layout:
         for i in range(len(self.units) - 1, -1, -1):
             self._suffix[i] = self._suffix[i + 1] + self.units[i].tokens + 1
 
+    def turn_work(self, turn: int | None) -> int:
+        """Tokens of the newest turn's units before ``turn`` (the turn being rendered; its
+        own units are left out): how much one turn's work took, as the history shows it."""
+        newest: int | None = None
+        total = 0
+        for u in reversed(self.units):
+            if u.turn is None or (turn is not None and u.turn >= turn):
+                continue
+            if newest is None:
+                newest = u.turn
+            elif u.turn != newest:
+                break
+            total += u.tokens + 1
+        return total
+
     def replace_newest(self, unit: HistoryUnit) -> None:
         """Show ``unit`` in place of the newest unit (the same item, cut to fit)."""
         delta = unit.tokens - self.units[-1].tokens
@@ -585,10 +600,16 @@ def plan_history(
     rules: HistoryRules,
     *,
     allowance: int,
+    reserve: int = 0,
     view: EvidenceView | None = None,
     memo: UnitsMemo | None = None,
 ) -> HistoryPlan:
     """The history section within ``allowance`` tokens, keeping the previous anchor if it can.
+
+    Unless the history is sent whole, it leaves the turn's rounds as much room as the
+    newest finished turn's units took, up to ``reserve`` tokens: it grows only into the
+    rest, and a move refills that (:class:`~holon.context.RenderConfig`'s
+    ``rounds_reserve`` says why).
 
     ``view`` is where the evidence is read (default: the inputs' own windows,
     :func:`~holon.context.evidence.window_view`). ``memo`` keeps the units read across
@@ -609,12 +630,17 @@ def plan_history(
             view, inputs, count, rules, from_seq=from_seq, to_seq=head, cut=cut, capped=capped, memo=memo
         )
 
-    target = allowance - _step(allowance, rules)
+    def room_beside(read: _Layout) -> int:
+        """What a history that is not sent whole grows into: the rest is the turn's rounds'."""
+        return max(0, allowance - min(reserve, read.turn_work(inputs.turn)))
+
     if previous is not None and previous.from_seq >= first:
         anchor, cut = previous.from_seq, previous.cleared_through
         was_whole = anchor <= first and cut < 0
         kept = layout(anchor, cut, capped=not was_whole)
-        if kept.whole() <= allowance:
+        room = room_beside(kept)
+        target = room - _step(room, rules)
+        if kept.whole() <= (allowance if was_whole else room):
             return _plan(kept, 0, anchor, count, whole=was_whole)
         # A move: the caps first, then clearing oldest first, then a later start.
         capped = kept if not was_whole else layout(anchor, cut, capped=True)
@@ -634,6 +660,8 @@ def plan_history(
         if read_from <= first or fresh.whole() > allowance:
             break
         read_from = max(first, head - (head - read_from) * 4)
+    room = room_beside(fresh)
+    target = room - _step(room, rules)
     # A first history is placed like a moved one: it leaves the step to grow into (the turn's
     # rounds come after the prompt, and the next turns' evidence after them).
     capped = layout(read_from, -1, capped=True)

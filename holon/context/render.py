@@ -158,6 +158,12 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     - ``preview_chars``: head kept of a truncated item.
     - ``episode_limit``: most episodes selected; ``max_postings``: postings read per query
       term (keeps selection flat as the archive grows).
+    - ``rounds_reserve``: a history that is not sent whole leaves the turn's rounds, which
+      come after the prompt, as much room as the newest finished turn took, up to this
+      share of the available tokens. Without it the history filled the budget, the first
+      large round no longer fitted, and the prompt was rendered again within the turn,
+      re-sending everything after the history's start (docs/context-rendering.md,
+      *Recent history*, has the figures that chose 0.3).
     - ``mandate_share``: the share of the room the operator's requests may take (their
       section's sub-budget); beyond it they are shown shortened, each naming its record.
     - ``layout``: the order of the sections (:data:`~holon.context.sections.LAYOUTS`):
@@ -178,6 +184,7 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     episode_limit: int = 6
     max_postings: int = 256
     history_refill: float = 0.5
+    rounds_reserve: float = 0.3
     mandate_share: float = 0.2
     layout: Layout = "recitation"
     version: int = RENDER_VERSION
@@ -190,6 +197,8 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             raise ValueError("RenderConfig: token caps must be positive and episode_limit non-negative")
         if not 0.0 < self.history_refill <= 1.0:
             raise ValueError(f"RenderConfig.history_refill must be in (0, 1], got {self.history_refill}")
+        if not 0.0 <= self.rounds_reserve < 1.0:
+            raise ValueError(f"RenderConfig.rounds_reserve must be in [0, 1), got {self.rounds_reserve}")
         if not 0.0 < self.mandate_share <= 1.0:
             raise ValueError(f"RenderConfig.mandate_share must be in (0, 1], got {self.mandate_share}")
 
@@ -679,8 +688,16 @@ def _assemble(
     used = sum(f.tokens for f in chosen.values())
 
     # -- recent history fills what is left
+    # The turn's rounds come after the prompt: a history not sent whole leaves them room.
+    reserve = int(available * config.rounds_reserve)
     history = plan_history(
-        inputs, count, config.history_rules, allowance=available - used, view=view, memo=memo
+        inputs,
+        count,
+        config.history_rules,
+        allowance=available - used,
+        reserve=reserve,
+        view=view,
+        memo=memo,
     )
     kept_delta = chosen.get("pending_delta")
     if (
@@ -699,7 +716,13 @@ def _assemble(
         chosen["pending_delta"] = _yielded(next(c for c in turn if c.name == "pending_delta"))
         used -= kept_delta.tokens
         history = plan_history(
-            inputs, count, config.history_rules, allowance=available - used, view=view, memo=memo
+            inputs,
+            count,
+            config.history_rules,
+            allowance=available - used,
+            reserve=reserve,
+            view=view,
+            memo=memo,
         )
     if history.form is not None:
         chosen["history"] = history.form
