@@ -332,30 +332,28 @@ def test_a_delta_tells_a_task_started_its_progress_and_its_result() -> None:
     assert [(t.id, t.status) for t in live.state.memory.snapshot.tasks] == [("t1", "ok")]
 
 
-def test_every_result_is_told_once_even_those_working_memory_cannot_show() -> None:
+def test_a_burst_of_results_is_told_once_and_shown_through_the_next_turn() -> None:
+    # Working memory shows the results of this turn and of the one before beyond
+    # tasks_cap: each of a burst is told as it arrives, and none is "not shown" before
+    # the model has had the turn after it.
     live = LiveLedger(ProjectionConfig(tasks_cap=1))
     _working(live)
     _turn(live, *(r.TaskStarted(id=f"t{i}", description=f"job {i}") for i in range(3)))
     (delta,) = _turn(live, *(r.TaskResult(id=f"t{i}", status="ok", summary=f"result {i}") for i in range(3)))
     assert sorted(delta.lines) == [
-        "task t0 finished (ok): result 0 (not shown: newer task results)",
-        "task t1 finished (ok): result 1 (not shown: newer task results)",
+        "task t0 finished (ok): result 0",
+        "task t1 finished (ok): result 1",
         "task t2 finished (ok): result 2",
     ]
-    assert [t.id for t in live.state.memory.snapshot.tasks] == ["t2"]
-    # A later result pushes the shown one out: the delta says it left, not that it was withdrawn.
-    _turn(live, r.TaskStarted(id="t3", description="job 3"))
-    (later,) = _turn(live, r.TaskResult(id="t3", status="error", summary="result 3"))
-    assert later.lines == (
-        "task t3 finished (error): result 3",
-        "task t2: result no longer shown (newer task results) [ledger:"
-        + str(
-            next(
-                rec.seq for rec in live.records if isinstance(rec.body, r.TaskResult) and rec.body.id == "t2"
-            )
-        )
-        + "]",
+    assert [t.id for t in live.state.memory.snapshot.tasks] == ["t0", "t1", "t2"]
+    seqs = {rec.body.id: rec.seq for rec in live.records if isinstance(rec.body, r.TaskResult)}
+    # After the next turn only the cap's newest stays: the delta says the others left,
+    # not that they were withdrawn.
+    (later,) = _turn(live, r.Message(role="assistant", text="working on it"))
+    assert later.lines == tuple(
+        f"task {t}: result no longer shown (newer task results) [ledger:{seqs[t]}]" for t in ("t0", "t1")
     )
+    assert [t.id for t in live.state.memory.snapshot.tasks] == ["t2"]
 
 
 def test_a_result_arriving_before_a_prompt_reaches_that_prompt() -> None:

@@ -202,6 +202,27 @@ def test_a_job_run_again_shows_only_its_newest_result() -> None:
     assert [(t.id, t.status) for t in derive_snapshot(again).tasks] == [("t2", "running"), ("t1", "error")]
 
 
+def test_a_burst_of_results_keeps_each_through_the_turn_after_it_arrived() -> None:
+    # Six jobs fanned out and rejoined at once: beyond tasks_cap (4) each stays through
+    # the turn after the one it arrived in, then only the cap's newest do.
+    cap = ProjectionConfig().tasks_cap
+    jobs = [f"job {n}" for n in range(cap + 2)]
+    started = [r.TaskStarted(id=f"t{n}", description=job) for n, job in enumerate(jobs)]
+    results = [r.TaskResult(id=f"t{n}", status="ok", summary=f"done {n}") for n in range(len(jobs))]
+    start, end = r.TurnStarted(trigger="task"), r.TurnEnded(outcome="completed")
+
+    def shown(*bodies: r.Body) -> list[str]:
+        return [t.id for t in derive_snapshot(_state(*started, *bodies)).tasks]
+
+    everyone = [f"t{n}" for n in range(len(jobs))]
+    assert shown(start, *results, end) == everyone  # the turn they arrived in, at its end
+    assert shown(start, *results, end, start) == everyone  # the turn after it
+    assert shown(start, *results, end, start, end) == everyone[-cap:]  # after that: the cap
+    # Arrived while the agent was idle, they are the turn's before the one they woke.
+    assert shown(start, end, *results, start) == everyone
+    assert shown(start, end, *results, start, end) == everyone[-cap:]
+
+
 def test_a_task_line_says_what_its_sub_agent_did_and_cites_its_records() -> None:
     state = _state(
         r.TaskStarted(id="t1", description="find   the\nbug"),

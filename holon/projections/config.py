@@ -78,7 +78,8 @@ __all__ = [
 # rejoined supersedes, and a result working memory does not show refreshes it before a
 # prompt (a result reached no prompt). A job's results are one per job: working memory shows
 # the newest run's of tasks of the same description, and an episode names the job of each task
-# result it lists (``task_runs``), so a later run supersedes it there too.
+# result it lists (``task_runs``), so a later run supersedes it there too. A result stays in
+# working memory beyond ``tasks_cap`` through the turn after the one it arrived in.
 PROJECTION_VERSION: Final = 12
 
 #: The first projection version whose derived records state their config: in an older

@@ -185,9 +185,11 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
     - ``tasks``: the tasks of the active item and of no item (as for decisions): the
       running ones (the newest ``tasks_cap`` started, in the order they started), then the
       ``tasks_cap`` newest finished ones, one per job (a newer result of a task of the same
-      description replaces it), oldest result first. A finished task stays
-      until ``tasks_cap`` newer results of that scope push it out (or it leaves the runtime's
-      ``finished_window``); ``tasks_omitted`` counts the running ones over the cap.
+      description replaces it), oldest result first, and beyond the cap the results that
+      arrived this turn or the turn before (``TurnState.recent_from``). A finished task
+      stays until ``tasks_cap`` newer results of that scope push it out, not before the end
+      of the turn after it arrived (or it leaves the runtime's ``finished_window``);
+      ``tasks_omitted`` counts the running ones over the cap.
 
     A count of entries not shown is never left out: a capped list that hid the rest
     without a word read as all there is (an open follow-up, a wait, a decision in force).
@@ -254,10 +256,14 @@ def _tasks(state: RuntimeState, active: str | None, cap: int) -> tuple[tuple[Tas
     # its older result, which would read as current once the new one is in. While the job
     # runs again its last result stays: it is still the latest known. Shown oldest first,
     # so a later result reads after the one it follows.
+    # Beyond the cap, a result that arrived this turn or the turn before stays: a burst of
+    # results (a fan-out rejoining) pushed one out of working memory in the turn after it
+    # arrived, before the model had worked with it, and no other section held it then.
+    recent = state.turn.recent_from if state.turn is not None else None
     seen: set[str] = set()
     newest: list[TaskEntry] = []
     for t in reversed(state.finished_tasks):
-        if len(newest) == cap:
+        if len(newest) >= cap and (recent is None or t.result_seq is None or t.result_seq < recent):
             break
         if (t.work_item_id is None or t.work_item_id == active) and t.description not in seen:
             if t.description:  # a result whose start is not in the ledger names no job

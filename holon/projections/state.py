@@ -103,7 +103,9 @@ class _Entry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 class TurnState(_Entry, frozen=True, kw_only=True):
     """The current (or last) turn: its index, what woke the agent, and whether it ended.
 
-    ``started_seq`` is ``None`` when a turn_ended arrived without a turn_started.
+    ``started_seq`` is ``None`` when a turn_ended arrived without a turn_started;
+    ``previous_started_seq`` is the turn before's (``None`` for the first turn, or when
+    that one had none).
     """
 
     index: int | None
@@ -112,6 +114,13 @@ class TurnState(_Entry, frozen=True, kw_only=True):
     started_seq: int | None = None
     ended_seq: int | None = None
     outcome: Literal["completed", "waiting", "failed", "interrupted"] | None = None
+    previous_started_seq: int | None = None
+
+    @property
+    def recent_from(self) -> int | None:
+        """The seq from which evidence is this turn's or the turn before's, as the prompts
+        of this turn (while it is open) or of the next one (once it ended) count them."""
+        return self.previous_started_seq if self.open else self.started_seq
 
     @property
     def open(self) -> bool:
@@ -1234,7 +1243,14 @@ def _on_context_summary(
 def _on_turn_started(
     state: RuntimeState, record: r.Record, body: r.TurnStarted, config: ProjectionConfig
 ) -> RuntimeState:
-    turn = TurnState(index=record.turn, trigger=body.trigger, input=body.input, started_seq=record.seq)
+    before = state.turn.started_seq if state.turn is not None else None
+    turn = TurnState(
+        index=record.turn,
+        trigger=body.trigger,
+        input=body.input,
+        started_seq=record.seq,
+        previous_started_seq=before,
+    )
     return _Replace(state, seq=record.seq, applied=state.applied + 1, turn=turn)
 
 
