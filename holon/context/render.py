@@ -30,8 +30,9 @@ byte-identical while the recent window slides.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import blake3
 import msgspec
@@ -78,7 +79,7 @@ __all__ = [
 
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
-RENDER_VERSION: Final = 14
+RENDER_VERSION: Final = 15
 
 # Structural relevance next to BM25: an episode of the active work item, or one that
 # touched a working-set file, is relevant even when few words match.
@@ -156,8 +157,10 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
       would not shorten —, then starts the history later. ``message_max_tokens`` also
       bounds the current input's minimum.
     - ``preview_chars``: head kept of a truncated item.
-    - ``episode_limit``: most episodes selected; ``max_postings``: postings read per query
-      term (keeps selection flat as the archive grows).
+    - ``episode_limit``: most episodes selected; ``max_postings``: postings a selection
+      reads, all query terms together (rarest first), and how many of the newest
+      episodes it looks at for structural matches (keeps selection flat as the archive
+      grows).
     - ``rounds_reserve``: a history that is not sent whole leaves the turn's rounds, which
       come after the prompt, as much room as the newest finished turn took, up to this
       share of the available tokens. Without it the history filled the budget, the first
@@ -294,8 +297,14 @@ def select_episodes(
     finished items) unless the current input names the work item. Score = BM25 of
     the episode's structured text against the current input, the active objective,
     scope and working-set files, plus structural matches (same work item, shared
-    files). Zero-relevance episodes are never selected; ties go to the more recent
-    episode, then the lower id.
+    files, each counted once). Zero-relevance episodes are never selected; ties go to
+    the more recent episode, then the lower id.
+
+    The work is bounded whatever the archive's size: the query reads at most
+    ``max_postings`` postings in all, rarest terms first (:meth:`EpisodeIndex.scores`),
+    and structural matches are looked up among the newest ``max_postings`` episodes.
+    Of those candidates, the ones that cannot reach the best ``limit`` are skipped
+    without changing the result.
     """
     if limit <= 0 or len(index) == 0:
         return []
@@ -311,29 +320,94 @@ def select_episodes(
     scores = index.scores(terms("\n".join(query_parts)), max_postings=max_postings)
     floor = _window_floor(inputs)
     files = {f.path for f in s.files}
+    active = s.active_work_item_id
     abandoned = _abandoned(inputs, index)
-    ranked: list[tuple[float, int, int, r.ContextEpisodeRecord]] = []
-    # Structural matches for the active item may have no matching words at all: look
-    # them up among the most recent episodes as well.
-    docs = set(scores)
-    if s.active_work_item_id is not None or files:
-        docs.update(range(max(0, len(index) - (max_postings or len(index))), len(index)))
-    for doc in sorted(docs):
+    # Asked once per work item, not per episode: most candidates share a few items.
+    gone: dict[str, bool] = {}
+
+    def ranked(doc: int, relevance: float) -> _Ranked | None:
+        """A candidate's ranking key, or None when it is not eligible or has no relevance."""
         episode = index.episode_at(doc)
         if floor is not None and episode.to_seq >= floor:
-            continue
-        if abandoned(episode.work_item_id):
-            continue
-        score = scores.get(doc, 0.0)
-        if s.active_work_item_id is not None and episode.work_item_id == s.active_work_item_id:
-            score += _SAME_WORK_BONUS
-        shared = sum(1 for f in episode.touched_files if f in files)
-        score += _SHARED_FILE_BONUS * min(shared, _SHARED_FILE_MAX)
+            return None
+        work = episode.work_item_id
+        if work is not None:
+            out = gone.get(work)
+            if out is None:
+                out = gone[work] = abandoned(work)
+            if out:
+                return None
+        # Distinct files: an episode lists each file once (the projection dedups them),
+        # and the count must stay within len(files) for the bound below.
+        shared = len(files.intersection(episode.touched_files)) if files else 0
+        score = _with_bonus(relevance, same_work=active is not None and work == active, shared=shared)
         if score <= 0.0:
+            return None
+        return (-score, -episode.to_seq, episode.episode_id, episode)
+
+    # The most any candidate's structural matches can add: what an episode of the active
+    # work item that touched every working-set file (up to the cap) gets.
+    def best(relevance: float) -> float:
+        return _with_bonus(relevance, same_work=active is not None, shared=min(len(files), _SHARED_FILE_MAX))
+
+    # Every candidate is ranked as if all were, but those that cannot reach the best
+    # ``limit`` are never looked at (the result is the same; episode_at, the abandoned
+    # check and the file matches are what a candidate costs).
+    kept: list[_Ranked] = []
+    # The best ``limit`` scores so far (a min-heap): a candidate whose best possible score
+    # is below the lowest of them cannot be selected.
+    top: list[float] = []
+    # Matching words first, best first: once one cannot beat the ``limit``-th, neither can
+    # the rest (its score is at most its relevance plus the largest bonus).
+    for doc in sorted(scores, key=scores.__getitem__, reverse=True):
+        relevance = scores[doc]
+        if len(top) == limit and best(relevance) < top[0]:
+            break
+        key = ranked(doc, relevance)
+        if key is None:
             continue
-        ranked.append((-score, -episode.to_seq, episode.episode_id, episode))
-    ranked.sort(key=lambda t: t[:3])
-    return [t[3] for t in ranked[:limit]]
+        kept.append(key)
+        if len(top) < limit:
+            heapq.heappush(top, -key[0])
+        else:
+            heapq.heappushpop(top, -key[0])
+    # Structural matches for the active item may have no matching words at all: look
+    # them up among the most recent episodes as well, most recent first, which ranks
+    # them among themselves: after ``limit`` with the largest bonus, the rest cannot
+    # be selected.
+    most = best(0.0)
+    if (active is not None or files) and (len(top) < limit or most >= top[0]):
+        n = len(index)
+        full = 0
+        for doc in index.recent(n if max_postings is None else max_postings):
+            if doc in scores:
+                continue
+            key = ranked(doc, 0.0)
+            if key is None:
+                continue
+            kept.append(key)
+            if -key[0] == most:
+                full += 1
+                if full == limit:
+                    break
+    kept.sort(key=lambda t: t[:3])
+    return [t[3] for t in kept[:limit]]
+
+
+# How select_episodes orders candidates: higher score, then later to_seq, then lower id.
+_Ranked: TypeAlias = tuple[float, int, int, r.ContextEpisodeRecord]
+
+
+def _with_bonus(relevance: float, *, same_work: bool, shared: int) -> float:
+    """An episode's score: its BM25 relevance plus its structural matches.
+
+    Added in this order for every candidate, so a bound computed the same way with the
+    largest bonus is never below a candidate's score (rounding is monotone).
+    """
+    score = relevance
+    if same_work:
+        score += _SAME_WORK_BONUS
+    return score + _SHARED_FILE_BONUS * min(shared, _SHARED_FILE_MAX)
 
 
 def _abandoned(inputs: ContextInputs, index: EpisodeIndex) -> Callable[[str | None], bool]:
@@ -669,9 +743,7 @@ def _assemble(
     # other pinned turn sections at their minimum would not fit beside it — a long input
     # is worth more than a full working memory.
     reserved = sum(
-        c.forms[0].tokens if c.name == "current_input" else c.forms[-1].tokens
-        for c in turn
-        if c.pinned
+        c.forms[0].tokens if c.name == "current_input" else c.forms[-1].tokens for c in turn if c.pinned
     )
     prefix_room = min(int(share_of * budget.prefix_share), available - reserved)
     degraded = False
