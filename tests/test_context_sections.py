@@ -397,6 +397,26 @@ def test_the_mandates_minimum_is_bounded_whatever_the_requests_hold() -> None:
         assert section is not None and prompt.plan.total_tokens <= window
 
 
+def test_the_mandates_smallest_form_is_the_same_at_every_sub_budget() -> None:
+    # BudgetExceeded names the pinned minimum; a budget of exactly that must render. The
+    # compact form grows with the sub-budget, so the smallest form cannot be "whichever of
+    # compact and truncated is smaller at this sub-budget" (one token more at a budget at
+    # the minimum than at a budget of nothing, found by test_every_form_names_what_it_left_out).
+    count = token_counter(RenderConfig().estimator)
+    for texts in (
+        ("fix the parser", "add a test", "ship it"),
+        ("port this project to Rust " * 40, "keep the Justfile", "and the CI config"),
+        tuple(f"request {n} " + "word " * (n * 7) for n in range(12)),
+    ):
+        smallest = set()
+        for sub_budget in (0, 12, 40, 90, 400, 4_000):
+            candidate = mandate_candidate(inputs(mandate=_mandate(*texts)), count, sub_budget=sub_budget)
+            assert candidate is not None
+            smallest.add((candidate.forms[-1].kind, candidate.forms[-1].text))
+            assert all(f.tokens > candidate.forms[-1].tokens for f in candidate.forms[:-1])
+        assert len(smallest) == 1, smallest
+
+
 def test_the_compact_mandate_keeps_the_newest_requests_the_sub_budget_holds() -> None:
     later = [f"rule {i}: " + "keep the invoice totals exact " * 8 for i in range(40)]
     mandate = _mandate("Port it to Rust.", *later)

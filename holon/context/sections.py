@@ -1730,30 +1730,33 @@ def mandate_candidate(
         ]
     full = [header, _request_whole(first), *gap, *(_request_whole(q) for q in rest)]
 
-    compact_cut: list[r.Omission] = []
-    first_line = _request_whole(first)
-    if count(first_line) > sub_budget // 2:
-        first_line, cut = _request_short(first, _REQUEST_PREVIEW_CHARS * 4, count)
-        compact_cut.extend([cut] if cut is not None else [])
-    room = sub_budget - count(header) - count(first_line) - _MANDATE_COUNT_LINE
-    later_lines: list[str] = []
-    kept = 0
-    for age, q in enumerate(reversed(rest)):
-        line, cut = (_request_whole(q), None) if age < _COMPACT_REQUESTS else (None, None)
-        if line is None or count(line) > room:
-            line, cut = _request_short(q, _REQUEST_LINE_CHARS, count)
-        cost = count(line)
-        if cost > room:
-            break
-        room -= cost
-        later_lines.append(line)
-        compact_cut.extend([cut] if cut is not None else [])
-        kept += 1
-    left, left_cut = _requests_left_out(rest[: len(rest) - kept], 0, count)
-    # Requests the projection no longer holds are older than every one held: the gap line
-    # says so where they were, the left-out line counts the held ones the form leaves out.
-    compact = [header, first_line, *gap, *left, *reversed(later_lines)]
-    compact_cut.extend(left_cut)
+    def compact_within(room_for: int) -> Form:
+        """The first request (shortened past half of ``room_for``) and the newest later ones
+        ``room_for`` holds, the rest counted in a line naming their refs."""
+        cut_here: list[r.Omission] = []
+        first_line = _request_whole(first)
+        if count(first_line) > room_for // 2:
+            first_line, cut = _request_short(first, _REQUEST_PREVIEW_CHARS * 4, count)
+            cut_here.extend([cut] if cut is not None else [])
+        room = room_for - count(header) - count(first_line) - _MANDATE_COUNT_LINE
+        later_lines: list[str] = []
+        kept = 0
+        for age, q in enumerate(reversed(rest)):
+            line, cut = (_request_whole(q), None) if age < _COMPACT_REQUESTS else (None, None)
+            if line is None or count(line) > room:
+                line, cut = _request_short(q, _REQUEST_LINE_CHARS, count)
+            cost = count(line)
+            if cost > room:
+                break
+            room -= cost
+            later_lines.append(line)
+            cut_here.extend([cut] if cut is not None else [])
+            kept += 1
+        left, left_cut = _requests_left_out(rest[: len(rest) - kept], 0, count)
+        # Requests the projection no longer holds are older than every one held: the gap line
+        # says so where they were, the left-out line counts the held ones the form leaves out.
+        cut_here.extend(left_cut)
+        return _form("compact", [header, first_line, *gap, *left, *reversed(later_lines)], count, cut_here)
 
     minimum = [header]
     minimum_cut: list[r.Omission] = []
@@ -1764,18 +1767,25 @@ def mandate_candidate(
     more, more_cut = _requests_left_out(rest[:-1], mandate.omitted, count)
     minimum.extend(more)
     minimum_cut.extend(more_cut)
-    forms = [
-        _form("full", full, count),
-        _form("compact", compact, count, compact_cut),
-        _form("truncated", minimum, count, minimum_cut),
-    ]
     # The sub-budget bounds the mandate; the minimum is bounded by construction. It is the
     # smallest form, whatever the sub-budget: short requests can make the compact form
     # smaller than the truncated one, and a minimum that changed with the room would make
-    # BudgetExceeded's figure depend on the budget it was raised at.
-    # A form after the smallest is no shorter, so it is never worth offering.
-    last = min(range(len(forms)), key=lambda i: (forms[i].tokens, -i))
-    offered = [f for f in forms[:last] if f.tokens <= sub_budget] + [forms[last]]
+    # BudgetExceeded's figure depend on the budget it was raised at. So the compact form
+    # the minimum is chosen against is the one no sub-budget makes smaller (built for a
+    # sub-budget of 0), not the sub-budget's own: that one grows with the room, and a
+    # budget of exactly the minimum BudgetExceeded named raised again, a token short.
+    # On a tie the fuller form: the whole requests, else the compact ones.
+    whole = _form("full", full, count)
+    smallest = min(
+        (whole, compact_within(0), _form("truncated", minimum, count, minimum_cut)), key=lambda f: f.tokens
+    )
+    offered: list[Form] = []
+    for f in (whole, compact_within(sub_budget)):  # the fuller forms first, as far as the smallest
+        if f is smallest:
+            break
+        if f.tokens <= sub_budget and f.text != smallest.text:
+            offered.append(f)
+    offered.append(smallest)
     return _candidate("mandate", offered)
 
 
