@@ -540,6 +540,14 @@ def _forms(snapshot: WorkingMemorySnapshot) -> dict[str, tuple[str, tuple[r.Omis
     return {form.kind: (form.text, form.omissions) for form in candidate.forms}
 
 
+def test_a_running_tasks_plan_steps_over_the_cap_are_named_as_left_out() -> None:
+    memory = _task_memory()
+    running = msgspec.structs.replace(memory.tasks[0], plan_omitted=5)
+    full, omitted = _forms(msgspec.structs.replace(memory, tasks=(running, *memory.tasks[1:])))["full"]
+    assert "    (+5 steps not shown — restore with ref ledger:44)" in full
+    assert any(o.ref == "ledger:44" and o.reason == "task t2: 5 plan steps not shown" for o in omitted)
+
+
 def test_working_memory_shows_each_tasks_result_and_what_its_sub_agent_did() -> None:
     forms = _forms(_task_memory())
     full, full_omitted = forms["full"]

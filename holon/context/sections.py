@@ -678,6 +678,11 @@ def _task_lines(
                 continue
             if part in shown_parts or ref is None:
                 lines.extend(part_lines)
+                if part == "plan" and task.plan_omitted and ref is not None:
+                    # The plan's line naming the steps over the cap is a placeholder too.
+                    ident_short = _clip(task.id, _PINNED_ID_CHARS)
+                    reason = f"task {ident_short}: {task.plan_omitted} plan steps not shown"
+                    omissions.append(r.Omission(section="working_memory", ref=ledger_ref(ref), reason=reason))
                 continue
             left_out.append((part, ledger_ref(ref)))
             reason = f"task {_clip(task.id, _PINNED_ID_CHARS)}: {part} not shown"
