@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import holon.context.render as render_module
 import holon.records as r
 from holon.context import (
     Budget,
@@ -16,9 +20,13 @@ from holon.context import (
     prompt_rendered,
     select_episodes,
 )
+from holon.context.evidence import window_view
+from holon.context.inputs import inputs_from_state
+from holon.context.prompt import Prompt
 from holon.context.search import terms
 from holon.projections import FileRef, MessageEntry, WorkingMemorySnapshot
 from tests.context_inputs import inputs
+from tests.context_session import AGENT, run_session
 
 
 def _episode(
@@ -148,6 +156,36 @@ def test_an_epoch_bump_reselects_when_a_kept_episode_was_abandoned() -> None:
         abandoned_work=frozenset({"w-ui"}),
     )
     assert 4 not in dropped
+
+
+def test_a_history_that_must_move_is_planned_once_with_the_episodes_selected_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Rendered from the state alone, the history is read from its own windows, which have
+    # slid past where the previous prompt's history started: it moves, so the episodes are
+    # selected again (the input's words now pick others). That was planned with the kept
+    # selection first, then again with the new one, each pass twice for the requests'
+    # fixed point: four passes where one gives the same prompt.
+    budget = Budget(context_window=32_000, output_reserve=4_000)
+    config = RenderConfig(prompt_cache_key="once")
+    session = run_session(200, budget, config, seed=11, render_from=199)
+    state, index = session.live.state, session.index
+    given = inputs_from_state(state, agent_id=AGENT, include_episodes=False)
+    assert given.previous is not None and given.previous.history is not None
+    assert given.previous.history.from_seq < window_view(given).first_seq
+    fresh = select_episodes(given, index, limit=config.episode_limit, max_postings=config.max_postings)
+    assert [e.episode_id for e in fresh] != list(given.previous.episodes)
+    passes: list[int] = []
+    planned = render_module._assemble
+
+    def counted(*args: Any, **kwargs: Any) -> Prompt:
+        passes.append(1)
+        return planned(*args, **kwargs)
+
+    monkeypatch.setattr(render_module, "_assemble", counted)
+    prompt = build_context(state, budget, config, agent_id=AGENT, index=index)
+    assert len(passes) == 1
+    assert prompt.plan.episodes == tuple(e.episode_id for e in fresh)
 
 
 # ---------------------------------------------------------------- bounded selection

@@ -40,7 +40,7 @@ import msgspec
 import holon.records as r
 from holon.context.budget import Budget, Candidate, Form, plan_budget
 from holon.context.estimator import get_estimator
-from holon.context.evidence import EvidenceView
+from holon.context.evidence import EvidenceView, window_view
 from holon.context.history import HistoryRules, UnitsMemo, plan_history
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
@@ -470,6 +470,19 @@ def _history_moved(inputs: ContextInputs, prompt: Prompt) -> bool:
     return before != now
 
 
+def _start_left_the_view(inputs: ContextInputs, view: EvidenceView) -> bool:
+    """Whether the previous prompt's history starts before the evidence ``view`` holds.
+
+    The history then cannot keep that start (:func:`~holon.context.history.plan_history`
+    keeps one only within the view): whatever room it gets, it starts at or after the
+    view's first seq, or is not shown, so it moves (:func:`_history_moved`). That is a
+    render from the inputs' own windows (the default view) once they have slid past
+    where the previous history started.
+    """
+    prev = inputs.previous
+    return prev is not None and prev.history is not None and prev.history.from_seq < view.first_seq
+
+
 def _yielded(candidate: Candidate) -> Form:
     """The omitted form of a confirmed delta that gave its room to the history."""
     reason = "working-memory delta already shown; its room went to the history"
@@ -549,6 +562,14 @@ def build_context(
             inputs, episode_index, limit=config.episode_limit, max_postings=config.max_postings
         )
 
+    # Every history planned below reads this view; one of the inputs' own windows is made
+    # once, not once per plan.
+    view = history if history is not None else window_view(inputs)
+    recitation = config.layout == "recitation"
+    if sticky is not None and recitation and _start_left_the_view(inputs, view):
+        # The history moves whatever the room (below): selected anew now, as that move
+        # would, rather than planned with the kept selection first and again with this one.
+        sticky = None
     selected = select() if sticky is None else sticky
     episode_budget = int(budget.available * budget.episode_share)
     # What each decision says now: the latest archived text, overridden by working memory.
@@ -565,18 +586,22 @@ def build_context(
     def superseded_run(task_id: str) -> bool:
         return episode_index.superseded_run(task_id, live_runs)
 
+    # The prefix's sections before the episodes do not depend on the selection: made once,
+    # also when the episodes are selected again.
+    before_episodes = [
+        c
+        for c in (
+            system_candidate(inputs.policy, count),
+            tools_candidate(inputs.policy, count),
+            working_memory_candidate(inputs, count),
+            context_summary_candidate(inputs, count),
+        )
+        if c is not None
+    ]
+
     def prefix_of(episodes: list[r.ContextEpisodeRecord]) -> list[Candidate]:
-        return [
-            c
-            for c in (
-                system_candidate(inputs.policy, count),
-                tools_candidate(inputs.policy, count),
-                working_memory_candidate(inputs, count),
-                context_summary_candidate(inputs, count),
-                episodes_candidate(episodes, episode_budget, count, current_decisions, superseded_run),
-            )
-            if c is not None
-        ]
+        shown = episodes_candidate(episodes, episode_budget, count, current_decisions, superseded_run)
+        return before_episodes if shown is None else [*before_episodes, shown]
 
     prefix = prefix_of(selected)
     fixed_turn = [
@@ -621,6 +646,7 @@ def build_context(
         # raises, or is taken as it is — so BudgetExceeded names the same minimum whatever
         # the previous prompt was.
         before, lowered = guess, False
+        turn = turn_with(before)
         while True:
             try:
                 prompt = _assemble(
@@ -631,16 +657,17 @@ def build_context(
                     recorded=recorded,
                     selected=selected,
                     prefix=prefix,
-                    turn=turn_with(before),
+                    turn=turn,
                     available=room,
                     share_of=share_of,
-                    view=history,
+                    view=view,
                     memo=units,
                 )
             except BudgetExceeded:
                 if before is None:
                     raise
                 before, lowered = None, True
+                turn = turn_with(before)
                 continue
             shown = prompt.plan.history is not None and prompt.section("history") is not None
             now = prompt.plan.history.from_seq if shown and prompt.plan.history is not None else None
@@ -651,9 +678,15 @@ def build_context(
                 return prompt
             lowered = lowered or earlier
             before = now
+            following = turn_with(before)
+            if following == turn:
+                # No request lies between the two starts: the next pass would plan this
+                # same prompt, whose history starts where that pass assumes, and end.
+                return prompt
+            turn = following
 
     prompt = assemble(available)
-    if sticky is not None and config.layout == "recitation" and _history_moved(inputs, prompt):
+    if sticky is not None and recitation and _history_moved(inputs, prompt):
         # The history moves its start: everything after the episodes is sent again anyway,
         # so they are selected again for this input (sticky, they would never change). The
         # same selection plans the same prompt: it is planned again only when it differs.
