@@ -41,7 +41,7 @@ import holon.records as r
 from holon.context.budget import Budget, Candidate, Form, plan_budget
 from holon.context.estimator import get_estimator
 from holon.context.evidence import EvidenceView, window_view
-from holon.context.history import HistoryRules, UnitsMemo, plan_history
+from holon.context.history import HistoryPlan, HistoryRules, UnitsMemo, plan_history
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
 from holon.context.search import EpisodeIndex, terms
@@ -795,15 +795,13 @@ def _assemble(
     # -- recent history fills what is left
     # The turn's rounds come after the prompt: a history not sent whole leaves them room.
     reserve = int(available * config.rounds_reserve)
-    history = plan_history(
-        inputs,
-        count,
-        config.history_rules,
-        allowance=available - used,
-        reserve=reserve,
-        view=view,
-        memo=memo,
-    )
+
+    def history_in(allowance: int) -> HistoryPlan:
+        return plan_history(
+            inputs, count, config.history_rules, allowance=allowance, reserve=reserve, view=view, memo=memo
+        )
+
+    history = history_in(available - used)
     kept_delta = chosen.get("pending_delta")
     if (
         kept_delta is not None
@@ -820,15 +818,7 @@ def _assemble(
         # omitted here.
         chosen["pending_delta"] = _yielded(next(c for c in turn if c.name == "pending_delta"))
         used -= kept_delta.tokens
-        history = plan_history(
-            inputs,
-            count,
-            config.history_rules,
-            allowance=available - used,
-            reserve=reserve,
-            view=view,
-            memo=memo,
-        )
+        history = history_in(available - used)
     if history.form is not None:
         chosen["history"] = history.form
     if history.turn_work is not None and "current_input" in chosen:
