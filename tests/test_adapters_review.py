@@ -37,7 +37,6 @@ from holon.context import (
     to_openai_responses,
 )
 from holon.context.budget import Stability
-from holon.context.prompt import SEPARATOR
 from holon.context.sections import SECTION_ORDER
 from holon.errors import BudgetExceeded, UsageError
 from holon.projections import WorkingMemorySnapshot, apply, initial_state
@@ -48,6 +47,9 @@ from tests.strategies import AgentRun, agent_runs
 
 #: Tool names both providers accept (Anthropic's and OpenAI's function-name pattern).
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: Anthropic's pattern for a tool_use id; OpenAI's longest Chat Completions tool call id.
+TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+OPENAI_CALL_ID_MAX = 40
 #: Anthropic's limit on ``metadata.user_id``; OpenAI's on ``prompt_cache_key``.
 ANTHROPIC_USER_ID_MAX = 256
 OPENAI_CACHE_KEY_MAX = 64
@@ -91,6 +93,7 @@ def check_anthropic(request: dict[str, Any]) -> None:
     assert messages, "at least one message is required"
     assert messages[0]["role"] == "user", "the first message must be the user's"
     pending: set[str] = set()  # tool_use ids the next user message must answer
+    used: set[str] = set()
     for i, msg in enumerate(messages):
         role, content = msg["role"], msg["content"]
         assert role in ("user", "assistant"), f"messages.{i}.role {role!r}"
@@ -114,6 +117,11 @@ def check_anthropic(request: dict[str, Any]) -> None:
                 seen_other = True
             elif kind == "tool_use":
                 assert role == "assistant", f"{where}: tool_use outside an assistant message"
+                assert TOOL_USE_ID.match(block["id"]), f"{where}.id {block['id']!r}"
+                assert block["id"] not in used, f"{where}.id {block['id']!r} is used twice"
+                assert isinstance(block["input"], dict), f"{where}.input is not an object"
+                assert names, f"{where}: a tool_use block in a request that defines no tools"
+                used.add(block["id"])
                 pending.add(block["id"])
             elif kind == "tool_result":
                 assert role == "user", f"{where}: tool_result outside a user message"
@@ -166,6 +174,7 @@ def check_openai_chat(request: dict[str, Any]) -> None:
         assert role in ("system", "developer", "user", "assistant", "tool"), f"messages.{i}.role {role!r}"
         if role == "tool":
             assert msg["tool_call_id"] in pending, f"messages.{i}: answers no pending tool call"
+            assert isinstance(msg["content"], str), f"messages.{i}.content is not text"
             pending.discard(msg["tool_call_id"])
             continue
         assert not pending, f"messages.{i}: tool calls {sorted(pending)} have no tool message"
@@ -173,6 +182,10 @@ def check_openai_chat(request: dict[str, Any]) -> None:
             assert isinstance(msg.get("content"), str | list), f"messages.{i}.content is null"
         if role == "assistant":
             pending = {call["id"] for call in msg.get("tool_calls", [])}
+            for call in msg.get("tool_calls", []):
+                assert 0 < len(call["id"]) <= OPENAI_CALL_ID_MAX, f"messages.{i}: tool call id {call['id']!r}"
+                assert call["type"] == "function"
+                assert isinstance(json.loads(call["function"]["arguments"]), dict)
             assert msg.get("content") is not None or pending
     assert not pending, f"tool calls {sorted(pending)} have no tool message"
     _check_openai_tools(request.get("tools", []), nested=True)
@@ -184,9 +197,23 @@ def check_openai_responses(request: dict[str, Any]) -> None:
     json.dumps(request)
     assert isinstance(request.get("model"), str) and request["model"]
     assert request["input"]
+    pending: set[str] = set()  # function calls whose output must come next
     for i, item in enumerate(request["input"]):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            assert 0 < len(item["call_id"]) <= OPENAI_CALL_ID_MAX, f"input.{i}.call_id {item['call_id']!r}"
+            assert isinstance(json.loads(item["arguments"]), dict), f"input.{i}.arguments"
+            pending.add(item["call_id"])
+            continue
+        if kind == "function_call_output":
+            assert item["call_id"] in pending, f"input.{i}: the output of no call before it"
+            assert isinstance(item["output"], str), f"input.{i}.output is not text"
+            pending.discard(item["call_id"])
+            continue
+        assert not pending, f"input.{i}: calls {sorted(pending)} have no output before it"
         assert item["role"] in ("system", "developer", "user", "assistant"), f"input.{i}.role"
         assert isinstance(item["content"], str | list), f"input.{i}.content is null"
+    assert not pending, f"calls {sorted(pending)} have no output"
     _check_openai_tools(request.get("tools", []), nested=False)
     _check_cache_key(request)
 
@@ -197,29 +224,57 @@ def check_all(prompt: Prompt) -> None:
     check_anthropic(anthropic)
     # The rounds a daemon appends in a turn keep the body valid once the end mark moves.
     messages = json.loads(json.dumps(anthropic["messages"]))
-    messages.append(
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "text", "text": "Looking."},
-                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}},
-            ],
-        }
-    )
-    messages.append(
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
-    )
+    if "tools" in anthropic:
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}},
+                ],
+            }
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
+        )
+    else:
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": "Looking."}]})
+        messages.append({"role": "user", "content": "Go on."})
     check_anthropic({**anthropic, "messages": cache_last_block(messages)})
     chat = to_openai_chat(prompt, model="gpt-5.5")
     check_openai_chat(chat)
-    check_openai_responses(to_openai_responses(prompt, model="gpt-5.5"))
-    # No adapter changes the text the model reads.
-    shown = [s.text for s in prompt.sections if s.name != "tools" and s.text.strip()]
-    system_text = "\n\n".join(b["text"] for b in anthropic.get("system", []))
-    user_text = "".join(b["text"] for b in anthropic["messages"][0]["content"])
-    assert [t for t in shown if t in system_text or t in user_text] == shown
-    chat_text = SEPARATOR.join(m["content"] for m in chat["messages"])
-    assert all(t in chat_text for t in shown)
+    responses = to_openai_responses(prompt, model="gpt-5.5")
+    check_openai_responses(responses)
+    # No adapter changes what the model reads: every line of the prompt is in a text or a
+    # tool result, and the history's tool calls are native, with their arguments, in order.
+    calls = [call for s in prompt.sections for call in s.calls]
+    call_lines = {s.text[c.start : c.result - 1] for s in prompt.sections for c in s.calls}
+    lines = [
+        line for s in prompt.sections if s.name != "tools" for line in s.text.split("\n") if line.strip()
+    ]
+    native = bool(prompt.tools)
+    blocks = [b for m in anthropic["messages"] for b in m["content"]]
+    anthropic_text = "\n".join(
+        [b["text"] for b in anthropic.get("system", [])]
+        + [b.get("text") or b.get("content") or "" for b in blocks if b["type"] != "tool_use"]
+    )
+    uses = [(b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
+    chat_text = "\n".join(m["content"] for m in chat["messages"] if m.get("content"))
+    chat_uses = [
+        (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for m in chat["messages"]
+        for c in m.get("tool_calls", [])
+    ]
+    items = responses["input"]
+    responses_text = "\n".join(i.get("content") or i.get("output") or "" for i in items)
+    responses_uses = [
+        (i["name"], json.loads(i["arguments"])) for i in items if i.get("type") == "function_call"
+    ]
+    expected = [(c.tool, c.arguments) for c in calls] if native else []
+    for text, used in ((anthropic_text, uses), (chat_text, chat_uses), (responses_text, responses_uses)):
+        assert used == expected
+        read = set(text.split("\n"))
+        assert [line for line in lines if line not in read and not (native and line in call_lines)] == []
 
 
 # --------------------------------------------------------------------------- driven prompts

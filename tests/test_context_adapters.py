@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
 import holon.records as r
@@ -26,6 +28,7 @@ from holon.context import (
 )
 from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS
 from holon.context.budget import Stability
+from holon.context.prompt import SEPARATOR
 from holon.context.sections import LAYOUTS, Layout
 from holon.projections import WorkingMemorySnapshot
 from holon.runtime import Agent, AgentConfig
@@ -282,3 +285,126 @@ def test_the_next_turns_request_repeats_this_ones_blocks_up_to_its_history_end(
         # ... and within Anthropic's lookback from the new history-end breakpoint.
         new_end = max(i for i, block in enumerate(new) if "cache_control" in block and i < len(new) - 1)
         assert 0 < new_end - end <= 20
+
+
+# --------------------------------------------------------------------------- native tool calls
+
+
+def _session_with_tools(tmp_path: Path, turns: int, layout: Layout = "recitation") -> list[Prompt]:
+    """The second prompt of each turn of a session whose turns each ran a tool (then said so)."""
+    prompts = []
+    config = AgentConfig(render=RenderConfig(layout=layout))
+    with Agent.open(tmp_path / "a", agent_id="a", clock=Tick(), policy=POLICY, config=config) as agent:
+        for i in range(turns):
+            with agent.turn(input=f"step {i}: count the lines of file {i}") as turn:
+                turn.context()
+                turn.tool("bash", {"cmd": f"wc -l file{i}"}, idempotency_key=f"wc-{i}").run(
+                    lambda i=i: (f"{i + 10} file{i}", 0)
+                )
+                turn.record_message(f"file {i} has {i + 10} lines")
+                prompts.append(turn.context())
+    return prompts
+
+
+def test_the_historys_tool_calls_are_native_blocks_with_their_ids_in_every_adapter(tmp_path: Path) -> None:
+    # The third turn's prompt: the history holds the first two turns' calls.
+    prompt = _session_with_tools(tmp_path, 3)[-1]
+    calls = [call for section in prompt.sections for call in section.calls]
+    assert [c.arguments for c in calls] == [{"cmd": "wc -l file0"}, {"cmd": "wc -l file1"}]
+    # Anthropic: the call is the assistant's tool_use, its result the first block of the
+    # next user message, under the same id; what the result shows is the history's text.
+    messages = to_anthropic_messages(prompt, model="m", max_tokens=10)["messages"]
+    uses = [(i, b) for i, m in enumerate(messages) for b in m["content"] if b["type"] == "tool_use"]
+    assert [b["input"] for _, b in uses] == [c.arguments for c in calls]
+    for (i, use), call in zip(uses, calls, strict=True):
+        assert messages[i]["role"] == "assistant" and messages[i]["content"] == [use]
+        result = messages[i + 1]["content"][0]
+        assert result["type"] == "tool_result" and result["tool_use_id"] == use["id"]
+        section = next(s for s in prompt.sections if call in s.calls)
+        assert result["content"] == section.text[call.result : call.end]
+        assert result["content"].startswith("[ledger:") and " result " in result["content"]
+    # The runtime's call ids (`c1.1`) hold a '.', which Anthropic refuses: sent hashed,
+    # the same way in every request. OpenAI takes them as they are.
+    assert all(use["id"].startswith("holon_") for _, use in uses)
+    chat = to_openai_chat(prompt, model="m")["messages"]
+    tool_calls = [c for m in chat for c in m.get("tool_calls", [])]
+    assert [c["id"] for c in tool_calls] == [c.call_id for c in calls]
+    assert [json.loads(c["function"]["arguments"]) for c in tool_calls] == [c.arguments for c in calls]
+    for i, m in enumerate(chat):
+        if m.get("tool_calls"):
+            assert chat[i + 1] == {
+                "role": "tool",
+                "tool_call_id": m["tool_calls"][0]["id"],
+                "content": chat[i + 1]["content"],
+            }
+    items = to_openai_responses(prompt, model="m")["input"]
+    kinds = [item.get("type", "message") for item in items]
+    assert kinds.count("function_call") == kinds.count("function_call_output") == len(calls)
+    for i, item in enumerate(items):
+        if item.get("type") == "function_call":
+            assert items[i + 1]["type"] == "function_call_output"
+            assert items[i + 1]["call_id"] == item["call_id"]
+    # The text between and after the calls is the user's, ending with the current input.
+    assert chat[-1]["role"] == "user" and "count the lines of file 2" in chat[-1]["content"]
+
+
+def test_the_turns_own_work_shown_after_its_input_is_native_too(tmp_path: Path) -> None:
+    # Outputs too large to append: the prompt is rendered again, with the turn's work after
+    # its input; the call kept there is a native pair at the request's end.
+    config = AgentConfig(budget=Budget(context_window=4_000, output_reserve=500))
+    with (
+        Agent.open(tmp_path / "a", agent_id="a", clock=Tick(), policy=POLICY, config=config) as agent,
+        agent.turn(input="read the six files") as turn,
+    ):
+        first = turn.context()
+        for k in range(6):
+            turn.tool("bash", {"cmd": f"cat f{k}"}).run(lambda k=k: (f"word{k} " * 400, 0))
+        prompt = turn.context()
+    assert prompt.prompt_hash != first.prompt_hash
+    section = prompt.section("current_input")
+    assert section is not None and section.calls
+    call = section.calls[-1]
+    line = f'[ledger:14] call {call.call_id} bash {{"cmd":"cat f5"}}\n'
+    assert section.text[call.start : call.result] == line
+    messages = to_anthropic_messages(prompt, model="m", max_tokens=10)["messages"]
+    use = messages[-2]["content"]
+    assert use == [{"type": "tool_use", "id": use[0]["id"], "name": "bash", "input": {"cmd": "cat f5"}}]
+    assert messages[-1]["content"][0]["content"] == section.text[call.result : call.end]
+    assert "read the six files" in "".join(b.get("text", "") for b in messages[-3]["content"])
+
+
+def test_without_tool_definitions_the_historys_calls_stay_text(tmp_path: Path) -> None:
+    # Anthropic refuses tool_use and tool_result blocks in a request that defines no tools.
+    prompt = msgspec.structs.replace(_session_with_tools(tmp_path, 2)[-1], tools=())
+    anthropic = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    assert [m["role"] for m in anthropic["messages"]] == ["user"]
+    text = "".join(b["text"] for b in anthropic["messages"][0]["content"])
+    assert text == SEPARATOR.join(s.text for s in prompt.sections if s.stability == "turn")
+    assert all("tool_calls" not in m for m in to_openai_chat(prompt, model="m")["messages"])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_native_requests_repeat_the_previous_turns_blocks_up_to_its_history_end(
+    tmp_path: Path, layout: Layout
+) -> None:
+    # The history now ends in a tool_result or a text block, in messages of both roles: the
+    # next turn's request must still hold every block before this one's history-end
+    # breakpoint unchanged, in the same messages, for Anthropic to read the cache there.
+    requests = [
+        to_anthropic_messages(p, model="m", max_tokens=10) for p in _session_with_tools(tmp_path, 5, layout)
+    ]
+
+    def blocks(request: dict[str, Any]) -> list[tuple[int, str, str]]:
+        out = []
+        for i, m in enumerate(request["messages"]):
+            for b in m["content"]:
+                plain = {k: v for k, v in b.items() if k != "cache_control"}
+                out.append((i, m["role"], json.dumps(plain, sort_keys=True)))
+        return out
+
+    for before, after in itertools.pairwise(requests[1:]):
+        old, new = blocks(before), blocks(after)
+        flat = [b for m in before["messages"] for b in m["content"]]
+        end = max(i for i, b in enumerate(flat) if "cache_control" in b and i < len(flat) - 1)
+        assert new[: end + 1] == old[: end + 1]
+        assert sum("cache_control" in b for m in after["messages"] for b in m["content"]) <= 4

@@ -344,11 +344,15 @@ def _openai_daemon(code: str, tmp: Path) -> None:
         ("call_3", "{}"),
     ]
     # Turn 2: the count's output did not fit after the prompt: a new prompt (its rounds now
-    # history), and the messages start over from it.
-    assert [m["role"] for m in calls[4]["messages"]] == ["system", "user"]
-    assert [m["role"] for m in calls[5]["messages"]] == ["system", "user"]
-    assert "count to 3000" in calls[5]["messages"][1]["content"]
-    assert "c2.1" in calls[5]["messages"][1]["content"], "the call is in the new prompt's history"
+    # history, the calls as native tool calls), and the messages start over from it.
+    for k in (4, 5):
+        messages = calls[k]["messages"]
+        assert [m["role"] for m in messages[:2]] == ["system", "user"]
+        assert messages[: len(calls[3]["messages"])] != calls[3]["messages"]
+    user_text = "\n".join(m["content"] for m in calls[5]["messages"] if m["role"] == "user")
+    assert "count to 3000" in user_text
+    history_calls = [c["id"] for m in calls[5]["messages"] for c in m.get("tool_calls", [])]
+    assert "c2.1" in history_calls, "the call is in the new prompt's history"
 
     records = _records(tmp / "state/agent-7")
     intents = [(b.tool, b.args) for b in (x.body for x in records) if isinstance(b, r.ToolIntent)]

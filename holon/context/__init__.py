@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ r
         to_openai_chat,
         to_openai_responses,
     )
-    from holon.context.budget import DEFAULT_BUDGET, Budget, Candidate, Form, plan_budget
+    from holon.context.budget import DEFAULT_BUDGET, Budget, Candidate, Form, ToolExchange, plan_budget
     from holon.context.estimator import (
         DEFAULT_ESTIMATOR,
         BpeEstimator,
@@ -82,6 +82,7 @@ __all__ = [
     "Ref",
     "RefSource",
     "RenderConfig",
+    "ToolExchange",
     "available_estimators",
     "build_context",
     "cache_last_block",
@@ -116,6 +117,7 @@ _HOMES: Final[dict[str, tuple[str, ...]]] = {
         "Budget",
         "Candidate",
         "Form",
+        "ToolExchange",
         "plan_budget",
     ),
     "holon.context.estimator": (

@@ -22,7 +22,10 @@
   assistant message a daemon appends to its next request.
 
 The tool definitions travel structured in ``tools``; their text section only counts
-their tokens and is not repeated in the system text.
+their tokens and is not repeated in the system text. The history's tool calls and their
+results (``PromptSection.calls``) are each provider's native blocks or items under their
+own ids, when the prompt defines tools (docs/context-rendering.md, *The history's tool
+calls*); the rest of the TurnScoped text is the user's.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ import copy
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any, Final, NoReturn
+from collections.abc import Callable, Mapping
+from typing import Any, Final, NamedTuple, NoReturn
 
 import blake3
+import msgspec
 
 import holon.records as r
+from holon.context.budget import ToolExchange
 from holon.context.prompt import SEPARATOR, Prompt, PromptSection
 from holon.errors import InvalidToolArguments, UsageError
 
@@ -76,10 +81,6 @@ def _key(prompt: Prompt, limit: int) -> str:
 
 def _prefix(prompt: Prompt) -> list[PromptSection]:
     return [s for s in prompt.sections if s.stability != "turn" and s.name != "tools"]
-
-
-def _turn_text(prompt: Prompt) -> str:
-    return SEPARATOR.join(s.text for s in prompt.sections if s.stability == "turn")
 
 
 #: What both providers accept as a tool name (Anthropic and OpenAI answer 400 otherwise).
@@ -138,38 +139,110 @@ def _breakpoint_after(prompt: Prompt, section: PromptSection) -> bool:
     return bool(stable) and stable[-1] is section
 
 
-def _turn_blocks(prompt: Prompt) -> list[tuple[str, bool]]:
-    """The TurnScoped text as content blocks: (text, ends at a breakpoint).
+class _Text(NamedTuple):
+    """A run of TurnScoped text; ``mark``: a cache breakpoint ends it."""
 
-    A block ends after each breakpoint section and at each of a section's ``cuts`` (in
-    the history, before every turn's first unit). The blocks joined are exactly the
-    TurnScoped text: a separator between two sections, or the line break at a cut,
-    starts the next block rather than ending the previous one, so a block holding the
-    end of this prompt's history is byte-identical in the next turn's prompt — where
-    the history goes on after it and no blank line follows — and Anthropic, which
-    matches whole blocks, reads the cached prefix there.
+    text: str
+    mark: bool
+
+
+class _Call(NamedTuple):
+    """A tool call and its result from the history, sent as the provider's own blocks."""
+
+    call: ToolExchange
+    output: str
+    mark: bool
+
+
+def _turn_pieces(prompt: Prompt, *, native: bool) -> list[_Text | _Call]:
+    """The TurnScoped text as content blocks, in order: text runs and (``native``) tool calls.
+
+    A text run ends after each breakpoint section and at each of a section's ``cuts`` (in
+    the history, before every turn's first unit). Without tool calls the runs joined are
+    exactly the TurnScoped text: a separator between two sections, or the line break at a
+    cut, starts the next run rather than ending the previous one, so a run holding the end
+    of this prompt's history is byte-identical in the next turn's prompt — where the
+    history goes on after it and no blank line follows — and Anthropic, which matches
+    whole blocks, reads the cached prefix there.
+
+    ``native``: each of a section's ``calls`` is a :class:`_Call` instead of its text — its
+    call line, and its result's head and output as the output — and the line breaks
+    joining it to the text around it are dropped. A run that would be blank is left out
+    (Anthropic rejects a blank text block) and its breakpoint goes to the piece before it.
     """
-    blocks: list[tuple[str, bool]] = []
-    run = ""  # the text of the block being built
+    pieces: list[_Text | _Call] = []
+    run = ""  # the text of the run being built
     pending = ""  # a separator owed before the next section's text
+
+    def close(text: str, mark: bool) -> None:
+        if text.strip():
+            pieces.append(_Text(text, mark))
+        elif mark and pieces:
+            pieces[-1] = pieces[-1]._replace(mark=True)
+
     for section in prompt.sections:
         if section.stability != "turn":
             continue
         text = pending + section.text
         shift = len(pending)
         pending = SEPARATOR
+        # (position, order, call): a cut ends a run there; a call spans to its end.
+        events: list[tuple[int, int, ToolExchange | None]] = [(cut + shift, 0, None) for cut in section.cuts]
+        if native:
+            events += [(call.start + shift, 1, call) for call in section.calls]
+        events.sort(key=lambda event: (event[0], event[1]))
         start = 0
-        for cut in section.cuts:
-            piece = text[start : cut + shift]
-            blocks.append((run + piece, False))
-            run, start = "", cut + shift
+        for at, _, call in events:
+            if call is None:
+                if at >= start:
+                    close(run + text[start:at], False)
+                    run, start = "", at
+                continue
+            before = run + text[start:at]
+            close(before[:-1] if before.endswith("\n") else before, False)
+            pieces.append(_Call(call, text[call.result + shift : call.end + shift], False))
+            run, start = "", call.end + shift
+            if text.startswith("\n", start):
+                start += 1
         run += text[start:]
         if section.breakpoint:
-            blocks.append((run, True))
+            close(run, True)
             run = ""
     if run:
-        blocks.append((run, False))
-    return blocks
+        close(run, False)
+    return pieces
+
+
+#: Call ids each provider accepts (Anthropic: letters, digits, ``_`` and ``-``; OpenAI: at
+#: most 40 characters for a Chat Completions tool call).
+_ANTHROPIC_ID: Final = re.compile(r"[a-zA-Z0-9_-]+")
+_OPENAI_ID_MAX: Final = 40
+
+
+def _call_ids(pieces: list[_Text | _Call], ok: Callable[[str], bool]) -> list[str]:
+    """The id each call in ``pieces`` is sent under: its own, unless the provider refuses it.
+
+    A refused id (a character or a length the provider rejects) or one already used in
+    this request (ids are unique per request; an imported run may reuse them) is sent as
+    ``holon_`` and 24 hex digits of the blake3 of the id and its occurrence: the same in
+    every request that holds the same history, so the cached prefix stays byte-identical.
+    """
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for piece in pieces:
+        if not isinstance(piece, _Call):
+            continue
+        own = piece.call.call_id
+        n = seen[own] = seen.get(own, 0) + 1
+        if n == 1 and ok(own):
+            ids.append(own)
+        else:
+            ids.append("holon_" + blake3.blake3(f"{own}#{n}".encode()).hexdigest()[:24])
+    return ids
+
+
+def _arguments(call: ToolExchange) -> str:
+    return msgspec.json.encode(call.arguments, order="sorted").decode()
 
 
 def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dict[str, Any]:
@@ -200,7 +273,23 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
                 tools_marked = True
             continue
         system.append(({"type": "text", "text": section.text}, mark))
-    content = [({"type": "text", "text": text}, mark) for text, mark in _turn_blocks(prompt)]
+    # Tool blocks in a request that defines no tools are refused: without tools the
+    # history's calls stay text.
+    pieces = _turn_pieces(prompt, native=bool(tools))
+    ids = iter(_call_ids(pieces, lambda own: _ANTHROPIC_ID.fullmatch(own) is not None))
+    # (role, [(block, marked)]): a call is the assistant's tool_use, its result the next
+    # user message's first block, as Anthropic requires (results before any text).
+    messages: list[tuple[str, list[tuple[dict[str, Any], bool]]]] = [("user", [])]
+    for piece in pieces:
+        if isinstance(piece, _Text):
+            messages[-1][1].append(({"type": "text", "text": piece.text}, piece.mark))
+            continue
+        call_id = next(ids)
+        use = {"type": "tool_use", "id": call_id, "name": piece.call.tool, "input": piece.call.arguments}
+        messages.append(("assistant", [(use, False)]))
+        result = {"type": "tool_result", "tool_use_id": call_id, "content": piece.output}
+        messages.append(("user", [(result, piece.mark)]))
+    content = [block for _, blocks in messages for block in blocks]
     marks = 0
     for block, mark in [*([(tools[-1], True)] if tools_marked else []), *system, *content]:
         if mark and marks < MAX_ANTHROPIC_BREAKPOINTS:
@@ -211,7 +300,9 @@ def to_anthropic_messages(prompt: Prompt, *, model: str, max_tokens: int) -> dic
         request["tools"] = tools
     if system:
         request["system"] = [block for block, _ in system]
-    request["messages"] = [{"role": "user", "content": [block for block, _ in content]}]
+    request["messages"] = [
+        {"role": role, "content": [block for block, _ in blocks]} for role, blocks in messages if blocks
+    ]
     request["metadata"] = {"user_id": _key(prompt, MAX_ANTHROPIC_USER_ID)}
     return request
 
@@ -295,13 +386,50 @@ def _openai_system(prompt: Prompt) -> str:
     return SEPARATOR.join(s.text for s in _prefix(prompt) if s.text.strip())
 
 
+def _openai_turn(prompt: Prompt) -> list[tuple[str, _Call | None]]:
+    """The TurnScoped text as (user text, call after it), calls native where tools are defined.
+
+    Runs of text between two calls are joined back: without calls there is one, exactly
+    the TurnScoped text. The last entry's call is ``None``.
+    """
+    out: list[tuple[str, _Call | None]] = []
+    text = ""
+    for piece in _turn_pieces(prompt, native=bool(prompt.tools)):
+        if isinstance(piece, _Text):
+            text += piece.text
+        else:
+            out.append((text, piece))
+            text = ""
+    out.append((text, None))
+    return out
+
+
+def _openai_ok(own: str) -> bool:
+    return 0 < len(own) <= _OPENAI_ID_MAX
+
+
 def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
-    """An OpenAI Chat Completions request body for this prompt."""
+    """An OpenAI Chat Completions request body for this prompt.
+
+    The history's tool calls are assistant ``tool_calls`` each followed by its ``tool``
+    message, under the call's own id; the text around them is user messages.
+    """
     messages: list[dict[str, Any]] = []
     prefix = _openai_system(prompt)
     if prefix:
         messages.append({"role": "system", "content": prefix})
-    messages.append({"role": "user", "content": _turn_text(prompt)})
+    turn = _openai_turn(prompt)
+    ids = iter(_call_ids([c for _, c in turn if c is not None], _openai_ok))
+    for text, piece in turn:
+        if text or piece is None:
+            messages.append({"role": "user", "content": text})
+        if piece is None:
+            continue
+        call_id = next(ids)
+        function = {"name": piece.call.tool, "arguments": _arguments(piece.call)}
+        tool_call = {"id": call_id, "type": "function", "function": function}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [tool_call]})
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": piece.output})
     request: dict[str, Any] = {"model": model, "messages": messages}
     tools = prompt.tools
     if tools:
@@ -311,12 +439,26 @@ def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
 
 
 def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
-    """An OpenAI Responses request body for this prompt."""
+    """An OpenAI Responses request body for this prompt.
+
+    The history's tool calls are ``function_call`` items each followed by its
+    ``function_call_output``, under the call's own id; the text around them is user items.
+    """
     items: list[dict[str, Any]] = []
     prefix = _openai_system(prompt)
     if prefix:
         items.append({"role": "system", "content": prefix})
-    items.append({"role": "user", "content": _turn_text(prompt)})
+    turn = _openai_turn(prompt)
+    ids = iter(_call_ids([c for _, c in turn if c is not None], _openai_ok))
+    for text, piece in turn:
+        if text or piece is None:
+            items.append({"role": "user", "content": text})
+        if piece is None:
+            continue
+        call_id = next(ids)
+        call = {"type": "function_call", "call_id": call_id, "name": piece.call.tool}
+        items.append({**call, "arguments": _arguments(piece.call)})
+        items.append({"type": "function_call_output", "call_id": call_id, "output": piece.output})
     request: dict[str, Any] = {"model": model, "input": items}
     tools = prompt.tools
     if tools:

@@ -19,14 +19,23 @@ form whose omissions name everything it would have shown, with the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
 import holon.records as r
 from holon.errors import BudgetExceeded
 
-__all__ = ["DEFAULT_BUDGET", "Budget", "Candidate", "Form", "FormKind", "Stability", "plan_budget"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "Budget",
+    "Candidate",
+    "Form",
+    "FormKind",
+    "Stability",
+    "ToolExchange",
+    "plan_budget",
+]
 
 FormKind = Literal["full", "compact", "truncated", "omitted"]
 Stability = Literal["stable", "agent", "turn"]
@@ -65,13 +74,46 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
 DEFAULT_BUDGET: Final = Budget(context_window=200_000, output_reserve=8_000)
 
 
+class ToolExchange(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call and its result as they read in a section's text, for native adapters.
+
+    ``text[start:result]`` is the call's line, ``text[result:end]`` the result as shown
+    (its head line, then the output, a preview or the placeholder that names its ref).
+    An adapter that sends the history's tool calls as the provider's own blocks sends
+    ``arguments`` as the call's input and the result text as its output, under
+    ``call_id``; the text around the span stays text. ``arguments`` are the call's own
+    when the line shows them whole, else ``{"holon_note": <what the line shows>}`` (the
+    arguments cut to a preview, or the stub of a call that declared a plan), so the
+    native form says no more and no less than the text.
+    """
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    start: int
+    result: int
+    end: int
+
+    def shifted(self, by: int) -> ToolExchange:
+        """The same exchange in a text that holds this one's text from offset ``by``."""
+        return ToolExchange(
+            call_id=self.call_id,
+            tool=self.tool,
+            arguments=self.arguments,
+            start=self.start + by,
+            result=self.result + by,
+            end=self.end + by,
+        )
+
+
 class Form(msgspec.Struct, frozen=True, kw_only=True):
     """One rendering of a section: its kind, text, token count and what it left out.
 
     ``omissions`` names, with the ref that restores it, everything this form shortens or
     drops compared with the section's full content. ``cuts`` are offsets of line breaks
     in ``text`` where an adapter may start a new content block (see
-    :attr:`~holon.context.PromptSection.cuts`).
+    :attr:`~holon.context.PromptSection.cuts`); ``calls`` the tool calls with their
+    results it shows, in text order (see :class:`ToolExchange`).
     """
 
     kind: FormKind
@@ -79,6 +121,7 @@ class Form(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int
     omissions: tuple[r.Omission, ...] = ()
     cuts: tuple[int, ...] = ()
+    calls: tuple[ToolExchange, ...] = ()
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):

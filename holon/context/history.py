@@ -31,12 +31,12 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 import holon.records as r
-from holon.context.budget import Form, FormKind
+from holon.context.budget import Form, FormKind, ToolExchange
 from holon.context.evidence import EvidenceView, window_view
 from holon.context.inputs import ContextInputs
 from holon.context.refs import blob_ref, ledger_ref
@@ -70,7 +70,9 @@ class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
     """One indivisible history item: a message, a brief, or a tool call with its result.
 
     ``clearable`` is the tokens clearing its result would free (0: it may not be cleared),
-    and ``result_seq`` the result's seq, for a tool call.
+    and ``result_seq`` the result's seq, for a tool call. ``call`` is a tool call's
+    exchange with offsets in ``text`` (its ``end`` is set where the unit is placed: a cut
+    shortens the text), ``None`` for a message or when only a cut's note is shown.
     """
 
     seq: int
@@ -84,6 +86,7 @@ class HistoryUnit(msgspec.Struct, frozen=True, kw_only=True):
     whole_from: int = 0
     result_seq: int | None = None
     clearable: int = 0
+    call: ToolExchange | None = None
 
 
 class HistoryRules(msgspec.Struct, frozen=True, kw_only=True):
@@ -295,11 +298,14 @@ def history_units(
                 f"[declares plan {ledger_ref(p.plan.seq)}: {n} step{'' if n == 1 else 's'}; working memory "
                 f"shows the current plan — restore with ref {ledger_ref(p.intent_seq)}]"
             )
+            arguments: dict[str, Any] = {"holon_note": args}
         else:
             args = msgspec.json.encode(p.intent.args, order="sorted").decode()
+            arguments = p.intent.args
             if capped and count(args) > rules.message_max_tokens:
                 ref = ledger_ref(p.intent_seq)
                 args = args[: preview_chars * 2] + f"… [arguments truncated — restore with ref {ref}]"
+                arguments = {"holon_note": args}
                 omissions.append(
                     r.Omission(
                         section="history", ref=ref, reason=f"arguments of {p.intent.call_id} over the cap"
@@ -357,6 +363,14 @@ def history_units(
                 whole_from=len(head),
                 result_seq=p.result_seq,
                 clearable=clearable,
+                call=ToolExchange(
+                    call_id=p.intent.call_id,
+                    tool=p.intent.tool,
+                    arguments=dict(arguments),
+                    start=0,
+                    result=len(call) + 1,
+                    end=0,
+                ),
             )
         )
     units.sort(key=lambda u: u.seq)
@@ -399,12 +413,18 @@ def _render_units(
             text="\n".join([*head, *(u.text for u in before)]),
             tokens=tokens,
             cuts=_turn_cuts(head, before, anchored=anchor is not None),
+            calls=_calls(head, before),
         )
     work: Form | None = None
     if after:
         tokens = count(TURN_WORK_HEADER) + 1 + sum(u.tokens + 1 for u in after)
         kind = "truncated" if any(u.cleared for u in after) else "full"
-        work = Form(kind=kind, text="\n".join([TURN_WORK_HEADER, *(u.text for u in after)]), tokens=tokens)
+        work = Form(
+            kind=kind,
+            text="\n".join([TURN_WORK_HEADER, *(u.text for u in after)]),
+            tokens=tokens,
+            calls=_calls([TURN_WORK_HEADER], after),
+        )
     # The units read but left before the start: what this prompt moved out of view (the
     # placeholder names everything older; reading it all back would cost the ledger's size).
     omissions = [
@@ -415,6 +435,18 @@ def _render_units(
     for u in shown:
         omissions.extend(u.cleared)
     return history, work, omissions
+
+
+def _calls(head: Sequence[str], units: Sequence[HistoryUnit]) -> tuple[ToolExchange, ...]:
+    """The tool exchanges of ``units`` joined by line breaks after the ``head`` lines, placed."""
+    calls: list[ToolExchange] = []
+    offset = sum(len(line) + 1 for line in head)
+    for unit in units:
+        if unit.call is not None:
+            placed = unit.call.shifted(offset)
+            calls.append(msgspec.structs.replace(placed, end=offset + len(unit.text)))
+        offset += len(unit.text) + 1
+    return tuple(calls)
 
 
 def _turn_cuts(head: Sequence[str], units: Sequence[HistoryUnit], *, anchored: bool) -> tuple[int, ...]:
@@ -759,13 +791,15 @@ def _cut_to_fit(unit: HistoryUnit, room: int, count: Counter) -> HistoryUnit | N
         lo = 0
     shown = text(lo)
     tokens = count(shown)
+    # Only the note shown: no call line is left to send as the provider's tool blocks.
+    call = unit.call if lo else None
     cut = tuple(
         r.Omission(
             section="history", ref=ref, reason="history item cut to fit the room", tokens=unit.tokens - tokens
         )
         for ref in unit.refs
     )
-    return msgspec.structs.replace(unit, text=shown, tokens=tokens, cleared=(*unit.cleared, *cut))
+    return msgspec.structs.replace(unit, text=shown, tokens=tokens, cleared=(*unit.cleared, *cut), call=call)
 
 
 def _plan(layout: _Layout, start: int, anchor: int, count: Counter, *, whole: bool = False) -> HistoryPlan:

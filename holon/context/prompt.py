@@ -17,7 +17,7 @@ import blake3
 import msgspec
 
 import holon.records as r
-from holon.context.budget import FormKind, Stability
+from holon.context.budget import FormKind, Stability, ToolExchange
 
 __all__ = [
     "SEPARATOR",
@@ -52,6 +52,7 @@ class PromptSection(msgspec.Struct, frozen=True, kw_only=True):
     form: FormKind = "full"
     breakpoint: bool = False
     cuts: tuple[int, ...] = ()
+    calls: tuple[ToolExchange, ...] = ()
 
 
 class CacheIdentity(msgspec.Struct, frozen=True, kw_only=True):

@@ -498,6 +498,7 @@ def _section(name: str, form: Form, layout: Layout) -> PromptSection:
         tokens=form.tokens,
         form=form.kind,
         cuts=form.cuts,
+        calls=form.calls,
     )
 
 
@@ -826,8 +827,12 @@ def _assemble(
         # in the order it happened (its tokens were fitted with the history's).
         given = chosen["current_input"]
         work = history.turn_work
+        shift = len(given.text) + 1
         chosen["current_input"] = msgspec.structs.replace(
-            given, text=f"{given.text}\n{work.text}", tokens=given.tokens + work.tokens
+            given,
+            text=f"{given.text}\n{work.text}",
+            tokens=given.tokens + work.tokens,
+            calls=(*given.calls, *(call.shifted(shift) for call in work.calls)),
         )
 
     sections: list[PromptSection] = []
