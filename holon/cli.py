@@ -1174,6 +1174,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
             "unmatched_intents": report.unmatched_intents,
             "skipped": report.skipped,
             "synthetic_clock": report.synthetic_clock,
+            "declared_tools": list(report.declared_tools),
             "continued_after": held,
             "already_imported": continued is not None and not records,
             "agent_id": ledger.agent_id,
@@ -1192,6 +1193,11 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
                 f"({report.unmatched_intents} without a result); "
                 f"skipped: {skipped}"
             )
+            if report.declared_tools:
+                _echo(
+                    f"declared {_count(len(report.declared_tools), 'tool')} the transcript called without "
+                    f"defining (by name only): {', '.join(report.declared_tools)}"
+                )
             if report.synthetic_clock:
                 # Otherwise nothing says so: holon stats' hours and the audit's tool and turn
                 # durations read the invented clock as if it were the agent's.

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from holon.importers import IMPORTERS, ImportReport
-from holon.records import Message
+from holon.importers._builder import UNDEFINED_TOOL
+from holon.records import Message, ToolDefinition
 
 USER = {"role": "user", "content": "fix it"}
 
@@ -27,3 +28,10 @@ def parse_as(fmt: str, data: bytes) -> ImportReport:
 
 def message_texts(report: ImportReport) -> list[str]:
     return [rec.body.text for rec in report.records if isinstance(rec.body, Message)]
+
+
+def declared(*names: str) -> tuple[ToolDefinition, ...]:
+    """The definitions an import adds for the tools a transcript called without defining them."""
+    return tuple(
+        ToolDefinition(name=name, description=UNDEFINED_TOOL, parameters={"type": "object"}) for name in names
+    )

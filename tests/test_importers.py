@@ -552,7 +552,7 @@ def test_each_run_of_a_file_starts_with_the_environment_that_names_it() -> None:
 
     # The second run's directory is its own: until it reports one, it is not the first run's.
     data = openhands_run("calc-1", "/workspace") + b"\n" + openhands_run("calc-2", "/workspace")
-    assert _sessions("openhands", data) == [(0, "calc-1", None), (7, "calc-2", None)]
+    assert _sessions("openhands", data) == [(0, "calc-1", None), (8, "calc-2", None)]
     # A run's id that an earlier run had (a rerun appended to the output) still starts another run.
     data = openhands_run("calc-1", "/workspace") + b"\n" + openhands_run("calc-1", "/workspace")
     assert [s[1] for s in _sessions("openhands", data)] == ["calc-1", "calc-1#2"]

@@ -14,6 +14,7 @@ from holon.records import (
     Message,
     PlanStep,
     Record,
+    SystemPolicy,
     TaskResult,
     TaskStarted,
     ToolIntent,
@@ -23,7 +24,7 @@ from holon.records import (
     WorkPlan,
     encode_json_record,
 )
-from tests.importers_support import claude_jsonl
+from tests.importers_support import claude_jsonl, declared
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "claude-code"
 T0 = 1_740_823_200_000  # 2025-03-01T10:00:00Z, the first user message
@@ -48,6 +49,9 @@ def test_session_maps_to_exact_records() -> None:
             body=ContextSummary(text="Fix the flaky parser test", source="claude-code:summary"), ts=T0 - 1000
         ),
         Record(body=ExecutionEnvironment(cwd="/repo", branch="main", extra={"session_id": "s1"}), ts=T0),
+        # Claude Code records the calls, not the tools' definitions: the ones called are
+        # declared by name, before the first turn, at its time.
+        Record(body=SystemPolicy(text="", tools=declared("TodoWrite", "Bash", "Edit", "Read")), ts=T0),
         Record(body=TurnStarted(trigger="user_message", input=fix), ts=T0, turn=0),
         Record(body=Message(role="user", text=fix), ts=T0, turn=0),
         Record(body=Message(role="assistant", text="I'll plan this out."), ts=T0 + 1500, turn=0),
@@ -198,8 +202,12 @@ def test_interrupted_bash_result_and_reused_ids() -> None:
         ("t", "Bash", "interrupted", ()),
         ("t#2", "Write", "ok", ("/w/a.txt",)),
     ]
-    # No timestamps anywhere: the synthetic clock, 1000 ms per record from 0.
-    assert [r.ts for r in report.records] == [i * 1000 for i in range(len(report.records))]
+    # No timestamps anywhere: the synthetic clock, 1000 ms per record from 0 (the tools the
+    # import declares, before the first turn, share its time).
+    assert isinstance(report.records[0].body, SystemPolicy)
+    assert report.records[0].ts == report.records[1].ts == 0
+    rest = report.records[1:]
+    assert [r.ts for r in rest] == [i * 1000 for i in range(len(rest))]
 
 
 def test_assistant_activity_before_any_user_message_opens_a_continuation_turn() -> None:

@@ -21,6 +21,7 @@ from holon.records import (
     TurnStarted,
     encode_json_record,
 )
+from tests.importers_support import declared
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "openai-chat"
 
@@ -50,7 +51,11 @@ def test_conversation_maps_to_exact_records() -> None:
     bodies = [
         # The conversation names no run: it is the file's first.
         ExecutionEnvironment(extra={"session_id": "run 1"}),
-        SystemPolicy(text="You are a support agent. Confirm before cancelling.", tools=tools),
+        # refund_order is called but not among the conversation's tools: declared by name.
+        SystemPolicy(
+            text="You are a support agent. Confirm before cancelling.",
+            tools=(*tools, *declared("refund_order")),
+        ),
         TurnStarted(trigger="user_message", input=ask),
         Message(role="user", text=ask),
         Message(role="assistant", text="Let me look that up."),

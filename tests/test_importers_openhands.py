@@ -22,6 +22,7 @@ from holon.records import (
     TurnStarted,
     encode_json_record,
 )
+from tests.importers_support import declared
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "openhands"
 T0 = 1_746_028_800_000  # 2025-04-30T16:00:00 (naive timestamps are read as UTC)
@@ -73,7 +74,14 @@ def test_runs_map_to_exact_records() -> None:
     timeline: list[tuple[object, int, int | None]] = [
         # Each run starts with the environment that names it by its instance.
         (ExecutionEnvironment(extra={"session_id": "calc-1"}), T0, None),
-        (SystemPolicy(text="You are OpenHands agent.", tools=(bash,)), T0, None),
+        # The tools it called without defining them are declared by name.
+        (
+            SystemPolicy(
+                text="You are OpenHands agent.", tools=(bash, *declared("str_replace_editor", "think"))
+            ),
+            T0,
+            None,
+        ),
         (TurnStarted(trigger="user_message", input=ask), T0 + 1000, 0),
         (Message(role="user", text=ask), T0 + 1000, 0),
         # The model's text accompanying a call (`args.thought`) is its assistant message.

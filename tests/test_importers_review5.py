@@ -59,7 +59,16 @@ def test_a_claude_code_subagent_transcript_imports_its_conversation() -> None:
     # event `isSidechain: true`. It was imported as nothing ("holds no claude-code conversation").
     report = parse_as("claude-code", claude_jsonl(*_sidechain(_PROMPT, _CALL, _RESULT, _ANSWER)))
     kinds = [type(record.body).__name__ for record in report.records]
-    assert kinds == ["TurnStarted", "Message", "Message", "ToolIntent", "ToolResult", "Message", "TurnEnded"]
+    assert kinds == [
+        "SystemPolicy",  # the tool it called, declared by name
+        "TurnStarted",
+        "Message",
+        "Message",
+        "ToolIntent",
+        "ToolResult",
+        "Message",
+        "TurnEnded",
+    ]
     assert report.turns == 1 and report.tool_calls == 1 and report.unmatched_intents == 0
     assert "sidechain event" not in report.skipped
     texts = [r.body.text for r in report.records if isinstance(r.body, Message)]

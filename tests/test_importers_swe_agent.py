@@ -21,6 +21,7 @@ from holon.records import (
     TurnStarted,
     encode_json_record,
 )
+from tests.importers_support import declared
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "swe-agent"
 
@@ -51,7 +52,11 @@ def test_function_calling_run_maps_to_exact_records() -> None:
     bodies = [
         # The run's start: its working directory, and its name (no instance id here, so its place).
         ExecutionEnvironment(cwd="/testbed", extra={"session_id": "run 1"}),
-        SystemPolicy(text="You are an autonomous programmer."),
+        # The trajectory records the calls, not the tools' definitions: declared by name.
+        SystemPolicy(
+            text="You are an autonomous programmer.",
+            tools=declared("bash", "create", "open", "edit", "submit"),
+        ),
         TurnStarted(trigger="user_message", input=issue),
         Message(role="user", text=issue),
         *step("Look around.", "call_a", "bash", {"command": "ls"}, "src/ tests/", 250),

@@ -189,7 +189,9 @@ def _turn_pieces(prompt: Prompt, *, native: bool) -> list[_Text | _Call]:
         # (position, order, call): a cut ends a run there; a call spans to its end.
         events: list[tuple[int, int, ToolExchange | None]] = [(cut + shift, 0, None) for cut in section.cuts]
         if native:
-            events += [(call.start + shift, 1, call) for call in section.calls]
+            # A call under a name the providers refuse stays text: as a block it is a 400.
+            named = [call for call in section.calls if _TOOL_NAME.fullmatch(call.tool)]
+            events += [(call.start + shift, 1, call) for call in named]
         events.sort(key=lambda event: (event[0], event[1]))
         start = 0
         for at, _, call in events:

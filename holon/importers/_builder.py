@@ -25,6 +25,7 @@ owns the rules every format shares, so they hold the same way everywhere:
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final, Literal
@@ -38,6 +39,8 @@ from holon.records import (
     Message,
     PlanStep,
     Record,
+    SystemPolicy,
+    ToolDefinition,
     ToolIntent,
     ToolResult,
     TurnEnded,
@@ -46,7 +49,7 @@ from holon.records import (
     non_json_value,
 )
 
-__all__ = ["SYNTHETIC_STEP_MS", "ImportReport", "PendingCall", "TranscriptBuilder"]
+__all__ = ["SYNTHETIC_STEP_MS", "UNDEFINED_TOOL", "ImportReport", "PendingCall", "TranscriptBuilder"]
 
 #: A plan step's status, as :class:`~holon.records.PlanStep` takes it.
 StepStatus = Literal["pending", "in_progress", "done", "blocked", "skipped"]
@@ -67,7 +70,9 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     transcript had no timestamps, so the records' ``ts`` count from 0 (see :meth:`after`).
     ``session_id`` is the first session id the transcript itself names (Claude Code's
     ``sessionId``, a run's own id), ``None`` when it names none (its runs are then
-    ``run <n>``, ids holon made up).
+    ``run <n>``, ids holon made up). ``declared_tools`` are the tools the agent called
+    that the transcript never defined, which the import declared by name (see
+    :meth:`TranscriptBuilder.finish`).
     """
 
     format: str
@@ -76,6 +81,7 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     skipped: dict[str, int] = {}
     synthetic_clock: bool = False
     session_id: str | None = None
+    declared_tools: tuple[str, ...] = ()
 
     def after(self, ts_ms: int, *, last_turn: int | None = None) -> ImportReport:
         """This import placed after a record at ``ts_ms`` (the last of the ledger it goes to).
@@ -478,13 +484,66 @@ class TranscriptBuilder:
     # ------------------------------------------------------------------ finish
 
     def finish(self) -> ImportReport:
-        """Close the last turn and return the report."""
+        """Close the last turn and return the report.
+
+        The tools the agent called but no ``SystemPolicy`` of the transcript defined (Claude
+        Code, SWE-agent and most chat logs record the calls, not the definitions) are
+        declared by name, with an object schema and a description that says so: in every
+        ``SystemPolicy``, or in one of its own before the first turn when the transcript
+        has none. The run had those tools; a prompt rendered from the import
+        defines them, so its history's calls can travel as the provider's own tool blocks
+        (Anthropic refuses them in a request that defines no tools). A name the providers
+        refuse (not 1-64 letters, digits, ``_`` or ``-``) is not declared: its calls stay
+        text. A sub-agent's calls (``task_id``) are not the agent's and declare nothing.
+        """
         self.end_turn()
+        records, declared = _declare_used_tools(self._records)
         return ImportReport(
             format=self._format,
             source=self._source,
-            records=tuple(self._records),
+            records=records,
             skipped=dict(sorted(self._skipped.items())),
             synthetic_clock=self._start_ms is None,
             session_id=self._named_session,
+            declared_tools=declared,
         )
+
+
+#: The description of a tool the transcript used without defining it.
+UNDEFINED_TOOL: Final = "Imported: the transcript used this tool but does not record its definition."
+#: A tool name both Anthropic and OpenAI accept.
+_TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def _declare_used_tools(records: list[Record]) -> tuple[tuple[Record, ...], tuple[str, ...]]:
+    """``records`` with the agent's undefined tools declared, and those tools' names."""
+    defined = {tool.name for rec in records if isinstance(rec.body, SystemPolicy) for tool in rec.body.tools}
+    used = dict.fromkeys(
+        rec.body.tool
+        for rec in records
+        if isinstance(rec.body, ToolIntent)
+        and rec.body.task_id is None
+        and _TOOL_NAME.fullmatch(rec.body.tool)
+    )
+    missing = tuple(name for name in used if name not in defined)
+    if not missing:
+        return tuple(records), ()
+    declared = tuple(
+        ToolDefinition(name=name, description=UNDEFINED_TOOL, parameters={"type": "object"})
+        for name in missing
+    )
+    out = list(records)
+    policies = [i for i, rec in enumerate(out) if isinstance(rec.body, SystemPolicy)]
+    for i in policies:
+        # Each policy stands for its run's tools: a later one replaces the earlier.
+        policy = out[i].body
+        assert isinstance(policy, SystemPolicy)
+        out[i] = msgspec.structs.replace(
+            out[i], body=msgspec.structs.replace(policy, tools=(*policy.tools, *declared))
+        )
+    if not policies:
+        # Before the first turn, after what the run opens with (its environment, a summary).
+        at = next((i for i, rec in enumerate(out) if rec.turn is not None), len(out))
+        ts = out[at].ts if at < len(out) else (out[-1].ts if out else 0)
+        out.insert(at, Record(body=SystemPolicy(text="", tools=declared), ts=ts, turn=None))
+    return tuple(out), missing
