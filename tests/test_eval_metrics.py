@@ -16,8 +16,10 @@ from benchmarks.eval.metrics import (
     carried,
     common_prefix,
     evaluate,
+    suffix_ceiling,
+    suffix_share,
 )
-from benchmarks.eval.policies import POLICIES, RestoreOutcome
+from benchmarks.eval.policies import POLICIES, HolonPolicy, RestoreOutcome, new_content
 from benchmarks.eval.report import breaks_table, evidence_table, verdicts
 from benchmarks.eval.run import fingerprint
 from benchmarks.eval.scenario import LIVE_KINDS, STALE_KINDS, Fact, Scenario, generate
@@ -431,3 +433,40 @@ def test_the_structured_verdicts_name_only_the_stale_kinds_the_run_has() -> None
     checks = verdicts([*group, _family_run("holon", "generated", **figures)])
     (carry,) = [v for v in checks if "false carry-over" in v.target]
     assert carry.met and carry.detail.endswith("((call, fact) pairs: abandoned 0, superseded_plan 0)")
+
+
+# --------------------------------------------------------------------------- the cached share's ceiling
+
+
+def test_the_ceiling_drops_the_whole_history_when_the_window_fills() -> None:
+    # Head 1,100 (cacheable: over the 1,024 minimum), 700 new tokens a call, 3,000 available:
+    # the prompt grows 1,800 -> 2,500, then the next call would need 3,200, so the history
+    # is dropped: 1,100 + 700 again.
+    new, heads = [700, 700, 700, 700], [1_100] * 4
+    sizes = [1_800, 2_500, 1_800, 2_500]
+    cached = [0, block_floor(1_800), block_floor(1_100), block_floor(1_800)]
+    assert suffix_ceiling(new, heads, 3_000) == pytest.approx(sum(cached) / sum(sizes))
+    # A head under the cache's minimum is never read; only the grown prompts are.
+    assert suffix_ceiling(new, [100] * 4, 3_000) < suffix_ceiling(new, heads, 3_000)
+    assert suffix_ceiling([], [], 3_000) == 0.0
+
+
+def test_at_the_eval_budgets_keeping_history_at_a_move_caches_less() -> None:
+    # A move re-sends what it keeps and brings the next move closer: in a window with a
+    # cacheable head and a call's new evidence a tenth of it, the best is to keep nothing.
+    new, heads = [600] * 200, [1_700] * 200
+    shares = [suffix_share(new, heads, 7_000, keep) for keep in (0.0, 0.3, 0.6, 0.9)]
+    assert shares == sorted(shares, reverse=True) and shares[0] > shares[-1]
+    assert suffix_ceiling(new, heads, 7_000) == shares[0]
+    # ... and a larger window, with more calls between moves, caches more.
+    assert suffix_ceiling(new, heads, 28_000) > suffix_ceiling(new, heads, 7_000) + 0.05
+
+
+def test_holons_cached_share_is_under_its_ceiling() -> None:
+    scenario = generate("ceiling", 40, seed=8, max_rounds=4)
+    budget = Budget(context_window=8_000, output_reserve=1_000)
+    counter = TokenCounter()
+    run = evaluate(HolonPolicy(scenario, budget, counter), scenario, window=8_000, available=budget.available)
+    assert run.policy == "holon" and len(run.heads) == run.calls
+    ceiling = suffix_ceiling(new_content(scenario, budget, counter), run.heads, budget.available)
+    assert 0 < run.prefix.share <= ceiling < 1

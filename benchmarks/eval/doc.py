@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.eval.metrics import PolicyRun
-from benchmarks.eval.report import Verdict, breaks_table, evidence_table, markdown_tables
+from benchmarks.eval.report import Verdict, breaks_table, ceiling_table, evidence_table, markdown_tables
 
 __all__ = ["write_doc"]
 
@@ -58,5 +58,21 @@ def write_doc(
         "is new content (a tool's output, the model's own message), which no cache can serve.\n"
     )
     parts.append(breaks_table(generated))
+    ceilings = ceiling_table(generated)
+    if ceilings:
+        parts.append("\n\n## The cached share's ceiling at each budget\n")
+        parts.append(
+            "A layout whose history is a suffix of the run (every policy here, holon's two layouts "
+            "included) sends each call's new evidence once, uncached, and when its history no "
+            "longer fits sends everything after its head again. The *ceiling* is the cached share "
+            "(prefix blocks) of the best such layout with holon's own head — the sections before "
+            "its history, taken as always cached — at the same budget, with nothing after the "
+            "history, over the share of the history's room a move keeps (0-90%; keeping nothing "
+            "wins at these budgets: it puts the next move furthest away). See "
+            "`benchmarks.eval.metrics.suffix_ceiling`. It forgets more than any policy here may, "
+            "and still caches less than 90% where a call's new evidence is a large part of the "
+            "window: a move then comes every few calls whatever the layout does.\n"
+        )
+        parts.append(ceilings)
     parts.append("\n" + _ANALYSIS.read_text(encoding="utf-8").format(digest=digest))
     path.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")

@@ -50,7 +50,13 @@ __all__ = [
     "carried",
     "common_prefix",
     "evaluate",
+    "suffix_ceiling",
+    "suffix_share",
 ]
+
+#: The sections of a holon prompt before its history that change only at a move or an
+#: epoch (the recitation layout's head): what a suffix-history layout keeps cached.
+HEAD_SECTIONS: Final = frozenset({"system", "tools", "context_summary", "episodes", "mandate"})
 
 READ_PRICE: Final = 0.1
 WRITE_PRICE: Final = 1.25
@@ -219,6 +225,62 @@ class BreakpointCache:
         return cached
 
 
+#: The shares of the history's room a move may keep, for :func:`suffix_ceiling`.
+KEEP_SHARES: Final = tuple(k / 10 for k in range(10))
+
+
+def suffix_share(
+    new: Sequence[int],
+    heads: Sequence[int],
+    available: int,
+    keep: float,
+    *,
+    minimum: int = 1024,
+    step: int = 128,
+) -> float:
+    """The cached share (prefix blocks) of a layout whose history is a suffix of the run.
+
+    At call ``k`` it sends a head of ``heads[k]`` tokens, always read from the cache, then
+    the history — each call's ``new[k]`` tokens, in order — and nothing after it, at most
+    ``available`` tokens in all. When the next call's new tokens do not fit, the history
+    moves: it keeps the newest calls' tokens up to ``keep`` of the room after the head
+    (sent again, uncached) and starts after them.
+    """
+    cached = total = 0
+    shown: list[int] = []  # the tokens of each call the history holds
+    size = 0  # tokens of the previous call's prompt
+    for k, (tokens, head) in enumerate(zip(new, heads, strict=True)):
+        if k and size + tokens <= available:
+            cached += block_floor(size, minimum, step)
+            shown.append(tokens)
+        else:
+            room = int(keep * max(0, available - head))
+            kept: list[int] = []
+            for item in reversed(shown):
+                if sum(kept) + item > room or head + sum(kept) + item + tokens > available:
+                    break
+                kept.append(item)
+            shown = [*reversed(kept), tokens]
+            cached += block_floor(head, minimum, step) if k else 0
+        size = head + sum(shown)
+        total += size
+    return cached / total if total else 0.0
+
+
+def suffix_ceiling(new: Sequence[int], heads: Sequence[int], available: int) -> float:
+    """The best cached share of the suffix-history layouts of :func:`suffix_share`.
+
+    Every policy here shows a suffix of the run after its head, so each call's new
+    evidence is sent once uncached and a move sends what the history keeps again. The
+    best such layout, with holon's own head taken as always cached and nothing after the
+    history, over the shares of the room a move keeps (:data:`KEEP_SHARES`) — at the
+    budgets measured, keeping nothing, which puts the next move furthest away. No policy
+    with the same head, budget and evidence caches much more: what it would need is to
+    keep old history in place while the newest is left out.
+    """
+    return max(suffix_share(new, heads, available, keep) for keep in KEEP_SHARES)
+
+
 @dataclass
 class PolicyRun:
     """Every figure of one policy on one scenario at one budget."""
@@ -246,6 +308,10 @@ class PolicyRun:
     # For sectioned prompts: (section where the prefix shared with the previous call ends,
     # whether the call is its turn's first) -> [calls, prompt tokens after that point].
     breaks: dict[tuple[str, bool], list[int]] = field(default_factory=dict)
+    # For sectioned prompts: the tokens of each call's head (:data:`HEAD_SECTIONS`), and the
+    # best cached share a layout with that head could reach (:func:`suffix_ceiling`).
+    heads: list[int] = field(default_factory=list)
+    ceiling: float | None = None
 
     @property
     def calls(self) -> int:
@@ -325,6 +391,13 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
         prefix.call(prompt, cum, chain)
         breakpoints.call(prompt, cum, chain)
         shared = hashes.shared  # lines in common with the previous call
+        if prompt.sections:
+            head_end = 0  # lines of the head: the sections before the first that is not
+            for name, end in prompt.sections:
+                if name not in HEAD_SECTIONS:
+                    break
+                head_end = end
+            run.heads.append(cum[head_end])
         if prompt.sections and call > 0:
             where = next((name for name, end in prompt.sections if shared < end), "(identical)")
             first = call < len(turns) and turns[call] != turns[call - 1]

@@ -87,6 +87,7 @@ __all__ = [
     "RestoreOutcome",
     "RollingWindow",
     "ToolClearing",
+    "new_content",
 ]
 
 RestoreOutcome = Literal["restored", "mismatch", "no ref"]
@@ -219,6 +220,21 @@ class _Transcript:
     def restore(self, key: str) -> RestoreOutcome:
         # A chat transcript keeps no reference to what it dropped.
         return "no ref"
+
+
+def new_content(scenario: Scenario, budget: Budget, counter: TokenCounter) -> list[int]:
+    """Tokens each model call is the first to see: the transcript items since the previous call.
+
+    What any policy that shows a call's new evidence verbatim must send uncached at least
+    once (see :func:`benchmarks.eval.metrics.suffix_ceiling`).
+    """
+    transcript = _Transcript(scenario, budget, counter)
+    out = []
+    for position in scenario.calls:
+        before = len(transcript.items)
+        transcript._advance(position)
+        out.append(sum(item.tokens for item in transcript.items[before:]))
+    return out
 
 
 class FullHistory(_Transcript):

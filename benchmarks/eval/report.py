@@ -18,6 +18,7 @@ __all__ = [
     "COLORS",
     "Verdict",
     "breaks_table",
+    "ceiling_table",
     "evidence_table",
     "markdown_tables",
     "svg_chart",
@@ -245,6 +246,21 @@ class Verdict:
     detail: str
 
 
+def ceiling_table(runs: Sequence[PolicyRun]) -> str:
+    """Each holon run's cached share beside the ceiling of a layout with its head (markdown)."""
+    rows = ["| scenario @ window | policy | cached share (prefix blocks) | ceiling | share of the ceiling |"]
+    rows.append("|---|---|---:|---:|---:|")
+    for run in runs:
+        if run.ceiling is None:
+            continue
+        near = run.prefix.share / run.ceiling if run.ceiling else 0.0
+        rows.append(
+            f"| {run.scenario} @ {run.window // 1000}k | {run.policy} | {_pct(run.prefix.share)} | "
+            f"{_pct(run.ceiling)} | {_pct(near)} |"
+        )
+    return "\n".join(rows) if len(rows) > 2 else ""
+
+
 def verdicts(runs: Sequence[PolicyRun]) -> list[Verdict]:
     """The issue's targets, checked on the generated scenarios (runs with planted facts).
 
@@ -313,11 +329,13 @@ def verdicts(runs: Sequence[PolicyRun]) -> list[Verdict]:
                     ", ".join(f"{n} {c / 1e6:.2f}M" for n, c in costs.items()),
                 )
             )
+        ceiling = f"; the ceiling of any layout with its head at this budget is {_pct(holon.ceiling)}"
         out.append(
             Verdict(
                 f"{where}: holon cached-token share ≥ 90% (prefix blocks)",
                 holon.prefix.share >= 0.9,
-                f"{_pct(holon.prefix.share)} (breakpoints {_pct(holon.breakpoints.share)})",
+                f"{_pct(holon.prefix.share)} (breakpoints {_pct(holon.breakpoints.share)})"
+                + (ceiling if holon.ceiling is not None else ""),
             )
         )
         out.append(

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Final
 
 from benchmarks.eval.doc import write_doc
-from benchmarks.eval.metrics import PolicyRun, evaluate
-from benchmarks.eval.policies import POLICIES
+from benchmarks.eval.metrics import PolicyRun, evaluate, suffix_ceiling
+from benchmarks.eval.policies import POLICIES, new_content
 from benchmarks.eval.report import svg_chart, terminal_table, verdicts
 from benchmarks.eval.scenario import SAMPLES, Scenario, generate, load_samples
 from benchmarks.eval.trace import TokenCounter
@@ -60,14 +60,16 @@ def run_scenario(scenario: Scenario, windows: Sequence[int] = WINDOWS) -> list[P
     # One memo of counts for all runs: a count depends only on the text, so sharing it
     # changes speed, never a figure.
     counter = TokenCounter()
+    new: list[int] | None = None
     for window in windows:
         budget = budget_for(window)
         for policy in POLICIES:
-            runs.append(
-                evaluate(
-                    policy(scenario, budget, counter), scenario, window=window, available=budget.available
-                )
-            )
+            made = policy(scenario, budget, counter)
+            run = evaluate(made, scenario, window=window, available=budget.available)
+            if run.heads:
+                new = new_content(scenario, budget, counter) if new is None else new
+                run.ceiling = suffix_ceiling(new, run.heads, budget.available)
+            runs.append(run)
     return runs
 
 
