@@ -10,7 +10,6 @@ import msgspec
 import pytest
 
 import holon.records as r
-from benchmarks.eval import policies
 from benchmarks.eval.doc import write_doc
 from benchmarks.eval.metrics import evaluate
 from benchmarks.eval.policies import (
@@ -29,6 +28,7 @@ from benchmarks.eval.trace import TokenCounter, call_positions, transcript_text
 from benchmarks.eval.unstructured import generate_coding, generate_conversation, generate_tasks
 from holon.context import Prompt, build_context
 from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS, to_anthropic_messages
+from holon.simulate import renderer
 
 BUDGET = budget_for(8_000)
 
@@ -202,7 +202,8 @@ def test_holon_blocks_are_the_content_blocks_its_adapter_sends(
         rendered.append(prompt)
         return prompt
 
-    monkeypatch.setattr(policies, "build_context", capture)
+    # The holon policy is the library's simulation (holon.simulate), which renders there.
+    monkeypatch.setattr(renderer, "build_context", capture)
     calls = list(HolonPolicy(scenario, BUDGET, TokenCounter()).prompts())
     renders = [call for call in calls if call.sections[-1][0] != "rounds"]
     assert len(renders) == len(rendered) and len(calls) > len(renders)

@@ -27,6 +27,8 @@ ALLOWED_HOLON = {
     "replay": {"records", "errors", "ledger", "projections", "context"},
     "search": {"records", "errors", "projections", "context"},
     "prompt_check": {"records", "errors", "projections", "context", "replay"},
+    # `holon simulate`: a ledger's evidence rendered under holon, written as a new ledger.
+    "simulate": {"records", "errors", "ledger", "projections", "context", "replay"},
     "cli": {
         "_version",
         "records",
@@ -41,6 +43,7 @@ ALLOWED_HOLON = {
         "search",
         "progress",
         "prompt_check",
+        "simulate",
     },
 }
 ALLOWED_THIRD_PARTY = {
@@ -55,6 +58,7 @@ ALLOWED_THIRD_PARTY = {
     "replay": {"msgspec"},
     "search": {"msgspec"},
     "prompt_check": {"msgspec"},
+    "simulate": {"msgspec", "blake3"},
     "progress": {"click"},
     "cli": {"msgspec", "click"},
 }

@@ -16,7 +16,8 @@ lifetime), as providers do:
 
 A prefix is looked up by its identity (:class:`PrefixHashes`), so a call that returns to
 an older prompt's prefix after a different one in between is served as a provider would
-serve it. tests/test_eval_metrics.py checks both models against brute-force stores.
+serve it. tests/test_eval_metrics.py checks both models against brute-force stores. The
+models live in the library (:mod:`holon.simulate.cache`), shared with ``holon simulate``.
 
 Cost, in uncached-token equivalents: reads at 0.1x, writes at 1.25x, the rest at 1x.
 Lines are compared whole; the tokens of a partly matching line are not counted as cached.
@@ -28,15 +29,23 @@ evidence likewise, at the calls that ask about it.
 from __future__ import annotations
 
 import statistics
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Final
 
 from benchmarks.eval.policies import Policy
 from benchmarks.eval.scenario import LIVE_KINDS, STALE_KINDS, Fact, Scenario
-from benchmarks.eval.trace import CallPrompt
+from holon.simulate import (
+    READ_PRICE,
+    WRITE_PRICE,
+    BreakpointCache,
+    CacheTotals,
+    PrefixCache,
+    PrefixHashes,
+    block_floor,
+    common_prefix,
+    cumulative,
+)
 
 __all__ = [
     "READ_PRICE",
@@ -57,172 +66,6 @@ __all__ = [
 #: The sections of a holon prompt before its history that change only at a move or an
 #: epoch (the recitation layout's head): what a suffix-history layout keeps cached.
 HEAD_SECTIONS: Final = frozenset({"system", "tools", "context_summary", "episodes", "mandate"})
-
-READ_PRICE: Final = 0.1
-WRITE_PRICE: Final = 1.25
-
-
-def block_floor(tokens: int, minimum: int = 1024, step: int = 128) -> int:
-    """The cacheable part of a prefix of ``tokens`` tokens: 0 under ``minimum``, else whole steps."""
-    if tokens < minimum:
-        return 0
-    return minimum + (tokens - minimum) // step * step
-
-
-def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    """Number of leading lines two prompts share."""
-    n = min(len(a), len(b))
-    lo, hi = 0, n  # the answer is in [lo, hi]
-    if list(a[:n]) == list(b[:n]):
-        return n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if list(a[:mid]) == list(b[:mid]):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-@dataclass
-class CacheTotals:
-    """Summed over calls: prompt tokens, tokens read from cache, tokens written to it."""
-
-    total: int = 0
-    cached: int = 0
-    written: int = 0
-    per_call: list[int] = field(default_factory=list)  # cached tokens of each call
-
-    def add(self, total: int, cached: int, written: int) -> None:
-        self.total += total
-        self.cached += cached
-        self.written += written
-        self.per_call.append(cached)
-
-    @property
-    def share(self) -> float:
-        return self.cached / self.total if self.total else 0.0
-
-    @property
-    def cost(self) -> float:
-        """Input cost in uncached-token equivalents (reads 0.1x, writes 1.25x, rest 1x)."""
-        rest = self.total - self.cached - self.written
-        return READ_PRICE * self.cached + WRITE_PRICE * self.written + rest
-
-
-def _cumulative(costs: Sequence[int]) -> list[int]:
-    return [0, *accumulate(costs)]
-
-
-class PrefixHashes:
-    """Prefix identities of a run's prompts: ``of(lines)[k]`` stands for ``lines[:k]``.
-
-    Each distinct line gets an int id in order of first sight, and the identity of a
-    prefix is the chain ``hash((identity of lines[:k-1], id of lines[k-1]))``. Ints and
-    tuples of ints hash alike in every process (``PYTHONHASHSEED`` only salts strings),
-    so the figures are deterministic. The chain is reused along the lines a prompt
-    shares with the previous one (:attr:`shared` after each call), so a call costs what
-    it adds.
-    """
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._lines: Sequence[str] = []
-        self._chain: list[int] = [0]
-        self.shared = 0
-
-    def of(self, lines: Sequence[str]) -> list[int]:
-        shared = self.shared = common_prefix(self._lines, lines)
-        chain = self._chain[: shared + 1]
-        ids = self._ids
-        identity = chain[-1]
-        for line in lines[shared:]:
-            id_ = ids.get(line)
-            if id_ is None:
-                id_ = ids[line] = len(ids)
-            identity = hash((identity, id_))
-            chain.append(identity)
-        self._lines, self._chain = lines, chain
-        return chain
-
-
-class PrefixCache:
-    """Automatic prefix caching in whole blocks against every earlier call.
-
-    The store holds one key per cached block boundary ``b`` of each call: ``b`` with the
-    identity of the shortest line prefix that holds ``b`` tokens. A call reads up to ``b``
-    exactly when an earlier call stored that key: it stored ``b``, and the lines the two
-    share hold ``b`` tokens in both calls' counts (the count of a shared last line can
-    differ, when it ends a block in one call only). A hit at ``b`` implies hits at every
-    smaller boundary (the earlier call stored those too), so the scan stops at the first
-    miss. Line costs are never negative, so positions only grow and can be bisected.
-    """
-
-    def __init__(self, minimum: int = 1024, step: int = 128) -> None:
-        self.minimum = minimum
-        self.step = step
-        self.totals = CacheTotals()
-        self._hashes = PrefixHashes()
-        self._store: set[int] = set()
-
-    def call(
-        self, prompt: CallPrompt, cum: Sequence[int] | None = None, chain: Sequence[int] | None = None
-    ) -> int:
-        """Account one call; returns the tokens read from cache.
-
-        ``cum`` (cumulative line costs) and ``chain`` (the prompt's prefix identities from
-        one :class:`PrefixHashes` per run) may be passed in when already computed.
-        """
-        cum = _cumulative(prompt.costs) if cum is None else cum
-        chain = self._hashes.of(prompt.lines) if chain is None else chain
-        store = self._store
-        total = cum[-1]
-        boundary = self.minimum
-        cached = 0
-        while boundary <= total and hash((boundary, chain[bisect_left(cum, boundary)])) in store:
-            cached = boundary
-            boundary += self.step
-        stored = block_floor(total, self.minimum, self.step)
-        while boundary <= stored:
-            store.add(hash((boundary, chain[bisect_left(cum, boundary)])))
-            boundary += self.step
-        self.totals.add(total, cached, max(0, stored - cached))
-        return cached
-
-
-class BreakpointCache:
-    """Anthropic-style caching at explicit breakpoints.
-
-    Cache entries are the identities of prefixes written at earlier calls' breakpoints;
-    a call reads the longest entry that is a prefix of it, ends at one of its block
-    boundaries (:attr:`CallPrompt.blocks`) and at or before its own last breakpoint.
-    """
-
-    def __init__(self, minimum: int = 1024) -> None:
-        self.minimum = minimum
-        self.totals = CacheTotals()
-        self._hashes = PrefixHashes()
-        self._entries: set[int] = set()
-
-    def call(
-        self, prompt: CallPrompt, cum: Sequence[int] | None = None, chain: Sequence[int] | None = None
-    ) -> int:
-        cum = _cumulative(prompt.costs) if cum is None else cum
-        chain = self._hashes.of(prompt.lines) if chain is None else chain
-        entries = self._entries
-        marks = [k for k in prompt.breakpoints if cum[k] >= self.minimum]
-        read = 0
-        if marks:
-            last = marks[-1]
-            ends = reversed(prompt.blocks) if prompt.blocks else range(last, 0, -1)
-            read = next((k for k in ends if k <= last and chain[k] in entries), 0)
-        cached = cum[read]
-        written = 0
-        if marks and marks[-1] > read:
-            written = cum[marks[-1]] - cached
-            entries.update(chain[k] for k in marks if k > read)
-        self.totals.add(cum[-1], cached, written)
-        return cached
 
 
 #: The shares of the history's room a move may keep, for :func:`suffix_ceiling`.
@@ -386,7 +229,7 @@ def evaluate(policy: Policy, scenario: Scenario, *, window: int, available: int)
         tokens = prompt.tokens
         run.tokens.append(tokens)
         run.over_budget += tokens > available
-        cum = _cumulative(prompt.costs)
+        cum = cumulative(prompt.costs)
         chain = hashes.of(prompt.lines)
         prefix.call(prompt, cum, chain)
         breakpoints.call(prompt, cum, chain)
