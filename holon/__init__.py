@@ -119,6 +119,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ r
         UnknownOutcome,
     )
     from holon.search import MemoryHit
+    from holon.simulate import Simulation, read_simulation, simulate_ledger, simulation_budget
 
 from holon._version import __version__
 
@@ -176,6 +177,7 @@ __all__ = [
     "RefSource",
     "RenderConfig",
     "RuntimeState",
+    "Simulation",
     "SystemPolicy",
     "TaskResult",
     "TaskStarted",
@@ -212,6 +214,7 @@ __all__ = [
     "parse_tool_arguments",
     "post_turn_refresh",
     "prompt_rendered",
+    "read_simulation",
     "read_transcript",
     "refresh_before_prompt",
     "refresh_episode_memory",
@@ -219,6 +222,8 @@ __all__ = [
     "restore",
     "restore_bytes",
     "restore_checkpoint",
+    "simulate_ledger",
+    "simulation_budget",
     "snapshot_lines",
     "cache_last_block",
     "to_anthropic_messages",
@@ -346,6 +351,7 @@ _HOMES: Final[dict[str, tuple[str, ...]]] = {
         "UnknownOutcome",
     ),
     "holon.search": ("MemoryHit",),
+    "holon.simulate": ("Simulation", "read_simulation", "simulate_ledger", "simulation_budget"),
 }
 _HOME_OF: Final = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -49,7 +49,7 @@ from click.core import ParameterSource
 # ledger store, renderer, importer or DuckDB (tests/test_cli_start.py, `python -m
 # benchmarks cli_start`).
 from holon._version import __version__
-from holon.context import DEFAULT_BUDGET, available_estimators
+from holon.context import DEFAULT_BUDGET, DEFAULT_ESTIMATOR, available_estimators
 from holon.errors import BudgetExceeded, HolonError, InvalidRecord, LedgerCorrupt, LedgerLocked, UsageError
 from holon.importers import FORMATS, IMPORTERS
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, SETTING_RANGES, TMP_SUFFIX
@@ -2119,6 +2119,135 @@ def prompts(
             f"this holon renders {first.rendered_hash}, the ledger records {first.recorded_hash}, with the "
             f"same renderer and estimator versions; {hint}"
         )
+
+
+@main.command()
+@_common
+@click.option(
+    "-o",
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    metavar="OUT",
+    help="The new ledger to write (must not exist); its simulation.json holds the comparison.",
+)
+@click.option(
+    "--budget",
+    "window",
+    type=click.IntRange(min=1, max=_MAX_TOKENS),
+    default=DEFAULT_BUDGET.context_window,
+    show_default=True,
+    metavar="TOKENS",
+    help="Context window of every simulated call.",
+)
+@click.option(
+    "--output-reserve",
+    "reserve",
+    type=click.IntRange(min=0, max=_MAX_TOKENS),
+    metavar="TOKENS",
+    help="Tokens kept free for the answer (default: an eighth of --budget, as the evaluation keeps).",
+)
+@click.option(
+    "--estimator",
+    type=click.Choice(available_estimators()),
+    default=DEFAULT_ESTIMATOR,
+    show_default=True,
+    help="Token estimator (the tokenizer) to render and count with.",
+)
+@click.option(
+    "--cache-key",
+    default="default",
+    show_default=True,
+    metavar="KEY",
+    help="Prompt cache key of the rendered prompts.",
+)
+@click.option(
+    "--layout",
+    # The renderer's layouts (holon.context.sections.LAYOUTS; tests/test_simulate.py checks).
+    type=click.Choice(["recitation", "rfc"]),
+    default="recitation",
+    show_default=True,
+    help="Order of the prompt's sections (docs/context-rendering.md, Layouts).",
+)
+def simulate(
+    *,
+    path: Path,
+    as_json: bool,
+    out: Path,
+    window: int,
+    reserve: int | None,
+    estimator: str,
+    cache_key: str,
+    layout: str,
+) -> None:
+    """Replay the model calls of PATH under holon into a new ledger OUT, beside what its tool sent.
+
+    The model calls are found in PATH's evidence (an imported transcript's too: a call
+    precedes each run of the model's output), and each gets the prompt holon's runtime
+    would have sent with the budget given: OUT holds the evidence, the derived records
+    and one prompt_rendered record per rendered prompt, written as the runtime writes
+    them, so `holon prompts OUT --check`, `holon stats OUT` and `holon audit OUT --report
+    tokens` read them. Beside them, OUT/simulation.json compares every call with what
+    the transcript's own tool sent — its whole history, truncated oldest-first at the
+    window (the evaluation's full-history policy) — under the same two cache models:
+    tokens, cached and written tokens per call, and the input cost (docs/simulate.md).
+    PATH is only read.
+
+    Example: holon simulate runs/imported -o runs/imported-sim --budget 128000
+    """
+    from holon.context import RenderConfig
+    from holon.simulate import SIMULATION_FILE, simulate_ledger, simulation_budget
+
+    budget = simulation_budget(window, reserve)
+    config = RenderConfig(estimator=estimator, prompt_cache_key=cache_key, layout=layout)  # type: ignore[arg-type]
+    with _reading(path) as ledger, progress_total("simulating") as progress:
+        result = simulate_ledger(ledger, out, budget, config, source_name=str(path), progress=progress)
+    if as_json:
+        _echo_json(
+            {
+                "out": str(out),
+                "calls": len(result.calls),
+                "prompts_rendered": result.prompts_rendered,
+                "context_window": result.context_window,
+                "output_reserve": result.output_reserve,
+                "holon": msgspec.to_builtins(result.holon),
+                "tool": msgspec.to_builtins(result.tool),
+            }
+        )
+        return
+    ours, theirs = result.holon, result.tool
+    _echo(
+        f"simulated {_count(len(result.calls), 'model call')} of {path} into {out} "
+        f"({_count(result.prompts_rendered, 'prompt')} rendered; window {result.context_window:,}, "
+        f"{result.output_reserve:,} kept for the answer)"
+    )
+    rows = []
+    for name, series in (("holon", ours), (f"tool ({result.tool_stand_in})", theirs)):
+        rows.append(
+            (
+                name,
+                _n(series.tokens),
+                _n(series.max_tokens),
+                _share(series.cached_prefix, series.tokens),
+                _n(round(series.cost_prefix)),
+                _share(series.cached_breakpoints, series.tokens),
+                _n(round(series.cost_breakpoints)),
+            )
+        )
+    headers = ("series", "tokens", "max", "cached (prefix)", "cost (prefix)", "cached (bp)", "cost (bp)")
+    for line in _table(headers, rows, right=range(1, 7)):
+        _echo(line)
+    if theirs.cost_prefix and theirs.cost_breakpoints:
+        _echo(
+            f"input cost, holon / tool: {ours.cost_prefix / theirs.cost_prefix:.2f}x (prefix cache), "
+            f"{ours.cost_breakpoints / theirs.cost_breakpoints:.2f}x (breakpoints)"
+        )
+    _echo(f"every call: {out / SIMULATION_FILE}")
+    _echo(f"check the prompts: holon prompts {shlex.quote(str(out))} --check")
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "—"
 
 
 def _prompt_line(item: PromptCheck) -> str:

@@ -30,6 +30,7 @@ FACADE_FROM_LAYER = {
     "holon.importers": ("import_transcript", "read_transcript", "FORMATS"),
     "holon.runtime": ("Agent", "AgentConfig", "ToolCall", "UnknownOutcome", "RECALL_TOOLS"),
     "holon.search": ("MemoryHit",),
+    "holon.simulate": ("simulate_ledger", "read_simulation", "Simulation", "simulation_budget"),
 }
 
 

@@ -7,8 +7,10 @@ have written; :class:`FullHistory` is what a chat-style tool sends (its whole tr
 truncated oldest-first). The cache models (:class:`PrefixCache`, :class:`BreakpointCache`)
 say what a provider would have served from its cache and what that costs.
 
-The evaluation (benchmarks/eval) measures these policies on generated runs and real
-transcripts. An edge module like :mod:`holon.replay`: it composes the pure layers.
+:func:`simulate_ledger` (``holon simulate``) does it for a ledger and writes the result as
+a new ledger with a comparison file (:class:`Simulation`, :func:`read_simulation`); the
+evaluation (benchmarks/eval) measures the same policies on generated runs. An edge module
+like :mod:`holon.replay`: it composes the pure layers and writes a ledger.
 """
 
 from __future__ import annotations
@@ -25,19 +27,33 @@ from holon.simulate.cache import (
     cumulative,
 )
 from holon.simulate.calls import call_positions, is_model_output, transcript_text
-from holon.simulate.model_calls import ModelCalls, RecordedRun, recorded_run
+from holon.simulate.model_calls import ModelCalls, RecordedRun, inline_outputs, recorded_run
 from holon.simulate.prompts import UNIT_START, Block, CallPrompt, TokenCounter
 from holon.simulate.renderer import DEFAULT_AGENT, HolonSimulation, LedgerSource
+from holon.simulate.run import (
+    SIMULATION_FILE,
+    SIMULATION_VERSION,
+    CallCost,
+    SeriesTotals,
+    SimulatedCall,
+    Simulation,
+    read_simulation,
+    simulate_ledger,
+    simulation_budget,
+)
 from holon.simulate.transcript import FullHistory, RestoreOutcome, Transcript, TranscriptItem
 
 __all__ = [
     "DEFAULT_AGENT",
     "READ_PRICE",
+    "SIMULATION_FILE",
+    "SIMULATION_VERSION",
     "UNIT_START",
     "WRITE_PRICE",
     "Block",
     "BreakpointCache",
     "CacheTotals",
+    "CallCost",
     "CallPrompt",
     "FullHistory",
     "HolonSimulation",
@@ -47,6 +63,9 @@ __all__ = [
     "PrefixHashes",
     "RecordedRun",
     "RestoreOutcome",
+    "SeriesTotals",
+    "SimulatedCall",
+    "Simulation",
     "TokenCounter",
     "Transcript",
     "TranscriptItem",
@@ -54,7 +73,11 @@ __all__ = [
     "call_positions",
     "common_prefix",
     "cumulative",
+    "inline_outputs",
     "is_model_output",
+    "read_simulation",
     "recorded_run",
+    "simulate_ledger",
+    "simulation_budget",
     "transcript_text",
 ]

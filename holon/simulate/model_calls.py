@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 import holon.records as r
 from holon.simulate.calls import call_positions
 
-__all__ = ["ModelCalls", "RecordedRun", "recorded_run"]
+__all__ = ["ModelCalls", "RecordedRun", "inline_outputs", "recorded_run"]
 
 
 class ModelCalls(Protocol):
@@ -48,3 +50,22 @@ def recorded_run(records: Sequence[r.Record]) -> RecordedRun:
         if record.kind not in r.DERIVED_KINDS and record.kind != r.PromptRendered.KIND
     )
     return RecordedRun(records=evidence, calls=call_positions(evidence))
+
+
+def inline_outputs(run: RecordedRun, blob: Callable[[str], bytes]) -> RecordedRun:
+    """``run`` with every output a ledger moved to its blob store put back inline.
+
+    A ledger keeps a large tool or task output as a blob ref (a preview in the record);
+    the tool a transcript came from sent the whole output, so its transcript
+    (:class:`~holon.simulate.FullHistory`) must read it whole. ``blob`` reads a blob's bytes.
+    """
+    records = []
+    for record in run.records:
+        body = record.body
+        if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is not None:
+            output = blob(body.blob.hash).decode("utf-8")
+            inline = msgspec.structs.replace(body, output=output, blob=None)
+            records.append(msgspec.structs.replace(record, body=inline))
+        else:
+            records.append(record)
+    return RecordedRun(records=tuple(records), calls=run.calls)
