@@ -2162,6 +2162,11 @@ def prompts(
     help="Prompt cache key of the rendered prompts.",
 )
 @click.option(
+    "--agent-id",
+    metavar="ID",
+    help="Agent id of OUT (default: PATH's); another one lets `holon audit PATH OUT` load both.",
+)
+@click.option(
     "--layout",
     # The renderer's layouts (holon.context.sections.LAYOUTS; tests/test_simulate.py checks).
     type=click.Choice(["recitation", "rfc"]),
@@ -2178,6 +2183,7 @@ def simulate(
     reserve: int | None,
     estimator: str,
     cache_key: str,
+    agent_id: str | None,
     layout: str,
 ) -> None:
     """Replay the model calls of PATH under holon into a new ledger OUT, beside what its tool sent.
@@ -2201,7 +2207,9 @@ def simulate(
     budget = simulation_budget(window, reserve)
     config = RenderConfig(estimator=estimator, prompt_cache_key=cache_key, layout=layout)  # type: ignore[arg-type]
     with _reading(path) as ledger, progress_total("simulating") as progress:
-        result = simulate_ledger(ledger, out, budget, config, source_name=str(path), progress=progress)
+        result = simulate_ledger(
+            ledger, out, budget, config, agent_id=agent_id, source_name=str(path), progress=progress
+        )
     if as_json:
         _echo_json(
             {

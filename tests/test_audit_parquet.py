@@ -9,10 +9,12 @@ import duckdb
 import pytest
 
 from holon.audit import TABLES, AuditError, connect, export_parquet
+from holon.ledger import Ledger
+from holon.simulate import simulate_ledger, simulation_budget
 from tests.test_audit_support import fixture_records, session_records, write_ledger
 
 # Agent ids are free text: the partition directory must survive '/', '=' and spaces.
-AGENTS = ("agent-7", "ops/agent=2 b")
+AGENTS = ("agent-7", "ops/agent=2 b", "agent-7 simulated")
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +23,10 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     records, blobs = session_records(30)
     write_ledger(root / "one", AGENTS[0], records, blobs=blobs)
     write_ledger(root / "two", AGENTS[1], fixture_records("session_multi_work"))
-    return [root / "one", root / "two"]
+    # `holon simulate` of the first, for the simulated_calls table.
+    with Ledger.open(root / "one", readonly=True) as one:
+        simulate_ledger(one, root / "three", simulation_budget(6_000), agent_id=AGENTS[2])
+    return [root / "one", root / "two", root / "three"]
 
 
 def _rows(con: duckdb.DuckDBPyConnection, source: str, columns: list[str]) -> list[tuple[Any, ...]]:
@@ -88,6 +93,7 @@ def test_an_agent_already_exported_is_refused_unless_overwrite(ledgers: list[Pat
     assert {d.name for d in (out / "records").iterdir()} == {
         "agent_id=agent-7",
         "agent_id=ops%2Fagent%3D2%20b",
+        "agent_id=agent-7%20simulated",
     }
     other = {p: b for p, b in before.items() if "agent-7" not in p.parent.name}
     assert other and all(p.read_bytes() == b for p, b in other.items())

@@ -17,7 +17,8 @@ ALLOWED_HOLON = {
     "projections": {"records", "errors"},
     "context": {"records", "errors", "projections"},
     "importers": {"records", "errors"},
-    "audit": {"records", "errors", "ledger", "projections", "context", "importers", "progress"},
+    # `simulate` for the comparison file of a ledger `holon simulate` wrote (simulated_calls).
+    "audit": {"records", "errors", "ledger", "projections", "context", "importers", "progress", "simulate"},
     # The runtime composes every layer; `search` is the pure evidence index (records in,
     # hits out) it offers the model through the holon_search recall tool.
     "runtime": {"records", "errors", "ledger", "projections", "context", "search"},

@@ -109,6 +109,48 @@ def test_audit_and_stats_read_the_simulated_prompts(simulated: Path) -> None:
     assert "prompt_rendered" in stats.output
 
 
+def test_audit_loads_both_series_and_the_report_compares_them(imported: Path, simulated: Path) -> None:
+    simulation = read_simulation(simulated)
+    rows = json.loads(invoke("audit", simulated, "--sql", "SELECT * FROM simulated_calls", "--json").output)
+    assert len(rows) == 2 * len(simulation.calls)
+    first = simulation.calls[0]
+    assert [(row["series"], row["tokens"], row["cached_prefix"], row["prompt_seq"]) for row in rows[:2]] == [
+        ("holon", first.holon.tokens, first.holon.cached_prefix, first.prompt_seq),
+        ("tool", first.tool.tokens, first.tool.cached_prefix, first.prompt_seq),
+    ]
+    report = json.loads(invoke("audit", simulated, "--report", "simulation", "--json").output)
+    by_series = {row["series"]: row for row in report}
+    for series, totals in (("holon", simulation.holon), ("tool", simulation.tool)):
+        assert by_series[series]["tokens"] == totals.tokens
+        assert by_series[series]["cost_prefix"] == pytest.approx(totals.cost_prefix, abs=0.05)
+    assert by_series["holon"]["cost_prefix_vs_tool"] == pytest.approx(
+        simulation.holon.cost_prefix / simulation.tool.cost_prefix, abs=0.0005
+    )
+    # A ledger simulate did not write has none.
+    none = invoke("audit", imported, "--report", "simulation", "--json")
+    assert none.exit_code == 0 and json.loads(none.output) == []
+
+
+def test_another_agent_id_lets_one_audit_load_the_source_and_its_simulation(
+    imported: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    assert (
+        invoke("simulate", imported, "-o", out, "--budget", BUDGET, "--agent-id", "newcomer-sim").exit_code
+        == 0
+    )
+    assert read_simulation(out).agent_id == "newcomer-sim"
+    assert invoke("prompts", out, "--check").exit_code == 0  # rendered for the agent OUT belongs to
+    both = invoke(
+        "audit", imported, out, "--sql", "SELECT agent_id, count(*) AS n FROM prompts GROUP BY 1", "--json"
+    )
+    assert both.exit_code == 0, both.output
+    assert [row["agent_id"] for row in json.loads(both.output)] == ["newcomer-sim"]
+    bad = invoke("simulate", imported, "-o", tmp_path / "bad", "--agent-id", "")
+    assert bad.exit_code == 2 and "must be 1-256 printable characters" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+
+
 def test_the_comparison_has_both_series_for_every_call(imported: Path, simulated: Path) -> None:
     simulation = read_simulation(simulated)
     source = _records(imported)

@@ -192,7 +192,8 @@ def audit(
     into one DuckDB database (in memory, or the new file given by --database) whose
     tables all carry an agent_id column:
     agents, records, messages, tool_calls, turns, prompts, prompt_sections, omissions,
-    deltas, episodes, plans (schemas in docs/audit.md). Without --sql or --report, lists
+    deltas, episodes, plans, and simulated_calls for a ledger `holon simulate` wrote
+    (schemas in docs/audit.md). Without --sql or --report, lists
     the tables and their row counts. Queries cannot write files. --json and --csv write
     every row as it is fetched, so a result of any size streams through.
     """

@@ -14,6 +14,7 @@ import msgspec
 
 from holon.audit.query import AuditError, QueryResult, run_sql
 from holon.context.sections import SECTION_ORDER
+from holon.simulate.cache import READ_PRICE, WRITE_PRICE
 
 __all__ = ["REPORTS", "Report", "report_query", "run_report"]
 
@@ -58,6 +59,13 @@ _FLAGGED_CALLS: Final = """
     )
 """
 
+# Input cost in uncached-token equivalents of a cache model's reads and writes, as
+# holon.simulate.CacheTotals.cost prices them (``{m}``: prefix or breakpoints).
+_COST: Final = (
+    f"{READ_PRICE} * sum(cached_{{m}}) + {WRITE_PRICE} * sum(written_{{m}}) "
+    "+ (sum(tokens) - sum(cached_{m}) - sum(written_{m}))"
+)
+
 # The sections in render order, as a DuckDB list literal (the names are fixed identifiers).
 _SECTION_LIST: Final = "[" + ", ".join(f"'{name}'" for name in SECTION_ORDER) + "]"
 
@@ -76,7 +84,9 @@ REPORTS: Final[dict[str, Report]] = {
                 -- them all (its tokens the max of every section, and a turn too many).
                 -- Render order; a section this holon does not know sorts after, by position.
                 SELECT agent_id, turn IS NULL AS outside, section,
-                       coalesce(list_position(""" + _SECTION_LIST + """, section), 1000 + min(position))
+                       coalesce(list_position("""
+            + _SECTION_LIST
+            + """, section), 1000 + min(position))
                            AS position,
                        -- count(*): a section a prompt lists twice counts twice, as holon stats
                        -- counts it (and count(DISTINCT seq) tripled the report's time)
@@ -222,6 +232,27 @@ REPORTS: Final[dict[str, Report]] = {
             LEFT JOIN turns t ON t.agent_id = c.agent_id AND t.turn = c.turn
             WHERE c.status = 'unknown'
             ORDER BY c.agent_id, c.intent_seq
+            """,
+        ),
+        Report(
+            name="simulation",
+            help="a ledger `holon simulate` wrote: each series (holon; tool, the stand-in for what the "
+            "source's tool sent) summed over its calls: tokens, the share read from each cache model, "
+            "the input cost and its ratio to the tool's",
+            sql=f"""
+            WITH s AS (
+                SELECT agent_id, series, count(*) AS calls, sum(tokens) AS tokens, max(tokens) AS max_tokens,
+                       round(sum(cached_prefix) / greatest(sum(tokens), 1), 4) AS cached_prefix_share,
+                       round({_COST.format(m="prefix")}, 1) AS cost_prefix,
+                       round(sum(cached_breakpoints) / greatest(sum(tokens), 1), 4)
+                           AS cached_breakpoints_share,
+                       round({_COST.format(m="breakpoints")}, 1) AS cost_breakpoints
+                FROM simulated_calls GROUP BY agent_id, series
+            )
+            SELECT s.*, round(s.cost_prefix / nullif(t.cost_prefix, 0), 3) AS cost_prefix_vs_tool,
+                   round(s.cost_breakpoints / nullif(t.cost_breakpoints, 0), 3) AS cost_breakpoints_vs_tool
+            FROM s LEFT JOIN s t ON t.agent_id = s.agent_id AND t.series = 'tool'
+            ORDER BY s.agent_id, s.series
             """,
         ),
     )

@@ -50,6 +50,7 @@ from holon.ledger.files import check_outside
 from holon.ledger.header import check_outside_ledgers
 from holon.projections.config import DEFAULT_CONFIG, STATES_CONFIG
 from holon.records import ProjectionConfig
+from holon.simulate.run import SIMULATION_FILE, read_simulation
 
 __all__ = [
     "MAX_CHUNK_RECORDS",
@@ -663,6 +664,33 @@ TABLES: Final[dict[str, Table]] = {
             ORDER BY agent_id, seq
             """,
         ),
+        Table(
+            "simulated_calls",
+            "one model call of a ledger `holon simulate` wrote, as one series sent it (docs/simulate.md)",
+            {
+                "agent_id": "agent",
+                "call": "the call's number in the simulated run, from 1",
+                "series": (
+                    "holon (the prompt holon would have sent) or tool (the stand-in for what the "
+                    "source's tool sent: its full history)"
+                ),
+                "source_seq": "seq, in the source ledger, of the model output the call made",
+                "turn": "that record's turn",
+                "prompt_seq": "seq of the prompt_rendered record holon's prompt for the call starts with",
+                "rendered": "whether the call rendered that prompt (false: re-sent with the turn's rounds)",
+                "tokens": "the series' prompt tokens at this call",
+                "cached_prefix": "tokens read from an automatic prefix cache (OpenAI-style)",
+                "written_prefix": "tokens added to that cache",
+                "cached_breakpoints": "tokens read from a breakpoint cache (Anthropic-style)",
+                "written_breakpoints": "tokens written to that cache",
+            },
+            """
+            SELECT f.agent_id, s.call, s.series, s.source_seq, s.turn, s.prompt_seq, s.rendered,
+                   s.tokens, s.cached_prefix, s.written_prefix, s.cached_breakpoints, s.written_breakpoints
+            FROM {simulated_calls} s JOIN _fleet f USING (agent_ix)
+            ORDER BY f.agent_id, s.call, s.series
+            """,
+        ),
     )
 }
 
@@ -674,6 +702,58 @@ def ledger_paths(paths: LedgerPaths) -> list[Path]:
     if not out:
         raise UsageError("no ledger paths given; pass at least one ledger directory")
     return out
+
+
+#: Columns of the rows written from a simulated ledger's comparison file (:func:`_extract_simulations`).
+_SIMULATED_COLUMNS: Final = {
+    "agent_ix": "INTEGER",
+    "call": "BIGINT",
+    "series": "VARCHAR",
+    "source_seq": "BIGINT",
+    "turn": "BIGINT",
+    "prompt_seq": "BIGINT",
+    "rendered": "BOOLEAN",
+    "tokens": "BIGINT",
+    "cached_prefix": "BIGINT",
+    "written_prefix": "BIGINT",
+    "cached_breakpoints": "BIGINT",
+    "written_breakpoints": "BIGINT",
+}
+_SIMULATED_FILE: Final = "simulated_calls.ndjson"
+
+
+def _extract_simulations(fleet: Sequence[LedgerInfo], tmp: Path) -> bool:
+    """Write the calls of every ledger `holon simulate` wrote (its simulation.json) as rows; any?"""
+    rows: list[bytes] = []
+    for info in fleet:
+        if not (Path(info.path) / SIMULATION_FILE).is_file():
+            continue
+        simulation = read_simulation(Path(info.path))
+        for call in simulation.calls:
+            for series, cost in (("holon", call.holon), ("tool", call.tool)):
+                row = {
+                    "agent_ix": info.agent_ix,
+                    "call": call.call,
+                    "series": series,
+                    "source_seq": call.source_seq,
+                    "turn": call.turn,
+                    "prompt_seq": call.prompt_seq,
+                    "rendered": call.rendered,
+                    **msgspec.structs.asdict(cost),
+                }
+                rows.append(msgspec.json.encode(row))
+    if rows:
+        (tmp / _SIMULATED_FILE).write_bytes(b"\n".join(rows) + b"\n")
+    return bool(rows)
+
+
+def _simulated_source(tmp: Path, present: bool) -> str:
+    if not present:
+        columns = ", ".join(f"NULL::{type_} AS {name}" for name, type_ in _SIMULATED_COLUMNS.items())
+        return f"(SELECT {columns} WHERE false)"
+    columns = "{" + ", ".join(f"{name}: '{type_}'" for name, type_ in _SIMULATED_COLUMNS.items()) + "}"
+    path = glob.escape(str(tmp / _SIMULATED_FILE))
+    return f"read_json({_sql_string(path)}, format='newline_delimited', columns={columns})"
 
 
 def _read_json(files: str, body: str | None) -> str:
@@ -901,6 +981,7 @@ def connect(
     with tempfile.TemporaryDirectory(prefix="holon-audit-") as tmp:
         # Workers are forked before this process opens DuckDB (and its threads).
         _extract_all(jobs, tmp, default_workers(len(jobs)) if workers is None else workers, step)
+        _extract_simulations(fleet, Path(tmp))
         con = _open_database(database, memory_limit)
         try:
             _build(con, fleet, Path(tmp), step)
@@ -1110,7 +1191,8 @@ def _build(
     )
     present: set[str] = set()  # kinds with at least one file
     for job_dir in tmp.iterdir():
-        present.update(name.split(".", 1)[0] for name in os.listdir(job_dir))
+        if job_dir.is_dir():  # not the simulated calls beside the jobs' directories
+            present.update(name.split(".", 1)[0] for name in os.listdir(job_dir))
     sources: dict[str, str] = {}
     # The patterns are globs: `*`, `?` or `[` in the temporary directory's own path (from
     # $TMPDIR) must match only themselves.
@@ -1119,6 +1201,7 @@ def _build(
         files = os.path.join(root, "*", f"{kind}.jsonl")
         sources[kind] = _read_json(files, body) if kind in present else _empty(body)
     sources["records"] = _read_json(os.path.join(root, "*", "*.jsonl"), None) if present else _empty("JSON")
+    sources["simulated_calls"] = _simulated_source(tmp, (tmp / _SIMULATED_FILE).is_file())
     # `agents` reads the projection configs of the derived and prompt tables: built last.
     for table in sorted(TABLES.values(), key=lambda table: table.name == "agents"):
         run_statement(con, f"CREATE TABLE {table.name} AS {table.sql.format(**sources)}")

@@ -204,18 +204,26 @@ def simulate_ledger(
     budget: Budget,
     config: RenderConfig | None = None,
     *,
+    agent_id: str | None = None,
     source_name: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Simulation:
     """Replay ``source`` under holon into a new ledger at ``out``; returns the comparison it stored.
 
     ``config`` is the render config (default: the default one with its estimator);
-    ``source_name`` how :attr:`Simulation.source` names the source (default its path);
-    ``progress(done, calls)`` is called after each call. Every prompt is rendered before
-    ``out`` is created: a budget its pinned sections do not fit (BudgetExceeded), a
-    ledger without model calls or an ``out`` that exists is refused with nothing written.
+    ``agent_id`` the agent of ``out``, whose prompts are rendered for it (default: the
+    source's; another lets one audit load both ledgers); ``source_name`` how
+    :attr:`Simulation.source` names the source (default its path); ``progress(done,
+    calls)`` is called after each call. Every prompt is rendered before ``out`` is
+    created: a budget its pinned sections do not fit (BudgetExceeded), a ledger without
+    model calls, an agent id a ledger cannot have or an ``out`` that exists is refused
+    with nothing written.
     """
     config = config or RenderConfig()
+    agent = source.agent_id if agent_id is None else agent_id
+    if not agent or len(agent) > 256 or not agent.isprintable():
+        # Ledger.create's rule, checked before the run is rendered rather than after.
+        raise UsageError(f"agent id {agent!r} must be 1-256 printable characters")
     out = Path(out)
     if out.exists() or out.is_symlink():
         raise UsageError(
@@ -234,7 +242,7 @@ def simulate_ledger(
         budget,
         counter,
         config,
-        agent_id=source.agent_id,
+        agent_id=agent,
         blob_threshold=source.header.blob_threshold,
         blob=source.get_blob,
         projection=projection_config_of(records),
@@ -267,7 +275,7 @@ def simulate_ledger(
         source=source_name if source_name is not None else str(source.path),
         source_head_seq=head_seq,
         source_head_hash=head_hash,
-        agent_id=source.agent_id,
+        agent_id=agent,
         context_window=budget.context_window,
         output_reserve=budget.output_reserve,
         estimator=holon.config.estimator,
@@ -306,7 +314,7 @@ def _write(holon: HolonSimulation, source: Ledger, out: Path, simulation: Simula
     try:
         with Ledger.create(
             out,
-            agent_id=source.agent_id,
+            agent_id=simulation.agent_id,
             fsync="never",
             segment_bytes=source.header.segment_bytes,
             blob_threshold=source.header.blob_threshold,
