@@ -16,7 +16,15 @@ from holon.audit.query import AuditError, QueryResult, run_sql
 from holon.context.sections import SECTION_ORDER
 from holon.simulate.cache import READ_PRICE, WRITE_PRICE
 
-__all__ = ["REPORTS", "Report", "report_query", "run_report"]
+__all__ = [
+    "CACHE_MINIMUM",
+    "CACHE_READ_PRICE",
+    "CACHE_WRITE_PRICE",
+    "REPORTS",
+    "Report",
+    "report_query",
+    "run_report",
+]
 
 
 class Param(msgspec.Struct, frozen=True):
@@ -68,6 +76,137 @@ _COST: Final = (
 
 # The sections in render order, as a DuckDB list literal (the names are fixed identifiers).
 _SECTION_LIST: Final = "[" + ", ".join(f"'{name}'" for name in SECTION_ORDER) + "]"
+
+#: Providers cache no prefix shorter than this (OpenAI's automatic caching and Anthropic's
+#: cache_control alike); the evaluation's cache models use the same floor.
+CACHE_MINIMUM: Final = 1024
+#: Prices of the cost under the cache model, in uncached-token equivalents: a token read
+#: from the cache, a token written to it (the evaluation's, docs/evaluation.md).
+CACHE_READ_PRICE: Final = 0.1
+CACHE_WRITE_PRICE: Final = 1.25
+
+_MINIMUM: Final = Param(
+    default=CACHE_MINIMUM,
+    minimum=0,
+    help="fewest shared tokens a provider caches (a shorter shared prefix counts as not cached)",
+)
+
+# The sections that can open a prompt as its cacheable prefix (Stable and AgentScoped in
+# either layout; working memory is in it only where it comes before every TurnScoped
+# section, as in the rfc layout).
+_PREFIX_SECTIONS: Final = "('system', 'tools', 'working_memory', 'context_summary', 'episodes')"
+
+# The section-prefix cache model: each call beside the previous call of its agent, section
+# by section in prompt order. holon records each section's size and form, the prefix's cache
+# key (equal keys: byte-identical prefixes), the revision, the epoch and where the history
+# began, not the sections' bytes, so a section after the prefix counts as unchanged when
+# nothing recorded says otherwise. The first section that differs is where the shared
+# prefix ends, and `why` says what says it differs; a history kept from the same start
+# that only grew is shared up to the previous call's length (it grows at its end).
+_CALLS: Final = (
+    """
+    WITH p AS (
+        SELECT agent_id, seq, ts, turn, revision, epoch, cache_key, total_tokens,
+               history_from_seq, history_cleared_through,
+               row_number() OVER w AS call,
+               lag(seq) OVER w AS previous_seq, lag(turn) OVER w AS previous_turn,
+               lag(cache_key) OVER w AS previous_key, lag(revision) OVER w AS previous_revision,
+               lag(epoch) OVER w AS previous_epoch,
+               lag(history_from_seq) OVER w AS previous_history_from,
+               lag(history_cleared_through) OVER w AS previous_history_cleared
+        FROM prompts WINDOW w AS (PARTITION BY agent_id ORDER BY seq)
+    ), sections AS (
+        SELECT *,
+               -- the leading run of prefix sections ends at the first other section
+               position < coalesce(min(position) FILTER (WHERE section NOT IN """
+    + _PREFIX_SECTIONS
+    + """)
+                   OVER (PARTITION BY agent_id, seq), 1000000) AS in_prefix,
+               position = max(position) FILTER (WHERE section IN """
+    + _PREFIX_SECTIONS
+    + """)
+                   OVER (PARTITION BY agent_id, seq) AS prefix_end
+        FROM prompt_sections
+    ), paired AS (
+        SELECT p.agent_id, p.seq, s.position, s.section, s.tokens, o.tokens AS previous_tokens,
+               s.in_prefix,
+               CASE
+                   WHEN p.previous_seq IS NULL THEN 'first call'
+                   WHEN o.section IS DISTINCT FROM s.section THEN 'sections differ'
+                   WHEN s.in_prefix AND p.cache_key = p.previous_key THEN NULL
+                   WHEN s.in_prefix AND (s.tokens <> o.tokens OR s.form <> o.form) THEN 'cache key'
+                   WHEN s.in_prefix AND s.section = 'working_memory' AND p.revision <> p.previous_revision
+                       THEN 'revision'
+                   WHEN s.in_prefix AND s.section = 'episodes' AND p.epoch <> p.previous_epoch THEN 'epoch'
+                   -- the key says the prefix changed, no size says where: at its end, at the latest
+                   WHEN s.in_prefix AND s.prefix_end THEN 'cache key'
+                   WHEN s.in_prefix THEN NULL
+                   WHEN s.section = 'history'
+                        AND (p.history_from_seq IS DISTINCT FROM p.previous_history_from
+                             OR p.history_cleared_through IS DISTINCT FROM p.previous_history_cleared)
+                       THEN 'history step'
+                   WHEN s.section = 'history' AND s.form = o.form AND s.tokens > o.tokens THEN 'history grew'
+                   WHEN s.section IN ('working_memory', 'pending_delta') AND p.revision <> p.previous_revision
+                       THEN 'revision'
+                   WHEN s.section = 'current_input' AND p.turn IS DISTINCT FROM p.previous_turn
+                       THEN 'new input'
+                   WHEN s.tokens <> o.tokens OR s.form <> o.form THEN 'size changed'
+               END AS why
+        FROM p JOIN sections s ON s.agent_id = p.agent_id AND s.seq = p.seq
+        LEFT JOIN prompt_sections o
+             ON o.agent_id = p.agent_id AND o.seq = p.previous_seq AND o.position = s.position
+    ), breaks AS (
+        SELECT agent_id, seq, arg_min(section, position) AS section, arg_min(why, position) AS why,
+               arg_min(previous_tokens, position) AS previous_tokens, min(position) AS position
+        FROM paired WHERE why IS NOT NULL GROUP BY agent_id, seq
+    ), shared AS (
+        SELECT x.agent_id, x.seq,
+               coalesce(sum(x.tokens) FILTER (WHERE b.position IS NULL OR x.position < b.position), 0)
+                   AS before_break,
+               -- where the prefix ends: the history, else the prefix sections
+               coalesce(max(x.position) FILTER (WHERE x.section = 'history'),
+                        max(x.position) FILTER (WHERE x.in_prefix), 0) AS stable_end,
+               sum(x.tokens) AS section_tokens
+        FROM paired x LEFT JOIN breaks b ON b.agent_id = x.agent_id AND b.seq = x.seq
+        GROUP BY x.agent_id, x.seq
+    ), model AS (
+        SELECT p.*, b.section AS break_section, b.why AS break_why, b.position AS break_position,
+               coalesce(s.section_tokens, 0) AS section_tokens, coalesce(s.stable_end, 0) AS stable_end,
+               least(p.total_tokens, coalesce(s.before_break, 0)
+                     + CASE WHEN b.why = 'history grew' THEN b.previous_tokens ELSE 0 END) AS shared_tokens
+        FROM p LEFT JOIN shared s ON s.agent_id = p.agent_id AND s.seq = p.seq
+        LEFT JOIN breaks b ON b.agent_id = p.agent_id AND b.seq = p.seq
+    ), cached AS (
+        SELECT *, CASE WHEN shared_tokens >= $minimum THEN shared_tokens ELSE 0 END AS cached_tokens,
+               -- each call stores its prompt for the next (none under the minimum)
+               CASE WHEN total_tokens >= $minimum
+                    THEN total_tokens - CASE WHEN shared_tokens >= $minimum THEN shared_tokens ELSE 0 END
+                    ELSE 0 END AS written_tokens
+        FROM model
+    )
+    SELECT agent_id, call, seq, ts, turn, total_tokens, shared_tokens, cached_tokens,
+           round(cached_tokens / nullif(total_tokens, 0), 4) AS cached_share, written_tokens,
+           coalesce(break_why NOT IN ('first call', 'history grew') AND break_position <= stable_end, false)
+               AS prefix_break,
+           break_section, break_why,
+           CASE WHEN previous_seq IS NULL THEN []::VARCHAR[] ELSE list_filter(list_value(
+               CASE WHEN revision <> previous_revision THEN 'revision' END,
+               CASE WHEN epoch <> previous_epoch THEN 'epoch' END,
+               CASE WHEN history_from_seq IS DISTINCT FROM previous_history_from
+                         OR history_cleared_through IS DISTINCT FROM previous_history_cleared
+                    THEN 'history step' END,
+               CASE WHEN turn IS DISTINCT FROM previous_turn THEN 'new input' END,
+               CASE WHEN cache_key <> previous_key THEN 'cache key' END
+           ), lambda c: c IS NOT NULL) END AS changed,
+           round("""
+    + str(CACHE_READ_PRICE)
+    + """ * cached_tokens + """
+    + str(CACHE_WRITE_PRICE)
+    + """ * written_tokens + (total_tokens - cached_tokens - written_tokens), 2) AS cost
+    FROM cached
+    ORDER BY agent_id, seq
+    """
+)
 
 REPORTS: Final[dict[str, Report]] = {
     report.name: report
@@ -204,6 +343,16 @@ REPORTS: Final[dict[str, Report]] = {
             JOIN rate ON rate.agent_id = c.agent_id
             ORDER BY c.agent_id, c.seq
             """,
+        ),
+        Report(
+            name="calls",
+            help="each model call (rendered prompt) beside the previous one, under the section-prefix "
+            "cache model: its tokens, the tokens it shares, those cached (none under $minimum), "
+            "where the shared prefix ends (section) and why (revision, epoch, history step, new "
+            "input, cache key, ...), whether that broke the prefix, and its cost (cache reads "
+            f"{CACHE_READ_PRICE}x, writes {CACHE_WRITE_PRICE}x)",
+            params={"minimum": _MINIMUM},
+            sql=_CALLS,
         ),
         Report(
             name="episodes",

@@ -110,7 +110,8 @@ _BODY: Final = {
         "omitted STRUCT(section VARCHAR, ref VARCHAR, reason VARCHAR, tokens BIGINT)[], "
         # Of render_config, only the keys the audit reads: as a struct, DuckDB extracts them
         # as it parses the line, where a JSON column is parsed again for each key taken out.
-        "render_config STRUCT(version JSON, projection JSON), episodes BIGINT[])"
+        "render_config STRUCT(version JSON, projection JSON), episodes BIGINT[], "
+        "history STRUCT(from_seq BIGINT, cleared_through BIGINT))"
     ),
     "working_memory_delta": (
         "STRUCT(from_revision BIGINT, to_revision BIGINT, reason VARCHAR, changed_fields VARCHAR[], "
@@ -484,6 +485,14 @@ TABLES: Final[dict[str, Table]] = {
                 "omitted_count": "items omitted or truncated (each has a ref)",
                 "omitted_tokens": "tokens those items would have taken, where known",
                 "episodes": "ids of the episodes rendered",
+                "history_from_seq": (
+                    "seq where its recent history began (NULL when it records none: a prompt "
+                    "without history, or an older renderer)"
+                ),
+                "history_cleared_through": (
+                    "seq through which that history's tool results were cleared, -1 for none "
+                    "(NULL with history_from_seq)"
+                ),
                 "projection": (
                     "the projection config it was rendered under, as its render_config states it (every "
                     "field; the default where it states it by omission, from render version "
@@ -503,7 +512,10 @@ TABLES: Final[dict[str, Table]] = {
                    len(coalesce(p.body.omitted, [])) AS omitted_count,
                    coalesce(list_sum(list_transform(p.body.omitted, lambda o: coalesce(o.tokens, 0))), 0)
                        ::BIGINT AS omitted_tokens,
-                   coalesce(p.body.episodes, []::BIGINT[]) AS episodes""",
+                   coalesce(p.body.episodes, []::BIGINT[]) AS episodes,
+                   p.body.history.from_seq AS history_from_seq,
+                   CASE WHEN p.body.history IS NOT NULL
+                        THEN coalesce(p.body.history.cleared_through, -1) END AS history_cleared_through""",
                 _prompt_projection("p"),
                 "(SELECT *, " + _template(_STATED_IN_PROMPT) + " AS stated FROM {prompt_rendered}) p "
                 "JOIN _fleet f USING (agent_ix)",
