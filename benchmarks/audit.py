@@ -67,17 +67,21 @@ def _turn(rng: random.Random, turn: int, state: dict[str, int]) -> list[r.Body]:
         )
         for _ in range(rng.randrange(1, 4) if turn % 5 == 0 else 0)
     )
+    # Drawn in the order they always were: the ledger, and the figures measured on it, stay the same.
+    started = r.TurnStarted(trigger="operator", input=f"continue with the {rng.choice(WORDS)} work ({turn})")
+    sections = tuple(r.SectionTokens(section=s, tokens=rng.randrange(20, 3000)) for s in SECTIONS)
     bodies: list[r.Body] = [
-        r.TurnStarted(trigger="operator", input=f"continue with the {rng.choice(WORDS)} work ({turn})"),
+        started,
         r.PromptRendered(
             working_memory_revision=rev,
             compression_epoch=epoch,
             cache_key=f"holon:bench:main:r{rev}:e{epoch}:{rev * 7919 + epoch:024x}",
             prompt_hash=f"{turn:032x}",
-            total_tokens=0,
+            # as the renderer counts a prompt: its sections and one token per separator
+            total_tokens=sum(x.tokens for x in sections) + len(sections) - 1,
             budget=32_000,
             estimator="holon-heuristic",
-            sections=tuple(r.SectionTokens(section=s, tokens=rng.randrange(20, 3000)) for s in SECTIONS),
+            sections=sections,
             omitted=omitted,
         ),
         r.Message(role="operator", text=f"please check the {rng.choice(WORDS)} and the {rng.choice(WORDS)}"),
