@@ -3023,6 +3023,50 @@ def stats(path: Path, as_json: bool) -> None:
             _echo("  " + line)
 
 
+# --------------------------------------------------------------------------- report
+
+
+@main.command()
+@_common
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=Path("report.html"),
+    show_default=True,
+    help="The HTML file to write (outside the ledger directory).",
+)
+@click.option(
+    "--memory-limit",
+    "memory_limit",
+    metavar="SIZE",
+    callback=_memory_limit,
+    help="Most memory DuckDB holds while loading, e.g. 2GB (see `holon audit --memory-limit`).",
+)
+def report(*, path: Path, as_json: bool, out: Path, memory_limit: str | None) -> None:
+    """Draw one run as a self-contained HTML page: tokens, caching, evictions, tools, episodes.
+
+    The page (one file, nothing fetched, readable offline) shows tokens per model call by
+    section, each call's cached share with its prefix breaks and their causes, evictions
+    and restores, tool calls by tool with durations and outcomes, episodes over the run,
+    and the cost under the cache model. Every figure is a query over the audit tables
+    (`holon audit PATH --report calls` has the per-call cache model); a long run is drawn
+    in buckets, and the page says so. A ledger with no recorded prompts (an imported
+    transcript) gets a page that says how to render them: `holon simulate`.
+
+    Example: holon report runs/agent-7 -o agent-7.html
+    """
+    from holon.report import write_report
+
+    with progress_total("loading") as advance:
+        size = write_report(path, out, progress=advance, memory_limit=memory_limit)
+    if as_json:
+        _echo_json({"path": str(out), "bytes": size})
+    else:
+        _echo(f"wrote the report of {path} to {out} ({_n(size)} bytes)")
+
+
 # `holon audit PATH... [--sql Q | --report NAME]` lives with the audit layer (docs/audit.md).
 main.add_lazy_command(
     "audit",

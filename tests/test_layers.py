@@ -30,6 +30,9 @@ ALLOWED_HOLON = {
     "prompt_check": {"records", "errors", "projections", "context", "replay"},
     # `holon simulate`: a ledger's evidence rendered under holon, written as a new ledger.
     "simulate": {"records", "errors", "ledger", "projections", "context", "replay"},
+
+    # The run report draws what the audit tables hold (docs/report.md).
+    "report": {"errors", "ledger", "audit"},
     "cli": {
         "_version",
         "records",
@@ -45,6 +48,8 @@ ALLOWED_HOLON = {
         "progress",
         "prompt_check",
         "simulate",
+
+        "report",
     },
 }
 ALLOWED_THIRD_PARTY = {
@@ -60,6 +65,8 @@ ALLOWED_THIRD_PARTY = {
     "search": {"msgspec"},
     "prompt_check": {"msgspec"},
     "simulate": {"msgspec", "blake3"},
+
+    "report": {"msgspec", "duckdb"},
     "progress": {"click"},
     "cli": {"msgspec", "click"},
 }
