@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint pytest bench eval golden docs lock test-newest test-lowest lint-lowest clean
+.PHONY: demo test lint pytest browser bench eval golden docs lock test-newest test-lowest lint-lowest clean
 
 # Everything comes from requirements.lock, every file checked against its hash; holon
 # itself is installed on top with nothing resolved again, and pip check proves the lock
@@ -30,8 +30,20 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check holon tests benchmarks examples
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP)
-	$(VENV)/bin/pytest -n 2 -q
+# tests/test_report.py loads report pages in headless Chromium: here the browser is required
+# (HOLON_REQUIRE_BROWSER=1 turns its skip into a failure), so a CI machine without it fails.
+pytest: $(STAMP) browser
+	HOLON_REQUIRE_BROWSER=1 $(VENV)/bin/pytest -n 2 -q
+
+## browser: install headless Chromium and its driver (apt, as root) when they are missing
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else \
+		echo "make: chromium and chromedriver are missing and cannot be installed here (root and apt-get" \
+			"needed): install chromium and chromium-driver, or tests/test_report.py fails" >&2; \
+	fi
 
 ## bench: performance targets, each side by side with a baseline in the same run
 bench: $(STAMP)
