@@ -395,3 +395,68 @@ def test_report_query_checks_parameters_without_a_connection() -> None:
         report_query("tools", window="-1")
     with pytest.raises(AuditError, match="unknown report"):
         report_query("nope")
+
+
+def test_calls_report_ends_each_shared_prefix_where_the_record_says_it_changed(tmp_path: Path) -> None:
+    # Recitation-layout prompts (system, tools, history, working_memory, current_input), one per
+    # turn but turn 3's second call; each line below says what the next call changes.
+    def prompt(
+        turn: int, key: str, revision: int, history: tuple[int, int], sizes: dict[str, int]
+    ) -> r.Record:
+        sections = {"system": 600, "tools": 500, **sizes}
+        return r.Record(
+            body=r.PromptRendered(
+                cache_key=key,
+                prompt_hash=f"h{turn}-{key}-{revision}",
+                working_memory_revision=revision,
+                compression_epoch=0,
+                sections=tuple(r.SectionTokens(section=name, tokens=n) for name, n in sections.items()),
+                total_tokens=sum(sections.values()),
+                budget=100_000,
+                estimator="holon-heuristic",
+                history=r.HistoryAnchor(from_seq=history[0], cleared_through=history[1]),
+            ),
+            ts=turn,
+            turn=turn,
+        )
+
+    def tail(history: int, memory: int = 200, current: int = 20) -> dict[str, int]:
+        return {"history": history, "working_memory": memory, "current_input": current}
+
+    write_ledger(
+        tmp_path / "l",
+        "calls",
+        [
+            prompt(1, "k1", 0, (0, -1), tail(1000)),
+            prompt(2, "k1", 1, (0, -1), tail(1500)),  # the history grew: shared up to its old 1000
+            prompt(3, "k1", 1, (0, -1), tail(1500)),  # a new turn, all else alike: breaks at the input
+            prompt(3, "k1", 1, (0, -1), tail(1500)),  # the same call again: everything shared
+            prompt(4, "k1", 2, (9, -1), tail(700)),  # the history starts later: a history step
+            prompt(5, "k2", 2, (9, -1), {**tail(700), "tools": 400}),  # the prefix changed
+        ],
+    )
+    rows = run_report(connect(tmp_path / "l"), "calls").as_dicts()
+    fields = ("shared_tokens", "cached_tokens", "break_section", "break_why", "prefix_break")
+    got = [tuple(row[name] for name in fields) for row in rows]
+    assert got == [
+        (0, 0, "system", "first call", False),
+        (2100, 2100, "history", "history grew", False),
+        (2800, 2800, "current_input", "new input", False),
+        (2820, 2820, None, None, False),
+        (1100, 1100, "history", "history step", True),
+        (600, 0, "tools", "cache key", True),  # the system section is shared, but under 1,024 tokens
+    ]
+    assert [row["changed"] for row in rows] == [
+        [],
+        ["revision", "new input"],
+        ["new input"],
+        [],
+        ["revision", "history step", "new input"],
+        ["new input", "cache key"],
+    ]
+    # Under the provider minimum nothing is cached; a call stores its whole prompt for the next.
+    assert rows[1]["cached_share"] == round(2100 / rows[1]["total_tokens"], 4)
+    assert rows[1]["written_tokens"] == rows[1]["total_tokens"] - 2100
+    assert rows[1]["cost"] == round(0.1 * 2100 + 1.25 * (rows[1]["total_tokens"] - 2100), 2)
+    high = run_report(connect(tmp_path / "l"), "calls", minimum=2500).as_dicts()
+    assert [row["cached_tokens"] for row in high] == [0, 0, 2800, 2820, 0, 0]
