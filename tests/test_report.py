@@ -126,6 +126,22 @@ def test_a_ledger_without_prompts_says_how_to_get_them(ledgers: dict[str, Path],
     assert _embedded(html)["calls"] == 0
 
 
+def test_a_transcript_without_times_is_not_dated_1970(tmp_path: Path) -> None:
+    # An importer stamps a transcript without timestamps from 0 (holon.importers' synthetic clock).
+    bodies: list[r.Body] = [
+        r.TurnStarted(trigger="user", input="fix it"),
+        r.ToolIntent(call_id="c1", tool="bash", args={"command": "make"}),
+        r.ToolResult(call_id="c1", tool="bash", status="ok", output="done"),
+        r.TurnEnded(outcome="completed"),
+    ]
+    write_ledger(
+        tmp_path / "l", "clockless", [r.Record(body=b, ts=1000 * i, turn=1) for i, b in enumerate(bodies)]
+    )
+    html = _report(tmp_path / "l", tmp_path / "report.html")
+    assert "no real times (the imported transcript had none" in html
+    assert "1970" not in html
+
+
 def test_a_long_run_is_drawn_in_buckets_and_says_so(
     ledgers: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,6 +33,9 @@ MAX_EPISODES: Final = 2000
 LISTED_BREAKS: Final = 30
 
 _WIDTH: Final = 960
+#: A run whose first record is stamped this early is on an importer's synthetic clock,
+#: which starts at 0 (holon.importers: a transcript without timestamps), not on a real one.
+_SYNTHETIC_BEFORE_MS: Final = 86_400_000
 _STATUS_COLOURS: Final = {"ok": "#009e73", "error": "#d55e00", "interrupted": "#e69f00", "unknown": "#999999"}
 _BREAK_COLOUR: Final = "#d55e00"
 
@@ -354,7 +357,7 @@ def _timeline(data: RunData, names: Sequence[str]) -> str:
                 x0 + (p.duration_ms or 0) / ms,
                 float(len(rows) - 1 - row),
                 _STATUS_COLOURS.get(p.status, "#555555"),
-                f"{p.tool} {p.status}, {duration}, at {_utc(p.start_ts)}",
+                f"{p.tool} {p.status}, {duration}, from {number(round(x0, 2))} {unit}",
             )
         )
     chart.spans(bars)
@@ -484,11 +487,12 @@ def report_html(data: RunData, *, comparisons: Sequence[CostSeries] = ()) -> str
     """
     summary = _summary(data)
     calls = data.calls
-    when = (
-        f"{_utc(data.first_ts)} to {_utc(data.last_ts)}"
-        if data.first_ts is not None and data.last_ts is not None
-        else "no records"
-    )
+    if data.first_ts is None or data.last_ts is None:
+        when = "no records"
+    elif data.first_ts < _SYNTHETIC_BEFORE_MS:
+        when = "no real times (the imported transcript had none: a synthetic clock from 0)"
+    else:
+        when = f"{_utc(data.first_ts)} to {_utc(data.last_ts)}"
     title = f"holon report: {data.agent_id}"
     parts = [
         "<!DOCTYPE html>",
