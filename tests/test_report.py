@@ -20,9 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 import holon.records as r
+from holon.audit import connect
 from holon.cli import main
-from holon.report import page
+from holon.report import CostSeries, page, read_run, report_html
 from holon.report.data import RESTORE_TOOL
+from holon.report.svg import number
 from holon.runtime import RECALL_TOOL_NAMES
 from tests.test_audit_support import session_records, write_ledger
 
@@ -153,6 +155,29 @@ def test_a_long_run_is_drawn_in_buckets_and_says_so(
     # The figures stay those of every call.
     calls = _audit(ledgers["session"], "--report", "calls")
     assert figures["tokens"] == sum(c["total_tokens"] for c in calls)
+
+
+def test_a_stand_in_series_is_a_cost_row_and_a_line_of_each_per_call_chart(ledgers: dict[str, Path]) -> None:
+    # Where a full-history stand-in for the same calls goes (holon simulate records one).
+    con = connect(ledgers["session"])
+    data = read_run(con)
+    con.close()
+    calls = len(data.calls)
+    stand_in = CostSeries(
+        name="full history",
+        tokens=tuple(3000 + 100 * i for i in range(calls)),
+        cached=(0, *(3000 + 100 * i for i in range(calls - 1))),
+        written=(3000,) + (100,) * (calls - 1),
+    )
+    html = report_html(data, comparisons=[stand_in])
+    total = sum(stand_in.tokens)
+    cached = sum(stand_in.cached)
+    cost = 0.1 * cached + 1.25 * sum(stand_in.written) + (total - cached - sum(stand_in.written))
+    row = f'<td>full history</td><td class="n">{calls:,}</td><td class="n">{total:,}</td>'
+    assert row in html and f"{number(round(cost, 1))}</td>" in html
+    assert html.count("<title>full history") == 2  # its tokens and its cached share, dashed
+    assert "full history (total, dashed)" in html and "full history (dashed)" in html
+    assert _embedded(html) == _embedded(report_html(data))  # the run's own figures stay its own
 
 
 def test_a_report_is_never_written_into_the_ledger(ledgers: dict[str, Path]) -> None:

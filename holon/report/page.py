@@ -118,6 +118,23 @@ class _Binned:
         """The mean of ``value`` over each bucket's calls."""
         return [sum(value(c) for c in self.calls[s:e]) / (e - s) for s, e in self.ranges]
 
+    def means_of(self, values: Sequence[int]) -> list[float | None]:
+        """Another series over the same calls (a stand-in policy's), averaged over the same buckets
+        (None for a bucket past its end)."""
+        out: list[float | None] = []
+        for s, e in self.ranges:
+            part = values[s:e]
+            out.append(sum(part) / len(part) if part else None)
+        return out
+
+    def shares_of(self, cached: Sequence[int], tokens: Sequence[int]) -> list[float | None]:
+        """Each bucket's cached share: its cached tokens over its tokens (None without tokens)."""
+        out: list[float | None] = []
+        for s, e in self.ranges:
+            total = sum(tokens[s:e])
+            out.append(sum(cached[s:e]) / total if total else None)
+        return out
+
 
 def _section_tokens(name: str) -> Callable[[CallRow], float]:
     """A call's tokens in section ``name`` (0 where it has none)."""
@@ -129,7 +146,7 @@ def _tokens_chart(data: RunData, binned: _Binned, others: Sequence[CostSeries]) 
     colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sections)}
     layers = [(name, colours[name], binned.mean(_section_tokens(name))) for name in sections]
     tops = [sum(values) for values in zip(*(layer[2] for layer in layers), strict=True)] if layers else [0.0]
-    lines = [(s.name, binned_series(binned, s.tokens)) for s in others]
+    lines = [(s.name, binned.means_of(s.tokens)) for s in others]
     drawn = [v for _, values in lines for v in values if v is not None]
     high = max([*tops, *drawn, 1.0])
     chart = Chart(
@@ -151,23 +168,13 @@ def _tokens_chart(data: RunData, binned: _Binned, others: Sequence[CostSeries]) 
     return _legend(legend) + chart.svg()
 
 
-def binned_series(binned: _Binned, values: Sequence[int]) -> list[float | None]:
-    """A per-call series of another policy, averaged over the same buckets (None where it has no call)."""
-    out: list[float | None] = []
-    for s, e in binned.ranges:
-        part = values[s:e]
-        out.append(sum(part) / len(part) if part else None)
-    return out
-
-
-def _share_chart(data: RunData, binned: _Binned) -> str:
+def _share_chart(data: RunData, binned: _Binned, others: Sequence[CostSeries]) -> str:
     calls = data.calls
-    shares: list[float | None] = []
+    recorded = data.recorded
+    shares = binned.shares_of(recorded.cached, recorded.tokens)
     marks: list[tuple[float, str]] = []
     for (s, e), x in zip(binned.ranges, binned.xs, strict=True):
         part = calls[s:e]
-        total = sum(c.total_tokens for c in part)
-        shares.append(sum(c.cached_tokens for c in part) / total if total else None)
         broke = [c for c in part if c.prefix_break]
         if broke:
             first = broke[0]
@@ -190,11 +197,18 @@ def _share_chart(data: RunData, binned: _Binned) -> str:
         y_format="percent",
     )
     chart.line(binned.xs, shares, colour=PALETTE[0], name="cached share")
+    legend = [
+        ("cached share (section-prefix model)", PALETTE[0]),
+        ("prefix break (hover for why)", _BREAK_COLOUR),
+    ]
+    for i, other in enumerate(others):
+        colour = "#222222" if i == 0 else PALETTE[-1 - i]
+        chart.line(
+            binned.xs, binned.shares_of(other.cached, other.tokens), colour=colour, name=other.name, dash=True
+        )
+        legend.append((f"{other.name} (dashed)", colour))
     chart.markers(marks, colour=_BREAK_COLOUR)
-    legend = _legend(
-        [("cached share (section-prefix model)", PALETTE[0]), ("prefix break (hover for why)", _BREAK_COLOUR)]
-    )
-    return legend + chart.svg()
+    return _legend(legend) + chart.svg()
 
 
 def _activity_chart(data: RunData) -> str:
@@ -557,7 +571,7 @@ def report_html(data: RunData, *, comparisons: Sequence[CostSeries] = ()) -> str
             f"{data.cache_minimum:,} tokens). A prefix break (▼) is a call that re-sends something the "
             "previous call had before the end of its history; hover a mark for the section and the cause."
             "</p>",
-            _share_chart(data, binned),
+            _share_chart(data, binned, comparisons),
             note,
             _breaks(data),
             "<h2>Cost under the cache model</h2>",
