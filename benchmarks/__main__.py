@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from benchmarks import bench_dir
 
-# Order follows the layers: storage, memory, rendering, runtime, audit, the command line's
+# Order follows the layers: storage, memory, rendering, runtime, audit, the run report, the command line's
 # start-up, evaluation.
 SUITES = (
     "ledger", "append_cost", "projections", "estimator", "context", "search", "runtime", "audit",
-    "audit_scale", "cli_start", "eval",
+    "audit_scale", "report", "cli_start", "eval",
 )  # fmt: skip
 
 
