@@ -460,3 +460,34 @@ def test_calls_report_ends_each_shared_prefix_where_the_record_says_it_changed(t
     assert rows[1]["cost"] == round(0.1 * 2100 + 1.25 * (rows[1]["total_tokens"] - 2100), 2)
     high = run_report(connect(tmp_path / "l"), "calls", minimum=2500).as_dicts()
     assert [row["cached_tokens"] for row in high] == [0, 0, 2800, 2820, 0, 0]
+
+
+def test_calls_report_names_a_new_revision_where_working_memory_is_in_the_prefix(tmp_path: Path) -> None:
+    # The rfc layout: working memory in the cacheable prefix, its key naming the revision.
+    def prompt(turn: int, revision: int, memory: int) -> r.Record:
+        sections = {"system": 600, "tools": 500, "working_memory": memory, "history": 900, "current_input": 9}
+        return r.Record(
+            body=r.PromptRendered(
+                cache_key=f"holon:a:default:r{revision}:e0:abc",
+                prompt_hash=f"h{turn}",
+                working_memory_revision=revision,
+                compression_epoch=0,
+                sections=tuple(r.SectionTokens(section=name, tokens=n) for name, n in sections.items()),
+                total_tokens=sum(sections.values()),
+                budget=100_000,
+                estimator="holon-heuristic",
+                history=r.HistoryAnchor(from_seq=0),
+            ),
+            ts=turn,
+            turn=turn,
+        )
+
+    write_ledger(tmp_path / "l", "rfc", [prompt(1, 0, 200), prompt(2, 1, 260)])
+    second = run_report(connect(tmp_path / "l"), "calls").as_dicts()[1]
+    assert (second["break_section"], second["break_why"], second["prefix_break"]) == (
+        "working_memory",
+        "revision",
+        True,
+    )
+    assert second["shared_tokens"] == 1100 and second["cached_tokens"] == 1100
+    assert second["changed"] == ["revision", "new input", "cache key"]

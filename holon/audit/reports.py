@@ -134,10 +134,11 @@ _CALLS: Final = (
                    WHEN p.previous_seq IS NULL THEN 'first call'
                    WHEN o.section IS DISTINCT FROM s.section THEN 'sections differ'
                    WHEN s.in_prefix AND p.cache_key = p.previous_key THEN NULL
-                   WHEN s.in_prefix AND (s.tokens <> o.tokens OR s.form <> o.form) THEN 'cache key'
+                   -- what changed it, where the record says: a revision's memory, an epoch's episodes
                    WHEN s.in_prefix AND s.section = 'working_memory' AND p.revision <> p.previous_revision
                        THEN 'revision'
                    WHEN s.in_prefix AND s.section = 'episodes' AND p.epoch <> p.previous_epoch THEN 'epoch'
+                   WHEN s.in_prefix AND (s.tokens <> o.tokens OR s.form <> o.form) THEN 'cache key'
                    -- the key says the prefix changed, no size says where: at its end, at the latest
                    WHEN s.in_prefix AND s.prefix_end THEN 'cache key'
                    WHEN s.in_prefix THEN NULL
