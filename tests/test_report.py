@@ -23,7 +23,7 @@ import holon.records as r
 from holon.audit import connect
 from holon.cli import main
 from holon.report import CostSeries, page, read_run, report_html
-from holon.report.data import RESTORE_TOOL
+from holon.report.data import RESTORE_TOOL, SIMULATED_SERIES
 from holon.report.svg import number
 from holon.runtime import RECALL_TOOL_NAMES
 from tests.test_audit_support import session_records, write_ledger
@@ -178,6 +178,26 @@ def test_a_stand_in_series_is_a_cost_row_and_a_line_of_each_per_call_chart(ledge
     assert html.count("<title>full history") == 2  # its tokens and its cached share, dashed
     assert "full history (total, dashed)" in html and "full history (dashed)" in html
     assert _embedded(html) == _embedded(report_html(data))  # the run's own figures stay its own
+
+
+def test_a_simulated_ledger_is_drawn_with_holons_series_beside_its_tools(
+    ledgers: dict[str, Path], tmp_path: Path
+) -> None:
+    # `holon simulate` on the imported run: the page prices both of its series, as the
+    # audit's simulated_calls holds them, beside each other.
+    out = tmp_path / "simulated"
+    args = ["simulate", str(ledgers["imported"]), "-o", str(out), "--budget", "8000"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    html = _report(out, tmp_path / "simulated.html")
+    for series, name in SIMULATED_SERIES.items():
+        sql = f"SELECT count(*) AS n, sum(tokens) AS t FROM simulated_calls WHERE series = '{series}'"
+        rows = _audit(out, "--sql", sql)
+        calls, tokens = int(rows[0]["n"]), int(rows[0]["t"])
+        assert calls > 0
+        assert f'<td>{name}</td><td class="n">{calls:,}</td><td class="n">{tokens:,}</td>' in html
+    # A ledger holon wrote itself has no simulation: no such rows.
+    assert SIMULATED_SERIES["tool"] not in _report(ledgers["session"], tmp_path / "session.html")
 
 
 def test_a_report_is_never_written_into_the_ledger(ledgers: dict[str, Path]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from holon.audit import connect
 from holon.errors import UsageError
 from holon.ledger.files import check_outside
-from holon.report.data import CostSeries, RunData, read_run
+from holon.report.data import CostSeries, RunData, read_run, simulated_series
 from holon.report.page import report_html
 
 __all__ = ["CostSeries", "RunData", "read_run", "report_html", "report_of", "write_report"]
@@ -33,11 +33,14 @@ def report_of(
 ) -> str:
     """The HTML report of the ledger at ``path`` (see :func:`report_html` for ``comparisons``).
 
-    Raises what :func:`holon.audit.connect` raises for a path that is not a readable ledger.
+    A ledger ``holon simulate`` wrote is drawn with its two series — holon's prompts and
+    the transcript's tool's full history, both under the prefix-block cache model — after
+    ``comparisons``. Raises what :func:`holon.audit.connect` raises for a path that is not
+    a readable ledger.
     """
     con = connect(path, progress=progress, memory_limit=memory_limit)
     try:
-        return report_html(read_run(con), comparisons=comparisons)
+        return report_html(read_run(con), comparisons=(*comparisons, *simulated_series(con)))
     finally:
         con.close()
 

@@ -8,6 +8,7 @@ canned reports — the per-call cache model is the ``calls`` report, the tools t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import duckdb
 import msgspec
@@ -157,6 +158,36 @@ class RunData(msgspec.Struct, frozen=True):
 def _one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[object, ...]:
     rows = run_sql(con, sql).rows
     return rows[0]
+
+
+#: The names of a simulated ledger's two series in the report (docs/simulate.md).
+SIMULATED_SERIES: Final = {
+    "holon": "holon, simulated (prefix-block cache)",
+    "tool": "its own tool, as full history (prefix-block cache)",
+}
+
+
+def simulated_series(con: duckdb.DuckDBPyConnection) -> tuple[CostSeries, ...]:
+    """A simulated ledger's two series (``simulated_calls``), holon's then the tool's; none otherwise.
+
+    ``holon simulate`` prices both under the prefix-block cache model, so they are shown
+    beside each other, and beside the recorded prompts' section-prefix estimate.
+    """
+    rows = run_sql(
+        con,
+        "SELECT series, list(tokens ORDER BY call), list(cached_prefix ORDER BY call), "
+        "list(written_prefix ORDER BY call) FROM simulated_calls GROUP BY series ORDER BY series",
+    ).rows
+    found = {
+        str(series): CostSeries(
+            name=SIMULATED_SERIES.get(str(series), str(series)),
+            tokens=tuple(int(t) for t in tokens),
+            cached=tuple(int(c) for c in cached),
+            written=tuple(int(w) for w in written),
+        )
+        for series, tokens, cached, written in rows
+    }
+    return tuple(found[name] for name in SIMULATED_SERIES if name in found)
 
 
 def read_run(con: duckdb.DuckDBPyConnection) -> RunData:
