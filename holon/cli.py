@@ -2619,6 +2619,30 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
         _echo(f"    matched: {', '.join(hit.matched)}")
 
 
+@main.command(name="mcp")
+@_common
+def mcp_(path: Path, as_json: bool) -> None:
+    """Serve holon_search and holon_get for the ledger at PATH to an MCP client, over stdio.
+
+    Any client of the Model Context Protocol (Claude Code, Cursor, the OpenAI Agents SDK)
+    starts this command and gets the two recall tools holon's own runtime offers its
+    model: holon_search (BM25 over episodes and evidence) and holon_get (the original
+    text behind a ref, a page at a time). The ledger is opened read-only: the server
+    never writes to it, runs beside the agent appending to it, and sees each record as
+    soon as it is appended. Stdout carries the protocol; warnings go to stderr. With
+    --json, it does not serve: it prints the tools and instructions it would offer, and
+    exits. Needs the `mcp` extra (pip install 'holon[mcp]').
+
+    Example: claude mcp add holon -- holon mcp runs/agent-7
+    """
+    from holon.integrations import describe_mcp, serve_mcp
+
+    if as_json:
+        _echo_json(describe_mcp(path))
+        return
+    serve_mcp(path)
+
+
 # --------------------------------------------------------------------------- verify / stats
 
 

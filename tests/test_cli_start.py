@@ -47,6 +47,14 @@ HEAVY = (
     "holon.runtime",
     "holon.search",
     "holon.prompt_check",
+    # The frameworks holon plugs into, and holon's modules over them (holon/integrations/).
+    "holon.integrations",
+    "mcp",
+    "mcp_types",
+    "agents",
+    "openai",
+    "langgraph",
+    "langchain_core",
 )
 
 
@@ -73,6 +81,15 @@ def test_importing_the_cli_loads_none_of_the_heavy_modules() -> None:
     modules, _ = _modules_after("import holon.cli")
     assert "holon.cli" in modules
     assert _heavy(modules) == []
+
+
+def test_importing_holon_and_its_integrations_package_loads_no_framework() -> None:
+    # The integrations' names resolve on first use: `import holon.integrations` (and holon's
+    # whole facade) import neither the MCP SDK, the Agents SDK nor LangGraph.
+    every_name = "import holon, holon.integrations; [getattr(holon, n) for n in holon.__all__]"
+    modules, _ = _modules_after(every_name)
+    frameworks = ("mcp", "mcp_types", "agents", "openai", "langgraph", "langchain_core")
+    assert sorted(m for m in modules if m.split(".")[0] in frameworks) == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], []])

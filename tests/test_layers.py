@@ -33,6 +33,9 @@ ALLOWED_HOLON = {
 
     # The run report draws what the audit tables hold (docs/report.md).
     "report": {"errors", "ledger", "audit"},
+
+    # Frameworks' adapters: library users compose them as they would the runtime.
+    "integrations": {"_version", "records", "errors", "ledger", "context", "runtime", "search"},
     "cli": {
         "_version",
         "records",
@@ -50,6 +53,8 @@ ALLOWED_HOLON = {
         "simulate",
 
         "report",
+
+        "integrations",
     },
 }
 ALLOWED_THIRD_PARTY = {
@@ -69,6 +74,8 @@ ALLOWED_THIRD_PARTY = {
     "report": {"msgspec", "duckdb"},
     "progress": {"click"},
     "cli": {"msgspec", "click"},
+    # Each module imports its own framework only (holon/integrations/__init__.py).
+    "integrations": {"msgspec", "mcp", "mcp_types", "anyio", "agents", "langgraph", "langchain_core"},
 }
 # Pure layers must not reach for clocks, randomness, the environment or the file system.
 IMPURE_MODULES = {"time", "datetime", "random", "uuid", "os", "secrets", "socket", "subprocess", "pathlib"}
