@@ -22,8 +22,10 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import agents
 import msgspec
 import pytest
+from agents.testing import ScriptedModel, assistant_message
 
 import holon
 import holon.audit  # not in the facade (import holon leaves it undefined); the audit snippets use it
@@ -380,6 +382,26 @@ def _tool_signature(code: str, tmp: Path) -> None:
         assert isinstance(call, ToolCall) and not call.replayed
         call.finish("a.txt")
     assert [rec.kind for rec in _records(tmp / "l")].count("tool_result") == 1
+
+
+@runner("docs/daemon-guide.md#6")
+def _agents_sdk_session(code: str, tmp: Path) -> None:
+    agents.set_tracing_disabled(True)
+    model = ScriptedModel([[assistant_message("It shipped today.")], [assistant_message("Thursday.")]])
+    (tmp / "runs").mkdir()
+    with contextlib.chdir(tmp):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            _run(code, "daemon-guide.md", {"model": model})
+    assert printed.getvalue() == "Thursday.\n"
+    # The second run's model was shown holon's rendering of the first, then the new question.
+    second = model.calls[1].input
+    shown = json.dumps(second[:-1])
+    assert "Where is order 1182?" in shown and "It shipped today." in shown
+    assert second[-1] == {"content": "And when does it arrive?", "role": "user"}
+    kinds = [rec.kind for rec in _records(tmp / "runs/support-bot")]
+    assert kinds.count("turn_ended") == 2  # both runs' turns ended: the last one at the block's end
+    _verifies(tmp / "runs/support-bot")
 
 
 # ---------------------------------------------------------------- docs/context-rendering.md

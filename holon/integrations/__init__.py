@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from holon.integrations.mcp_server import LedgerRecall
     from holon.integrations.mcp_server import describe as describe_mcp
     from holon.integrations.mcp_server import serve as serve_mcp
+    from holon.integrations.openai_agents import HolonSession
 
-__all__ = ["LedgerRecall", "describe_mcp", "serve_mcp"]
+__all__ = ["HolonSession", "LedgerRecall", "describe_mcp", "serve_mcp"]
 
 # name -> (module, attribute): each module is imported on first use, so that one framework
 # missing (an extra not installed) breaks only the names that need it.
@@ -35,10 +36,12 @@ _LAZY: Final = {
     "LedgerRecall": ("holon.integrations.mcp_server", "LedgerRecall"),
     "serve_mcp": ("holon.integrations.mcp_server", "serve"),
     "describe_mcp": ("holon.integrations.mcp_server", "describe"),
+    "HolonSession": ("holon.integrations.openai_agents", "HolonSession"),
 }
 # module -> (what it plugs holon into, the extra that installs it, the packages it imports)
 _EXTRAS: Final = {
     "holon.integrations.mcp_server": ("the MCP SDK", "mcp", ("mcp", "mcp_types", "anyio")),
+    "holon.integrations.openai_agents": ("the OpenAI Agents SDK", "openai-agents", ("agents", "openai")),
 }
 
 
