@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -26,6 +27,7 @@ import agents
 import msgspec
 import pytest
 from agents.testing import ScriptedModel, assistant_message
+from langchain_core.messages import AIMessage
 
 import holon
 import holon.audit  # not in the facade (import holon leaves it undefined); the audit snippets use it
@@ -36,6 +38,7 @@ from holon.projections import fold, verify_derivations
 from holon.runtime import Agent, ToolCall
 from tests.runtime_support import load_daemon
 from tests.test_adapters_review import check_openai_chat
+from tests.test_integrations_langgraph import ScriptedChat, read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -402,6 +405,25 @@ def _agents_sdk_session(code: str, tmp: Path) -> None:
     kinds = [rec.kind for rec in _records(tmp / "runs/support-bot")]
     assert kinds.count("turn_ended") == 2  # both runs' turns ended: the last one at the block's end
     _verifies(tmp / "runs/support-bot")
+
+
+@runner("docs/daemon-guide.md#7")
+def _langgraph_hook(code: str, tmp: Path) -> None:
+    replies = [AIMessage(content="Yes, it is green."), AIMessage(content="The nightly one.")]
+    model = ScriptedChat(iter(replies))
+    (tmp / "runs").mkdir()
+    with contextlib.chdir(tmp), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent, moved in LangGraph 1.0
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            _run(code, "daemon-guide.md", {"model": model, "tools": [read_log]})
+    assert printed.getvalue() == "The nightly one.\n"
+    # The second invocation's model call was sent holon's context holding the first turn.
+    shown = "\n".join(str(m.content) for m in model.sent[1])
+    assert "Is the nightly build green?" in shown and "Yes, it is green." in shown
+    kinds = [rec.kind for rec in _records(tmp / "runs/build-bot")]
+    assert kinds.count("turn_ended") == 2
+    _verifies(tmp / "runs/build-bot")
 
 
 # ---------------------------------------------------------------- docs/context-rendering.md

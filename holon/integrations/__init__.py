@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any, Final
 from holon.errors import UsageError
 
 if TYPE_CHECKING:
+    from holon.integrations.langgraph import HolonHook
     from holon.integrations.mcp_server import LedgerRecall
     from holon.integrations.mcp_server import describe as describe_mcp
     from holon.integrations.mcp_server import serve as serve_mcp
     from holon.integrations.openai_agents import HolonSession
 
-__all__ = ["HolonSession", "LedgerRecall", "describe_mcp", "serve_mcp"]
+__all__ = ["HolonHook", "HolonSession", "LedgerRecall", "describe_mcp", "serve_mcp"]
 
 # name -> (module, attribute): each module is imported on first use, so that one framework
 # missing (an extra not installed) breaks only the names that need it.
@@ -37,11 +38,13 @@ _LAZY: Final = {
     "serve_mcp": ("holon.integrations.mcp_server", "serve"),
     "describe_mcp": ("holon.integrations.mcp_server", "describe"),
     "HolonSession": ("holon.integrations.openai_agents", "HolonSession"),
+    "HolonHook": ("holon.integrations.langgraph", "HolonHook"),
 }
 # module -> (what it plugs holon into, the extra that installs it, the packages it imports)
 _EXTRAS: Final = {
     "holon.integrations.mcp_server": ("the MCP SDK", "mcp", ("mcp", "mcp_types", "anyio")),
     "holon.integrations.openai_agents": ("the OpenAI Agents SDK", "openai-agents", ("agents", "openai")),
+    "holon.integrations.langgraph": ("LangGraph", "langgraph", ("langgraph", "langchain_core")),
 }
 
 
