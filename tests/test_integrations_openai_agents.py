@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent as SdkAgent
 from agents import RunConfig, Runner, function_tool
+from agents.mcp import MCPServerStdio
 from agents.testing import ScriptedModel, assistant_message, function_call
 from click.testing import CliRunner
 
@@ -225,3 +227,30 @@ def test_a_reopened_session_continues_the_ledger(tmp_path: Path) -> None:
     ]
     assert "remember the heron" in _texts(asyncio.run(second.get_items()))
     second.close()
+
+
+def test_the_sdk_agent_searches_its_own_ledger_through_holon_mcp(tmp_path: Path) -> None:
+    # The session writes the ledger; `holon mcp` reads it beside it, as the SDK's MCP server.
+    session = _session(tmp_path / "ledger")
+    search = function_call("holon_search", {"query": "vault code"}, call_id="call_s")
+    model = ScriptedModel([[search], [assistant_message("4417")]])
+
+    async def steps() -> str:
+        await session.get_items()
+        told = {"role": "user", "content": "remember: the vault code is 4417"}
+        await session.add_items([told, {"role": "assistant", "content": "ok"}])
+        params = {"command": sys.executable, "args": ["-m", "holon", "mcp", str(tmp_path / "ledger")]}
+        async with MCPServerStdio(params=params, client_session_timeout_seconds=60) as server:
+            sdk_agent = SdkAgent(name="keeper", model=model, mcp_servers=[server])
+            result = await Runner.run(sdk_agent, "what is the vault code?", session=session, run_config=RUN)
+        return str(result.final_output)
+
+    assert asyncio.run(steps()) == "4417"
+    session.close()
+    found = model.calls[1].input[-1]
+    assert found["type"] == "function_call_output" and "remember: the vault code is 4417" in _texts([found])
+    # The search and its answer are the run's tool call in the ledger, like any other.
+    results = [rec.body for rec in _records(session) if isinstance(rec.body, r.ToolResult)]
+    assert [body.tool for body in results] == ["holon_search"]
+    assert "the vault code is 4417" in results[0].output
+    session.agent.close()
