@@ -9,7 +9,9 @@ ledger and sends the model holon's budgeted context instead of the whole transcr
   (:meth:`holon.runtime.Turn.context`, which records what the model is shown) and returns it
   as Responses input items (:func:`holon.context.to_openai_responses`): the cacheable prefix
   as a ``system`` item, the rest (working memory, history, recalled evidence) as a ``user``
-  item. The Runner appends the run's new input after them.
+  item. The Runner appends the run's new input after them, so the prompt's current-input
+  section, which would say there is none yet, is left out of the items (the recorded
+  prompt keeps it: ``holon render`` of that turn shows it).
 - :meth:`HolonSession.add_items` records the SDK's items as holon records: a user message
   as the operator's request (it opens a new turn once the turn has the model's answer),
   a system or developer message as a system message, the model's messages as assistant
@@ -38,7 +40,9 @@ The SDK runs the tools, so the tool write-ahead log does not guard them: a
 ``function_call`` reaches the session after the tool ran, with its output. Records are
 durable when the run's turn ends (the next run's ``get_items``, or :meth:`close`); open the
 holon agent with ``AgentConfig(fsync="always")`` to make each one durable as it is added.
-One session drives one holon agent, from one event loop; the ledger has one writer.
+One session drives one holon agent, from one event loop; the ledger has one writer. It is
+not for server-managed conversations (``conversation_id``, ``previous_response_id``), which
+keep the history on OpenAI's side.
 """
 
 from __future__ import annotations
