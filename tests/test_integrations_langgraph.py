@@ -24,6 +24,7 @@ from holon.cli import main
 from holon.context import Budget
 from holon.errors import UsageError
 from holon.integrations import HolonHook
+from holon.ledger import Ledger
 from holon.runtime import Agent, AgentConfig
 from tests.runtime_support import Tick
 
@@ -172,3 +173,31 @@ def test_a_tool_message_for_no_recorded_call_is_refused_and_nothing_recorded(tmp
     assert hook.agent.seq == held
     hook.close()
     hook.agent.close()
+
+
+def test_a_restarted_hook_records_only_what_the_checkpointers_thread_adds(tmp_path: Path) -> None:
+    # The checkpointer outlives the process that wrote the ledger: the new hook meets the
+    # thread's earlier messages again and must not record them a second time.
+    saver = InMemorySaver()
+    thread = {"configurable": {"thread_id": "t"}}
+    replies = [_call("tc1"), AIMessage(content="green"), AIMessage(content="it was the nightly one")]
+    model = ScriptedChat(iter(replies))
+
+    def graph(hook: HolonHook) -> Any:
+        hooks = {"pre_model_hook": hook.pre_model_hook, "post_model_hook": hook.post_model_hook}
+        return create_react_agent(model, [read_log], checkpointer=saver, **hooks)
+
+    with HolonHook.open(tmp_path / "ledger", agent_id="graph-agent") as first:
+        graph(first).invoke({"messages": [("user", "is the nightly build green?")]}, thread)
+    with Ledger.open(tmp_path / "ledger", readonly=True) as ledger:
+        before = [rec.body for rec in ledger.read()]
+    with HolonHook.open(tmp_path / "ledger") as second:
+        result = graph(second).invoke({"messages": [("user", "which build was it?")]}, thread)
+        assert len(result["messages"]) == 6  # the thread holds both invocations
+        after = [rec.body for rec in second.agent.ledger.read()]
+    users = [b.text for b in after if isinstance(b, r.Message) and b.role == "user"]
+    assert users == ["is the nightly build green?", "which build was it?"]
+    intents = [b for b in after if isinstance(b, r.ToolIntent)]
+    assert intents == [b for b in before if isinstance(b, r.ToolIntent)] and len(intents) == 1
+    answers = [b.text for b in after if isinstance(b, r.Message) and b.role == "assistant"]
+    assert answers == ["green", "it was the nightly one"]

@@ -19,6 +19,10 @@ the model holon's context instead of the whole message list:
   state update). Without it the model's last answer of an invocation is recorded only when
   a later invocation's state shows it (with a checkpointer), or never.
 
+Messages are told apart by id. A new hook on a ledger an earlier hook wrote (a restarted
+process, whose checkpointer brings the thread's messages back) takes the messages up to
+where the ledger's last turn stopped as recorded (:meth:`HolonHook._held_already`).
+
 The graph's state keeps every message (holon does not trim it: the checkpointer's history
 is the graph's, the ledger is holon's); only what the model is sent is budgeted. The tools
 run in the graph, so the tool write-ahead log does not guard them: a call reaches the
@@ -78,6 +82,7 @@ class HolonHook:
         self._calls: dict[str, ToolCall] = {}  # tool call id -> a call whose result is to come
         self._prompt: Prompt | None = None
         self._rounds: list[str] = []  # ids of messages recorded after the prompt, in order
+        self._resuming = True  # the first state seen may hold what an earlier hook recorded
 
     @classmethod
     def open(
@@ -121,6 +126,9 @@ class HolonHook:
         an id or a tool message whose call was never recorded is a UsageError, and the
         ledger is left as it was.
         """
+        if self._resuming:
+            self._resuming = False
+            self._recorded.update(str(m.id) for m in self._held_already(messages))
         new = [m for m in messages if m.id not in self._recorded]
         calls = set(self._calls)
         for message in new:
@@ -147,6 +155,32 @@ class HolonHook:
             self._record(message)
             self._recorded.add(str(message.id))
         return len(new)
+
+    def _held_already(self, messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
+        """The messages of a state a hook meets first that an earlier hook on this ledger recorded.
+
+        A hook remembers the messages it recorded by id, in memory; after a restart, a
+        checkpointer's thread brings back every message of its earlier invocations. The
+        ledger's last turn says where the earlier hook stopped: a turn this hook's kind
+        opened with the input of the state's last human message (the invocation was under
+        way) or of the one before it (it had finished). What comes before that point was
+        recorded; the rest is new. Anything else (a ledger or a thread new to the other) is
+        all new, and recorded.
+        """
+        turn = self.agent.state.turn
+        if turn is None or turn.trigger != _TRIGGER or turn.started_seq is None:
+            return ()
+        # Agent.turn appends a turn's input right after its turn_started, in one append.
+        opening = self.agent.ledger.get(turn.started_seq + 1) if turn.started_seq < self.agent.seq else None
+        if opening is None or not isinstance(opening.body, r.Message) or opening.turn != turn.index:
+            return ()
+        started_with = opening.body.text
+        humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+        if humans and _text(messages[humans[-1]].content) == started_with:
+            return messages[: humans[-1] + 1]
+        if len(humans) > 1 and _text(messages[humans[-2]].content) == started_with:
+            return messages[: humans[-1]]
+        return ()
 
     def _record(self, message: BaseMessage) -> None:
         if isinstance(message, HumanMessage):
