@@ -219,6 +219,8 @@ class HolonHook:
         self._calls.clear()
         self._prompt, self._rounds = None, []
         if turn is not None and not turn.ended:
+            # A turn here spans several calls from the framework, so no `with` block holds it:
+            # it is left by hand, as the block would leave it (turn_ended, refresh, flush).
             turn.__exit__(None, None, None)
 
     # ------------------------------------------------------------------ closing

@@ -144,7 +144,11 @@ class HolonSession:
     # ------------------------------------------------------------------ the Session protocol
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """holon's context for the run that starts now; with ``limit``, the newest items as recorded."""
+        """holon's context for the run that starts now; with ``limit``, the newest items as recorded.
+
+        The item list is read back from the ledger from the session's start, each call (the
+        Runner asks for it only to check a resumed write or a rewind).
+        """
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise UsageError(f"get_items: limit must be None or an integer >= 0, got {limit!r}")
@@ -237,6 +241,8 @@ class HolonSession:
         turn, self._turn = self._turn, None
         self._calls.clear()
         if turn is not None and not turn.ended:
+            # A turn here spans several calls from the framework, so no `with` block holds it:
+            # it is left by hand, as the block would leave it (turn_ended, refresh, flush).
             turn.__exit__(None, None, None)
 
     def _turn_for_input(self) -> Turn:
