@@ -51,6 +51,7 @@ __all__ = [
     "FollowUp",
     "HistoryAnchor",
     "Message",
+    "ModelCall",
     "Omission",
     "PlanStep",
     "ProjectionConfig",
@@ -89,9 +90,10 @@ __all__ = [
 
 #: Version of the record schema written into every envelope (``v``). Readers accept
 #: every version up to this one; a newer version is refused with a clear error.
-#: Bumped whenever a body gains a field: bodies forbid unknown fields, so an older reader
-#: would otherwise fail on the new field as on a damaged record (docs/ledger-format.md).
-SCHEMA_VERSION: Final = 4
+#: Bumped whenever a body gains a field or a kind is added: bodies forbid unknown fields and
+#: the codec unknown kinds, so an older reader would otherwise fail on the new field or kind
+#: as on a damaged record (docs/ledger-format.md).
+SCHEMA_VERSION: Final = 5
 
 #: The ``ts`` a ledger accepts on append (inclusive): milliseconds since the Unix epoch,
 #: from 1970 to the year 5138. Below is no time holon records (the importers refuse a
@@ -417,6 +419,42 @@ class PromptRendered(_Body, frozen=True, kw_only=True):
     history: HistoryAnchor | None = None
 
 
+class ModelCall(_Body, frozen=True, kw_only=True):
+    """One model call and the usage its provider reported (runtime record, schema version 5).
+
+    Appended by :mod:`holon.runtime.loop` right after the provider answered, in the turn
+    of the call. ``prompt_seq`` is the seq of the ``prompt_rendered`` record the request
+    was built from; the request also held the turn's rounds after it (``round`` counts
+    the calls made on that prompt, from 1). The provider's figures are normalised to one
+    meaning for every provider: ``input_tokens`` is every input token of the request,
+    cache reads and writes included (Anthropic reports the uncached rest as its
+    ``input_tokens``; OpenAI's ``prompt_tokens`` / ``input_tokens`` already include the
+    cached ones), ``cache_read_tokens`` what was read from the provider's prompt cache,
+    ``cache_write_tokens`` what was written to it, ``output_tokens`` what the model wrote;
+    a figure the provider did not report is None.
+    ``estimated_input_tokens`` and ``estimated_cache_read_tokens`` are holon's own
+    estimate of the same request (the render estimator's count of the prompt and rounds,
+    and of the prefix the previous call of the agent sent as well), so the audit can put
+    the real cache share beside the estimated one.
+    """
+
+    KIND: ClassVar[str] = "model_call"
+    #: The API called: ``anthropic``, ``openai-chat``, ``openai-responses`` (the dialects of
+    #: holon.runtime.loop), or the name a daemon's own dialect gives.
+    provider: str
+    model: str
+    prompt_seq: int
+    round: int
+    input_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    output_tokens: int | None = None
+    estimated_input_tokens: int | None = None
+    estimated_cache_read_tokens: int | None = None
+    response_id: str | None = None
+    stop_reason: str | None = None
+
+
 # --------------------------------------------------------------------------- derived records
 
 
@@ -561,6 +599,7 @@ Body: TypeAlias = (
     | TurnStarted
     | TurnEnded
     | PromptRendered
+    | ModelCall
     | WorkingMemoryDelta
     | ContextEpisodeRecord
 )
@@ -588,6 +627,7 @@ BODY_TYPES: Final[dict[str, type[_Body]]] = {
         TurnStarted,
         TurnEnded,
         PromptRendered,
+        ModelCall,
         WorkingMemoryDelta,
         ContextEpisodeRecord,
     )

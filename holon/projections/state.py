@@ -1271,6 +1271,13 @@ def _on_prompt_rendered(
     return _Replace(state, seq=record.seq, applied=state.applied + 1, last_prompt=last_prompt)
 
 
+def _on_model_call(
+    state: RuntimeState, record: r.Record, body: r.ModelCall, config: ProjectionConfig
+) -> RuntimeState:
+    # What the provider reported about a call: for the audit, not for what the model sees.
+    return _Replace(state, seq=record.seq, applied=state.applied + 1)
+
+
 def _on_derived(
     state: RuntimeState, record: r.Record, body: r.Body, config: ProjectionConfig
 ) -> RuntimeState:
@@ -1298,6 +1305,7 @@ _HANDLERS: Final[dict[type[Any], _Handler]] = {
     r.TurnStarted: _on_turn_started,
     r.TurnEnded: _on_turn_ended,
     r.PromptRendered: _on_prompt_rendered,
+    r.ModelCall: _on_model_call,
     r.WorkingMemoryDelta: _on_derived,
     r.ContextEpisodeRecord: _on_derived,
 }
