@@ -491,3 +491,38 @@ def test_calls_report_names_a_new_revision_where_working_memory_is_in_the_prefix
     )
     assert second["shared_tokens"] == 1100 and second["cached_tokens"] == 1100
     assert second["changed"] == ["revision", "new input", "cache key"]
+
+
+def _model_call(turn: int, provider: str, **usage: int | None) -> r.Record:
+    body = r.ModelCall(provider=provider, model="m", prompt_seq=turn * 10, round=1, **usage)  # type: ignore[arg-type]
+    return r.Record(body=body, ts=1_700_000_000_000 + turn, turn=turn)
+
+
+def test_usage_reports_the_provider_s_figures_beside_holon_s_estimate(tmp_path: Path) -> None:
+    records = [
+        # First call: nothing cached; Anthropic wrote the whole request.
+        _model_call(1, "anthropic", input_tokens=1_000, cache_read_tokens=0, cache_write_tokens=1_000,
+                    output_tokens=100, estimated_input_tokens=1_100, estimated_cache_read_tokens=0),
+        # Second call: 900 read from the cache, the 300 new tokens written (holon thought 1,100).
+        _model_call(2, "anthropic", input_tokens=1_200, cache_read_tokens=900, cache_write_tokens=300,
+                    output_tokens=50, estimated_input_tokens=1_300, estimated_cache_read_tokens=1_100),
+        # A response without usage (an OpenAI-compatible server that sends none).
+        _model_call(3, "openai-chat", estimated_input_tokens=500, estimated_cache_read_tokens=0),
+    ]  # fmt: skip
+    write_ledger(tmp_path / "l", "agent-u", records)
+    result = run_report(connect(tmp_path / "l"), "usage")
+    rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+    anthropic, chat = rows
+    assert anthropic["provider"] == "anthropic" and anthropic["calls"] == 2 and anthropic["unreported"] == 0
+    assert (anthropic["input_tokens"], anthropic["cache_read_tokens"], anthropic["cache_write_tokens"]) == (
+        2_200, 900, 1_300
+    )  # fmt: skip
+    assert anthropic["cache_share"] == round(900 / 2_200, 4)
+    assert anthropic["estimated_cache_share"] == round(1_100 / 2_400, 4)
+    # cost: uncached 0 + 0, reads 900 * 10%, writes 1,300 * 125%, output 150 * 500%.
+    assert anthropic["cost"] == 900 * 0.10 + 1_300 * 1.25 + 150 * 5
+    # estimated: reads 1,100 * 10%, writes (1,100 + 200) * 125%, the same output.
+    assert anthropic["estimated_cost"] == 1_100 * 0.10 + 1_300 * 1.25 + 150 * 5
+    assert chat["calls"] == 1 and chat["unreported"] == 1 and chat["input_tokens"] is None
+    priced = run_report(connect(tmp_path / "l"), "usage", read_pct=50, write_pct=100, output_pct=100)
+    assert dict(zip(priced.columns, priced.rows[0], strict=True))["cost"] == 900 * 0.5 + 1_300 + 150

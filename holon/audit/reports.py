@@ -51,6 +51,19 @@ _WINDOW: Final = Param(
     "this many turns before (0: in the same turn)",
 )
 
+# Prices relative to an uncached input token (Anthropic's: a cache read costs a tenth, a
+# five-minute cache write a quarter more, output five times as much): the usage report's
+# cost is in those units, so it compares runs and providers without a price list.
+_READ_PCT: Final = Param(
+    default=10, minimum=0, help="price of a cache-read input token, in % of an uncached one"
+)
+_WRITE_PCT: Final = Param(
+    default=125, minimum=0, help="price of a cache-written input token, in % of an uncached one"
+)
+_OUTPUT_PCT: Final = Param(
+    default=500, minimum=0, help="price of an output token, in % of an uncached input one"
+)
+
 # A call is a duplicate when the previous call of the same agent, tool and arguments
 # (arguments are JSON with sorted keys, so equal arguments are equal text) was made at
 # most $window turns earlier. Calls outside any turn are never duplicates.
@@ -354,6 +367,42 @@ REPORTS: Final[dict[str, Report]] = {
             f"{CACHE_READ_PRICE}x, writes {CACHE_WRITE_PRICE}x)",
             params={"minimum": _MINIMUM},
             sql=_CALLS,
+        ),
+        Report(
+            name="usage",
+            help="per agent, provider and model: the model calls' usage as the provider reported it "
+            "(input, cache read and write, output tokens), the real cache share beside holon's "
+            "estimate, and the cost in uncached-input-token units, real beside estimated",
+            params={"read_pct": _READ_PCT, "write_pct": _WRITE_PCT, "output_pct": _OUTPUT_PCT},
+            sql="""
+            WITH calls AS (
+                SELECT *, coalesce(cache_read_tokens, 0) AS read_, coalesce(cache_write_tokens, 0) AS written,
+                       coalesce(estimated_cache_read_tokens, 0) AS est_read,
+                       -- Anthropic writes what it does not read (up to the last breakpoint, which
+                       -- holon's loop puts at the end); OpenAI charges no write.
+                       CASE WHEN provider = 'anthropic'
+                            THEN estimated_input_tokens - coalesce(estimated_cache_read_tokens, 0)
+                            ELSE 0 END AS est_written
+                FROM model_calls
+            )
+            SELECT agent_id, provider, model, count(*) AS calls,
+                   count(*) FILTER (WHERE input_tokens IS NULL) AS unreported,
+                   sum(input_tokens)::BIGINT AS input_tokens, sum(read_)::BIGINT AS cache_read_tokens,
+                   sum(written)::BIGINT AS cache_write_tokens, sum(output_tokens)::BIGINT AS output_tokens,
+                   sum(estimated_input_tokens)::BIGINT AS estimated_input_tokens,
+                   sum(est_read)::BIGINT AS estimated_cache_read_tokens,
+                   round(sum(read_) / nullif(sum(input_tokens), 0), 4) AS cache_share,
+                   round(sum(est_read) / nullif(sum(estimated_input_tokens), 0), 4) AS estimated_cache_share,
+                   round(sum(input_tokens - read_ - written + read_ * $read_pct / 100.0
+                             + written * $write_pct / 100.0
+                             + coalesce(output_tokens, 0) * $output_pct / 100.0), 1) AS cost,
+                   round(sum(estimated_input_tokens - est_read - est_written + est_read * $read_pct / 100.0
+                             + est_written * $write_pct / 100.0
+                             + coalesce(output_tokens, 0) * $output_pct / 100.0), 1) AS estimated_cost
+            FROM calls
+            GROUP BY agent_id, provider, model
+            ORDER BY agent_id, provider, model
+            """,
         ),
         Report(
             name="episodes",

@@ -113,6 +113,12 @@ _BODY: Final = {
         "render_config STRUCT(version JSON, projection JSON), episodes BIGINT[], "
         "history STRUCT(from_seq BIGINT, cleared_through BIGINT))"
     ),
+    "model_call": (
+        "STRUCT(provider VARCHAR, model VARCHAR, prompt_seq BIGINT, round BIGINT, input_tokens BIGINT, "
+        "cache_read_tokens BIGINT, cache_write_tokens BIGINT, output_tokens BIGINT, "
+        "estimated_input_tokens BIGINT, estimated_cache_read_tokens BIGINT, response_id VARCHAR, "
+        "stop_reason VARCHAR)"
+    ),
     "working_memory_delta": (
         "STRUCT(from_revision BIGINT, to_revision BIGINT, reason VARCHAR, changed_fields VARCHAR[], "
         "lines VARCHAR[], evidence_from_seq BIGINT, evidence_to_seq BIGINT, projection_version BIGINT, "
@@ -520,6 +526,43 @@ TABLES: Final[dict[str, Table]] = {
                 "(SELECT *, " + _template(_STATED_IN_PROMPT) + " AS stated FROM {prompt_rendered}) p "
                 "JOIN _fleet f USING (agent_ix)",
             ),
+        ),
+        Table(
+            "model_calls",
+            "one model call and the usage its provider reported (a model_call record)",
+            {
+                "agent_id": "agent",
+                "seq": "record seq",
+                "ts": "time (ms), when the response was read",
+                "turn": "turn index",
+                "provider": "anthropic, openai-chat or openai-responses",
+                "model": "the model named in the request",
+                "prompt_seq": "seq of the prompt_rendered record the request was built from",
+                "round": "the call's number among the calls made on that prompt (from 1)",
+                "input_tokens": "every input token the provider counted, cache reads and writes included",
+                "cache_read_tokens": "input tokens the provider read from its prompt cache",
+                "cache_write_tokens": (
+                    "input tokens the provider wrote to its prompt cache (NULL: not reported)"
+                ),
+                "output_tokens": "tokens the model wrote",
+                "estimated_input_tokens": "holon's estimate of the request's input tokens",
+                "estimated_cache_read_tokens": (
+                    "holon's estimate of the tokens a cache could serve: what the previous call sent too"
+                ),
+                "response_id": "the provider's id of the response",
+                "stop_reason": "why the model stopped (end_turn, tool_use, stop, tool_calls, completed, ...)",
+            },
+            """
+            SELECT f.agent_id, m.seq, m.ts, m.turn, m.body.provider AS provider, m.body.model AS model,
+                   m.body.prompt_seq AS prompt_seq, m.body.round AS round,
+                   m.body.input_tokens AS input_tokens, m.body.cache_read_tokens AS cache_read_tokens,
+                   m.body.cache_write_tokens AS cache_write_tokens, m.body.output_tokens AS output_tokens,
+                   m.body.estimated_input_tokens AS estimated_input_tokens,
+                   m.body.estimated_cache_read_tokens AS estimated_cache_read_tokens,
+                   m.body.response_id AS response_id, m.body.stop_reason AS stop_reason
+            FROM {model_call} m JOIN _fleet f USING (agent_ix)
+            ORDER BY f.agent_id, m.seq
+            """,
         ),
         Table(
             "prompt_sections",
