@@ -10,13 +10,26 @@
   :func:`is_recall` tells their records apart (memory search leaves them out);
   :func:`blob_text_of` reads a blob-stored output's text for memory search.
 - :class:`AgentConfig`, :class:`OpenReport`, :class:`TurnSummary`.
+- :func:`run_turn` / :func:`arun_turn` — a ready loop that runs a turn's model rounds
+  to its end through an SDK client (:class:`AnthropicMessages`, :class:`OpenAIChat`,
+  :class:`OpenAIResponses`), with the tools of a :class:`Tools` registry.
 
 See docs/daemon-guide.md.
 """
 
 from holon.runtime.agent import Agent, AgentConfig, OpenReport, ToolCall, Turn, TurnSummary, wall_clock_ms
 from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome, checkpoint_resume
+from holon.runtime.loop import (
+    AnthropicMessages,
+    ModelDialect,
+    OpenAIChat,
+    OpenAIResponses,
+    TurnRun,
+    arun_turn,
+    run_turn,
+)
 from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS, blob_text_of, is_recall
+from holon.runtime.tools import Tool, Tools
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -24,13 +37,22 @@ __all__ = [
     "RECALL_TOOL_NAMES",
     "Agent",
     "AgentConfig",
+    "AnthropicMessages",
+    "ModelDialect",
+    "OpenAIChat",
+    "OpenAIResponses",
     "OpenReport",
+    "Tool",
     "ToolCall",
+    "Tools",
     "Turn",
+    "TurnRun",
     "TurnSummary",
     "UnknownOutcome",
+    "arun_turn",
     "blob_text_of",
     "checkpoint_resume",
     "is_recall",
+    "run_turn",
     "wall_clock_ms",
 ]

@@ -111,7 +111,7 @@ ToolStatus = Literal["ok", "error", "interrupted", "unknown"]
 # Kinds only the runtime itself writes: a caller recording one would break the turn
 # structure or forge a derived record.
 _RUNTIME_KINDS: Final = frozenset(
-    {r.TurnStarted.KIND, r.TurnEnded.KIND, r.PromptRendered.KIND, *r.DERIVED_KINDS}
+    {r.TurnStarted.KIND, r.TurnEnded.KIND, r.PromptRendered.KIND, r.ModelCall.KIND, *r.DERIVED_KINDS}
 )
 _INPUT_ROLES: Final = ("user", "operator", "channel")
 _PREVIEW_CHARS: Final = 200
@@ -1401,6 +1401,35 @@ class Turn:
     def prompts_rendered(self) -> int:
         """How many times this turn's prompt was rendered (1 + re-renders when rounds outgrew it)."""
         return self._prompts
+
+    @property
+    def prompt_seq(self) -> int | None:
+        """The seq of the ``prompt_rendered`` record of :attr:`prompt` (None before :meth:`context`)."""
+        last = self.agent.state.last_prompt
+        return last.seq if self._prompt is not None and last is not None else None
+
+    @property
+    def round_tokens(self) -> int:
+        """Estimated tokens of the rounds recorded after :attr:`prompt` (what a request adds to it)."""
+        return self._round_tokens
+
+    def record_model_call(self, call: r.ModelCall) -> int:
+        """Record a model call and the usage its provider reported; returns its seq.
+
+        :mod:`holon.runtime.loop` calls this after every model call; a daemon with a loop
+        of its own calls it with what its provider's response says. The record is for the
+        audit (``holon audit PATH --report usage``): it is not a round, and no prompt shows it.
+        """
+        self._check_live()
+        if not isinstance(call, r.ModelCall):
+            raise UsageError(f"record_model_call takes a holon.records.ModelCall, not {type(call).__name__}")
+        if self._prompt is None or call.prompt_seq != self.prompt_seq:
+            raise UsageError(
+                f"model call names prompt_seq {call.prompt_seq}, but the prompt of this turn's next model "
+                f"call is ledger:{self.prompt_seq}: call turn.context() before the model call and record "
+                "the call with turn.prompt_seq"
+            )
+        return self.agent._append(call, self.index).seq
 
     def messages(self) -> list[dict[str, Any]]:
         """The prompt for the next model call followed by the rounds recorded after it, in order.
