@@ -100,8 +100,9 @@ def strict_problems(value: Any, tp: Any, where: str = "$") -> list[str]:
             if not found:
                 return []
             failures.append(found)
-        # The option that came closest (fewest problems) says best what is wrong.
-        return min(failures, key=len)
+        # The option that came closest says best what is wrong: the one whose problems lie
+        # deepest (its shape matched furthest), then the one with the fewest.
+        return max(failures, key=lambda found: (max(len(p.split(": ", 1)[0]) for p in found), -len(found)))
     if origin is Literal:
         return [] if value in get_args(tp) else [f"{where}: {value!r} is not one of {get_args(tp)}"]
     if tp is type(None) or tp is None:

@@ -408,3 +408,205 @@ def test_native_requests_repeat_the_previous_turns_blocks_up_to_its_history_end(
         end = max(i for i, b in enumerate(flat) if "cache_control" in b and i < len(flat) - 1)
         assert new[: end + 1] == old[: end + 1]
         assert sum("cache_control" in b for m in after["messages"] for b in m["content"]) <= 4
+
+
+# --------------------------------------------------------------------------- the SDKs' own request types
+#
+# Every adapter's output, on real ledgers (the example daemon's, and a transcript of each
+# format imported), is validated against the installed SDKs' request TypedDicts — every
+# key known, recursively, and pydantic's validation — and against the rules the types
+# cannot state (Anthropic's alternation and tool_use/tool_result pairing, at most 4
+# breakpoints; OpenAI's tool calls each answered). The validator accepts native tool
+# blocks anywhere in the messages and checks their pairing (tests/sdk_types.py).
+
+# The shared samples sit beside the repository (benchmarks/eval reads ../shared/samples);
+# a worktree is one level further down.
+SAMPLES_DIR = next(
+    (
+        p / "shared" / "samples"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared" / "samples").is_dir()
+    ),
+    Path("shared") / "samples",
+)
+_IMPORTED = (
+    ("claude-code/session.jsonl", "claude-code"),
+    ("openai-chat/conversation.json", "openai-chat"),
+    ("openhands/events.json", "openhands"),
+    ("swe-agent/function-calling.traj", "swe-agent"),
+)
+
+
+def _check_every_adapter(prompt: Prompt) -> None:
+    sdk = pytest.importorskip("tests.sdk_types")
+    pytest.importorskip("anthropic")
+    pytest.importorskip("openai")
+    anthropic_request = to_anthropic_messages(prompt, model="claude-test", max_tokens=1_000)
+    sdk.check_anthropic(anthropic_request)
+    # A round appended, the end breakpoint moved to it: still at most four.
+    anthropic_request["messages"] += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+    ]
+    cache_last_block(anthropic_request["messages"])
+    sdk.check_anthropic(anthropic_request)
+    sdk.check_openai_chat(to_openai_chat(prompt, model="gpt-test"))
+    sdk.check_openai_responses(to_openai_responses(prompt, model="gpt-test"))
+
+
+def test_every_prompt_of_the_example_daemon_is_a_request_each_sdk_accepts(tmp_path: Path) -> None:
+    from tests.runtime_support import cold_replay, load_daemon  # noqa: PLC0415
+
+    config = AgentConfig(checkpoint_every=0)
+    load_daemon().run(tmp_path / "ledger", turns=40, seed=7, fresh=True, quiet=True, config=config)
+    checked = 0
+    for _record, prompt, _state in cold_replay(tmp_path / "ledger", config):
+        _check_every_adapter(prompt)
+        checked += 1
+    assert checked >= 40
+
+
+def _imported(tmp_path: Path, source: Path, fmt: str) -> Path:
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from holon.cli import main as holon_cli  # noqa: PLC0415
+
+    ledger = tmp_path / "imported"
+    runner = CliRunner()
+    assert runner.invoke(holon_cli, ["init", str(ledger), "--agent-id", "x"]).exit_code == 0
+    done = runner.invoke(holon_cli, ["import", str(ledger), str(source), "--from", fmt])
+    assert done.exit_code == 0, done.output
+    return ledger
+
+
+def _prompts_of_turns(ledger: Path, most: int) -> list[Prompt]:
+    from holon.ledger import Ledger  # noqa: PLC0415
+    from holon.replay import prompt_at, turn_spans  # noqa: PLC0415
+
+    with Ledger.open(ledger, readonly=True) as opened:
+        records = list(opened.read(0))
+        blobs = opened.get_blob
+        turns = [span.turn for span in turn_spans(records)]
+        # The first turns, the last ones and some between: where tool results pile up.
+        step = max(1, len(turns) // most)
+        chosen = sorted({*turns[:2], *turns[::step], *turns[-2:]})
+        return [prompt_at(records, turn, agent_id="x", blobs=blobs).prompt for turn in chosen]
+
+
+@pytest.mark.parametrize(("name", "fmt"), _IMPORTED, ids=[fmt for _, fmt in _IMPORTED])
+def test_an_imported_transcript_renders_requests_each_sdk_accepts(
+    tmp_path: Path, name: str, fmt: str
+) -> None:
+    source = Path(__file__).resolve().parent.parent / "fixtures" / "importers" / name
+    prompts = _prompts_of_turns(_imported(tmp_path, source, fmt), most=6)
+    assert prompts
+    for prompt in prompts:
+        _check_every_adapter(prompt)
+
+
+def _samples() -> list[tuple[str, str]]:
+    from benchmarks.eval.scenario import SAMPLES  # noqa: PLC0415
+
+    return [(rel, fmt) for rel, fmt in SAMPLES]
+
+
+@pytest.mark.parametrize(("rel", "fmt"), _samples(), ids=[fmt for _, fmt in _samples()])
+def test_a_real_sample_of_each_format_renders_requests_each_sdk_accepts(
+    tmp_path: Path, rel: str, fmt: str
+) -> None:
+    source = SAMPLES_DIR / rel
+    if not source.exists():
+        pytest.skip(f"{source} is not here (the shared samples sit next to the repository)")
+    prompts = _prompts_of_turns(_imported(tmp_path, source, fmt), most=4)
+    assert prompts
+    for prompt in prompts:
+        _check_every_adapter(prompt)
+
+
+def _anthropic(messages: list[dict[str, object]], **more: object) -> dict[str, object]:
+    return {"model": "m", "max_tokens": 10, "messages": messages, **more}
+
+
+@pytest.mark.parametrize(
+    ("request_", "problem"),
+    [
+        (_anthropic([{"role": "user", "content": "hi"}], colour=1), "$.colour: not a key of"),
+        (
+            _anthropic([{"role": "user", "content": [{"type": "text", "text": "x", "cachecontrol": {}}]}]),
+            "not a key",
+        ),
+        (_anthropic([{"role": "assistant", "content": "hi"}]), "first message must be the user's"),
+        (
+            _anthropic([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]),
+            "two user messages in a row",
+        ),
+        (
+            _anthropic(
+                [
+                    {"role": "user", "content": "a"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}],
+                    },
+                    {"role": "user", "content": "b"},
+                ]
+            ),
+            "tool_use ['t1'] not answered here",
+        ),
+        (
+            _anthropic(
+                [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "x"}]}]
+            ),
+            "tool_result for ['t9'] with no tool_use",
+        ),
+        (
+            _anthropic(
+                [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": str(i), "cache_control": {"type": "ephemeral"}}
+                            for i in range(5)
+                        ],
+                    }
+                ]
+            ),
+            "5 cache_control breakpoints",
+        ),
+    ],
+)
+def test_the_anthropic_validator_names_what_the_api_would_refuse(
+    request_: dict[str, object], problem: str
+) -> None:
+    sdk = pytest.importorskip("tests.sdk_types")
+    pytest.importorskip("anthropic")
+    with pytest.raises(sdk.RequestProblem, match=problem.replace("[", r"\[").replace("$", r"\$")):
+        sdk.check_anthropic(request_)
+
+
+def test_the_openai_validators_check_the_tool_call_pairing() -> None:
+    sdk = pytest.importorskip("tests.sdk_types")
+    pytest.importorskip("openai")
+    call = {"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+    answered = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    sdk.check_openai_chat({"model": "m", "messages": answered})
+    with pytest.raises(sdk.RequestProblem, match="not answered"):
+        sdk.check_openai_chat({"model": "m", "messages": answered[:2]})
+    with pytest.raises(sdk.RequestProblem, match="not asked for"):
+        sdk.check_openai_chat({"model": "m", "messages": [answered[0], answered[2]]})
+    with pytest.raises(sdk.RequestProblem, match="not a key"):
+        sdk.check_openai_chat({"model": "m", "messages": answered, "prompt_cache": "k"})
+    items = [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "c1", "name": "x", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]
+    sdk.check_openai_responses({"model": "m", "input": items})
+    with pytest.raises(sdk.RequestProblem, match="never called"):
+        sdk.check_openai_responses({"model": "m", "input": [items[0], items[2]]})
+    with pytest.raises(sdk.RequestProblem, match="no function_call_output"):
+        sdk.check_openai_responses({"model": "m", "input": items[:2]})
