@@ -9,6 +9,7 @@ and the ledger then verifies, every prompt reproduces and the audit reports the 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from holon.runtime import (
     run_turn,
 )
 from holon.runtime.tools import schema_of
-from tests.runtime_support import Tick
+from tests.runtime_support import ROOT, Tick
 
 mocks = pytest.importorskip("tests.provider_mocks")
 
@@ -355,3 +356,59 @@ def test_importing_holon_and_its_loop_imports_no_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _example(name: str) -> Any:
+    """examples/<name>.py as a module (a script, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"holon_example_{name}", ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("script", "api", "flags"),
+    [
+        ("anthropic_agent", "anthropic", []),
+        ("openai_agent", "openai-chat", []),
+        ("openai_agent", "openai-responses", ["--api", "responses"]),
+    ],
+)
+def test_the_example_agents_run_on_recorded_responses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, api: str, flags: list[str]
+) -> None:
+    transport = mocks.RecordedTransport(api, ROOT / "fixtures" / "providers" / f"{api}.json")
+    make = mocks.anthropic_client if api == "anthropic" else mocks.openai_client
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("hello from the workspace\n", encoding="utf-8")
+    ledger = tmp_path / "ledger"
+    argv = [str(ledger), "--workspace", str(workspace), *flags]
+    argv += ["What do the notes say?", "Search your memory for the notes"]
+    assert _example(script).main(argv, client=make(transport.transport())) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "The notes say: hello from the workspace.",
+        "I read notes.txt in the first turn; it says hello from the workspace.",
+    ]
+    assert transport.problems == []
+    assert len(transport.requests) == len(transport.responses) == 5
+    records = _records(ledger)
+    outputs = [rec.body.output for rec in records if isinstance(rec.body, r.ToolResult)]
+    assert outputs[:2] == ["notes.txt\n", "hello from the workspace\n"]
+    assert "notes" in outputs[2]  # holon_search found the turn that read them
+    usage = [rec.body for rec in records if isinstance(rec.body, r.ModelCall)]
+    assert [u.cache_read_tokens for u in usage] == [0, 1800, 1900, 1850, 2600]
+    checked = CliRunner().invoke(holon_cli, ["prompts", str(ledger), "--check"])
+    assert checked.exit_code == 0, checked.output
+
+
+def test_an_example_agent_without_a_key_says_which_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        _example("openai_agent").main([str(tmp_path / "l"), "hi"])
+    assert exit_.value.code == 2
+    assert "set OPENAI_API_KEY" in capsys.readouterr().err
+    assert not (tmp_path / "l").exists()

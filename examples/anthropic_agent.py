@@ -1,0 +1,90 @@
+"""anthropic_agent.py — a holon agent on the Anthropic SDK, with a shell and a file reader.
+
+    pip install 'holon[anthropic]'
+    export ANTHROPIC_API_KEY=sk-ant-...
+    python examples/anthropic_agent.py state/agent-7 --workspace ~/src/project "What does this repo do?"
+    echo "Run the tests and tell me what fails" | python examples/anthropic_agent.py state/agent-7
+
+Each request (an argument, else each line of stdin) is one turn: ``holon.run_turn`` calls
+the model as many rounds as it needs, runs its tool calls through the ledger's
+write-ahead log, answers ``holon_get`` / ``holon_search`` from the ledger and records the
+usage Anthropic reports. Run it again on the same ledger and the agent remembers:
+``holon render state/agent-7`` shows what it sees, ``holon audit state/agent-7 --report
+usage`` what the calls cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from holon import Agent, AgentConfig, Budget
+from holon.context import RenderConfig
+from holon.runtime import AnthropicMessages, Tools, run_turn
+
+MODEL = "claude-sonnet-5-5"
+POLICY = (
+    "You are a careful engineer working in the workspace. Use the shell to look before you "
+    "answer, keep answers short, and say what you ran."
+)
+CONFIG = AgentConfig(
+    budget=Budget(context_window=200_000, output_reserve=8_000),
+    render=RenderConfig(prompt_cache_key="example-agent"),
+    fsync="batch",
+)
+
+
+def workspace_tools(workspace: Path) -> Tools:
+    """The agent's tools, working in ``workspace``."""
+    tools = Tools()
+
+    @tools.tool()
+    def shell(command: str) -> tuple[str, int]:
+        """Run a shell command in the workspace; returns its output and exit code."""
+        argv = ["/bin/sh", "-c", command]
+        proc = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, timeout=300, check=False)
+        return proc.stdout + proc.stderr, proc.returncode
+
+    @tools.tool()
+    def read_file(path: str) -> str:
+        """Read a text file of the workspace."""
+        return (workspace / path).read_text(encoding="utf-8", errors="replace")
+
+    return tools
+
+
+def requests(given: list[str]) -> list[str] | Any:
+    """The operator's requests: the arguments, else the lines of stdin."""
+    return given or (line.strip() for line in sys.stdin if line.strip())
+
+
+def main(argv: list[str] | None = None, *, client: Any = None) -> int:
+    parser = argparse.ArgumentParser(prog="anthropic_agent.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("ledger", type=Path, help="the agent's ledger directory (created if missing)")
+    parser.add_argument("request", nargs="*", help="requests, one turn each (default: lines of stdin)")
+    parser.add_argument("--workspace", type=Path, default=Path.cwd(), help="where the tools run")
+    parser.add_argument("--model", default=MODEL)
+    args = parser.parse_intermixed_args(argv)
+    if client is None:
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            parser.error("set ANTHROPIC_API_KEY (https://console.anthropic.com/settings/keys)")
+        import anthropic  # noqa: PLC0415 - the SDK only when it is used
+
+        client = anthropic.Anthropic()
+    tools = workspace_tools(args.workspace)
+    model = AnthropicMessages(client, model=args.model, max_tokens=CONFIG.budget.output_reserve)
+    policy = tools.policy(POLICY)
+    with Agent.open(args.ledger, agent_id="example-agent", config=CONFIG, policy=policy) as agent:
+        for text in requests(args.request):
+            with agent.turn(input=text, trigger="operator", role="operator") as turn:
+                run = run_turn(turn, model, tools)
+            print(run.text if not run.capped else f"(stopped after {run.rounds} rounds) {run.text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
