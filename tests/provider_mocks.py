@@ -269,11 +269,13 @@ class ScriptedModel:
 
 
 class RecordedTransport:
-    """Replays recorded response bodies in order, checking each request against the SDK types."""
+    """Replays recorded response bodies (a JSON file, or a list) in order, checking each request."""
 
-    def __init__(self, api: API, path: Path) -> None:
+    def __init__(self, api: API, responses: Path | list[dict[str, Any]]) -> None:
         self.api = api
-        self.responses: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(responses, Path):
+            responses = json.loads(responses.read_text(encoding="utf-8"))
+        self.responses: list[dict[str, Any]] = responses
         self.requests: list[dict[str, Any]] = []
         self.problems: list[str] = []
 
@@ -318,3 +320,56 @@ def openai_client(transport: Any, *, asynchronous: bool = False) -> Any:
         max_retries=0,
         http_client=httpx.Client(transport=transport),
     )
+
+
+def anthropic_reply(
+    *blocks: dict[str, Any], usage: tuple[int, int, int, int] = (100, 0, 0, 10)
+) -> dict[str, Any]:
+    """An Anthropic Messages response body of these content blocks; usage (uncached, read, written, out)."""
+    uncached, read, written, out = usage
+    uses = any(b["type"] == "tool_use" for b in blocks)
+    return {
+        "id": f"msg_{abs(hash(json.dumps(blocks, sort_keys=True))) % 10**8}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": list(blocks),
+        "stop_reason": "tool_use" if uses else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": uncached,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
+            "output_tokens": out,
+        },
+    }
+
+
+def chat_reply(content: str | None, *calls: tuple[str, str, str], prompt_tokens: int = 100) -> dict[str, Any]:
+    """A Chat Completions response body: the message's content and its (id, name, arguments) calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for i, name, arguments in calls
+        ]
+    return {
+        "id": f"chatcmpl-{abs(hash(json.dumps(message, sort_keys=True))) % 10**8}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if calls else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 10,
+            "total_tokens": prompt_tokens + 10,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+    }

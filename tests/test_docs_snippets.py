@@ -125,29 +125,6 @@ def _quick_start(code: str, tmp: Path) -> None:
     _verifies(tmp / "state/agent-7")
 
 
-def _fake_anthropic(script: list[list[SimpleNamespace]]) -> tuple[ModuleType, list[dict[str, Any]]]:
-    """An ``anthropic`` module whose client answers with the scripted responses, in order."""
-    calls: list[dict[str, Any]] = []
-
-    class _Messages:
-        def create(self, **request: Any) -> SimpleNamespace:
-            # What the request holds now: the daemon appends to its message list later.
-            calls.append(msgspec.json.decode(msgspec.json.encode(request, enc_hook=vars)))
-            return SimpleNamespace(content=script.pop(0))
-
-    module = ModuleType("anthropic")
-    module.Anthropic = lambda: SimpleNamespace(messages=_Messages())  # type: ignore[attr-defined]
-    return module, calls
-
-
-def _text(text: str) -> SimpleNamespace:
-    return SimpleNamespace(type="text", text=text)
-
-
-def _use(use_id: str, name: str, args: dict[str, Any]) -> SimpleNamespace:
-    return SimpleNamespace(type="tool_use", id=use_id, name=name, input=args)
-
-
 WRITE = "echo rollout-ok > status.txt; cat status.txt"
 HANGS = "tail -f /var/log/rollout.log"
 
@@ -171,22 +148,50 @@ def _load_daemon(code: str, name: str, sdk: str, module: ModuleType) -> dict[str
             sys.modules[sdk] = saved
 
 
-def _drive_daemon(ns: dict[str, Any], tmp: Path, operator_lines: str) -> list[str]:
-    """Run a daemon snippet's main on ``operator_lines`` as stdin; returns the commands run.
+def _sdk_module(name: str, transport: Any) -> ModuleType:
+    """A stand-in ``anthropic`` / ``openai`` module: its client is the real SDK's on ``transport``."""
+    mocks = pytest.importorskip("tests.provider_mocks")
+    module = ModuleType(name)
+    if name == "anthropic":
+        module.Anthropic = lambda: mocks.anthropic_client(transport.transport())  # type: ignore[attr-defined]
+    else:
+        module.OpenAI = lambda: mocks.openai_client(transport.transport())  # type: ignore[attr-defined]
+    return module
 
-    ``HANGS`` raises what subprocess.run(timeout=600) raises for a command that hangs.
+
+def _run_daemon(
+    code: str,
+    name: str,
+    sdk: str,
+    transport: Any,
+    *,
+    tmp: Path,
+    operator_lines: str,
+    budget: holon.Budget | None = None,
+) -> list[str]:
+    """Run a daemon snippet's main on ``operator_lines`` as stdin, the SDK on ``transport``.
+
+    ``budget`` replaces the snippet's CONFIG budget (a small one makes the rounds outgrow it).
+
+    The daemon's bash tool runs for real in a workspace under ``tmp``, except ``HANGS``,
+    which raises what subprocess.run(timeout=600) raises for a command that hangs.
+    Returns the commands run.
     """
-    real_bash = ns["run_bash"]
+    ns = _load_daemon(code, name, sdk, _sdk_module(sdk, transport))
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    ns["WORKSPACE"] = str(workspace)
+    if budget is not None:
+        ns["CONFIG"] = msgspec.structs.replace(ns["CONFIG"], budget=budget)
     ran: list[str] = []
 
-    def run_bash(command: str) -> tuple[str, int]:
-        ran.append(command)
-        if command == HANGS:
-            raise subprocess.TimeoutExpired(command, 600)
-        result: tuple[str, int] = real_bash(command)
-        return result
+    def run(argv: list[str], **kwargs: Any) -> Any:
+        ran.append(argv[-1])
+        if argv[-1] == HANGS:
+            raise subprocess.TimeoutExpired(argv[-1], 600)
+        return subprocess.run(argv, **kwargs)  # noqa: PLW1510 - the snippet passes check=False
 
-    ns["run_bash"] = run_bash
+    ns["subprocess"] = SimpleNamespace(run=run)
     stdin = sys.stdin
     sys.stdin = io.StringIO(operator_lines)
     try:
@@ -196,24 +201,35 @@ def _drive_daemon(ns: dict[str, Any], tmp: Path, operator_lines: str) -> list[st
     return ran
 
 
+def _use(use_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": use_id, "name": name, "input": args}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
 @runner("docs/daemon-guide.md#2")
 def _anthropic_daemon(code: str, tmp: Path) -> None:
-    workspace = tmp / "workspace"
-    workspace.mkdir()
-    module, calls = _fake_anthropic(
+    mocks = pytest.importorskip("tests.provider_mocks")
+    reply = mocks.anthropic_reply
+    transport = mocks.RecordedTransport(
+        "anthropic",
         [
-            [_text("Writing it."), _use("u1", "bash", {"command": WRITE})],
-            [_use("u2", "holon_search", {"query": "rollout"})],
-            [_use("u3", "bash", {"command": HANGS})],
-            [_text("Done: status.txt says rollout-ok.")],
-        ]
+            reply(_text("Writing it."), _use("u1", "bash", {"command": WRITE}), usage=(900, 0, 900, 30)),
+            reply(_use("u2", "holon_search", {"query": "rollout"}), usage=(10, 900, 40, 20)),
+            reply(_use("u3", "bash", {"command": HANGS}), usage=(10, 940, 300, 20)),
+            reply(_text("Done: status.txt says rollout-ok."), usage=(10, 1240, 60, 15)),
+        ],
     )
-    ns = _load_daemon(code, "agentd", "anthropic", module)
-    ns["WORKSPACE"] = str(workspace)
-    _drive_daemon(ns, tmp, "write the rollout status\n\n")
+    ran = _run_daemon(
+        code, "agentd", "anthropic", transport, tmp=tmp, operator_lines="write the rollout status\n\n"
+    )
 
-    assert (workspace / "status.txt").read_text() == "rollout-ok\n"
-    assert len(calls) == 4
+    assert (tmp / "workspace/status.txt").read_text() == "rollout-ok\n"
+    assert ran == [WRITE, HANGS]
+    calls = transport.requests
+    assert len(calls) == 4 and transport.problems == []  # each one a request the SDK's types accept
     prompt_text = calls[0]["messages"][0]["content"][0]["text"]
     for k, request in enumerate(calls):
         assert request["model"] == "claude-sonnet-5-5" and request["max_tokens"] == 8_000
@@ -227,8 +243,8 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
         assert "cache_control" in last, "the end breakpoint is on the newest block"
     bash_result = calls[1]["messages"][-1]["content"][0]
     search_result = calls[2]["messages"][-1]["content"][0]
-    assert bash_result["content"] == "rollout-ok\n" and bash_result["is_error"] is False
-    assert search_result["content"].startswith("3 hits for 'rollout', best first:\n1. ledger:6 — tool_result")
+    assert bash_result["content"] == "rollout-ok\n" and "is_error" not in bash_result
+    assert search_result["content"].startswith("3 hits for 'rollout', best first:\n1. ledger:7 — tool_result")
     # A tool that raises is an error result the model sees, not the end of the daemon.
     timed_out = calls[3]["messages"][-1]["content"][0]
     assert timed_out["is_error"] is True and "TimeoutExpired" in timed_out["content"]
@@ -236,6 +252,11 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
     assert [rec.kind for rec in records].count("prompt_rendered") == 1
     said = [b.text for b in (x.body for x in records) if isinstance(b, r.Message) and b.role == "assistant"]
     assert said == ["Writing it.", "Done: status.txt says rollout-ok."]
+    # Every call's usage, as Anthropic reported it (input counts the cache reads and writes).
+    usage = [
+        (b.input_tokens, b.cache_read_tokens) for b in (x.body for x in records) if isinstance(b, r.ModelCall)
+    ]
+    assert usage == [(1_800, 0), (950, 900), (1_250, 940), (1_310, 1_240)]
     _verifies(tmp / "state/agent-7")
 
 
@@ -254,66 +275,33 @@ def _recording(code: str, tmp: Path) -> None:
     _verifies(tmp / "l")
 
 
-def _fake_openai(script: list[SimpleNamespace]) -> tuple[ModuleType, list[dict[str, Any]]]:
-    """An ``openai`` module whose client answers Chat Completions with the scripted messages, in order."""
-    calls: list[dict[str, Any]] = []
-
-    class _Completions:
-        def create(self, **request: Any) -> SimpleNamespace:
-            calls.append(msgspec.json.decode(msgspec.json.encode(request, enc_hook=vars)))
-            message = script.pop(0)
-            reason = "tool_calls" if message.tool_calls else "stop"
-            return SimpleNamespace(choices=[SimpleNamespace(index=0, message=message, finish_reason=reason)])
-
-    module = ModuleType("openai")
-    module.OpenAI = lambda: SimpleNamespace(chat=SimpleNamespace(completions=_Completions()))  # type: ignore[attr-defined]
-    return module, calls
-
-
-def _said(content: str | None, *calls: tuple[str, str, str]) -> SimpleNamespace:
-    """A Chat Completions message as the SDK returns it: (id, name, arguments as the model wrote them)."""
-    tool_calls = [
-        SimpleNamespace(id=i, type="function", function=SimpleNamespace(name=name, arguments=arguments))
-        for i, name, arguments in calls
-    ]
-    return SimpleNamespace(
-        role="assistant",
-        content=content,
-        refusal=None,
-        annotations=[],
-        audio=None,
-        function_call=None,
-        tool_calls=tool_calls or None,
-    )
-
-
 BROKEN = '{"command": "rm -rf build" "--verbose"}'  # a missing comma: not JSON
 COUNT = "seq 1 3000"  # an output larger than the rest of the budget after the prompt
 
 
 @runner("docs/daemon-guide.md#4")
 def _openai_daemon(code: str, tmp: Path) -> None:
-    workspace = tmp / "workspace"
-    workspace.mkdir()
-    module, calls = _fake_openai(
+    mocks = pytest.importorskip("tests.provider_mocks")
+    said_ = mocks.chat_reply
+    transport = mocks.RecordedTransport(
+        "openai-chat",
         [
             # turn 1: text and a tool call; a recall call beside invalid arguments; a tool that raises
-            _said("Writing it.", ("call_1", "bash", f'{{"command": "{WRITE}"}}')),
-            _said(None, ("call_2", "holon_search", '{"query": "rollout"}'), ("call_3", "bash", BROKEN)),
-            _said(None, ("call_4", "bash", f'{{"command": "{HANGS}"}}')),
-            _said("Done: status.txt says rollout-ok."),
+            said_("Writing it.", ("call_1", "bash", f'{{"command": "{WRITE}"}}')),
+            said_(None, ("call_2", "holon_search", '{"query": "rollout"}'), ("call_3", "bash", BROKEN)),
+            said_(None, ("call_4", "bash", f'{{"command": "{HANGS}"}}')),
+            said_("Done: status.txt says rollout-ok."),
             # turn 2: a tool output that does not fit after the prompt, so the prompt is rendered again
-            _said(None, ("call_5", "bash", f'{{"command": "{COUNT}"}}')),
-            _said("Counted to 3000."),
-        ]
+            said_(None, ("call_5", "bash", f'{{"command": "{COUNT}"}}')),
+            said_("Counted to 3000."),
+        ],
     )
-    ns = _load_daemon(code, "agentd_openai", "openai", module)
-    ns["WORKSPACE"] = str(workspace)
-    ns["CONFIG"] = msgspec.structs.replace(
-        ns["CONFIG"], budget=holon.Budget(context_window=6_000, output_reserve=500)
-    )
-    ran = _drive_daemon(ns, tmp, "write the rollout status\n\ncount to 3000\n")
-
+    lines = "write the rollout status\n\ncount to 3000\n"
+    small = holon.Budget(context_window=6_000, output_reserve=500)
+    ran = _run_daemon(code, "agentd_openai", "openai", transport, tmp=tmp, operator_lines=lines, budget=small)
+    workspace = tmp / "workspace"
+    calls = transport.requests
+    assert transport.problems == []  # each one a request the SDK's types accept
     assert (workspace / "status.txt").read_text() == "rollout-ok\n"
     assert ran == [WRITE, HANGS, COUNT], "the call with invalid arguments ran nothing"
     assert len(calls) == 6

@@ -241,7 +241,7 @@ def test_ledger_format_lists_every_record_kind_with_its_fields() -> None:
     assert record.body == r.Message(role="user", text="hi") and record.v == r.SCHEMA_VERSION
 
 
-RUNTIME_KINDS = ("turn_started", "turn_ended", "prompt_rendered")
+RUNTIME_KINDS = ("turn_started", "turn_ended", "prompt_rendered", "model_call")
 
 
 def test_architecture_lists_every_name_import_holon_gives() -> None:
