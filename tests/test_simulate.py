@@ -296,3 +296,16 @@ def test_the_layout_choices_are_the_renderers() -> None:
     option = next(p for p in command.params if p.name == "layout")
     assert isinstance(option.type, click.Choice)
     assert sorted(option.type.choices) == sorted(LAYOUTS)
+
+
+def test_a_run_s_recorded_model_calls_are_not_evidence() -> None:
+    # A model_call states what a provider reported for a call of the recorded run; a
+    # simulation makes no call, so the record would name usage and a prompt it never had.
+    usage = r.ModelCall(provider="anthropic", model="m", prompt_seq=9, round=1, input_tokens=100)
+    records = [
+        r.Record(body=r.TurnStarted(trigger="user"), ts=1, turn=1, seq=0),
+        r.Record(body=r.Message(role="user", text="go"), ts=1, turn=1, seq=1),
+        r.Record(body=usage, ts=2, turn=1, seq=2),
+        r.Record(body=r.Message(role="assistant", text="done"), ts=3, turn=1, seq=3),
+    ]
+    assert [rec.kind for rec in recorded_run(records).records] == ["turn_started", "message", "message"]

@@ -41,13 +41,14 @@ class RecordedRun:
 def recorded_run(records: Sequence[r.Record]) -> RecordedRun:
     """The evidence of a ledger's records and its model calls.
 
-    Derived records (the post-turn refresh's deltas and episodes) and recorded prompts
-    are the runtime's to write, not evidence: a simulation derives and renders its own.
+    Derived records (the post-turn refresh's deltas and episodes), recorded prompts and the
+    usage of the model calls made on them are the runtime's to write, not evidence: a
+    simulation derives and renders its own, and its calls were never made.
     """
     evidence = tuple(
         record
         for record in records
-        if record.kind not in r.DERIVED_KINDS and record.kind != r.PromptRendered.KIND
+        if record.kind not in r.DERIVED_KINDS and record.kind not in (r.PromptRendered.KIND, r.ModelCall.KIND)
     )
     return RecordedRun(records=evidence, calls=call_positions(evidence))
 
