@@ -181,8 +181,17 @@ def test_the_readme_commands_run_on_the_demo_ledger(tmp_path: Path, monkeypatch:
     # history fits its window: the plan's finished steps, which working memory collapses).
     monkeypatch.chdir(tmp_path)
     load_daemon().run(Path(".demo/ledger"), turns=200, fresh=True, quiet=True)  # as `make demo` does
-    commands = _readme_commands(".venv/bin/holon ")
-    assert [shlex.split(c)[1] for c in commands] == ["memory", "render", "explain", "get", "prompts", "audit"]
+    # The commands on the demo's ledger (the import and simulate ones need the reader's file).
+    commands = [c for c in _readme_commands(".venv/bin/holon ") if " .demo/ledger" in c]
+    assert [shlex.split(c)[1] for c in commands] == [
+        "memory",
+        "render",
+        "explain",
+        "get",
+        "prompts",
+        "audit",
+        "report",
+    ]
     outputs = {}
     for command in commands:
         args = shlex.split(command)[1:]
@@ -200,6 +209,7 @@ def test_the_readme_commands_run_on_the_demo_ledger(tmp_path: Path, monkeypatch:
     )
     assert found is not None and int(found[1]) == int(found[2]) >= 200, outputs["prompts"]
     assert "--at-turn 40" in commands[1] and "--at-turn 40" in commands[2]
+    assert Path(".demo/report.html").read_text().startswith("<!DOCTYPE html>")
 
 
 # ---------------------------------------------------------------- what the docs list
