@@ -70,7 +70,7 @@ test-newest:
 	$(PYTHON) -m venv .venv-newest
 	.venv-newest/bin/python -m pip install --quiet --upgrade pip
 	.venv-newest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test,dev,tokenizer]'
-	.venv-newest/bin/python -m pip list --format=freeze | grep -iE '^(msgspec|zstandard|blake3|xxhash|click|duckdb|bpe-openai|pytest|hypothesis|pytest-xdist|mypy|ruff)=='
+	.venv-newest/bin/python -m pip list --format=freeze | grep -iE '^(msgspec|zstandard|blake3|xxhash|click|duckdb|bpe-openai|pytest|hypothesis|pytest-xdist|pyarrow|polars|mypy|ruff)=='
 	.venv-newest/bin/ruff check holon tests benchmarks examples
 	.venv-newest/bin/mypy
 	.venv-newest/bin/pytest -n 2 -q

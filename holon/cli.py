@@ -1465,6 +1465,12 @@ class _ProgressLedger:
     "A JSONL export always replaces OUT.",
 )
 @click.option(
+    "--incremental",
+    is_flag=True,
+    help="Parquet only: add what the ledger appended since its export in OUT, rewriting only the "
+    "partitions that changed (refused if the ledger no longer extends that export; see docs/audit.md).",
+)
+@click.option(
     "--memory-limit",
     "memory_limit",
     metavar="SIZE",
@@ -1473,13 +1479,21 @@ class _ProgressLedger:
     "a temporary directory (see `holon audit --memory-limit`).",
 )
 def export(
-    *, path: Path, as_json: bool, out: Path, fmt: str, overwrite: bool, memory_limit: str | None
+    *,
+    path: Path,
+    as_json: bool,
+    out: Path,
+    fmt: str,
+    overwrite: bool,
+    incremental: bool,
+    memory_limit: str | None,
 ) -> None:
     """Export the ledger at PATH to OUT as canonical JSONL or as Parquet audit tables.
 
     Several agents can be exported into one Parquet directory, one at a time; exporting
-    an agent already there again needs --overwrite. OUT is a path: a JSONL export's
-    blobs go beside it, so it cannot be standard output.
+    an agent already there again needs --overwrite, or --incremental to add only what its
+    ledger appended since. OUT is a path: a JSONL export's blobs go beside it, so it
+    cannot be standard output.
 
     Example: holon export runs/agent-7 agent-7.jsonl
     """
@@ -1493,8 +1507,14 @@ def export(
         )
     if memory_limit is not None and fmt != "parquet":
         raise click.UsageError("--memory-limit is for --format parquet (a JSONL export holds no tables)")
+    if incremental and fmt != "parquet":
+        raise click.UsageError("--incremental is for --format parquet (a JSONL export always replaces OUT)")
+    if incremental and overwrite:
+        raise click.UsageError("--incremental and --overwrite exclude each other: choose one")
     if fmt == "parquet":
-        files = _export_parquet(path, out, overwrite=overwrite, memory_limit=memory_limit)
+        files = _export_parquet(
+            path, out, overwrite=overwrite, incremental=incremental, memory_limit=memory_limit
+        )
         if as_json:
             _echo_json({"format": fmt, "files": [str(f) for f in files]})
         else:
@@ -1511,7 +1531,9 @@ def export(
         _echo(f"wrote {_n(count)} records to {out}")
 
 
-def _export_parquet(path: Path, out: Path, *, overwrite: bool, memory_limit: str | None) -> list[Path]:
+def _export_parquet(
+    path: Path, out: Path, *, overwrite: bool, incremental: bool, memory_limit: str | None
+) -> list[Path]:
     # Imported on use: DuckDB stays off the start-up path of every other command.
     from holon.audit import export_parquet
     from holon.ledger import Ledger
@@ -1519,7 +1541,12 @@ def _export_parquet(path: Path, out: Path, *, overwrite: bool, memory_limit: str
     Ledger.open(path, readonly=True).close()  # a clear NotALedger before any file is written
     with progress_total("exporting") as advance:
         files: list[Path] = export_parquet(
-            [path], out, overwrite=overwrite, progress=advance, memory_limit=memory_limit
+            [path],
+            out,
+            overwrite=overwrite,
+            incremental=incremental,
+            progress=advance,
+            memory_limit=memory_limit,
         )
     return files
 

@@ -130,6 +130,8 @@ def test_parquet_agent_id_reads_back_as_text_whatever_it_looks_like(tmp_path: Pa
     for name in ("agents", "tool_calls", "records"):
         want = con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
         source = DOC_READER.group(1).replace("warehouse/tool_calls", str(tmp_path / "out" / name))
+        if name == "agents":  # partitioned by agent only
+            source = source.replace("/*/*/*.parquet", "/*/*.parquet").replace(", 'date': 'DATE'", "")
         columns = ", ".join(f'"{c[0]}"' for c in con.execute(f"SELECT * FROM {name} LIMIT 0").description)
         got = reader.execute(f"SELECT {columns} FROM {source} ORDER BY ALL").fetchall()
         assert got == want, name

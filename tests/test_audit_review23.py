@@ -38,7 +38,7 @@ def test_parquet_export_keeps_each_agents_rows_in_seq_order_and_is_byte_stable(t
     assert _digests(first) == _digests(second)
     seqs = [
         row[0]
-        for row in duckdb.sql(f"SELECT seq FROM read_parquet('{first}/records/*/*.parquet')").fetchall()
+        for row in duckdb.sql(f"SELECT seq FROM read_parquet('{first}/records/*/*/*.parquet')").fetchall()
     ]
     assert seqs == list(range(records))
 

@@ -376,6 +376,26 @@ def test_export_parquet_again_needs_overwrite_and_says_so(tmp_path: Path) -> Non
     assert files and all(f.exists() for f in files)
 
 
+def test_export_parquet_incremental_adds_what_the_ledger_appended(tmp_path: Path) -> None:
+    ledger = build_ledger(tmp_path / "L", "boundary_wait_boundary")
+    out = tmp_path / "pq"
+    assert invoke("export", ledger, out, "--format", "parquet").exit_code == 0
+    same = invoke("export", ledger, out, "--format", "parquet", "--incremental", "--json")
+    assert same.exit_code == 0, same.stderr
+    assert json.loads(same.stdout)["files"] == []  # nothing new, nothing written
+    with Ledger.open(ledger, fsync="never") as led:
+        last = led.get(led.head()[0])
+        led.append(r.Record(body=r.Message(role="user", text="one more"), ts=last.ts))  # the same day
+    grown = invoke("export", ledger, out, "--format", "parquet", "--incremental", "--json")
+    assert grown.exit_code == 0, grown.stderr
+    parts = {Path(f).relative_to(out).parts[0] for f in json.loads(grown.stdout)["files"]}
+    assert parts == {"agents", "records", "messages"}
+    both = invoke("export", ledger, out, "--format", "parquet", "--incremental", "--overwrite")
+    assert both.exit_code == 2 and "exclude each other" in both.stderr
+    jsonl = invoke("export", ledger, tmp_path / "x.jsonl", "--incremental")
+    assert jsonl.exit_code == 2 and "--incremental is for --format parquet" in jsonl.stderr
+
+
 def test_export_of_a_missing_ledger_writes_nothing(tmp_path: Path) -> None:
     result = invoke("export", tmp_path / "nope", tmp_path / "out.jsonl")
     assert result.exit_code == 2

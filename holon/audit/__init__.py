@@ -3,12 +3,13 @@
 >>> con = connect(["ledgers/agent-1", "ledgers/agent-2"])  # doctest: +SKIP
 >>> run_report(con, "tools", window=3).rows  # doctest: +SKIP
 >>> export_parquet(["ledgers/agent-1"], "out/")  # doctest: +SKIP
+>>> run_report(open_export("out/"), "tools").rows  # the same report over the Parquet  # doctest: +SKIP
 
 Ledgers are opened read-only; audit never writes to a ledger. See docs/audit.md for
 the table schemas, the reports and the fleet/Parquet story.
 """
 
-from holon.audit.parquet import export_parquet
+from holon.audit.parquet import export_parquet, open_export
 from holon.audit.query import AuditError, QueryResult, RowStream, open_query, run_sql
 from holon.audit.reports import REPORTS, Report, report_query, run_report
 from holon.audit.tables import TABLES, Table, connect, memory_limit_problem
@@ -24,6 +25,7 @@ __all__ = [
     "connect",
     "export_parquet",
     "memory_limit_problem",
+    "open_export",
     "open_query",
     "report_query",
     "run_report",
