@@ -114,13 +114,25 @@ def export_parquet(
         run_statement(con, "CREATE TEMP TABLE _since (agent_id VARCHAR, head_seq BIGINT)")
         agents = [str(row[0]) for row in con.execute("SELECT agent_id FROM agents ORDER BY 1").fetchall()]
         con.executemany("INSERT INTO _since VALUES (?, ?)", [(a, since.get(a, _WHOLE)) for a in agents])
-        # Written beside the target first, then moved in per partition: a failed export leaves
-        # the tree as it was, and no name for an agent's partition has to be guessed.
+        # Written beside the target first, then moved in per partition (renames in one file
+        # system, `agents` last): an export failing while it writes leaves the tree as it was,
+        # and no name for an agent's partition has to be guessed.
         staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))
+
+        def copied(tables: int) -> None:
+            assert progress is not None
+            progress(loaded + tables, loaded + len(TABLES))
+
         try:
-            written = _write(con, out, staging, since, overwrite=overwrite, incremental=incremental,
-                             progress=(lambda copied: progress(loaded + copied, loaded + len(TABLES)))
-                             if progress is not None else None)  # fmt: skip
+            written = _write(
+                con,
+                out,
+                staging,
+                since,
+                overwrite=overwrite,
+                incremental=incremental,
+                progress=copied if progress is not None else None,
+            )
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         _write_if_changed(out / SCHEMA_FILE, schema_document(con))
@@ -146,7 +158,7 @@ def _write(
     # slower for it (the zstd encode is one thread anyway).
     run_statement(con, "SET threads = 1")
     for copied, name in enumerate(TABLES, 1):
-        _stage_table(con, staging, name)
+        _stage_table(con, staging, name, whole=not since)
         if progress is not None:
             progress(copied)
     # Every agent written has its `agents` row staged (its head moved, or it is new), so
@@ -192,20 +204,28 @@ def _write(
     return sorted(written)
 
 
-def _stage_table(con: duckdb.DuckDBPyConnection, staging: Path, name: str) -> None:
-    """Write the partitions of table ``name`` holding a row newer than its agent's ``_since``."""
+def _stage_table(con: duckdb.DuckDBPyConnection, staging: Path, name: str, *, whole: bool) -> None:
+    """Write the partitions of table ``name`` holding a row newer than its agent's ``_since``.
+
+    ``whole``: every agent is exported whole, so every row is written (no rows to pick).
+    """
     partitions = partition_columns(name)
     rows = export_rows(con, name)
-    dated = DATE_COLUMN in partitions
-    match = f" AND r.{DATE_COLUMN} IS NOT DISTINCT FROM n.{DATE_COLUMN}" if dated else ""
-    key = f"r.agent_id{', r.' + DATE_COLUMN if dated else ''}"
+    if whole:
+        select = f"SELECT * EXCLUDE (_newest_seq, _row) FROM ({rows}) ORDER BY _row"
+    else:
+        dated = DATE_COLUMN in partitions
+        match = f" AND r.{DATE_COLUMN} IS NOT DISTINCT FROM n.{DATE_COLUMN}" if dated else ""
+        key = f"r.agent_id{', r.' + DATE_COLUMN if dated else ''}"
+        select = (
+            f"WITH rows AS ({rows}), newer AS (SELECT DISTINCT {key} FROM rows r JOIN _since s "
+            "USING (agent_id) WHERE r._newest_seq > s.head_seq) "
+            "SELECT r.* EXCLUDE (_newest_seq, _row) FROM rows r SEMI JOIN newer n "
+            f"ON r.agent_id = n.agent_id{match} ORDER BY r._row"
+        )
     run_statement(
         con,
-        f"COPY (WITH rows AS ({rows}), newer AS ("
-        f"SELECT DISTINCT {key} FROM rows r JOIN _since s USING (agent_id) WHERE r._newest_seq > s.head_seq) "
-        "SELECT r.* EXCLUDE (_newest_seq, _row) FROM rows r SEMI JOIN newer n "
-        f"ON r.agent_id = n.agent_id{match} "
-        f"ORDER BY r._row) TO '{_quote(str(staging / name))}' "
+        f"COPY ({select}) TO '{_quote(str(staging / name))}' "
         f"(FORMAT parquet, COMPRESSION zstd, PARTITION_BY ({', '.join(partitions)}))",
     )
 
@@ -237,9 +257,11 @@ def _placeholders(
         if DATE_COLUMN not in partition_columns(name):
             continue  # agents: a row per agent, always
         rows = export_rows(con, name)
+        # Rows without a date matter only to a placeholder already in the tree (incremental).
+        undated = f"count(r.agent_id) FILTER (WHERE r.{DATE_COLUMN} IS NULL)" if incremental else "0"
         counts = con.execute(
-            f"SELECT s.agent_id, count(r.agent_id), count(r.agent_id) FILTER (WHERE r.{DATE_COLUMN} IS NULL) "
-            f"FROM _since s LEFT JOIN ({rows}) r USING (agent_id) GROUP BY s.agent_id"
+            f"SELECT s.agent_id, count(r.agent_id), {undated} FROM _since s "
+            f"LEFT JOIN {f'({rows})' if incremental else name} r USING (agent_id) GROUP BY s.agent_id"
         ).fetchall()
         empty: Path | None = None
         for agent, count, undated in counts:
@@ -258,7 +280,7 @@ def _placeholders(
                     )
                 (staging / partition).mkdir(parents=True)
                 shutil.copyfile(empty, staging / partition / "data_0.parquet")
-            elif count > 0 and undated == 0 and (out / partition).is_dir():
+            elif incremental and count > 0 and undated == 0 and (out / partition).is_dir():
                 stale.append(out / partition)
     return stale
 
@@ -352,12 +374,17 @@ def _write_if_changed(path: Path, data: bytes) -> None:
     os.replace(staged, path)
 
 
-def open_export(out_dir: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
+def open_export(out_dir: str | os.PathLike[str], *, load: bool = False) -> duckdb.DuckDBPyConnection:
     """A new DuckDB connection whose views, named as the audit tables, read the Parquet export in ``out_dir``.
 
     The views have the tables' columns (``JSON`` ones as JSON again) plus the export's
     TIMESTAMP and ``date`` columns, so :func:`holon.audit.run_report` and any query on the
     tables run over an export as over :func:`connect`'s tables.
+
+    ``load=True`` copies every table into the connection's memory instead: the open reads
+    every file once, and queries then run as fast as on :func:`connect`'s tables (a view
+    lists and opens every file of its table in each query that reads it, a millisecond or
+    so per file: a fleet of small ledgers is thousands of files).
     """
     out = Path(out_dir)
     schema_path = out / SCHEMA_FILE
@@ -380,7 +407,7 @@ def open_export(out_dir: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
         as_json = [f'CAST("{c.name}" AS JSON) AS "{c.name}"' for c in table.columns if c.json]
         replace = f" REPLACE ({', '.join(as_json)})" if as_json else ""
         con.execute(
-            f"CREATE VIEW {name} AS SELECT *{replace} FROM read_parquet("
+            f"CREATE {'TABLE' if load else 'VIEW'} {name} AS SELECT *{replace} FROM read_parquet("
             f"'{_quote(os.path.join(root, name, depth, '*.parquet'))}', hive_partitioning = true, "
             f"hive_types = {{{types}}})"
         )
