@@ -151,18 +151,29 @@ def _turn(rng: random.Random, turn: int, state: dict[str, int]) -> list[r.Body]:
     return bodies
 
 
-def generate(path: Path, n: int = N_RECORDS) -> int:
-    """Write a ledger of about ``n`` records with the batch API; returns the record count."""
-    rng = random.Random(7)
+def generate(
+    path: Path,
+    n: int = N_RECORDS,
+    *,
+    agent_id: str = "bench-agent",
+    seed: int = 7,
+    start_ts: int = 1_700_000_000_000,
+    step_ms: int = 250,
+) -> int:
+    """Write a ledger of about ``n`` records with the batch API; returns the record count.
+
+    Records are ``step_ms`` apart from ``start_ts``; ``seed`` varies the content.
+    """
+    rng = random.Random(seed)
     state = {"revision": 0, "epoch": 0, "call": 0, "seq": 0, "episode_from": 0}
-    ts = 1_700_000_000_000
-    with Ledger.create(path, agent_id="bench-agent", fsync="batch") as ledger:
+    ts = start_ts
+    with Ledger.create(path, agent_id=agent_id, fsync="batch") as ledger:
         batch: list[r.Record] = []
         turn = 0
         while state["seq"] < n:
             turn += 1
             for body in _turn(rng, turn, state):
-                ts += 250
+                ts += step_ms
                 batch.append(r.Record(body=body, ts=ts, turn=None if body.KIND in r.DERIVED_KINDS else turn))
                 state["seq"] += 1
             if len(batch) >= 20_000:
