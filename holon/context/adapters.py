@@ -388,11 +388,12 @@ def _openai_system(prompt: Prompt) -> str:
     return SEPARATOR.join(s.text for s in _prefix(prompt) if s.text.strip())
 
 
-def _openai_turn(prompt: Prompt) -> list[tuple[str, _Call | None]]:
-    """The TurnScoped text as (user text, call after it), calls native where tools are defined.
+def _openai_turn(prompt: Prompt) -> list[tuple[str, _Call | None, str]]:
+    """The TurnScoped text as (user text, the call after it, the id it is sent under).
 
-    Runs of text between two calls are joined back: without calls there is one, exactly
-    the TurnScoped text. The last entry's call is ``None``.
+    Calls are native where the prompt defines tools. Runs of text between two calls are
+    joined back: without calls there is one, exactly the TurnScoped text. The last
+    entry's call is ``None``.
     """
     out: list[tuple[str, _Call | None]] = []
     text = ""
@@ -403,11 +404,56 @@ def _openai_turn(prompt: Prompt) -> list[tuple[str, _Call | None]]:
             out.append((text, piece))
             text = ""
     out.append((text, None))
-    return out
+    ids = iter(_call_ids([call for _, call in out if call is not None], _openai_ok))
+    return [(text, call, next(ids) if call is not None else "") for text, call in out]
 
 
 def _openai_ok(own: str) -> bool:
     return 0 < len(own) <= _OPENAI_ID_MAX
+
+
+def _openai_request(
+    prompt: Prompt,
+    *,
+    model: str,
+    field: str,
+    nested: bool,
+    pair: Callable[[_Call, str], list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """The request both OpenAI APIs share: a system message holding the cacheable prefix,
+    then user text with each history call as the ``pair`` of entries the API sends it as,
+    in ``field``; the tools and the routing key."""
+    entries: list[dict[str, Any]] = []
+    prefix = _openai_system(prompt)
+    if prefix:
+        entries.append({"role": "system", "content": prefix})
+    for text, call, call_id in _openai_turn(prompt):
+        if text or call is None:
+            entries.append({"role": "user", "content": text})
+        if call is not None:
+            entries.extend(pair(call, call_id))
+    request: dict[str, Any] = {"model": model, field: entries}
+    if prompt.tools:
+        request["tools"] = _openai_tools(prompt.tools, nested=nested)
+    request["prompt_cache_key"] = _key(prompt, MAX_OPENAI_CACHE_KEY)
+    return request
+
+
+def _chat_pair(piece: _Call, call_id: str) -> list[dict[str, Any]]:
+    function = {"name": piece.call.tool, "arguments": _arguments(piece.call)}
+    tool_call = {"id": call_id, "type": "function", "function": function}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [tool_call]},
+        {"role": "tool", "tool_call_id": call_id, "content": piece.output},
+    ]
+
+
+def _responses_pair(piece: _Call, call_id: str) -> list[dict[str, Any]]:
+    call = {"type": "function_call", "call_id": call_id, "name": piece.call.tool}
+    return [
+        {**call, "arguments": _arguments(piece.call)},
+        {"type": "function_call_output", "call_id": call_id, "output": piece.output},
+    ]
 
 
 def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
@@ -416,28 +462,7 @@ def to_openai_chat(prompt: Prompt, *, model: str) -> dict[str, Any]:
     The history's tool calls are assistant ``tool_calls`` each followed by its ``tool``
     message, under the call's own id; the text around them is user messages.
     """
-    messages: list[dict[str, Any]] = []
-    prefix = _openai_system(prompt)
-    if prefix:
-        messages.append({"role": "system", "content": prefix})
-    turn = _openai_turn(prompt)
-    ids = iter(_call_ids([c for _, c in turn if c is not None], _openai_ok))
-    for text, piece in turn:
-        if text or piece is None:
-            messages.append({"role": "user", "content": text})
-        if piece is None:
-            continue
-        call_id = next(ids)
-        function = {"name": piece.call.tool, "arguments": _arguments(piece.call)}
-        tool_call = {"id": call_id, "type": "function", "function": function}
-        messages.append({"role": "assistant", "content": None, "tool_calls": [tool_call]})
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": piece.output})
-    request: dict[str, Any] = {"model": model, "messages": messages}
-    tools = prompt.tools
-    if tools:
-        request["tools"] = _openai_tools(tools, nested=True)
-    request["prompt_cache_key"] = _key(prompt, MAX_OPENAI_CACHE_KEY)
-    return request
+    return _openai_request(prompt, model=model, field="messages", nested=True, pair=_chat_pair)
 
 
 def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
@@ -446,27 +471,7 @@ def to_openai_responses(prompt: Prompt, *, model: str) -> dict[str, Any]:
     The history's tool calls are ``function_call`` items each followed by its
     ``function_call_output``, under the call's own id; the text around them is user items.
     """
-    items: list[dict[str, Any]] = []
-    prefix = _openai_system(prompt)
-    if prefix:
-        items.append({"role": "system", "content": prefix})
-    turn = _openai_turn(prompt)
-    ids = iter(_call_ids([c for _, c in turn if c is not None], _openai_ok))
-    for text, piece in turn:
-        if text or piece is None:
-            items.append({"role": "user", "content": text})
-        if piece is None:
-            continue
-        call_id = next(ids)
-        call = {"type": "function_call", "call_id": call_id, "name": piece.call.tool}
-        items.append({**call, "arguments": _arguments(piece.call)})
-        items.append({"type": "function_call_output", "call_id": call_id, "output": piece.output})
-    request: dict[str, Any] = {"model": model, "input": items}
-    tools = prompt.tools
-    if tools:
-        request["tools"] = _openai_tools(tools, nested=False)
-    request["prompt_cache_key"] = _key(prompt, MAX_OPENAI_CACHE_KEY)
-    return request
+    return _openai_request(prompt, model=model, field="input", nested=False, pair=_responses_pair)
 
 
 # --------------------------------------------------------------------------- the model's tool calls
