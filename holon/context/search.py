@@ -44,10 +44,14 @@ import msgspec
 import holon.records as r
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "STOP_WORDS",
     "EpisodeHit",
     "EpisodeIndex",
     "EpisodeIndexRejected",
+    "add_bm25",
+    "bm25_idf",
     "episode_text",
     "fold_positions",
     "terms",
@@ -66,8 +70,10 @@ STOP_WORDS: Final = _STOP
 # What terms() drops of ASCII text: stop words and one-character terms.
 _DROP: Final = _STOP | frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
 _SPLIT: Final = re.compile(r"[_-]").split
-_K1: Final = 1.2
-_B: Final = 0.75
+#: Okapi BM25's parameters: the one pair every index of holon scores with (episode
+#: selection here, memory search in :mod:`holon.search`), the usual defaults.
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
 
 # Scripts written without spaces between words: a run of them is indexed as its
 # overlapping character bigrams (a one-character run as itself), so a query matches
@@ -327,6 +333,25 @@ def _counts(episode: r.ContextEpisodeRecord) -> dict[str, int]:
     return counts
 
 
+def bm25_idf(df: int, n: int) -> float:
+    """BM25's weight of a term found in ``df`` of ``n`` documents (the non-negative idf)."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def add_bm25(out: dict[int, float], postings: Postings, idf: float, lengths: array[int], avg: float) -> None:
+    """Add one term's BM25 weight to the score in ``out`` of each document in its ``postings``.
+
+    The one scorer of every index here: episode selection and memory search add up the
+    same per-term weights, in the caller's term order (so floating-point sums are
+    reproducible), and differ only in what they do with the sums.
+    """
+    get = out.get
+    scan = iter(postings)
+    for doc, tf in zip(scan, scan, strict=True):
+        norm = tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[doc] / avg))
+        out[doc] = get(doc, 0.0) + idf * norm
+
+
 class EpisodeHit(msgspec.Struct, frozen=True, kw_only=True):
     """One search result: the episode, its BM25 score, and the terms that matched."""
 
@@ -516,14 +541,8 @@ class EpisodeIndex:
         out: dict[int, float] = {}
         # Scored in term order whatever the budget took: floating-point sums in one order.
         for (_, postings), take in zip(found, reads, strict=True):
-            if not take:
-                continue
-            df = len(postings) // 2
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            scan = iter(postings[-2 * take :])
-            for doc, tf in zip(scan, scan, strict=True):
-                norm = tf * (_K1 + 1.0) / (tf + _K1 * (1.0 - _B + _B * lengths[doc] / avg))
-                out[doc] = out.get(doc, 0.0) + idf * norm
+            if take:
+                add_bm25(out, postings[-2 * take :], bm25_idf(len(postings) // 2, n), lengths, avg)
         return out
 
     @staticmethod
