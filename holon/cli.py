@@ -2596,6 +2596,13 @@ def get(path: Path, as_json: bool, ref: str) -> None:
 def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) -> None:
     """Search episodes and evidence (messages, tool calls and results, plans, ...) with BM25.
 
+    Identifiers match as written and by their parts (#123, pull/123, src/shop/cart.py, a
+    URL). An operator's request or a decision counts more than a plan's restatement, a
+    tool's result more than the call's echo, and a newer record a little more than an
+    older one. Near-duplicates (a plan step restated in every plan update) are one hit
+    with their count and every ref. Each hit says why it matched (why: the terms, the
+    field and its weight; --json: matched, field, why, count, refs).
+
     Ranking is deterministic (ties go to the more recent record). Each hit shows the
     ref that restores it and where it came from: the record, its turn and the work item
     it belonged to (the one it names, else the one active when it was recorded; --json:
@@ -2643,7 +2650,9 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
     for i, hit in enumerate(hits, 1):
         _echo(f"{i:>2}. {hit.ref}  score {hit.score:.3f}  {hit.provenance}")
         _echo(f"    {hit.snippet}")
-        _echo(f"    matched: {', '.join(hit.matched)}")
+        _echo(f"    why: {hit.why}")
+        if hit.count > 1:
+            _echo(f"    {hit.count} near-duplicates: {', '.join(hit.refs)}")
 
 
 @main.command(name="mcp")

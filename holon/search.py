@@ -1,4 +1,4 @@
-"""MemorySearch: BM25 over a ledger's archived episodes and its evidence, for ``holon search``.
+"""MemorySearch: ranked search over a ledger's archived episodes and its evidence, for ``holon search``.
 
 One index holds two kinds of documents: each archived ``ContextEpisodeRecord`` (its
 structured text, as episode selection matches it) and each evidence record with text a
@@ -12,16 +12,30 @@ both) is one document, the message. Every hit carries the ref that restores it
 belonged to (see :attr:`MemoryHit.work_item`) and, for a sub-agent's records, its task
 (:attr:`MemoryHit.task`).
 
-Ranking is deterministic: query terms are de-duplicated and sorted before scoring, and
-ties go to the more recent document (higher seq), then episodes before evidence.
-The index is pure (records in, hits out; a hit's record read back through the reader
-its caller gives, if any) and incremental (:meth:`MemorySearch.add`).
+Ranking (docs/memory-model.md, *Memory search*), every step deterministic:
+
+- **Terms** (:func:`search_terms`): episode selection's words (:func:`holon.context.search.terms`),
+  plus each identifier written with ``. / : # @ \\`` whole (``pull/123``, ``#123``,
+  ``src/shop/cart.py``, a URL) and each pair of its neighbouring parts (``cart.py``,
+  ``pull/123`` inside the PR's URL): an identifier matches as it was written, and by its parts.
+- **BM25** (k1 1.2, b 0.75), the scorer episode selection uses (:func:`holon.context.search.add_bm25`).
+- **Field weights** (:data:`FIELD_WEIGHTS`): an operator's request or a decision counts
+  more than a plan's restatement of its steps; a tool's result more than the call's echo.
+- **Recency**: a light prior, up to :data:`RECENCY` more for the newest record.
+- **Near-duplicates collapse**: hits of the same field whose best line is the same and
+  whose terms mostly agree (a plan step restated in every plan update) are one hit, with
+  their count and every ref (:attr:`MemoryHit.refs`).
+
+Each hit says why it matched (:attr:`MemoryHit.why`: the terms, the field, the weights).
+Query terms are de-duplicated and sorted before scoring, and ties go to the more recent
+document (higher seq), then episodes before evidence. The index is pure (records in,
+hits out; a hit's record read back through the reader its caller gives, if any) and
+incremental (:meth:`MemorySearch.add`).
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import re
 from array import array
 from collections import Counter
@@ -32,12 +46,14 @@ from typing import Final, Literal
 import msgspec
 
 import holon.records as r
-from holon.context.search import episode_text, fold_positions, terms
+from holon.context.search import add_bm25, bm25_idf, episode_text, fold_positions, terms
 from holon.errors import UsageError
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, RuntimeState, apply_runtime, stated_config
 
 __all__ = [
     "BLOB_INDEXED_CHARS",
+    "FIELD_WEIGHTS",
+    "RECENCY",
     "BlobText",
     "MemoryHit",
     "MemorySearch",
@@ -46,8 +62,6 @@ __all__ = [
     "search_terms",
 ]
 
-_K1: Final = 1.2
-_B: Final = 0.75
 _SNIPPET: Final = 160
 #: The most characters of a blob-stored output that are indexed: a longer one is indexed
 #: by its first and last half of this many, where a log usually says what ran and how it
@@ -71,10 +85,39 @@ def _indexed_part(text: str) -> str:
     half = BLOB_INDEXED_CHARS // 2
     return f"{text[:half]}\n{text[-half:]}"
 
-#: The terms memory search indexes a text under and looks a query up by: the same
-#: function as episode selection's :func:`holon.context.search.terms` (words of any
-#: script, folded; see there). Kept under this name for code that imports it from here.
-search_terms: Final = terms
+
+# An identifier's part: a word, with its joined ``_``/``-`` pieces (terms() keeps those whole).
+_SEGMENT: Final = r"[0-9a-z]+(?:[_-][0-9a-z]+)*"
+# The marks that join an identifier's parts as written: a path, a URL, ``#123``, ``user@host``.
+_MARKS: Final = "./:#@\\"
+_JOINT: Final = r"[./:#@\\]+"
+# An identifier written with those marks (or ``#`` and a word), not begun inside another.
+_IDENTIFIER: Final = re.compile(rf"(?<![0-9a-z_#./:@\\-])(?:#?{_SEGMENT}(?:{_JOINT}{_SEGMENT})+|#{_SEGMENT})")
+_JOINTS: Final = re.compile(rf"({_JOINT})").split
+_CLOCK: Final = re.compile(r"[0-9:.]+").fullmatch
+
+
+def search_terms(text: str) -> list[str]:
+    """The terms memory search indexes a text under and looks a query up by.
+
+    First :func:`holon.context.search.terms` of the text (episode selection's words, as
+    before and in the same order), then each identifier written with ``. / : # @ \\``,
+    lowercase: whole (``pull/123``, ``#123``, ``src/shop/cart.py``,
+    ``https://github.com/o/r/pull/123``) and each pair of neighbouring parts with the mark
+    between them (``shop/cart``, ``cart.py``; ``pull/123`` inside the URL). So ``#123``
+    finds the request that wrote ``#123`` before a record that only has the number, a
+    path is found whole or by a part of it, and a PR's URL path inside a pasted URL.
+    """
+    words = terms(text)
+    for whole in _IDENTIFIER.findall(text.lower()):
+        if ":" in whole and _CLOCK(whole):
+            continue  # a time of day, a line:column: numbers no one searches for joined
+        words.append(whole)
+        parts = _JOINTS(whole)
+        if len(parts) <= 3:  # one pair: the identifier itself
+            continue
+        words.extend(parts[i] + parts[i + 1] + parts[i + 2] for i in range(0, len(parts) - 2, 2) if parts[i])
+    return words
 
 
 def _args_text(tool: str, args: dict[str, r.JSON]) -> str:
@@ -141,6 +184,68 @@ def evidence_text(body: r.Body, *, blob_output: str | None = None) -> str | None
     return None
 
 
+#: How much a match counts by what kind of text it is in (multiplies its BM25 score).
+#: What the operator asked and what was decided is what a search is usually for; a plan
+#: restates its steps in every update, and a tool call's arguments echo what its result
+#: then shows with the outcome. ``plan`` is a work plan and the tool call that declared it
+#: (an importer records Claude Code's TodoWrite as both); a sub-agent's prompt is a
+#: ``message``, not a ``request``: the operator did not write it.
+FIELD_WEIGHTS: Final[dict[str, float]] = {
+    "request": 1.6,
+    "decision": 1.6,
+    "work item": 1.4,
+    "follow-up": 1.2,
+    "message": 1.0,
+    "tool result": 1.0,
+    "episode": 1.0,
+    "brief": 1.0,
+    "wait": 1.0,
+    "task": 1.0,
+    "summary": 0.8,
+    "tool call": 0.7,
+    "plan": 0.5,
+}
+_FIELDS: Final = tuple(FIELD_WEIGHTS)
+_FIELD_CODE: Final = {name: code for code, name in enumerate(_FIELDS)}
+_PLAN: Final = _FIELD_CODE["plan"]
+_TOOL_CALL: Final = _FIELD_CODE["tool call"]
+#: The recency prior: a score is multiplied by ``1 + RECENCY * seq / newest seq``, so the
+#: newest record counts up to 10% more than the oldest: it orders near-equal hits, it does
+#: not bury a strong old match.
+RECENCY: Final = 0.1
+# Near-duplicates: the share of their terms two hits of one field and one best line must
+# have in common (Jaccard) to be one hit.
+_SAME_TERMS: Final = 0.5
+# Hits read past the limit, to find near-duplicates of the last ones shown.
+_LOOKAHEAD: Final = 4
+_BY_KIND: Final = {
+    r.Decision: "decision",
+    r.WorkItem: "work item",
+    r.FollowUp: "follow-up",
+    r.ToolResult: "tool result",
+    r.ToolIntent: "tool call",
+    r.WorkPlan: "plan",
+    r.Brief: "brief",
+    r.WaitingIntent: "wait",
+    r.TaskStarted: "task",
+    r.TaskResult: "task",
+    r.ContextSummary: "summary",
+    r.ContextEpisodeRecord: "episode",
+}
+
+
+def _field_of(body: r.Body) -> str:
+    """The field a record's text is searched as (see :data:`FIELD_WEIGHTS`)."""
+    field = _BY_KIND.get(type(body))
+    if field is not None:
+        return field
+    if isinstance(body, r.Message):
+        return "request" if body.role in ("user", "operator") and body.task_id is None else "message"
+    if isinstance(body, r.TurnStarted):
+        return "request" if body.trigger in ("user", "operator") else "message"
+    return "message"
+
+
 class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     """One search result.
 
@@ -171,6 +276,10 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     snippet: str
     matched: tuple[str, ...]
     task: str | None = None
+    field: str = "message"
+    why: str = ""
+    count: int = 1
+    refs: tuple[str, ...] = ()
 
 
 class _Doc(msgspec.Struct, frozen=True):
@@ -229,7 +338,7 @@ def _snippet(text: str, wanted: set[str]) -> str:
     """The best-matching line, and of a long one the part that shows its first match."""
     best, best_hits = "", -1
     for line in text.splitlines():
-        hits = len(wanted.intersection(terms(line)))
+        hits = len(wanted.intersection(search_terms(line)))
         if hits > best_hits:
             best, best_hits = line.strip(), hits
     if len(best) <= _SNIPPET:
@@ -249,6 +358,32 @@ def _snippet(text: str, wanted: set[str]) -> str:
     if start + _SNIPPET - 1 >= len(best):
         return "…" + best[len(best) - (_SNIPPET - 1) :]
     return "…" + best[start : start + _SNIPPET - 2] + "…"
+
+
+class _Found:
+    """A ranked document read back: what its hit shows and what near-duplicates are told by."""
+
+    __slots__ = ("doc", "field", "index", "score", "snippet", "terms")
+
+    def __init__(self, index: int, doc: _Doc, field: str, terms: frozenset[str], snippet: str) -> None:
+        self.index = index
+        self.doc = doc
+        self.field = field
+        self.terms = terms
+        self.snippet = snippet
+        self.score = 0.0
+
+
+def _near(first: _Found, other: _Found) -> bool:
+    """Whether ``other`` is a near-duplicate of ``first``: same field, same best line, most terms shared.
+
+    A plan step restated in every plan update, the same request sent twice, one failure
+    in two runs of a command. Episodes are never folded: each archives other turns.
+    """
+    if first.field != other.field or first.snippet != other.snippet or first.field == "episode":
+        return False
+    union = len(first.terms | other.terms)
+    return not union or len(first.terms & other.terms) / union >= _SAME_TERMS
 
 
 class MemorySearch:
@@ -284,13 +419,15 @@ class MemorySearch:
     ) -> None:
         self._blob_text = blob_text
         self._read_record = read_record
-        self._only_terms = None if for_query is None else frozenset(terms(for_query))
+        self._only_terms = None if for_query is None else frozenset(search_terms(for_query))
         #: Blob-stored outputs ``blob_text`` could not read, indexed by their preview instead.
         self.unread_blobs = 0
         # One entry per document, in the order added.
         self._seqs = array("q")
         self._lengths = array("I")
         self._evidence = bytearray()  # 1 evidence, 0 episode
+        self._fields = bytearray()  # its field's code (_FIELDS)
+        self._newest = 0  # the highest seq indexed: the recency prior's scale
         # Lists of shared objects: a kind is its class's constant, a turn's number and the
         # active work item's id the same object for every record that has them.
         self._kinds: list[str] = []
@@ -354,9 +491,11 @@ class MemorySearch:
                 self._seqs[last] = record.seq
                 self._kinds[last] = record.kind
                 self._work_items[last] = work
+                self._fields[last] = _FIELD_CODE[_field_of(body)]
+                self._newest = max(self._newest, record.seq)
                 self._input = None
                 return
-        words = terms(text)
+        words = search_terms(text)
         self._input = None
         if not words:
             return
@@ -389,6 +528,18 @@ class MemorySearch:
                 self._tasks[index] = task
         self._work_items.append(work)
         self._evidence.append(index not in self._episodes)
+        field = _FIELD_CODE[_field_of(body)]
+        if (
+            field == _PLAN
+            and index
+            and self._fields[index - 1] == _TOOL_CALL
+            and self._seqs[index - 1] == record.seq - 1
+        ):
+            # The call that declared this plan (TodoWrite, task_tracker: the plan is recorded
+            # right after it) restates the same steps: it is searched as the plan it is.
+            self._fields[index - 1] = _PLAN
+        self._fields.append(field)
+        self._newest = max(self._newest, record.seq)
         if self._texts is not None:
             self._texts.append(kept if only is None or counts else "")
         postings = self._postings
@@ -472,7 +623,7 @@ class MemorySearch:
         if only not in (None, "episodes", "evidence"):
             # A typo ("episode") would otherwise filter nothing and read as a result.
             raise ValueError(f"only must be None, 'episodes' or 'evidence', not {only!r}")
-        wanted = sorted(set(terms(query)))
+        wanted = sorted(set(search_terms(query)))
         if self._only_terms is not None and not self._only_terms.issuperset(wanted):
             # Its other terms' postings were never kept: it would miss their hits.
             raise ValueError(f"this index answers only the query it was built for, not {query!r}")
@@ -480,33 +631,65 @@ class MemorySearch:
         if not wanted or n == 0:
             return []
         avg = self._total / n
-        lengths = self._lengths
-        scores: dict[int, float] = {}
-        get = scores.get
+        sums: dict[int, float] = {}
         for term in wanted:
             postings = self._postings.get(term)
-            if not postings:
-                continue
-            count = len(postings) // 2
-            idf = math.log(1.0 + (n - count + 0.5) / (count + 0.5))
-            for position, tf in zip(postings[0::2], postings[1::2], strict=True):
-                norm = tf * (_K1 + 1.0) / (tf + _K1 * (1.0 - _B + _B * lengths[position] / avg))
-                scores[position] = get(position, 0.0) + idf * norm
+            if postings:
+                add_bm25(sums, postings, bm25_idf(len(postings) // 2, n), self._lengths, avg)
         keep = {"episodes": 0, "evidence": 1}.get(only or "")
-        evidence = self._evidence
-        items = [item for item in scores.items() if keep is None or evidence[item[0]] == keep]
-        # The limit-th best score, then every item scoring at least that, ranked in full:
-        # ties at the cut are broken as everywhere else (newer seq, then episodes first).
-        best = heapq.nlargest(limit, items, key=itemgetter(1))
-        if not best:
+        evidence, fields, seqs = self._evidence, self._fields, self._seqs
+        weights = [FIELD_WEIGHTS[name] for name in _FIELDS]
+        recency = RECENCY / max(1, self._newest)
+        items = [
+            (index, bm25 * weights[fields[index]] * (1.0 + recency * seqs[index]))
+            for index, bm25 in sums.items()
+            if keep is None or evidence[index] == keep
+        ]
+        if not items:
             return []
+        groups = self._groups(items, limit, set(wanted))
+        return [self._hit(group, wanted, sums) for group in groups[:limit]]
+
+    def _ranked(self, items: list[tuple[int, float]], window: int) -> list[tuple[int, float]]:
+        """The best ``window`` of ``items`` (document, score), best first, ties at the cut included.
+
+        Ties are broken as everywhere else: the newer seq, then episodes first.
+        """
+        best = heapq.nlargest(window, items, key=itemgetter(1))
         floor = best[-1][1]
-        seqs = self._seqs
+        seqs, evidence = self._seqs, self._evidence
         top = [item for item in items if item[1] >= floor]
-        ranked = sorted(top, key=lambda item: (-item[1], -seqs[item[0]], evidence[item[0]]))[:limit]
-        # Read back in seq order: hits in one ledger segment are then read from it once.
-        docs: dict[int, tuple[_Doc, str]] = {}
-        for index in sorted((i for i, _ in ranked), key=seqs.__getitem__):
+        return sorted(top, key=lambda item: (-item[1], -seqs[item[0]], evidence[item[0]]))
+
+    def _groups(self, items: list[tuple[int, float]], limit: int, want: set[str]) -> list[list[_Found]]:
+        """The ranked hits with near-duplicates collapsed: each group best first, groups by their best.
+
+        Read down the ranking until ``limit`` groups are found and :data:`_LOOKAHEAD` hits
+        past the last (a near-duplicate just below the cut is still counted), reading more
+        of it while the near-duplicates leave fewer groups than that.
+        """
+        window = limit + _LOOKAHEAD
+        found: dict[int, _Found] = {}
+        while True:
+            ranked = self._ranked(items, window)
+            self._read_found([index for index, _ in ranked if index not in found], want, found)
+            groups: list[list[_Found]] = []
+            for index, score in ranked:
+                hit = found[index]
+                hit.score = score
+                twin = next((group for group in groups if _near(group[0], hit)), None)
+                if twin is None:
+                    groups.append([hit])
+                else:
+                    twin.append(hit)
+            if len(groups) >= limit or len(ranked) == len(items):
+                return groups
+            window *= 4
+
+    def _read_found(self, indexes: list[int], want: set[str], found: dict[int, _Found]) -> None:
+        """Read back the documents ``indexes`` (in seq order: one ledger segment read once) into ``found``."""
+        seqs = self._seqs
+        for index in sorted(indexes, key=seqs.__getitem__):
             episode = self._episode(index)
             doc = _Doc(
                 self._kinds[index],
@@ -516,24 +699,38 @@ class MemorySearch:
                 self._work_items[index],
                 self._tasks.get(index),
             )
-            docs[index] = (doc, episode_text(episode) if episode is not None else self._evidence_text(index))
-        hits: list[MemoryHit] = []
-        want = set(wanted)
-        for index, score in ranked:
-            doc, text = docs[index]
-            have = set(terms(text))
-            hits.append(
-                MemoryHit(
-                    ref=doc.ref(),
-                    source=doc.kind,
-                    score=round(score, 6),
-                    seq=doc.seq,
-                    turns=doc.turns(),
-                    work_item=doc.work_item,
-                    provenance=doc.provenance(),
-                    snippet=_snippet(text, want),
-                    matched=tuple(t for t in wanted if t in have),
-                    task=doc.task,
-                )
-            )
-        return hits
+            text = episode_text(episode) if episode is not None else self._evidence_text(index)
+            have = frozenset(search_terms(text))
+            found[index] = _Found(index, doc, _FIELDS[self._fields[index]], have, _snippet(text, want))
+
+    def _hit(self, group: list[_Found], wanted: list[str], sums: dict[int, float]) -> MemoryHit:
+        """The hit a group of near-duplicates is shown as: its best, with the count and every ref."""
+        best = group[0]
+        doc = best.doc
+        matched = tuple(t for t in wanted if t in best.terms)
+        weight = FIELD_WEIGHTS[best.field]
+        prior = 1.0 + RECENCY * doc.seq / max(1, self._newest)
+        whole = [t for t in matched if any(mark in t for mark in _MARKS)]
+        why = f"matched {', '.join(matched) or 'no term'}"
+        if whole:
+            why += f" ({', '.join(whole)} whole)"
+        why += f" in {'an' if best.field[0] in 'aeiou' else 'a'} {best.field} (x{weight:g})"
+        why += f", BM25 {sums[best.index]:.3f}, recency x{prior:.3f}"
+        if len(group) > 1:
+            why += f"; {len(group) - 1} near-duplicate{'s' if len(group) > 2 else ''} folded in"
+        return MemoryHit(
+            ref=doc.ref(),
+            source=doc.kind,
+            score=round(best.score, 6),
+            seq=doc.seq,
+            turns=doc.turns(),
+            work_item=doc.work_item,
+            provenance=doc.provenance(),
+            snippet=best.snippet,
+            matched=matched,
+            task=doc.task,
+            field=best.field,
+            why=why,
+            count=len(group),
+            refs=tuple(hit.doc.ref() for hit in group),
+        )

@@ -102,7 +102,9 @@ def test_a_turn_input_recorded_as_turn_started_and_as_its_message_is_one_hit() -
         _msg(3, "rotate the signing keys", turn=2),
         _msg(4, "rotate the signing keys", turn=2),
     ]
-    assert [h.ref for h in MemorySearch(alone).search("signing keys")] == ["ledger:4", "ledger:3", "ledger:0"]
+    # The two messages are near-duplicates: one hit, with both refs, newest first.
+    hits = MemorySearch(alone).search("signing keys")
+    assert [h.refs for h in hits] == [("ledger:4", "ledger:3"), ("ledger:0",)]
 
 
 # ---------------------------------------------------------------- queries in any script
@@ -151,10 +153,10 @@ def test_ascii_text_has_the_terms_episode_selection_uses_with_or_without_other_c
 ) -> None:
     # Folding is for characters outside ASCII only: ASCII words keep exactly the terms
     # holon.context.search.terms gives them, wherever a non-ASCII character is.
-    assert search_terms(text) == terms(text)
-    expected = terms(text) + [t for t in search_terms(other) if t]
-    assert search_terms(text + " " + other) == expected
-    assert search_terms(other + " " + text) == [t for t in search_terms(other) if t] + terms(text)
+    # (Memory search adds identifiers written with marks after these: tests/test_memory_search.py.)
+    assert terms(text + " " + other) == terms(text) + [t for t in terms(other) if t]
+    assert terms(other + " " + text) == [t for t in terms(other) if t] + terms(text)
+    assert search_terms(text + " " + other)[: len(terms(text + " " + other))] == terms(text + " " + other)
 
 
 # ---------------------------------------------------------------- holon_search answers

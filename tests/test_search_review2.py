@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from holon import records as r
 from holon.cli import EXIT_OK, EXIT_USAGE
 from holon.context.search import episode_text, terms
-from holon.search import MemorySearch, evidence_text
+from holon.search import FIELD_WEIGHTS, RECENCY, MemorySearch, evidence_text, search_terms
 from tests.cli_support import build_ledger, invoke
 
 
@@ -89,27 +89,30 @@ def test_a_query_with_no_words_is_a_usage_error_not_nothing_matches(
 # ---------------------------------------------------------------- BM25 against a reference
 
 
-def _reference(records: list[r.Record], query: str, limit: int, only: str | None) -> list[str]:
-    """Textbook BM25 over every document, ranked in full: what MemorySearch must return."""
-    docs: list[tuple[bool, int, Counter[str], str]] = []
+def _reference(records: list[r.Record], query: str, only: str | None) -> list[tuple[str, float]]:
+    """Textbook BM25 over every document, weighted by field and recency, ranked in full (ref, score)."""
+    docs: list[tuple[bool, int, Counter[str], str, float]] = []
     for rec in records:
         body = rec.body
         if isinstance(body, r.ContextEpisodeRecord):
-            counts = Counter(terms(episode_text(body)))
-            docs.append((True, body.to_seq, counts, f"episode:{body.episode_id}"))
+            counts = Counter(search_terms(episode_text(body)))
+            docs.append((True, body.to_seq, counts, f"episode:{body.episode_id}", 1.0))
         else:
-            counts = Counter(terms(evidence_text(body) or ""))
-            docs.append((False, rec.seq, counts, f"ledger:{rec.seq}"))
+            counts = Counter(search_terms(evidence_text(body) or ""))
+            weight = FIELD_WEIGHTS["request" if isinstance(body, r.Message) else "tool call"]
+            docs.append((False, rec.seq, counts, f"ledger:{rec.seq}", weight))
+    # The prior's scale: the newest record indexed (one with a term), by its own seq.
+    newest = max([rec.seq for rec, doc in zip(records, docs, strict=True) if doc[2]] + [0])
     docs = [doc for doc in docs if doc[2]]
     if not docs:
         return []
     n, avg = len(docs), sum(doc[2].total() for doc in docs) / len(docs)
     ranked = []
-    for is_episode, seq, counts, ref in docs:
+    for is_episode, seq, counts, ref, weight in docs:
         if only is not None and is_episode != (only == "episodes"):
             continue
         score, hit = 0.0, False
-        for term in sorted(set(terms(query))):
+        for term in sorted(set(search_terms(query))):
             if term in counts:
                 hit = True
                 df = sum(1 for doc in docs if term in doc[2])
@@ -117,8 +120,9 @@ def _reference(records: list[r.Record], query: str, limit: int, only: str | None
                 tf = counts[term]
                 score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * counts.total() / avg))
         if hit:
+            score *= weight * (1 + RECENCY * seq / max(1, newest))
             ranked.append((-score, -seq, not is_episode, ref))
-    return [item[3] for item in sorted(ranked)[:limit]]
+    return [(item[3], -item[0]) for item in sorted(ranked)]
 
 
 _WORDS = ("billing", "deploy", "Straße", "strasse", "数据库迁移", "test_checkout", "café", "cafe", "the")
@@ -172,6 +176,18 @@ def test_hits_are_textbook_bm25_ranked_in_full_and_an_index_grown_by_add_is_a_re
         grown.add(record)
     rebuilt = MemorySearch(records)
     hits = rebuilt.search(query, limit=limit, only=only)  # type: ignore[arg-type]
-    assert [h.ref for h in hits] == _reference(records, query, limit, only)
+    expected = _reference(records, query, only)
+    rank = {ref: at for at, (ref, _) in enumerate(expected)}
+    # Each hit is the best of its near-duplicates, with its reference score; the hits keep
+    # the reference order, and every document ranked above the last hit is one of them.
+    assert all(h.refs[0] == h.ref and h.count == len(h.refs) for h in hits)
+    assert [rank[h.ref] for h in hits] == sorted(rank[h.ref] for h in hits)
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[rank[hit.ref]][1], abs=2e-6)
+        assert [rank[ref] for ref in hit.refs] == sorted(rank[ref] for ref in hit.refs)
+    shown = {ref for h in hits for ref in h.refs}
+    if hits:
+        assert {ref for ref, _ in expected[: rank[hits[-1].ref] + 1]} <= shown
+    assert len(hits) == limit or shown == set(rank)
     assert grown.search(query, limit=limit, only=only) == hits  # type: ignore[arg-type]
     assert len(grown) == len(rebuilt)

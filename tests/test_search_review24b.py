@@ -110,7 +110,7 @@ def test_the_work_item_of_every_hit_is_the_full_folds() -> None:
         vocabulary = sorted({t for rec in records if (text := evidence_text(rec.body)) for t in terms(text)})
         rng = random.Random(7)
         seen = 0
-        for query in rng.sample(vocabulary, min(150, len(vocabulary))):
+        for query in rng.sample(vocabulary, min(200, len(vocabulary))):
             for hit in index.search(query, limit=50, only="evidence"):
                 assert hit.work_item == expected[hit.seq], (query, hit)
                 seen += 1

@@ -9,8 +9,9 @@ returns to the model:
 - ``holon_get`` (``ref``, ``offset``) — the original text behind a ref, a page at a
   time (:func:`get_text`): a cleared 50 KB output must not flood the window it was
   cleared from.
-- ``holon_search`` (``query``, ``limit``) — BM25 over the agent's archived episodes and
-  evidence, each hit with the ref ``holon_get`` restores (:func:`search_text`).
+- ``holon_search`` (``query``, ``limit``) — memory search (:mod:`holon.search`) over the
+  agent's archived episodes and evidence, each hit with the ref ``holon_get`` restores and
+  why it matched, near-duplicates as one hit with every ref (:func:`search_text`).
 
 :meth:`holon.runtime.Turn.recall` records such a call through the tool write-ahead log
 like any other tool call, so the restored text is in the ledger and the replayed
@@ -25,10 +26,9 @@ from typing import Any, Final
 
 import holon.records as r
 from holon.context import EpisodeIndex, RefSource, parse_ref, restore_bytes
-from holon.context.search import terms
 from holon.errors import HolonError, InvalidRef, RefNotFound, UsageError
 from holon.ledger import Ledger
-from holon.search import BlobText, MemoryHit
+from holon.search import BlobText, MemoryHit, search_terms
 
 __all__ = [
     "GET_TOOL",
@@ -363,7 +363,7 @@ def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
     to search for says so rather than that nothing matches it.
     """
     quoted = repr(query if len(query) <= _QUOTED_QUERY else query[: _QUOTED_QUERY - 1] + "…")
-    if not terms(query):
+    if not search_terms(query):
         return (
             f"the query {quoted} has no words to search for: search for words of two or more "
             "letters or digits (common words such as 'the' or 'with' are ignored)"
@@ -374,6 +374,10 @@ def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
     for i, hit in enumerate(hits, 1):
         lines.append(f"{i}. {hit.ref} — {hit.provenance}")
         lines.append(f"   {hit.snippet}")
+        lines.append(f"   why: {hit.why}")
+        if hit.count > 1:
+            # Every ref, so the model can restore the one it needs (the first is the newest best).
+            lines.append(f"   {hit.count} near-duplicates: {', '.join(hit.refs)}")
     return "\n".join(lines)
 
 
