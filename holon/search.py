@@ -95,6 +95,8 @@ _JOINT: Final = r"[./:#@\\]+"
 _IDENTIFIER: Final = re.compile(rf"(?<![0-9a-z_#./:@\\-])(?:#?{_SEGMENT}(?:{_JOINT}{_SEGMENT})+|#{_SEGMENT})")
 _JOINTS: Final = re.compile(rf"({_JOINT})").split
 _CLOCK: Final = re.compile(r"[0-9:.]+").fullmatch
+# The URL paths that number a pull request or issue (GitHub, GitLab, Gitea): ``.../pull/123`` is #123.
+_NUMBERED: Final = frozenset({"pull", "pulls", "issues", "merge_requests"})
 
 
 def search_terms(text: str) -> list[str]:
@@ -106,7 +108,9 @@ def search_terms(text: str) -> list[str]:
     ``https://github.com/o/r/pull/123``) and each pair of neighbouring parts with the mark
     between them (``shop/cart``, ``cart.py``; ``pull/123`` inside the URL). So ``#123``
     finds the request that wrote ``#123`` before a record that only has the number, a
-    path is found whole or by a part of it, and a PR's URL path inside a pasted URL.
+    path is found whole or by a part of it, and a PR's URL path inside a pasted URL. A
+    pull request's or issue's URL path (``pull/123``, ``issues/123``, ``merge_requests/123``)
+    also gives ``#123``, the number as it is written in text.
     """
     words = terms(text)
     for whole in _IDENTIFIER.findall(text.lower()):
@@ -114,9 +118,15 @@ def search_terms(text: str) -> list[str]:
             continue  # a time of day, a line:column: numbers no one searches for joined
         words.append(whole)
         parts = _JOINTS(whole)
-        if len(parts) <= 3:  # one pair: the identifier itself
-            continue
-        words.extend(parts[i] + parts[i + 1] + parts[i + 2] for i in range(0, len(parts) - 2, 2) if parts[i])
+        if len(parts) > 3:  # more than one pair (one is the identifier itself)
+            pairs = range(0, len(parts) - 2, 2)
+            words.extend(parts[i] + parts[i + 1] + parts[i + 2] for i in pairs if parts[i])
+        # A pull request's or issue's URL path is the #N it is also written as.
+        words.extend(
+            f"#{parts[i + 2]}"
+            for i in range(0, len(parts) - 2, 2)
+            if parts[i] in _NUMBERED and parts[i + 1] == "/" and parts[i + 2].isdigit()
+        )
     return words
 
 

@@ -198,6 +198,12 @@ def test_search_terms_keep_an_identifier_whole_and_give_its_parts() -> None:
         assert term in found, found
     assert {"github", "acme", "pull", "123", "45", "src", "py"} <= set(found)
     assert "10:30:02" not in found  # times of day are numbers, not identifiers
+    # A pull request's URL path is also the #N it is written as in text, and the other way round.
+    assert "#123" in found and "#7" in search_terms("gitlab.com/a/b/merge_requests/7")
+    hits = MemorySearch([_msg(0, "merged https://github.com/acme/shop/pull/77"), _msg(1, "77 rows")]).search(
+        "#77"
+    )
+    assert hits[0].ref == "ledger:0" and "#77" in hits[0].matched
     assert search_terms("plain words only") == terms("plain words only")
 
 
@@ -283,9 +289,11 @@ def test_holon_search_shows_why_each_hit_matched_in_text_and_json(tmp_path: Path
     assert text.exit_code == 0, text.stderr
     assert (
         " 1. ledger:2 " in text.stdout
-        and "    why: matched 123, pull, pull/123 (pull/123 whole) in a request" in text.stdout
+        and "    why: matched #123, 123, pull, pull/123 (#123, pull/123 whole) in a request" in text.stdout
     )
     found = json.loads(invoke("search", ledger, "pull/123", "--json").stdout)
     assert found[0]["ref"] == "ledger:2" and found[0]["field"] == "request" and found[0]["count"] == 1
     assert found[0]["refs"] == ["ledger:2"] and "pull/123" in found[0]["matched"]
-    assert found[0]["why"].startswith("matched 123, pull, pull/123 (pull/123 whole) in a request (x1.6)")
+    assert found[0]["why"].startswith(
+        "matched #123, 123, pull, pull/123 (#123, pull/123 whole) in a request (x1.6)"
+    )
