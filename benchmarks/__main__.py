@@ -13,8 +13,8 @@ from benchmarks import bench_dir
 # Order follows the layers: storage, memory, rendering, runtime, audit, the run report, the command line's
 # start-up, evaluation.
 SUITES = (
-    "ledger", "append_cost", "projections", "estimator", "context", "search", "runtime", "audit",
-    "audit_scale", "report", "parquet", "cli_start", "eval",
+    "ledger", "append_cost", "projections", "estimator", "context", "search", "retrieval", "runtime",
+    "audit", "audit_scale", "report", "parquet", "cli_start", "eval",
 )  # fmt: skip
 #: Suites that run only when named: they need what holon does not install (fleet: pyspark, Java).
 OPTIONAL = ("fleet",)
