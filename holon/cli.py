@@ -829,6 +829,7 @@ def _resolve_prompt(
     cache_key: str | None,
     estimator: str | None,
     no_check: bool,
+    input_text: str | None = None,
 ) -> PromptAt:
     """Render the requested prompt and enforce the recorded-hash check."""
     from holon.replay import RenderOverrides, next_prompt_of, prompt_of
@@ -850,6 +851,7 @@ def _resolve_prompt(
                     resume=resume,
                     blobs=ledger.get_blob,
                     older=_records_upto(ledger),
+                    input=input_text,
                 )
             found = prompt_of(
                 read,
@@ -1802,6 +1804,13 @@ _OPENAI_MODEL: Final = "gpt-5.5"
     metavar="NAME",
     help=f"Model name for provider formats (default {_ANTHROPIC_MODEL} / {_OPENAI_MODEL}).",
 )
+@click.option(
+    "--input",
+    "input_text",
+    metavar="TEXT",
+    help="Render the first prompt of a new turn whose input is TEXT (a user message), without "
+    "appending anything: what the next turn's model call would see for it.",
+)
 def render(
     *,
     path: Path,
@@ -1815,6 +1824,7 @@ def render(
     no_check: bool,
     fmt: str,
     model: str | None,
+    input_text: str | None,
 ) -> None:
     """Print the prompt the model saw at a past turn, or the one for the next call.
 
@@ -1824,6 +1834,10 @@ def render(
     A turn without a recorded prompt is rendered as its first model call would see it.
     Without --at-turn, the prompt for the next model call is rendered from the whole
     ledger (with the newest recorded config, or --budget etc.).
+
+    With --input TEXT, the prompt of a new turn's first model call for that input, as
+    holon.Agent.preview renders it: the turn is folded after the ledger, never written
+    (the ledger is opened read-only), and its records take the last record's timestamp.
 
     --format text writes exactly the prompt's bytes to a pipe or file, so `holon render
     L --at-turn 4 | b3sum` gives the recorded hash; on a terminal, control characters
@@ -1838,6 +1852,10 @@ def render(
         raise click.UsageError(
             "--model applies to the provider formats only (--format anthropic, openai or openai-responses)"
         )
+    if input_text is not None and at_turn is not None:
+        raise click.UsageError(
+            "--input renders a new turn after the ledger's last; it cannot be given with --at-turn"
+        )
     found = _resolve_prompt(
         path=path,
         at_turn=at_turn,
@@ -1847,6 +1865,7 @@ def render(
         cache_key=cache_key,
         estimator=estimator,
         no_check=no_check,
+        input_text=input_text,
     )
     prompt = found.prompt
     if as_json and fmt == "text":

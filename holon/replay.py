@@ -42,7 +42,7 @@ import holon.records as r
 from holon.context.budget import DEFAULT_BUDGET, Budget
 from holon.context.causes import omission_cause
 from holon.context.estimator import get_estimator
-from holon.context.evidence import EvidenceBuffer, EvidenceView
+from holon.context.evidence import EvidenceBuffer, EvidenceView, PendingView
 from holon.context.prompt import Prompt
 from holon.context.render import (
     RENDER_VERSION,
@@ -742,8 +742,11 @@ def _render_next(
     agent_id: str,
     overrides: RenderOverrides,
     index: Callable[[ProjectionState], EpisodeIndex | None] | None = None,
+    input: str | None = None,
 ) -> PromptAt:
     """The prompt for the next model call after ``last``, rendered from ``folded()``.
+
+    With ``input``, a new turn's first call for that input (see :func:`next_prompt_of`).
 
     ``source`` is the newest ``prompt_rendered`` with a ``render_config`` (``None``: the
     defaults); ``folded`` is called after its settings are decoded and its estimator loaded.
@@ -754,11 +757,26 @@ def _render_next(
     budget, config = overrides.apply(*(settings or (DEFAULT_BUDGET, RenderConfig())))
     _load_estimator(config, source if overrides.estimator is None else None)
     state, evidence = folded()
+    ts = last.ts if last is not None else 0
+    pending: list[r.Record] = []
+    if input is not None:
+        last_turn = state.runtime.turn
+        if last_turn is not None and last_turn.open:
+            raise UsageError(
+                f"turn {last_turn.index} is still open in the ledger: --input renders a new turn's first "
+                "prompt, which cannot begin inside it; render without --input for that turn's next call"
+            )
+        index_of = 1 if last_turn is None or last_turn.index is None else last_turn.index + 1
+        for body in (r.TurnStarted(trigger="user"), r.Message(role="user", text=input)):
+            record = r.Record(body=body, ts=ts, turn=index_of, seq=state.seq + 1)
+            pending.append(record)
+            state = apply(state, record)
     # As the runtime would: refresh first what the open turn made untrue (folded, not appended).
-    for derived in refresh_before_prompt(state, ts=last.ts if last is not None else 0):
+    for derived in refresh_before_prompt(state, ts=ts):
         state = apply(state, msgspec.structs.replace(derived, seq=state.seq + 1))
     episodes = index(state) if index is not None else None
-    prompt = build_context(state, budget, config, agent_id=agent_id, index=episodes, history=evidence)
+    history = PendingView(evidence, pending) if pending else evidence
+    prompt = build_context(state, budget, config, agent_id=agent_id, index=episodes, history=history)
     turn = state.runtime.turn.index if state.runtime.turn is not None and state.runtime.turn.open else None
     return PromptAt(
         turn=turn,
@@ -1273,8 +1291,13 @@ def next_prompt_of(
     resume: Resume | Checkpoints | None = None,
     blobs: Callable[[str], bytes] | None = None,
     older: Callable[[int, int], Iterable[r.Record]] | None = None,
+    input: str | None = None,
 ) -> PromptAt:
     """:func:`next_prompt` of the records ``read()`` gives, read in passes rather than held.
+
+    With ``input``, the prompt of a new turn's first model call for that input (a user
+    message), as :meth:`holon.Agent.preview` renders it: the turn's opening records are
+    folded after the ledger's, stamped with the last record's ``ts``, and never written.
 
     ``blobs`` reads a blob's bytes (the ledger's ``get_blob``): the history shows the tool
     outputs stored there, as the agent's own prompts do. ``older(from_seq, to_seq)`` reads
@@ -1307,6 +1330,7 @@ def next_prompt_of(
             agent_id=agent_id,
             overrides=overrides,
             index=index,
+            input=input,
         )
     scan = _ConfigScan() if projection is None else None
     seen = _first_pass(read, scan, None)
@@ -1321,7 +1345,7 @@ def next_prompt_of(
         return fold_seeing(start[1], start[0], older=older, blobs=blobs)
 
     return _render_next(
-        seen.configured, seen.last, folded, agent_id=agent_id, overrides=overrides, index=index
+        seen.configured, seen.last, folded, agent_id=agent_id, overrides=overrides, index=index, input=input
     )
 
 

@@ -12,7 +12,8 @@ import pytest
 from holon import records as r
 from holon.ledger import Ledger
 from holon.replay import prompt_at
-from tests.cli_support import build_ledger, invoke, live_records
+from holon.runtime import Agent
+from tests.cli_support import build_ledger, invoke, live_records, tree_bytes
 from tests.golden import read_fixture
 from tests.live import replay_live
 
@@ -173,3 +174,22 @@ def test_explain_says_when_the_delta_shown_was_already_confirmed(ledgers: dict[s
     assert why(shown[True]).startswith("already confirmed: revision ")
     assert "already confirmed" not in why(shown[False])
     assert "already confirmed: revision " in invoke("explain", path, "--at-turn", str(shown[True])).stdout
+
+
+def test_render_input_is_the_agents_preview_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "L"
+    policy = r.SystemPolicy(text="You are a test agent.")
+    with Agent.open(path, agent_id="a", clock=lambda: 1_700_000_000_000, policy=policy) as agent:
+        for i in range(3):
+            with agent.turn(input=f"look at step {i}") as turn:
+                turn.context()
+                turn.record_message(f"step {i} looked at")
+        expected = agent.preview(input="what did step 1 show?").text
+    before = tree_bytes(path)
+    rendered = invoke("render", path, "--input", "what did step 1 show?")
+    assert rendered.exit_code == 0, rendered.stderr
+    assert rendered.stdout_bytes == expected.encode() and "what did step 1 show?" in rendered.stdout
+    assert tree_bytes(path) == before
+    assert invoke("render", path).stdout != rendered.stdout  # the next call without that input
+    clash = invoke("render", path, "--input", "x", "--at-turn", "2")
+    assert clash.exit_code == 2 and "cannot be given with --at-turn" in clash.stderr

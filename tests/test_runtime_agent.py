@@ -16,6 +16,7 @@ from holon.projections import verify_derivations
 from holon.replay import prompt_at
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import CHECKPOINT_DIR, list_checkpoints
+from tests.cli_support import tree_bytes
 from tests.runtime_support import Tick, fold_ledger
 
 POLICY = r.SystemPolicy(
@@ -530,3 +531,33 @@ def test_recovery_records_carry_the_time_of_the_crash_not_of_the_restart(tmp_pat
         with agent.turn(input="what happened?"):
             pass
         assert agent.ledger.get(agent.seq).ts == restarted  # the next turn runs on the clock again
+
+
+# ---------------------------------------------------------------- preview
+
+
+def test_preview_renders_the_next_turns_prompt_for_an_input_and_appends_nothing(tmp_path: Path) -> None:
+    now = [1_700_000_000_000]
+    with Agent.open(
+        tmp_path / "L", agent_id="t1", config=CONFIG, clock=lambda: now[0], policy=POLICY
+    ) as agent:
+        _work_turns(agent, 4)
+        before = tree_bytes(tmp_path / "L")
+        seq, revision, turn_index = agent.seq, agent.memory.revision, agent.next_turn_index
+        preview = agent.preview(input="now fix the parser's unicode escapes")
+        # Nothing recorded, nothing confirmed: the ledger's bytes and the agent's state are as they were.
+        assert tree_bytes(tmp_path / "L") == before
+        assert (agent.seq, agent.memory.revision, agent.next_turn_index) == (seq, revision, turn_index)
+        assert "now fix the parser's unicode escapes" in preview.text
+        assert agent.preview(input="now fix the parser's unicode escapes") == preview  # twice, the same
+        other = agent.preview(input="something else entirely")
+        assert other.text != preview.text
+        with agent.turn(input="now fix the parser's unicode escapes") as turn:
+            rendered = turn.context()
+            # The preview is the prompt the turn then renders for that input, byte for byte.
+            assert rendered.text == preview.text and rendered.prompt_hash == preview.prompt_hash
+            assert rendered.cache_key == preview.cache_key
+            with pytest.raises(UsageError, match="preview renders a new turn's first prompt"):
+                agent.preview(input="x")
+    with _open(tmp_path / "L") as agent, pytest.raises(UsageError, match="input role 'assistant'"):
+        agent.preview(input="x", role="assistant")

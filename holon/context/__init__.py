@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ r
         available_estimators,
         get_estimator,
     )
-    from holon.context.evidence import EvidenceBuffer, EvidenceView, RecordsView
+    from holon.context.evidence import EvidenceBuffer, EvidenceView, PendingView, RecordsView
     from holon.context.inputs import ContextInputs, CurrentInput, inputs_from_state
     from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection, prompt_rendered
     from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
@@ -73,6 +73,7 @@ __all__ = [
     "Estimator",
     "EvidenceBuffer",
     "EvidenceView",
+    "PendingView",
     "Form",
     "HeuristicEstimator",
     "InvalidToolArguments",
@@ -131,6 +132,7 @@ _HOMES: Final[dict[str, tuple[str, ...]]] = {
     "holon.context.evidence": (
         "EvidenceBuffer",
         "EvidenceView",
+        "PendingView",
         "RecordsView",
     ),
     "holon.context.inputs": (

@@ -25,7 +25,7 @@ from typing import Final, Protocol
 import holon.records as r
 from holon.context.inputs import ContextInputs
 
-__all__ = ["EVIDENCE_KINDS", "EvidenceBuffer", "EvidenceView", "RecordsView", "window_view"]
+__all__ = ["EVIDENCE_KINDS", "EvidenceBuffer", "EvidenceView", "PendingView", "RecordsView", "window_view"]
 
 #: The record kinds a history is built from: messages and briefs, tool calls and their
 #: results, and the plans a call declares (its unit then shows a stub, not the steps).
@@ -230,3 +230,33 @@ class EvidenceBuffer:
             _, dropped = texts.popitem(last=False)
             self._blob_chars -= len(dropped or "")
         return text
+
+
+class PendingView:
+    """An :class:`EvidenceView` and records after it that were not appended, as one view.
+
+    For a preview (:meth:`holon.Agent.preview`, ``holon render --input``): the prompt a
+    turn would get for an input is rendered from the ledger's evidence plus that turn's
+    opening records, folded but never written. ``pending`` follow every record of
+    ``base``, in seq order.
+    """
+
+    def __init__(self, base: EvidenceView, pending: Sequence[r.Record]) -> None:
+        self._base = base
+        self._pending = [record for record in pending if isinstance(record.body, EVIDENCE_KINDS)]
+        self._from = pending[0].seq if pending else None
+
+    @property
+    def first_seq(self) -> int:
+        return self._base.first_seq
+
+    def records(self, from_seq: int, to_seq: int) -> Sequence[r.Record]:
+        start = self._from
+        if start is None:
+            return self._base.records(from_seq, to_seq)
+        found = list(self._base.records(from_seq, min(to_seq, start)))
+        found.extend(record for record in self._pending if from_seq <= record.seq < to_seq)
+        return found
+
+    def blob_text(self, blob_hash: str) -> str | None:
+        return self._base.blob_text(blob_hash)

@@ -35,6 +35,7 @@ from holon.context import (
     EpisodeIndex,
     EpisodeIndexRejected,
     EvidenceBuffer,
+    PendingView,
     Prompt,
     RenderConfig,
     build_context,
@@ -892,6 +893,53 @@ class Agent:
             raise
         return turn
 
+    def preview(self, input: str | None = None, *, trigger: str = "user", role: str = "user") -> Prompt:
+        """The prompt the next turn's first model call would see for ``input``, appending nothing.
+
+        What ``with agent.turn(input, trigger=trigger, role=role) as turn: turn.context()``
+        would render now — the same bytes, when the clock gives the same reading — but the
+        turn's records are folded into a copy of the agent's state, not appended: the
+        ledger's bytes, the working memory and the next turn's index are unchanged, and
+        nothing is confirmed (the pending delta stays pending). Raises UsageError while a
+        turn is open (its next prompt is :meth:`Turn.context`'s) and for a role
+        :meth:`turn` refuses; an input the ledger would refuse is refused as :meth:`turn`
+        refuses it, before anything is rendered.
+        """
+        self._check_open()
+        if self._turn is not None:
+            raise UsageError(
+                f"turn {self._turn.index} is open: its next prompt is turn.context(); preview renders a new "
+                "turn's first prompt, so call it between turns"
+            )
+        if input is not None and role not in _INPUT_ROLES:
+            raise UsageError(f"input role {role!r} must be one of {', '.join(_INPUT_ROLES)}")
+        index = self.next_turn_index
+        ts = self._clock_reading()
+        seq = self._state.seq
+        opening = [r.TurnStarted(trigger=trigger)]
+        if input is not None:
+            opening.append(r.Message(role=role, text=input))  # type: ignore[arg-type]
+        pending = [
+            _checked(r.Record(body=body, ts=ts, turn=index, seq=seq + 1 + i))
+            for i, body in enumerate(opening)
+        ]
+        state = self._state
+        for record in pending:
+            state = apply(state, record)
+        for derived in refresh_before_prompt(state, ts=pending[-1].ts):
+            # As Turn.context appends them, before it renders.
+            stored = msgspec.structs.replace(derived, seq=state.seq + 1)
+            pending.append(stored)
+            state = apply(state, stored)
+        return build_context(
+            state,
+            self.config.budget,
+            self.config.render,
+            agent_id=self.agent_id,
+            index=self.episodes,
+            history=PendingView(self._evidence, pending),
+        )
+
     # ------------------------------------------------------------------ internals
 
     def _check_open(self) -> None:
@@ -906,6 +954,12 @@ class Agent:
 
     def _now(self) -> int:
         # Timestamps never go backwards in one ledger, even when the wall clock steps back.
+        ts = self._clock_reading()
+        self._last_ts = ts
+        return ts
+
+    def _clock_reading(self) -> int:
+        """The timestamp the next record would get (the clock, checked, never before the last)."""
         now = self._clock()
         # Checked before it is kept: a float (time.time() * 1000) or an overflowing reading
         # became the floor of every later timestamp, so each record after it failed to
@@ -923,9 +977,7 @@ class Agent:
                 "(negative, or past the year 5000: micro- or nanoseconds?); return "
                 "time.time_ns() // 1_000_000; nothing was recorded"
             )
-        ts = max(now, self._last_ts)
-        self._last_ts = ts
-        return ts
+        return max(now, self._last_ts)
 
     def _append(self, body: r.Body, turn: int | None, *, ts: int | None = None) -> r.Record:
         """Append one record, fold it, and return it exactly as stored (and as replay reads it).
