@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import re
+import zlib
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -226,8 +227,10 @@ RECENCY: Final = 0.1
 # Near-duplicates: the share of their terms two hits of one field and one best line must
 # have in common (Jaccard) to be one hit.
 _SAME_TERMS: Final = 0.5
-# Hits read past the limit, to find near-duplicates of the last ones shown.
+# Hits ranked past the limit, to find near-duplicates of the last ones shown.
 _LOOKAHEAD: Final = 4
+# The most hits ranked per hit asked for, while near-duplicates leave too few groups.
+_MAX_WINDOW: Final = 256
 _BY_KIND: Final = {
     r.Decision: "decision",
     r.WorkItem: "work item",
@@ -384,6 +387,16 @@ class _Found:
         self.score = 0.0
 
 
+class _Group:
+    """Near-duplicate hits shown as one: the best read back, and every member's document, best first."""
+
+    __slots__ = ("best", "members")
+
+    def __init__(self, best: _Found, members: list[int]) -> None:
+        self.best = best
+        self.members = members
+
+
 def _near(first: _Found, other: _Found) -> bool:
     """Whether ``other`` is a near-duplicate of ``first``: same field, same best line, most terms shared.
 
@@ -437,6 +450,9 @@ class MemorySearch:
         self._lengths = array("I")
         self._evidence = bytearray()  # 1 evidence, 0 episode
         self._fields = bytearray()  # its field's code (_FIELDS)
+        # CRC-32 of its distinct terms, sorted: documents of one field, length and print
+        # hold the same terms, and fold as near-duplicates without being read back.
+        self._prints = array("I")
         self._newest = 0  # the highest seq indexed: the recency prior's scale
         # Lists of shared objects: a kind is its class's constant, a turn's number and the
         # active work item's id the same object for every record that has them.
@@ -549,6 +565,7 @@ class MemorySearch:
             # right after it) restates the same steps: it is searched as the plan it is.
             self._fields[index - 1] = _PLAN
         self._fields.append(field)
+        self._prints.append(zlib.crc32("\n".join(sorted(set(words))).encode()))
         self._newest = max(self._newest, record.seq)
         if self._texts is not None:
             self._texts.append(kept if only is None or counts else "")
@@ -671,52 +688,82 @@ class MemorySearch:
         top = [item for item in items if item[1] >= floor]
         return sorted(top, key=lambda item: (-item[1], -seqs[item[0]], evidence[item[0]]))
 
-    def _groups(self, items: list[tuple[int, float]], limit: int, want: set[str]) -> list[list[_Found]]:
-        """The ranked hits with near-duplicates collapsed: each group best first, groups by their best.
+    def _groups(self, items: list[tuple[int, float]], limit: int, want: set[str]) -> list[_Group]:
+        """The ranked hits with near-duplicates folded: groups in the order of their best hit.
 
-        Read down the ranking until ``limit`` groups are found and :data:`_LOOKAHEAD` hits
-        past the last (a near-duplicate just below the cut is still counted), reading more
-        of it while the near-duplicates leave fewer groups than that.
+        Read down the ranking in windows until ``limit`` groups are found. An evidence
+        document with the field, length and term print of a group's is folded into it
+        unread; any other is read back and folded into a group of its field and best line
+        whose terms it mostly shares (:func:`_near`), else starts a group. Past the
+        ``limit``-th group the window's rest (:data:`_LOOKAHEAD` more at least) is still
+        folded by print, so a near-duplicate just below the cut is counted. At most
+        :data:`_MAX_WINDOW` hits a shown one are ranked (a query whose best thousands of
+        hits are copies of a few is then answered with those few): a query's cost stays
+        bounded by the limit, not by how many documents repeat.
         """
+        evidence, fields, prints, lengths = self._evidence, self._fields, self._prints, self._lengths
         window = limit + _LOOKAHEAD
-        found: dict[int, _Found] = {}
+        groups: list[_Group] = []
+        by_print: dict[tuple[int, int, int], _Group] = {}
+        by_line: dict[tuple[str, str], list[_Group]] = {}
+        done = 0
         while True:
             ranked = self._ranked(items, window)
-            self._read_found([index for index, _ in ranked if index not in found], want, found)
-            groups: list[list[_Found]] = []
-            for index, score in ranked:
-                hit = found[index]
+            for index, score in ranked[done:]:
+                key = (fields[index], prints[index], lengths[index]) if evidence[index] else None
+                group = by_print.get(key) if key is not None else None
+                if group is not None:
+                    group.members.append(index)
+                    continue
+                if len(groups) >= limit:
+                    continue  # past the cut: only what folds unread is counted
+                hit = self._read_found(index, want)
                 hit.score = score
-                twin = next((group for group in groups if _near(group[0], hit)), None)
-                if twin is None:
-                    groups.append([hit])
+                line = (hit.field, hit.snippet)
+                group = next((g for g in by_line.get(line, ()) if _near(g.best, hit)), None)
+                if group is None:
+                    group = _Group(hit, [index])
+                    groups.append(group)
+                    by_line.setdefault(line, []).append(group)
                 else:
-                    twin.append(hit)
-            if len(groups) >= limit or len(ranked) == len(items):
+                    group.members.append(index)
+                if key is not None:
+                    by_print[key] = group
+            done = len(ranked)
+            if len(groups) >= limit or done == len(items) or window >= _MAX_WINDOW * limit:
                 return groups
             window *= 4
 
-    def _read_found(self, indexes: list[int], want: set[str], found: dict[int, _Found]) -> None:
-        """Read back the documents ``indexes`` (in seq order: one ledger segment read once) into ``found``."""
-        seqs = self._seqs
-        for index in sorted(indexes, key=seqs.__getitem__):
-            episode = self._episode(index)
-            doc = _Doc(
-                self._kinds[index],
-                seqs[index],
-                self._turns[index],
-                episode,
-                self._work_items[index],
-                self._tasks.get(index),
-            )
-            text = episode_text(episode) if episode is not None else self._evidence_text(index)
-            have = frozenset(search_terms(text))
-            found[index] = _Found(index, doc, _FIELDS[self._fields[index]], have, _snippet(text, want))
+    def _ref(self, index: int) -> str:
+        """The ref of document ``index`` (an episode's is read from its record)."""
+        if self._evidence[index]:
+            return f"ledger:{self._seqs[index]}"
+        episode = self._episode(index)
+        assert episode is not None
+        return f"episode:{episode.episode_id}"
 
-    def _hit(self, group: list[_Found], wanted: list[str], sums: dict[int, float]) -> MemoryHit:
+    def _read_found(self, index: int, want: set[str]) -> _Found:
+        """Read back document ``index``: what its hit shows and what near-duplicates are told by."""
+        seqs = self._seqs
+        episode = self._episode(index)
+        doc = _Doc(
+            self._kinds[index],
+            seqs[index],
+            self._turns[index],
+            episode,
+            self._work_items[index],
+            self._tasks.get(index),
+        )
+        text = episode_text(episode) if episode is not None else self._evidence_text(index)
+        return _Found(
+            index, doc, _FIELDS[self._fields[index]], frozenset(search_terms(text)), _snippet(text, want)
+        )
+
+    def _hit(self, group: _Group, wanted: list[str], sums: dict[int, float]) -> MemoryHit:
         """The hit a group of near-duplicates is shown as: its best, with the count and every ref."""
-        best = group[0]
+        best = group.best
         doc = best.doc
+        count = len(group.members)
         matched = tuple(t for t in wanted if t in best.terms)
         weight = FIELD_WEIGHTS[best.field]
         prior = 1.0 + RECENCY * doc.seq / max(1, self._newest)
@@ -726,8 +773,8 @@ class MemorySearch:
             why += f" ({', '.join(whole)} whole)"
         why += f" in {'an' if best.field[0] in 'aeiou' else 'a'} {best.field} (x{weight:g})"
         why += f", BM25 {sums[best.index]:.3f}, recency x{prior:.3f}"
-        if len(group) > 1:
-            why += f"; {len(group) - 1} near-duplicate{'s' if len(group) > 2 else ''} folded in"
+        if count > 1:
+            why += f"; {count - 1} near-duplicate{'s' if count > 2 else ''} folded in"
         return MemoryHit(
             ref=doc.ref(),
             source=doc.kind,
@@ -741,6 +788,6 @@ class MemorySearch:
             task=doc.task,
             field=best.field,
             why=why,
-            count=len(group),
-            refs=tuple(hit.doc.ref() for hit in group),
+            count=count,
+            refs=(doc.ref(), *map(self._ref, group.members[1:])),
         )
