@@ -2671,7 +2671,7 @@ def search(path: Path, as_json: bool, query: str, limit: int, only: str | None) 
         _echo(f"    {hit.snippet}")
         _echo(f"    why: {hit.why}")
         if hit.count > 1:
-            _echo(f"    {hit.count} near-duplicates: {', '.join(hit.refs)}")
+            _echo(f"    {hit.count} near-identical hits: {', '.join(hit.refs)}")
 
 
 @main.command(name="mcp")

@@ -12,7 +12,7 @@ both) is one document, the message. Every hit carries the ref that restores it
 belonged to (see :attr:`MemoryHit.work_item`) and, for a sub-agent's records, its task
 (:attr:`MemoryHit.task`).
 
-Ranking (docs/memory-model.md, *Memory search*), every step deterministic:
+Ranking (docs/daemon-guide.md, *How memory search ranks*), every step deterministic:
 
 - **Terms** (:func:`search_terms`): episode selection's words (:func:`holon.context.search.terms`),
   plus each identifier written with ``. / : # @ \\`` whole (``pull/123``, ``#123``,
@@ -401,10 +401,13 @@ def _near(first: _Found, other: _Found) -> bool:
     """Whether ``other`` is a near-duplicate of ``first``: same field, same best line, most terms shared.
 
     A plan step restated in every plan update, the same request sent twice, one failure
-    in two runs of a command. Episodes are never folded: each archives other turns.
+    in two runs of a command — of one work item and task. Episodes are never folded:
+    each archives other turns.
     """
     if first.field != other.field or first.snippet != other.snippet or first.field == "episode":
         return False
+    if first.doc.work_item != other.doc.work_item or first.doc.task != other.doc.task:
+        return False  # the same failure under two work items is two facts
     union = len(first.terms | other.terms)
     return not union or len(first.terms & other.terms) / union >= _SAME_TERMS
 
@@ -565,7 +568,10 @@ class MemorySearch:
             # right after it) restates the same steps: it is searched as the plan it is.
             self._fields[index - 1] = _PLAN
         self._fields.append(field)
-        self._prints.append(zlib.crc32("\n".join(sorted(set(words))).encode()))
+        # (Not for a document of no query term's, never a hit: its print is never compared.)
+        self._prints.append(
+            zlib.crc32("\n".join(sorted(set(words))).encode()) if only is None or counts else 0
+        )
         self._newest = max(self._newest, record.seq)
         if self._texts is not None:
             self._texts.append(kept if only is None or counts else "")
@@ -702,15 +708,20 @@ class MemorySearch:
         bounded by the limit, not by how many documents repeat.
         """
         evidence, fields, prints, lengths = self._evidence, self._fields, self._prints, self._lengths
+        work_items, tasks = self._work_items, self._tasks
         window = limit + _LOOKAHEAD
         groups: list[_Group] = []
-        by_print: dict[tuple[int, int, int], _Group] = {}
+        by_print: dict[tuple[int, int, int, str | None, str | None], _Group] = {}
         by_line: dict[tuple[str, str], list[_Group]] = {}
         done = 0
         while True:
             ranked = self._ranked(items, window)
             for index, score in ranked[done:]:
-                key = (fields[index], prints[index], lengths[index]) if evidence[index] else None
+                key = (
+                    (fields[index], prints[index], lengths[index], work_items[index], tasks.get(index))
+                    if evidence[index]
+                    else None
+                )
                 group = by_print.get(key) if key is not None else None
                 if group is not None:
                     group.members.append(index)

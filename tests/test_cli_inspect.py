@@ -118,7 +118,7 @@ def test_search_finds_episodes_and_evidence_with_refs(session: Path) -> None:
     evidence = json.loads(invoke("search", session, "pytest", "--only", "evidence", "--json").stdout)
     assert evidence and all(h["ref"].startswith("ledger:") for h in evidence)
     text = invoke("search", session, "pytest", "--limit", "2").stdout
-    assert text.startswith(" 1. ledger:") and "matched: pytest" in text
+    assert text.startswith(" 1. ledger:") and "    why: matched pytest in a tool " in text
     assert "nothing matches" in invoke("search", session, "zebra").stdout
 
 

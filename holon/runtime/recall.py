@@ -377,7 +377,7 @@ def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
         lines.append(f"   why: {hit.why}")
         if hit.count > 1:
             # Every ref, so the model can restore the one it needs (the first is the newest best).
-            lines.append(f"   {hit.count} near-duplicates: {', '.join(hit.refs)}")
+            lines.append(f"   {hit.count} near-identical hits: {', '.join(hit.refs)}")
     return "\n".join(lines)
 
 
