@@ -1,6 +1,7 @@
 """Memory search benchmark: what a daemon's first ``holon_search`` and each later one cost.
 
-Run: ``python -m benchmarks.search`` (also part of ``make bench``), or
+Run: ``python -m benchmarks.search`` (also part of ``make bench``; then the 1M-record
+ledger of benchmarks/runtime.py, each query's p50 against the 20 ms target), or
 ``python -m benchmarks.search --ledger PATH`` for an existing ledger's index (built as
 ``Agent.search`` builds it, streamed: its memory, then the queries' p50).
 
@@ -30,6 +31,7 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.runtime import _big_ledger
 from holon.context import Budget, RenderConfig
 from holon.context.search import terms
 from holon.ledger import Ledger
@@ -137,6 +139,31 @@ def _existing(path: Path) -> None:
             print(f"{query:<30} {_p50_ms(lambda q=query: index.search(q, limit=8)):>8.1f}ms")  # type: ignore[misc]
 
 
+#: Queries of the 1M-record ledger's vocabulary (benchmarks/runtime.py's generator): a path
+#: in most tool results, a frequent command, a frequent word, a work item, a decision, none.
+MILLION_QUERIES = ("src/cart.py", "make build", "error", "W422", "D5271 decided", "zzzqqq", *QUERIES)
+#: The p50 the 1M-record ledger's queries must stay under (issue #30).
+TARGET_MS = 20.0
+
+
+def _million(root: Path) -> None:
+    """The 1M-record ledger of benchmarks/runtime.py: the index Agent.search builds, then each query's p50."""
+    count, built = _big_ledger(root / "big")
+    print(f"\n1M-record ledger: {count:,} records (written in {built:.0f} s)")
+    with Ledger.open(root / "big", readonly=True) as ledger:
+        started = time.perf_counter()
+        index = _agents_index(ledger)
+        print(f"index build (first search): {time.perf_counter() - started:.1f} s, {len(index):,} documents")
+        p50s = []
+        print(f"{'query':<30} {'holon p50':>10} {'/ target':>9}")
+        for query in MILLION_QUERIES:
+            p50s.append(_p50_ms(lambda q=query: index.search(q, limit=8)))  # type: ignore[misc]
+            print(f"{query:<30} {p50s[-1]:>8.1f}ms {p50s[-1] / TARGET_MS:>8.2f}x")
+        median = statistics.median(p50s)
+        verdict = "under" if median < TARGET_MS else "OVER"
+        print(f"median of the queries' p50s: {median:.1f} ms, {verdict} the {TARGET_MS:.0f} ms target")
+
+
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--ledger":
         _existing(Path(sys.argv[2]))
@@ -145,6 +172,7 @@ def main() -> None:
     try:
         with Ledger.open(_write_ledger(root), readonly=True) as ledger:
             _measure(list(ledger.read()), ledger.get)
+        _million(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
