@@ -244,7 +244,9 @@ def _anthropic_daemon(code: str, tmp: Path) -> None:
     bash_result = calls[1]["messages"][-1]["content"][0]
     search_result = calls[2]["messages"][-1]["content"][0]
     assert bash_result["content"] == "rollout-ok\n" and "is_error" not in bash_result
-    assert search_result["content"].startswith("3 hits for 'rollout', best first:\n1. ledger:7 — tool_result")
+    # The operator's request first (a request outranks the tool's output), each hit saying why.
+    assert search_result["content"].startswith("3 hits for 'rollout', best first:\n1. ledger:2 — message")
+    assert "   why: matched rollout in a request (x1.6)" in search_result["content"]
     # A tool that raises is an error result the model sees, not the end of the daemon.
     timed_out = calls[3]["messages"][-1]["content"][0]
     assert timed_out["is_error"] is True and "TimeoutExpired" in timed_out["content"]
