@@ -22,7 +22,7 @@ import pytest
 
 from holon import records as r
 from holon.audit import REPORTS, TABLES, AuditError, connect, export_parquet, open_export, run_report
-from holon.audit.layout import NULL_PARTITION, time_column
+from holon.audit.layout import LAYOUTS, NULL_PARTITION, time_column
 from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.simulate import simulate_ledger, simulation_budget
@@ -32,11 +32,28 @@ from tests.test_audit_support import fixture_records, session_records, write_led
 AGENTS = ("agent-7", "ops/agent=2 b", "agent-7 simulated")
 
 
+def _with_usage(records: list[r.Record], *, calls: int) -> list[r.Record]:
+    """``records`` with the provider's usage after the first ``calls`` prompts (for model_calls).
+
+    The ledger renumbers from 0: a record's seq is its place in the list.
+    """
+    out: list[r.Record] = []
+    for rec in records:
+        out.append(rec)
+        if isinstance(rec.body, r.PromptRendered) and calls:
+            calls -= 1
+            usage = r.ModelCall(
+                provider="anthropic", model="m", prompt_seq=len(out) - 1, round=1, input_tokens=1_000
+            )
+            out.append(r.Record(body=usage, ts=rec.ts, turn=rec.turn))
+    return out
+
+
 @pytest.fixture(scope="module")
 def ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = tmp_path_factory.mktemp("parquet")
     records, blobs = session_records(30)
-    write_ledger(root / "one", AGENTS[0], records, blobs=blobs)
+    write_ledger(root / "one", AGENTS[0], _with_usage(records, calls=3), blobs=blobs)
     write_ledger(root / "two", AGENTS[1], fixture_records("session_multi_work"))
     # `holon simulate` of the first, for the simulated_calls table.
     with Ledger.open(root / "one", readonly=True) as one:
@@ -141,9 +158,14 @@ def test_export_reports_progress_through_the_load_and_each_table(ledgers: list[P
 # --------------------------------------------------------------------------- engines, dates, times
 
 
+def _by_agent(name: str) -> bool:
+    """Whether the table is partitioned by agent only (no date directories)."""
+    return LAYOUTS[name].dated_by is None
+
+
 def _reader_source(out: Path, name: str) -> str:
-    depth = "*" if name == "agents" else "*/*"
-    types = "{'agent_id': 'VARCHAR'}" if name == "agents" else "{'agent_id': 'VARCHAR', 'date': 'DATE'}"
+    depth = "*" if _by_agent(name) else "*/*"
+    types = "{'agent_id': 'VARCHAR'}" if _by_agent(name) else "{'agent_id': 'VARCHAR', 'date': 'DATE'}"
     return f"read_parquet('{out / name}/{depth}/*.parquet', hive_partitioning = true, hive_types = {types})"
 
 
@@ -173,7 +195,7 @@ def test_duckdb_pyarrow_and_polars_read_the_export_with_typed_times_json_and_dat
         assert all(duck[c] == "VARCHAR" for c in json_columns), (name, duck)
         # pyarrow, Hive partitions with the types _schema.json gives.
         fields = [pa.field("agent_id", pa.string())] + (
-            [] if name == "agents" else [pa.field("date", pa.date32())]
+            [] if _by_agent(name) else [pa.field("date", pa.date32())]
         )
         dataset = ds.dataset(
             out / name, format="parquet", partitioning=ds.partitioning(pa.schema(fields), flavor="hive")
@@ -183,16 +205,16 @@ def test_duckdb_pyarrow_and_polars_read_the_export_with_typed_times_json_and_dat
         assert all(arrow.schema.field(t).type == pa.timestamp("us", tz="UTC") for t in times), name
         assert all(arrow.schema.field(c).type == pa.string() for c in json_columns), name
         # polars: its own Hive reading, every file of the table.
-        depth = "*" if name == "agents" else "*/*"
+        depth = "*" if _by_agent(name) else "*/*"
         frame = pl.read_parquet(
             f"{out / name}/{depth}/*.parquet",
             hive_partitioning=True,
-            hive_schema={"agent_id": pl.String, **({} if name == "agents" else {"date": pl.Date})},
+            hive_schema={"agent_id": pl.String, **({} if _by_agent(name) else {"date": pl.Date})},
         )
         assert dict(frame.group_by("agent_id").len().iter_rows()) == want, name
         assert all(frame.schema[t] == pl.Datetime("us", "UTC") for t in times), name
         assert all(frame.schema[c] == pl.String for c in json_columns), name
-        if name != "agents":
+        if not _by_agent(name):
             assert frame.schema["date"] == pl.Date
     # The instants and dates are the integer ms, read as UTC.
     ts, time, date = reader.execute(
@@ -295,7 +317,7 @@ def test_the_schema_file_describes_every_table_as_it_reads_back(exported: Path) 
     for name, described in schema["tables"].items():
         got = [tuple(row) for row in reader.execute(_describe(out, name)).fetchall()]
         assert [(c["name"], c["type"]) for c in described["columns"]] == got
-        assert described["partitioned_by"] == (["agent_id"] if name == "agents" else ["agent_id", "date"])
+        assert described["partitioned_by"] == (["agent_id"] if _by_agent(name) else ["agent_id", "date"])
         assert all(c["description"] for c in described["columns"]), name
 
 
@@ -344,7 +366,8 @@ def test_an_incremental_export_writes_only_the_partitions_that_changed(tmp_path:
 def test_an_incremental_export_adds_an_agent_not_yet_there_whole(ledgers: list[Path], tmp_path: Path) -> None:
     export_parquet(ledgers[:1], tmp_path / "out")
     files = export_parquet(ledgers, tmp_path / "out", incremental=True)
-    assert {f.relative_to(tmp_path / "out").parts[1] for f in files} == {"agent_id=ops%2Fagent%3D2%20b"}
+    new = {"agent_id=ops%2Fagent%3D2%20b", "agent_id=agent-7%20simulated"}  # all but the first
+    assert {f.relative_to(tmp_path / "out").parts[1] for f in files} == new
     for name in TABLES:
         assert _read_back(tmp_path / "out", name) == _read_back_of(ledgers, tmp_path / "whole", name), name
 

@@ -55,14 +55,15 @@ class TableLayout(msgspec.Struct, frozen=True):
     """How one table is exported: what dates a row, and the newest seq a row derives from.
 
     ``dated_by`` and ``newest_seq`` are SQL over the table's row ``t`` (and ``p``, a row of
-    ``prompts`` joined on agent and seq, when ``by_prompt``). ``dated_by`` None: the table
-    is partitioned by agent only.
+    ``prompts`` joined on agent and seq — ``t``'s column ``prompt_key`` — when
+    ``by_prompt``). ``dated_by`` None: the table is partitioned by agent only.
     """
 
     dated_by: str | None
     dated_by_help: str
     newest_seq: str
     by_prompt: bool = False
+    prompt_key: str = "seq"
 
 
 _BY_SEQ: Final = "t.seq"
@@ -91,6 +92,16 @@ LAYOUTS: Final[dict[str, TableLayout]] = {
     "deltas": TableLayout("t.ts", "ts", _BY_SEQ),
     "episodes": TableLayout("t.ts", "ts", _BY_SEQ),
     "plans": TableLayout("t.ts", "ts", _BY_SEQ),
+    "model_calls": TableLayout("t.ts", "ts", _BY_SEQ),
+    # Rows of a simulated ledger's comparison file, not of its records: a call is dated by
+    # the prompt holon would have sent for it.
+    "simulated_calls": TableLayout(
+        "p.ts",
+        "the ts of holon's prompt for the call",
+        "t.prompt_seq",
+        by_prompt=True,
+        prompt_key="prompt_seq",
+    ),
 }
 
 if LAYOUTS.keys() != TABLES.keys():
@@ -151,7 +162,7 @@ def export_rows(con: duckdb.DuckDBPyConnection, name: str) -> str:
     # thread); the join below does not keep it, ORDER BY _row restores it.
     source = f"(SELECT *, row_number() OVER () AS _row FROM {name}) t"
     if layout.by_prompt:
-        source += " LEFT JOIN prompts p ON p.agent_id = t.agent_id AND p.seq = t.seq"
+        source += f' LEFT JOIN prompts p ON p.agent_id = t.agent_id AND p.seq = t."{layout.prompt_key}"'
     return f"SELECT {', '.join(columns)} FROM {source}"
 
 
