@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -454,6 +455,33 @@ def _check_every_adapter(prompt: Prompt) -> None:
     sdk.check_openai_responses(to_openai_responses(prompt, model="gpt-test"))
 
 
+def _native_calls(prompt: Prompt) -> int:
+    """Assert the history's calls travel natively in every adapter, under their own ids where
+    the provider takes them; return how many there were."""
+    calls = [call for section in prompt.sections for call in section.calls]
+    anthropic_uses = [
+        block["id"]
+        for message in to_anthropic_messages(prompt, model="m", max_tokens=10)["messages"]
+        for block in message["content"]
+        if block["type"] == "tool_use"
+    ]
+    chat_ids = [
+        tool_call["id"]
+        for message in to_openai_chat(prompt, model="m")["messages"]
+        for tool_call in message.get("tool_calls", [])
+    ]
+    items = to_openai_responses(prompt, model="m")["input"]
+    responses_ids = [item["call_id"] for item in items if item.get("type") == "function_call"]
+    assert len(anthropic_uses) == len(chat_ids) == len(responses_ids) == len(calls)
+    sent = zip(calls, anthropic_uses, chat_ids, responses_ids, strict=True)
+    for call, anthropic_id, chat_id, responses_id in sent:
+        if re.fullmatch(r"[a-zA-Z0-9_-]+", call.call_id):
+            assert anthropic_id == call.call_id
+        if len(call.call_id) <= 40:
+            assert chat_id == responses_id == call.call_id
+    return len(calls)
+
+
 def test_every_prompt_of_the_example_daemon_is_a_request_each_sdk_accepts(tmp_path: Path) -> None:
     from tests.runtime_support import cold_replay, load_daemon  # noqa: PLC0415
 
@@ -481,16 +509,18 @@ def _imported(tmp_path: Path, source: Path, fmt: str) -> Path:
 
 def _prompts_of_turns(ledger: Path, most: int) -> list[Prompt]:
     from holon.ledger import Ledger  # noqa: PLC0415
-    from holon.replay import prompt_at, turn_spans  # noqa: PLC0415
+    from holon.replay import next_prompt, prompt_at, turn_spans  # noqa: PLC0415
 
     with Ledger.open(ledger, readonly=True) as opened:
         records = list(opened.read(0))
         blobs = opened.get_blob
         turns = [span.turn for span in turn_spans(records)]
-        # The first turns, the last ones and some between: where tool results pile up.
+        # The first turns, the last ones and some between: where tool results pile up; and
+        # the next call's, whose history holds the last turn's calls (a one-turn run's all).
         step = max(1, len(turns) // most)
         chosen = sorted({*turns[:2], *turns[::step], *turns[-2:]})
-        return [prompt_at(records, turn, agent_id="x", blobs=blobs).prompt for turn in chosen]
+        at_turns = [prompt_at(records, turn, agent_id="x", blobs=blobs).prompt for turn in chosen]
+        return [*at_turns, next_prompt(records, agent_id="x", blobs=blobs).prompt]
 
 
 @pytest.mark.parametrize(("name", "fmt"), _IMPORTED, ids=[fmt for _, fmt in _IMPORTED])
@@ -502,6 +532,8 @@ def test_an_imported_transcript_renders_requests_each_sdk_accepts(
     assert prompts
     for prompt in prompts:
         _check_every_adapter(prompt)
+    # The import declares the tools the transcript called, so the history's calls are native.
+    assert sum(_native_calls(prompt) for prompt in prompts) > 0
 
 
 def _samples() -> list[tuple[str, str]]:
@@ -521,6 +553,7 @@ def test_a_real_sample_of_each_format_renders_requests_each_sdk_accepts(
     assert prompts
     for prompt in prompts:
         _check_every_adapter(prompt)
+    assert sum(_native_calls(prompt) for prompt in prompts) > 0
 
 
 def _anthropic(messages: list[dict[str, object]], **more: object) -> dict[str, object]:
