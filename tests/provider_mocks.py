@@ -107,10 +107,13 @@ class ScriptedModel:
         return total, read, total - read
 
     def _turn_text(self, body: dict[str, Any]) -> tuple[str, list[str]]:
-        """The text holon's prompt shows, and the outputs of this model's own calls answered last.
+        """The text holon's prompt shows, and the tool outputs the request ends with.
 
         The prompt may hold native tool blocks of earlier turns (the history's calls, under
-        holon's ids); only results for the ids this model issued are the loop's answers.
+        holon's ids); those never end a request, which ends with the turn's input. The
+        results it ends with answer this turn's calls: the loop's answers to this model's
+        own ids, or — in a prompt rendered again within the turn, whose rounds outgrew it —
+        the turn's work shown after its input, under holon's ids.
         """
         texts: list[str] = []
         results: list[str] = []
@@ -122,11 +125,12 @@ class ScriptedModel:
                     texts += [b["text"] for b in blocks if b.get("type") == "text"]
             last = body["messages"][-1]
             if last["role"] == "user" and isinstance(last["content"], list):
-                results = [
-                    str(b.get("content"))
-                    for b in last["content"]
-                    if b.get("type") == "tool_result" and b.get("tool_use_id") in self._issued
-                ]
+                # The tool results the request ends with (a history call's result is
+                # followed by the rest of the prompt in the same message).
+                for block in reversed(last["content"]):
+                    if block.get("type") != "tool_result":
+                        break
+                    results.insert(0, str(block.get("content")))
             return "\n".join(texts), results
         items = body["messages"] if self.api == "openai-chat" else body["input"]
         for item in items:
@@ -139,7 +143,7 @@ class ScriptedModel:
                 answered, output = item.get("call_id"), item.get("output")
             else:
                 break
-            if answered not in self._issued:
+            if answered is None:
                 break
             results.insert(0, str(output))
         return "\n".join(texts), results

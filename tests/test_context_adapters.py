@@ -372,6 +372,9 @@ def test_the_turns_own_work_shown_after_its_input_is_native_too(tmp_path: Path) 
     assert use == [{"type": "tool_use", "id": use[0]["id"], "name": "bash", "input": {"cmd": "cat f5"}}]
     assert messages[-1]["content"][0]["content"] == section.text[call.result : call.end]
     assert "read the six files" in "".join(b.get("text", "") for b in messages[-3]["content"])
+    # The request ends with that result: no empty user message after it.
+    assert to_openai_chat(prompt, model="m")["messages"][-1]["role"] == "tool"
+    assert to_openai_responses(prompt, model="m")["input"][-1]["type"] == "function_call_output"
 
 
 def test_without_tool_definitions_the_historys_calls_stay_text(tmp_path: Path) -> None:

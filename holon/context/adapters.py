@@ -427,8 +427,11 @@ def _openai_request(
     prefix = _openai_system(prompt)
     if prefix:
         entries.append({"role": "system", "content": prefix})
-    for text, call, call_id in _openai_turn(prompt):
-        if text or call is None:
+    turn = _openai_turn(prompt)
+    for text, call, call_id in turn:
+        # A prompt whose turn's own work ends with a call ends with its result: no empty
+        # user message after it (only a prompt with no calls and no text sends one).
+        if text or len(turn) == 1:
             entries.append({"role": "user", "content": text})
         if call is not None:
             entries.extend(pair(call, call_id))
