@@ -22,10 +22,12 @@ from click.testing import CliRunner
 import holon.records as r
 from holon.audit import connect
 from holon.cli import main
+from holon.ledger import Ledger
 from holon.report import CostSeries, page, read_run, report_html
 from holon.report.data import RESTORE_TOOL, SIMULATED_SERIES
 from holon.report.svg import number
 from holon.runtime import RECALL_TOOL_NAMES
+from holon.simulate import simulate_ledger, simulation_budget
 from tests.test_audit_support import session_records, write_ledger
 
 try:
@@ -48,7 +50,10 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write_ledger(
         root / "imported", "imported", [x for x in records if x.kind != r.PromptRendered.KIND], blobs=blobs
     )
-    return {"session": root / "session", "imported": root / "imported"}
+    # `holon simulate` of the imported run: holon's prompts for its calls, and both series.
+    with Ledger.open(root / "imported", readonly=True) as imported:
+        simulate_ledger(imported, root / "simulated", simulation_budget(8_000))
+    return {"session": root / "session", "imported": root / "imported", "simulated": root / "simulated"}
 
 
 def _report(path: Path, out: Path) -> str:
@@ -254,7 +259,7 @@ def _load(browser: Any, page_file: Path) -> list[str]:
     return requested
 
 
-@pytest.mark.parametrize("which", ["session", "imported"])
+@pytest.mark.parametrize("which", ["session", "imported", "simulated"])
 def test_chromium_loads_the_page_offline_without_errors(
     browser: Any, ledgers: dict[str, Path], tmp_path: Path, which: str
 ) -> None:
@@ -278,7 +283,7 @@ def test_chromium_loads_the_page_offline_without_errors(
         "episodes over the run",
     }
     assert {chart.get_attribute("aria-label") for chart in charts} == (
-        drawn | of_prompts if which == "session" else drawn
+        drawn if which == "imported" else drawn | of_prompts
     )
     for chart in charts:
         size = chart.size
