@@ -1,23 +1,9 @@
 """Metrics over the prompts of one policy on one scenario: tokens, facts, caching, evictions.
 
-Two provider cache models, both fed every call's exact prompt in order, and both
-matching against *every* earlier call (calls are assumed to fall within the cache
-lifetime), as providers do:
-
-- :class:`PrefixCache` — automatic prefix caching (OpenAI-style): the longest prefix the
-  call shares with what an earlier call stored, counted in whole blocks — nothing under
-  ``minimum`` (1,024) tokens, then ``step`` (128) token increments. Each call stores its
-  own prefix (rounded down to a block); the tokens it adds to the cache are the *writes*.
-- :class:`BreakpointCache` — Anthropic's ``cache_control`` model: a call reads the longest
-  prefix that ends at a breakpoint of an earlier call and at a content-block boundary of
-  its own (Anthropic matches whole blocks: a prefix that ends inside one of the call's
-  blocks is not found), and writes the prefix up to its own last breakpoint; a prefix
-  under ``minimum`` tokens is never cached.
-
-A prefix is looked up by its identity (:class:`PrefixHashes`), so a call that returns to
-an older prompt's prefix after a different one in between is served as a provider would
-serve it. tests/test_eval_metrics.py checks both models against brute-force stores. The
-models live in the library (:mod:`holon.simulate.cache`), shared with ``holon simulate``.
+Caching is priced by the two provider cache models of :mod:`holon.simulate.cache`
+(:class:`PrefixCache`, automatic prefix caching in whole blocks; :class:`BreakpointCache`,
+Anthropic's ``cache_control``), shared with ``holon simulate``; that module says how each
+reads and writes, and tests/test_eval_metrics.py checks both against brute-force stores.
 
 Cost, in uncached-token equivalents: reads at 0.1x, writes at 1.25x, the rest at 1x.
 Lines are compared whole; the tokens of a partly matching line are not counted as cached.
