@@ -215,12 +215,13 @@ def test_an_input_recorded_on_turn_started_and_as_a_message_is_shown_once() -> N
     assert "Fix the login page." in current
     assert "Fix the login page." not in history and f"[ledger:{message.seq}]" not in history
     live.end_turn()
-    # Once its turn is over, the input is history like any message (the session's first
-    # request a line that points at the operator's requests, which show it whole).
+    # Once its turn is over, the input is history like any message, the session's first
+    # request too: the history shows it whole where it was sent, and nothing repeats it.
     live.start_turn("user", "Now the signup page.")
     live.append(r.Message(role="user", text="Now the signup page."))
     history, current = _history_and_input(live)
-    assert f"[ledger:{message.seq}] user: [the session's first request" in history
+    assert f"[ledger:{message.seq}] user: Fix the login page." in history
+    assert build_context(live.state, BUDGET, agent_id="a").section("mandate") is None
     assert "Now the signup page." in current and "Now the signup page." not in history
     live.end_turn()
     live.start_turn("user", "And the footer.")

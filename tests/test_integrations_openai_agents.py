@@ -157,9 +157,11 @@ def test_pop_withdraws_the_newest_item_by_appending_and_clear_starts_a_new_sessi
         assert await session.pop_item() is None
         await session.add_items([{"role": "user", "content": "now the toucan service"}])
         context = _texts(await session.get_items())
-        # A new session: the operator's requests start afresh (the old one is history only).
-        requests = context.split("## Operator's requests", 1)[-1].split("##", 1)[0]
-        assert "toucan" in requests and "parrot" not in requests
+        # A new session: its requests start afresh. The old one is history only; the new one
+        # is the newest request, and the history shows it whole where it was sent (so no
+        # operator's requests section repeats it).
+        assert "## Operator's requests" not in context
+        assert context.rindex("now the toucan service") > context.rindex("deploy the parrot service")
 
     asyncio.run(steps())
     assert session.agent.state.session == f"sdk-agent/{_session_marker(session)}"

@@ -58,9 +58,6 @@ HISTORY_HEADER: Final = "## Recent history (oldest first)"
 #: The line before the turn's own work, shown after its input (see :class:`HistoryPlan`).
 TURN_WORK_HEADER: Final = "work on this input so far (oldest first):"
 
-#: What the history shows for the session's first request, which the operator's requests show.
-MANDATE_STUB: Final = "[the session's first request: shown under \"Operator's requests\" above]"
-
 #: Why a tool result is cleared, as its omission says (``holon.context.causes`` counts by it).
 CLEARED_FOR_ROOM: Final = "tool result cleared: the history needed the room"
 OVER_SIZE_CAP: Final = "tool result over the size cap"
@@ -243,20 +240,9 @@ def history_units(
     the blob store (``None``: its preview is shown).
     """
     talk, pairs, orphans = _evidence(records, inputs)
-    # The session's first request is shown whole under the operator's requests in every
-    # prompt of the session: here, where it happened, a line says so instead of repeating it.
-    mandate = inputs.mandate.first.seq if inputs.mandate is not None else None
     units: list[HistoryUnit] = []
     for rec in talk:
         body = rec.body
-        if isinstance(body, r.Message) and rec.seq == mandate:
-            line = f"[{ledger_ref(rec.seq)}] {body.role}: {MANDATE_STUB}"
-            units.append(
-                HistoryUnit(
-                    seq=rec.seq, text=line, tokens=count(line), refs=(ledger_ref(rec.seq),), turn=rec.turn
-                )
-            )
-            continue
         if isinstance(body, r.Message):
             who = body.role + (f" {body.name}" if body.name else "")
             label, kind = who, "message"

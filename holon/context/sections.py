@@ -298,7 +298,8 @@ def _work_lines(
     work_id, state, objective, target, scope = item
     if work_id.startswith(DERIVED_WORK_PREFIX):
         # Work derived from the session's first request: that request is its objective, and
-        # the prompt shows it whole under the operator's requests (or as the current input).
+        # the prompt shows it whole: under the operator's requests, in the history, or as the
+        # current input.
         objective = DERIVED_OBJECTIVE
     full = [f"{lead}{work_id} ({state}) — {objective} {refs}"]
     if target:
@@ -1632,7 +1633,8 @@ def _continuation(
 
 #: The objective a derived work item shows (its request's text is shown where requests are).
 DERIVED_OBJECTIVE: Final = (
-    "no work item declared: what the session's first request asks (shown under \"Operator's requests\")"
+    "no work item declared: what the session's first request asks (shown under \"Operator's requests\", "
+    "or in the history where it was sent)"
 )
 
 MANDATE_HEADER: Final = (
@@ -1702,11 +1704,12 @@ def mandate_candidate(
 
     The first request is the session's mandate and every later one may correct it or add a
     constraint: none of them may stop binding because the history moved on. Shown: the
-    first request, and the later ones before seq ``before`` — where the history starts
-    (``None``: no history, all of them); a request the history shows is read there, in
-    its place. The current input is shown as the input, not here. The section comes right
-    before the history, so the requests read oldest first through to the newest, and it
-    changes only when the history moves its start.
+    requests before seq ``before`` — where the history starts (``None``: no history, all
+    of them); a request the history shows is read there, in its place, the first one
+    too (``None`` when the history shows them all). The current input is shown as the
+    input, not here. The section comes right before the history, so the requests read
+    oldest first through to the newest, and it changes only when the history moves its
+    start.
 
     Full: every such request the projection holds (it holds the first and the newest
     ``requests_window`` distinct ones), whole; compact: the first whole (a preview when it
@@ -1724,7 +1727,12 @@ def mandate_candidate(
     requests = [q for q in mandate.requests if q.seq != current]
     if not requests:
         return None
-    first, rest = requests[0], [q for q in requests[1:] if before is None or q.seq < before]
+    first = requests[0]
+    if before is not None and first.seq >= before:
+        # The history shows every request, the first included, in its place: a copy here
+        # would only change at each new session's first turns, re-sending all after it.
+        return None
+    rest = [q for q in requests[1:] if before is None or q.seq < before]
     header = MANDATE_HEADER if before is None else MANDATE_HEADER_BEFORE_HISTORY
     gap: list[str] = []
     if mandate.omitted:
