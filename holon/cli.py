@@ -2007,6 +2007,7 @@ def explain(
                 "total_tokens": plan.total_tokens,
                 "degraded": plan.degraded,
                 "episodes": plan.episodes,
+                "recalled": plan.recalled,
                 "sections": rows,
                 "omitted": plan.omitted,
                 "evicted_refs": plan.evicted_refs,
@@ -2025,6 +2026,8 @@ def explain(
         f"epoch {prompt.identity.compression_epoch})"
     )
     _echo(f"episodes selected: {', '.join(f'episode:{e}' for e in plan.episodes) or 'none'}")
+    # The records the recalled section brought back for this input (holon.context.recall).
+    _echo(f"recalled: {', '.join(plan.recalled) or 'none'}")
     _echo("")
     for line in _table(
         ["section", "stability", "priority", "tokens", "status", "why"],

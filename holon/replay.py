@@ -463,8 +463,10 @@ def config_from_recorded(render_config: dict[str, Any], *, where: str) -> tuple[
     # Every prompt recorded before the layout was a choice was laid out in the RFC's order,
     # whatever the default is now.
     data.setdefault("layout", "rfc")
-    # ... and left the turn's rounds no room of their own.
+    # ... and left the turn's rounds no room of their own; and before render version 16
+    # nothing was recalled.
     data.setdefault("rounds_reserve", 0.0)
+    data.setdefault("recall_share", 0.0)
     budget = data.pop("budget", None)
     try:
         if budget is None:

@@ -123,6 +123,8 @@ def _text(data: bytes) -> str | None:
         return None  # not an output holon stored (those are UTF-8): shown as its preview
 
 
+#: Ranges read back through ``older`` an :class:`EvidenceBuffer` keeps (the newest read kept).
+_OLDER_RANGES: Final = 4
 #: Characters of blob texts an :class:`EvidenceBuffer` keeps read (the newest read kept).
 BLOB_TEXT_CHARS: Final = 1 << 23
 
@@ -173,6 +175,7 @@ class EvidenceBuffer:
         self._chars = 0
         self._dropped_to = start  # no evidence before this seq is held
         self._older = older
+        self._older_read: OrderedDict[tuple[int, int], list[r.Record]] = OrderedDict()
         self._max_chars = max_chars
         self._max_records = max_records
 
@@ -208,9 +211,21 @@ class EvidenceBuffer:
     def records(self, from_seq: int, to_seq: int) -> Sequence[r.Record]:
         out: list[r.Record] = []
         if self._older is not None and from_seq < self._dropped_to:
-            # Before what the buffer holds: read back from the source, evidence only.
+            # Before what the buffer holds: read back from the source, evidence only. The
+            # ranges read last are kept: consecutive renders ask for the same ones (the
+            # history's start and the recall window before it hold while the history does),
+            # and the ledger's records never change.
             upto = min(to_seq, self._dropped_to)
-            out.extend(rec for rec in self._older(from_seq, upto) if isinstance(rec.body, EVIDENCE_KINDS))
+            key = (from_seq, upto)
+            read = self._older_read.get(key)
+            if read is None:
+                read = [rec for rec in self._older(from_seq, upto) if isinstance(rec.body, EVIDENCE_KINDS)]
+                self._older_read[key] = read
+                if len(self._older_read) > _OLDER_RANGES:
+                    self._older_read.popitem(last=False)
+            else:
+                self._older_read.move_to_end(key)
+            out.extend(read)
         lo = bisect.bisect_left(self._seqs, max(from_seq, self._dropped_to), self._lo)
         hi = bisect.bisect_left(self._seqs, to_seq, lo)
         out.extend(self._records[lo:hi])

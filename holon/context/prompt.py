@@ -109,6 +109,8 @@ class AssemblyPlan(msgspec.Struct, frozen=True, kw_only=True):
     prefix planned on its own share, and the whole prompt was planned jointly (the
     cacheable prefix may then differ from the previous turn's). ``history`` is where the
     recent history started and how far its results were cleared (kept by the next render).
+    ``recalled`` names the records the recalled section brought back, oldest first
+    (:mod:`holon.context.recall`).
     """
 
     budget: int
@@ -119,6 +121,7 @@ class AssemblyPlan(msgspec.Struct, frozen=True, kw_only=True):
     episodes: tuple[int, ...] = ()
     degraded: bool = False
     history: r.HistoryAnchor | None = None
+    recalled: tuple[str, ...] = ()
 
     @property
     def evicted_refs(self) -> tuple[str, ...]:

@@ -44,6 +44,8 @@ from holon.context.evidence import EvidenceView, window_view
 from holon.context.history import HistoryPlan, HistoryRules, UnitsMemo, plan_history
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
+from holon.context.recall import recalled_form
+from holon.context.refs import ledger_ref
 from holon.context.search import EpisodeIndex, terms
 from holon.context.sections import (
     SECTION_ORDER,
@@ -169,6 +171,10 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
       *Recent history*, has the figures that chose 0.3).
     - ``mandate_share``: the share of the room the operator's requests may take (their
       section's sub-budget); beyond it they are shown shortened, each naming its record.
+    - ``recall_share``: the most of the room the recalled section may take — older
+      evidence the current input's words match, from the ``recall_window`` seqs before
+      the history's start, in room the history left (:mod:`holon.context.recall`; 0
+      turns it off).
     - ``layout``: the order of the sections (:data:`~holon.context.sections.LAYOUTS`):
       ``"recitation"`` (the default) puts working memory after the history, with
       everything that changes with the revision or the turn; ``"rfc"`` puts it before,
@@ -189,11 +195,13 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     history_refill: float = 0.5
     rounds_reserve: float = 0.3
     mandate_share: float = 0.2
+    recall_share: float = 0.1
+    recall_window: int = 4096
     layout: Layout = "recitation"
     version: int = RENDER_VERSION
 
     def __post_init__(self) -> None:
-        for name in ("keep_tool_results", "clear_at_least", "preview_chars", "max_postings"):
+        for name in ("keep_tool_results", "clear_at_least", "preview_chars", "max_postings", "recall_window"):
             if getattr(self, name) < 0:
                 raise ValueError(f"RenderConfig.{name} must not be negative")
         if self.tool_result_max_tokens < 1 or self.message_max_tokens < 1 or self.episode_limit < 0:
@@ -204,6 +212,8 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             raise ValueError(f"RenderConfig.rounds_reserve must be in [0, 1), got {self.rounds_reserve}")
         if not 0.0 < self.mandate_share <= 1.0:
             raise ValueError(f"RenderConfig.mandate_share must be in (0, 1], got {self.mandate_share}")
+        if not 0.0 <= self.recall_share < 1.0:
+            raise ValueError(f"RenderConfig.recall_share must be in [0, 1), got {self.recall_share}")
 
     @property
     def history_rules(self) -> HistoryRules:
@@ -822,6 +832,32 @@ def _assemble(
         history = history_in(available - used)
     if history.form is not None:
         chosen["history"] = history.form
+    recall = None
+    if config.recall_share > 0 and "current_input" in chosen:
+        # Only room the history left (less the rounds' reserve): the section never moves
+        # the history, so a turn that recalls costs its own tokens and nothing more.
+        shown = (history.form.tokens if history.form is not None else 0) + (
+            history.turn_work.tokens if history.turn_work is not None else 0
+        )
+        room = min(int(available * config.recall_share), available - used - shown - reserve)
+        current = inputs.current_input
+        before = (
+            history.anchor.from_seq
+            if history.anchor is not None
+            else (current.seq if current is not None and current.seq is not None else 0)
+        )
+        recall = recalled_form(
+            inputs,
+            view if view is not None else window_view(inputs),
+            count,
+            config.history_rules,
+            before=before,
+            window=config.recall_window,
+            room=room,
+            shown="\n".join(form.text for name, form in chosen.items() if name != "current_input").lower(),
+        )
+        if recall is not None:
+            chosen["recalled"] = recall.form
     if history.turn_work is not None and "current_input" in chosen:
         # A prompt rendered again within a turn: the turn's own work follows its input,
         # in the order it happened (its tokens were fitted with the history's).
@@ -888,6 +924,7 @@ def _assemble(
         episodes=tuple(e.episode_id for e in selected) if "episodes" in chosen else (),
         degraded=degraded,
         history=history.anchor,
+        recalled=tuple(ledger_ref(seq) for seq in recall.seqs) if recall is not None else (),
     )
     return Prompt(
         sections=tuple(sections),

@@ -15,7 +15,8 @@ Sections, in prompt order (see docs/context-rendering.md for the full table):
  7    queue               turn         50        no      full, compact
  8    mandate             turn         98        yes     full, compact, truncated
  9    history             turn         40        no      filled newest-first
-10    current_input       turn         100       yes     full, truncated
+10    recalled            turn         30        no      full (room the history left)
+11    current_input       turn         100       yes     full, truncated
 ====  ==================  ===========  ========  ======  ================================
 
 (*) until a prompt confirmed it; then, unpinned, shown again while its revision holds
@@ -23,7 +24,7 @@ and the history keeps its start.
 
 That is the ``rfc`` layout. The ``recitation`` layout (:data:`LAYOUTS`) keeps the same
 sections and forms in another order — system, tools, context_summary, episodes, mandate,
-history, then working_memory, pending_delta, active_work, queue, current_input — and
+history, then working_memory, pending_delta, active_work, queue, recalled, current_input — and
 there working memory is TurnScoped: it sits after the history, so a new revision re-sends
 only the prompt's tail, not the history (docs/context-rendering.md, *Layouts*).
 
@@ -94,6 +95,7 @@ SECTION_ORDER: Final = (
     "queue",
     "mandate",
     "history",
+    "recalled",
     "current_input",
 )
 SECTION_STABILITY: Final[dict[str, Stability]] = {
@@ -107,6 +109,7 @@ SECTION_STABILITY: Final[dict[str, Stability]] = {
     "queue": "turn",
     "history": "turn",
     "mandate": "turn",
+    "recalled": "turn",
     "current_input": "turn",
 }
 SECTION_PRIORITY: Final = {
@@ -121,6 +124,7 @@ SECTION_PRIORITY: Final = {
     "episodes": 60,
     "queue": 50,
     "history": 40,
+    "recalled": 30,
 }
 Layout = Literal["rfc", "recitation"]
 #: The section orders a prompt can be laid out in (``RenderConfig.layout``).
@@ -141,6 +145,7 @@ LAYOUTS: Final[dict[Layout, tuple[str, ...]]] = {
         "pending_delta",
         "active_work",
         "queue",
+        "recalled",
         "current_input",
     ),
 }
