@@ -493,6 +493,72 @@ def test_calls_report_names_a_new_revision_where_working_memory_is_in_the_prefix
     assert second["changed"] == ["revision", "new input", "cache key"]
 
 
+def _prompt(turn: int, key: str, sections: dict[str, int]) -> r.Record:
+    """A prompt_rendered record of ``sections`` (name: tokens, in order), its history from seq 0."""
+    return r.Record(
+        body=r.PromptRendered(
+            cache_key=key,
+            prompt_hash=f"h{turn}-{key}",
+            working_memory_revision=0,
+            compression_epoch=0,
+            sections=tuple(r.SectionTokens(section=name, tokens=n) for name, n in sections.items()),
+            total_tokens=sum(sections.values()),
+            budget=100_000,
+            estimator="holon-heuristic",
+            history=r.HistoryAnchor(from_seq=0) if "history" in sections else None,
+        ),
+        ts=turn,
+        turn=turn,
+    )
+
+
+def test_calls_report_breaks_the_prefix_wherever_the_cache_key_changed(tmp_path: Path) -> None:
+    # Recitation-layout prompts: working memory after the history, so the cacheable prefix is
+    # the leading system and tools (and the context summary of prompt 3), not up to working memory.
+    tail = {"history": 1000, "working_memory": 200, "current_input": 20}
+    write_ledger(
+        tmp_path / "recitation",
+        "recitation",
+        [
+            _prompt(1, "k1", {"system": 600, "tools": 500, **tail}),
+            _prompt(2, "k2", {"system": 600, "tools": 500, **tail}),  # a new key, every size alike
+            _prompt(3, "k3", {"system": 600, "tools": 500, "context_summary": 50, **tail}),  # a longer prefix
+            _prompt(4, "k4", {"system": 600, "tools": 500, **tail}),  # a shorter one again
+        ],
+    )
+    rows = run_report(connect(tmp_path / "recitation"), "calls").as_dicts()
+    fields = ("shared_tokens", "break_section", "break_why", "prefix_break")
+    assert [tuple(row[name] for name in fields) for row in rows] == [
+        (0, "system", "first call", False),
+        # No size says where the key's change is: at the prefix's end, at the latest.
+        (600, "tools", "cache key", True),
+        # The previous prefix ends where this one goes on, and the other way round.
+        (1100, "context_summary", "sections differ", True),
+        (1100, "history", "sections differ", True),
+    ]
+    # A prompt that opens with no prefix section shares nothing under a new key.
+    write_ledger(
+        tmp_path / "open",
+        "open",
+        [_prompt(1, "k1", {"mandate": 300, **tail}), _prompt(2, "k2", {"mandate": 300, **tail})],
+    )
+    second = run_report(connect(tmp_path / "open"), "calls").as_dicts()[1]
+    assert tuple(second[name] for name in fields) == (0, "mandate", "cache key", True)
+    # Prompts that record no sections (another program's, or the fixture ledgers'): only
+    # the key says the prefix changed.
+    write_ledger(
+        tmp_path / "bare",
+        "bare",
+        [_prompt(turn, key, {}) for turn, key in ((1, "k1"), (2, "k1"), (3, "k2"))],
+    )
+    rows = run_report(connect(tmp_path / "bare"), "calls").as_dicts()
+    assert [tuple(row[name] for name in fields) for row in rows] == [
+        (0, None, None, False),
+        (0, None, None, False),
+        (0, None, "cache key", True),
+    ]
+
+
 def _model_call(turn: int, provider: str, **usage: int | None) -> r.Record:
     body = r.ModelCall(provider=provider, model="m", prompt_seq=turn * 10, round=1, **usage)  # type: ignore[arg-type]
     return r.Record(body=body, ts=1_700_000_000_000 + turn, turn=turn)

@@ -115,31 +115,32 @@ _PREFIX_SECTIONS: Final = "('system', 'tools', 'working_memory', 'context_summar
 # began, not the sections' bytes, so a section after the prefix counts as unchanged when
 # nothing recorded says otherwise. The first section that differs is where the shared
 # prefix ends, and `why` says what says it differs; a history kept from the same start
-# that only grew is shared up to the previous call's length (it grows at its end).
+# that only grew is shared up to the previous call's length (it grows at its end). The
+# prefix is the prompt's leading run of prefix sections (`prefix_len` of them): in the
+# recitation layout working memory is a prefix section that comes after the history, so it
+# cannot say where that run ends.
 _CALLS: Final = (
     """
     WITH p AS (
         SELECT agent_id, seq, ts, turn, revision, epoch, cache_key, total_tokens,
-               history_from_seq, history_cleared_through,
+               history_from_seq, history_cleared_through, prefix_len,
                row_number() OVER w AS call,
                lag(seq) OVER w AS previous_seq, lag(turn) OVER w AS previous_turn,
                lag(cache_key) OVER w AS previous_key, lag(revision) OVER w AS previous_revision,
                lag(epoch) OVER w AS previous_epoch,
                lag(history_from_seq) OVER w AS previous_history_from,
-               lag(history_cleared_through) OVER w AS previous_history_cleared
-        FROM prompts WINDOW w AS (PARTITION BY agent_id ORDER BY seq)
+               lag(history_cleared_through) OVER w AS previous_history_cleared,
+               lag(prefix_len) OVER w AS previous_prefix_len
+        FROM (SELECT *,
+                     coalesce(list_position(list_transform(sections, lambda s: s.section NOT IN """
+    + _PREFIX_SECTIONS
+    + """), true),
+                              len(sections) + 1) - 1 AS prefix_len
+              FROM prompts)
+        WINDOW w AS (PARTITION BY agent_id ORDER BY seq)
     ), sections AS (
-        SELECT *,
-               -- the leading run of prefix sections ends at the first other section
-               position < coalesce(min(position) FILTER (WHERE section NOT IN """
-    + _PREFIX_SECTIONS
-    + """)
-                   OVER (PARTITION BY agent_id, seq), 1000000) AS in_prefix,
-               position = max(position) FILTER (WHERE section IN """
-    + _PREFIX_SECTIONS
-    + """)
-                   OVER (PARTITION BY agent_id, seq) AS prefix_end
-        FROM prompt_sections
+        SELECT s.*, s.position <= p.prefix_len AS in_prefix, s.position = p.prefix_len AS prefix_end
+        FROM prompt_sections s JOIN p ON p.agent_id = s.agent_id AND p.seq = s.seq
     ), paired AS (
         SELECT p.agent_id, p.seq, s.position, s.section, s.tokens, o.tokens AS previous_tokens,
                s.in_prefix,
@@ -153,8 +154,11 @@ _CALLS: Final = (
                    WHEN s.in_prefix AND s.section = 'episodes' AND p.epoch <> p.previous_epoch THEN 'epoch'
                    WHEN s.in_prefix AND (s.tokens <> o.tokens OR s.form <> o.form) THEN 'cache key'
                    -- the key says the prefix changed, no size says where: at its end, at the latest
-                   WHEN s.in_prefix AND s.prefix_end THEN 'cache key'
+                   -- (a longer previous prefix differs where this one ends: sections differ)
+                   WHEN s.prefix_end AND p.prefix_len >= p.previous_prefix_len THEN 'cache key'
                    WHEN s.in_prefix THEN NULL
+                   -- a new key and no prefix section to hold it: nothing is shared
+                   WHEN p.prefix_len = 0 AND s.position = 1 AND p.cache_key <> p.previous_key THEN 'cache key'
                    WHEN s.section = 'history'
                         AND (p.history_from_seq IS DISTINCT FROM p.previous_history_from
                              OR p.history_cleared_through IS DISTINCT FROM p.previous_history_cleared)
@@ -184,7 +188,9 @@ _CALLS: Final = (
         FROM paired x LEFT JOIN breaks b ON b.agent_id = x.agent_id AND b.seq = x.seq
         GROUP BY x.agent_id, x.seq
     ), model AS (
-        SELECT p.*, b.section AS break_section, b.why AS break_why, b.position AS break_position,
+        SELECT p.*, b.section AS break_section, b.position AS break_position,
+               -- a prompt that records no sections: only its key says its prefix changed
+               coalesce(b.why, CASE WHEN p.cache_key <> p.previous_key THEN 'cache key' END) AS break_why,
                coalesce(s.section_tokens, 0) AS section_tokens, coalesce(s.stable_end, 0) AS stable_end,
                least(p.total_tokens, coalesce(s.before_break, 0)
                      + CASE WHEN b.why = 'history grew' THEN b.previous_tokens ELSE 0 END) AS shared_tokens
@@ -201,7 +207,8 @@ _CALLS: Final = (
     SELECT agent_id, call, seq, ts, turn, total_tokens, shared_tokens, cached_tokens,
            round(cached_tokens / nullif(total_tokens, 0), 4) AS cached_share, written_tokens,
            coalesce(break_why NOT IN ('first call', 'history grew') AND break_position <= stable_end, false)
-               AS prefix_break,
+               -- equal keys, byte-identical prefixes: a new key is a new prefix, whatever the sizes say
+               OR coalesce(cache_key <> previous_key, false) AS prefix_break,
            break_section, break_why,
            CASE WHEN previous_seq IS NULL THEN []::VARCHAR[] ELSE list_filter(list_value(
                CASE WHEN revision <> previous_revision THEN 'revision' END,
