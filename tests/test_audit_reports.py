@@ -15,7 +15,8 @@ The planted agent runs 12 turns (prompts in turns 1-11; turn 12 fails before ren
   plan steps (one cause);
 - cache: the key changes at turn 4 (a delta after turn 3: revision), turn 8 (a delta
   and an episode after turn 7: revision + epoch) and turn 11 (a new system policy in
-  turn 10: prefix), so 3 changes in 12 turns = 25 per 100 turns;
+  turn 10: prefix), so 3 changes in 12 turns = 25 per 100 turns; the truncated history of
+  turn 5, and turn 6's whole one again, break the prefix too: 5 breaks = 41.67 per 100 turns;
 - episodes: turns 1-7 closed by ``active_work_switched``, turns 8-11 by ``wait_boundary``.
 """
 
@@ -39,7 +40,7 @@ from holon.audit import (
     run_sql,
 )
 from holon.ledger import Ledger
-from tests.test_audit_support import write_ledger
+from tests.test_audit_support import fixture_records, write_ledger
 
 TURNS = 12
 HISTORY_EVICTION = r.Omission(section="history", ref="ledger:3", reason="history over budget", tokens=40)
@@ -302,17 +303,52 @@ def test_evictions_report(con: duckdb.DuckDBPyConnection) -> None:
     ]
 
 
-def test_cache_report_names_each_change_and_its_cause(con: duckdb.DuckDBPyConnection) -> None:
+def test_cache_report_names_each_break_and_its_cause(con: duckdb.DuckDBPyConnection) -> None:
     _, causes = planted()
+    rows = by_agent(run_report(con, "cache"))
     got = [
-        (row["turn"], row["changed"], row["caused_by"], row["changes_per_100_turns"])
-        for row in by_agent(run_report(con, "cache"))
+        (
+            row["turn"],
+            row["break_section"],
+            row["break_why"],
+            row["lost_tokens"],
+            row["changed"],
+            row["caused_by"],
+        )
+        for row in rows
     ]
+    # Each prompt is system (100) + history (10 x turn): a new key loses it all, a history
+    # that changed form loses the history.
     assert got == [
-        (4, "revision", causes[4], 25.0),
-        (8, "revision+epoch", causes[8], 25.0),
-        (11, "prefix", causes[11], 25.0),
+        (4, "system", "cache key", 140, "revision", causes[4]),
+        (5, "history", "size changed", 50, None, []),
+        (6, "history", "size changed", 60, None, []),
+        (8, "system", "cache key", 180, "revision+epoch", causes[8]),
+        (11, "system", "cache key", 210, "prefix", causes[11]),
     ]
+    assert {(row["changes_per_100_turns"], row["breaks_per_100_turns"]) for row in rows} == {(25.0, 41.67)}
+    # The previous prompt's key beside this one's: equal where the key held.
+    assert [row["previous_key"] == row["cache_key"] for row in rows] == [False, True, True, False, False]
+    assert (rows[0]["previous_revision"], rows[0]["revision"]) == (0, 1)  # turn 4
+    assert (rows[3]["previous_epoch"], rows[3]["epoch"]) == (0, 1)  # turn 8
+
+
+def test_cache_report_keeps_every_cache_key_change_of_the_session_ledger(tmp_path: Path) -> None:
+    # The fixture session's prompts record no sections: their key changes are all the
+    # cache report can see, and each is still a row of it.
+    write_ledger(tmp_path / "l", "multi", fixture_records("session_multi_work"))
+    con = connect(tmp_path / "l")
+    changes = run_sql(
+        con,
+        "SELECT seq, previous_key, cache_key FROM (SELECT seq, cache_key, lag(cache_key) OVER "
+        "(ORDER BY seq) AS previous_key FROM prompts) WHERE cache_key <> previous_key ORDER BY seq",
+    ).rows
+    assert changes
+    rows = run_report(con, "cache").as_dicts()
+    assert [(row["seq"], row["previous_key"], row["cache_key"]) for row in rows] == changes
+    assert {(row["break_section"], row["break_why"]) for row in rows} == {(None, "cache key")}
+    assert all(row["changed"] in ("revision", "epoch", "revision+epoch") for row in rows)
+    assert all(row["lost_tokens"] == row["total_tokens"] for row in rows)  # nothing recorded is shared
 
 
 def test_episodes_report(con: duckdb.DuckDBPyConnection) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 import msgspec
@@ -32,6 +33,8 @@ from holon.simulate import (
 from tests.cli_support import ROOT, build_ledger, invoke, tree_bytes
 
 SESSION = ROOT / "fixtures" / "importers" / "claude-code" / "session.jsonl"
+# A longer run: its history outgrows the window at 8,000 tokens and moves its start.
+LONG_SESSION = ROOT / "fixtures" / "importers" / "claude-code" / "long_request.jsonl"
 BUDGET = "8000"
 
 
@@ -100,13 +103,58 @@ def test_audit_and_stats_read_the_simulated_prompts(simulated: Path) -> None:
     assert tokens.exit_code == 0, tokens.output
     rows = json.loads(tokens.output)
     assert {row["section"] for row in rows} >= {"history", "(total)"}
-    cache = invoke("audit", simulated, "--report", "cache", "--json")
-    assert cache.exit_code == 0, cache.output
-    assert isinstance(json.loads(cache.output), list)
+    assert _cache_rows_are_the_calls_breaks(simulated)
     stats = invoke("stats", simulated)
     assert stats.exit_code == 0
     assert "no recorded prompts" not in stats.output
     assert "prompt_rendered" in stats.output
+
+
+def _report(path: Path, name: str) -> list[dict[str, Any]]:
+    result = invoke("audit", path, "--report", name, "--json")
+    assert result.exit_code == 0, result.output
+    rows: list[dict[str, Any]] = json.loads(result.output)
+    return rows
+
+
+def _cache_rows_are_the_calls_breaks(path: Path) -> list[dict[str, Any]]:
+    """The cache report's rows, checked against the calls report: one per call that broke the prefix."""
+    cache = _report(path, "cache")
+    calls = {row["seq"]: row for row in _report(path, "calls")}
+    assert [row["seq"] for row in cache] == [seq for seq, row in calls.items() if row["prefix_break"]]
+    for row in cache:
+        call = calls[row["seq"]]
+        assert (row["break_section"], row["break_why"]) == (call["break_section"], call["break_why"])
+        assert row["lost_tokens"] == call["total_tokens"] - call["shared_tokens"]
+    return cache
+
+
+def test_the_cache_report_finds_where_a_simulated_run_lost_its_cached_prefix(tmp_path: Path) -> None:
+    source = tmp_path / "l"
+    assert invoke("init", source, "--agent-id", "long").exit_code == 0
+    assert invoke("import", source, LONG_SESSION, "--from", "claude-code").exit_code == 0
+    out = tmp_path / "out"
+    result = invoke("simulate", source, "-o", out, "--budget", BUDGET)
+    assert result.exit_code == 0, result.output
+    rows = _cache_rows_are_the_calls_breaks(out)
+    assert rows
+    # The default layout's key holds while the history moves: a key-only view has no row here.
+    held = [row for row in rows if row["previous_key"] == row["cache_key"]]
+    assert held and {row["changed"] for row in held} == {None}
+    assert "history step" in {row["break_why"] for row in held}
+
+
+def test_a_source_s_prompts_and_its_simulation_s_break_apart(tmp_path: Path) -> None:
+    # Audited together, each ledger's prompts are compared with its own only (one agent
+    # each): the same rows as each audited alone.
+    source = build_ledger(tmp_path / "live", "session_multi_work")
+    out = tmp_path / "out"
+    assert invoke("simulate", source, "-o", out, "--budget", "16000", "--agent-id", "sim").exit_code == 0
+    both = _report(source, "cache"), _report(out, "cache")
+    assert all(both)
+    result = invoke("audit", source, out, "--report", "cache", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [*both[0], *both[1]]  # by agent: session_multi_work, sim
 
 
 def test_audit_loads_both_series_and_the_report_compares_them(imported: Path, simulated: Path) -> None:

@@ -119,7 +119,7 @@ _PREFIX_SECTIONS: Final = "('system', 'tools', 'working_memory', 'context_summar
 # prefix is the prompt's leading run of prefix sections (`prefix_len` of them): in the
 # recitation layout working memory is a prefix section that comes after the history, so it
 # cannot say where that run ends.
-_CALLS: Final = (
+_CALL_MODEL: Final = (
     """
     WITH p AS (
         SELECT agent_id, seq, ts, turn, revision, epoch, cache_key, total_tokens,
@@ -196,29 +196,40 @@ _CALLS: Final = (
                      + CASE WHEN b.why = 'history grew' THEN b.previous_tokens ELSE 0 END) AS shared_tokens
         FROM p LEFT JOIN shared s ON s.agent_id = p.agent_id AND s.seq = p.seq
         LEFT JOIN breaks b ON b.agent_id = p.agent_id AND b.seq = p.seq
-    ), cached AS (
+    ), compared AS (
+        -- a prefix break: the shared part ends before the previous call's history did (before
+        -- its prefix, without history), or the key changed (equal keys, byte-identical
+        -- prefixes: a new key is a new prefix, whatever the sizes say)
+        SELECT *,
+               coalesce(break_why NOT IN ('first call', 'history grew')
+                        AND break_position <= stable_end, false)
+                   OR coalesce(cache_key <> previous_key, false) AS prefix_break,
+               CASE WHEN previous_seq IS NULL THEN []::VARCHAR[] ELSE list_filter(list_value(
+                   CASE WHEN revision <> previous_revision THEN 'revision' END,
+                   CASE WHEN epoch <> previous_epoch THEN 'epoch' END,
+                   CASE WHEN history_from_seq IS DISTINCT FROM previous_history_from
+                             OR history_cleared_through IS DISTINCT FROM previous_history_cleared
+                        THEN 'history step' END,
+                   CASE WHEN turn IS DISTINCT FROM previous_turn THEN 'new input' END,
+                   CASE WHEN cache_key <> previous_key THEN 'cache key' END
+               ), lambda c: c IS NOT NULL) END AS changed
+        FROM model
+    )"""
+)
+
+_CALLS: Final = (
+    _CALL_MODEL
+    + """, cached AS (
         SELECT *, CASE WHEN shared_tokens >= $minimum THEN shared_tokens ELSE 0 END AS cached_tokens,
                -- each call stores its prompt for the next (none under the minimum)
                CASE WHEN total_tokens >= $minimum
                     THEN total_tokens - CASE WHEN shared_tokens >= $minimum THEN shared_tokens ELSE 0 END
                     ELSE 0 END AS written_tokens
-        FROM model
+        FROM compared
     )
     SELECT agent_id, call, seq, ts, turn, total_tokens, shared_tokens, cached_tokens,
            round(cached_tokens / nullif(total_tokens, 0), 4) AS cached_share, written_tokens,
-           coalesce(break_why NOT IN ('first call', 'history grew') AND break_position <= stable_end, false)
-               -- equal keys, byte-identical prefixes: a new key is a new prefix, whatever the sizes say
-               OR coalesce(cache_key <> previous_key, false) AS prefix_break,
-           break_section, break_why,
-           CASE WHEN previous_seq IS NULL THEN []::VARCHAR[] ELSE list_filter(list_value(
-               CASE WHEN revision <> previous_revision THEN 'revision' END,
-               CASE WHEN epoch <> previous_epoch THEN 'epoch' END,
-               CASE WHEN history_from_seq IS DISTINCT FROM previous_history_from
-                         OR history_cleared_through IS DISTINCT FROM previous_history_cleared
-                    THEN 'history step' END,
-               CASE WHEN turn IS DISTINCT FROM previous_turn THEN 'new input' END,
-               CASE WHEN cache_key <> previous_key THEN 'cache key' END
-           ), lambda c: c IS NOT NULL) END AS changed,
+           prefix_break, break_section, break_why, changed,
            round("""
     + str(CACHE_READ_PRICE)
     + """ * cached_tokens + """
@@ -226,6 +237,51 @@ _CALLS: Final = (
     + """ * written_tokens + (total_tokens - cached_tokens - written_tokens), 2) AS cost
     FROM cached
     ORDER BY agent_id, seq
+    """
+)
+
+# The calls the model says broke the prefix, with what the records say moved it. A view of
+# cache-key changes alone is blind under the recitation layout: its key covers the system,
+# tools, context summary and episodes, and holds while the mandate changes or the history
+# moves its start, which is where imported runs lose their cache (docs/audit.md).
+_CACHE: Final = (
+    _CALL_MODEL
+    + """, causes AS (
+        -- records that move the cacheable prefix, each assigned to the next prompt
+        SELECT r.agent_id, p.seq AS prompt_seq,
+               list(r.kind || '@' || r.seq ORDER BY r.seq) AS caused_by
+        FROM (SELECT agent_id, seq, kind FROM records
+              WHERE kind IN ('working_memory_delta', 'context_episode', 'system_policy')) r
+        ASOF JOIN prompts p ON r.agent_id = p.agent_id AND r.seq < p.seq
+        GROUP BY r.agent_id, p.seq
+    ), rates AS (
+        SELECT c.agent_id,
+               round(100.0 * count(*) FILTER (WHERE c.cache_key <> c.previous_key)
+                     / greatest(coalesce(any_value(t.turns), 0), 1), 2) AS changes_per_100_turns,
+               round(100.0 * count(*) FILTER (WHERE c.prefix_break)
+                     / greatest(coalesce(any_value(t.turns), 0), 1), 2) AS breaks_per_100_turns
+        FROM compared c
+        LEFT JOIN (SELECT agent_id, count(*) AS turns FROM turns GROUP BY agent_id) t
+             ON t.agent_id = c.agent_id
+        GROUP BY c.agent_id
+    )
+    SELECT c.agent_id, c.turn, c.seq, c.break_section, c.break_why,
+           c.total_tokens - c.shared_tokens AS lost_tokens, c.total_tokens,
+           -- what the key names that changed; NULL where the key held (the break is after the
+           -- prefix the key covers: the history)
+           CASE WHEN c.cache_key <> c.previous_key THEN concat_ws('+',
+               CASE WHEN c.revision <> c.previous_revision THEN 'revision' END,
+               CASE WHEN c.epoch <> c.previous_epoch THEN 'epoch' END,
+               CASE WHEN c.revision = c.previous_revision AND c.epoch = c.previous_epoch THEN 'prefix' END)
+           END AS changed,
+           c.previous_revision, c.revision, c.previous_epoch, c.epoch,
+           c.previous_key, c.cache_key, coalesce(x.caused_by, []::VARCHAR[]) AS caused_by,
+           r.changes_per_100_turns, r.breaks_per_100_turns
+    FROM compared c
+    LEFT JOIN causes x ON x.agent_id = c.agent_id AND x.prompt_seq = c.seq
+    JOIN rates r ON r.agent_id = c.agent_id
+    WHERE c.prefix_break
+    ORDER BY c.agent_id, c.seq
     """
 )
 
@@ -324,46 +380,13 @@ REPORTS: Final[dict[str, Report]] = {
         ),
         Report(
             name="cache",
-            help="each cache-key change between consecutive prompts: what changed (revision, epoch, "
-            "prefix), the records since the previous prompt that caused it, and the agent's "
-            "changes per 100 turns",
-            sql="""
-            WITH p AS (
-                SELECT agent_id, seq, turn, cache_key, revision, epoch,
-                       lag(seq) OVER w AS previous_seq, lag(cache_key) OVER w AS previous_key,
-                       lag(revision) OVER w AS previous_revision, lag(epoch) OVER w AS previous_epoch
-                FROM prompts WINDOW w AS (PARTITION BY agent_id ORDER BY seq)
-            ), changes AS (
-                SELECT * FROM p WHERE previous_key IS NOT NULL AND cache_key <> previous_key
-            ), causes AS (
-                -- records that move the cacheable prefix, each assigned to the next prompt
-                SELECT r.agent_id, p.seq AS prompt_seq,
-                       list(r.kind || '@' || r.seq ORDER BY r.seq) AS caused_by
-                FROM (SELECT agent_id, seq, kind FROM records
-                      WHERE kind IN ('working_memory_delta', 'context_episode', 'system_policy')) r
-                ASOF JOIN prompts p ON r.agent_id = p.agent_id AND r.seq < p.seq
-                GROUP BY r.agent_id, p.seq
-            ), rate AS (
-                SELECT a.agent_id,
-                       round(100.0 * (SELECT count(*) FROM changes c WHERE c.agent_id = a.agent_id)
-                             / greatest((SELECT count(*) FROM turns t WHERE t.agent_id = a.agent_id), 1), 2)
-                           AS changes_per_100_turns
-                FROM agents a
-            )
-            SELECT c.agent_id, c.turn, c.seq,
-                   concat_ws('+',
-                       CASE WHEN c.revision <> c.previous_revision THEN 'revision' END,
-                       CASE WHEN c.epoch <> c.previous_epoch THEN 'epoch' END,
-                       CASE WHEN c.revision = c.previous_revision AND c.epoch = c.previous_epoch
-                            THEN 'prefix' END) AS changed,
-                   c.previous_revision, c.revision, c.previous_epoch, c.epoch,
-                   c.previous_key, c.cache_key, coalesce(x.caused_by, []::VARCHAR[]) AS caused_by,
-                   rate.changes_per_100_turns
-            FROM changes c
-            LEFT JOIN causes x ON x.agent_id = c.agent_id AND x.prompt_seq = c.seq
-            JOIN rate ON rate.agent_id = c.agent_id
-            ORDER BY c.agent_id, c.seq
-            """,
+            help="each call whose cached prefix broke (the calls report's prefix_break: under the "
+            "section-prefix cache model its shared part ends before the previous call's history did, "
+            "or its cache key changed): the first section that differs and why (cache key, revision, "
+            "epoch, history step, sections differ, ...), the tokens lost (from the break on), what "
+            "changed in the key, the records since the previous prompt that moved the prefix, and the "
+            "agent's key changes and breaks per 100 turns",
+            sql=_CACHE,
         ),
         Report(
             name="calls",
