@@ -317,9 +317,12 @@ def test_cache_report_names_each_break_and_its_cause(con: duckdb.DuckDBPyConnect
         )
         for row in rows
     ]
-    # Each prompt is system (100) + history (10 x turn): a new key loses it all, a history
-    # that changed form loses the history.
-    assert got == [
+    # Each prompt is system (100) + history (10 x turn): the first call starts cold, a new
+    # key loses it all, a history that changed form loses the history.
+    assert got[0] == (1, "system", "first call", 110, None, ["system_policy@0"])
+    first, rows = rows[0], rows[1:]
+    assert (first["previous_key"], first["previous_revision"]) == (None, None)
+    assert got[1:] == [
         (4, "system", "cache key", 140, "revision", causes[4]),
         (5, "history", "size changed", 50, None, []),
         (6, "history", "size changed", 60, None, []),
@@ -344,7 +347,8 @@ def test_cache_report_keeps_every_cache_key_change_of_the_session_ledger(tmp_pat
         "(ORDER BY seq) AS previous_key FROM prompts) WHERE cache_key <> previous_key ORDER BY seq",
     ).rows
     assert changes
-    rows = run_report(con, "cache").as_dicts()
+    first, *rows = run_report(con, "cache").as_dicts()
+    assert (first["break_why"], first["previous_key"]) == ("first call", None)  # the cache starts cold
     assert [(row["seq"], row["previous_key"], row["cache_key"]) for row in rows] == changes
     assert {(row["break_section"], row["break_why"]) for row in rows} == {(None, "cache key")}
     assert all(row["changed"] in ("revision", "epoch", "revision+epoch") for row in rows)
@@ -581,7 +585,7 @@ def test_calls_report_breaks_the_prefix_wherever_the_cache_key_changed(tmp_path:
     second = run_report(connect(tmp_path / "open"), "calls").as_dicts()[1]
     assert tuple(second[name] for name in fields) == (0, "mandate", "cache key", True)
     # Prompts that record no sections (another program's, or the fixture ledgers'): only
-    # the key says the prefix changed.
+    # the key says the prefix changed, and the first call is still the cold start.
     write_ledger(
         tmp_path / "bare",
         "bare",
@@ -589,7 +593,7 @@ def test_calls_report_breaks_the_prefix_wherever_the_cache_key_changed(tmp_path:
     )
     rows = run_report(connect(tmp_path / "bare"), "calls").as_dicts()
     assert [tuple(row[name] for name in fields) for row in rows] == [
-        (0, None, None, False),
+        (0, None, "first call", False),
         (0, None, None, False),
         (0, None, "cache key", True),
     ]

@@ -118,10 +118,13 @@ def _report(path: Path, name: str) -> list[dict[str, Any]]:
 
 
 def _cache_rows_are_the_calls_breaks(path: Path) -> list[dict[str, Any]]:
-    """The cache report's rows, checked against the calls report: one per call that broke the prefix."""
+    """The cache report's rows, checked against the calls report: the first call (the cache
+    starts cold), then one per call that broke the prefix."""
     cache = _report(path, "cache")
     calls = {row["seq"]: row for row in _report(path, "calls")}
-    assert [row["seq"] for row in cache] == [seq for seq, row in calls.items() if row["prefix_break"]]
+    wanted = [seq for seq, row in calls.items() if row["prefix_break"] or row["call"] == 1]
+    assert [row["seq"] for row in cache] == wanted
+    assert cache[0]["break_why"] == "first call" and cache[0]["lost_tokens"] == cache[0]["total_tokens"]
     for row in cache:
         call = calls[row["seq"]]
         assert (row["break_section"], row["break_why"]) == (call["break_section"], call["break_why"])

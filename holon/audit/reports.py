@@ -190,7 +190,8 @@ _CALL_MODEL: Final = (
     ), model AS (
         SELECT p.*, b.section AS break_section, b.position AS break_position,
                -- a prompt that records no sections: only its key says its prefix changed
-               coalesce(b.why, CASE WHEN p.cache_key <> p.previous_key THEN 'cache key' END) AS break_why,
+               coalesce(b.why, CASE WHEN p.previous_seq IS NULL THEN 'first call'
+                                    WHEN p.cache_key <> p.previous_key THEN 'cache key' END) AS break_why,
                coalesce(s.section_tokens, 0) AS section_tokens, coalesce(s.stable_end, 0) AS stable_end,
                least(p.total_tokens, coalesce(s.before_break, 0)
                      + CASE WHEN b.why = 'history grew' THEN b.previous_tokens ELSE 0 END) AS shared_tokens
@@ -280,7 +281,9 @@ _CACHE: Final = (
     FROM compared c
     LEFT JOIN causes x ON x.agent_id = c.agent_id AND x.prompt_seq = c.seq
     JOIN rates r ON r.agent_id = c.agent_id
-    WHERE c.prefix_break
+    -- and each agent's first call: the cache starts cold there, and in a short run that is
+    -- most of what the run paid for (a run of one prompt has no break, and still this row)
+    WHERE c.prefix_break OR c.previous_seq IS NULL
     ORDER BY c.agent_id, c.seq
     """
 )
@@ -380,7 +383,8 @@ REPORTS: Final[dict[str, Report]] = {
         ),
         Report(
             name="cache",
-            help="each call whose cached prefix broke (the calls report's prefix_break: under the "
+            help="each agent's first call (break_why 'first call': the cache starts cold) and each call "
+            "whose cached prefix broke (the calls report's prefix_break: under the "
             "section-prefix cache model its shared part ends before the previous call's history did, "
             "or its cache key changed): the first section that differs and why (cache key, revision, "
             "epoch, history step, sections differ, ...), the tokens lost (from the break on), what "
