@@ -28,8 +28,8 @@ from typing import Any, Final
 import msgspec
 import pytest
 
-from holon import records as r
 from holon.importers import _shape
+from holon.records import wire
 
 __all__ = ["STYLES", "styled", "use_style"]
 
@@ -75,9 +75,9 @@ def use_style(monkeypatch: pytest.MonkeyPatch, style: str) -> None:
     if style == "installed":
         return
     for name in ("_MSGPACK_FAST", "_JSON_FAST", "_MSGPACK_ENVELOPE", "_JSON_ENVELOPE"):
-        monkeypatch.setattr(r, name, _Styled(getattr(r, name), style))
-    monkeypatch.setattr(r, "_decode_msgpack_fast", r._MSGPACK_FAST.decode)
-    for bodies in (r._MSGPACK_BODIES, r._JSON_BODIES):
+        monkeypatch.setattr(wire, name, _Styled(getattr(wire, name), style))
+    monkeypatch.setattr(wire, "_decode_msgpack_fast", wire._MSGPACK_FAST.decode)
+    for bodies in (wire._MSGPACK_BODIES, wire._JSON_BODIES):
         for kind, decoder in list(bodies.items()):
             monkeypatch.setitem(bodies, kind, _Styled(decoder, style))
     monkeypatch.setattr(_shape, "_JSON_DECODER", _Styled(_shape._JSON_DECODER, style))

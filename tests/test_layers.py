@@ -78,8 +78,20 @@ ALLOWED_THIRD_PARTY = {
     "integrations": {"msgspec", "mcp", "mcp_types", "anyio", "agents", "langgraph", "langchain_core"},
 }
 # Pure layers must not reach for clocks, randomness, the environment or the file system.
+# The vocabulary is one: DESIGN.md has it do no I/O.
 IMPURE_MODULES = {"time", "datetime", "random", "uuid", "os", "secrets", "socket", "subprocess", "pathlib"}
-PURE = {"projections", "context"}
+PURE = {"records", "projections", "context"}
+# Inside a layer split into modules, the modules of its own package each may import: one job
+# each, the vocabulary knowing nothing of the bytes it is written as. Every module of the
+# package is listed, so a new one states its place here.
+WITHIN = {
+    "records": {
+        "__init__": {"kinds", "malformed", "wire"},  # re-exports the public names of all three
+        "kinds": set(),
+        "malformed": set(),
+        "wire": {"kinds", "malformed"},
+    },
+}
 STDLIB = set(__import__("sys").stdlib_module_names)
 
 
@@ -136,3 +148,22 @@ def test_the_cli_uses_only_the_public_api() -> None:
     imported = _imports(ROOT / "cli.py")
     deep = sorted(name for name in imported if name.startswith("holon.") and name.count(".") > 1)
     assert not deep, f"holon/cli.py imports non-public modules {deep}; import from the layer package instead"
+
+
+@pytest.mark.parametrize("package", sorted(WITHIN))
+def test_a_split_layers_modules_import_only_their_part(package: str) -> None:
+    allowed = WITHIN[package]
+    modules = {path.stem for path in (ROOT / package).glob("*.py")}
+    assert modules == set(allowed), f"holon/{package}/ modules and WITHIN[{package!r}] differ"
+    for module, may in sorted(allowed.items()):
+        path = ROOT / package / f"{module}.py"
+        prefix = f"holon.{package}."
+        imported = _imports(path)
+        assert module == "__init__" or f"holon.{package}" not in imported, (
+            f"{path.relative_to(ROOT.parent)} imports its own package: name the module it needs"
+        )
+        used = {name[len(prefix) :].split(".")[0] for name in imported if name.startswith(prefix)}
+        assert used <= may, (
+            f"{path.relative_to(ROOT.parent)} imports {sorted(used - may)} of holon.{package}; "
+            f"of its package it may import {', '.join(sorted(may)) or 'nothing'}"
+        )

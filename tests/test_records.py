@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from holon import records as r
 from holon.errors import InvalidRecord
+from holon.records import malformed
 from tests.msgspec_styles import STYLES, use_style
 from tests.strategies import records
 
@@ -445,7 +446,7 @@ def test_msgspec_words_naming_no_path_still_refuse_the_record_naming_no_deeper_f
 
 
 def test_utf8_error_counts_from_the_start_across_the_pieces_it_decodes() -> None:
-    piece = r._UTF8_PIECE
+    piece = malformed._UTF8_PIECE
     straddling = b"x" * (piece - 1) + "é".encode() + b"y"  # é's two bytes in two pieces
     assert r.utf8_error(straddling) is None
     assert r.utf8_error(straddling + b"\xff")[0] == len(straddling)  # type: ignore[index]
