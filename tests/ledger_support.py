@@ -17,7 +17,7 @@ from pathlib import Path
 import blake3
 import msgspec
 
-from holon.ledger import Ledger, store
+from holon.ledger import Ledger, writer
 from holon.ledger.frames import FrameWalk, chain_hash
 from holon.ledger.header import genesis_hash
 from holon.ledger.segments import SEGMENT_HEADER, list_segments, load_segment
@@ -110,12 +110,12 @@ def flip_byte(path: Path, offset: int) -> None:
 @contextmanager
 def without_ts_check() -> Iterator[None]:
     """Append as holon did before it checked ``ts``: what older ledgers may hold (tests only)."""
-    saved = store._MIN_TS, store._MAX_TS
-    store._MIN_TS, store._MAX_TS = -(2**64), 2**64
+    saved = writer._MIN_TS, writer._MAX_TS
+    writer._MIN_TS, writer._MAX_TS = -(2**64), 2**64
     try:
         yield
     finally:
-        store._MIN_TS, store._MAX_TS = saved
+        writer._MIN_TS, writer._MAX_TS = saved
 
 
 @contextmanager

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import holon.records as r
 from holon.context import Prompt
-from holon.ledger import Ledger, segments, store
+from holon.ledger import Ledger, segments, writer
 from holon.projections import post_turn_refresh
 from holon.runtime import Agent, AgentConfig, Turn, checkpoints
 from tests.runtime_support import load_daemon
@@ -215,10 +215,10 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
     checkpoints.os = CheckpointOs()  # type: ignore[assignment]
 
     # Segment rollover (the main thread) and seal (the sealing thread).
-    real_rollover = Ledger._rollover
-    real_create = store.create_segment
+    real_rollover = writer.Writer._rollover
+    real_create = writer.create_segment
 
-    def rollover(self: Ledger) -> None:
+    def rollover(self: writer.Writer) -> None:
         state.rolling = True
         try:
             real_rollover(self)
@@ -231,10 +231,10 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
             phases.at("rollover", path.name)
         return path
 
-    Ledger._rollover = rollover  # type: ignore[method-assign]
-    store.create_segment = create_segment
+    writer.Writer._rollover = rollover  # type: ignore[method-assign]
+    writer.create_segment = create_segment
 
-    real_seal = store.seal_segment
+    real_seal = writer.seal_segment
     real_write_atomic = segments.write_atomic
 
     def seal_segment(plain: Path, data: bytes) -> Path:
@@ -246,7 +246,7 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
         if path.suffix == ".zst" and threading.current_thread().name.startswith("holon-seal-"):
             phases.at("seal", f"sealed-not-unlinked:{path.name}")
 
-    store.seal_segment = seal_segment
+    writer.seal_segment = seal_segment
     segments.write_atomic = write_atomic
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import holon.ledger.store
+import holon.ledger.writer
 from holon import records as r
 from holon.importers import read_transcript
 from holon.ledger import Ledger
@@ -302,7 +302,7 @@ def test_a_record_too_large_is_named_by_its_input_line_or_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The ledger's check, after the input's: it named "seq 2" and asked for Ledger.put_blob.
-    monkeypatch.setattr(holon.ledger.store, "MAX_PAYLOAD", 2_000)
+    monkeypatch.setattr(holon.ledger.writer, "MAX_PAYLOAD", 2_000)
     ledger = _init(tmp_path / "L")
     before = tree_bytes(ledger)
     records = _result()
@@ -791,7 +791,7 @@ def test_a_refusal_after_the_new_ledger_was_made_removes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Refused by the ledger once it was created (the record of a turn too large to store).
-    monkeypatch.setattr(holon.ledger.store, "MAX_PAYLOAD", 2_000)
+    monkeypatch.setattr(holon.ledger.writer, "MAX_PAYLOAD", 2_000)
     transcript = tmp_path / "chat.json"
     transcript.write_text(json.dumps([{"role": "user", "content": "z" * 3_000}]))
     result = invoke("import", tmp_path / "made" / "L", transcript, "--from", "openai-chat")

@@ -92,6 +92,17 @@ WITHIN = {
         "wire": {"kinds", "malformed"},
     },
 }
+# The ledger's store is a facade over parts with one job each; they share only the writer's
+# tip (holon/ledger/tip.py), handed to each by the facade. part -> the parts it may import.
+# Every other ledger module may import the facade, `store`, and no part.
+STORE_PARTS = {
+    "store": {"writer", "reader", "tip"},
+    "writer": {"tip"},
+    "reader": {"tip", "index", "seek"},
+    "index": set(),
+    "seek": set(),
+    "tip": set(),
+}
 STDLIB = set(__import__("sys").stdlib_module_names)
 
 
@@ -166,4 +177,16 @@ def test_a_split_layers_modules_import_only_their_part(package: str) -> None:
         assert used <= may, (
             f"{path.relative_to(ROOT.parent)} imports {sorted(used - may)} of holon.{package}; "
             f"of its package it may import {', '.join(sorted(may)) or 'nothing'}"
+        )
+
+
+def test_the_ledger_stores_parts_meet_only_in_the_facade() -> None:
+    prefix = "holon.ledger."
+    for path in sorted((ROOT / "ledger").glob("*.py")):
+        may = STORE_PARTS.get(path.stem, {"store"})
+        used = {name[len(prefix) :].split(".")[0] for name in _imports(path) if name.startswith(prefix)}
+        parts = used & set(STORE_PARTS)
+        assert parts <= may, (
+            f"{path.relative_to(ROOT.parent)} imports {sorted(parts - may)} of the store's parts; "
+            f"it may import {', '.join(sorted(may)) or 'none of them'}"
         )

@@ -10,7 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from holon.errors import InvalidRecord
-from holon.ledger import Ledger, blobs_dir_for, export_jsonl, frames, import_jsonl, jsonl, store
+from holon.ledger import (
+    Ledger,
+    blobs_dir_for,
+    export_jsonl,
+    frames,
+    import_jsonl,
+    index,
+    jsonl,
+    reader,
+    writer,
+)
 from holon.records import Record, decode_json_record
 from tests.ledger_support import AGENT, message, scratch_dir, tool_output, with_real_blobs
 from tests.strategies import ledger_records
@@ -132,7 +142,7 @@ def test_import_of_a_record_over_the_payload_limit_appends_nothing(
         source.append_many([tool_output(0, 3000), message(1, 5000), message(2)])
         export_jsonl(source, tmp_path / "x.jsonl")
     # The limit, lowered for writer and reader alike, stands for 256 MiB.
-    for module in (frames, store, jsonl):
+    for module in (frames, writer, reader, index, jsonl):
         monkeypatch.setattr(module, "MAX_PAYLOAD", 4096)
     path = tmp_path / "b"
     with Ledger.create(path, agent_id=AGENT, fsync="never") as target:

@@ -145,7 +145,7 @@ def test_a_rollover_never_writes_through_a_link_planted_under_a_name_it_is_about
     precious = tmp_path / "precious.txt"
     precious.write_bytes(b"keep me\n" * 100)
     with Ledger.open(path, fsync="always") as writer:
-        old = writer._active_path
+        old = writer._tip.active_path
         if which == "new segment":
             # The next segment starts at the seq of the append that fills this one: one of these.
             links = [path / "segments" / f"{n:020d}.seg.tmp" for n in range(1, 30)]
@@ -156,15 +156,15 @@ def test_a_rollover_never_writes_through_a_link_planted_under_a_name_it_is_about
                     writer.append(message(n, 80))
             assert refused.value.file in {str(link) for link in links}
             assert "temporary file of a new segment is a symbolic link" in refused.value.detail
-            seq = writer._next_seq
+            seq = writer._tip.next_seq
         else:
             link = old.with_name(old.name + ".zst.tmp")
             link.symlink_to(precious)
             seq = 0
-            while writer._active_path == old:
+            while writer._tip.active_path == old:
                 writer.append(message(seq, 80))
                 seq += 1
-            writer._join_sealer()  # the seal failed (logged): the old segment stays plain
+            writer._writer._join_sealer()  # the seal failed (logged): the old segment stays plain
             assert old.is_file() and not old.with_name(old.name + ".zst").exists()
     assert precious.read_bytes() == b"keep me\n" * 100
     if which == "sealed segment":

@@ -264,12 +264,12 @@ def test_cli_repair_shows_then_cuts(tmp_path: Path) -> None:
 
 def _roll_over(writer: Ledger) -> Path:
     """Append until ``writer`` rolls over, and wait for its seal; returns the segment it sealed."""
-    sealing = writer._active_path
+    sealing = writer._tip.active_path
     seq = writer.head()[0] + 1
-    while writer._active_path == sealing:
+    while writer._tip.active_path == sealing:
         writer.append(message(seq, 80))
         seq += 1
-    writer._join_sealer()
+    writer._writer._join_sealer()
     assert not sealing.exists() and sealing.with_name(sealing.name + ".zst").is_file()
     return sealing
 

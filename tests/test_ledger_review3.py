@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from holon.errors import InvalidRecord, UsageError
-from holon.ledger import Ledger, export_jsonl, import_jsonl, store
+from holon.ledger import Ledger, export_jsonl, import_jsonl, store, writer
 from holon.records import Record, ToolResult
 from tests.cli_support import invoke
 from tests.ledger_support import AGENT, assert_ledger_holds, message, tool_output
@@ -98,7 +98,7 @@ def test_a_blob_the_ledger_holds_with_a_misstated_size_is_named_at_its_line_and_
 
 def _interrupt_at_rollover(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
     """Raise KeyboardInterrupt (Ctrl-C) when the writer starts its ``nth`` new segment."""
-    real = store.create_segment
+    real = writer.create_segment
     calls = 0
 
     def create(*args: object, **kwargs: object) -> Path:
@@ -108,7 +108,7 @@ def _interrupt_at_rollover(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
             raise KeyboardInterrupt
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store, "create_segment", create)
+    monkeypatch.setattr(writer, "create_segment", create)
 
 
 def _interrupted_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[Record]]:

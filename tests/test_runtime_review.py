@@ -12,7 +12,7 @@ import pytest
 
 from holon import records as r
 from holon.errors import InvalidRecord, InvalidRef, UsageError
-from holon.ledger import Ledger, store
+from holon.ledger import Ledger, writer
 from holon.runtime import Agent
 from tests.runtime_support import Tick
 
@@ -104,7 +104,7 @@ def test_an_input_too_large_for_a_record_leaves_no_turn_started_behind(
     # The ledger refuses a record over its payload limit (256 MiB) at append time; the
     # turn_started appended just before the input stayed, and no turn_ended ever closed
     # it. The limit is lowered here so the input need not be 256 MiB.
-    monkeypatch.setattr(store, "MAX_PAYLOAD", 4_096)
+    monkeypatch.setattr(writer, "MAX_PAYLOAD", 4_096)
     with _agent(tmp_path / "l") as agent:
         head = agent.ledger.head()
         with pytest.raises(InvalidRecord, match="a record may be at most"):

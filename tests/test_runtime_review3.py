@@ -20,7 +20,7 @@ from holon.context.estimator import DEFAULT_ESTIMATOR, get_estimator
 from holon.context.render import token_counter
 from holon.errors import UsageError
 from holon.ledger import Ledger
-from holon.ledger import store as ledger_store
+from holon.ledger import writer as ledger_writer
 from holon.projections import verify_derivations
 from holon.runtime import Agent
 from holon.runtime import agent as agent_module
@@ -61,16 +61,16 @@ def test_an_interrupt_that_cuts_a_flush_short_is_what_leaves_the_turn(
     # Ctrl-C during the fsync of turn.context() failed the ledger writer; the turn's end
     # then raised "an earlier write failed" out of the `with` block, so the daemon's
     # `except KeyboardInterrupt` (its shutdown path) never saw the interrupt.
-    real_sync = ledger_store.sync_file
+    real_sync = ledger_writer.sync_file
 
     def interrupted(fd: int) -> None:
-        monkeypatch.setattr(ledger_store, "sync_file", real_sync)
+        monkeypatch.setattr(ledger_writer, "sync_file", real_sync)
         raise KeyboardInterrupt
 
     with _agent(tmp_path / "l") as agent:
         with pytest.raises(KeyboardInterrupt), agent.turn(input="one") as turn:
             _work(turn)
-            monkeypatch.setattr(ledger_store, "sync_file", interrupted)
+            monkeypatch.setattr(ledger_writer, "sync_file", interrupted)
             turn.context()
         with pytest.raises(UsageError, match="turn 1 is still open in ledger"):
             agent.turn(input="two")

@@ -7,6 +7,17 @@
 
 See docs/ledger-format.md for the on-disk format, the chain, recovery and fsync rules.
 
+The storage layer: it may import :mod:`holon.records`, :mod:`holon.errors`, msgspec,
+zstandard, blake3 and xxhash, and knows nothing of projections or prompts
+(``tests/test_layers.py``). :class:`Ledger` (``store.py``) is a facade over parts with one
+job each, which meet only there and share only the writer's position (``tip.py``):
+``writer.py`` (appends, group commit, rollover, sealing), ``reader.py`` (scans and get by
+seq) with ``index.py`` (the active segment's frame offsets) and ``seek.py`` (sealed
+segments' seek tables and frames). Below them, one module per file format or concern:
+``frames``, ``segments``, ``sealed``, ``compression``, ``blobs``, ``header``, ``lock``,
+``files``, ``sizes``; ``recovery`` and ``verify`` walk a whole ledger, and ``jsonl`` and
+``repair`` work through a ``Ledger``.
+
 Each name is imported from its module on first use (PEP 562): the command line reads
 ``SETTING_RANGES`` (from the constants-only ``sizes`` module) for its ``--help`` without
 loading the frame codec or the store.

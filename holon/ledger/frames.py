@@ -31,6 +31,7 @@ __all__ = [
     "FRAME_HEAD",
     "FRAME_OVERHEAD",
     "HASH_SIZE",
+    "LENGTH_MASK",
     "MAX_PAYLOAD",
     "OVERSIZED_ADVICE",
     "FrameWalk",
@@ -44,7 +45,8 @@ __all__ = [
 FRAME_HEAD: Final = struct.Struct("<IIQ")
 HASH_SIZE: Final = 32
 FRAME_OVERHEAD: Final = FRAME_HEAD.size + HASH_SIZE
-_LENGTH_MASK: Final = 0xFFFFFFFF
+#: XORed with a frame's payload length to give its guard field.
+LENGTH_MASK: Final = 0xFFFFFFFF
 
 _blake3 = blake3.blake3
 _xxh3 = xxhash.xxh3_64_intdigest
@@ -87,7 +89,7 @@ def encode_frame(prev: bytes, payload: bytes) -> tuple[bytes, bytes]:
     if n > MAX_PAYLOAD:
         raise oversized_payload(n, where=None)
     body = prev + payload
-    return _pack_head(n, n ^ _LENGTH_MASK, _xxh3(body, n)) + body, _blake3(body).digest()
+    return _pack_head(n, n ^ LENGTH_MASK, _xxh3(body, n)) + body, _blake3(body).digest()
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ class FrameWalk:
                 self._damage(pos, "the data ends inside a frame head", incomplete=True)
                 return
             n, guard, checksum = _unpack_head(buf, pos)
-            if guard != n ^ _LENGTH_MASK or n == 0 or n > MAX_PAYLOAD:
+            if guard != n ^ LENGTH_MASK or n == 0 or n > MAX_PAYLOAD:
                 if self._zero_from(pos):
                     self._damage(pos, "zero bytes where a frame should start", incomplete=True)
                     return

@@ -43,6 +43,7 @@ from holon.ledger.files import fsync_dir, link_refused, read_ledger_file, refuse
 from holon.ledger.sealed import decompress_sealed, encode_sealed
 
 __all__ = [
+    "ACTIVE_SEGMENT",
     "FORMAT_VERSION",
     "PLAIN_SUFFIX",
     "SEALED_SUFFIX",
@@ -51,6 +52,7 @@ __all__ = [
     "SEGMENT_VERSION",
     "SegmentFile",
     "SegmentHeader",
+    "check_segment_header",
     "create_segment",
     "encode_segment_header",
     "find_segment",
@@ -68,6 +70,10 @@ __all__ = [
 #: with a seek table (holon.ledger.sealed); version 1 ledgers read unchanged, and a writer
 #: upgrades their header before it seals a segment the new way (holon.ledger.header).
 FORMAT_VERSION: Final = 2
+
+#: How an error names the active segment's file (the writer appends to it, readers index it).
+ACTIVE_SEGMENT: Final = "the active segment"
+
 #: Version of the plain segment layout (64-byte header, frames), in every segment header:
 #: unchanged by format version 2, which changed only how a segment is sealed.
 SEGMENT_VERSION: Final = 1
@@ -129,6 +135,19 @@ def parse_segment_header(buf: bytes, *, file: str, decompressed: bool = False) -
             "holon reads; upgrade holon to read this ledger"
         )
     return SegmentHeader(start_seq=start_seq, prev_hash=prev_hash, version=version)
+
+
+def check_segment_header(buf: bytes, start_seq: int, file: str, *, sealed: bool) -> SegmentHeader:
+    """Parse a segment's header and check it starts at the seq its file name says."""
+    header = parse_segment_header(buf, file=file, decompressed=sealed)
+    if header.start_seq != start_seq:
+        raise LedgerCorrupt(
+            f"segment header says it starts at seq {header.start_seq}, its name says {start_seq}",
+            file=file,
+            offset=0,
+            decompressed=sealed,
+        )
+    return header
 
 
 def short_segment(size: int, *, file: str, decompressed: bool = False) -> str:
