@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import holon.records as r
 from holon.context import (
@@ -18,11 +26,14 @@ from holon.context import (
     CacheIdentity,
     ContextInputs,
     CurrentInput,
+    InvalidToolArguments,
     Prompt,
     PromptSection,
     RenderConfig,
     build_context,
     cache_last_block,
+    openai_assistant_message,
+    parse_tool_arguments,
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
@@ -30,11 +41,24 @@ from holon.context import (
 from holon.context.adapters import MAX_ANTHROPIC_BREAKPOINTS
 from holon.context.budget import Stability
 from holon.context.prompt import SEPARATOR
-from holon.context.sections import LAYOUTS, Layout
-from holon.projections import WorkingMemorySnapshot
+from holon.context.sections import LAYOUTS, SECTION_ORDER, Layout
+from holon.errors import BudgetExceeded, UsageError
+from holon.ledger import Ledger
+from holon.projections import WorkingMemorySnapshot, apply, initial_state
 from holon.runtime import Agent, AgentConfig
+from tests.cli_support import CLI_BUDGET, CLI_RENDER, fixture_names, live_records
 from tests.context_inputs import message
+from tests.context_session import run_session
+from tests.provider_rules import (
+    ANTHROPIC_USER_ID_MAX,
+    OPENAI_CACHE_KEY_MAX,
+    check_all,
+    check_anthropic,
+    check_openai_chat,
+    check_openai_responses,
+)
 from tests.runtime_support import Tick
+from tests.strategies import AgentRun, agent_runs
 
 POLICY = r.SystemPolicy(
     text="Be careful.",
@@ -646,3 +670,700 @@ def test_the_openai_validators_check_the_tool_call_pairing() -> None:
         sdk.check_openai_responses({"model": "m", "input": [items[0], items[2]]})
     with pytest.raises(sdk.RequestProblem, match="no function_call_output"):
         sdk.check_openai_responses({"model": "m", "input": items[:2]})
+
+
+# --------------------------------------------------------------------------- bodies the providers accept
+# A daemon passes the adapters' output straight to the provider: every body passes the checks
+# of tests/provider_rules.py, over the fixture ledgers, generated sessions (with an exact BPE
+# estimator too), generated agent runs at budgets from roomy to below the pinned minimum, and
+# hand-made edge cases.
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_every_prompt_of_the_fixture_ledgers_is_a_valid_request(name: str) -> None:
+    state = None
+    checked = 0
+    records = live_records(name)
+    for record in records:
+        state = apply(state if state is not None else initial_state(), record)
+        if isinstance(record.body, (r.PromptRendered, r.TurnStarted, r.ToolResult)):
+            check_all(build_context(state, CLI_BUDGET, CLI_RENDER, agent_id=name))
+            checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("estimator", ["holon-heuristic", "o200k_base"])
+@pytest.mark.parametrize("window", [2_500, 12_000])
+def test_every_prompt_of_a_generated_session_is_a_valid_request(estimator: str, window: int) -> None:
+    seen: list[int] = []
+
+    def check(turn: int, prompt: Prompt, session: object) -> None:
+        check_all(prompt)
+        seen.append(turn)
+
+    run_session(
+        40,
+        Budget(context_window=window, output_reserve=window // 10),
+        RenderConfig(prompt_cache_key="migration", estimator=estimator),
+        on_prompt=check,
+    )
+    assert len(seen) >= 40
+
+
+tool_names = st.from_regex(r"[a-zA-Z0-9_-]{1,64}", fullmatch=True)
+schemas = st.sampled_from(
+    [
+        {},
+        {"type": "object"},
+        {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        {"properties": {"path": {"type": "string"}}},
+    ]
+)
+tool_lists = st.lists(
+    st.builds(r.ToolDefinition, name=tool_names, description=st.text(max_size=30), parameters=schemas),
+    max_size=4,
+    unique_by=lambda t: t.name,
+)
+policies = st.none() | st.builds(
+    r.SystemPolicy,
+    text=st.sampled_from(["You are a careful engineer.", "", " ", "\n\n", "Be brief.\n"])
+    | st.text(max_size=20),
+    tools=tool_lists.map(tuple),
+)
+agent_ids = st.sampled_from(["a-7", "0b6f1c52-8a4e-4a4f-9d1e-3c2f0e7a9b11"]) | st.text(
+    st.characters(codec="ascii", categories=["L", "N", "P"]), min_size=1, max_size=256
+)
+cache_keys = st.sampled_from(["default", "support-bot", "tenant-42/project-7/agent-pool-east"]) | st.text(
+    st.characters(codec="ascii", categories=["L", "N", "P"]), min_size=1, max_size=80
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    run=agent_runs(max_turns=8, long_texts=True, open_turn=True),
+    window=st.integers(len(SECTION_ORDER) + 1, 400) | st.integers(400, 40_000),
+    estimator=st.sampled_from(["holon-heuristic", "o200k_base"]),
+    keep=st.sampled_from([0, 1, 4]),
+    policy=policies,
+    agent_id=agent_ids,
+    cache_key=cache_keys,
+)
+def test_generated_runs_render_to_valid_requests(
+    *,
+    run: AgentRun,
+    window: int,
+    estimator: str,
+    keep: int,
+    policy: r.SystemPolicy | None,
+    agent_id: str,
+    cache_key: str,
+) -> None:
+    state = initial_state(run.config)
+    for record in run.records:
+        state = apply(state, record)
+    if policy is not None:
+        state = apply(state, r.Record(body=policy, ts=10**12))
+    config = RenderConfig(
+        estimator=estimator, keep_tool_results=keep, message_max_tokens=40, prompt_cache_key=cache_key
+    )
+    budget = Budget(context_window=window, output_reserve=0)
+    try:
+        prompt = build_context(state, budget, config, agent_id=agent_id)
+    except BudgetExceeded:
+        event("BudgetExceeded")
+        return
+    event("history shown" if prompt.section("history") else "history evicted")
+    check_all(prompt)
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def _inputs(**fields: Any) -> ContextInputs:
+    base: dict[str, Any] = {"agent_id": "a1"}
+    base.update(fields)
+    return ContextInputs(**base)
+
+
+BUDGET = Budget(context_window=8_000, output_reserve=500)
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        _inputs(),
+        _inputs(snapshot=WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="x")),
+        _inputs(current_input=CurrentInput(text="", seq=3)),
+        _inputs(current_input=CurrentInput(text=" \n\t", seq=3)),
+        _inputs(messages=(message(5, "q"), message(6, "", role="assistant"))),
+        _inputs(messages=(message(5, "  "),), current_input=CurrentInput(text="x", seq=9)),
+        _inputs(policy=r.SystemPolicy(text="Be brief."), current_input=CurrentInput(text="x", seq=9)),
+    ],
+    ids=["bare", "active work", "empty input", "blank input", "empty message", "blank message", "policy"],
+)
+def test_edge_prompts_are_valid_requests(inputs: ContextInputs) -> None:
+    check_all(build_context(inputs, BUDGET))
+
+
+# --------------------------------------------------------------------------- the fixes
+
+
+def _policy_prompt(policy: r.SystemPolicy, **fields: Any) -> Prompt:
+    # In the RFC's layout working memory is the AgentScoped block right after the policy:
+    # the block a blank policy text hands its place and breakpoint to.
+    return build_context(
+        _inputs(policy=policy, current_input=CurrentInput(text="go", seq=9), **fields),
+        BUDGET,
+        RenderConfig(layout="rfc"),
+    )
+
+
+def test_a_tool_schema_without_a_type_is_sent_as_an_object_schema() -> None:
+    # `{"properties": …}` describes an object, but Anthropic rejects an input_schema
+    # without "type" (400 input_schema.type: Field required) and OpenAI a function whose
+    # parameters are not of type object: the daemon's first model call would fail.
+    properties = {"path": {"type": "string"}}
+    tools = (
+        r.ToolDefinition(name="read_file", description="Read a file.", parameters={"properties": properties}),
+        r.ToolDefinition(name="noop"),
+        r.ToolDefinition(name="bash", parameters={"type": "object", "required": ["command"]}),
+    )
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful.", tools=tools))
+    anthropic = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    chat = to_openai_chat(prompt, model="m")
+    responses = to_openai_responses(prompt, model="m")
+    expected = [
+        {"type": "object", "properties": properties},
+        {"type": "object"},
+        {"type": "object", "required": ["command"]},
+    ]
+    assert [t["input_schema"] for t in anthropic["tools"]] == expected
+    assert [t["function"]["parameters"] for t in chat["tools"]] == expected
+    assert [t["parameters"] for t in responses["tools"]] == expected
+    check_all(prompt)
+
+
+def test_a_long_routing_key_is_sent_as_a_hash_that_fits_the_providers_limits() -> None:
+    # A UUID agent id and a descriptive cache key make a routing key of 67 characters;
+    # OpenAI rejects a prompt_cache_key over 64 (400 string_above_max_length), Anthropic a
+    # metadata.user_id over 256 (an agent id may have 256 characters).
+    agent = "0b6f1c52-8a4e-4a4f-9d1e-3c2f0e7a9b11"
+    config = RenderConfig(prompt_cache_key="tenant-42/support-bot-eu")
+    inputs = _inputs(agent_id=agent, current_input=CurrentInput(text="go", seq=9))
+    prompt = build_context(inputs, BUDGET, config)
+    assert len(prompt.identity.routing_key) == 67
+    key = to_openai_chat(prompt, model="m")["prompt_cache_key"]
+    assert len(key) <= OPENAI_CACHE_KEY_MAX and key.startswith("holon:")
+    assert to_openai_responses(prompt, model="m")["prompt_cache_key"] == key
+    # Stable: the next turn's prompt routes to the same cache; another agent does not.
+    again = build_context(
+        _inputs(agent_id=agent, current_input=CurrentInput(text="more", seq=12)), BUDGET, config
+    )
+    assert to_openai_chat(again, model="m")["prompt_cache_key"] == key
+    other = build_context(_inputs(agent_id=agent[:-1] + "2"), BUDGET, config)
+    assert to_openai_chat(other, model="m")["prompt_cache_key"] != key
+    # Anthropic's limit is longer: this key goes as it is, a 256-character agent's is hashed.
+    assert to_anthropic_messages(prompt, model="m", max_tokens=10)["metadata"]["user_id"] == (
+        prompt.identity.routing_key
+    )
+    long = build_context(_inputs(agent_id="a" * 256), BUDGET, config)
+    user_id = to_anthropic_messages(long, model="m", max_tokens=10)["metadata"]["user_id"]
+    assert len(user_id) <= ANTHROPIC_USER_ID_MAX and user_id.startswith("holon:")
+    check_all(prompt)
+    check_all(long)
+
+
+def test_a_routing_key_within_the_limits_is_sent_unchanged() -> None:
+    prompt = build_context(_inputs(agent_id="agent-7"), BUDGET, RenderConfig(prompt_cache_key="support-bot"))
+    assert to_openai_chat(prompt, model="m")["prompt_cache_key"] == "holon:agent-7:support-bot"
+    assert to_anthropic_messages(prompt, model="m", max_tokens=1)["metadata"]["user_id"] == (
+        "holon:agent-7:support-bot"
+    )
+
+
+@pytest.mark.parametrize("text", [" ", "\n", "\n\n  \t"])
+def test_a_blank_policy_text_is_no_system_block_and_its_breakpoint_moves_to_the_tools(text: str) -> None:
+    # A policy text of whitespace (a template that rendered empty) became a system block
+    # of whitespace, which Anthropic rejects: "text content blocks must contain
+    # non-whitespace text". It is left out; the breakpoint it carried, which covers the
+    # tool definitions, goes to the last tool, so the tools are still cached.
+    tools = (
+        r.ToolDefinition(name="bash", parameters={"type": "object"}),
+        r.ToolDefinition(name="read_file", parameters={"type": "object"}),
+    )
+    prompt = _policy_prompt(r.SystemPolicy(text=text, tools=tools))
+    assert prompt.section("system") is not None
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert "system" not in request
+    assert [("cache_control" in t) for t in request["tools"]] == [False, True]
+    assert "".join(b["text"] for b in request["messages"][0]["content"]) == prompt.block_text("turn")
+    # With working memory after it: no system block comes before it, so the tools take it.
+    memory = WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="ship it")
+    prompt = _policy_prompt(r.SystemPolicy(text=text, tools=tools), snapshot=memory)
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert [b["text"] for b in request["system"]] == [prompt.block_text("agent")]
+    assert "cache_control" in request["tools"][-1] and "cache_control" in request["system"][0]
+    # Without tools the breakpoint has nothing to cover and is dropped.
+    prompt = _policy_prompt(r.SystemPolicy(text=text), snapshot=memory)
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert [b["text"] for b in request["system"]] == [prompt.block_text("agent")]
+
+
+def test_a_blank_system_block_hands_its_breakpoint_to_the_block_before_it() -> None:
+    def section(name: str, stability: Stability, text: str, mark: bool = False) -> PromptSection:
+        return PromptSection(name=name, stability=stability, text=text, tokens=1, breakpoint=mark)
+
+    prompt = Prompt(
+        sections=(
+            section("system", "stable", "Be careful.", mark=True),
+            section("working_memory", "agent", "## Working memory\nnothing yet"),
+            section("episodes", "agent", "  \n", mark=True),
+            section("current_input", "turn", "## Current input\ngo", mark=True),
+        ),
+        identity=CacheIdentity(
+            agent_id="a1",
+            prompt_cache_key="k",
+            working_memory_revision=1,
+            compression_epoch=0,
+            block_hashes={},
+        ),
+        plan=AssemblyPlan(budget=100, available=100, total_tokens=10, sections=(), omitted=()),
+        estimator="holon-heuristic",
+        render_config={},
+    )
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    check_anthropic(request)
+    assert [(b["text"], "cache_control" in b) for b in request["system"]] == [
+        ("Be careful.", True),
+        ("## Working memory\nnothing yet", True),
+    ]
+
+
+def test_cache_last_block_never_marks_a_block_anthropic_refuses_a_breakpoint_on() -> None:
+    # The request may end with an empty assistant message (Anthropic allows an empty final
+    # assistant content). It became an empty text block with cache_control — a 400 ("text
+    # content blocks must be non-empty", "cache_control cannot be set for empty text blocks")
+    # for a request that was valid before the call.
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful."))
+    request = to_anthropic_messages(prompt, model="m", max_tokens=10)
+    messages = request["messages"]
+    end = messages[0]["content"][-1]
+    messages.append({"role": "assistant", "content": ""})
+    cache_last_block(messages)
+    assert messages[-1] == {"role": "assistant", "content": ""}
+    assert end["cache_control"] == {"type": "ephemeral"}  # the previous end stays marked
+    check_anthropic(request)
+    # Calling it again (the next call of the turn) changes nothing either.
+    cache_last_block(messages)
+    assert messages[-1] == {"role": "assistant", "content": ""}
+    check_anthropic(request)
+
+
+@pytest.mark.parametrize("name", ["run tests", "", "x" * 65, "bash.exec", "größe"])
+def test_a_tool_name_the_providers_refuse_is_a_usage_error_naming_it(name: str) -> None:
+    # Both providers answer 400 for such a name; renaming it would break mapping the
+    # model's calls back, so the adapter says which name and what to do instead.
+    tool = r.ToolDefinition(name=name, description="d", parameters={})
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful.", tools=(tool,)))
+    for adapt in (
+        lambda p: to_anthropic_messages(p, model="m", max_tokens=100),
+        lambda p: to_openai_chat(p, model="m"),
+        lambda p: to_openai_responses(p, model="m"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(repr(name))):
+            adapt(prompt)
+
+
+def test_a_tool_defined_twice_is_a_usage_error() -> None:
+    twice = tuple(r.ToolDefinition(name="bash", description=d, parameters={}) for d in ("a", "b"))
+    with pytest.raises(UsageError, match="defined twice"):
+        to_openai_chat(_policy_prompt(r.SystemPolicy(text="Be careful.", tools=twice)), model="m")
+
+
+@pytest.mark.parametrize("max_tokens", [0, -1, True])
+def test_max_tokens_below_one_is_a_usage_error(max_tokens: int) -> None:
+    prompt = _policy_prompt(r.SystemPolicy(text="Be careful."))
+    with pytest.raises(UsageError, match="max_tokens must be a positive integer"):
+        to_anthropic_messages(prompt, model="m", max_tokens=max_tokens)
+
+
+# --------------------------------------------------------------------------- OpenAI: a daemon's helpers
+# A blank system text, and the helpers an OpenAI daemon's loop uses (the daemon itself,
+# docs/daemon-guide.md's "A complete daemon with the OpenAI SDK", runs against a fake
+# ``openai`` module in tests/test_docs_snippets.py).
+
+MEMORY = WorkingMemorySnapshot(active_work_item_id="w1", work_state="active", objective="ship it")
+
+
+def _system_texts(prompt: Prompt) -> list[str]:
+    chat = to_openai_chat(prompt, model="gpt-5.5")
+    responses = to_openai_responses(prompt, model="gpt-5.5")
+    check_openai_chat(chat)
+    check_openai_responses(responses)
+    chat_system = [m["content"] for m in chat["messages"] if m["role"] == "system"]
+    responses_system = [i["content"] for i in responses["input"] if i["role"] == "system"]
+    assert chat_system == responses_system
+    return chat_system
+
+
+@pytest.mark.parametrize("text", [" ", "\n", "\n\n  \t"])
+def test_a_blank_policy_text_sends_no_whitespace_system_text_to_openai(text: str) -> None:
+    # A policy template that rendered empty was sent as a system message of whitespace
+    # (alone), or as whitespace and a blank line before working memory: tokens and a
+    # message the model cannot read. Anthropic's adapter already leaves such a block out.
+    tools = (r.ToolDefinition(name="bash", parameters={"type": "object"}),)
+    prompt = _policy_prompt(r.SystemPolicy(text=text, tools=tools))
+    assert prompt.section("system") is not None
+    assert _system_texts(prompt) == []
+    assert [t["function"]["name"] for t in to_openai_chat(prompt, model="m")["tools"]] == ["bash"]
+    # With working memory after it, the system text is working memory alone.
+    prompt = _policy_prompt(r.SystemPolicy(text=text, tools=tools), snapshot=MEMORY)
+    assert _system_texts(prompt) == [prompt.block_text("agent")]
+
+
+def test_a_policy_text_is_sent_unchanged_before_working_memory() -> None:
+    prompt = _policy_prompt(r.SystemPolicy(text="  Be careful.\n"), snapshot=MEMORY)
+    [system] = _system_texts(prompt)
+    assert system == "  Be careful.\n" + "\n\n" + prompt.block_text("agent")
+
+
+# --------------------------------------------------------------------------- the model's tool calls
+
+
+def test_tool_arguments_parse_to_the_dict_turn_tool_records() -> None:
+    assert parse_tool_arguments("bash", '{"command": "ls -l", "timeout": 30}') == {
+        "command": "ls -l",
+        "timeout": 30,
+    }
+    # A call without arguments: OpenAI sends "{}", some compatible servers "" or nothing.
+    assert parse_tool_arguments("holon_search", "{}") == {}
+    assert parse_tool_arguments("holon_search", "") == {}
+    assert parse_tool_arguments("holon_search", None) == {}
+    # An already decoded object (Anthropic's tool_use input) is checked the same way.
+    assert parse_tool_arguments("bash", {"command": "ls"}) == {"command": "ls"}
+    big = 2**64 - 1  # the largest integer the ledger stores
+    assert parse_tool_arguments("x", f'{{"n": {big}, "m": {-(2**63)}}}') == {"n": big, "m": -(2**63)}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (
+            '{"command": "ls" "-l"}',
+            "are not valid JSON (Expecting ',' delimiter: line 1 column 18 (char 17))",
+        ),
+        ('{"command": "cat /etc/hos', "are not valid JSON (Unterminated string starting at"),  # cut off
+        ('["ls"]', "are an array, not a JSON object"),
+        ('"ls"', "are a string, not a JSON object"),
+        ("42", "are a number, not a JSON object"),
+        ("null", "are null, not a JSON object"),
+        ('{"timeout": NaN}', "are not valid JSON (NaN is not a JSON value)"),
+        ('{"timeout": -Infinity}', "are not valid JSON (-Infinity is not a JSON value)"),
+        ('{"timeout": 1e999}', "hold a number too large for JSON (inf) at `timeout`: send it as a string"),
+        (
+            '{"ids": [1, 18446744073709551616]}',
+            "hold an integer beyond 64 bits at `ids[1]`: send it as a string",
+        ),
+        (
+            '{"path": "a\\ud800b"}',
+            "hold text that is not valid UTF-8 (a lone surrogate escape such as \\ud800)",
+        ),
+        ("[" * 100_000, "are nested too deeply to decode"),
+    ],
+)
+def test_arguments_the_ledger_cannot_take_are_an_answer_for_the_model(arguments: str, problem: str) -> None:
+    # Before: a daemon's json.loads raised out of its loop (the turn failed over the model's
+    # typo), or passed NaN, a 65-bit integer or a lone surrogate to turn.tool, which raised
+    # InvalidRecord. Now one error says what was wrong, that nothing ran and what to send.
+    with pytest.raises(InvalidToolArguments) as caught:
+        parse_tool_arguments("bash", arguments)
+    exc = caught.value
+    assert isinstance(exc, ValueError) and exc.tool == "bash" and exc.arguments == arguments
+    text = str(exc)
+    assert text.startswith(f"bash: the arguments {problem}")
+    assert "nothing was run. Call bash again with its arguments as one JSON object. You sent: " in text
+    assert text.endswith(arguments if len(arguments) <= 300 else f"… ({len(arguments):,} characters)")
+    # What the call is recorded with: the model's text, storable as given.
+    recorded = exc.recorded_args
+    assert list(recorded) == ["unrecordable_arguments"]
+    assert recorded["unrecordable_arguments"] == arguments.encode("utf-8", "backslashreplace").decode()
+
+
+def test_a_call_with_invalid_arguments_is_recorded_and_answered_without_running(tmp_path: Path) -> None:
+    # The way docs/daemon-guide.md records it: the intent holds the model's text, the
+    # result is the error the model is sent, and the ledger verifies.
+    with Agent.open(tmp_path / "l", agent_id="a") as agent, agent.turn(input="go") as turn:
+        turn.context()
+        try:
+            parse_tool_arguments("bash", '{"command": "ls" "-l"}')
+        except InvalidToolArguments as exc:
+            call = turn.tool(exc.tool, exc.recorded_args)
+            call.finish(str(exc), status="error")
+        assert call.result is not None and call.result.status == "error"
+        assert call.args == {"unrecordable_arguments": '{"command": "ls" "-l"}'}
+        assert turn.messages()[-1]["content"].startswith("bash: the arguments are not valid JSON")
+    with Ledger.open(tmp_path / "l", readonly=True) as ledger:
+        assert ledger.verify().ok
+
+
+def test_parse_tool_arguments_refuses_what_no_provider_returns() -> None:
+    with pytest.raises(
+        UsageError, match=r"must be the JSON text the provider returned \(a str\), a dict or None"
+    ):
+        parse_tool_arguments("bash", 42)  # type: ignore[arg-type]
+
+
+def _call(call_id: str, name: str, arguments: str) -> SimpleNamespace:
+    return SimpleNamespace(
+        id=call_id, type="function", function=SimpleNamespace(name=name, arguments=arguments)
+    )
+
+
+def test_the_assistant_message_holds_what_chat_completions_accepts() -> None:
+    # The SDK's message carries fields a request does not take (annotations, audio, a null
+    # function_call); the helper sends role, content, refusal and the tool calls only.
+    message = SimpleNamespace(
+        role="assistant",
+        content="Looking.",
+        refusal=None,
+        annotations=[],
+        audio=None,
+        function_call=None,
+        tool_calls=[_call("call_1", "bash", '{"command": "ls"}'), _call("call_2", "holon_search", "")],
+    )
+    assert openai_assistant_message(message) == {
+        "role": "assistant",
+        "content": "Looking.",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+            },
+            {"id": "call_2", "type": "function", "function": {"name": "holon_search", "arguments": ""}},
+        ],
+    }
+    # A dict works the same; content stays null beside tool calls, "" without any.
+    as_dict = {"content": None, "tool_calls": [{"id": "c", "function": {"name": "bash", "arguments": "{}"}}]}
+    assert openai_assistant_message(as_dict)["content"] is None
+    assert openai_assistant_message(as_dict)["tool_calls"][0]["type"] == "function"
+    assert openai_assistant_message({"content": None, "tool_calls": None}) == {
+        "role": "assistant",
+        "content": "",
+    }
+    refused = openai_assistant_message(
+        SimpleNamespace(content=None, refusal="I can't help.", tool_calls=None)
+    )
+    assert refused == {"role": "assistant", "content": "", "refusal": "I can't help."}
+
+
+def test_invalid_arguments_go_back_to_the_model_as_an_empty_object() -> None:
+    # OpenAI-compatible servers (vLLM, llama.cpp, SGLang) parse the history's arguments:
+    # one malformed call echoed back made every later request of the turn a 400.
+    message = SimpleNamespace(
+        content=None,
+        tool_calls=[_call("call_1", "bash", '{"command": "ls" "-l"}'), _call("call_2", "bash", '{"n": NaN}')],
+    )
+    sent = openai_assistant_message(message)
+    assert [c["function"]["arguments"] for c in sent["tool_calls"]] == ["{}", "{}"]
+    request = {"model": "m", "messages": [{"role": "user", "content": "go"}, sent]}
+    request["messages"] += [
+        {"role": "tool", "tool_call_id": c["id"], "content": "error"} for c in sent["tool_calls"]
+    ]
+    check_openai_chat(request)
+    for call in sent["tool_calls"]:
+        json.loads(call["function"]["arguments"])
+
+
+# --------------------------------------------------------------------------- tool definitions as sent
+# The tool definitions as sent, and the cache identity covering them:
+# - Responses reads a function tool without ``strict`` as strict where it can (Chat
+#   Completions as not strict), so the same SystemPolicy meant different tools there.
+# - The request's schemas were shallow copies of the folded state's SystemPolicy: a daemon
+#   adjusting them in place changed what every later prompt rendered.
+# - The tools section sorted the schemas' keys while the adapters send them as declared:
+#   two policies differing only in key order rendered one cache key for two prefixes.
+# - ``cache_last_block`` moved the end mark onto a thinking block, which Anthropic refuses.
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+#: A tool with an optional property: strict mode would make ``cwd`` required.
+BASH = r.ToolDefinition(
+    name="bash",
+    description="Run a command.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string"},
+            "cwd": {"type": "string", "description": "where to run it (default: the workspace)"},
+        },
+        "required": ["command"],
+    },
+)
+
+
+def _tools_prompt(policy: r.SystemPolicy, agent_id: str = "a1") -> Prompt:
+    inputs = ContextInputs(agent_id=agent_id, policy=policy, current_input=CurrentInput(text="go", seq=9))
+    return build_context(inputs, BUDGET)
+
+
+def test_responses_function_tools_say_they_are_not_strict() -> None:
+    # Responses normalizes a function tool that omits `strict` into strict mode whenever
+    # the schema allows it: `cwd` becomes required and the model sends "" for it where
+    # it meant the default. Chat Completions reads the same omission as not strict.
+    prompt = _tools_prompt(r.SystemPolicy(text="Be careful.", tools=(BASH, r.ToolDefinition(name="noop"))))
+    request = to_openai_responses(prompt, model="gpt-5.5")
+    check_openai_responses(request)
+    assert [t.get("strict") for t in request["tools"]] == [False, False]
+    assert request["tools"][0] == {
+        "type": "function",
+        "name": "bash",
+        "description": "Run a command.",
+        "parameters": dict(BASH.parameters),
+        "strict": False,
+    }
+    # Chat Completions' default already is non-strict: its body is unchanged.
+    assert all("strict" not in t["function"] for t in to_openai_chat(prompt, model="gpt-5.5")["tools"])
+    check_all(prompt)
+
+
+def _tools_of(request: dict[str, Any]) -> list[dict[str, Any]]:
+    tools = request.get("tools", [])
+    # Anthropic's input_schema, Chat Completions' function.parameters, Responses' parameters.
+    return [t["input_schema"] if "input_schema" in t else t.get("function", t)["parameters"] for t in tools]
+
+
+@pytest.mark.parametrize(
+    "adapt",
+    [
+        lambda p: to_anthropic_messages(p, model="m", max_tokens=10),
+        lambda p: to_openai_chat(p, model="m"),
+        lambda p: to_openai_responses(p, model="m"),
+    ],
+    ids=["anthropic", "chat", "responses"],
+)
+def test_adjusting_a_requests_schemas_leaves_the_policy_and_the_next_prompt_unchanged(
+    adapt: Callable[[Prompt], dict[str, Any]],
+) -> None:
+    # A daemon preparing OpenAI strict mode sets additionalProperties: false on every
+    # nested object of the request's schemas. The nested dicts were the folded state's
+    # SystemPolicy: the next prompt rendered another tools section and cache key than the
+    # ledger's records reproduce.
+    policy = r.SystemPolicy(text="Be careful.", tools=(copy.deepcopy(BASH),))
+    state = apply(initial_state(), r.Record(seq=0, body=policy, ts=1))
+    state = apply(state, r.Record(seq=1, body=r.Message(role="user", text="go"), ts=2))
+    first = build_context(state, BUDGET, agent_id="a1")
+    request = adapt(first)
+    for schema in _tools_of(request):
+        schema["additionalProperties"] = False
+        for prop in schema["properties"].values():
+            prop["description"] = "changed"
+        schema["required"].append("cwd")
+    again = build_context(state, BUDGET, agent_id="a1")
+    assert again.text == first.text
+    assert again.cache_key == first.cache_key
+    declared = state.runtime.policy
+    assert declared is not None and declared.policy.tools == (BASH,)
+    # And the request itself was built from the policy as it is.
+    assert _tools_of(adapt(again)) == [dict(BASH.parameters)]
+
+
+def test_a_schema_in_another_key_order_is_another_cache_key() -> None:
+    # Anthropic caches the tool definitions as sent, in the declared key order; the tools
+    # section (which the key hashes) sorted the keys, so these two policies rendered one
+    # key for two prefixes, and an audit counted a hit the provider missed.
+    reordered = r.ToolDefinition(
+        name="bash",
+        description="Run a command.",
+        parameters={
+            "required": ["command"],
+            "properties": {
+                "cwd": {"description": "where to run it (default: the workspace)", "type": "string"},
+                "command": {"type": "string"},
+            },
+            "type": "object",
+        },
+    )
+    assert reordered.parameters == BASH.parameters  # the same schema, other bytes
+    one = _tools_prompt(r.SystemPolicy(text="Be careful.", tools=(BASH,)))
+    other = _tools_prompt(r.SystemPolicy(text="Be careful.", tools=(reordered,)))
+    sent = [json.dumps(to_anthropic_messages(p, model="m", max_tokens=10)["tools"]) for p in (one, other)]
+    assert sent[0] != sent[1]
+    assert one.cache_key != other.cache_key
+    assert one.identity.prefix_hash != other.identity.prefix_hash
+    # The section shows the parameters as declared, the line's own keys sorted as before.
+    tools = other.section("tools")
+    assert tools is not None
+    line = json.loads(tools.text.splitlines()[1])
+    assert list(line) == ["description", "name", "parameters"]
+    assert list(line["parameters"]) == ["required", "properties", "type"]
+    assert list(line["parameters"]["properties"]) == ["cwd", "command"]
+    # The same policy again is the same key: nothing else moved it.
+    assert _tools_prompt(r.SystemPolicy(text="Be careful.", tools=(reordered,))).cache_key == other.cache_key
+
+
+@pytest.mark.parametrize(
+    "thinking",
+    [
+        {"type": "thinking", "thinking": "Let me check the tests first.", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "EmwKAhgB"},
+    ],
+    ids=["thinking", "redacted_thinking"],
+)
+def test_cache_last_block_never_marks_a_thinking_block(thinking: dict[str, Any]) -> None:
+    # Anthropic: "Thinking blocks cannot be cached directly with cache_control". A request
+    # ending with the model's thinking (a final assistant message cut off while it thought)
+    # had the mark moved onto it: a 400 for a request that was valid before the call.
+    request = to_anthropic_messages(
+        _tools_prompt(r.SystemPolicy(text="Be careful.")), model="m", max_tokens=10
+    )
+    messages = request["messages"]
+    end = messages[0]["content"][-1]
+    messages.append({"role": "assistant", "content": [thinking]})
+    cache_last_block(messages)
+    assert "cache_control" not in messages[-1]["content"][0]
+    assert end["cache_control"] == {"type": "ephemeral"}  # the previous end keeps the mark
+    # Beside a block that takes one, that block is marked instead.
+    messages[-1]["content"].append({"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}})
+    cache_last_block(messages)
+    assert [("cache_control" in b) for b in messages[-1]["content"]] == [False, True]
+    assert "cache_control" not in end
+
+
+_PAYLOADS = """
+import json
+import blake3
+import msgspec
+import holon.records as r
+from holon.context import Budget, RenderConfig, to_anthropic_messages, to_openai_chat, to_openai_responses
+from tests.context_session import run_session
+tool = r.ToolDefinition(name="grep", description="Søk \\u200b\\x1b[0m",
+    parameters={"type": "object", "properties": {"z": {"type": "string"}, "a": {"enum": ["é", "\\x00"]}}})
+policy = r.SystemPolicy(text="Be careful. 日本語 \\x07", tools=(tool,))
+config = RenderConfig(prompt_cache_key="k" * 70)  # sent hashed
+s = run_session(12, Budget(context_window=6000, output_reserve=500), config, seed=5)
+h = blake3.blake3()
+for t in sorted(s.prompts):
+    p = msgspec.structs.replace(s.prompts[t], tools=policy.tools)
+    for body in (to_anthropic_messages(p, model="m", max_tokens=9), to_openai_chat(p, model="m"),
+                 to_openai_responses(p, model="m")):
+        h.update(json.dumps(body, ensure_ascii=False).encode())
+print(len(s.prompts), h.hexdigest())
+"""
+
+
+def test_request_bodies_are_byte_identical_across_processes() -> None:
+    # The bodies are what the providers cache: another hash seed (dict and set order of
+    # the process) must not move a byte, or every restarted daemon starts cold.
+    outputs = []
+    for seed in ("1", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-c", _PAYLOADS], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        )
+        outputs.append(done.stdout.split())
+    assert outputs[0] == outputs[1] and int(outputs[0][0]) >= 12 and len(outputs[0][1]) == 64

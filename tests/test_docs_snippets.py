@@ -36,8 +36,8 @@ from holon.importers import ImportReport
 from holon.ledger import Ledger
 from holon.projections import fold, verify_derivations
 from holon.runtime import Agent, ToolCall
+from tests.provider_rules import check_openai_chat
 from tests.runtime_support import load_daemon
-from tests.test_adapters_review import check_openai_chat
 from tests.test_integrations_langgraph import ScriptedChat, read_log
 
 ROOT = Path(__file__).resolve().parent.parent

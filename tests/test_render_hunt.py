@@ -37,8 +37,8 @@ from holon.context.sections import SECTION_ORDER
 from holon.errors import BudgetExceeded
 from holon.projections import MessageEntry, WorkingMemorySnapshot, apply, initial_state
 from tests.live import LiveLedger, evidence_of
+from tests.provider_rules import check_all
 from tests.strategies import AgentRun, agent_runs, budgets_around, nasty_text
-from tests.test_adapters_review import check_all
 from tests.test_context_properties import AGENT, _check_prompt, _check_threshold, _Records, _sizes
 from tests.test_properties_review23 import _squeezed
 
