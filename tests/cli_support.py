@@ -92,6 +92,17 @@ def write_jsonl(path: Path, records: Iterable[r.Record]) -> Path:
     return path
 
 
+def corrupt_ledger(target: Path) -> Path:
+    """A fixture ledger at ``target`` with one byte flipped in the middle of its active segment."""
+    build_ledger(target, "boundary_turn_cap")
+    segment = sorted((target / "segments").glob("*.seg"))[-1]
+    data = bytearray(segment.read_bytes())
+    middle = len(data) // 2
+    data[middle] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    return target
+
+
 def divergent_ledger(target: Path) -> tuple[Path, int]:
     """A ledger whose first episode was edited after it was derived, and that episode's seq."""
     records = list(live_records("boundary_task_rejoined"))

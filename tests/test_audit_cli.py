@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from holon.audit import TABLES
 from holon.audit.commands import audit
-from holon.cli import main
+from holon.cli import EXIT_OK, EXIT_USAGE, main
+from tests.cli_support import invoke
 from tests.test_audit_reports import planted
 from tests.test_audit_support import write_ledger
 
@@ -174,3 +175,32 @@ def test_a_bad_report_parameter_fails_before_loading(tmp_path: Path) -> None:
     # The path is not a ledger: had the ledgers been loaded first, that would be the error.
     code, _, err = run("audit", str(tmp_path), "--report", "tools", "--param", "nope=1")
     assert code == 2 and "has no parameter 'nope'" in err
+
+
+# --------------------------------------------------------------------------- --memory-limit
+
+
+@pytest.mark.parametrize("value", ["-5GB", "0", "0GB", "0%", "garbage", "", "2", "GB", "1.2.3GB", "120%"])
+def test_a_memory_limit_that_is_not_a_positive_size_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    # -5GB was taken by DuckDB as no limit at all; garbage was refused only after the load,
+    # in DuckDB's words.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    for args in (
+        ("audit", ledger, "--memory-limit", value),
+        ("export", ledger, tmp_path / "pq", "--format", "parquet", "--memory-limit", value),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == EXIT_USAGE, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("holon: usage error: Invalid value for '--memory-limit'")
+        assert "e.g. 2GB" in line
+    assert not (tmp_path / "pq").exists()
+
+
+@pytest.mark.parametrize("value", ["2GB", "500MB", "1.5GB", "2 GB", "750mib", "1TB", "50%"])
+def test_a_memory_limit_duckdb_understands_is_accepted(tmp_path: Path, value: str) -> None:
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    result = invoke("audit", ledger, "--memory-limit", value, "--sql", "SELECT 1 AS one")
+    assert result.exit_code == EXIT_OK, result.stderr

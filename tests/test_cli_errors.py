@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -10,15 +11,35 @@ import sys
 from pathlib import Path
 
 import click
+import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
+import holon.replay
 from holon import records as r
-from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_INTERNAL, EXIT_USAGE, HolonGroup
+from holon.cli import (
+    EXIT_CHECK_FAILED,
+    EXIT_CORRUPT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SYSTEM,
+    EXIT_USAGE,
+    HolonGroup,
+)
 from holon.cli import main as holon_cli
 from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger
-from tests.cli_support import build_ledger, invoke, live_records, tree_bytes, write_jsonl
+from tests.cli_support import (
+    build_ledger,
+    corrupt_ledger,
+    divergent_ledger,
+    invoke,
+    live_records,
+    tree_bytes,
+    write_jsonl,
+)
+from tests.ledger_support import AGENT, message
 
 IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
@@ -48,17 +69,6 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_ledger(tmp_path_factory.mktemp("errors") / "L", "boundary_turn_cap")
 
 
-def _corrupt_ledger(target: Path) -> Path:
-    """A fixture ledger at ``target`` with one byte flipped in the middle of its active segment."""
-    build_ledger(target, "boundary_turn_cap")
-    segment = sorted((target / "segments").glob("*.seg"))[-1]
-    data = bytearray(segment.read_bytes())
-    middle = len(data) // 2
-    data[middle] ^= 0xFF
-    segment.write_bytes(bytes(data))
-    return target
-
-
 @pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
 def test_missing_path_is_a_usage_error(command: tuple[str, ...], tmp_path: Path) -> None:
     missing = tmp_path / "nope"
@@ -80,7 +90,7 @@ def test_a_directory_that_is_not_a_ledger_is_a_usage_error(command: tuple[str, .
 
 @pytest.mark.parametrize("command", [c for c in READ_COMMANDS if c[0] != "verify"], ids=lambda c: c[0])
 def test_a_corrupt_segment_exits_3_naming_the_file(command: tuple[str, ...], tmp_path: Path) -> None:
-    target = _corrupt_ledger(tmp_path / "L")
+    target = corrupt_ledger(tmp_path / "L")
     result = invoke(command[0], target, *command[1:])
     assert result.exit_code == EXIT_CORRUPT, result.output
     line = _one_line_error(result.stderr)
@@ -88,7 +98,7 @@ def test_a_corrupt_segment_exits_3_naming_the_file(command: tuple[str, ...], tmp
 
 
 def test_verify_lists_corruption_and_exits_3(tmp_path: Path) -> None:
-    target = _corrupt_ledger(tmp_path / "L")
+    target = corrupt_ledger(tmp_path / "L")
     result = invoke("verify", target)
     assert result.exit_code == EXIT_CORRUPT
     assert "problem(s)" in result.stdout and ".seg at byte" in result.stdout
@@ -315,7 +325,7 @@ def test_writing_into_a_directory_that_is_not_a_ledger_is_a_usage_error(
 def test_writing_into_a_corrupt_ledger_exits_3_and_changes_nothing(
     writer: str, inputs: dict[str, Path], tmp_path: Path
 ) -> None:
-    target = _corrupt_ledger(tmp_path / "L")
+    target = corrupt_ledger(tmp_path / "L")
     before = tree_bytes(target)
     result = _write(writer, target, inputs)
     assert result.exit_code == EXIT_CORRUPT, result.output
@@ -411,7 +421,7 @@ def test_errors_under_json_are_json_objects(tmp_path: Path, ledger: Path) -> Non
     # Without --json, the same error is the usual text line.
     line = _one_line_error(invoke("stats", missing).stderr)
     assert line.startswith(f"holon: error: {missing} does not exist")
-    error = _json_error(invoke("stats", _corrupt_ledger(tmp_path / "C"), "--json"))
+    error = _json_error(invoke("stats", corrupt_ledger(tmp_path / "C"), "--json"))
     assert (error["type"], error["exit_code"]) == ("LedgerCorrupt", EXIT_CORRUPT)
     # A command registered from another module (lazily) answers in JSON too.
     error = _json_error(invoke("audit", ledger, "--sql", "SELECT nope", "--json"))
@@ -446,3 +456,219 @@ def test_python_dash_m_holon_is_the_holon_command(tmp_path: Path) -> None:
         [sys.executable, "-m", "holon", "--help"], capture_output=True, text=True, env=env, check=False
     )
     assert usage.returncode == 0 and usage.stdout.startswith("Usage: holon ")
+
+
+# --------------------------------------------------------------------------- options that do not apply
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("render", "--call", "2"), ("explain", "--call", "2"), ("episodes", "--limit", "3")],
+    ids=["render-call", "explain-call", "episodes-limit"],
+)
+def test_an_option_that_does_not_apply_is_a_usage_error_not_ignored(
+    args: tuple[str, ...], tmp_path: Path
+) -> None:
+    # --call without --at-turn rendered the next prompt as if it were absent; --limit without
+    # --search listed every episode: the user got something other than what was asked, with exit 0.
+    ledger = build_ledger(tmp_path / "L", "session_multi_work")
+    result = invoke(args[0], ledger, *args[1:])
+    assert result.exit_code == 2, result.stdout[:200]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"holon: usage error: {args[1]} applies to ")
+    assert line.endswith(f"(see holon {args[0]} --help)")
+    # With the option it belongs to, it works.
+    paired = (
+        ("--call", "1", "--at-turn", "217") if args[1] == "--call" else ("--limit", "3", "--search", "W3")
+    )
+    assert invoke(args[0], ledger, *paired).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [(), ("--format", "text"), ("--format", "json"), ("--json",)],
+    ids=["default", "text", "json", "--json"],
+)
+def test_model_without_a_provider_format_is_a_usage_error(extra: tuple[str, ...], tmp_path: Path) -> None:
+    # `holon render L --model gpt-5.5` printed the text prompt and exited 0: the model named
+    # was silently dropped, as --call without --at-turn was before it.
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+    result = invoke("render", ledger, "--model", "gpt-x", *extra)
+    assert result.exit_code == EXIT_USAGE, result.stdout[:200]
+    assert result.stdout == ""
+    line = result.stderr.strip().splitlines()[-1]
+    assert "--model applies to the provider formats only" in line
+    # With a provider format it is the request's model.
+    request = invoke("render", ledger, "--format", "openai", "--model", "gpt-x")
+    assert request.exit_code == EXIT_OK, request.stderr
+    assert msgspec.json.decode(request.stdout)["model"] == "gpt-x"
+
+
+# --------------------------------------------------------------------------- JSON error types
+
+
+def test_json_errors_name_the_public_error_class_never_a_private_one(tmp_path: Path) -> None:
+    # `type` is documented to name the error (LedgerCorrupt, BudgetExceeded, ...): verify's
+    # corruption said "_Corrupt" and a budget too small said "_Failure".
+    corrupt = corrupt_ledger(tmp_path / "C")
+    for args, expected in [
+        (("verify", corrupt, "--json"), "LedgerCorrupt"),
+        (("stats", corrupt, "--json"), "LedgerCorrupt"),
+        (("render", divergent_ledger(tmp_path / "D")[0], "--budget", "1", "--json"), "BudgetExceeded"),
+    ]:
+        result = invoke(*args)
+        error = json.loads(result.stderr.strip().splitlines()[-1])["error"]
+        assert error["type"] == expected, (args, error)
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def test_an_interrupt_exits_130_not_the_code_of_a_failed_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C became click's Abort: "Aborted!" and exit code 1, which holon documents as
+    # "a check failed" (a script would report a divergent ledger).
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(holon.replay, "ledger_stats", interrupted)  # what `holon stats` calls
+    result = invoke("stats", ledger)
+    assert result.exit_code == EXIT_INTERRUPTED == 130
+    assert result.stderr == "holon: error: interrupted\n"
+    error = json.loads(invoke("stats", ledger, "--json").stderr)["error"]
+    assert (error["exit_code"], error["type"]) == (130, "KeyboardInterrupt")
+
+
+# --------------------------------------------------------------------------- budgets too small
+
+
+@pytest.mark.parametrize("window", ["1", "5"])
+def test_a_window_too_small_for_any_prompt_does_not_blame_a_zero_output_reserve(
+    window: str, tmp_path: Path
+) -> None:
+    # "the output reserve (0 tokens) leaves no room ...; lower the output reserve": it was 0.
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+    result = invoke("render", ledger, "--budget", window, "--output-reserve", "0")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"a context window of {window} token" in line and "leaves no room for a prompt" in line
+    assert "raise the context window" in line and "lower the output reserve" not in line
+
+
+# --------------------------------------------------------------------------- usage errors
+
+
+def test_a_missing_choice_option_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    # `holon import L session.jsonl` without --from printed click's list of formats a line
+    # each ("Choose from:\n\tjsonl,\n\tclaude-code,..."): six lines where one is promised,
+    # and a JSON error whose message a script shows cut into lines.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    text = invoke("import", ledger, tmp_path / "s.jsonl")
+    assert text.exit_code == EXIT_USAGE
+    (line,) = text.stderr.strip().splitlines()
+    assert line == (
+        "holon: usage error: Missing option '--from'. Choose from: jsonl, claude-code, openai-chat, "
+        "swe-agent, openhands (see holon import --help)"
+    )
+    as_json = invoke("import", ledger, tmp_path / "s.jsonl", "--json")
+    (json_line,) = as_json.stderr.strip().splitlines()
+    message = json.loads(json_line)["error"]["message"]
+    assert "\n" not in message and "\t" not in message
+    assert message == line.removeprefix("holon: usage error: ")
+
+
+# --------------------------------------------------------------------------- usage errors as JSON
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("stats", "{L}", "--json", "--budget", "3"), "No such option '--budget'"),
+        (("render", "{L}", "--json", "--at-turn"), "Option '--at-turn' requires an argument"),
+        (("import", "{L}", "x.jsonl", "--json", "--from"), "Option '--from' requires an argument"),
+        (("--bogus", "stats", "{L}", "--json"), "No such option '--bogus'"),
+        (("frobnicate", "--json"), "No such command 'frobnicate'"),
+    ],
+    ids=["unknown-option", "missing-value", "missing-choice-value", "group-option", "unknown-command"],
+)
+def test_a_script_passing_json_gets_every_usage_error_as_json(
+    args: tuple[str, ...], says: str, tmp_path: Path
+) -> None:
+    # click stops parsing at an unknown option or at an option missing its value, before it
+    # reads --json: `holon render L --json --at-turn` answered a script that asked for JSON
+    # with a text line, which `json.loads` fails on.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    result = invoke(*(str(ledger) if a == "{L}" else a for a in args))
+    assert result.exit_code == EXIT_USAGE and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    error = json.loads(line)["error"]
+    assert (error["kind"], error["type"], error["exit_code"]) == ("usage error", "UsageError", EXIT_USAGE)
+    assert says in error["message"]
+    # Without --json, the same error is text.
+    plain = [a for a in args if a != "--json"]
+    text = invoke(*(str(ledger) if a == "{L}" else a for a in plain))
+    assert text.stderr.startswith("holon: usage error: ") and says in text.stderr
+
+
+# --------------------------------------------------------------------------- the system refuses a write
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (errno.ENOSPC, "no space left on the device: free some space"),
+        (errno.EDQUOT, "disk quota"),
+        (errno.EROFS, "read-only file system"),
+        (errno.EACCES, "permission denied"),
+        (errno.EPERM, "permission denied"),
+    ],
+)
+def test_a_write_the_system_refuses_says_why_and_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, words: str
+) -> None:
+    ledger = tmp_path / "L"
+    real_open = os.open
+
+    def refusing_open(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if str(path).endswith(".tmp"):
+            raise OSError(code, os.strerror(code), str(path))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", refusing_open)
+    result = invoke("init", ledger, "--agent-id", "a")
+    monkeypatch.undo()
+    assert result.exit_code == (EXIT_USAGE if code in (errno.EACCES, errno.EPERM) else EXIT_SYSTEM)
+    (line,) = result.stderr.strip().splitlines()
+    assert words in line
+    # the file meant, not the temporary name it is written under
+    assert f"({ledger / 'segments' / '00000000000000000000.seg'})" in line
+    assert ".tmp" not in line
+
+
+def test_a_write_refused_without_a_file_name_still_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # os.write reports a full disk without naming the file.
+    with Ledger.create(tmp_path / "L", agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+    (tmp_path / "r.jsonl").write_bytes(b"")
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        if len(data) > 0 and os.readlink(f"/proc/self/fd/{fd}").endswith(".jsonl.tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    result = invoke("export", tmp_path / "L", tmp_path / "x.jsonl", "--json")
+    monkeypatch.undo()
+    assert result.exit_code == EXIT_SYSTEM
+    error = json.loads(result.stderr)["error"]
+    assert error["type"] == "OSError"
+    assert error["message"].startswith("no space left on the device: free some space")
+    assert not (tmp_path / "x.jsonl.tmp").exists()

@@ -4,15 +4,19 @@ leaves nothing behind when it fails; `--from jsonl` imports only into an empty l
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from holon import records as r
+from holon.cli import EXIT_OK, EXIT_USAGE
 from holon.errors import UsageError
 from holon.ledger import Ledger, export_jsonl, import_jsonl
 from holon.ledger.files import write_atomic
 from tests.cli_support import build_ledger, invoke, tree_bytes, write_jsonl
+from tests.ledger_support import child_env
 
 
 @pytest.fixture
@@ -150,3 +154,49 @@ def test_import_jsonl_refuses_derived_records_after_another_head(ledger: Path, t
         hello = r.Record(body=r.Message(role="user", text="hi"), ts=2)
         evidence = write_jsonl(tmp_path / "evidence.jsonl", [hello])
         assert list(import_jsonl(evidence, other)) == [1]
+
+
+# --------------------------------------------------------------------------- `-`, and another ledger
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_export_to_dash_is_refused_not_a_file_named_dash(fmt: str, tmp_path: Path) -> None:
+    # `holon export L -` wrote a file named "-" (and "-.blobs/") in the working directory
+    # and said "wrote N records to -", which reads as standard output.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    done = subprocess.run(
+        [sys.executable, "-m", "holon", "export", str(ledger), "-", "--format", fmt],
+        capture_output=True,
+        env=child_env(),
+        cwd=tmp_path,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == EXIT_USAGE
+    assert "not to standard output: pass a path" in done.stderr.decode()
+    assert done.stdout == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L"]
+
+
+def test_export_into_another_ledger_is_refused(tmp_path: Path) -> None:
+    source, other = tmp_path / "L", tmp_path / "O"
+    assert invoke("init", source, "--agent-id", "a").exit_code == EXIT_OK
+    assert invoke("init", other, "--agent-id", "b").exit_code == EXIT_OK
+    before = tree_bytes(other)
+    result = invoke("export", source, other / "segments" / "x.jsonl")
+    assert result.exit_code == EXIT_USAGE
+    assert f"inside the ledger {other}" in result.stderr
+    assert tree_bytes(other) == before
+
+
+def test_a_parquet_export_into_another_ledger_is_refused(tmp_path: Path) -> None:
+    source, other = tmp_path / "L", tmp_path / "O"
+    assert invoke("init", source, "--agent-id", "a").exit_code == EXIT_OK
+    assert invoke("init", other, "--agent-id", "b").exit_code == EXIT_OK
+    before = tree_bytes(other)
+    for out in (other, other / "tables"):
+        result = invoke("export", source, out, "--format", "parquet")
+        assert result.exit_code == EXIT_USAGE, result.stderr
+        assert f"inside the ledger {other}" in result.stderr
+    assert tree_bytes(other) == before

@@ -5,7 +5,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Iterable, Sequence
+import pty
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -13,18 +16,23 @@ import pytest
 
 import holon.ledger.writer
 from holon import records as r
+from holon.cli import EXIT_OK, EXIT_USAGE
 from holon.importers import read_transcript
 from holon.ledger import Ledger
+from holon.projections import ProjectionConfig
 from tests.cli_support import (
     LEDGERS,
     build_ledger,
+    checkpoint_at_head,
     fixture_names,
     invoke,
     live_records,
     tree_bytes,
     write_jsonl,
 )
+from tests.ledger_support import AGENT, child_env, message
 from tests.live import replay_live
+from tests.runtime_support import ledger_records, prompted_turns
 
 IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
@@ -187,8 +195,8 @@ def test_append_refuses_derived_records_and_malformed_lines(tmp_path: Path) -> N
 
 def _turn(index: int, ts: int) -> list[r.Record]:
     return [
-        r.Record(body=r.TurnStarted(trigger="user", input="go"), ts=ts, turn=index),
-        r.Record(body=r.Message(role="user", text="go"), ts=ts + 1, turn=index),
+        r.Record(body=r.TurnStarted(trigger="user", input=f"go {index}"), ts=ts, turn=index),
+        r.Record(body=r.Message(role="user", text=f"go {index}"), ts=ts + 1, turn=index),
         r.Record(body=r.TurnEnded(outcome="completed"), ts=ts + 2, turn=index),
     ]
 
@@ -418,7 +426,8 @@ def test_import_summary_counts_in_words(tmp_path: Path) -> None:
 
 
 # Not jsonl: an empty file is the export of an empty ledger, which imports into an empty
-# ledger as nothing (tests/test_cli_review4.py); into a ledger with records it is refused.
+# ledger as nothing (test_an_empty_ledger_round_trips_through_export_and_import); into a
+# ledger with records it is refused.
 @pytest.mark.parametrize("fmt", ["claude-code", "openai-chat", "swe-agent", "openhands"])
 def test_an_empty_file_is_refused_the_same_way_in_every_format(fmt: str, tmp_path: Path) -> None:
     target = _init(tmp_path / "L")
@@ -821,3 +830,278 @@ def test_a_new_ledger_a_full_disk_stopped_is_kept_when_records_reached_it(
     whole = tmp_path / "whole"
     assert invoke("import", whole, session, "--from", "claude-code").exit_code == 0
     assert _stored(tmp_path / "part") == _stored(whole) and _head(tmp_path / "part") == _head(whole)
+
+
+# --------------------------------------------------------------------------- import from a pipe
+
+
+def _holon_with_stdin(data: bytes, *args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "holon.cli", *map(str, args)],
+        input=data,
+        capture_output=True,
+        env=child_env(),
+        check=False,
+        timeout=120,
+    )
+
+
+def test_import_jsonl_reads_an_export_from_a_pipe(tmp_path: Path) -> None:
+    # `zcat run.jsonl.gz | holon import L /dev/stdin --from jsonl` said "cannot read /dev/stdin:
+    # no such file": the check wanted a regular file, though every other format reads a pipe.
+    source = build_ledger(tmp_path / "S", "boundary_turn_cap")
+    export = tmp_path / "run.jsonl"
+    assert invoke("export", source, export).exit_code == 0
+    target = tmp_path / "T"
+    assert invoke("init", target, "--agent-id", "boundary_turn_cap").exit_code == 0
+    done = _holon_with_stdin(export.read_bytes(), "import", target, "/dev/stdin", "--from", "jsonl")
+    assert done.returncode == 0, done.stderr
+    with Ledger.open(source, readonly=True) as a, Ledger.open(target, readonly=True) as b:
+        assert a.head() == b.head()
+    # A pipe holding nothing is refused like an empty file, and writes nothing.
+    empty = tmp_path / "E"
+    assert invoke("init", empty, "--agent-id", "e").exit_code == 0
+    done = _holon_with_stdin(b"", "import", empty, "/dev/stdin", "--from", "jsonl")
+    assert done.returncode == 2
+    assert done.stderr.decode().strip() == (
+        "holon: error: /dev/stdin is empty: there is no holon export in it to import"
+    )
+    with Ledger.open(empty, readonly=True) as ledger:
+        assert ledger.head()[0] == -1
+
+
+# --------------------------------------------------------------------------- `-` for standard input
+
+
+def test_dash_reads_standard_input_for_append_and_import(tmp_path: Path) -> None:
+    # `zcat run.jsonl.gz | holon append L -` said "cannot read -: No such file or directory":
+    # the input file was only ever a path (and a file named "-" in the working directory
+    # was read instead, when there was one).
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    records = write_jsonl(tmp_path / "in.jsonl", _turn(1, 10)).read_bytes()
+    done = _holon_with_stdin(records, "append", ledger, "-")
+    assert done.returncode == EXIT_OK, done.stderr
+    chat = IMPORTERS / "openai-chat" / "tau-bench-runs.json"
+    done = _holon_with_stdin(chat.read_bytes(), "import", ledger, "-", "--from", "openai-chat")
+    assert done.returncode == EXIT_OK, done.stderr
+    with Ledger.open(ledger, readonly=True) as opened:
+        inputs = [rec.body.input for rec in opened.read() if isinstance(rec.body, r.TurnStarted)]
+    assert inputs == ["go 1", "Change my seat.", "Book a flight."]
+    # A bad line is named in standard input, and nothing is appended.
+    done = _holon_with_stdin(b"not json\n", "append", ledger, "-")
+    assert done.returncode == EXIT_USAGE
+    assert done.stderr.decode().startswith("holon: error: invalid record at line 1 of /dev/stdin")
+
+
+def test_dash_on_a_terminal_is_refused_not_a_wait(tmp_path: Path) -> None:
+    # Nothing piped in: rather than wait for typing, say what `-` means.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "holon", "append", str(ledger), "-"],
+            stdin=terminal,
+            capture_output=True,
+            env=child_env(),
+            check=False,
+            timeout=120,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert done.returncode == EXIT_USAGE
+    assert done.stderr.decode().strip() == (
+        "holon: error: - reads standard input, which is a terminal here: pipe or redirect the file in "
+        "(`holon append PATH - < FILE`), or pass its path"
+    )
+
+
+# --------------------------------------------------------------------------- importing several transcripts
+
+
+def test_a_second_transcript_imported_into_a_ledger_continues_its_turn_numbers(tmp_path: Path) -> None:
+    # Every import counted its turns from 0 again: two sessions imported into one agent's
+    # ledger both had a turn 0, and `--at-turn 0` could only ever reach the first one.
+    importers = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    first = importers / "openai-chat" / "tau-bench-runs.json"
+    second = importers / "swe-agent" / "thought-action.traj"
+    assert invoke("import", ledger, first, "--from", "openai-chat").exit_code == 0
+    result = invoke("import", ledger, second, "--from", "swe-agent")
+    assert result.exit_code == 0, result.stderr
+    with Ledger.open(ledger, readonly=True) as opened:
+        started = [(rec.turn, rec.body.input) for rec in opened.read() if isinstance(rec.body, r.TurnStarted)]
+    turns = [turn for turn, _ in started]
+    assert turns == list(range(len(turns))) and len(turns) == 3
+    last_turn, last_input = started[-1]
+    assert last_input is not None and last_input.startswith("ISSUE:")
+    rendered = invoke("render", ledger, "--at-turn", str(last_turn))
+    assert rendered.exit_code == 0, rendered.stderr
+    assert last_input.encode() in rendered.stdout_bytes
+    assert invoke("verify", ledger).exit_code == 0
+
+
+def test_append_refuses_a_turn_number_that_does_not_go_up(tmp_path: Path) -> None:
+    # The runtime numbers each turn one above the last. `holon append` took a second batch
+    # numbered from 1 again: the ledger then held two turn 1s and `--at-turn 1` found only one.
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    first = write_jsonl(tmp_path / "one.jsonl", [*_turn(1, 10), *_turn(2, 20)])
+    assert invoke("append", ledger, first).exit_code == 0
+    with Ledger.open(ledger, readonly=True) as opened:
+        head = opened.head()
+    again = write_jsonl(tmp_path / "again.jsonl", [*_turn(3, 30), *_turn(2, 40)])
+    result = invoke("append", ledger, again)
+    assert result.exit_code == 2
+    assert (
+        f"line 4 of {again}, field `turn`: turn_started for turn 2 after turn 3: turn numbers only go up"
+        in result.stderr
+    )
+    with Ledger.open(ledger, readonly=True) as opened:
+        assert opened.head() == head  # nothing appended
+    assert invoke("append", ledger, write_jsonl(tmp_path / "next.jsonl", _turn(3, 30))).exit_code == 0
+
+
+# --------------------------------------------------------------------------- export and import
+
+
+def test_an_empty_ledger_round_trips_through_export_and_import(tmp_path: Path) -> None:
+    # The export of an empty ledger is an empty file, which import refused as "empty".
+    source, copy = tmp_path / "E", tmp_path / "C"
+    assert invoke("init", source, "--agent-id", "a").exit_code == EXIT_OK
+    assert invoke("export", source, tmp_path / "e.jsonl").exit_code == EXIT_OK
+    assert invoke("init", copy, "--agent-id", "a").exit_code == EXIT_OK
+    before = tree_bytes(copy)
+    text = invoke("import", copy, tmp_path / "e.jsonl", "--from", "jsonl")
+    assert text.exit_code == EXIT_OK, text.stderr
+    assert "0 records" in text.stdout
+    as_json = invoke("import", copy, tmp_path / "e.jsonl", "--from", "jsonl", "--json")
+    assert as_json.exit_code == EXIT_OK, as_json.stderr
+    assert json.loads(as_json.stdout)["appended"] == 0
+    assert tree_bytes(copy) == before
+    with Ledger.open(source, readonly=True) as a, Ledger.open(copy, readonly=True) as b:
+        assert a.head() == b.head()
+
+
+def test_an_empty_file_into_a_ledger_with_records_is_still_refused(tmp_path: Path) -> None:
+    ledger = tmp_path / "L"
+    with Ledger.create(ledger, agent_id=AGENT) as held:
+        held.append(message(0))
+    (tmp_path / "e.jsonl").write_bytes(b"")
+    before = tree_bytes(ledger)
+    result = invoke("import", ledger, tmp_path / "e.jsonl", "--from", "jsonl")
+    assert result.exit_code == EXIT_USAGE
+    assert "is empty" in result.stderr
+    assert tree_bytes(ledger) == before
+
+
+# --------------------------------------------------------------------------- append from a checkpoint
+# `holon append` takes the ledger's projection config from its newest verified checkpoint,
+# as the whole-ledger reads do, instead of reading every record first; an incoming prompt
+# stating another config is refused naming its input line.
+
+
+FIXTURE = "session_multi_work"
+SHORT = ProjectionConfig(turn_cap=2)
+
+
+def _next_turn(path: Path, turn_offset: int = 1) -> list[r.Record]:
+    records = ledger_records(path)
+    ts, turn = records[-1].ts, max(x.turn for x in records if x.turn is not None) + turn_offset
+    return [
+        r.Record(body=r.TurnStarted(trigger="user", input="next"), ts=ts + 1, turn=turn),
+        r.Record(body=r.Message(role="user", text="next"), ts=ts + 2, turn=turn),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=ts + 3, turn=turn),
+    ]
+
+
+def test_append_onto_a_checkpointed_ledger_reads_only_the_records_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: every `holon append` read the whole ledger for its projection config (8.6-9.1 s
+    # on a 1M-record ledger checkpointed at its head; now 0.9-1.3 s).
+    checkpointed = build_ledger(tmp_path / "c", FIXTURE)
+    with Ledger.open(checkpointed) as writer:
+        checkpoint_at_head(writer)
+    plain = build_ledger(tmp_path / "p", FIXTURE)
+    evidence = write_jsonl(tmp_path / "turn.jsonl", _next_turn(plain))
+    read = Ledger.read
+    counted: list[int] = []
+
+    def counting(self: Ledger, from_seq: int = 0, to_seq: int | None = None) -> Iterator[r.Record]:
+        for record in read(self, from_seq, to_seq):
+            counted.append(record.seq)
+            yield record
+
+    monkeypatch.setattr(Ledger, "read", counting)
+    appended = invoke("append", checkpointed, evidence, "--json")
+    assert appended.exit_code == 0, appended.stderr
+    assert counted == []
+    monkeypatch.undo()
+    # The same records as the full fold appends onto the same ledger without a checkpoint.
+    assert invoke("append", plain, evidence).exit_code == 0
+    assert ledger_records(checkpointed) == ledger_records(plain)
+    assert json.loads(appended.stdout)["head_hash"] == Ledger.open(plain, readonly=True).head()[1]
+    assert invoke("verify", checkpointed).exit_code == 0
+
+
+def _prompt_stating(path: Path, projection: ProjectionConfig) -> list[r.Record]:
+    """The next turn of the agent ledger at ``path``, with a prompt recording ``projection``."""
+    records = ledger_records(path)
+    body = [x.body for x in records if isinstance(x.body, r.PromptRendered)][-1]
+    config = dict(body.render_config, projection=msgspec.to_builtins(projection))
+    turn = _next_turn(path)
+    prompt = r.Record(
+        body=msgspec.structs.replace(body, render_config=config), ts=turn[1].ts, turn=turn[1].turn
+    )
+    return [turn[0], prompt, *turn[1:]]
+
+
+def test_append_of_a_prompt_stating_the_ledgers_config_is_derived_under_it(tmp_path: Path) -> None:
+    path = tmp_path / "agent"
+    prompted_turns(path, SHORT, range(4), agent_id="pc", checkpoint_every=2)
+    appended = invoke("append", path, write_jsonl(tmp_path / "t.jsonl", _prompt_stating(path, SHORT)))
+    assert appended.exit_code == 0, appended.stderr
+    assert invoke("verify", path).exit_code == 0
+
+
+def test_append_of_a_prompt_stating_another_config_names_its_line(tmp_path: Path) -> None:
+    # Before: "invalid record at seq -1" (the seq an input record is decoded with), which
+    # names nothing in the file or the ledger.
+    path = tmp_path / "agent"
+    prompted_turns(path, SHORT, range(4), agent_id="pc", checkpoint_every=2)
+    before = ledger_records(path)
+    other = ProjectionConfig(turn_cap=3)
+    source = write_jsonl(tmp_path / "t.jsonl", _prompt_stating(path, other))
+    refused = invoke("append", path, source)
+    assert refused.exit_code == 2
+    assert f"line 2 of {source}" in refused.stderr
+    assert (
+        "ProjectionConfig(turn_cap=3)" in refused.stderr and "ProjectionConfig(turn_cap=2)" in refused.stderr
+    )
+    assert "seq -1" not in refused.stderr
+    assert ledger_records(path) == before
+
+
+# --------------------------------------------------------------------------- library warnings
+
+
+def test_a_torn_tail_cut_by_a_writing_command_is_a_warning_line(tmp_path: Path) -> None:
+    # Before: Python's last-resort logging printed the ledger's bare message ("ledger recovery:
+    # truncated_torn_tail ..."), not the `holon: warning:` line docs/cli.md promises.
+    path = build_ledger(tmp_path / "l", FIXTURE)
+    segment = sorted((path / "segments").iterdir())[-1]
+    with segment.open("r+b") as f:
+        f.truncate(segment.stat().st_size - 7)
+    evidence = write_jsonl(tmp_path / "turn.jsonl", _next_turn(path))
+    appended = invoke("append", path, evidence, "--json")
+    assert appended.exit_code == 0, appended.stderr
+    lines = appended.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("holon: warning: ledger recovery: truncated_torn_tail ")
+    assert segment.name in lines[0]
+    json.loads(appended.stdout)
+    assert invoke("verify", path).exit_code == 0

@@ -10,9 +10,15 @@ import msgspec
 import pytest
 
 from holon import records as r
+from holon.audit import connect
+from holon.cli import EXIT_OK
+from holon.context.causes import omission_cause
 from holon.ledger import Ledger
 from holon.replay import memory_at
+from holon.runtime import Agent
 from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
+from tests.ledger_support import AGENT
+from tests.runtime_support import Tick
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +196,122 @@ def test_verify_ok_and_divergent(tmp_path: Path, session: Path) -> None:
     error = json.loads(result.stderr)["error"]
     assert error["exit_code"] == 1 and error["kind"] == "check failed" and error["type"] == "CheckFailed"
     assert error["message"].startswith("derived records diverge")
+
+
+# --------------------------------------------------------------------------- search leaves out recall calls
+
+
+def test_holon_search_leaves_out_recall_calls_as_agent_search_does(tmp_path: Path) -> None:
+    # The model restored a text with holon_get: the CLI found it twice (the original and
+    # the recall result), and the model's own search queries as hits.
+    path = tmp_path / "agent"
+    with Agent.open(path, agent_id="a", clock=Tick()) as agent:
+        with agent.turn(input="look at the schema") as turn:
+            turn.record_message("the xylophone table holds the invoices")
+            seq = agent.seq
+        with agent.turn(input="what was that table?") as turn:
+            assert turn.recall("holon_get", {"ref": f"ledger:{seq}"}).output is not None
+            turn.recall("holon_search", {"query": "xylophone"})
+        expected = [hit.ref for hit in agent.search("xylophone")]
+    result = invoke("search", path, "xylophone", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [hit["ref"] for hit in json.loads(result.stdout)] == expected == [f"ledger:{seq}"]
+
+
+# --------------------------------------------------------------------------- stats: evictions by cause
+
+
+def _prompt(turn: int, omitted: tuple[r.Omission, ...]) -> r.Record:
+    return r.Record(
+        body=r.PromptRendered(
+            working_memory_revision=0,
+            compression_epoch=0,
+            cache_key="k",
+            prompt_hash=f"h{turn}",
+            total_tokens=100,
+            budget=8000,
+            estimator="test",
+            sections=(r.SectionTokens(section="working_memory", tokens=100),),
+            omitted=omitted,
+        ),
+        ts=1000 + turn,
+        turn=turn,
+    )
+
+
+def _ledger_naming_items(path: Path, items: int) -> None:
+    """Prompts leaving out a decision, a file and plan steps each, another one every time."""
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        for i in range(items):
+            ledger.append(
+                _prompt(
+                    i,
+                    (
+                        r.Omission(
+                            section="working_memory", ref=f"ledger:{i}", reason=f"decision d{i} not shown"
+                        ),
+                        r.Omission(
+                            section="working_memory", ref=f"ledger:{i}", reason=f"file src/m{i}.py not shown"
+                        ),
+                        r.Omission(
+                            section="working_memory",
+                            ref=f"ledger:{i}",
+                            reason=f"{i + 1} finished plan steps collapsed",
+                        ),
+                    ),
+                )
+            )
+
+
+def test_stats_counts_evictions_by_cause_not_a_row_per_item(tmp_path: Path) -> None:
+    # Reasons name their item: `holon stats` printed a row per decision, file and step count
+    # (120 rows here, one per item in a real agent's ledger), where the audit counts 3 causes.
+    ledger = tmp_path / "L"
+    _ledger_naming_items(ledger, 40)
+    text = invoke("stats", ledger)
+    assert text.exit_code == EXIT_OK, text.stderr
+    table = text.stdout.split("evictions by cause", 1)[1].splitlines()[2:]
+    assert [line.split()[-1] for line in table] == ["40", "40", "40"]
+    assert "decision <id> not shown" in text.stdout
+    assert "file <id> not shown" in text.stdout
+    assert "N finished plan steps collapsed" in text.stdout
+    assert "decision d7" not in text.stdout
+    as_json = json.loads(invoke("stats", ledger, "--json").stdout)
+    assert as_json["evictions_by_cause"] == {
+        "N finished plan steps collapsed": 40,
+        "decision <id> not shown": 40,
+        "file <id> not shown": 40,
+    }
+    assert len(as_json["evictions_by_reason"]) == 120  # by reason still there, for scripts
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "decision d1 not shown",
+        "decision plain not shown",
+        "file src/a.py not shown",
+        "1,234 finished plan steps collapsed",
+        "wait of wait q1 clipped",
+        "arguments of c-1 over the cap",
+        "result of call_7 without its call",
+        "follow-up f-2 not shown",
+        "work item W3 clipped",
+        "episode 12 not shown (did not fit the episode budget)",
+        "file a\u000bb1 not shown",
+        "decision d\u00e91 not shown",
+        "before the history anchor",
+    ],
+)
+def test_stats_and_the_audit_agree_on_causes(tmp_path: Path, reason: str) -> None:
+    # One pattern, two engines (Python's re for stats, DuckDB's RE2 for the audit).
+    ledger = tmp_path / "L"
+    with Ledger.create(ledger, agent_id=AGENT) as held:
+        held.append(_prompt(1, (r.Omission(section="history", ref="ledger:0", reason=reason),)))
+    con = connect([ledger])
+    try:
+        row = con.execute("SELECT cause FROM omissions").fetchone()
+    finally:
+        con.close()
+    assert row is not None
+    assert row[0] == omission_cause(reason)

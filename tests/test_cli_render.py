@@ -193,3 +193,56 @@ def test_render_input_is_the_agents_preview_and_writes_nothing(tmp_path: Path) -
     assert invoke("render", path).stdout != rendered.stdout  # the next call without that input
     clash = invoke("render", path, "--input", "x", "--at-turn", "2")
     assert clash.exit_code == 2 and "cannot be given with --at-turn" in clash.stderr
+
+
+# --------------------------------------------------------------------------- a provider format under --json
+
+
+def test_render_json_keeps_a_provider_format(tmp_path: Path) -> None:
+    # `--json --format anthropic` printed holon's own JSON document, not the request body asked for.
+    ledger = build_ledger(tmp_path / "L", "boundary_turn_cap")
+    both = invoke("render", ledger, "--format", "anthropic", "--json")
+    assert both.exit_code == 0, both.stderr
+    assert both.stdout == invoke("render", ledger, "--format", "anthropic").stdout
+    assert json.loads(both.stdout)["model"] == "claude-sonnet-5-5"
+    # With the default text format, --json still means --format json.
+    assert invoke("render", ledger, "--json").stdout == invoke("render", ledger, "--format", "json").stdout
+
+
+# --------------------------------------------------------------------------- an estimator holon lacks
+
+
+def test_a_recorded_estimator_this_holon_cannot_load_is_bad_input_not_a_bug(tmp_path: Path) -> None:
+    # A ledger rendered with an estimator this holon cannot load (written by a newer holon,
+    # or an exact one without the tokenizer extra) made render and explain exit 70, "this is
+    # a bug in holon".
+    source = build_ledger(tmp_path / "S", "boundary_turn_cap")
+    export = tmp_path / "run.jsonl"
+    assert invoke("export", source, export).exit_code == 0
+    edited = export.read_bytes().replace(b'"estimator":"holon-heuristic"', b'"estimator":"future-bpe"')
+    assert edited != export.read_bytes()
+    export.write_bytes(edited)
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "boundary_turn_cap").exit_code == 0
+    assert invoke("import", ledger, export, "--from", "jsonl").exit_code == 0
+    for args in (("render",), ("render", "--at-turn", "3"), ("explain", "--at-turn", "3")):
+        result = invoke(*args[:1], ledger, *args[1:])
+        assert result.exit_code == 2, (args, result.stderr)
+        (line,) = result.stderr.strip().splitlines()
+        assert "field `body.render_config.estimator`" in line and "'future-bpe'" in line, line
+        assert "--estimator" in line and "internal error" not in line
+    # Naming an estimator renders anyway.
+    assert invoke("render", ledger, "--at-turn", "3", "--estimator", "holon-heuristic").exit_code == 0
+
+
+# --------------------------------------------------------------------------- an empty ledger
+
+
+def test_explain_of_an_empty_ledger_does_not_name_a_seq_range_backwards(tmp_path: Path) -> None:
+    # The header said "rendered from seq 0..-1".
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
+    result = invoke("explain", ledger)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "prompt for the next model call, rendered from an empty ledger"
+    assert "0..-1" not in result.stdout

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from holon import records as r
-from holon.cli import EXIT_CORRUPT
+from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_OK
 from holon.ledger import Ledger
-from tests.cli_support import build_ledger, invoke, tree_bytes
+from holon.replay import append_evidence
+from tests.cli_support import build_ledger, divergent_ledger, invoke, tree_bytes
+from tests.ledger_support import AGENT, active_segment, flip_byte, frame_offsets, message, tool_output
 
 
 def _torn(ledger: Path) -> tuple[Path, int]:
@@ -88,3 +93,94 @@ def test_an_empty_ledger_verifies_as_empty_with_its_genesis(tmp_path: Path) -> N
     first = result.stdout.splitlines()[0]
     assert first == f"frames and chain  ok · 0 records · empty (genesis {genesis[:16]}…)"
     assert "head seq -1" not in result.stdout
+
+
+# --------------------------------------------------------------------------- what a divergence means
+
+
+def test_verify_says_what_a_divergence_means_as_replay_check_does(tmp_path: Path) -> None:
+    # verify's error line read "derived records diverge at seq N (mismatch) (or derived under a
+    # non-default ProjectionConfig ...)": an "or" to nothing, without the two likely causes
+    # that `replay --check` names for the same ledger.
+    ledger, seq = divergent_ledger(tmp_path / "D")
+    verified = invoke("verify", ledger)
+    replayed = invoke("replay", ledger, "--check")
+    assert verified.exit_code == replayed.exit_code == EXIT_CHECK_FAILED
+    line = verified.stderr.strip().splitlines()[-1]
+    assert f"derived records diverge at seq {seq} (mismatch); " in line
+    assert "the ledger was written by different projection code, or edited" in line
+    assert line == replayed.stderr.strip().splitlines()[-1]
+
+
+# --------------------------------------------------------------------------- the verified head, Finder files
+
+
+def test_verify_names_the_head_of_what_verified_in_text_and_json(tmp_path: Path) -> None:
+    path = tmp_path / "L"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        for i in range(10):
+            ledger.append(message(i))
+        head4 = ledger.get(4)
+        assert head4.seq == 4
+    seg = active_segment(path)
+    flip_byte(seg, frame_offsets(seg.read_bytes())[5] + 60)
+    with Ledger.open(path, readonly=True) as ledger:
+        expected = ledger.verify().head
+    assert expected[0] == 4
+    text = invoke("verify", path)
+    assert text.exit_code == EXIT_CORRUPT
+    assert f"verified          seqs 0-4 (head {expected[1][:16]}…)" in text.stdout
+    as_json = invoke("verify", path, "--json")
+    storage = json.loads(as_json.stdout)["storage"]
+    assert (storage["head_seq"], storage["head_hash"]) == (4, expected[1])
+
+
+def test_verify_of_a_ledger_with_finder_files_passes_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "L"
+    with Ledger.create(path, agent_id=AGENT, blob_threshold=16) as ledger:
+        ledger.append(tool_output(0, 300))
+    (path / "blobs" / ".DS_Store").write_bytes(b"Bud1")
+    result = invoke("verify", path, "--json")
+    assert result.exit_code == EXIT_OK, result.stdout
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["severity"], f["kind"], f["file"]) for f in findings] == [
+        ("warning", "ignored_file", str(path / "blobs" / ".DS_Store"))
+    ]
+
+
+# --------------------------------------------------------------------------- derivations up to the head
+
+
+def _turn(turn: int) -> list[r.Record]:
+    return [
+        r.Record(body=r.TurnStarted(trigger="user", input="go"), ts=10 * turn, turn=turn),
+        r.Record(body=r.Message(role="user", text=f"go {turn}"), ts=10 * turn + 1, turn=turn),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=10 * turn + 2, turn=turn),
+    ]
+
+
+def test_verify_checks_derivations_up_to_the_head_it_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent appends while `holon verify` runs: the derivation check read on past the head
+    # whose frames, chain and blobs were verified, so the report mixed two ledgers (its
+    # refreshes counted a turn the storage figures do not hold).
+    ledger = tmp_path / "L"
+    with Ledger.create(ledger, agent_id=AGENT) as held:
+        append_evidence(held, _turn(1))
+    original = Ledger.verify
+
+    def verify_then_a_turn_is_appended(self: Ledger, **kwargs: Any) -> Any:
+        report = original(self, **kwargs)
+        with Ledger.open(ledger) as writer:
+            append_evidence(writer, _turn(2))
+        return report
+
+    monkeypatch.setattr(Ledger, "verify", verify_then_a_turn_is_appended)
+    result = invoke("verify", ledger, "--json")
+    assert result.exit_code == EXIT_OK, result.stderr
+    report = json.loads(result.stdout)
+    with Ledger.open(ledger, readonly=True) as held:
+        appended_after = held.head()[0] - report["storage"]["head_seq"]
+    assert appended_after > 0
+    assert report["derivations"]["refreshes"] == 1

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import holon.ledger.segments as segments_mod
+from holon.cli import EXIT_CORRUPT, EXIT_OK
 from holon.errors import LedgerCorrupt, LedgerLocked, UsageError
 from holon.ledger import Ledger, cut_tail, inspect_tail
 from holon.ledger.sealed import decompress_sealed
@@ -359,3 +360,24 @@ def test_repair_beside_a_writer_rolling_over_in_another_process_never_fails(tmp_
         child.kill()
         child.wait()
     assert runs > 100 and rolled > 100, (runs, rolled)
+
+
+# --------------------------------------------------------------------------- an empty active segment
+
+
+def test_repair_offers_and_makes_the_repair_of_an_empty_active_segment(tmp_path: Path) -> None:
+    path = tmp_path / "L"
+    assert invoke("init", path, "--agent-id", "a").exit_code == EXIT_OK
+    active_segment(path).write_bytes(b"")
+    append = invoke("append", path, os.devnull)
+    assert append.exit_code == EXIT_CORRUPT
+    assert "holon repair" in append.stderr
+    shown = invoke("repair", path)
+    assert shown.exit_code == EXIT_CORRUPT
+    assert "no record (a segment's records follow its header)" in shown.stdout
+    assert "--cut-at 0" in shown.stdout
+    assert "the genesis hash" in shown.stdout
+    cut = invoke("repair", path, "--cut-at", "0")
+    assert cut.exit_code == EXIT_OK, cut.stderr
+    assert cut.stdout.startswith("new header ")
+    assert invoke("verify", path).exit_code == EXIT_OK
