@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from holon.audit import TABLES
+from holon.audit import TABLES, AuditError, QueryResult, connect
 from holon.audit.commands import audit
+from holon.audit.query import run_sql
 from holon.cli import EXIT_OK, EXIT_USAGE, main
 from tests.cli_support import invoke
 from tests.test_audit_reports import planted
-from tests.test_audit_support import write_ledger
+from tests.test_audit_support import fixture_records, small_ledger, write_ledger
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +205,62 @@ def test_a_memory_limit_duckdb_understands_is_accepted(tmp_path: Path, value: st
     assert invoke("init", ledger, "--agent-id", "a").exit_code == EXIT_OK
     result = invoke("audit", ledger, "--memory-limit", value, "--sql", "SELECT 1 AS one")
     assert result.exit_code == EXIT_OK, result.stderr
+
+
+# --------------------------------------------------------------------------- --json and as_dicts
+
+
+def test_json_output_refuses_two_columns_of_one_name_instead_of_dropping_one(tmp_path: Path) -> None:
+    # `SELECT c.*, t.*` over tool_calls and turns has two `duration_ms` columns (and more):
+    # a JSON object keeps one of them, so the call's own duration silently disappeared.
+    write_ledger(tmp_path / "a", "a", fixture_records("boundary_turn_cap"))
+    sql = "SELECT c.*, t.* FROM tool_calls c JOIN turns t USING (agent_id, turn)"
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "a"), "--sql", sql, "--json"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert "duration_ms" in result.stderr and "AS" in result.stderr
+    with pytest.raises(AuditError, match="'a'"):
+        QueryResult(columns=("a", "a"), rows=[(1, 2)]).as_dicts()
+    # Table and CSV output show both columns, as before.
+    both = ["audit", str(tmp_path / "a"), "--sql", "SELECT 1 AS a, 2 AS a", "--csv"]
+    result = CliRunner().invoke(main, both)
+    assert (result.exit_code, result.stdout) == (0, "a,a\n1,2\n")
+
+
+def test_json_writes_decimals_as_numbers_and_csv_writes_arrays_as_json(tmp_path: Path) -> None:
+    # `sum(duration_ms) * 0.001` is a DECIMAL: --json wrote it as the string "1.5", so a
+    # script doing arithmetic on it failed; --csv wrote a fixed-size ARRAY as "(1, 2)".
+    write_ledger(tmp_path / "a", "a", fixture_records("boundary_turn_cap"))
+    sql = "SELECT 1.5 AS d, count(*) * 0.5 AS k, [1, 2]::INTEGER[2] AS pair FROM records"
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "a"), "--sql", sql, "--json"])
+    assert result.exit_code == 0
+    [row] = json.loads(result.stdout)
+    assert row["d"] == 1.5 and isinstance(row["k"], float) and row["pair"] == [1, 2]
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "a"), "--sql", sql, "--csv"])
+    assert result.exit_code == 0
+    assert list(csv.reader(io.StringIO(result.stdout)))[1][2] == "[1,2]"
+
+
+# --------------------------------------------------------------------------- --sql runs one statement
+# DuckDB runs every statement of a string and returns the last one's rows, so
+# `--sql "SELECT count(*) FROM tool_calls; SELECT count(*) FROM messages"` printed only the
+# messages count, and the first result was dropped without a word.
+
+
+def test_two_statements_are_refused_naming_how_many(tmp_path: Path) -> None:
+    ledger = small_ledger(tmp_path / "l")
+    result = invoke("audit", ledger, "--sql", "SELECT 1 AS a; SELECT 2 AS b")
+    assert result.exit_code == EXIT_USAGE
+    assert "the SQL holds 2 statements, and audit runs one and shows its rows" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("sql", ["SELECT 1 AS a", "SELECT 1 AS a;", "-- one\nSELECT ';' AS a; -- done"])
+def test_one_statement_with_a_trailing_semicolon_or_comment_still_runs(tmp_path: Path, sql: str) -> None:
+    con = connect(small_ledger(tmp_path / "l"))
+    try:
+        assert len(run_sql(con, sql).rows) == 1
+        with pytest.raises(AuditError, match="SQL error: "):
+            run_sql(con, "SELEC 1")  # a syntax error is still the one-line SQL error
+    finally:
+        con.close()

@@ -632,3 +632,26 @@ def test_usage_reports_the_provider_s_figures_beside_holon_s_estimate(tmp_path: 
     assert chat["calls"] == 1 and chat["unreported"] == 1 and chat["input_tokens"] is None
     priced = run_report(connect(tmp_path / "l"), "usage", read_pct=50, write_pct=100, output_pct=100)
     assert dict(zip(priced.columns, priced.rows[0], strict=True))["cost"] == 900 * 0.5 + 1_300 + 150
+
+
+# --------------------------------------------------------------------------- tied durations
+
+
+def test_tools_report_names_the_earliest_of_tied_slowest_calls() -> None:
+    # arg_max over tied durations returned whichever row DuckDB met first, and rows reach
+    # it in the order of the duplicate check's window (partitions by arguments, hashed,
+    # in parallel): on a fleet-sized table the answer changed from run to run. One thread
+    # makes the old order repeatable, so the test fails every time on the old SQL.
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    con.execute(
+        """
+        CREATE TABLE tool_calls AS
+        SELECT 'a' AS agent_id, 'c' || seq AS call_id, 'bash' AS tool, ('{"n":' || seq || '}')::JSON AS args,
+               NULL::VARCHAR AS idempotency_key, seq AS turn, seq AS intent_seq, seq + 1 AS result_seq,
+               'ok' AS status, 100 AS duration_ms, 0 AS output_bytes
+        FROM range(1, 200) t(seq)
+        """
+    )
+    row = run_report(con, "tools").as_dicts()[0]
+    assert (row["max_ms"], row["slowest_call"]) == (100, "c1")

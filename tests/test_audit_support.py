@@ -35,6 +35,17 @@ def write_ledger(
     return stored
 
 
+def small_ledger(path: Path) -> Path:
+    """A ledger at ``path`` holding one short turn."""
+    records = [
+        r.Record(body=r.TurnStarted(trigger="user"), ts=1, turn=0),
+        r.Record(body=r.Message(role="user", text="hello"), ts=2, turn=0),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=3, turn=0),
+    ]
+    write_ledger(path, "a", records)
+    return path
+
+
 def fixture_records(name: str) -> list[r.Record]:
     """A fixture ledger's evidence replayed through the live loop (derived records included)."""
     lines = (FIXTURES / f"{name}.jsonl").read_bytes().splitlines()

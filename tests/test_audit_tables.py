@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,32 @@ from typing import Any
 import duckdb
 import msgspec
 import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
 
 from holon import records as r
-from holon.audit import TABLES, AuditError, connect, extract, tables
+from holon.audit import (
+    REPORTS,
+    TABLES,
+    AuditError,
+    connect,
+    export_parquet,
+    extract,
+    run_report,
+    run_sql,
+    tables,
+)
+from holon.cli import main
+from holon.context.render import projection_stated
 from holon.errors import InvalidRecord, LedgerCorrupt, NotALedger
 from holon.ledger import Ledger, encode_frame
-from holon.projections import ProjectionState, fold
+from holon.projections import ProjectionConfig, ProjectionState, fold
+from holon.projections.config import DEFAULT_CONFIG, describe_projection, stated_config
+from tests.ledger_support import without_ts_check
 from tests.msgspec_styles import STYLES, styled
+from tests.runtime_support import ledger_records as read_ledger_records
+from tests.runtime_support import prompted_turns
+from tests.strategies import ledger_records
 from tests.test_audit_support import fixture_names, fixture_records, session_records, write_ledger
 
 SESSION = "agent-7"
@@ -556,3 +576,392 @@ def test_a_record_that_does_not_decode_is_named_by_seq(
         connect(path)
     assert f"seq {seq}" in str(by_audit.value) and by_audit.value.field == field
     assert by_read.value.field == by_audit.value.field
+
+
+# --------------------------------------------------------------------- generated ledgers, values out of range
+
+
+def _storable(record: r.Record) -> r.Record:
+    """A generated record the ledger accepts: generated blob refs name no stored blob."""
+    body = record.body
+    if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is not None:
+        body = msgspec.structs.replace(body, blob=None)
+    return r.Record(body=body, ts=record.ts, turn=record.turn)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ledger_records(max_size=25))
+def test_tables_agree_with_generated_ledgers(generated: list[r.Record]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ledger"
+        # A tiny blob threshold: most outputs are moved to the blob store.
+        with Ledger.create(path, agent_id="gen", fsync="never", blob_threshold=8) as ledger:
+            ledger.append_many(_storable(rec) for rec in generated)
+            stored = list(ledger.read())
+        con = connect(path)
+        try:
+            kinds = dict(run_sql(con, "SELECT kind, count(*) FROM records GROUP BY kind").rows)
+            assert kinds == dict(Counter(rec.kind for rec in stored))
+            for seq, ts, turn, kind, body in run_sql(
+                con, "SELECT seq, ts, turn, kind, body FROM records"
+            ).rows:
+                rec = stored[seq]
+                assert (ts, turn, kind) == (rec.ts, rec.turn, rec.kind)
+                assert json.loads(body) == json.loads(msgspec.json.encode(rec.body))
+            assert run_sql(con, "SELECT seq, role, channel, name, text, chars FROM messages").rows == [
+                (m.seq, m.body.role, m.body.channel, m.body.name, m.body.text, len(m.body.text))
+                for m in stored
+                if isinstance(m.body, r.Message)
+            ]
+            calls = run_sql(con, "SELECT intent_seq, result_seq, status, output_bytes, args FROM tool_calls")
+            intents = sorted(row[0] for row in calls.rows if row[0] is not None)
+            results = sorted(row[1] for row in calls.rows if row[1] is not None)
+            assert intents == [rec.seq for rec in stored if isinstance(rec.body, r.ToolIntent)]
+            assert results == [rec.seq for rec in stored if isinstance(rec.body, r.ToolResult)]
+            for intent_seq, result_seq, status, output_bytes, args in calls.rows:
+                if result_seq is not None:
+                    original = generated[result_seq].body  # before the ledger moved it to a blob
+                    assert isinstance(original, r.ToolResult)
+                    assert (status, output_bytes) == (original.status, len(original.output.encode()))
+                if intent_seq is not None:
+                    intent = stored[intent_seq].body
+                    assert isinstance(intent, r.ToolIntent) and json.loads(args) == intent.args
+            prompts = [rec for rec in stored if isinstance(rec.body, r.PromptRendered)]
+            assert run_sql(con, "SELECT seq, position, section, tokens, form FROM prompt_sections").rows == [
+                (p.seq, i, s.section, s.tokens, s.form)
+                for p in prompts
+                if isinstance(p.body, r.PromptRendered)
+                for i, s in enumerate(p.body.sections, 1)
+            ]
+            assert run_sql(con, "SELECT seq, section, ref, reason, tokens FROM omissions").rows == [
+                (p.seq, o.section, o.ref, o.reason, o.tokens)
+                for p in prompts
+                if isinstance(p.body, r.PromptRendered)
+                for o in p.body.omitted
+            ]
+            for name in REPORTS:
+                run_report(con, name)
+        finally:
+            con.close()
+
+
+def test_a_value_the_tables_cannot_hold_is_an_audit_error_naming_ledger_and_seq(tmp_path: Path) -> None:
+    # The ledger holds any integer msgpack holds (up to 2**64 - 1); the audit columns are
+    # BIGINT. The load failed with a raw DuckDB exception naming a deleted temporary file.
+    path = tmp_path / "ledger"
+    records = [
+        r.Record(body=r.Message(role="user", text="hi"), ts=1),
+        r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", exit_code=2**63), ts=2),
+    ]
+    write_ledger(path, "a", records)
+    with pytest.raises(AuditError) as caught:
+        connect(path)
+    message = str(caught.value)
+    assert str(path.resolve()) in message and "seq 1" in message and "tool_result" in message
+    result = CliRunner().invoke(main, ["audit", str(path)])
+    assert result.exit_code == 2 and "internal error" not in result.stderr
+
+
+# --------------------------------------------------------------------------- integers beyond 64 bits
+
+
+@pytest.mark.parametrize(
+    ("record", "field", "value"),
+    [
+        (
+            r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", exit_code=2**64 - 1), ts=2),
+            "body.exit_code",
+            2**64 - 1,
+        ),
+        (r.Record(body=r.Message(role="user", text="hi"), ts=2**63), "ts", 2**63),
+        (
+            r.Record(
+                body=r.PromptRendered(
+                    working_memory_revision=0,
+                    compression_epoch=0,
+                    cache_key="k",
+                    prompt_hash="h",
+                    total_tokens=1,
+                    budget=1,
+                    estimator="e",
+                    omitted=(r.Omission(section="history", ref="ledger:0", reason="r", tokens=2**63),),
+                ),
+                ts=2,
+            ),
+            "body.omitted[0].tokens",
+            2**63,
+        ),
+    ],
+)
+def test_an_integer_beyond_64_bits_is_an_error_naming_seq_and_field(
+    tmp_path: Path, record: r.Record, field: str, value: int
+) -> None:
+    # The ledger holds integers up to 2**64 - 1; the audit's integer columns are BIGINT.
+    # The error named the seq but not which of the record's fields held the value.
+    path = tmp_path / "ledger"
+    with without_ts_check():  # a ts beyond 64 bits is refused on append now; older ledgers hold them
+        write_ledger(path, "a", [r.Record(body=r.Message(role="user", text="hi"), ts=1), record])
+    with pytest.raises(AuditError) as caught:
+        connect(path)
+    message = str(caught.value)
+    assert "seq 1" in message and f"{value} in {field}," in message and str(path.resolve()) in message
+
+
+# --------------------------------------------------------------------------- timestamps 2**64 ms apart
+# Ledgers written before the ledger checked ``ts`` hold timestamps 2**64 - 1 ms apart; an
+# empty ledger audits to empty tables and reports.
+
+_LOW, _HIGH = -(2**63), 2**63 - 1
+
+
+def _call(call_id: str, intent_ts: int, result_ts: int, turn: int) -> list[r.Record]:
+    return [
+        r.Record(body=r.ToolIntent(call_id=call_id, tool="bash", args={"x": 1}), ts=intent_ts, turn=turn),
+        r.Record(body=r.ToolResult(call_id=call_id, tool="bash", status="ok"), ts=result_ts, turn=turn),
+    ]
+
+
+def _legacy_ledger(path: Path) -> None:
+    """Turns and calls whose ts are 2**64 - 1 ms apart, beside ordinary ones."""
+    records = [
+        r.Record(body=r.TurnStarted(trigger="user"), ts=_LOW, turn=0),
+        *_call("far", _LOW, _HIGH, 0),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=_HIGH, turn=0),
+        r.Record(body=r.TurnStarted(trigger="user"), ts=1_000, turn=1),
+        *_call("near", 1_000, 1_250, 1),
+        *_call("negative", -500, -200, 1),  # before 1970, but the difference fits
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=1_300, turn=1),
+    ]
+    with without_ts_check():
+        write_ledger(path, "legacy", records)
+
+
+def test_durations_of_timestamps_2_63_apart_are_null_not_an_overflow(tmp_path: Path) -> None:
+    # `holon audit` failed for the whole ledger: "Overflow in subtraction of INT64", an
+    # AuditError naming no record.
+    _legacy_ledger(tmp_path / "l")
+    con = connect(tmp_path / "l")
+    calls = run_sql(con, "SELECT call_id, duration_ms FROM tool_calls ORDER BY intent_seq").rows
+    assert calls == [("far", None), ("near", 250), ("negative", 300)]
+    turns = run_sql(con, "SELECT turn, started_ts, ended_ts, duration_ms FROM turns").rows
+    assert turns == [(0, _LOW, _HIGH, None), (1, 1_000, 1_300, 300)]
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE tool_calls)").fetchall())
+    assert types["duration_ms"] == "BIGINT"  # the schema did not widen
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE turns)").fetchall())
+    assert types["duration_ms"] == "BIGINT"
+    for name in REPORTS:  # every report runs over them too
+        run_report(con, name)
+
+
+def test_the_cli_audits_a_legacy_ledger_and_verify_warns_about_its_ts(tmp_path: Path) -> None:
+    _legacy_ledger(tmp_path / "l")
+    runner = CliRunner()
+    audited = runner.invoke(main, ["audit", str(tmp_path / "l"), "--report", "tools", "--json"])
+    assert audited.exit_code == 0, audited.output
+    verified = runner.invoke(main, ["verify", str(tmp_path / "l")])
+    assert verified.exit_code == 0, verified.output
+    assert "holon: warning: 6 record(s) hold a ts outside 0..99999999999999" in verified.stderr
+    assert "seq 0 (ts -9223372036854775808)" in verified.stderr
+
+
+def test_duplicates_compares_turn_numbers_2_63_apart_without_overflow(tmp_path: Path) -> None:
+    # Two calls with the same arguments at turns -2**63 and 2**63 - 1: `turn - previous_turn`
+    # overflowed in the duplicates report.
+    records = [*_call("a", 1, 2, _LOW), *_call("b", 3, 4, _HIGH)]
+    write_ledger(tmp_path / "l", "a", records)
+    con = connect(tmp_path / "l")
+    rows = run_report(con, "duplicates", window=5).rows
+    assert rows == []
+
+
+def test_an_empty_ledger_audits_to_empty_tables_and_reports(tmp_path: Path) -> None:
+    write_ledger(tmp_path / "l", "empty", [])
+    con = connect(tmp_path / "l")
+    assert run_sql(con, "SELECT agent_id, records, head_seq FROM agents").rows == [("empty", 0, -1)]
+    for name in TABLES:
+        if name != "agents":
+            assert run_sql(con, f"SELECT count(*) FROM {name}").rows == [(0,)], name
+    for name in REPORTS:
+        assert run_report(con, name).rows == [], name
+    listed = CliRunner().invoke(main, ["audit", str(tmp_path / "l"), "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert {row["table"]: row["rows"] for row in json.loads(listed.stdout)}["records"] == 0
+
+
+# ------------------------------------------------------------------------ the projection config records state
+
+CAPPED = ProjectionConfig(turn_cap=3, decisions_cap=2, messages_window=8)
+
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two agents written by holon.Agent, one under the default config, one under CAPPED."""
+    root = tmp_path_factory.mktemp("configs")
+    paths = {"plain": root / "plain", "capped": root / "capped"}
+    prompted_turns(paths["plain"], DEFAULT_CONFIG, range(13), agent_id="plain")
+    prompted_turns(paths["capped"], CAPPED, range(7), agent_id="capped")
+    return paths
+
+
+def _config(value: dict[str, Any] | None) -> ProjectionConfig | None:
+    return None if value is None else msgspec.convert(value, ProjectionConfig)
+
+
+def _label(config: ProjectionConfig | None) -> str | None:
+    return None if config is None else describe_projection(config)
+
+
+def _stated(record: r.Record) -> ProjectionConfig | None:
+    """The config a record states, as holon itself reads it."""
+    if isinstance(record.body, r.PromptRendered):
+        return projection_stated(record.body.render_config, where=f"seq {record.seq}")
+    assert isinstance(record.body, r.WorkingMemoryDelta | r.ContextEpisodeRecord)
+    return stated_config(record.body)
+
+
+_TABLE_OF_KIND = {
+    "working_memory_delta": "deltas",
+    "context_episode": "episodes",
+    "prompt_rendered": "prompts",
+}
+
+
+def _table_configs(
+    con: duckdb.DuckDBPyConnection, agent: str
+) -> dict[int, tuple[ProjectionConfig | None, str | None]]:
+    got: dict[int, tuple[ProjectionConfig | None, str | None]] = {}
+    for table in _TABLE_OF_KIND.values():
+        rows = con.execute(
+            f"SELECT seq, projection, projection_label FROM {table} WHERE agent_id = ?", [agent]
+        ).fetchall()
+        got.update({seq: (_config(projection), label) for seq, projection, label in rows})
+    return got
+
+
+def test_deltas_episodes_and_prompts_state_their_projection_config(agents: dict[str, Path]) -> None:
+    # The tables had no column for it: a fleet's ledgers under different turn caps and
+    # windows could not be told apart, nor their prompt sizes compared per config.
+    con = connect(list(agents.values()))
+    for agent, path in agents.items():
+        records = [rec for rec in read_ledger_records(path) if rec.kind in _TABLE_OF_KIND]
+        assert {rec.kind for rec in records} == set(_TABLE_OF_KIND), agent  # every kind is checked
+        expected = {rec.seq: (_stated(rec), _label(_stated(rec))) for rec in records}
+        assert _table_configs(con, agent) == expected
+    assert {rec for (rec,) in con.execute("SELECT DISTINCT projection_label FROM prompts").fetchall()} == {
+        "ProjectionConfig()",
+        "ProjectionConfig(turn_cap=3, decisions_cap=2, messages_window=8)",
+    }
+    # A struct DuckDB filters and groups on, field by field.
+    capped = con.execute("SELECT DISTINCT agent_id FROM deltas WHERE projection.turn_cap = 3").fetchall()
+    assert capped == [("capped",)]
+    assert con.execute(
+        "SELECT agent_id, projection, projection_label, projection_configs FROM agents"
+    ).fetchall() == [
+        ("capped", msgspec.to_builtins(CAPPED), describe_projection(CAPPED), 1),
+        ("plain", msgspec.to_builtins(DEFAULT_CONFIG), "ProjectionConfig()", 1),
+    ]
+
+
+def _older(records: list[r.Record]) -> list[r.Record]:
+    """``records`` as an older holon wrote them: derived records state no config, prompts no render_config."""
+    out = []
+    for rec in records:
+        body = rec.body
+        if isinstance(body, r.WorkingMemoryDelta | r.ContextEpisodeRecord):
+            body = msgspec.structs.replace(body, projection_version=8, projection=None)
+        elif isinstance(body, r.PromptRendered):
+            body = msgspec.structs.replace(body, render_config={})
+        out.append(r.Record(body=body, ts=rec.ts, turn=rec.turn))
+    return out
+
+
+def test_records_that_state_no_config_have_none(agents: dict[str, Path], tmp_path: Path) -> None:
+    # An older holon's deltas and episodes (projection version 8) and a prompt of another
+    # program state no config: NULL, not the default they may or may not have run under.
+    write_ledger(tmp_path / "old", "old", _older(read_ledger_records(agents["capped"])))
+    con = connect(tmp_path / "old")
+    for table in _TABLE_OF_KIND.values():
+        counts = con.execute(f"SELECT count(*), count(projection), count(projection_label) FROM {table}")
+        rows, configs, labels = counts.fetchone() or (0, 0, 0)
+        assert rows > 0 and configs == labels == 0, table
+    assert con.execute("SELECT projection, projection_label, projection_configs FROM agents").fetchall() == [
+        (None, None, 0)
+    ]
+
+
+def _prompt(render_config: dict[str, Any]) -> r.Record:
+    body = r.PromptRendered(
+        working_memory_revision=0,
+        compression_epoch=0,
+        cache_key="k",
+        prompt_hash="h",
+        total_tokens=10,
+        budget=100,
+        estimator="chars/4",
+        render_config=render_config,
+    )
+    return r.Record(body=body, ts=1, turn=None)
+
+
+@pytest.mark.parametrize(
+    ("render_config", "expected"),
+    [
+        ({}, None),  # another program's prompt
+        ({"version": 6}, None),  # rendered before the renderer recorded every non-default config
+        ({"version": 7}, DEFAULT_CONFIG),  # the default, by omission
+        ({"version": "7"}, None),
+        ({"version": 13, "projection": {"turn_cap": 5}}, ProjectionConfig(turn_cap=5)),  # the rest: defaults
+        ({"version": 13, "projection": "turn_cap=5"}, None),  # not a config: holon refuses to read it
+    ],
+)
+def test_a_prompt_states_its_config_as_holon_reads_it(
+    tmp_path: Path, render_config: dict[str, Any], expected: ProjectionConfig | None
+) -> None:
+    write_ledger(tmp_path / "l", "a", [_prompt(render_config)])
+    if isinstance(render_config.get("projection"), dict | None):  # holon reads the others as errors
+        assert projection_stated(render_config, where="seq 0") == expected
+    got = connect(tmp_path / "l").execute("SELECT projection, projection_label FROM prompts").fetchall()
+    assert got == [(None if expected is None else msgspec.to_builtins(expected), _label(expected))]
+
+
+def test_a_ledger_whose_records_state_two_configs_counts_both(
+    agents: dict[str, Path], tmp_path: Path
+) -> None:
+    # Agent.open refuses such a ledger; the audit names it (projection_configs > 1) and
+    # keeps the first config stated, as replay reads the config of a ledger.
+    records = read_ledger_records(agents["capped"])
+    write_ledger(tmp_path / "mixed", "mixed", [*records, _prompt({"version": 13})])
+    con = connect(tmp_path / "mixed")
+    assert con.execute("SELECT projection_label, projection_configs FROM agents").fetchall() == [
+        (describe_projection(CAPPED), 2)
+    ]
+
+
+def test_the_projection_struct_round_trips_through_parquet(agents: dict[str, Path], tmp_path: Path) -> None:
+    export_parquet([agents["capped"]], tmp_path / "out")
+    con = connect(agents["capped"])
+    for table in ("agents", *_TABLE_OF_KIND.values()):
+        files = f"{tmp_path}/out/{table}/{'*' if table == 'agents' else '*/*'}/*.parquet"
+        back = duckdb.sql(
+            f"SELECT projection, projection_label FROM read_parquet('{files}', hive_partitioning = true) "
+            "ORDER BY ALL"
+        )
+        assert back.types == con.sql(f"SELECT projection, projection_label FROM {table}").types
+        assert (
+            back.fetchall()
+            == con.execute(f"SELECT projection, projection_label FROM {table} ORDER BY ALL").fetchall()
+        )
+
+
+def test_the_episodes_report_groups_by_projection_config(agents: dict[str, Path]) -> None:
+    # An episode's length is bounded by its config's turn_cap: the report said how long
+    # episodes ran without the cap that closed them.
+    con = connect(list(agents.values()))
+    got = {
+        (row["agent_id"], row["projection_label"], row["boundary_reason"]): row["max_turns"]
+        for row in run_report(con, "episodes").as_dicts()
+    }
+    assert got == {
+        ("capped", describe_projection(CAPPED), "turn_cap"): CAPPED.turn_cap,
+        ("plain", "ProjectionConfig()", "turn_cap"): DEFAULT_CONFIG.turn_cap,
+    }

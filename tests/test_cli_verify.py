@@ -12,8 +12,17 @@ from holon import records as r
 from holon.cli import EXIT_CHECK_FAILED, EXIT_CORRUPT, EXIT_OK
 from holon.ledger import Ledger
 from holon.replay import append_evidence
-from tests.cli_support import build_ledger, divergent_ledger, invoke, tree_bytes
-from tests.ledger_support import AGENT, active_segment, flip_byte, frame_offsets, message, tool_output
+from tests.cli_support import build_ledger, divergent_ledger, invoke, live_records, tree_bytes
+from tests.ledger_support import (
+    AGENT,
+    active_segment,
+    flip_byte,
+    frame_offsets,
+    message,
+    tool_output,
+    without_ts_check,
+)
+from tests.test_audit_support import write_ledger
 
 
 def _torn(ledger: Path) -> tuple[Path, int]:
@@ -184,3 +193,91 @@ def test_verify_checks_derivations_up_to_the_head_it_verified(
         appended_after = held.head()[0] - report["storage"]["head_seq"]
     assert appended_after > 0
     assert report["derivations"]["refreshes"] == 1
+
+
+# --------------------------------------------------------------------------- holon verify --json
+
+
+def _scenario(name: str, path: Path) -> int:
+    """Build a ledger with one kind of finding; returns the exit code `holon verify` owes it."""
+    if name == "torn_tail":
+        build_ledger(path, "boundary_turn_cap")
+        segment = sorted((path / "segments").glob("*.seg"))[-1]
+        with segment.open("ab") as handle:
+            handle.write(b"\x10\x00\x00")
+        return 0
+    if name == "ts_out_of_range":
+        records = [
+            r.Record(body=r.Message(role="user", text=f"m{i}"), ts=ts) for i, ts in enumerate([-5, 1, 2**62])
+        ]
+        with without_ts_check():
+            write_ledger(path, "a", records)
+        return 0
+    if name == "storage":
+        with Ledger.create(path, agent_id="a") as ledger:
+            ledger.append(
+                r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", output="x" * 10_000), ts=1)
+            )
+            ((_, blob),) = list(ledger.blobs.hashes())
+        blob.write_bytes(b"not zstd")
+        return EXIT_CORRUPT
+    assert name == "derivation"
+    divergent_ledger(path)
+    return EXIT_CHECK_FAILED
+
+
+@pytest.mark.parametrize("name", ["torn_tail", "ts_out_of_range", "storage", "derivation"])
+def test_every_verify_finding_is_in_the_json_in_one_shape(tmp_path: Path, name: str) -> None:
+    # The out-of-range ts was only a sentence in storage.warnings: no seq a script could act
+    # on, and no kind to tell it from the torn tail's sentence beside it.
+    code = _scenario(name, tmp_path / "l")
+    text = invoke("verify", tmp_path / "l")
+    as_json = invoke("verify", tmp_path / "l", "--json")
+    assert text.exit_code == as_json.exit_code == code, text.output
+    doc = json.loads(as_json.stdout)
+    (finding,) = doc["findings"]
+    assert set(finding) == {"severity", "kind", "file", "offset", "decompressed", "seq", "message"}
+    assert finding["kind"] == name
+    assert finding["severity"] == ("warning" if code == 0 else "error")
+    assert doc["ok"] is (code == 0)
+    # The same finding, in the same words, is in the text report (stdout or its stderr warning).
+    assert finding["message"] in text.stdout + text.stderr.replace("\n", " ")
+    if finding["offset"] is not None:
+        assert f"byte {finding['offset']}" in text.stdout
+    if finding["seq"] is not None:
+        assert f"seq {finding['seq']}" in text.stdout
+
+
+def test_out_of_range_ts_in_json_and_in_the_text_report(tmp_path: Path) -> None:
+    _scenario("ts_out_of_range", tmp_path / "l")
+    doc = json.loads(invoke("verify", tmp_path / "l", "--json").stdout)
+    assert doc["storage"]["ts_out_of_range"] == {
+        "count": 2,
+        "examples": [{"seq": 0, "ts": -5}, {"seq": 2, "ts": 2**62}],
+    }
+    (finding,) = doc["findings"]
+    assert (finding["kind"], finding["seq"]) == ("ts_out_of_range", 0)
+    text = invoke("verify", tmp_path / "l")
+    # Not only on stderr: `holon verify L > report.txt` kept no trace of them.
+    assert (
+        "record times      2 record(s) hold a ts outside 0..99999999999999, the first at seq 0" in text.stdout
+    )
+    clean = json.loads(invoke("verify", build_ledger(tmp_path / "c", "boundary_turn_cap"), "--json").stdout)
+    assert clean["findings"] == [] and clean["storage"]["ts_out_of_range"] is None
+
+
+def test_verify_says_when_the_last_refresh_is_still_to_be_appended(tmp_path: Path) -> None:
+    # --json said pending_refresh: true; the text report said nothing of it.
+    records = live_records("boundary_turn_cap")
+    derived = (r.WorkingMemoryDelta, r.ContextEpisodeRecord)
+    end = next(
+        i
+        for i, rec in enumerate(records)
+        if isinstance(rec.body, r.TurnEnded) and isinstance(records[i + 1].body, derived)
+    )
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        ledger.append_many(records[: end + 1])  # the writer died before the refresh's records
+    result = invoke("verify", tmp_path / "l")
+    assert result.exit_code == 0, result.output
+    assert json.loads(invoke("verify", tmp_path / "l", "--json").stdout)["derivations"]["pending_refresh"]
+    assert "derived records equal · the last turn's refresh is still to be appended" in result.stdout
