@@ -246,3 +246,60 @@ def test_explain_of_an_empty_ledger_does_not_name_a_seq_range_backwards(tmp_path
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == "prompt for the next model call, rendered from an empty ledger"
     assert "0..-1" not in result.stdout
+
+
+# --------------------------------------------------------------------- explain: a shared blob, long why cells
+
+
+def _shared_blob_ledger(path: Path) -> Path:
+    """Two calls in one turn returning the same large output: one blob, two results."""
+    output = "same listing line\n" * 3000  # over the result cap: both are previews in a small window
+    bodies: list[r.Body] = [r.TurnStarted(trigger="user", input="go")]
+    for call in ("c1", "c2"):
+        bodies.append(r.ToolIntent(call_id=call, tool="bash", args={"command": "ls"}))
+        bodies.append(r.ToolResult(call_id=call, tool="bash", status="ok", output=output))
+    bodies.append(r.TurnEnded(outcome="completed"))
+    with Ledger.create(path, agent_id="a", fsync="never", blob_threshold=1024) as ledger:
+        ledger.append_many([r.Record(body=b, ts=i, turn=1) for i, b in enumerate(bodies)])
+    return path
+
+
+def test_explain_shows_two_results_stored_in_one_blob_as_one_row_with_a_count(tmp_path: Path) -> None:
+    # Both rows read "history  blob:<h>  …  tool result over the size cap", which looked
+    # like a mistake. One row says two items share the ref; --json keeps both (and the
+    # reasons stay categories: the audit's evictions report groups by them).
+    path = _shared_blob_ledger(tmp_path / "L")
+    result = invoke("explain", path, "--budget", "8000", "--output-reserve", "1000")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if "blob:" in line]
+    assert len(rows) == 1, rows
+    assert rows[0].endswith("tool result over the size cap (2 items share this ref)"), rows
+    doc = msgspec.json.decode(
+        invoke("explain", path, "--budget", "8000", "--output-reserve", "1000", "--json").stdout
+    )
+    reasons = [o["reason"] for o in doc["omitted"]]
+    assert reasons == ["tool result over the size cap"] * 2, reasons
+
+
+def test_explain_keeps_a_sections_why_cell_short_when_it_left_out_many_items(tmp_path: Path) -> None:
+    # Reasons that name their item (a call's arguments over the cap) made one cell of
+    # them all: dozens of calls made one line of the table wider than any terminal. The
+    # list below has them all.
+    bodies: list[r.Body] = [r.TurnStarted(trigger="user", input="go")]
+    words = " ".join(f"w{i}" for i in range(3000))  # over the message cap
+    for n in range(6):
+        bodies.append(r.ToolIntent(call_id=f"c{n}", tool="bash", args={"command": f"echo {n} {words}"}))
+        bodies.append(r.ToolResult(call_id=f"c{n}", tool="bash", status="ok", output="done"))
+    bodies += [r.TurnEnded(outcome="completed"), r.TurnStarted(trigger="user", input="next")]
+    path = tmp_path / "L"
+    with Ledger.create(path, agent_id="a", fsync="never", blob_threshold=1024) as ledger:
+        ledger.append_many([r.Record(body=b, ts=i, turn=1 if i < 14 else 2) for i, b in enumerate(bodies)])
+    # A window the history does not fit whole: its units are capped.
+    doc = msgspec.json.decode(
+        invoke("explain", path, "--budget", "8000", "--output-reserve", "1000", "--json").stdout
+    )
+    history = next(row for row in doc["sections"] if row["section"] == "history")
+    distinct = list(dict.fromkeys(o["reason"] for o in doc["omitted"] if o["section"] == "history"))
+    assert sum(reason.startswith("arguments of c") for reason in distinct) == 6, distinct
+    # The first three, then how many more.
+    assert history["why"] == "; ".join(distinct[:3]) + f"; +{len(distinct) - 3} more (listed below)"

@@ -20,10 +20,12 @@ from holon.context import (
     build_context,
     get_estimator,
     prompt_rendered,
+    restore_bytes,
 )
 from holon.context.history import HistoryRules, history_units, plan_history
-from holon.projections import ToolExecution
+from holon.projections import BriefEntry, ToolExecution
 from tests.context_inputs import execution, inputs, message
+from tests.live import RecordsSource
 
 COUNT = get_estimator().count
 BIG = Budget(context_window=200_000)
@@ -440,3 +442,28 @@ def test_the_anchor_is_recorded_in_prompt_rendered_and_round_trips() -> None:
     old = msgspec.structs.replace(record, history=None)
     decoded = r.decode_msgpack_record(r.encode_msgpack_record(r.Record(body=old, ts=1, seq=0))).body
     assert isinstance(decoded, r.PromptRendered) and decoded.history is None
+
+
+
+# --------------------------------------------------------------------------- a brief over the room
+
+def test_a_brief_larger_than_the_history_room_is_cut_instead_of_emptying_the_history() -> None:
+    # Briefs had no cap (messages, arguments and tool outputs do). The history is a run of
+    # units ending at the newest, so one pasted 260 KB report left out all twenty messages
+    # before it too: the prompt had no history at all, only "history over budget".
+
+    report = "verified row\n" * 20_000
+    brief = r.Brief(status="result", text=report, work_item_id="w1")
+    messages = tuple(message(100 + i, f"message {i}") for i in range(20))
+    source = inputs(messages=messages, briefs=(BriefEntry(seq=200, ts=200, turn=200, brief=brief),))
+    prompt = build_context(source, Budget(context_window=16_000))
+
+    history = prompt.section("history")
+    assert history is not None
+    assert "[ledger:119] user: message 19" in history.text
+    assert "[brief truncated: 260,000 chars — restore with ref ledger:200]" in history.text
+    assert prompt.total_tokens <= 16_000
+    [omission] = [o for o in prompt.plan.omitted if o.ref == "ledger:200"]
+    assert omission.reason == "brief over its cap"
+    source = RecordsSource([r.Record(seq=200, ts=200, body=brief)])
+    assert restore_bytes("ledger:200", source) == report.encode()

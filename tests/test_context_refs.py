@@ -110,3 +110,16 @@ def test_a_truncated_legacy_summary_restores_to_its_text() -> None:
     assert "restore with ref ledger:3]" in section.text
     [omission] = prompt.plan.omitted
     assert restore_bytes(omission.ref, WithSummary()) == text.encode()
+
+
+# --------------------------------------------------------------------------- refs of any length
+
+
+@pytest.mark.parametrize("scheme", ["ledger", "episode"])
+def test_a_ref_with_more_digits_than_int_converts_is_an_invalid_ref(scheme: str) -> None:
+    # Python refuses to convert more than 4300 digits (sys.int_info.str_digits_check_threshold):
+    # a model's or user's garbage ref must still be an InvalidRef (the recall tool and
+    # `holon get` handle that), not a bare ValueError reported as an internal error.
+    ref = f"{scheme}:" + "9" * 5000
+    with pytest.raises(InvalidRef, match="too many digits"):
+        parse_ref(ref)

@@ -8,6 +8,7 @@ can act on, and that every call is in the ledger like any other tool call.
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import msgspec
 import pytest
 
 from holon import records as r
-from holon.context import Budget, Prompt, prompt_rendered, restore_bytes
+from holon.context import Budget, Prompt, RenderConfig, prompt_rendered, restore_bytes
 from holon.errors import UsageError
 from holon.projections import verify_derivations
 from holon.replay import LedgerRefSource
@@ -245,3 +246,62 @@ def test_recall_arguments_are_checked_and_defaulted() -> None:
     assert {"holon_get", "holon_search"} == RECALL_TOOL_NAMES
     with pytest.raises(ValueError, match="recall_page_chars must be >= 1"):
         AgentConfig(recall_page_chars=0)
+
+
+# --------------------------------------------------------------------------- every evicted output restores
+
+_OUTPUTS = {
+    "blob": "line of a long build log\n" * 2_000,
+    "control characters": "a\x00b\x1b[31mred\x1b[0m\r\nc\rd\x7f\x0c\u2028\u2029\ufeff end" * 40,
+    "crlf over the cap": "row,1,2\r\n" * 400,
+    "duplicate blob 1": "dup " * 3_000,
+    "duplicate blob 2": "dup " * 3_000,
+    "duplicate inline 1": "z" * 2_000,
+    "duplicate inline 2": "z" * 2_000,
+    "astral blob": "\U0001f600\U0001d11e" * 1_500,
+    "trailing blank lines": "x   \n\n\n   ",
+}
+_PAGE_NOTE = re.compile(r"\[\S+, characters ([\d,]+)-([\d,]+) of [\d,]+(?:: the end|; call holon_get .*)\]$")
+
+
+def test_every_evicted_tool_output_restores_exactly_through_the_agent(tmp_path: Path) -> None:
+    # Outputs over the blob threshold, over the result cap, cleared for age, with control
+    # characters, and the same content evicted twice: every ref the prompt leaves behind
+    # restores the original bytes (get_bytes), and holon_get's pages rebuild the same text.
+    clock = itertools.count(1_000)
+    config = AgentConfig(
+        budget=Budget(context_window=6_000, output_reserve=500),
+        render=RenderConfig(tool_result_max_tokens=300, keep_tool_results=1, clear_at_least=10),
+        blob_threshold=4_096,
+        recall_page_chars=1_000,
+    )
+    agent = Agent.open(tmp_path / "agent", agent_id="a", config=config, clock=lambda: next(clock))
+    try:
+        for name, output in _OUTPUTS.items():
+            with agent.turn(input=f"run {name}") as turn:
+                turn.context()
+                with turn.tool("bash", {"command": name}) as call:
+                    call.finish(output)
+        with agent.turn(input="and now?") as turn:
+            prompt = turn.context()
+        evicted = [o.ref for o in prompt.plan.omitted if "tool result" in o.reason]
+        assert {ref.split(":")[0] for ref in evicted} == {"ledger", "blob"}
+        originals = {output.encode() for output in _OUTPUTS.values()}
+        for ref in evicted:
+            data = agent.get_bytes(ref)
+            assert data in originals, ref
+            pages, offset = [], 0
+            while True:
+                text = agent.get_text(ref, offset=offset)
+                note = _PAGE_NOTE.search(text)
+                if note is None:
+                    pages.append(text)
+                    break
+                start, end = (int(n.replace(",", "")) for n in note.groups())
+                pages.append(text[: end - start])
+                if end >= len(data.decode()):
+                    break
+                offset = end
+            assert "".join(pages).encode() == data, ref
+    finally:
+        agent.close()
