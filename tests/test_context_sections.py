@@ -785,3 +785,24 @@ def test_an_unscoped_plan_edited_this_turn_is_shown_from_the_live_plan() -> None
     active = build_context(live.state, _BUDGET, agent_id="a").section("active_work")
     assert active is not None and "unchanged since" not in active.text
     assert "s1: drop the table" in active.text
+
+
+# --------------------------------------------------------------------------- every scope constraint shown
+
+
+def _scoped(constraints: tuple[str, ...]) -> r.WorkItem:
+    return r.WorkItem(id="W1", objective="ship it", state="active", scope_constraints=constraints)
+
+
+def test_every_scope_constraint_is_in_the_prompt_without_a_recall() -> None:
+    # Working memory shows the first 12 and names the rest by ref; the active work section
+    # then shows the live item whole (as it does when the plan is over its cap). Matching
+    # it to working memory on the first 12 alone would put the 13th rule out of view.
+    live = LiveLedger()
+    live.start_turn("operator", "go")
+    live.append(_scoped((*_CAP_FULL, "never push to main")))
+    live.end_turn()
+    live.start_turn("operator", "continue")
+    live.before_prompt()
+    text = build_context(live.state, Budget(context_window=8_000, output_reserve=1_000), agent_id="a").text
+    assert all(f"scope: {c}" in text for c in (*_CAP_FULL, "never push to main")), text

@@ -17,12 +17,24 @@ import msgspec
 import pytest
 
 from holon import records as r
-from holon.errors import InvalidRecord, UsageError
+from holon.errors import HolonError, InvalidRecord, ProjectionConfigMismatch, UsageError
 from holon.ledger import Ledger
-from holon.projections import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, stated_config
+from holon.projections import (
+    DEFAULT_CONFIG,
+    PROJECTION_VERSION,
+    CheckpointRejected,
+    ProjectionConfig,
+    ProjectionState,
+    encode_checkpoint,
+    fold,
+    restore_checkpoint,
+    stated_config,
+    verify_derivations,
+)
 from holon.replay import memory_at, memory_of, next_prompt, projection_config_of
 from holon.runtime import Agent, AgentConfig, checkpoint_resume
 from tests.cli_support import invoke
+from tests.live import LiveLedger
 from tests.runtime_support import Tick, ledger_records, prompted_turns
 
 POLICY = r.SystemPolicy(text="You are a test agent.")
@@ -260,3 +272,44 @@ def test_derived_records_of_older_projection_versions_state_nothing(tmp_path: Pa
     path = _copy(tmp_path / "old", old)
     with Agent.open(path, config=AgentConfig(projection=SHORT), clock=Tick()) as agent:
         assert agent.report.folded == len(old)
+
+
+# --------------------------------------------------------------------------- another config
+
+
+def _folded_under_turn_cap_3() -> tuple[ProjectionState, list[r.Record]]:
+    live = LiveLedger(ProjectionConfig(turn_cap=3))
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    live.end_turn()
+    return live.state, live.records
+
+
+@pytest.mark.parametrize("call", ["fold", "verify_derivations"])
+def test_another_config_than_the_states_is_a_holon_error_naming_the_fields(call: str) -> None:
+    # A plain ValueError("config differs") said neither which knob differed nor what to do.
+    state, _ = _folded_under_turn_cap_3()
+    given = ProjectionConfig(turn_cap=5, files_cap=4)
+    with pytest.raises(ProjectionConfigMismatch) as caught:
+        if call == "fold":
+            fold([], state, config=given)
+        else:
+            verify_derivations([], state=state, config=given)
+    error = caught.value
+    assert isinstance(error, HolonError) and isinstance(error, ValueError)
+    message = str(error)
+    assert message.startswith(f"{call}:"), message
+    assert "turn_cap: the state's 3, given 5" in message, message
+    assert "files_cap: the state's 16, given 4" in message, message
+    assert "plan_cap" not in message, message
+    assert "from seq 0" in message, message  # what to do
+    assert error.differences == ("turn_cap", "files_cap")
+
+
+def test_a_checkpoint_of_another_config_names_the_fields_that_differ() -> None:
+    state, _ = _folded_under_turn_cap_3()
+    data = encode_checkpoint(state, head_hash="h")
+    rejected = restore_checkpoint(data, hash_at=lambda seq: "h", config=ProjectionConfig())
+    assert isinstance(rejected, CheckpointRejected) and rejected.reason == "config"
+    assert "turn_cap: the checkpoint's 3, given 12" in rejected.detail, rejected.detail
+    assert "plan_cap" not in rejected.detail, rejected.detail

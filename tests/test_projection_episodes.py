@@ -253,3 +253,53 @@ def test_a_work_item_declared_for_a_request_takes_over_its_episode() -> None:
         == []
     )
     assert live.state.memory.builder.work_item_id == "W1"
+
+
+# --------------------------------------------------------------------------- waits
+
+
+def _episodes_of(records: tuple[r.Record, ...]) -> list[r.ContextEpisodeRecord]:
+    return [rec.body for rec in records if isinstance(rec.body, r.ContextEpisodeRecord)]
+
+
+def test_a_wait_opened_and_resolved_in_a_turn_is_no_boundary_while_an_older_wait_is_open() -> None:
+    # docs/memory-model.md: wait_boundary fires when "a waiting intent opened in the
+    # interval is still open". It fired whenever the turn opened a wait and *any* wait was
+    # open, so a long-standing wait turned every turn that opened and resolved a short one
+    # into an episode boundary (and a compression_epoch bump, i.e. a cache-prefix rewrite).
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WaitingIntent(id="w1", waiting_on="operator approval"))
+    (first,) = _episodes_of(live.end_turn("waiting"))
+    assert first.boundary_reason == "wait_boundary"
+    live.start_turn()
+    live.append(r.WaitingIntent(id="w2", waiting_on="ci run"))
+    live.append(r.WaitingResolved(id="w2"))
+    assert _episodes_of(live.end_turn()) == []
+    # A wait the turn opened and left open still is one, whatever else is open.
+    live.start_turn()
+    live.append(r.WaitingIntent(id="w3", waiting_on="review"))
+    (third,) = _episodes_of(live.end_turn())
+    assert third.boundary_reason == "wait_boundary"
+
+
+def test_a_second_resolution_of_a_wait_does_not_make_the_turn_a_wake() -> None:
+    # A wait resolved twice (the operator answered, then its timer fired) is carried the
+    # second time, but it was still counted as a resolution: the turn's delta claimed
+    # "wake_resumed" although nothing was waiting any more.
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    live.append(r.WaitingIntent(id="w", waiting_on="operator"))
+    live.end_turn()
+    live.append(r.WaitingResolved(id="w", resolution="arrived"), in_turn=False)
+    live.start_turn()
+    live.render()  # refreshes "waiting on w" away: the wake is shown here
+    live.end_turn()
+    live.start_turn()
+    live.append(r.WaitingResolved(id="w", resolution="timed_out"))
+    steps = (r.PlanStep(id="a", text="first"),)
+    live.append(r.WorkPlan(work_item_id="W1", steps=steps))
+    deltas = [rec.body for rec in live.end_turn() if isinstance(rec.body, r.WorkingMemoryDelta)]
+    assert [d.reason for d in deltas] == ["plan_changed"]
+    assert live.state.runtime.carried_count == 1

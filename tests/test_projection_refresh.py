@@ -397,3 +397,139 @@ def test_at_a_switch_tasks_are_counted_with_what_each_item_brings() -> None:
         "active work: W2 → W1 (W2 is now done)",
         "W1's 1 running task: see working memory",
     )
+
+
+# --------------------------------------------------------------------------- scope beyond the cap
+
+_CAP_FULL = tuple(f"rule {i}" for i in range(12))
+
+
+def _scoped(constraints: tuple[str, ...]) -> r.WorkItem:
+    return r.WorkItem(id="W1", objective="ship it", state="active", scope_constraints=constraints)
+
+
+def _confirmed_item(constraints: tuple[str, ...]) -> LiveLedger:
+    """W1 declared with ``constraints`` in turn 1; turn 2 open, its first prompt rendered."""
+    live = LiveLedger()
+    live.start_turn()
+    live.append(_scoped(constraints))
+    live.end_turn()
+    live.start_turn()
+    live.render()
+    return live
+
+
+def _delta_of(records: tuple[r.Record, ...]) -> r.WorkingMemoryDelta:
+    deltas = [rec.body for rec in records if isinstance(rec.body, r.WorkingMemoryDelta)]
+    assert len(deltas) == 1, records
+    return deltas[0]
+
+
+def test_replacing_a_scope_constraint_beyond_the_cap_is_a_delta_that_says_so() -> None:
+    # The 13th constraint is replaced: the snapshot's first 12 and its count of the rest
+    # were equal, so the delta named only work_item_seqs, with no line: the model was never
+    # told its rules changed.
+    live = _confirmed_item((*_CAP_FULL, "never push to main"))
+    live.append(_scoped((*_CAP_FULL, "always push to main")))
+    delta = _delta_of(live.end_turn())
+    assert "scope_constraints" in delta.changed_fields or "scope_rest" in delta.changed_fields
+    assert "+scope: always push to main" in delta.lines
+    assert "-scope: never push to main" in delta.lines
+
+
+def test_dropping_a_scope_constraint_beyond_the_cap_is_told_as_a_dropped_rule() -> None:
+    live = _confirmed_item((*_CAP_FULL, "never push to main"))
+    live.append(_scoped(_CAP_FULL))
+    delta = _delta_of(live.end_turn())
+    assert "-scope: never push to main" in delta.lines
+
+
+def test_dropping_a_scope_constraint_beyond_the_cap_mid_turn_supersedes_working_memory() -> None:
+    # Working memory names the dropped rule by its declaration's ref ("+1 scope constraints
+    # not shown — restore with ref …"), so it still states it: as for a shown constraint,
+    # the prompt rendered next must not.
+    live = _confirmed_item((*_CAP_FULL, "never push to main"))
+    live.append(_scoped(_CAP_FULL))
+    delta = _delta_of(refresh_before_prompt(live.state, ts=0))
+    assert delta.reason == "superseded"
+    assert "-scope: never push to main" in delta.lines
+
+
+def test_a_constraint_moving_into_view_is_not_reported_as_new() -> None:
+    # Dropping a shown constraint brings the 13th into the first 12: the rule set lost one
+    # rule and gained none, which is what the lines must say.
+    live = _confirmed_item((*_CAP_FULL, "never push to main"))
+    live.append(_scoped((*_CAP_FULL[1:], "never push to main")))
+    delta = _delta_of(live.end_turn())
+    assert [line for line in delta.lines if "scope:" in line] == ["-scope: rule 0"]
+
+
+# --------------------------------------------------------------------------- over a list's cap
+
+
+def _waiting_on(n: int) -> LiveLedger:
+    """W1 active and ``n`` open waits q0..q{n-1} from turn 1; turn 2 open and rendered."""
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    for i in range(n):
+        live.append(r.WaitingIntent(id=f"q{i}", waiting_on=f"review {i}"))
+    live.end_turn()
+    live.start_turn()
+    live.render()
+    return live
+
+
+def test_a_wait_pushed_out_of_the_list_by_a_newer_one_does_not_supersede_working_memory() -> None:
+    # With waiting_cap (6) waits open, a 7th pushed q0 out of the snapshot's list: that was
+    # read as "q0 no longer open", a mid-turn refresh (another render, a changed prefix)
+    # whose delta said "-waiting on q0" while q0 was still open.
+    live = _waiting_on(6)
+    live.append(r.WaitingIntent(id="q6", waiting_on="review 6"))
+    assert refresh_before_prompt(live.state, ts=0) == ()
+    delta = _delta_of(live.end_turn())
+    assert "-waiting on q0" not in delta.lines, delta.lines
+    assert "waiting on q0: still open, not shown (over the cap)" in delta.lines
+    assert "+waiting on q6: review 6" in delta.lines
+
+
+def test_a_wait_resolved_still_supersedes_working_memory() -> None:
+    live = _waiting_on(6)
+    live.append(r.WaitingResolved(id="q0", resolution="arrived"))
+    delta = _delta_of(refresh_before_prompt(live.state, ts=0))
+    assert "-waiting on q0 (arrived)" in delta.lines
+
+
+def test_a_plan_step_pushed_past_the_plan_cap_is_not_a_withdrawn_step() -> None:
+    live = LiveLedger(ProjectionConfig(plan_cap=3))
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    steps = tuple(r.PlanStep(id=f"s{i}", text=f"step {i}") for i in range(3))
+    live.append(r.WorkPlan(work_item_id="W1", steps=steps))
+    live.end_turn()
+    live.start_turn()
+    live.render()
+    live.append(r.WorkPlan(work_item_id="W1", steps=(r.PlanStep(id="s00", text="first"), *steps)))
+    # A step added is an addition, not a withdrawal: no mid-turn refresh for it.
+    assert refresh_before_prompt(live.state, ts=0) == ()
+    delta = _delta_of(live.end_turn())
+    assert "-plan step s2" not in delta.lines, delta.lines
+    assert "plan step s2: not shown (over the plan cap)" in delta.lines
+    assert "+plan step s00 [ ]: first" in delta.lines
+
+
+def test_an_open_follow_up_pushed_out_of_the_list_is_not_told_as_closed() -> None:
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    for i in range(8):  # follow_ups_cap
+        live.append(r.FollowUp(id=f"F{i}", text=f"revisit {i}", status="open"))
+    live.end_turn()
+    live.start_turn()
+    live.render()
+    live.append(r.FollowUp(id="F8", text="revisit 8", status="open"))
+    live.append(r.FollowUp(id="F9", text="revisit 9", status="open"))
+    live.append(r.FollowUp(id="F1", text="revisit 1", status="done"))  # room for one of them
+    lines = _delta_of(live.end_turn()).lines
+    assert "follow-up F0: still open, not shown (over the cap)" in lines, lines
+    assert "-follow-up F1 (done)" in lines, lines

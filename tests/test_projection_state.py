@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from holon import records as r
+from holon.errors import UsageError
 from holon.projections import (
     ProjectionConfig,
+    ProjectionState,
     RuntimeState,
     apply_runtime,
+    encode_checkpoint,
+    fold,
     queued_work,
+    restore_checkpoint,
+    verify_derivations,
     waiting_work,
 )
+from holon.replay import ledger_stats, replay_turns, state_after
+from tests.live import LiveLedger
+from tests.strategies import AgentRun, agent_runs
 
 
 def _fold(*bodies: r.Body, config: ProjectionConfig | None = None) -> RuntimeState:
@@ -465,3 +479,108 @@ def test_failing_checks_are_capped_and_a_blob_output_keeps_its_tail() -> None:
         bodies.append(r.ToolResult(call_id=f"c{n}", tool="bash", status="error", blob=blob, exit_code=1))
     state = _fold(*bodies, config=ProjectionConfig(failing_cap=3))
     assert [f.tail for f in state.failing] == ["FAILED t3::x", "FAILED t4::x", "FAILED t5::x"]
+
+
+# --------------------------------------------------------------------------- continuity of folding
+
+
+CONFIG = ProjectionConfig(turn_cap=1)
+
+
+def _three_turns() -> list[r.Record]:
+    """Three turns, each finalizing an episode: seqs 0-4, 5-9 and 10-14."""
+    live = LiveLedger(CONFIG)
+    for n in range(3):
+        live.start_turn()
+        live.append(r.WorkItem(id=f"W{n}", objective="o", state="active"))
+        live.end_turn()
+    assert [rec.seq for rec in live.records] == list(range(15))
+    return live.records
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans().flatmap(lambda open_turn: agent_runs(max_turns=8, open_turn=open_turn)))
+def test_folding_in_two_pieces_at_every_split_equals_folding_whole(run: AgentRun) -> None:
+    # The earlier property drew one split per run; this one checks every split, inside
+    # turns, between a turn_ended and its derived records, and at the end of a ledger
+    # cut mid-turn, through a checkpoint round trip too (what Agent.open resumes from).
+    whole = fold(run.records, config=run.config)
+    encoded = msgspec.msgpack.encode(whole)
+    head = fold((), config=run.config)
+    for k in range(len(run.records) + 1):
+        if k:
+            head = fold(run.records[k - 1 : k], head)
+        restored = restore_checkpoint(
+            encode_checkpoint(head, head_hash="h"), hash_at=lambda seq: "h", config=run.config
+        )
+        assert isinstance(restored, ProjectionState)
+        for start in (head, restored):
+            resumed = fold(run.records[k:], start)
+            assert resumed == whole, k
+            assert msgspec.msgpack.encode(resumed) == encoded, k
+
+
+def test_fold_refuses_records_that_repeat_what_the_state_holds() -> None:
+    # fold(records, state) folded whatever it was given on top of the state: the whole
+    # ledger with a checkpoint's state (the easy mistake) was folded twice, giving a
+    # state with every revision, episode and window doubled, and no error.
+    records = _three_turns()
+    head = fold(records[:5], config=CONFIG)
+    repeated = (
+        r"record seq 0 does not continue the state; expected seq 5; it was already folded "
+        r"\(the state is folded to seq 4\): pass the records from seq 5 on"
+    )
+    with pytest.raises(UsageError, match=repeated):
+        fold(records, head)
+    assert fold(records[5:], head) == fold(records, config=CONFIG)
+
+
+def test_fold_refuses_records_after_a_gap() -> None:
+    # A gap (records[7:] after a state folded to seq 4) gave a state no ledger ever had:
+    # a turn_ended without its turn, derived records confirming nothing they came from.
+    records = _three_turns()
+    head = fold(records[:5], config=CONFIG)
+    with pytest.raises(UsageError, match=r"record seq 7 .* expected seq 5; it skips seqs 5\.\.6"):
+        fold(records[7:], head)
+    # ... also further into the records, not only at the first one.
+    with pytest.raises(UsageError, match=r"record seq 10 .* expected seq 7; it skips seqs 7\.\.9"):
+        fold([*records[5:7], *records[10:]], head)
+    with pytest.raises(UsageError, match=r"record seq 3 .* expected seq 0"):
+        fold(records[3:], config=CONFIG)
+
+
+def test_fold_refuses_a_record_that_was_never_appended() -> None:
+    # A record built in memory has seq -1: folded, the state's seq went back to -1 and the
+    # entries it made cited ledger:-1.
+    with pytest.raises(UsageError, match=r"record seq -1 .* never appended to a ledger"):
+        fold([r.Record(body=r.Message(role="user", text="hi"), ts=1)])
+
+
+def test_verification_refuses_a_gap_or_a_repeat_after_the_first_record() -> None:
+    # verify_derivations checked that the first record continues the state, but not the
+    # others: records with a turn left out, or repeated, were reported as a divergence
+    # at a seq where the ledger differs from nothing ("body.to_revision: expected 2,
+    # found 3" at seq 13 for a ledger with turn 2 left out).
+    records = _three_turns()
+    with pytest.raises(UsageError, match=r"verify_derivations: record seq 10 .* expected seq 5"):
+        verify_derivations([*records[:5], *records[10:]], config=CONFIG)
+    with pytest.raises(UsageError, match=r"verify_derivations: record seq 5 .* expected seq 10"):
+        verify_derivations([*records[:10], *records[5:]], config=CONFIG)
+    assert verify_derivations(records, config=CONFIG).ok
+
+
+def test_replay_helpers_refuse_records_that_do_not_start_at_seq_0() -> None:
+    # state_after / replay_turns / ledger_stats fold from the initial state: given the
+    # records from the middle of a ledger (ledger.read(5)), they reported the memory of
+    # a ledger that does not exist.
+    records = _three_turns()
+    with pytest.raises(UsageError, match="expected seq 0"):
+        state_after(records[5:], CONFIG)
+    with pytest.raises(UsageError, match="expected seq 0"):
+        list(replay_turns(records[5:], config=CONFIG))
+    with pytest.raises(UsageError, match="expected seq 0"):
+        ledger_stats(records[5:], projection=CONFIG)
+    with pytest.raises(UsageError, match=r"record seq 6 .* expected seq 5; it skips seq 5:"):
+        ledger_stats([*records[:5], *records[6:]], projection=CONFIG)
+    assert state_after(records, CONFIG) == fold(records, config=CONFIG)
+    assert len(list(replay_turns(records, config=CONFIG))) == 3

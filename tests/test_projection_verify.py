@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from holon import records as r
+from holon.errors import UsageError
 from holon.projections import ProjectionConfig, fold, verify_derivations
 from tests.live import LiveLedger
+from tests.strategies import AgentRun, agent_runs
 
 
 def _ledger() -> list[r.Record]:
@@ -172,3 +176,96 @@ def test_a_refresh_where_nothing_was_superseded_is_unexpected() -> None:
     report = verify_derivations(records)
     divergence = report.divergence
     assert divergence is not None and (divergence.kind, divergence.seq) == ("unexpected", i + 1)
+
+
+# --------------------------------------------------------------------------- verification from a state
+
+
+def _superseding_ledger() -> list[r.Record]:
+    """Turn 2 revises decision D1 and then renders: a pre-prompt delta precedes the prompt;
+    every turn end finalizes an episode (turn_cap 1) after its delta."""
+    live = LiveLedger(ProjectionConfig(turn_cap=1))
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    live.append(r.Decision(id="D1", text="use postgres", work_item_id="W1"))
+    live.end_turn()
+    live.start_turn()
+    live.append(r.Decision(id="D1", text="use sqlite", work_item_id="W1"))
+    live.render()
+    live.end_turn()
+    return live.records
+
+
+def test_verification_from_a_state_just_before_a_pre_prompt_delta_passes() -> None:
+    # The pre-prompt delta carries the ts of the record before it; a state does not keep
+    # that ts, so verifying from a state folded up to that record used to compare the
+    # delta with ts 0 and report a ts mismatch in a ledger that is fine.
+    records = _superseding_ledger()
+    config = ProjectionConfig(turn_cap=1)
+    assert verify_derivations(records, config=config).ok
+    delta_at = next(
+        i for i, rec in enumerate(records) if rec.kind == r.WorkingMemoryDelta.KIND and rec.turn == 2
+    )
+    assert records[delta_at + 1].kind == r.PromptRendered.KIND  # the pre-prompt delta
+    report = verify_derivations(records[delta_at:], state=fold(records[:delta_at], config=config))
+    assert report.ok, report.divergence and report.divergence.describe()
+
+
+def test_verification_from_a_state_between_a_refresh_delta_and_its_episode_passes() -> None:
+    # A state folded up to the delta of a post-turn refresh still owes the episode of
+    # the same refresh; verifying from it used to call that episode "unexpected".
+    records = _superseding_ledger()
+    config = ProjectionConfig(turn_cap=1)
+    delta_at = next(i for i, rec in enumerate(records) if rec.kind == r.WorkingMemoryDelta.KIND)
+    assert records[delta_at - 1].kind == r.TurnEnded.KIND
+    assert records[delta_at + 1].kind == r.ContextEpisodeRecord.KIND
+    report = verify_derivations(records[delta_at + 1 :], state=fold(records[: delta_at + 1], config=config))
+    assert report.ok, report.divergence and report.divergence.describe()
+    assert report.derived_checked == len(
+        [rec for rec in records[delta_at + 1 :] if rec.kind in r.DERIVED_KINDS]
+    )
+    # ... and a wrong episode there is still caught, at its seq.
+    body = records[delta_at + 1].body
+    assert isinstance(body, r.ContextEpisodeRecord)
+    forged = msgspec.structs.replace(records[delta_at + 1], body=msgspec.structs.replace(body, objective="x"))
+    report = verify_derivations(
+        [forged, *records[delta_at + 2 :]], state=fold(records[: delta_at + 1], config=config)
+    )
+    assert report.divergence is not None and report.divergence.seq == forged.seq
+    assert report.divergence.kind == "mismatch"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(agent_runs(open_turn=True), st.data())
+def test_verification_from_any_folded_prefix_equals_verification_of_the_whole(
+    run: AgentRun, data: st.DataObject
+) -> None:
+    whole = verify_derivations(run.records, config=run.config)
+    assert whole.ok
+    split = data.draw(st.integers(0, len(run.records)))
+    head = fold(run.records[:split], config=run.config)
+    report = verify_derivations(run.records[split:], state=head)
+    assert report.ok, report.divergence and report.divergence.describe()
+    assert report.pending_refresh == whole.pending_refresh
+
+
+def test_verification_refuses_records_that_do_not_continue_the_given_state() -> None:
+    # verify_derivations(records, state=checkpoint) folded whatever it was given on top
+    # of the state: the whole ledger with a checkpoint's state (an easy mistake) was
+    # folded twice and reported ok, or a divergence at a seq where nothing differs; a
+    # gap after the state was reported ok too.
+    live = LiveLedger(ProjectionConfig(turn_cap=1))
+    for n in range(3):
+        live.start_turn()
+        live.append(r.WorkItem(id=f"W{n}", objective="o", state="active"))
+        live.end_turn()
+    records = live.records
+    assert verify_derivations(records, config=live.state.config).ok
+    state = fold(records[:5], config=live.state.config)
+    assert verify_derivations(records[5:], state=state).ok
+    with pytest.raises(UsageError, match="first record is seq 0, but the state is folded to seq 4"):
+        verify_derivations(records, state=state)
+    with pytest.raises(UsageError, match="first record is seq 7"):
+        verify_derivations(records[7:], state=state)
+    with pytest.raises(UsageError, match="first record is seq 5, but the state is folded to seq -1"):
+        verify_derivations(records[5:], config=live.state.config)

@@ -39,8 +39,7 @@ from holon.projections import MessageEntry, WorkingMemorySnapshot, apply, initia
 from tests.live import LiveLedger, evidence_of
 from tests.provider_rules import check_all
 from tests.strategies import AgentRun, agent_runs, budgets_around, nasty_text
-from tests.test_context_properties import AGENT, _check_prompt, _check_threshold, _Records, _sizes
-from tests.test_properties_review23 import _squeezed
+from tests.test_context_properties import AGENT, _check_prompt, _check_threshold, _Records, _sizes, _squeezed
 
 SEPARATORS = len(SECTION_ORDER)
 _configs = st.builds(

@@ -11,7 +11,7 @@ from holon import records as r
 from holon.context import restore, restore_bytes
 from holon.errors import InvalidRecord, RefNotFound, UsageError
 from holon.ledger import Ledger
-from holon.projections import fold, verify_derivations
+from holon.projections import fold, owed_refresh, verify_derivations
 from holon.replay import (
     LedgerRefSource,
     RenderOverrides,
@@ -23,6 +23,7 @@ from holon.replay import (
     turn_spans,
 )
 from tests.cli_support import build_ledger, fixture_names, live_records
+from tests.live import LiveLedger
 
 
 def _prompted_turns(records: tuple[r.Record, ...]) -> list[tuple[int, int]]:
@@ -189,3 +190,106 @@ def test_ledger_ref_source_restores_records_blobs_and_episodes(tmp_path: Path) -
         assert isinstance(episode, r.ContextEpisodeRecord) and episode.boundary_reason == "wait_boundary"
         with pytest.raises(RefNotFound, match=r"episodes 0\.\.0"):
             restore("episode:1", source)
+
+
+# --------------------------------------------------------------------------- append_evidence: turn numbers
+
+
+def _turn_three(tmp_path: Path) -> Ledger:
+    """A ledger whose turn 3 is open (a work item, then a result brief: the refresh closes an episode)."""
+    ledger = Ledger.create(tmp_path / "L", agent_id="a", fsync="never")
+    append_evidence(
+        ledger,
+        [
+            r.Record(body=r.TurnStarted(trigger="user"), ts=1, turn=3),
+            r.Record(body=r.WorkItem(id="W1", objective="o", state="active"), ts=2, turn=3),
+            r.Record(body=r.Brief(status="result", text="done"), ts=3, turn=3),
+        ],
+    )
+    return ledger
+
+
+@pytest.mark.parametrize("turn", [1, None])
+def test_append_evidence_refuses_a_turn_ended_naming_another_turn(tmp_path: Path, turn: int | None) -> None:
+    # The runtime closes turn N with a turn_ended of turn N. One of turn 1 (a turn number
+    # going backwards in an imported history) or of no turn was appended, and the refresh
+    # closed the turn's episode with summary "turns 3-1" (last_turn 1) or "turns 3-None"
+    # (last_turn -1), the episode record itself filed under turn 1 or no turn.
+    with _turn_three(tmp_path) as ledger:
+        head = ledger.head()
+        with pytest.raises(InvalidRecord, match=r"turn_ended of turn .* while turn 3 is open"):
+            append_evidence(ledger, [r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=turn)])
+        assert ledger.head() == head  # refused before anything was written
+        append_evidence(ledger, [r.Record(body=r.TurnEnded(outcome="completed"), ts=4, turn=3)])
+        episodes = [rec for rec in ledger.read() if isinstance(rec.body, r.ContextEpisodeRecord)]
+    assert [(e.body.first_turn, e.body.last_turn, e.turn) for e in episodes] == [(3, 3, 3)]
+
+
+def test_append_evidence_refuses_a_record_naming_another_turn_inside_a_turn(tmp_path: Path) -> None:
+    # A message of turn 1 inside turn 3 was filed under turn 1: not the turn's input, and
+    # shown in the history as a turn of its own. A record without a turn stays accepted.
+    with _turn_three(tmp_path) as ledger:
+        with pytest.raises(InvalidRecord, match="message of turn 1 while turn 3 is open"):
+            append_evidence(ledger, [r.Record(body=r.Message(role="user", text="hi"), ts=4, turn=1)])
+        append_evidence(ledger, [r.Record(body=r.Message(role="user", text="hi"), ts=4)])
+        assert verify_derivations(ledger.read()).ok
+
+
+def _prompt(revision: int, epoch: int) -> r.PromptRendered:
+    return r.PromptRendered(
+        working_memory_revision=revision, compression_epoch=epoch, cache_key="k", prompt_hash="h",
+        total_tokens=1, budget=1, estimator="holon-heuristic",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("revision", "epoch", "field"), [(9, 0, "revision 9"), (0, 5, "epoch 5")])
+def test_append_evidence_refuses_a_prompt_showing_what_was_not_derived_yet(
+    tmp_path: Path, revision: int, epoch: int, field: str
+) -> None:
+    # A prompt confirms the working-memory revision it showed. One claiming revision 9 of a
+    # ledger at revision 1 was accepted: the fold's confirmed revision went past the
+    # ledger's, and the next change (revision 2) counted as shown before any prompt showed it.
+    with _turn_three(tmp_path) as ledger:
+        folded = state_after(ledger.read())
+        head = ledger.head()
+        with pytest.raises(InvalidRecord, match=f"the prompt records .*{field}.*but the ledger has reached"):
+            append_evidence(ledger, [r.Record(body=_prompt(revision, epoch), ts=4, turn=3)])
+        assert ledger.head() == head
+        current = _prompt(folded.memory.revision, folded.memory.compression_epoch)
+        append_evidence(ledger, [r.Record(body=current, ts=4, turn=3)])
+        assert verify_derivations(ledger.read()).ok
+
+
+# --------------------------------------------------------------------------- a refresh a writer died in
+
+
+def _turn_with_delta_and_episode() -> LiveLedger:
+    """One turn whose refresh derives a delta and an episode (a result brief is a checkpoint)."""
+    live = LiveLedger()
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    live.append(r.Brief(status="result", text="shipped"))
+    derived = live.end_turn()
+    assert [d.kind for d in derived] == [r.WorkingMemoryDelta.KIND, r.ContextEpisodeRecord.KIND]
+    return live
+
+
+def test_append_evidence_appends_the_episode_a_writer_died_before(tmp_path: Path) -> None:
+    # The runtime appends a refresh's derived records one by one, so a crash can leave the
+    # delta without its episode. append_evidence (holon append / import) only made up a
+    # refresh owed as a whole, so the evidence it appended stood where the episode belonged
+    # and the ledger no longer verified ("expected a derived context_episode").
+    live = _turn_with_delta_and_episode()
+    episode = live.records[-1]
+    later = r.Record(body=r.TurnStarted(trigger="user"), ts=live.ts + 5, turn=2)
+    with Ledger.create(tmp_path / "L", agent_id="a", fsync="never") as ledger:
+        ledger.append_many(live.records[:-1])
+        assert owed_refresh(state_after(ledger.read())) == (
+            r.Record(body=episode.body, ts=episode.ts, turn=episode.turn),
+        )
+        append_evidence(ledger, [later])
+        stored = list(ledger.read())
+    assert [rec.kind for rec in stored[-2:]] == [r.ContextEpisodeRecord.KIND, r.TurnStarted.KIND]
+    assert stored[-2].body == episode.body
+    report = verify_derivations(stored)
+    assert report.ok and not report.pending_refresh, report
