@@ -11,7 +11,7 @@ import pytest
 
 from holon import records as r
 from holon.audit import connect
-from holon.cli import EXIT_OK
+from holon.cli import EXIT_OK, EXIT_USAGE
 from holon.context.causes import omission_cause
 from holon.ledger import Ledger
 from holon.replay import memory_at
@@ -315,3 +315,18 @@ def test_stats_and_the_audit_agree_on_causes(tmp_path: Path, reason: str) -> Non
         con.close()
     assert row is not None
     assert row[0] == omission_cause(reason)
+
+
+@pytest.mark.parametrize("command", [("search",), ("episodes", "--search")])
+@pytest.mark.parametrize("query", ["", "  ", "the", "!!! ???", "🚀", "with the"])
+def test_a_query_with_no_words_is_a_usage_error_not_nothing_matches(
+    session: Path, command: tuple[str, ...], query: str
+) -> None:
+    # `holon search L the` printed "nothing matches 'the'" (exit 0): read as "the ledger holds
+    # no such thing", when no ledger could match it. holon_search tells the model so too.
+    result = invoke(command[0], session, *command[1:], query)
+    assert result.exit_code == EXIT_USAGE, result.stdout
+    assert result.stdout == ""
+    assert f"the query {query!r} has no words to search for" in result.stderr
+    found = invoke(command[0], session, *command[1:], "billing", "--json")
+    assert found.exit_code == EXIT_OK and found.stdout.startswith("[")

@@ -25,6 +25,7 @@ from holon.context.inputs import inputs_from_state
 from holon.context.prompt import Prompt
 from holon.context.search import terms
 from holon.projections import FileRef, MessageEntry, WorkingMemorySnapshot
+from holon.search import MemorySearch
 from tests.context_inputs import inputs
 from tests.context_session import AGENT, run_session
 
@@ -354,3 +355,25 @@ def test_selection_skips_only_candidates_that_cannot_be_selected(
     restored = EpisodeIndex.restore(index.export(), index.episodes)
     assert isinstance(restored, EpisodeIndex)
     assert select_episodes(given, restored, limit=limit, max_postings=max_postings) == chosen
+
+
+# ---------------------------------------------------------------- search arguments
+
+
+def _msg(seq: int, text: str, turn: int | None = 1) -> r.Record:
+    return r.Record(body=r.Message(role="user", text=text), ts=seq, turn=turn, seq=seq)
+
+
+def test_a_limit_below_one_or_an_unknown_only_is_refused_not_half_applied() -> None:
+    # EpisodeIndex.search(limit=-1) returned all hits but the last (ranked[:-1]); an
+    # unknown `only` ("episode") filtered nothing. Both read as a real answer.
+    index = EpisodeIndex([_episode(i, f"postgres {w}") for i, w in enumerate(("vacuum", "lag", "dump"))])
+    assert len(index.search("postgres", limit=3)) == 3
+    for limit in (0, -1):
+        with pytest.raises(ValueError, match="limit must be at least 1"):
+            index.search("postgres", limit=limit)
+    archived = r.Record(body=_episode(0, "postgres vacuum"), ts=0, turn=None, seq=9)
+    memory = MemorySearch([archived, _msg(10, "postgres")])
+    assert [h.source for h in memory.search("postgres", only="episodes")] == ["episode"]
+    with pytest.raises(ValueError, match="only must be None, 'episodes' or 'evidence'"):
+        memory.search("postgres", only="episode")  # type: ignore[arg-type]

@@ -7,14 +7,19 @@ rebuilt index; a missing, damaged or stale index file is reported, logged and re
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import blake3
+import msgspec
 import pytest
 
 from holon import records as r
 from holon.context import EpisodeIndex, RenderConfig
+from holon.ledger import Ledger
 from holon.runtime import Agent, AgentConfig
-from holon.runtime.checkpoints import list_checkpoints
+from holon.runtime.checkpoints import CHECKPOINT_DIR, list_checkpoints
 from tests.runtime_support import Tick, load_daemon, same_record
 
 # The RFC's layout selects episodes for the probe's new question at its new revision (the
@@ -109,3 +114,91 @@ def test_every_checkpoint_saves_the_index_and_pruning_removes_it(ledger: Path) -
     names = sorted(p.name for p in (ledger / "checkpoints").iterdir())
     stems = [p.stem for _, p in list_checkpoints(ledger)]
     assert names == sorted(f"{stem}{ext}" for stem in stems for ext in (".ckpt", ".episodes", ".tools"))
+
+
+# ---------------------------------------------------------------- the runtime's episode index
+
+
+def test_episodes_a_cut_short_refresh_archives_on_open_are_in_the_restored_index(tmp_path: Path) -> None:
+    # A crash after turn_ended reached the disk and before its derived episode did (a
+    # segment rollover flushed it first). Opening appends the missing episode; with an
+    # index restored from the checkpoint, that episode must be indexed too, or
+    # holon_get cannot restore it, selection never sees it, and the next checkpoint fails.
+    config = AgentConfig(checkpoint_every=1, checkpoints_kept=5)
+    live = tmp_path / "live"
+    with Agent.open(live, agent_id="a", config=config, clock=Tick()) as agent:
+        for item in ("W1", "W2", "W3"):  # each switch of the active work archives an episode
+            with agent.turn(input=f"start {item}") as turn:
+                turn.add_work_item(item, f"build the {item} parser", state="active")
+    with Ledger.open(live, readonly=True) as ledger:
+        records = list(ledger.read(0))
+    ended = max(i for i, rec in enumerate(records) if rec.kind == "turn_ended")
+    assert [rec.kind for rec in records[ended + 1 :]] == ["working_memory_delta", "context_episode"]
+
+    crashed = tmp_path / "crashed"
+    with Ledger.create(crashed, agent_id="a") as ledger:
+        ledger.append_many(records[: ended + 1])
+    # The checkpoint of the turn before, with its saved index: valid for the crashed prefix.
+    seq, ckpt = next((seq, path) for seq, path in list_checkpoints(live) if seq < ended)
+    (crashed / CHECKPOINT_DIR).mkdir()
+    for ext in (".ckpt", ".tools", ".episodes"):
+        shutil.copy(ckpt.with_suffix(ext), crashed / CHECKPOINT_DIR / ckpt.with_suffix(ext).name)
+
+    with Agent.open(crashed, config=config, clock=Tick(start=2_000_000_000_000)) as agent:
+        report = agent.report
+        assert report.checkpoint_seq == seq and report.episode_index == "restored"
+        assert report.completed_refresh == 2
+        archive = agent.memory.archive
+        assert archive.count == 2 and len(agent.episodes) == 2
+        assert agent.episodes.export() == EpisodeIndex(archive).export()
+        assert '"episode_id":1' in agent.get_text("episode:1")
+        agent.checkpoint()  # the index covers the archive, so it can be saved with it
+        with agent.turn(input="back to the W2 parser") as turn:
+            turn.context()
+
+
+# ---------------------------------------------------------------- the saved index on open
+
+
+def _ledger_with_episodes(path: Path) -> None:
+    config = AgentConfig(checkpoint_every=1, checkpoints_kept=5)
+    with Agent.open(path, agent_id="a", config=config, clock=Tick()) as agent:
+        for item in ("W1", "W2", "W3", "W4"):
+            with agent.turn(input=f"start {item}") as turn:
+                turn.add_work_item(item, f"build the {item} parser", state="active")
+
+
+def _resign(path: Path, edit: Callable[[list[Any]], None]) -> None:
+    """Rewrite a .episodes sidecar with ``edit`` applied to its index fields, checksum renewed."""
+    data = path.read_bytes()
+    # The index of the newest episodes (the whole index when no archive chunk is full),
+    # then the names of the segment files of the older ones.
+    seq, head_hash, index, *segments = msgspec.msgpack.decode(data[40:])
+    fields = msgspec.msgpack.decode(index)
+    edit(fields)
+    payload = msgspec.msgpack.encode([seq, head_hash, msgspec.msgpack.encode(fields), *segments])
+    path.write_bytes(b"HOLONEPX" + blake3.blake3(payload).digest() + payload)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason", "detail"),
+    [
+        (lambda f: f.__setitem__(0, "1|" + f[0].split("|", 1)[1]), "stale", "other tokenizing code"),
+        (lambda f: f.__setitem__(3, f[3][8:] + f[3][:8]), "stale", "other episodes"),
+        (lambda f: f.__setitem__(2, f[2] + 1), "corrupt", "inconsistent offsets"),
+        (lambda f: f.__setitem__(1, f[1] + 1), "corrupt", "sizes"),
+    ],
+)
+def test_a_saved_index_from_an_older_holon_or_for_other_episodes_is_rebuilt(
+    tmp_path: Path, edit: Callable[[list[Any]], None], reason: str, detail: str
+) -> None:
+    # Checksum-valid sidecars that must still not be used: written by older tokenizing
+    # code (INDEX_FORMAT 1), or for another archive, or internally inconsistent.
+    _ledger_with_episodes(tmp_path / "l")
+    (_, newest), *_ = list_checkpoints(tmp_path / "l")
+    _resign(newest.with_suffix(".episodes"), edit)
+    with Agent.open(tmp_path / "l", clock=Tick(start=2_000_000_000_000)) as agent:
+        rejected = agent.report.episode_index_rejected
+        assert agent.report.episode_index == "built" and rejected is not None
+        assert rejected.reason == reason and detail in rejected.detail
+        assert agent.episodes.export() == EpisodeIndex(agent.memory.archive).export()
