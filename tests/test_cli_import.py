@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import pty
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 import holon.ledger.writer
 from holon import records as r
-from holon.cli import EXIT_OK, EXIT_USAGE
+from holon.cli import EXIT_OK, EXIT_USAGE, main
 from holon.importers import read_transcript
 from holon.ledger import Ledger
 from holon.projections import ProjectionConfig
+from holon.runtime import Agent, AgentConfig
+from holon.search import MemorySearch
 from tests.cli_support import (
     LEDGERS,
     build_ledger,
@@ -32,7 +37,7 @@ from tests.cli_support import (
 )
 from tests.ledger_support import AGENT, child_env, message
 from tests.live import replay_live
-from tests.runtime_support import ledger_records, prompted_turns
+from tests.runtime_support import Tick, ledger_records, prompted_turns
 
 IMPORTERS = Path(__file__).resolve().parent.parent / "fixtures" / "importers"
 
@@ -1105,3 +1110,119 @@ def test_a_torn_tail_cut_by_a_writing_command_is_a_warning_line(tmp_path: Path) 
     assert segment.name in lines[0]
     json.loads(appended.stdout)
     assert invoke("verify", path).exit_code == 0
+
+
+# ------------------------------------------------- holon append of a prompt onto a ledger stating no config
+
+
+def _quiet_turns(path: Path, *, turn_cap: int, turns: int, prompted: bool) -> None:
+    """An agent's timer turns that change no working memory (they derive nothing under a high cap)."""
+    config = AgentConfig(projection=ProjectionConfig(turn_cap=turn_cap))
+    with Agent.open(path, agent_id="quiet", config=config, clock=Tick()) as agent:
+        for _ in range(turns):
+            with agent.turn(trigger="timer") as turn:
+                if prompted:
+                    turn.context()
+
+
+def _prompted_turn(tmp_path: Path, *, turn_cap: int, turn: int, ts: int) -> Path:
+    """A JSONL file of one turn whose prompt states ProjectionConfig(turn_cap=turn_cap), as
+    another holon writer under that config recorded it: for `holon append`."""
+    source = tmp_path / f"writer-{turn_cap}"
+    _quiet_turns(source, turn_cap=turn_cap, turns=1, prompted=True)
+    with Ledger.open(source, readonly=True) as ledger:
+        evidence = [rec for rec in ledger.read(0) if rec.kind not in r.DERIVED_KINDS]
+    assert [rec.kind for rec in evidence] == ["turn_started", "prompt_rendered", "turn_ended"]
+    moved = [msgspec.structs.replace(rec, turn=turn, ts=ts + i * 1000) for i, rec in enumerate(evidence)]
+    return write_jsonl(tmp_path / f"turn-{turn_cap}.jsonl", moved)
+
+
+def test_append_refuses_a_prompt_whose_config_the_ledgers_quiet_turns_would_derive_under(
+    tmp_path: Path,
+) -> None:
+    # Two quiet timer turns (no delta, no episode: the ledger states no config), then
+    # `holon append` of a turn whose prompt states turn_cap=1: the ledger was folded
+    # under turn_cap=1 and the append went through, but under turn_cap=1 turn 1 owes an
+    # episode it lacks, so `holon verify` failed for good ("its writer appended evidence
+    # without the post-turn refresh"). Agent.open refuses that reopen (_check_unstated);
+    # holon append now does as well, naming the input line, and writes nothing.
+    ledger = tmp_path / "ledger"
+    _quiet_turns(ledger, turn_cap=12, turns=2, prompted=False)
+    incoming = _prompted_turn(tmp_path, turn_cap=1, turn=3, ts=1_800_000_000_000)
+    before = tree_bytes(ledger)
+
+    result = invoke("append", ledger, incoming)
+
+    assert result.exit_code == 2, result.output + result.stderr
+    assert f"line 2 of {incoming}" in result.stderr, result.stderr
+    assert "ProjectionConfig(turn_cap=1)" in result.stderr
+    assert "after the turn_ended at seq 1" in result.stderr
+    assert tree_bytes(ledger) == before
+    verified = invoke("verify", ledger)
+    assert verified.exit_code == 0, verified.output + verified.stderr
+
+
+def test_append_takes_a_prompts_config_when_the_ledgers_turns_derive_nothing_under_it(tmp_path: Path) -> None:
+    # The case the config scan is for: a ledger written elsewhere whose appended prompts
+    # are the first to state its config. Under turn_cap=5 two quiet turns derive nothing.
+    ledger = tmp_path / "ledger"
+    _quiet_turns(ledger, turn_cap=12, turns=2, prompted=False)
+    incoming = _prompted_turn(tmp_path, turn_cap=5, turn=3, ts=1_800_000_000_000)
+
+    result = invoke("append", ledger, incoming)
+
+    assert result.exit_code == 0, result.output + result.stderr
+    verified = invoke("verify", ledger)
+    assert verified.exit_code == 0, verified.output + verified.stderr
+    audit = invoke("audit", ledger, "--json", "--sql", "select projection_label from agents")
+    assert audit.exit_code == 0, audit.stderr
+    assert "ProjectionConfig(turn_cap=5)" in audit.output
+
+
+# --------------------------------------------------------------- library warnings, commands in threads
+
+
+def test_a_library_warning_is_one_line_while_another_command_runs_in_another_thread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program (a test harness, a notebook server) running two commands in-process at
+    # once: each added its own handler to the `holon` logger, so the torn tail `holon
+    # append` cut was reported twice, once per command running.
+    searched = tmp_path / "searched"
+    _quiet_turns(searched, turn_cap=12, turns=1, prompted=False)
+    torn = tmp_path / "torn"
+    _quiet_turns(torn, turn_cap=12, turns=1, prompted=False)
+    segment = sorted((torn / "segments").iterdir())[-1]
+    with segment.open("ab") as f:
+        f.write(b"\x00\x01torn")
+    turn = [
+        r.Record(body=r.TurnStarted(trigger="timer"), ts=1_800_000_000_000, turn=5),
+        r.Record(body=r.TurnEnded(outcome="completed"), ts=1_800_000_001_000, turn=5),
+    ]
+    evidence = write_jsonl(tmp_path / "turn.jsonl", turn)
+
+    searching, appended = threading.Event(), threading.Event()
+    search = MemorySearch.search
+
+    def held_search(self: MemorySearch, *args: Any, **kwargs: Any) -> list[Any]:
+        searching.set()  # the search command is running, its warnings shown
+        assert appended.wait(30)
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemorySearch, "search", held_search)
+
+    def run(*args: str | Path) -> None:
+        main.main([str(a) for a in args], standalone_mode=False)
+
+    other = threading.Thread(target=run, args=("search", searched, "timer", "--json"))
+    other.start()
+    try:
+        assert searching.wait(30)
+        run("append", torn, evidence, "--json")
+    finally:
+        appended.set()
+        other.join(30)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "ledger recovery" in line]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("holon: warning: ledger recovery: ")
+    assert not logging.getLogger("holon").handlers  # and none is left behind

@@ -18,7 +18,7 @@ from holon.ledger import Ledger
 from holon.prompt_check import APPENDED, PromptsSummary, check_prompts, shared_prefix
 from holon.replay import prompt_at
 from holon.runtime import Agent, AgentConfig
-from tests.cli_support import build_ledger, invoke, live_records
+from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
 from tests.runtime_support import ledger_records
 
 FIXTURE = "session_multi_work"
@@ -288,3 +288,29 @@ def test_prompts_range_on_a_ledger_without_turns(tmp_path: Path) -> None:
     plain = invoke("prompts", path)
     assert plain.exit_code == 0
     assert "no prompt_rendered record in this ledger" in plain.stdout
+
+
+# --------------------------------------------------------------------------- holon prompts --check
+
+
+def test_a_prompt_outside_any_turn_that_differs_is_not_named_at_turn_none(tmp_path: Path) -> None:
+    # `holon append` takes a prompt_rendered outside any turn (a writer other than the
+    # runtime); when it does not reproduce, --check's hint was `holon explain L --at-turn None
+    # --call 1`, a command click refuses ('None' is not a valid integer).
+    path = build_ledger(tmp_path / "l", "boundary_turn_cap")
+    records = live_records("boundary_turn_cap")
+    last = next(x for x in reversed(records) if isinstance(x.body, r.PromptRendered))
+    stray = msgspec.structs.replace(
+        last,
+        turn=None,
+        ts=records[-1].ts + 1_000,
+        body=msgspec.structs.replace(last.body, prompt_hash="0" * 64),
+    )
+    appended = invoke("append", path, write_jsonl(tmp_path / "stray.jsonl", [stray]))
+    assert appended.exit_code == 0, appended.output + appended.stderr
+    listed = invoke("prompts", path, "--each")
+    assert "no turn call 1" in listed.output and "DIFFERS 1" in listed.output
+    failed = invoke("prompts", path, "--check")
+    assert failed.exit_code == 1, failed.output
+    assert "outside any turn" in failed.stderr
+    assert "None" not in failed.stderr, failed.stderr

@@ -21,8 +21,10 @@ import pytest
 import xxhash
 import zstandard
 
+import holon
 from benchmarks.__main__ import OPTIONAL, SUITES
 from holon import cli, errors, projections
+from holon import records as r
 from holon.audit import connect, run_report
 from holon.context import RENDER_VERSION, Budget, RenderConfig
 from holon.errors import LedgerCorrupt, UsageError
@@ -467,3 +469,45 @@ def test_every_benchmark_command_the_docs_give_runs_a_suite_that_exists() -> Non
         if argument:  # benchmarks.runtime footprint / longrun run the function of that name
             assert module == "runtime" and argument in {"footprint", "longrun"}, (module, argument)
             assert callable(getattr(importlib.import_module(f"benchmarks.{module}"), argument))
+
+
+# --------------------------------------------------------------------------- the record kinds, the facade
+
+
+def _rows_with_empty_cells(section: str) -> list[list[str]]:
+    """The cells of a Markdown table's body rows, an empty cell (``|  |``) kept as ``""``."""
+    rows = [line.strip().strip("|").split("|") for line in section.splitlines() if line.startswith("| ")]
+    cells = [[cell.strip() for cell in row] for row in rows]
+    return [row for row in cells[1:] if set("".join(row)) != {"-"}]  # not the header nor its rule
+
+
+def test_ledger_format_lists_every_record_kind_with_its_fields() -> None:
+    # No page listed the record kinds: a newcomer writing `holon append` input read
+    # holon/records.py to learn what a line may hold.
+    section = _section("docs/ledger-format.md", "## Record kinds")
+    listed = {}
+    for kind, body, required, optional, what in _rows_with_empty_cells(section):
+        listed[kind.strip("`")] = (body.strip("`"), required, optional, what)
+    assert list(listed) == list(r.BODY_TYPES), "every kind, in the order holon.records declares them"
+    for kind, cls in r.BODY_TYPES.items():
+        body, required, optional, what = listed[kind]
+        fields = msgspec.inspect.type_info(cls).fields  # type: ignore[attr-defined]
+        assert body == cls.__name__ and getattr(holon, body) is cls
+        assert required == ", ".join(f.name for f in fields if f.required), kind
+        assert optional == ", ".join(f.name for f in fields if not f.required), kind
+        group = "derived" if kind in r.DERIVED_KINDS else "runtime" if kind in RUNTIME_KINDS else "evidence"
+        assert what.endswith(f"({group})"), kind
+    example = re.search(r"```json\n(.*?)\n```", section, re.DOTALL)
+    assert example is not None
+    record = r.decode_json_record(example.group(1).encode(), where="ledger-format.md")
+    assert record.body == r.Message(role="user", text="hi") and record.v == r.SCHEMA_VERSION
+
+
+RUNTIME_KINDS = ("turn_started", "turn_ended", "prompt_rendered", "model_call")
+
+
+def test_architecture_lists_every_name_import_holon_gives() -> None:
+    section = _section("docs/architecture.md", "### The facade: `import holon`")
+    names = [name for row in _rows(section) for name in re.findall(r"`(\w+)`", row[1])]
+    assert len(names) == len(set(names)), "each name once"
+    assert sorted(names) == sorted(holon.__all__)

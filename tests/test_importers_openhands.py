@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from holon.records import (
     TurnStarted,
     encode_json_record,
 )
+from tests.cli_support import invoke
 from tests.importers_support import declared
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "openhands"
@@ -274,3 +276,26 @@ def test_other_format_is_refused_with_a_hint() -> None:
     claude = Path(__file__).parent.parent / "fixtures" / "importers" / "claude-code" / "session.jsonl"
     with pytest.raises(InvalidRecord, match=r"line 1 of .*not an OpenHands run.*--from openhands"):
         read_transcript(claude, "openhands")
+
+
+# ------------------------------------------------ an OpenHands V1 conversation with an index twice
+
+
+def test_an_openhands_conversation_holding_two_files_of_one_event_names_both(tmp_path: Path) -> None:
+    # A conversation directory with a copy merged into it: two files numbered 00003. The
+    # import said "has no event 00004 (the next file is event-00003-...)", naming a gap
+    # that is not there and not the file that does not belong.
+    conversation = tmp_path / "conversation"
+    shutil.copytree(FIXTURES / "v1-conversation", conversation)
+    events = conversation / "events"
+    first = next(events.glob("event-00003-*.json"))
+    copy = events / "event-00003-0b000000-0000-4000-8000-000000000003.json"
+    shutil.copyfile(first, copy)
+    ledger = tmp_path / "ledger"
+    assert invoke("init", ledger, "--agent-id", "oh").exit_code == 0
+
+    result = invoke("import", ledger, conversation, "--from", "openhands")
+
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert f"holds two files for event 00003, {first.name} and {copy.name}" in result.stderr, result.stderr
+    assert "no event 00004" not in result.stderr

@@ -32,6 +32,7 @@ from holon.projections import (
     RuntimeState,
     apply_runtime,
 )
+from holon.replay import append_evidence
 from holon.runtime import Agent, blob_text_of
 from holon.search import FIELD_WEIGHTS, RECENCY, MemorySearch, evidence_text, search_terms
 from tests.cli_support import invoke, live_records
@@ -859,3 +860,43 @@ def test_a_reader_that_gives_another_record_is_refused() -> None:
     refused = r"indexed a message record at seq 0, but read_record\(0\) gave a turn_ended"
     with pytest.raises(UsageError, match=refused):
         index.search("gateway")
+
+
+# ------------------------------------------------------- search over a blob that is not UTF-8
+
+
+def test_a_blob_stored_output_that_is_not_utf8_is_searched_by_its_text_without_a_damage_warning(
+    tmp_path: Path,
+) -> None:
+    # A build log holding one Latin-1 byte (a file name), stored by a program writing the
+    # ledger through the library: `holon search` said it "could not be read (missing or
+    # damaged) ... `holon verify` names them", verify found every blob intact, and the
+    # error at the end of the log was "nothing matches". `holon get` shows that text.
+    path = tmp_path / "ledger"
+    log = ("compiling caf\xe9.c\n" * 400 + "error: zorgblat undefined\n").encode("latin-1")
+    with Ledger.create(path, agent_id="builder") as ledger:
+        blob = ledger.put_blob(log, preview="compiling caf\ufffd.c")
+        ts = 1_700_000_000_000
+        append_evidence(
+            ledger,
+            [
+                r.Record(body=r.TurnStarted(trigger="user", input="build it"), ts=ts, turn=1),
+                r.Record(body=r.ToolIntent(call_id="c1", tool="bash", args={"cmd": "make"}), ts=ts, turn=1),
+                r.Record(
+                    body=r.ToolResult(call_id="c1", tool="bash", status="error", blob=blob, exit_code=2),
+                    ts=ts + 1,
+                    turn=1,
+                ),
+                r.Record(body=r.TurnEnded(outcome="failed"), ts=ts + 2, turn=1),
+            ],
+        )
+    assert invoke("verify", path).exit_code == 0
+
+    found = invoke("search", path, "zorgblat", "--json")
+
+    assert found.exit_code == 0, found.stderr
+    assert found.stderr == ""
+    hits = json.loads(found.stdout)
+    assert [(hit["ref"], hit["snippet"]) for hit in hits] == [("ledger:2", "error: zorgblat undefined")]
+    with Agent.open(path, clock=Tick(start=1_800_000_000_000)) as agent:
+        assert [hit.ref for hit in agent.search("zorgblat")] == ["ledger:2"]

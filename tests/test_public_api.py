@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,22 @@ def test_a_layers_light_names_do_not_load_the_layer() -> None:
     assert not [m for m in loaded if m.startswith("holon.importers.")], "no importer's module before its use"
     loaded = _loaded_after("from holon.importers import IMPORTERS; IMPORTERS['swe-agent'].parse")
     assert "holon.importers.swe_agent" in loaded and "holon.importers.claude_code" not in loaded
+
+
+# --------------------------------------------------------------------------- what import holon loads
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_holon_does_not_load_duckdb() -> None:
+    # architecture.md: holon.audit is kept out of the facade so that `import holon` does
+    # not load DuckDB; `from holon.audit import connect` does.
+    code = "import sys, holon; print('duckdb' in sys.modules, hasattr(holon, 'audit'))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["False", "False"]

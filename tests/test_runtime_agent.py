@@ -561,3 +561,80 @@ def test_preview_renders_the_next_turns_prompt_for_an_input_and_appends_nothing(
                 agent.preview(input="x")
     with _open(tmp_path / "L") as agent, pytest.raises(UsageError, match="input role 'assistant'"):
         agent.preview(input="x", role="assistant")
+
+
+# --------------------------------------------------------------------------- durable between model calls
+# A tool's result recorded between two model calls of a turn is flushed before the next
+# one (a ``kill -9`` during it, the longest phase of a turn, lost the result), and a
+# checkpoint past the ledger's head is pruned, never the new one.
+
+
+def _on_disk(path: Path) -> list[r.Record]:
+    """What another process (or the next open after a kill -9) reads of the ledger now."""
+    with Ledger.open(path, readonly=True) as ledger:
+        return list(ledger.read(0))
+
+
+def test_a_tool_result_is_durable_before_the_next_model_call(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Agent.open(path, agent_id="rv23", clock=Tick()) as agent, agent.turn(input="deploy") as turn:
+        first = turn.context()  # model call 1 asks for the deploy
+        call = turn.tool("deploy", {"version": "2.4.1"}, idempotency_key="deploy:2.4.1")
+        call.run(lambda: "deployed 2.4.1")
+        said = turn.record_message("deployed; verifying")
+        assert turn.context() is first  # model call 2: the same prompt, the rounds after it
+        seen = {record.seq: record.body for record in _on_disk(path)}
+        result = seen.get(call.result_seq if call.result_seq is not None else -1)
+        assert isinstance(result, r.ToolResult) and result.status == "ok"
+        assert said in seen
+        turn.messages()  # nothing new since: nothing to flush, same prompt
+        assert turn.prompts_rendered == 1
+
+
+def test_a_kill_during_the_next_model_call_keeps_the_result(tmp_path: Path) -> None:
+    """The crash itself: the ledger as the killed process left it, opened again."""
+    path, crashed = tmp_path / "l", tmp_path / "crashed"
+    with Agent.open(path, agent_id="rv23", clock=Tick()) as agent, agent.turn(input="deploy") as turn:
+        turn.context()
+        turn.tool("deploy", {"version": "2.4.1"}, idempotency_key="deploy:2.4.1").run(lambda: "deployed")
+        turn.context()
+        # kill -9 now: only what reached the OS survives (a copy of the directory, taken
+        # while the writer still holds what it buffered).
+        shutil.copytree(path, crashed, ignore=shutil.ignore_patterns("*.lock"))
+    with Agent.open(crashed, clock=Tick()) as agent:
+        assert agent.report.interrupted_turn == 1
+        assert agent.report.unknown_outcomes == ()
+        recorded = agent.recorded_call("deploy:2.4.1")
+        assert recorded is not None and (recorded.status, recorded.output) == ("ok", "deployed")
+
+
+def _turns(agent: Agent, n: int) -> None:
+    for i in range(n):
+        with agent.turn(input=f"step {i}") as turn:
+            turn.context()
+            turn.record_message(f"done {i}")
+
+
+def test_a_checkpoint_past_the_head_is_pruned_not_the_new_one(tmp_path: Path) -> None:
+    config = AgentConfig(checkpoint_every=1, checkpoints_kept=1)
+    path, later = tmp_path / "l", tmp_path / "later"
+    with Agent.open(path, agent_id="rv23", config=config, clock=Tick()) as agent:
+        _turns(agent, 2)
+    shutil.copytree(path, later)
+    with Agent.open(later, config=config, clock=Tick()) as agent:
+        _turns(agent, 3)
+    # The ledger as it was after turn 2, with the checkpoints of turn 5: what a cut leaves.
+    shutil.rmtree(path / CHECKPOINT_DIR)
+    shutil.copytree(later / CHECKPOINT_DIR, path / CHECKPOINT_DIR)
+    with Agent.open(path, config=config, clock=Tick()) as agent:
+        assert [reason.reason for _name, reason in agent.report.rejected] == ["ledger_shorter"]
+        with agent.turn(input="go on") as turn:
+            turn.context()
+        assert turn.summary is not None
+        written = turn.summary.checkpoint_seq
+        assert written == agent.seq
+        stems = sorted(p.name for p in (path / CHECKPOINT_DIR).iterdir())
+        assert stems == [f"{written:012d}{suffix}" for suffix in (".ckpt", ".episodes", ".tools")]
+    with Agent.open(path, config=config, clock=Tick()) as agent:
+        assert agent.report.rejected == ()
+        assert (agent.report.checkpoint_seq, agent.report.folded) == (written, 0)

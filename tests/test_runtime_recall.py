@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import holon.runtime.agent as agent_module
 from holon import records as r
 from holon.context import Budget, Prompt, RenderConfig, prompt_rendered, restore_bytes
-from holon.errors import LedgerCorrupt, RefNotFound, UsageError
+from holon.errors import InvalidRef, LedgerCorrupt, RefNotFound, UsageError
 from holon.ledger import Ledger
 from holon.projections import verify_derivations
 from holon.replay import LedgerRefSource
@@ -356,7 +356,7 @@ def _open_with_defaults(path: Path, config: AgentConfig | None = None) -> Agent:
 def _fresh_hits(path: Path, query: str) -> list[MemoryHit]:
     """What a search index built now from the whole ledger answers (recall calls left out)."""
     with Ledger.open(path, readonly=True) as ledger:
-        # Blob-stored outputs by their text, as the agent's index reads them (review 24).
+        # Blob-stored outputs by their text, as the agent's index reads them.
         index = MemorySearch(
             (record for record in ledger.read(0) if not is_recall(record)), blob_text=blob_text_of(ledger)
         )
@@ -794,3 +794,46 @@ def test_the_daemons_get_bytes_gets_the_same_wording(tmp_path: Path) -> None:
     worded as the model gets it (the daemon knows its ledger's path)."""
     with _open_with_defaults(tmp_path / "l") as agent, pytest.raises(RefNotFound, match="does not exist"):
         agent.get_bytes("ledger:999")
+
+
+# --------------------------------------------------------------------------- a cleared output, whole
+
+
+def test_get_bytes_restores_a_cleared_output_whole(tmp_path: Path) -> None:
+    # The guide: `agent.get_text(ref)` returns a page, and the whole original bytes are
+    # one call away, with no RefSource to build by hand.
+    output = "".join(f"row {i}: copied\n" for i in range(2_000))  # over the blob threshold
+    with Agent.open(tmp_path / "a", agent_id="a") as agent:
+        with agent.turn(input="copy") as turn:
+            result = turn.tool("copy", {}).run(lambda: output)
+        assert result.blob is not None and result.output == ""
+        seq = next(rec.seq for rec in agent.ledger.read(0) if isinstance(rec.body, r.ToolResult))
+        assert agent.get_bytes(f"ledger:{seq}") == output.encode()
+        assert agent.get_bytes(f"blob:{result.blob.hash}") == output.encode()
+        assert agent.get_text(f"ledger:{seq}") != output, "get_text pages; get_bytes does not"
+        with pytest.raises(RefNotFound):
+            agent.get_bytes(f"ledger:{agent.seq + 10}")
+        with pytest.raises(InvalidRef):
+            agent.get_bytes("nonsense")
+
+
+def test_holon_get_shows_a_log_with_a_few_bytes_that_are_not_utf8_as_text(tmp_path: Path) -> None:
+    # The same log: memory search finds "zorgblat" in it, but the model's holon_get said
+    # "bytes of binary data, not text; it is not shown", so the hit could not be read.
+    log = ("compiling caf\xe9.c\n" * 400 + "error: zorgblat undefined\n").encode("latin-1")
+    data = {"log": log, "random": bytes(range(128, 256)) * 4, "nul": b"text\0with a NUL \xff"}
+    with Ledger.create(tmp_path / "ledger", agent_id="builder") as ledger:
+        refs = {name: "blob:" + ledger.put_blob(blob, preview="-").hash for name, blob in data.items()}
+    with (
+        Agent.open(tmp_path / "ledger", clock=Tick(start=1_700_000_000_000)) as agent,
+        agent.turn(input="build it", trigger="user") as turn,
+    ):
+        got = {name: turn.recall("holon_get", {"ref": ref}).output for name, ref in refs.items()}
+    text = got["log"]
+    assert text.startswith("compiling caf\ufffd.c\ncompiling caf\ufffd.c\n")
+    assert "error: zorgblat undefined\n" in text
+    assert text.endswith(f"[{refs['log']} is not all UTF-8: 400 byte sequences show as U+FFFD]")
+    # Mostly undecodable bytes, or any NUL, stay binary data.
+    for name in ("random", "nul"):
+        size = len(data[name])
+        assert got[name] == f"[{refs[name]} is {size:,} bytes of binary data, not text; it is not shown]"

@@ -1,11 +1,15 @@
-"""A daemon that runs for days in one process stays flat: findings of review 24, each pinned by a test.
+"""What a daemon's agent holds and walks stays bounded: large tool outputs, runs of days.
 
-Each test counts what a long run would accumulate or walk (characters held, entries
-visited), never seconds, so it does not depend on the machine's speed.
+A large tool output is counted without multiplying memory and only as far as the room left,
+and the token-count memo keeps no large text alive; a daemon that runs for days in one
+process stays flat. Each test counts what a run would accumulate or walk (characters held,
+entries visited, bytes allocated), never seconds, so it does not depend on the machine's
+speed.
 """
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import ItemsView, Iterator
 from pathlib import Path
 
@@ -17,7 +21,82 @@ from holon.context import render as render_module
 from holon.context.estimator import DEFAULT_ESTIMATOR, get_estimator
 from holon.context.render import clear_count_cache, token_counter
 from holon.runtime import Agent
+from holon.runtime import agent as agent_module
 from tests.runtime_support import Tick
+
+# --------------------------------------------------------------------------- large tool outputs
+
+
+def _agent(path: Path) -> Agent:
+    return Agent.open(path, agent_id="rv3", clock=Tick())
+
+
+def test_a_large_tool_output_is_counted_without_multiplying_memory(tmp_path: Path) -> None:
+    # The heuristic estimator split the whole text with findall before counting: ~50
+    # bytes per piece, so recording a 50 MB tool output (its round is counted against the
+    # budget) peaked at 2.5 GB. The counts themselves are unchanged.
+    text = "line of tool output 0123456789 ÄÖ 日本語 ── x_y aGVsbG8gd29ybGQgaGVsbG8=\n" * 40_000
+    assert len(text) > 2_000_000
+    estimator = get_estimator(DEFAULT_ESTIMATOR)
+    tracemalloc.start()
+    try:
+        counted = estimator.count(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000_000, f"counting a {len(text):,}-character text peaked at {peak:,} bytes"
+    line = text[: text.index("\n") + 1]
+    assert counted == estimator.count(line * 1_000) * 40  # the per-line count, repeated
+    with _agent(tmp_path / "l") as agent, agent.turn(input="cat it") as turn:
+        turn.context()
+        call = turn.tool("cat", {"path": "big.log"})
+        call.run(lambda: text)
+        assert call.result is not None and call.result.blob is not None
+        prompt = turn.context()
+        assert f"blob:{call.result.blob.hash}" in prompt.block_text("turn") + prompt.block_text("agent")
+
+
+def test_the_token_count_cache_does_not_keep_a_large_text_alive() -> None:
+    # Memoized by the text itself, a 50 MB output recorded as a round stayed in memory
+    # until 4096 other texts had been counted.
+    text = "x = compute(y)\n" * 100_000
+    count = token_counter(DEFAULT_ESTIMATOR)
+    assert count(text) == count(text) == get_estimator(DEFAULT_ESTIMATOR).count(text)
+    held = [len(key) for memo in render_module._COUNTS.values() for key in memo]
+    assert max(held, default=0) < len(text)
+
+
+def test_a_huge_tool_output_is_counted_only_as_far_as_the_room_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Recording a 50 MB output took seconds, nearly all of it counting every piece of it
+    # for the round's tokens, though a few thousand tokens already show it cannot fit.
+    counted: list[int] = []
+    real = agent_module.token_counter
+
+    def spy(name: str):  # type: ignore[no-untyped-def]
+        inner = real(name)
+
+        def count(text: str) -> int:
+            counted.append(len(text))
+            return inner(text)
+
+        return count
+
+    output = "".join(f"row {i}: value {i * 7}\n" for i in range(250_000))  # ~5 MB
+    with Agent.open(tmp_path / "a", agent_id="a", clock=Tick()) as agent, agent.turn(input="dump") as turn:
+        first = turn.context()
+        monkeypatch.setattr(agent_module, "token_counter", spy)
+        turn.tool("bash", {"cmd": "dump"}).run(lambda: output)
+        monkeypatch.setattr(agent_module, "token_counter", real)
+        assert sum(counted) < len(output) // 10
+        # It does not fit: the next call renders the prompt again, with the output as a
+        # restorable preview.
+        again = turn.context()
+        assert again is not first and "restore with ref blob:" in again.text
+
+
+# --------------------------------------------------------------------------- a long run stays flat
 
 
 def _held_chars() -> int:
