@@ -44,6 +44,15 @@ def tool_output(i: int, size: int) -> Record:
     )
 
 
+def ledger_with_a_blob(path: Path) -> str:
+    """A new ledger at ``path`` whose one record's output is stored as a blob; the blob's hash."""
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append(tool_output(0, 9000))
+        (record,) = ledger.read()
+    assert isinstance(record.body, ToolResult) and record.body.blob is not None
+    return record.body.blob.hash
+
+
 def with_real_blobs(ledger: Ledger, record: Record) -> Record:
     """Replace a generated record's random BlobRef by one naming a blob stored in ``ledger``."""
     body = record.body

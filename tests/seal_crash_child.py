@@ -1,4 +1,4 @@
-"""Child process of test_crash_review25's sealing rounds: appends forever with small seek-table frames.
+"""Child process of test_ledger_crash's sealing rounds: appends forever with small seek-table frames.
 
 ``python -m tests.seal_crash_child LEDGER STEP`` appends :func:`expected_record` records
 with fsync ``always``, printing each acknowledged seq (flushed). Sealed segments are split

@@ -30,7 +30,9 @@ from holon.audit.extract import Chunk
 from holon.audit.tables import MAX_CHUNK_RECORDS, Table, default_chunk_records, plan_jobs
 from holon.cli import EXIT_INTERRUPTED, EXIT_USAGE, main
 from holon.errors import UsageError
+from holon.ledger import Ledger
 from tests.cli_support import invoke, tree_bytes
+from tests.ledger_support import AGENT, message
 from tests.test_audit_support import fixture_records, session_records, small_ledger, write_ledger
 
 
@@ -447,3 +449,17 @@ def test_a_database_file_inside_the_ledger_is_refused_and_the_ledger_untouched(
     with pytest.raises(UsageError):
         connect([tmp_path / "other-ledger-first", ledger], database=ledger / inside)
     assert tree_bytes(ledger) == before
+
+
+# --------------------------------------------------------------------------- a negative memory limit
+
+
+def test_connect_refuses_a_negative_memory_limit_before_loading(tmp_path: Path) -> None:
+    # DuckDB reads "-5GB" as no limit at all; connect passed it on.
+    from holon.audit import AuditError, connect  # noqa: PLC0415
+
+    path = tmp_path / "L"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+    with pytest.raises(AuditError, match="'-5GB' is negative"):
+        connect(path, memory_limit="-5GB")

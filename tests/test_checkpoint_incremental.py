@@ -42,6 +42,7 @@ from holon.runtime.checkpoints import (
     CHECKPOINT_DIR,
     CHUNK_DIR,
     CheckpointChunks,
+    KeyEntry,
     ToolIndex,
     chain_hash,
     checkpoint_resume,
@@ -606,3 +607,125 @@ def test_an_agent_whose_checkpoint_directory_becomes_a_link_says_so_and_runs_on(
     with pytest.raises(LedgerCorrupt) as refused:
         Agent.open(path, config=config)
     assert refused.value.file == str(path / CHECKPOINT_DIR)
+
+
+# ---------------------------------------------------------------- checkpoint chunk files
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL at one step of a checkpoint: nothing after it runs, nothing is cleaned up."""
+
+
+_CK_CONFIG = AgentConfig(
+    checkpoint_every=100, checkpoints_kept=1, fsync="never", projection=ProjectionConfig(turn_cap=1)
+)
+_CK_TURNS = 140
+
+
+def _ck_agent(path: Path, turns: range, *, agent_id: str | None = None) -> None:
+    with Agent.open(path, agent_id=agent_id, config=_CK_CONFIG, clock=Tick(1_000 * turns.start)) as agent:
+        for i in turns:
+            with agent.turn(input=f"turn {i} about parser{i % 9}") as turn:
+                call = turn.tool("bash", {"command": f"make {i}"}, idempotency_key=f"k{i}")
+                call.run(lambda i=i: (f"built {i}", 0))
+                turn.record_message(f"done {i}")
+
+
+@pytest.fixture(scope="module")
+def ck_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An agent's ledger of 140 one-turn episodes checkpointed at turn 100 only (one full archive
+    chunk, key chunks of 8 keys), and a chunk file no checkpoint names (a crash's debris)."""
+    path = tmp_path_factory.mktemp("ck") / "l"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ck, "KEY_CHUNK", 8)
+        _ck_agent(path, range(_CK_TURNS), agent_id="a")
+    (path / CHECKPOINT_DIR / CHUNK_DIR / ("ab" * 32 + ".arc")).write_bytes(b"debris")
+    return path
+
+
+def _fold_all(path: Path, into: Path) -> tuple[ProjectionState, bytes, list[tuple[str, KeyEntry]]]:
+    shutil.copytree(path, into)
+    shutil.rmtree(into / CHECKPOINT_DIR)
+    with Agent.open(into, config=_CK_CONFIG) as agent:
+        return agent._state, agent.episodes.export(), list(agent._tools.keys.items())
+
+
+def _kill_at(monkeypatch: pytest.MonkeyPatch, kill_at: int, steps: list[str]) -> None:
+    """Raise _Killed at the ``kill_at``-th step of what a checkpoint does to its files (each
+    write before it starts, with half its temp file written, and done; each directory sync;
+    each removal); ``steps`` lists the steps reached."""
+
+    def step(what: str) -> None:
+        steps.append(what)
+        if len(steps) - 1 == kill_at:
+            raise _Killed(what)
+
+    write, fsync_dir, unlink = ck._write_atomic, ck._fsync_dir, Path.unlink
+
+    def writing(path: Path, data: bytes) -> None:
+        step(f"before writing {path.name}")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data[: len(data) // 2])
+        step(f"half of {tmp.name} written")
+        write(path, data)
+        step(f"{path.name} written")
+
+    def syncing(path: Path) -> None:
+        step(f"syncing {path.name}/")
+        fsync_dir(path)
+
+    def removing(path: Path, missing_ok: bool = False) -> None:
+        step(f"removing {path.name}")
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(ck, "_write_atomic", writing)
+    monkeypatch.setattr(ck, "_fsync_dir", syncing)
+    monkeypatch.setattr(Path, "unlink", removing)
+
+
+def test_a_kill_at_every_step_of_a_checkpoint_falls_back_and_the_next_names_no_missing_chunk(
+    ck_ledger: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ck, "KEY_CHUNK", 8)
+    want = _fold_all(ck_ledger, tmp_path / "fold")
+    (old_seq, _), *_ = list_checkpoints(ck_ledger)
+    kill_at, reached = 0, 0
+    while True:
+        path = tmp_path / f"k{kill_at}"
+        shutil.copytree(ck_ledger, path)
+        steps: list[str] = []
+        agent = Agent.open(path, config=_CK_CONFIG)
+        with monkeypatch.context() as patch:
+            _kill_at(patch, kill_at, steps)
+            try:
+                agent.checkpoint()
+            except _Killed:
+                pass
+            else:
+                break  # every step was killed at once
+            finally:
+                agent._ledger.close()  # the process is gone: its lock with it
+        where = f"killed {steps[-1]!r}"
+        with Agent.open(path, config=_CK_CONFIG) as reopened:
+            # A .ckpt is in place only with everything it names: none is rejected.
+            assert reopened.report.rejected == (), where
+            assert reopened.report.checkpoint_seq in (old_seq, reopened.seq), where
+            got = reopened._state, reopened.episodes.export(), list(reopened._tools.keys.items())
+            assert got == want, where
+            reopened.checkpoint()
+        with Agent.open(path, config=_CK_CONFIG) as again:
+            assert again.report.rejected == () and again.report.checkpoint_seq == again.seq, where
+            assert again._state == want[0], where
+        (_, kept), *older = list_checkpoints(path)
+        assert not older, where
+        chunk_dir = path / CHECKPOINT_DIR / CHUNK_DIR
+        assert {p.name for p in chunk_dir.iterdir()} == set(ck._named_chunks(kept)), where
+        assert not [p for p in (path / CHECKPOINT_DIR).iterdir() if p.name.endswith(".tmp")], where
+        reached = len(steps)
+        kill_at += 1
+    # The checkpoint wrote an archive chunk, its index segment and a key chunk, then its
+    # three files, and removed the older checkpoint and the debris chunk.
+    done = " | ".join(steps)
+    for what in (".arc written", ".epx written", ".keys written", ".ckpt written", "removing " + "ab" * 32):
+        assert what in done, done
+    assert kill_at == reached >= 20

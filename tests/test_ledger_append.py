@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import holon.ledger.index as index_mod
-import holon.ledger.reader as reader_mod
-import holon.ledger.writer as writer_mod
+from holon import records as r
 from holon.errors import InvalidRecord, NotALedger, RefNotFound, UsageError
-from holon.ledger import Ledger, encode_frame, frames
+from holon.ledger import Ledger, encode_frame, frames, import_jsonl, store
 from holon.ledger.header import genesis_hash
 from holon.records import (
     BODY_TYPES,
@@ -25,9 +26,11 @@ from holon.records import (
     SystemPolicy,
     ToolDefinition,
     ToolIntent,
+    ToolResult,
     decode_json_record,
     encode_json_record,
 )
+from tests.cli_support import tree_bytes, write_jsonl
 from tests.ledger_support import (
     AGENT,
     assert_ledger_holds,
@@ -200,8 +203,8 @@ def small_max_payload(monkeypatch: pytest.MonkeyPatch) -> int:
     """Lower the frame payload limit for writer and reader alike (no format change), so a
     record over it takes kilobytes instead of 256 MiB."""
     limit = 4096
-    for module in (frames, writer_mod, reader_mod, index_mod):
-        monkeypatch.setattr(module, "MAX_PAYLOAD", limit)
+    monkeypatch.setattr(frames, "MAX_PAYLOAD", limit)
+    monkeypatch.setattr(store, "MAX_PAYLOAD", limit)
     return limit
 
 
@@ -404,3 +407,207 @@ def test_a_schema_version_no_reader_accepts_is_refused_with_what_to_do(tmp_path:
                 ledger.append(msgspec.structs.replace(message(0), v=v))
         assert ledger.append(msgspec.structs.replace(message(0), v=1)) == 0  # an older version still reads
         assert ledger.get(0).v == 1
+
+
+# --------------------------------------------------------------------------- ts range on append
+
+
+_OUT_OF_RANGE = [-1, -(2**63), r.MAX_TS + 1, 1_700_000_000_000_000, 2**63 - 1, 2**64 - 1]
+
+
+def _message(ts: int) -> r.Record:
+    return r.Record(body=r.Message(role="user", text="hi"), ts=ts)
+
+
+def _big_output(ts: int) -> r.Record:
+    # Over the blob threshold: append stores a blob before the record is refused.
+    return r.Record(body=r.ToolResult(call_id="c", tool="t", status="ok", output="x" * 10_000), ts=ts)
+
+
+@pytest.mark.parametrize("ts", _OUT_OF_RANGE)
+def test_append_refuses_a_ts_outside_the_range_and_changes_nothing(tmp_path: Path, ts: int) -> None:
+    # A negative ts or a nanosecond clock was appended, and `holon audit` of the ledger
+    # then failed with a DuckDB subtraction overflow naming no record.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="always") as ledger:
+        ledger.append(_message(5))
+        before, head = tree_bytes(path), ledger.head()
+        for record in (_message(ts), _big_output(ts)):
+            says = rf"at seq 1, field `ts`: ts {ts} is out of range"
+            with pytest.raises(InvalidRecord, match=says) as caught:
+                ledger.append(record)
+            assert caught.value.field == "ts" and caught.value.where == "seq 1"
+            assert "milliseconds since the Unix epoch" in str(caught.value)
+            assert ledger.head() == head and tree_bytes(path) == before  # no record, no blob
+        assert ledger.append(_message(6)) == 1  # and the writer goes on
+
+
+def test_the_error_says_what_the_value_probably_is(tmp_path: Path) -> None:
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        with pytest.raises(InvalidRecord, match="before 1970"):
+            ledger.append(_message(-5))
+        with pytest.raises(InvalidRecord, match=r"nanosecond clock\? time.time_ns\(\) // 1_000_000"):
+            ledger.append(_message(1_700_000_000_000_000_000))
+
+
+@pytest.mark.parametrize("ts", [r.MIN_TS, 1, 1_700_000_000_000, r.MAX_TS])
+def test_every_ts_in_the_range_is_appended(tmp_path: Path, ts: int) -> None:
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        assert ledger.append(_message(ts)) == 0
+        assert ledger.append_many([_message(ts)]) == [1]
+        assert [rec.ts for rec in ledger.read()] == [ts, ts]
+
+
+def test_the_range_is_the_runtimes_clock_range() -> None:
+    # One range for every writer: the runtime refuses a clock reading of 10**14 or more.
+    assert r.MIN_TS == 0 and r.MAX_TS == 10**14 - 1
+
+
+@pytest.mark.parametrize("ts", [-1, r.MAX_TS + 1])
+def test_append_many_names_the_record_in_the_batch_and_appends_none(tmp_path: Path, ts: int) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="always") as ledger:
+        ledger.append(_message(1))
+        before = tree_bytes(path)
+        batch = [_message(2), _big_output(3), _message(ts), _message(4)]
+        with pytest.raises(InvalidRecord) as caught:
+            ledger.append_many(batch)
+        assert caught.value.where == "seq 3 (record 2 of the batch)" and caught.value.field == "ts"
+        assert f"ts {ts} is out of range" in str(caught.value)
+        assert ledger.head()[0] == 0 and tree_bytes(path) == before  # the blob of record 1 is gone too
+
+
+@pytest.mark.parametrize("ts", [-1, r.MAX_TS + 1, 2**63 - 1])
+def test_import_jsonl_names_the_line_of_a_ts_outside_the_range(tmp_path: Path, ts: int) -> None:
+    records = [msgspec.structs.replace(_message(1), seq=0), msgspec.structs.replace(_message(ts), seq=1)]
+    file = write_jsonl(tmp_path / "in.jsonl", records)
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="never") as ledger:
+        before = tree_bytes(path)
+        with pytest.raises(InvalidRecord) as caught:
+            import_jsonl(file, ledger)
+        assert caught.value.where == f"line 2 of {file}" and caught.value.field == "ts"
+        assert ledger.head()[0] == -1 and tree_bytes(path) == before
+
+
+# --------------------------------------------------------------------------- edges of reading and appending
+
+
+def test_read_with_a_negative_to_seq_is_a_usage_error_not_an_empty_read(tmp_path: Path) -> None:
+    # read(0, -1) looked like a slice ("all but the last") and silently yielded nothing.
+    with Ledger.create(tmp_path / "l", agent_id="a", fsync="never") as ledger:
+        ledger.append_many([_message(n) for n in range(3)])
+        with pytest.raises(UsageError, match=r"to_seq -1 must be >= 0 .* head\(\)\[0\] \+ 1 - n"):
+            ledger.read(0, -1)
+        assert [rec.seq for rec in ledger.read(0, 2)] == [0, 1]
+        assert list(ledger.read(2, 1)) == [] and list(ledger.read(7)) == []  # empty ranges stay empty
+
+
+def test_append_many_of_nothing_appends_nothing_and_returns_no_seqs(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="always") as ledger:
+        ledger.append(_message(1))
+        before, head = tree_bytes(path), ledger.head()
+        assert ledger.append_many([]) == [] and ledger.append_many(iter(())) == []
+        assert ledger.head() == head and tree_bytes(path) == before
+        assert ledger.append(_message(2)) == 1
+
+
+def test_an_empty_ledger_reads_as_empty_for_a_writer_and_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id="a", fsync="never") as ledger:
+        head = ledger.head()
+        assert head[0] == -1 and list(ledger.read()) == [] and list(ledger.read(5)) == []
+    with Ledger.open(path, readonly=True) as reader:
+        assert reader.head() == head and list(reader.read()) == []
+        with pytest.raises(RefNotFound, match="seq 0 is past the end"):
+            reader.get(0)
+
+
+# ---------------------------------------------------------------- a write that fails
+
+
+def _failing(real: Callable[..., object], nth: int, err: int) -> Callable[..., object]:
+    """``real``, raising OSError(err) at its ``nth`` call from this thread (not the sealer's)."""
+    calls = 0
+    caller = threading.current_thread()
+
+    def fake(*args: object, **kwargs: object) -> object:
+        nonlocal calls
+        if threading.current_thread() is caller:
+            calls += 1
+            if calls == nth:
+                raise OSError(err, "injected")
+        return real(*args, **kwargs)
+
+    return fake
+
+
+def test_after_a_failed_write_the_writers_head_is_what_its_files_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # head() counted the records of the failed append_many (seq 5 and their hash) while
+    # read() and every later open found seq 2: a caller that caught the error was shown
+    # records that never reached the disk.
+    path = tmp_path / "l"
+    ledger = Ledger.create(path, agent_id=AGENT)
+    ledger.append_many([message(i) for i in range(3)])
+    durable = ledger.head()
+    with monkeypatch.context() as patch:
+        patch.setattr(store.os, "pwrite", _failing(store.os.pwrite, 1, errno.ENOSPC))
+        with pytest.raises(OSError, match="injected"):
+            ledger.append_many([message(i) for i in range(3, 6)])
+    assert ledger.head() == durable
+    assert [rec.seq for rec in ledger.read()] == [0, 1, 2]
+    with pytest.raises(UsageError, match=r"an earlier write .* failed"):
+        ledger.append(message(3))
+    ledger.close()
+    with Ledger.open(path) as again:
+        assert again.head() == durable
+
+
+@pytest.mark.parametrize(
+    ("name", "err"),
+    [("pwrite", errno.ENOSPC), ("write", errno.ENOSPC), ("fdatasync", errno.EIO), ("replace", errno.ENOSPC)],
+)
+@pytest.mark.parametrize("policy", ["always", "batch"])
+def test_a_write_failing_anywhere_in_append_many_acknowledges_nothing_and_reopens_consistent(
+    name: str, err: int, policy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every call of the os function during a batch that rolls segments over and stores
+    # blobs fails in turn (the disk fills, or the device errs, there).
+    before = [message(100 + i, 300) for i in range(5)]
+    batch = [tool_output(i, 3000) if i % 7 == 3 else message(i, 300) for i in range(24)]
+    nth = 1
+    while True:
+        path = tmp_path / f"l{nth}"
+        ledger = Ledger.create(path, agent_id=AGENT, segment_bytes=4096, blob_threshold=1000, fsync=policy)  # type: ignore[arg-type]
+        ledger.append_many(before)
+        ledger.flush()
+        with monkeypatch.context() as patch:
+            patch.setattr(store.os, name, _failing(getattr(store.os, name), nth, err))
+            try:
+                ledger.append_many(batch)
+                ledger.flush()
+            except OSError as exc:
+                assert exc.errno == err
+                failed = True
+            else:
+                failed = False
+        shown = ledger.head()
+        ledger.close()
+        if not failed:
+            break
+        with Ledger.open(path) as again:
+            head = again.head()
+            assert head[0] >= len(before) - 1 and head == shown, (nth, head, shown)
+            got = list(again.read())
+            report = again.verify()
+            assert report.ok, (nth, str(report))
+        assert [rec.ts for rec in got] == [rec.ts for rec in [*before, *batch][: len(got)]]
+        for rec in got:
+            if isinstance(rec.body, ToolResult) and rec.body.blob is not None:
+                with Ledger.open(path, readonly=True) as reader:
+                    assert len(reader.get_blob(rec.body.blob.hash)) == rec.body.blob.size
+        nth += 1
+    assert nth > 1, f"os.{name} was never called"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -9,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from holon.errors import InvalidRecord, InvalidRef, LedgerCorrupt, RefNotFound
-from holon.ledger import Ledger
+from holon.ledger import Ledger, blobs
+from holon.ledger.compression import compress
 from holon.records import BlobRef, Record, TaskResult, ToolResult
-from tests.ledger_support import AGENT, blob_ref, scratch_dir, tool_output
+from tests.ledger_support import AGENT, blob_ref, ledger_with_a_blob, message, scratch_dir, tool_output
 
 
 @settings(max_examples=30, deadline=None)
@@ -126,3 +129,104 @@ def test_verify_problems_say_what_and_where_once(tmp_path: Path) -> None:
     assert problem.message.startswith("blob does not decompress")
     assert "holon verify" not in problem.message and str(path) not in problem.message
     assert str(problem) == f"{path} at byte 0: {problem.message}"
+
+
+# --------------------------------------------------------------------------- what is not a blob file
+
+
+def test_a_directory_under_a_blob_name_is_reported_not_an_oserror(tmp_path: Path) -> None:
+    # verify() and get_blob() raised IsADirectoryError.
+    path = tmp_path / "l"
+    blob_hash = ledger_with_a_blob(path)
+    blob_file = path / "blobs" / blob_hash[:2] / blob_hash
+    blob_file.unlink()
+    blob_file.mkdir()
+    with Ledger.open(path, readonly=True) as reader:
+        with pytest.raises(LedgerCorrupt, match="blob file cannot be read") as info:
+            reader.get_blob(blob_hash)
+        assert info.value.file == str(blob_file)
+        report = reader.verify()
+    assert not report.ok
+    assert [(p.file, p.message.split(" (")[0]) for p in report.problems] == [
+        (str(blob_file), "blob file cannot be read")
+    ]
+
+
+def test_a_blob_in_the_wrong_fan_out_directory_or_the_store_root_is_a_stray_file(tmp_path: Path) -> None:
+    # verify() checked the file at the right place under the misplaced file's name, so a copy
+    # in blobs/zz/ counted as a second good blob, and files in blobs/ itself went unseen.
+    path = tmp_path / "l"
+    blob_hash = ledger_with_a_blob(path)
+    (path / "blobs" / "zz").mkdir()
+    misplaced = path / "blobs" / "zz" / blob_hash
+    shutil.copy(path / "blobs" / blob_hash[:2] / blob_hash, misplaced)
+    (path / "blobs" / "notes.txt").write_text("hi")
+    with Ledger.open(path, readonly=True) as reader:
+        report = reader.verify()
+    assert report.blobs_checked == 1
+    assert [p.file for p in report.problems] == [str(path / "blobs" / "notes.txt"), str(misplaced)]
+    assert all(p.message.startswith("stray file in the blob store") for p in report.problems)
+    assert str(path / "blobs" / blob_hash[:2] / blob_hash) in report.problems[1].message
+
+
+def test_a_ledger_without_a_blobs_directory_stores_its_first_blob(tmp_path: Path) -> None:
+    # A ledger kept in git (or unpacked from an archive that skips empty directories) has no
+    # blobs/ until its first blob; appending a large tool output raised FileNotFoundError.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+    (path / "blobs").rmdir()
+    with Ledger.open(path) as ledger:
+        ledger.append(tool_output(1, 9000))
+        ref = ledger.put_blob(b"more bytes")
+        assert ledger.get_blob(ref.hash) == b"more bytes"
+        assert ledger.verify().ok
+    with Ledger.open(path, readonly=True) as reader:
+        body = reader.get(1).body
+        assert isinstance(body, ToolResult) and body.blob is not None
+        assert reader.get_blob(body.blob.hash).decode() == tool_output(1, 9000).body.output  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "damage", [b"", b"\x28\xb5\x2f\xfd half a frame", "other bytes"], ids=["empty", "partial", "other"]
+)
+def test_storing_bytes_whose_blob_file_is_damaged_repairs_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: bytes | str
+) -> None:
+    # A blob name that existed was taken as the blob: after a crash under fsync="never" left
+    # an empty file behind a durable rename, the same output appended again was acknowledged
+    # with a reference to a blob that could never be read (get_blob: LedgerCorrupt).
+    path = tmp_path / "l"
+    blob_hash = ledger_with_a_blob(path)
+    blob_file = path / "blobs" / blob_hash[:2] / blob_hash
+    blob_file.write_bytes(compress(b"other bytes", level=3) if damage == "other bytes" else damage)
+    output = tool_output(0, 9000).body.output  # type: ignore[union-attr]
+    with caplog.at_level(logging.WARNING, logger="holon.ledger"), Ledger.open(path, fsync="never") as ledger:
+        assert not ledger.verify().ok
+        seq = ledger.append(tool_output(0, 9000))
+        body = ledger.get(seq).body
+        assert isinstance(body, ToolResult) and body.blob is not None and body.blob.hash == blob_hash
+        assert ledger.get_blob(blob_hash).decode() == output
+        assert ledger.verify().ok
+    assert f"replacing damaged blob file {blob_file}" in caplog.text
+
+
+def test_a_blob_ref_stating_the_wrong_size_is_refused_on_append_and_reported_by_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The size is what audit reports as a tool output's bytes: a hand-built BlobRef with
+    # the right hash and a wrong size was acknowledged, and verify() said nothing.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="never") as ledger:
+        ref = ledger.put_blob(b"x" * 5000)
+        wrong = BlobRef(hash=ref.hash, size=10, preview="")
+        before = ledger.head()
+        with pytest.raises(InvalidRecord, match="holds 5,000") as refused:
+            ledger.append(Record(body=ToolResult(call_id="c", tool="t", status="ok", blob=wrong), ts=1))
+        assert refused.value.field == "body.blob.size" and ledger.head() == before
+        ledger.append(Record(body=ToolResult(call_id="c", tool="t", status="ok", blob=ref), ts=1))
+        # A ledger written before the check (or by other code) can still hold one.
+        monkeypatch.setattr(blobs.BlobStore, "size", lambda self, blob_hash: 10)
+        ledger.append(Record(body=ToolResult(call_id="d", tool="t", status="ok", blob=wrong), ts=2))
+    report = Ledger.open(path, readonly=True).verify()
+    assert [p.message for p in report.problems] == ["seq 1 says this blob holds 10 bytes, it holds 5,000"]

@@ -269,3 +269,41 @@ def test_reader_fed_mutated_ledgers_raises_only_holon_errors(data: st.DataObject
         if data.draw(st.booleans()):
             os.unlink(victim)
             _exercise(path)
+
+
+# ---------------------------------------------------------------------- garbage headers, directories as files
+
+
+def test_a_header_of_deeply_nested_garbage_is_corrupt_not_a_recursion_error(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    Ledger.create(path, agent_id=AGENT).close()
+    (path / "holon-ledger.json").write_bytes(b"[" * 200_000)
+    for readonly in (True, False):
+        with pytest.raises(LedgerCorrupt, match="header is not valid JSON") as info:
+            Ledger.open(path, readonly=readonly)
+        assert info.value.file == str(path / "holon-ledger.json")
+
+
+@pytest.mark.parametrize("which", ["sealed", "active"])
+def test_a_directory_under_a_segments_name_is_corruption_named_not_an_oserror(
+    tmp_path: Path, which: str
+) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="never", segment_bytes=4096) as ledger:
+        ledger.append_many([message(i, size=100) for i in range(100)])
+    segs = list_segments(path / "segments")
+    seg = segs[1] if which == "sealed" else segs[-1]
+    target = seg.sealed if which == "sealed" else seg.plain
+    assert target is not None
+    target.unlink()
+    target.mkdir()
+    for attempt in (
+        lambda: list(Ledger.open(path, readonly=True).read()),
+        lambda: Ledger.open(path, readonly=True).get(segs[-1].start_seq),
+        lambda: Ledger.open(path),
+    ):
+        with pytest.raises(LedgerCorrupt, match="not a regular file") as caught:
+            attempt()
+        assert caught.value.file == str(target)
+    report = Ledger.open(path, readonly=True).verify()
+    assert not report.ok and any(str(target) in str(p) for p in report.problems)

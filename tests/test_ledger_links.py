@@ -297,3 +297,35 @@ def test_an_atomic_write_of_a_ledger_file_refuses_a_link_under_either_name(tmp_p
     with pytest.raises(OSError):  # an export's file: the caller checks the name, never the temporary one
         write_atomic(target, b"new bytes", outside_ledger=True)
     assert precious.read_bytes() == b"keep me\n"
+
+
+# --------------------------------------------------------------------------- a blob that is a link or a pipe
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo"])
+def test_a_blob_that_is_a_symlink_or_a_pipe_is_corrupt_not_followed_or_waited_on(
+    tmp_path: Path, planted: str
+) -> None:
+    # holon writes blobs as regular files. A symlink was followed (anywhere: /dev/zero never
+    # ends), and a pipe under a blob's name blocked the read forever.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, fsync="never") as ledger:
+        ref = ledger.put_blob(b"y" * 5000)
+    blob = path / "blobs" / ref.hash[:2] / ref.hash
+    if planted == "symlink":
+        copy = tmp_path / "copy"
+        copy.write_bytes(blob.read_bytes())  # even the right bytes, elsewhere
+        blob.unlink()
+        blob.symlink_to(copy)
+    else:
+        blob.unlink()
+        os.mkfifo(blob)
+    with pytest.raises(LedgerCorrupt, match="blob file cannot be read") as refused:
+        Ledger.open(path, readonly=True).get_blob(ref.hash)
+    assert refused.value.file == str(blob)
+    assert not Ledger.open(path, readonly=True).verify().ok
+    # Storing the same bytes again puts a regular file back in its place.
+    with Ledger.open(path) as ledger:
+        assert ledger.put_blob(b"y" * 5000) == ref
+        assert ledger.get_blob(ref.hash) == b"y" * 5000
+    assert not blob.is_symlink() and blob.is_file()

@@ -6,6 +6,7 @@ settings are out of the range ``Ledger.create`` accepts is refused on open."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -159,3 +160,23 @@ def test_open_accepts_exactly_the_header_settings_create_accepts(
             with pytest.raises(LedgerCorrupt, match=f"header field {field} is {outside}"):
                 Ledger.open(path, readonly=True)
         _edit_header(path, field, value)
+
+
+# --------------------------------------------------------------------------- a segment directory missing
+
+
+@pytest.mark.parametrize("damage", ["deleted", "a file"])
+def test_opening_for_writing_without_a_segment_directory_is_ledger_corrupt(
+    tmp_path: Path, damage: str
+) -> None:
+    # It raised FileNotFoundError (NotADirectoryError for a file in its place) from the
+    # cleanup of temporary files, before any check; read-only opens said LedgerCorrupt.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append(message(0))
+    shutil.rmtree(path / "segments")
+    if damage == "a file":
+        (path / "segments").write_bytes(b"")
+    with pytest.raises(LedgerCorrupt, match="segment directory is missing") as info:
+        Ledger.open(path)
+    assert info.value.file == str(path / "segments")

@@ -9,8 +9,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger
-from tests.ledger_support import AGENT, active_segment, assert_ledger_holds, frame_offsets, message
+from holon.ledger.compression import compress
+from holon.ledger.segments import list_segments
+from tests.ledger_support import (
+    AGENT,
+    active_segment,
+    assert_ledger_holds,
+    flip_byte,
+    frame_offsets,
+    message,
+    segment_bytes_of,
+)
 
 
 def _ledger(path: Path, n: int = 10) -> list:
@@ -149,3 +160,52 @@ def test_verify_reports_storage_progress(tmp_path: Path) -> None:
     (total,) = totals
     done = [d for d, _ in calls]
     assert done == sorted(done) and done[-1] == total
+
+
+# --------------------------------------------------------------------------- damage an open finds
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    """Every file under ``path`` with its bytes: a ledger exactly as it is on disk."""
+    return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+
+
+def test_open_that_finds_damage_modifies_nothing_not_even_crash_debris(tmp_path: Path) -> None:
+    # Recovery sealed an unsealed segment, removed .tmp files and a stray sealed copy of the
+    # active segment, and only then found the damaged active segment and raised: the ledger
+    # the error was about was no longer the ledger on disk.
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=2048, fsync="batch") as ledger:
+        ledger.append_many(message(i, 100) for i in range(46))
+    segs = list_segments(path / "segments")
+    before_active = segs[-2]
+    assert before_active.sealed is not None
+    # A crash before sealing the segment before the active one, and debris of atomic writes.
+    plain = before_active.sealed.with_name(before_active.sealed.name.removesuffix(".zst"))
+    plain.write_bytes(segment_bytes_of(path, len(segs) - 2))
+    before_active.sealed.unlink()
+    (path / "segments" / "00000000000000000099.seg.zst.tmp").write_bytes(b"half")
+    (path / "blobs" / "ab").mkdir()
+    (path / "blobs" / "ab" / ("ab" * 32 + ".tmp")).write_bytes(b"half")
+    # And damage a crash cannot explain: a flipped byte in the first frame of the active segment.
+    active = active_segment(path)
+    flip_byte(active, frame_offsets(active.read_bytes())[0] + 60)
+    before = _files(path)
+    with pytest.raises(LedgerCorrupt, match="checksum mismatch") as info:
+        Ledger.open(path)
+    assert info.value.file == str(active)
+    assert _files(path) == before
+
+
+def test_a_stray_sealed_copy_of_a_damaged_active_segment_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        ledger.append_many(message(i) for i in range(5))
+    active = active_segment(path)
+    # A sealed copy of the active segment (holon never makes one; a hand copy does).
+    active.with_name(active.name + ".zst").write_bytes(compress(active.read_bytes(), level=3))
+    flip_byte(active, frame_offsets(active.read_bytes())[1] + 60)
+    before = _files(path)
+    with pytest.raises(LedgerCorrupt, match="checksum mismatch"):
+        Ledger.open(path)
+    assert _files(path) == before

@@ -26,7 +26,7 @@ from holon.cli import EXIT_CORRUPT, EXIT_OK
 from holon.errors import LedgerCorrupt, LedgerLocked, UsageError
 from holon.ledger import Ledger, cut_tail, inspect_tail
 from holon.ledger.sealed import decompress_sealed
-from holon.ledger.segments import SEGMENT_HEADER
+from holon.ledger.segments import SEGMENT_HEADER, list_segments
 from holon.records import Record
 from tests.cli_support import invoke
 from tests.ledger_support import (
@@ -34,6 +34,7 @@ from tests.ledger_support import (
     active_segment,
     assert_ledger_holds,
     child_env,
+    expected_head,
     flip_byte,
     frame_offsets,
     message,
@@ -381,3 +382,66 @@ def test_repair_offers_and_makes_the_repair_of_an_empty_active_segment(tmp_path:
     assert cut.exit_code == EXIT_OK, cut.stderr
     assert cut.stdout.startswith("new header ")
     assert invoke("verify", path).exit_code == EXIT_OK
+
+
+# --------------------------------------------------------------------------- a short active segment
+
+
+@pytest.mark.parametrize("size", [0, 10, 63])
+def test_an_active_segment_shorter_than_its_header_says_what_to_do(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "L"
+    Ledger.create(path, agent_id=AGENT).close()
+    seg = active_segment(path)
+    seg.write_bytes(seg.read_bytes()[:size])
+    for readonly in (False, True):
+        with pytest.raises(LedgerCorrupt) as err, Ledger.open(path, readonly=readonly) as ledger:
+            list(ledger.read())
+        assert "holon repair" in str(err.value)
+        assert "copy" in str(err.value)
+
+
+def test_repair_gives_a_short_first_segment_a_new_header(tmp_path: Path) -> None:
+    path = tmp_path / "L"
+    with Ledger.create(path, agent_id=AGENT) as ledger:
+        genesis = ledger.head()
+    seg = active_segment(path)
+    seg.write_bytes(b"")
+    found = inspect_tail(path)
+    assert found is not None
+    assert (found.offset, found.length, found.first_seq, found.later_seqs) == (0, 0, 0, ())
+    assert found.header
+    action = cut_tail(path, 0)
+    assert action.action == "cut_damaged_tail" and action.kept is not None
+    with Ledger.open(path) as ledger:
+        assert ledger.head() == genesis
+        ledger.append(message(0))
+    with Ledger.open(path, readonly=True) as ledger:
+        assert ledger.verify().ok
+
+
+def test_repair_gives_a_short_later_segment_a_new_header_after_a_sealed_one(tmp_path: Path) -> None:
+    # A copy that cut the newest segment to nothing: the records of the sealed segments are
+    # intact, and the new header must commit to the last of them.
+    path = tmp_path / "L"
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=1024) as ledger:
+        for i in range(30):
+            ledger.append(message(i, size=100))
+    segs = list_segments(path / "segments")
+    active = active_segment(path)
+    start = segs[-1].start_seq
+    assert start > 0 and segs[-2].plain is None
+    with Ledger.open(path, readonly=True) as ledger:
+        kept = list(ledger.read(0, start))
+    active.write_bytes(active.read_bytes()[:7])
+    with pytest.raises(LedgerCorrupt, match="holon repair"):
+        Ledger.open(path).close()
+    found = inspect_tail(path)
+    assert found is not None and found.header and found.first_seq == start
+    cut_tail(path, 0)
+    with Ledger.open(path) as ledger:
+        assert ledger.head() == expected_head(AGENT, kept)
+        ledger.append(message(99))
+    with Ledger.open(path, readonly=True) as ledger:
+        report = ledger.verify()
+        assert report.ok, str(report)
+        assert report.records_checked == start + 1

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import struct
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,16 +20,22 @@ import msgspec
 import pytest
 import xxhash
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from click.testing import CliRunner
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from holon.errors import HolonError, LedgerCorrupt, NotALedger
+from holon.cli import main
+from holon.errors import HolonError, LedgerCorrupt, NotALedger, UsageError
 from holon.ledger import FORMAT_VERSION, Ledger, sealed
 from holon.ledger.compression import compress
 from holon.ledger.frames import FrameWalk
-from holon.ledger.segments import list_segments, load_segment
-from holon.records import Record
+from holon.ledger.sealed import read_seek_table
+from holon.ledger.segments import SegmentFile, list_segments, load_segment
+from holon.projections import ProjectionConfig
+from holon.records import Message, Record
+from holon.runtime import Agent, AgentConfig
 from tests.ledger_support import AGENT, flip_byte, frame_offsets, message, scratch_dir
+from tests.runtime_support import Tick
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -455,3 +463,358 @@ def test_property_damage_anywhere_in_a_sealed_segment_is_named_never_a_wrong_rec
                 assert isinstance(exc, LedgerCorrupt) and exc.file == str(file), exc
             report = reader.verify()
             assert report.ok or [p.file for p in report.problems] == [str(file)]
+
+
+# ---------------------------------------------------------------- damaged sealed segments
+
+_FAULT_RECORDS = 90
+
+
+def _fault_ledger(root: Path) -> tuple[Path, list[Record]]:
+    path = root / "base"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sealed, "SEAL_FRAME_BYTES", 300)
+        with Ledger.create(path, agent_id="fault", segment_bytes=2048) as ledger:
+            for i in range(_FAULT_RECORDS):
+                ledger.append(message(i, 30 + 17 * (i % 5)))
+    with Ledger.open(path, readonly=True) as reader:
+        return path, list(reader.read())
+
+
+@pytest.fixture(scope="module")
+def fault_ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Record]]:
+    """A ledger of 90 records whose sealed segments hold 5-7 zstd frames each."""
+    return _fault_ledger(tmp_path_factory.mktemp("fault"))
+
+
+def _table_parts(data: bytes) -> tuple[bytes, list[list[int]], list[int]]:
+    """A sealed segment's zstd frames, its seek table entries and (end seq, plain size, count, version)."""
+    end_seq, plain_size, count, version, _checksum, _magic = sealed._TRAILER.unpack(
+        data[-sealed._TRAILER.size :]
+    )
+    at = len(data) - sealed._TRAILER.size - count * sealed._ENTRY.size - sealed._SKIPPABLE.size
+    table = data[at + sealed._SKIPPABLE.size : len(data) - sealed._TRAILER.size]
+    return (
+        data[:at],
+        [list(entry) for entry in sealed._ENTRY.iter_unpack(table)],
+        [end_seq, plain_size, count, version],
+    )
+
+
+def _forged(frames: bytes, entries: list[list[int]], trailer: list[int]) -> bytes:
+    """``frames`` and a seek table of ``entries`` whose checksum holds (a table that lies)."""
+    table = b"".join(sealed._ENTRY.pack(*entry) for entry in entries)
+    head = sealed._TRAILER.pack(*trailer, 0, sealed._TRAILER_MAGIC)[:24]
+    checksum = xxhash.xxh3_64_intdigest(table + head)
+    tail = sealed._TRAILER.pack(*trailer, checksum, sealed._TRAILER_MAGIC)
+    return frames + sealed._SKIPPABLE.pack(sealed.SEEK_TABLE_MAGIC, len(table) + len(tail)) + table + tail
+
+
+def _only_named_damage(path: Path, damaged: str, records: list[Record]) -> None:
+    """Every read of ``path`` gives the original records or LedgerCorrupt naming ``damaged`` and an offset."""
+
+    def named(exc: LedgerCorrupt) -> None:
+        assert Path(exc.file).name == damaged and exc.offset is not None, str(exc)
+
+    with Ledger.open(path, readonly=True) as reader:
+        for record in records:
+            try:
+                got = reader.get(record.seq)
+            except LedgerCorrupt as exc:
+                named(exc)
+            else:
+                assert got == record, f"get({record.seq}) gave another record"
+        try:
+            for got in reader.read():
+                assert got == records[got.seq], f"read gave another record at seq {got.seq}"
+        except LedgerCorrupt as exc:
+            named(exc)
+        report = reader.verify()
+        assert all(Path(problem.file).name == damaged for problem in report.problems), str(report)
+    try:
+        with Ledger.open(path) as writer:  # a sealed segment is not decompressed on open
+            assert writer.head()[0] == len(records) - 1
+    except LedgerCorrupt as exc:
+        named(exc)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    which=st.integers(0, 10),
+    fault=st.sampled_from(["flip", "truncate", "zeros", "entry", "trailer", "drop_entry"]),
+    at=st.floats(0, 1, exclude_max=True),
+    delta=st.sampled_from([-64, -3, -1, 1, 2, 64]),
+)
+def test_damage_to_a_sealed_segment_is_named_never_a_wrong_record(
+    fault_ledger: tuple[Path, list[Record]], tmp_path: Path, *, which: int, fault: str, at: float, delta: int
+) -> None:
+    base, records = fault_ledger
+    # tmp_path is one directory for every example, and Hypothesis may run an example again
+    # (hypothesis 6.100 replays one to check it is not flaky): a new directory for each run.
+    path = Path(tempfile.mkdtemp(prefix=f"l{which}-{fault}-{delta}-", dir=tmp_path)) / "ledger"
+    shutil.copytree(base, path)
+    segs = [seg.sealed for seg in list_segments(path / "segments") if seg.sealed is not None]
+    target = segs[which % len(segs)]
+    data = target.read_bytes()
+    frames, entries, trailer = _table_parts(data)
+    pos = int(at * len(data))
+    if fault == "flip":
+        damaged = data[:pos] + bytes([data[pos] ^ (1 << (abs(delta) % 8))]) + data[pos + 1 :]
+    elif fault == "truncate":
+        damaged = data[:pos]
+    elif fault == "zeros":
+        damaged = data[:pos] + bytes(len(data[pos : pos + 40])) + data[pos + 40 :]
+    elif fault == "entry":  # one field of one entry lies, the checksum holds
+        entry = entries[int(at * len(entries))]
+        field = abs(delta) % 3
+        entry[field] = max(0, entry[field] + delta)
+        damaged = _forged(frames, entries, trailer)
+    elif fault == "trailer":  # the end seq or the plain size lies
+        trailer[abs(delta) % 2] = max(0, trailer[abs(delta) % 2] + delta)
+        damaged = _forged(frames, entries, trailer)
+    else:  # a frame's entry is gone: two frames read as one
+        del entries[1 + int(at * (len(entries) - 1))]
+        trailer[2] -= 1
+        damaged = _forged(frames, entries, trailer)
+    assume(damaged != data)
+    target.write_bytes(damaged)
+    _only_named_damage(path, target.name, records)
+
+
+def test_a_frame_from_another_ledger_breaks_the_chain_read_and_verify_check(tmp_path: Path) -> None:
+    """A frame spliced in from another ledger (same seqs, same sizes) passes every check of
+    ``get``, which checks checksums and seqs, not chain links, in any segment; the chain
+    that ``read`` and ``verify`` check names it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sealed, "SEAL_FRAME_BYTES", 300)
+        for name, word in (("ours", "record"), ("theirs", "RECORD")):
+            with Ledger.create(tmp_path / name, agent_id="fault", segment_bytes=2048) as ledger:
+                for i in range(_FAULT_RECORDS):
+                    text = f"{word} {i} " * (i % 5 + 2)
+                    ledger.append(
+                        msgspec.structs.replace(message(i), body=Message(role="assistant", text=text))
+                    )
+    spliced = 0
+    for ours in list_segments(tmp_path / "ours" / "segments")[:-1]:
+        assert ours.sealed is not None
+        theirs = tmp_path / "theirs" / "segments" / ours.sealed.name
+        mine, other = ours.sealed.read_bytes(), theirs.read_bytes()
+        ends = [entry[2] for entry in _table_parts(mine)[1]] + [len(_table_parts(mine)[0])]
+        other_ends = [entry[2] for entry in _table_parts(other)[1]] + [len(_table_parts(other)[0])]
+        for index in range(1, len(ends) - 1):
+            if ends[index : index + 2] == other_ends[index : index + 2]:
+                start, stop = ends[index], ends[index + 1]
+                ours.sealed.write_bytes(mine[:start] + other[start:stop] + mine[stop:])
+                spliced += 1
+                break
+        if spliced:
+            break
+    assert spliced, "no frame of equal size to splice"
+    with Ledger.open(tmp_path / "ours", readonly=True) as reader:
+        with pytest.raises(LedgerCorrupt) as raised:
+            list(reader.read())
+        assert raised.value.file == str(ours.sealed)
+        report = reader.verify()
+        assert not report.ok and all(problem.file == str(ours.sealed) for problem in report.problems)
+
+
+# ---------------------------------------------------------------- a plain copy beside a sealed segment
+
+
+def _sealed_ledger(path: Path, *, agent_id: str = "fault") -> list[SegmentFile]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sealed, "SEAL_FRAME_BYTES", 300)
+        with Ledger.create(path, agent_id=agent_id, segment_bytes=2048) as ledger:
+            for i in range(_FAULT_RECORDS):
+                ledger.append(message(i, 30 + 17 * (i % 5)))
+    return list_segments(path / "segments")
+
+
+def _frames(seg: SegmentFile, count: int | None = None) -> bytes:
+    """The plain bytes of a sealed segment's first ``count`` zstd frames (all: what ``zstd -dc`` gives)."""
+    assert seg.sealed is not None
+    data = seg.sealed.read_bytes()
+    table = read_seek_table(
+        lambda size, offset: data[offset : offset + size], len(data), file="", start_seq=seg.start_seq
+    )
+    assert table is not None
+    spans = [table.span(index) for index in range(len(table.plain))][:count]
+    return b"".join(zstandard.ZstdDecompressor().decompress(data[c0:c1]) for c0, c1, *_ in spans)
+
+
+def _snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_partial_plain_copy_of_a_sealed_segment_is_refused_not_sealed_over_it(tmp_path: Path) -> None:
+    """The documented mend of a damaged seek table puts ``zstd -dc``'s output beside the file
+    and opens for writing; a copy that stopped at a frame boundary (damage in a frame) holds
+    whole records and walked clean, so the open sealed it over the .zst: records lost."""
+    path = tmp_path / "l"
+    segs = _sealed_ledger(path)
+    seg = segs[2]  # neither the first nor the one before the active segment
+    assert seg.sealed is not None and len(segs) > 4
+    plain = seg.sealed.with_name(seg.sealed.name.removesuffix(".zst"))
+    plain.write_bytes(_frames(seg, 3))
+    before = _snapshot(path)
+    with pytest.raises(LedgerCorrupt) as raised:
+        Ledger.open(path)
+    assert raised.value.file == str(plain) and raised.value.offset == plain.stat().st_size
+    assert f"next segment starts at seq {segs[3].start_seq}" in raised.value.detail
+    assert _snapshot(path) == before  # refused: nothing changed, the sealed copy is there
+    plain.unlink()
+    with Ledger.open(path) as ledger:
+        assert ledger.verify().ok and ledger.head()[0] == _FAULT_RECORDS - 1
+
+
+def test_a_plain_copy_from_another_ledger_is_refused_by_the_next_segments_link(tmp_path: Path) -> None:
+    segs = _sealed_ledger(tmp_path / "ours")
+    theirs = _sealed_ledger(tmp_path / "theirs", agent_id="other")  # same seqs, another chain
+    seg = segs[2]
+    assert seg.sealed is not None and [s.start_seq for s in theirs] == [s.start_seq for s in segs]
+    plain = seg.sealed.with_name(seg.sealed.name.removesuffix(".zst"))
+    plain.write_bytes(_frames(theirs[2]))
+    before = _snapshot(tmp_path / "ours")
+    with pytest.raises(LedgerCorrupt) as raised:
+        Ledger.open(tmp_path / "ours")
+    assert raised.value.file == str(segs[3].sealed) and raised.value.offset == 24
+    assert "broken hash chain" in raised.value.detail
+    assert _snapshot(tmp_path / "ours") == before
+
+
+def test_a_damaged_seek_table_is_mended_by_a_whole_plain_copy_and_an_open(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    segs = _sealed_ledger(path)
+    seg = segs[2]
+    assert seg.sealed is not None
+    data = bytearray(seg.sealed.read_bytes())
+    data[-30] ^= 0x40  # inside the table's trailer: the checksum fails
+    whole = _frames(seg)
+    seg.sealed.write_bytes(bytes(data))
+    with Ledger.open(path, readonly=True) as reader, pytest.raises(LedgerCorrupt) as raised:
+        reader.get(seg.start_seq)
+    assert raised.value.file == str(seg.sealed) and "seek table" in raised.value.detail
+    seg.sealed.with_name(seg.sealed.name.removesuffix(".zst")).write_bytes(whole)
+    with Ledger.open(path) as ledger:
+        assert [action.action for action in ledger.recovery] == ["sealed_segment"]
+        assert ledger.verify().ok
+        assert ledger.get(seg.start_seq) == next(ledger.read(seg.start_seq))
+
+
+# --------------------------------------------------------------------------- a ledger an older holon wrote
+# A version 1 ledger (sealed segments of one zstd frame, the header saying 1) stays readable
+# by the holon that wrote it until this holon seals a segment in the new layout: an open for
+# writing that seals nothing (a refused append, an Agent.open refusing its agent id or its
+# projection config, `holon append` of an empty file) leaves the header alone.
+
+
+def _version(path: Path) -> int:
+    version = json.loads((path / "holon-ledger.json").read_text())["format_version"]
+    assert isinstance(version, int)
+    return version
+
+
+def _version_1_ledger(path: Path, n: int = 300) -> None:
+    """A ledger as a holon before format version 2 left it: sealed segments of one frame, header 1."""
+    with Ledger.create(path, agent_id=AGENT, segment_bytes=16384, fsync="never") as ledger:
+        ledger.append_many(message(i, 120) for i in range(n))
+    segs = list_segments(path / "segments")
+    assert any(seg.sealed is not None for seg in segs)
+    for seg in segs:
+        if seg.sealed is not None:
+            seg.sealed.write_bytes(compress(load_segment(seg)[0], level=3))
+    header = path / "holon-ledger.json"
+    header.write_text(header.read_text().replace('"format_version": 2', '"format_version": 1'))
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {
+        str(f.relative_to(path)): f.read_bytes()
+        for f in sorted(path.rglob("*"))
+        if f.is_file() and f.name != "holon-ledger.lock"
+    }
+
+
+def test_an_open_for_writing_that_seals_nothing_leaves_a_version_1_header(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    _version_1_ledger(path)
+    before = _files(path)
+    with Ledger.open(path) as writer:
+        assert writer.header.format_version == 1
+    assert _version(path) == 1
+    assert _files(path) == before
+
+
+def test_a_refused_append_leaves_an_older_holons_ledger_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    _version_1_ledger(path)
+    before = _files(path)
+    backwards = tmp_path / "back.jsonl"
+    backwards.write_text(
+        '{"seq":0,"ts":0,"turn":null,"kind":"message","v":3,"body":{"role":"operator","text":"late"}}\n'
+    )
+    result = CliRunner().invoke(main, ["append", str(path), str(backwards)])
+    assert result.exit_code == 2, result.output
+    assert "timestamps never go backwards" in result.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = CliRunner().invoke(main, ["append", str(path), str(empty)])
+    assert result.exit_code == 0, result.output
+    assert "nothing to append" in result.output
+    assert _files(path) == before  # the header too: the holon that wrote it still reads it
+
+
+def test_an_agent_open_refused_leaves_a_version_1_header(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    _version_1_ledger(path)
+    with pytest.raises(UsageError, match="belongs to agent"):
+        Agent.open(path, agent_id="someone-else")
+    assert _version(path) == 1
+
+
+def test_the_first_seal_raises_the_header_before_it_writes_the_new_layout(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    _version_1_ledger(path)
+    with Ledger.open(path, fsync="never") as writer:
+        writer.append_many(message(i, 120) for i in range(300, 302))
+        assert writer.header.format_version == 1  # no segment sealed yet
+        writer.append_many(message(i, 120) for i in range(302, 600))
+        assert writer.header.format_version == FORMAT_VERSION
+    assert _version(path) == FORMAT_VERSION
+    with Ledger.open(path, readonly=True) as reader:
+        assert [record.seq for record in reader.read()] == list(range(600))
+        assert reader.verify().ok
+
+
+def test_a_segment_left_plain_by_a_crash_is_sealed_under_a_raised_header(tmp_path: Path) -> None:
+    # A crash between a rollover and its seal leaves a plain segment before the active one:
+    # the next writer's recovery seals it in the new layout, so it raises the header first.
+    path = tmp_path / "l"
+    _version_1_ledger(path)
+    segs = list_segments(path / "segments")
+    victim = segs[-2]
+    assert victim.sealed is not None
+    plain = path / "segments" / victim.sealed.name.removesuffix(".zst")
+    plain.write_bytes(load_segment(victim)[0])
+    victim.sealed.unlink()
+    with Ledger.open(path) as writer:
+        assert writer.header.format_version == FORMAT_VERSION
+    assert _version(path) == FORMAT_VERSION
+    assert not plain.exists()
+
+
+def test_agent_open_with_another_projection_config_leaves_a_version_1_header(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    with Agent.open(path, agent_id=AGENT, clock=Tick()) as agent:
+        for i in range(4):
+            with agent.turn(input=f"tick {i}", trigger="timer") as turn:
+                if agent.state.active_work_item is None:
+                    turn.add_work_item("W1", "watch the queue", state="active")
+                turn.record_message(f"tick {i}: nothing new")
+    header = path / "holon-ledger.json"
+    header.write_text(header.read_text().replace('"format_version": 2', '"format_version": 1'))
+    before = _files(path)
+    other = AgentConfig(projection=ProjectionConfig(turn_cap=3))
+    with pytest.raises(UsageError, match="was derived under"):
+        Agent.open(path, config=other, clock=Tick())
+    assert _files(path) == before
