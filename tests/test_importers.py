@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -32,7 +34,16 @@ from holon.records import (
     decode_json_record,
     encode_json_record,
 )
-from tests.importers_support import claude_jsonl
+from tests.cli_support import invoke, tree_bytes
+from tests.importers_support import (
+    USER,
+    claude_jsonl,
+    imported_tools,
+    message_texts,
+    parse_as,
+    refused_import,
+    tool_calls_of,
+)
 from tests.msgspec_styles import STYLES, use_style
 
 ROOT = Path(__file__).parent.parent
@@ -677,3 +688,414 @@ def test_a_short_request_imports_in_a_few_calls(fmt: str) -> None:
     assert first.input == MAKE_LONG.SHORT_REQUEST
     assert all(constraint in first.input for constraint in MAKE_LONG.CONSTRAINTS)
     assert len(_text(report.records)) <= 3_000
+
+
+
+# ---------------------------------------------------------------- bytes every format meets
+# Real tools' files that must import, or fail clearly: a byte order mark, lone surrogate
+# escapes, Python's NaN and Infinity words, arguments msgpack cannot hold, a file cut off
+# mid-line, bytes that are not UTF-8.
+
+SAMPLES: dict[str, bytes] = {
+    "claude-code": claude_jsonl({"type": "user", "message": {"role": "user", "content": "fix it"}}),
+    "openai-chat": json.dumps([USER]).encode(),
+    "swe-agent": json.dumps({"history": [USER]}).encode(),
+    "openhands": json.dumps(
+        [{"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}}]
+    ).encode(),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(SAMPLES))
+def test_a_utf8_byte_order_mark_is_ignored(fmt: str) -> None:
+    # Windows tools (PowerShell's Out-File, Notepad) prefix UTF-8 files with a BOM; RFC 8259
+    # lets a parser ignore it, and the file is otherwise the tool's own.
+    assert message_texts(parse_as(fmt, b"\xef\xbb\xbf" + SAMPLES[fmt])) == ["fix it"]
+
+
+def test_lone_surrogate_escapes_become_replacement_characters() -> None:
+    # JavaScript (Claude Code) and Python's json.dumps write half of a character, e.g. an
+    # output cut in the middle of an emoji, as a lone `\udXXX` escape: valid JSON grammar.
+    # The rest of the file must still import; an escaped backslash before `u` is just text.
+    text = r"cut \ud83d|\ude00|\ud83d\ude00|\\ud800"
+    data = SAMPLES["claude-code"].replace(b'"fix it"', f'"{text}"'.encode())
+    assert message_texts(parse_as("claude-code", data)) == ["cut \ufffd|\ufffd|\U0001f600|\\ud800"]
+    for fmt, sample in SAMPLES.items():
+        damaged = sample.replace(b"fix it", rb"fix \udcff it")
+        assert message_texts(parse_as(fmt, damaged)) == ["fix \ufffd it"], fmt
+
+
+def test_only_a_synthetic_clock_moves_after_a_ledger() -> None:
+    synthetic = parse_as("openai-chat", SAMPLES["openai-chat"])
+    assert [rec.ts for rec in synthetic.after(5_000).records] == [6_000, 7_000, 8_000, 9_000]
+    timestamped = parse_as("claude-code", SAMPLES["claude-code"])
+    assert timestamped.after(5_000) == timestamped
+
+
+def test_arguments_the_ledger_cannot_store_are_kept_as_json_text(tmp_path: Path) -> None:
+    # Tool arguments are model-written and never a reason to refuse a file, but msgpack holds
+    # no integer beyond 64 bits: the import failed at "seq N" (no such line), left a blob behind.
+    big = 123456789012345678901234567890
+    data = claude_jsonl(
+        {"type": "user", "message": {"role": "user", "content": "fix it"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Calc", "input": {"n": big}},
+        ]}},
+    )
+    intents = [rec.body for rec in parse_as("claude-code", data).records if isinstance(rec.body, ToolIntent)]
+    assert intents == [ToolIntent(call_id="t1", tool="Calc", args={"arguments": f'{{"n":{big}}}'})]
+    chat = json.dumps([USER, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": json.dumps({"n": -big})}},
+    ]}]).encode()
+    intents = [rec.body for rec in parse_as("openai-chat", chat).records if isinstance(rec.body, ToolIntent)]
+    assert intents == [ToolIntent(call_id="c1", tool="f", args={"arguments": f'{{"n":{-big}}}'})]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    assert invoke("init", tmp_path / "L", "--agent-id", "a1").exit_code == 0
+    assert invoke("import", tmp_path / "L", path, "--from", "claude-code").exit_code == 0
+
+
+def test_a_transcript_cut_off_mid_line_says_so_and_what_to_do(tmp_path: Path) -> None:
+    # A session file copied while Claude Code was still appending ends mid-line: that is not
+    # a wrong --from, and the user needs to know what to do about it.
+    data = (FIXTURES / "claude-code" / "session.jsonl").read_bytes().rstrip(b"\n")
+    last = data.count(b"\n") + 1
+    with pytest.raises(InvalidRecord) as caught:
+        parse_as("claude-code", data[:-20])
+    message = str(caught.value)
+    assert f"line {last} of t" in message and "ends in the middle of its last line" in message
+    assert "still being written" in message and "--from" not in message
+    trajectory = (FIXTURES / "swe-agent" / "function-calling.traj").read_bytes()
+    with pytest.raises(InvalidRecord) as caught:
+        parse_as("swe-agent", trajectory[: len(trajectory) // 2])
+    assert "ends in the middle of" in str(caught.value) and "--from" not in str(caught.value)
+    # A complete last line without its newline is fine, and a cut line that is not the last is
+    # still reported as malformed (with the --from hint).
+    assert parse_as("claude-code", data).records
+    with pytest.raises(InvalidRecord, match="--from claude-code"):
+        parse_as("claude-code", b"{\n" + data)
+
+
+NAN_SAMPLES: dict[str, bytes] = {
+    "claude-code": claude_jsonl({"type": "user", "message": USER, "cost": float("nan")}),
+    "openai-chat": json.dumps([USER | {"logprob": float("-inf")}]).encode(),
+    "swe-agent": json.dumps({"history": [USER], "info": {"instance_cost": float("nan")}}).encode(),
+    "openhands": json.dumps(
+        [{"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}, "cost": 1e999}]
+    ).encode(),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(NAN_SAMPLES))
+def test_python_nan_and_infinity_words_do_not_refuse_the_file(fmt: str) -> None:
+    # Python's json.dump writes a float NaN or infinity as a bare word (not JSON). Before,
+    # the file was refused with "invalid character" and a hint that --from was wrong.
+    assert b"NaN" in NAN_SAMPLES[fmt] or b"Infinity" in NAN_SAMPLES[fmt]
+    assert message_texts(parse_as(fmt, NAN_SAMPLES[fmt])) == ["fix it"]
+
+
+NAN = float("nan")
+
+
+def test_a_nan_in_tool_arguments_is_kept_as_text(tmp_path: Path) -> None:
+    # The ledger holds no NaN (its JSONL form could not), so the arguments are kept as the
+    # transcript wrote them, like an integer beyond 64 bits.
+    data = claude_jsonl(
+        {"type": "user", "message": {"role": "user", "content": "fix it"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Fit", "input": {"tol": NAN, "max": float("inf")}},
+        ]}},
+    )
+    intents = [rec.body for rec in parse_as("claude-code", data).records if isinstance(rec.body, ToolIntent)]
+    assert intents == [ToolIntent(call_id="t1", tool="Fit", args={"arguments": '{"tol":NaN,"max":Infinity}'})]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    assert invoke("init", tmp_path / "L", "--agent-id", "a1").exit_code == 0
+    assert invoke("import", tmp_path / "L", path, "--from", "claude-code").exit_code == 0
+
+
+@pytest.mark.parametrize("word", [b"nan", b"-NaN", b"NaNa", b"Inf"])
+def test_other_bare_words_are_still_not_json(word: bytes) -> None:
+    data = b'{"history": [{"role": "user", "content": "fix it"}], "cost": ' + word + b"}"
+    malformed = r"not a JSON document \(JSON is malformed: invalid character \(byte \d+\)\)"
+    with pytest.raises(InvalidRecord, match=malformed):
+        parse_as("swe-agent", data)
+
+
+NOT_UTF8: dict[str, bytes] = {
+    "claude-code": claude_jsonl({"type": "user", "message": USER}).replace(b"fix it", b"caf\xe9 fix it"),
+    "openai-chat": json.dumps([USER]).encode().replace(b"fix it", b"caf\xe9 fix it"),
+    "swe-agent": json.dumps({"history": [USER]}).encode().replace(b"fix it", b"caf\xe9 fix it"),
+    "openhands": json.dumps(
+        [{"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}}]
+    ).encode().replace(b"fix it", b"caf\xe9 fix it"),
+    "jsonl": b'{"seq": 0, "ts": 1, "turn": null, "kind": "message", "v": 1, '
+    b'"body": {"role": "user", "text": "caf\xe9 fix it"}}\n',
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(NOT_UTF8))
+def test_a_file_that_is_not_utf8_names_the_byte_where_it_is_and_what_to_do(fmt: str) -> None:
+    # A transcript re-saved by a Windows tool as Latin-1: the error said "at byte 1" or so (the
+    # offset inside the JSON string holding the byte, not in the file or line) and nothing
+    # about what to do, wrapped in "not a JSON document (...)".
+    data = NOT_UTF8[fmt]
+    with pytest.raises(InvalidRecord) as caught:
+        parse_as(fmt, data)
+    offset = data.splitlines()[0].index(b"\xe9")
+    message = str(caught.value)
+    assert f"not UTF-8 text (byte 0xe9 at byte {offset}: " in message, message
+    assert "save it as UTF-8" in message and "not a JSON" not in message
+
+
+def test_the_offset_of_a_byte_that_is_not_utf8_counts_a_byte_order_mark() -> None:
+    # Windows tools start files with a BOM; the offset must still be the byte's in the file.
+    data = b"\xef\xbb\xbf" + json.dumps({"messages": [{"role": "user", "content": "cafX"}]}).encode()
+    data = data.replace(b"X", b"\xe9")
+    offset = data.index(b"\xe9")
+    with pytest.raises(InvalidRecord, match=f"byte 0xe9 at byte {offset}: "):
+        parse_as("openai-chat", data)
+
+
+# ---------------------------------------------------------------- blank ids and names
+
+
+def _chat(call_id: str, name: str, answer_id: str | None = None) -> bytes:
+    answer = call_id if answer_id is None else answer_id
+    return json.dumps([
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": answer, "content": "a.py"},
+    ]).encode()
+
+
+def _claude(call_id: str, name: str, answer_id: str | None = None) -> bytes:
+    answer = call_id if answer_id is None else answer_id
+    return claude_jsonl(
+        {"type": "user", "message": USER},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": call_id, "name": name, "input": {}}]}},
+        {"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": answer, "content": "a.py"}]}},
+    )
+
+
+def _swe(call_id: str, name: str, answer_id: str | None = None) -> bytes:
+    answer = call_id if answer_id is None else answer_id
+    return json.dumps({"history": [
+        USER,
+        {"role": "assistant", "content": "Look.", "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"role": "tool", "content": "a.py", "tool_call_ids": [answer]},
+    ]}).encode()
+
+
+BUILDERS = {"openai-chat": _chat, "claude-code": _claude, "swe-agent": _swe}
+FIELDS = {
+    "openai-chat": r"\[1\]\.tool_calls\[0\]\.function\.name",
+    "claude-code": r"message\.content\[0\]\.name",
+    "swe-agent": r"history\[1\]\.tool_calls\[0\]\.function\.name",
+}
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+@pytest.mark.parametrize("fmt", sorted(BUILDERS))
+def test_a_tool_call_with_a_blank_name_is_refused_where_it_is(fmt: str, name: str, tmp_path: Path) -> None:
+    # Imported as a call to tool "", rendered as `call c1  {}`: no format's API writes or accepts a
+    # call to no tool. The refusal names the field, and asks nothing about --from: the format is right.
+    data = BUILDERS[fmt]("c1", name)
+    with pytest.raises(InvalidRecord, match=FIELDS[fmt]) as caught:
+        parse_as(fmt, data)
+    blank = "an empty" if not name else "a blank (whitespace-only)"
+    assert f"has {blank} `name`" in str(caught.value) and "fix or remove the call" in str(caught.value)
+    assert "--from" not in str(caught.value)
+    assert "name" in refused_import(tmp_path, fmt, data)
+
+
+@pytest.mark.parametrize(
+    ("field", "data"),
+    [
+        ("message.content[0].id", _claude("", "Bash", answer_id="t1")),
+        ("message.content[0].id", _claude(" ", "Bash")),
+        ("message.content[0].tool_use_id", _claude("t1", "Bash", answer_id="")),
+    ],
+)
+def test_a_claude_code_blank_call_id_is_refused(field: str, data: bytes, tmp_path: Path) -> None:
+    # The Messages API gives every tool_use an id (`toolu_...`) and refuses a blank one: such a
+    # file was edited or written by something else, and a blank id joins nothing reliably.
+    with pytest.raises(InvalidRecord, match="the Messages API gives every tool call an id") as caught:
+        parse_as("claude-code", data)
+    assert caught.value.field == field and "--from" not in str(caught.value)
+    refused_import(tmp_path, "claude-code", data)
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+@pytest.mark.parametrize(("fmt", "derived"), [("openai-chat", "tool_call-1.0"), ("swe-agent", "action-0.0")])
+def test_an_openai_style_blank_call_id_gets_a_derived_one(
+    fmt: str, derived: str, blank: str, tmp_path: Path
+) -> None:
+    # Gemini's OpenAI-compatible endpoint and LM Studio send `"id": ""`, and runners answer with
+    # `"tool_call_id": ""`. Imported, the call got holon call id "" (a second one "#2"). It gets a
+    # deterministic id from its place, and its blank-id result still answers it.
+    data = BUILDERS[fmt](blank, "ls")
+    assert tool_calls_of(data, fmt) == [(derived, "ls", None), (derived, "ls", "a.py")]
+    assert imported_tools(tmp_path, fmt, data) == [(derived, "ls", "ok")]
+
+
+def test_blank_call_ids_answer_in_order_and_never_a_call_that_has_an_id() -> None:
+    chat = json.dumps([
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+            {"id": "c9", "type": "function", "function": {"name": "b", "arguments": "{}"}},
+            {"id": "", "type": "function", "function": {"name": "c", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "", "content": "1"},
+        {"role": "tool", "tool_call_id": " ", "content": "2"},
+        {"role": "tool", "tool_call_id": "", "content": "3"},
+    ]).encode()
+    report = parse_as("openai-chat", chat)
+    results = [(r.body.call_id, r.body.output) for r in report.records if isinstance(r.body, ToolResult)]
+    # The third blank-id result has no id-less call left: an orphan, not an answer to c9.
+    assert results == [("tool_call-1.0", "1"), ("tool_call-1.2", "2")]
+    assert report.skipped == {"orphan tool result": 1} and report.unmatched_intents == 1
+
+
+# ---------------------------------------------------------------- an import of nothing says why
+
+
+def test_a_file_that_maps_to_nothing_names_what_was_skipped(tmp_path: Path) -> None:
+    # Claude Code writes files holding only summaries of other sessions and snapshots; the refusal
+    # said "nothing in it maps to a record" without the counts every other import reports.
+    file = tmp_path / "s.jsonl"
+    file.write_bytes(
+        claude_jsonl(
+            {"type": "summary", "summary": "Other work", "leafUuid": "elsewhere"},
+            {"type": "file-history-snapshot", "messageId": "m1", "snapshot": {}},
+        )
+    )
+    with pytest.raises(UsageError) as caught:
+        read_transcript(file, "claude-code")
+    assert str(caught.value) == (
+        f"{file} holds no claude-code conversation: nothing in it maps to a record "
+        "(skipped: event:file-history-snapshot 1, summary of another session 1)"
+    )
+    ledger = tmp_path / "L"
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    before = tree_bytes(ledger)
+    result = invoke("import", ledger, file, "--from", "claude-code")
+    assert result.exit_code == 2 and "summary of another session 1" in result.stderr
+    assert tree_bytes(ledger) == before
+
+
+def test_a_file_of_nothing_skipped_keeps_its_message(tmp_path: Path) -> None:
+    file = tmp_path / "t.json"
+    file.write_bytes(b"[]")
+    with pytest.raises(UsageError, match=r"maps to a record$"):
+        read_transcript(file, "openai-chat")
+
+
+# ---------------------------------------------------------------- large files: one copy, not several
+
+_PROMPT = {"type": "user", "message": {"role": "user", "content": "find the config loader"}}
+
+
+def _peak_over_size(parse: Callable[[bytes], object], data: bytes) -> float:
+    """Peak memory Python allocated while ``parse`` read ``data``, as a multiple of its size."""
+    tracemalloc.start()
+    try:
+        parse(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak / len(data)
+
+
+def test_a_long_claude_code_session_is_not_held_decoded_while_it_is_mapped() -> None:
+    # Every line was split out (a second copy of the file) and every event kept decoded (twice its
+    # size) until the last record was made: 5.9 times the file's size at the peak, over 500 MB for
+    # a 110 MB session. Now lines are decoded one at a time, in two passes: 0.35 times.
+    events: list[dict[str, Any]] = []
+    for i in range(600):
+        ts = {"timestamp": f"2025-03-01T10:{i // 60:02d}:{i % 60:02d}.{i:03d}Z"}
+        call = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
+        result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": "ok"}
+        events.append({"type": "assistant", "message": {"role": "assistant", "content": [call]}} | ts)
+        events.append(
+            ts
+            | {
+                "type": "user",
+                "message": {"role": "user", "content": [result]},
+                "toolUseResult": {"stdout": "z" * 2000, "lines": ["x"] * 200},
+            }
+        )
+    data = claude_jsonl(_PROMPT, *events)
+    assert _peak_over_size(lambda d: parse_as("claude-code", d), data) < 1.5
+
+
+def test_openhands_evaluation_output_is_read_run_by_run() -> None:
+    # Every run was decoded before the first was mapped, and the whole file was first tried as one
+    # JSON document whose escapes were all rewritten (a lone-surrogate repair that cannot help with
+    # "trailing characters"): 33 times the file's size at the peak. Now 1.4 (the records' outputs).
+    runs = []
+    for run in range(60):
+        history: list[dict[str, Any]] = [
+            {
+                "id": 0,
+                "timestamp": "2025-03-01T10:00:00",
+                "source": "user",
+                "action": "message",
+                "args": {"content": "fix"},
+            }
+        ]
+        for i in range(1, 20, 2):
+            history.append(
+                {
+                    "id": i,
+                    "timestamp": "2025-03-01T10:00:01",
+                    "source": "agent",
+                    "action": "run",
+                    "args": {"command": "ls\n" * 20},
+                    "tool_call_metadata": {"tool_call_id": f"c{i}", "function_name": "execute_bash"},
+                }
+            )
+            history.append(
+                {
+                    "id": i + 1,
+                    "timestamp": "2025-03-01T10:00:02",
+                    "source": "agent",
+                    "observation": "run",
+                    "cause": i,
+                    "content": "out\n" * 100,
+                    "extras": {"metadata": {"exit_code": 0}},
+                }
+            )
+        runs.append(json.dumps({"instance_id": run, "history": history}))
+    data = ("\n".join(runs) + "\n").encode()
+    assert parse_as("openhands", data).tool_calls == 600
+    assert _peak_over_size(lambda d: parse_as("openhands", d), data) < 3
+
+
+def test_json_lines_are_not_rewritten_for_a_repair_that_cannot_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    repair = _shape._without_lone_surrogates
+
+    def no_rewrite(data: bytes) -> bytes:
+        repaired = repair(data)
+        assert repaired is data, "the file's escapes were rewritten"
+        return repaired
+
+    monkeypatch.setattr(_shape, "_without_lone_surrogates", no_rewrite)
+    run = {"history": [{"id": 0, "source": "user", "action": "message", "args": {"content": "a\\nb"}}]}
+    data = (json.dumps(run) + "\n" + json.dumps(run) + "\n").encode()
+    assert parse_as("openhands", data).turns == 2
+
+
+def test_a_json_lines_file_keeps_its_cut_off_and_line_errors() -> None:
+    good = claude_jsonl(_PROMPT)
+    with pytest.raises(InvalidRecord, match=r"line 2 of t.*ends in the middle of its last line"):
+        parse_as("claude-code", good + b'{"type": "user", "mess')
+    # A damaged line the session went on past is skipped (test_importers_claude_code); one with
+    # nothing read after it is still refused, naming it.
+    with pytest.raises(InvalidRecord, match=r"line 3 of t.*not a JSON value"):
+        parse_as("claude-code", good + b"\n{oops\n")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from holon.errors import InvalidRecord
 from holon.importers import parse_jsonl, read_transcript
+from holon.ledger import Ledger
+from holon.projections import fold
 from holon.records import Message, Record, ToolResult, encode_json_record
+from tests.cli_support import invoke
+from tests.importers_support import parse_as
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "jsonl"
 
@@ -72,3 +77,34 @@ def test_other_format_is_refused() -> None:
     claude = Path(__file__).parent.parent / "fixtures" / "importers" / "claude-code" / "session.jsonl"
     with pytest.raises(InvalidRecord, match=r"line 1 of .*session\.jsonl.*unknown field `type`"):
         read_transcript(claude, "jsonl")
+
+
+# ---------------------------------------------------------------- holon JSONL
+
+
+def test_holon_jsonl_with_a_byte_order_mark_appends(tmp_path: Path) -> None:
+    # Every other format ignores a leading BOM (a file re-saved by a Windows tool); holon's own
+    # JSONL refused it as "JSON is malformed: invalid character (byte 0)", in `holon append` too.
+    records = [
+        {
+            "seq": 0,
+            "ts": 1,
+            "turn": 0,
+            "kind": "turn_started",
+            "v": 1,
+            "body": {"trigger": "user_message", "input": "fix it"},
+        },
+        {"seq": 1, "ts": 1, "turn": 0, "kind": "message", "v": 1, "body": {"role": "user", "text": "fix it"}},
+        {"seq": 2, "ts": 2, "turn": 0, "kind": "turn_ended", "v": 1, "body": {"outcome": "completed"}},
+    ]
+    data = b"\xef\xbb\xbf" + "\r\n".join(json.dumps(record) for record in records).encode() + b"\r\n"
+    assert [r.kind for r in parse_as("jsonl", data).records] == ["turn_started", "message", "turn_ended"]
+    ledger, file = tmp_path / "L", tmp_path / "r.jsonl"
+    file.write_bytes(data)
+    assert invoke("init", ledger, "--agent-id", "a1").exit_code == 0
+    result = invoke("append", ledger, file)
+    assert result.exit_code == 0, result.stderr
+    assert invoke("verify", ledger).exit_code == 0
+    with Ledger.open(ledger, readonly=True) as opened:
+        messages = fold(opened.read()).runtime.messages
+    assert [(entry.turn, entry.message.text) for entry in messages] == [(0, "fix it")]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from holon.errors import InvalidRecord
+from holon.errors import InvalidRecord, UsageError
 from holon.importers import parse_openhands, read_transcript
 from holon.records import (
     Brief,
+    ContextSummary,
     ExecutionEnvironment,
     Message,
     Record,
@@ -24,7 +26,14 @@ from holon.records import (
     encode_json_record,
 )
 from tests.cli_support import invoke
-from tests.importers_support import declared
+from tests.importers_support import (
+    declared,
+    imported_tools,
+    message_texts,
+    parse_as,
+    refused_import,
+    tool_calls_of,
+)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "openhands"
 T0 = 1_746_028_800_000  # 2025-04-30T16:00:00 (naive timestamps are read as UTC)
@@ -299,3 +308,303 @@ def test_an_openhands_conversation_holding_two_files_of_one_event_names_both(tmp
     assert result.exit_code == 2, result.stdout + result.stderr
     assert f"holds two files for event 00003, {first.name} and {copy.name}" in result.stderr, result.stderr
     assert "no event 00004" not in result.stderr
+
+
+# ---------------------------------------------------------------- images, older runs, OpenDevin
+
+
+def test_openhands_message_images_are_counted_as_skipped() -> None:
+    # Images pasted into an OpenHands message are not imported (as in every format), but the
+    # report must say so rather than drop them without a count.
+    events = json.dumps(
+        [
+            {
+                "id": 1,
+                "source": "user",
+                "action": "message",
+                "args": {"content": "see", "image_urls": ["data:image/png;base64,AA", "b.png"]},
+            }
+        ]
+    )
+    report = parse_as("openhands", events.encode())
+    assert message_texts(report) == ["see"] and report.skipped == {"image": 2}
+
+
+def _openhands_run(observation_extras: dict[str, Any]) -> bytes:
+    return json.dumps(
+        [
+            {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+            {"id": 2, "source": "agent", "action": "run", "args": {"command": "git status", "thought": ""}},
+            {
+                "id": 3,
+                "source": "agent",
+                "cause": 2,
+                "observation": "run",
+                "content": "fatal: not a git repository",
+                "extras": observation_extras,
+            },
+        ]
+    ).encode()
+
+
+@pytest.mark.parametrize(("code", "status"), [(128, "error"), (0, "ok"), (-1, "interrupted")])
+def test_an_older_openhands_run_keeps_its_exit_code_on_extras(code: int, status: str) -> None:
+    # OpenDevin and early OpenHands wrote `extras: {"command_id", "command", "exit_code"}` (no
+    # `metadata`): a failed command was imported as `ok` with no exit code.
+    old = {"command_id": -1, "command": "git status", "exit_code": code}
+    report = parse_as("openhands", _openhands_run(old))
+    results = [rec.body for rec in report.records if isinstance(rec.body, ToolResult)]
+    assert [(r.status, r.exit_code) for r in results] == [(status, code)]
+    # The current shape still wins where both are present.
+    current = {"exit_code": 7, "metadata": {"exit_code": code}}
+    results = [
+        rec.body
+        for rec in parse_as("openhands", _openhands_run(current)).records
+        if isinstance(rec.body, ToolResult)
+    ]
+    assert [(r.status, r.exit_code) for r in results] == [(status, code)]
+
+
+def test_an_opendevin_history_of_action_observation_pairs_imports() -> None:
+    # OpenDevin and early OpenHands evaluation outputs store `history` as [action, observation]
+    # pairs whose events have no `id` or `cause`: the whole file was refused ("expected an
+    # object"). The pair says which action an observation answers.
+    run = {
+        "instance_id": "x",
+        "history": [
+            [
+                {"source": "user", "action": "message", "args": {"content": "fix it"}},
+                {"source": "user", "observation": "null", "content": "", "extras": {}},
+            ],
+            [
+                {"source": "agent", "action": "run", "args": {"command": "git status", "thought": "Look."}},
+                {
+                    "source": "agent",
+                    "observation": "run",
+                    "content": "fatal: not a git repository",
+                    "extras": {"command_id": -1, "command": "git status", "exit_code": 128},
+                },
+            ],
+            [
+                {"source": "agent", "action": "run", "args": {"command": "ls", "thought": ""}},
+                {
+                    "source": "agent",
+                    "observation": "run",
+                    "content": "a.py",
+                    "extras": {"command_id": -1, "command": "ls", "exit_code": 0},
+                },
+            ],
+            [
+                {"source": "agent", "action": "finish", "args": {"outputs": {}, "thought": ""}},
+                {"source": "agent", "observation": "null", "content": "", "extras": {}},
+            ],
+        ],
+    }
+    report = parse_as("openhands", json.dumps(run).encode())
+    bodies = [rec.body for rec in report.records]
+    assert message_texts(report) == ["fix it", "Look."]
+    assert [(b.call_id, b.args) for b in bodies if isinstance(b, ToolIntent)] == [
+        ("pair-1", {"command": "git status"}),
+        ("pair-2", {"command": "ls"}),
+    ]
+    results = [(b.call_id, b.status, b.exit_code, b.output) for b in bodies if isinstance(b, ToolResult)]
+    assert results == [("pair-1", "error", 128, "fatal: not a git repository"), ("pair-2", "ok", 0, "a.py")]
+    assert report.turns == 1 and report.skipped == {"observation:null": 2}
+    with pytest.raises(InvalidRecord, match=r"field `history\[0\]`: not an OpenHands event pair"):
+        parse_as("openhands", json.dumps({"history": [[run["history"][0][0]]]}).encode())
+
+
+# ---------------------------------------------------------------- V1 conversations
+
+V1 = FIXTURES / "v1-conversation"
+
+
+def _v1_events() -> list[dict[str, Any]]:
+    return [json.loads(path.read_bytes()) for path in sorted((V1 / "events").iterdir())]
+
+
+def test_v1_conversation_directory_imports() -> None:
+    report = read_transcript(V1, "openhands")
+    bodies = [record.body for record in report.records]
+    assert bodies[0] == ExecutionEnvironment(extra={"session_id": "run 1"})
+    assert isinstance(bodies[1], SystemPolicy)
+    assert [t.name for t in bodies[1].tools] == ["terminal"]
+    assert [b.input for b in bodies if isinstance(b, TurnStarted)] == ["List the files."]
+    assert [(b.call_id, b.args) for b in bodies if isinstance(b, ToolIntent)] == [
+        ("call_1", {"command": "ls"}),
+        ("call_2", {"command": "rm -rf src"}),
+    ]
+    results = [(b.call_id, b.status, b.output) for b in bodies if isinstance(b, ToolResult)]
+    assert results == [
+        ("call_1", "ok", "README.md\nsrc"),
+        ("call_2", "error", "Action rejected: Do not delete files"),
+    ]
+    assert [b.text for b in bodies if isinstance(b, Message) and b.role == "assistant"] == [
+        "I'll run ls.",
+        "The files are README.md and src.",
+    ]
+    assert report.skipped == {"event:ConversationStateUpdateEvent": 1}
+    # The events directory itself reads the same.
+    assert read_transcript(V1 / "events", "openhands").records == report.records
+
+
+def test_v1_events_in_one_file_import_as_the_directory_does(tmp_path: Path) -> None:
+    file = tmp_path / "events.json"
+    file.write_text(json.dumps(_v1_events()))
+    assert read_transcript(file, "openhands").records == read_transcript(V1, "openhands").records
+
+
+def test_v1_condensation_summary_and_agent_error() -> None:
+    events = [
+        {"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user", "content": "go"}},
+        {"kind": "Condensation", "source": "environment", "forgotten_event_ids": ["x"], "summary": "did A"},
+        {"kind": "AgentErrorEvent", "tool_name": "x", "tool_call_id": "c9", "error": "bad"},
+    ]
+    bodies = [r.body for r in parse_as("openhands", json.dumps(events).encode()).records]
+    assert ContextSummary(text="did A", source="openhands:condensation") in bodies
+    assert Message(role="channel", channel="openhands:error", text="bad") in bodies
+
+
+def test_v1_action_without_a_call_id_is_refused_naming_it() -> None:
+    events = _v1_events()
+    del events[2]["tool_call_id"]
+    with pytest.raises(InvalidRecord, match=r"missing `tool_call_id`") as caught:
+        parse_as("openhands", json.dumps(events).encode())
+    assert caught.value.field == "[2].tool_call_id"
+
+
+def test_v1_directory_with_a_missing_event_is_refused(tmp_path: Path) -> None:
+    events = tmp_path / "conv" / "events"
+    shutil.copytree(V1 / "events", events)
+    next(events.glob("event-00003-*.json")).unlink()
+    with pytest.raises(UsageError, match=r"has no event 00003 \(the next file is event-00004-"):
+        read_transcript(tmp_path / "conv", "openhands")
+
+
+def test_v1_directory_names_the_event_file_that_is_not_json(tmp_path: Path) -> None:
+    events = tmp_path / "events"
+    shutil.copytree(V1 / "events", events)
+    bad = next(events.glob("event-00002-*.json"))
+    bad.write_bytes(bad.read_bytes()[:40])
+    with pytest.raises(InvalidRecord) as caught:
+        read_transcript(events, "openhands")
+    assert caught.value.where == str(bad)
+
+
+# ---------------------------------------------------------------- blank call metadata, actions without a name
+
+
+def _openhands(call_id: str, name: str, action: str = "run") -> bytes:
+    return json.dumps(
+        [
+            {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+            {
+                "id": 2,
+                "source": "agent",
+                "action": action,
+                "args": {"command": "ls"},
+                "tool_call_metadata": {"function_name": name, "tool_call_id": call_id},
+            },
+            {"id": 3, "cause": 2, "source": "agent", "observation": "run", "content": "a.py"},
+        ]
+    ).encode()
+
+
+@pytest.mark.parametrize(("call_id", "name"), [("", "execute_bash"), ("  ", "execute_bash"), ("c1", " ")])
+def test_openhands_blank_call_metadata_falls_back_to_the_action(
+    call_id: str, name: str, tmp_path: Path
+) -> None:
+    # OpenHands joins an observation to its action by `cause`; the metadata only labels the call.
+    # A blank tool_call_id already fell back to the event id, but a whitespace one was kept, and
+    # a blank function_name made a call to tool "".
+    data = _openhands(call_id, name)
+    expected_id = call_id if call_id.strip() else "2"
+    expected_tool = name if name.strip() else "run"
+    assert tool_calls_of(data, "openhands") == [
+        (expected_id, expected_tool, None),
+        (expected_id, expected_tool, "a.py"),
+    ]
+    assert imported_tools(tmp_path, "openhands", data) == [(expected_id, expected_tool, "ok")]
+
+
+def test_an_openhands_action_with_no_name_is_refused(tmp_path: Path) -> None:
+    data = _openhands("c1", "execute_bash", action=" ")
+    with pytest.raises(InvalidRecord, match="an OpenHands action with no name") as caught:
+        parse_as("openhands", data)
+    assert caught.value.field == "[1].action"
+    refused_import(tmp_path, "openhands", data)
+
+
+# ---------------------------------------------------------------- cut-off files
+
+
+OPENHANDS_EVENTS = [
+    {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+    {"id": 2, "source": "agent", "action": "run", "args": {"command": "ls", "thought": ""}},
+    {"id": 3, "cause": 2, "source": "agent", "observation": "run", "content": "a.py"},
+]
+
+
+@pytest.mark.parametrize(
+    "document", [OPENHANDS_EVENTS, {"instance_id": "x", "history": OPENHANDS_EVENTS}], ids=["events", "run"]
+)
+def test_a_pretty_printed_openhands_file_cut_off_says_so(document: object, tmp_path: Path) -> None:
+    # A trajectory OpenHands writes with indent=2, copied while still being written: it was read as
+    # JSON Lines and refused at "line 1" (a lone `[` or `{`) asking whether --from was right.
+    data = json.dumps(document, indent=2).encode()
+    assert tool_calls_of(data, "openhands") == [("2", "run", None), ("2", "run", "a.py")]
+    cut = data[: len(data) * 2 // 3]
+    with pytest.raises(InvalidRecord) as caught:
+        parse_as("openhands", cut)
+    message = str(caught.value)
+    assert message.startswith("invalid record at t: ") and "ends in the middle of it" in message
+    assert "--from" not in message and "line 1" not in message
+    assert "copied while still being written" in refused_import(tmp_path, "openhands", cut)
+    # JSON Lines (one run per line) still names the line that was cut.
+    lines = json.dumps({"history": OPENHANDS_EVENTS}).encode() + b"\n"
+    with pytest.raises(InvalidRecord, match=r"at line 2 of t: .*ends in the middle of its last line"):
+        parse_as("openhands", lines + lines[:-20])
+
+
+# ---------------------------------------------------------------- condensation
+
+
+def test_an_openhands_condensation_summary_is_a_context_summary() -> None:
+    # OpenHands' condenser (its compaction) writes a `condensation` action whose summary stands in
+    # for the events it forgot; it was skipped (`action:condensation`) and the summary lost.
+    events = [
+        {
+            "id": 0,
+            "timestamp": "2025-03-01T10:00:00",
+            "source": "user",
+            "action": "message",
+            "args": {"content": "fix it"},
+        },
+        {
+            "id": 1,
+            "timestamp": "2025-03-01T10:00:01",
+            "source": "agent",
+            "action": "condensation",
+            "args": {
+                "forgotten_events_start_id": 0,
+                "forgotten_events_end_id": 0,
+                "summary": "The user asked for a fix.",
+                "summary_offset": 1,
+            },
+        },
+        {
+            "id": 2,
+            "timestamp": "2025-03-01T10:00:02",
+            "source": "agent",
+            "action": "condensation",
+            "args": {"forgotten_event_ids": [0], "summary": None},
+        },
+    ]
+    report = parse_as("openhands", json.dumps(events).encode())
+    summaries = [r.body for r in report.records if isinstance(r.body, ContextSummary)]
+    assert [(s.text, s.source) for s in summaries] == [
+        ("The user asked for a fix.", "openhands:condensation")
+    ]
+    assert report.skipped == {"action:condensation": 1}  # no summary: nothing to keep, still counted
+    assert [type(r.body) for r in report.records][:2] == [ExecutionEnvironment, TurnStarted]
+    assert not any(isinstance(r.body, ToolIntent) for r in report.records)

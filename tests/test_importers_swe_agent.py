@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from holon.records import (
     TurnStarted,
     encode_json_record,
 )
-from tests.importers_support import declared
+from tests.importers_support import USER, channel_messages, declared, parse_as
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "importers" / "swe-agent"
 
@@ -187,3 +188,188 @@ def test_the_last_action_s_observation_kept_only_in_its_step_is_its_result() -> 
     bodies = [r.body for r in report.records]
     result = ToolResult(call_id="action-1", tool="bash", status="ok", output=patch, duration_ms=250)
     assert bodies[-3:] == [result, Brief(status="result", text=patch), TurnEnded(outcome="completed")]
+
+
+# ---------------------------------------------------------------- empty tool_calls, step times
+
+
+@pytest.mark.parametrize("observation_role", ["user", "tool"])
+def test_a_swe_agent_action_with_empty_tool_calls_is_still_a_call(observation_role: str) -> None:
+    # `tool_calls: []` already counted as "no tool calls" when finding actions, but the call
+    # was then read from the empty list: the action vanished and its observation became an
+    # operator message (a new turn) or vanished too.
+    observation: dict[str, Any] = {"role": observation_role, "content": "submitted"}
+    if observation_role == "tool":
+        observation["tool_call_ids"] = []
+    trajectory = json.dumps(
+        {
+            "history": [
+                USER,
+                {"role": "assistant", "content": "done", "action": "submit", "tool_calls": []},
+                observation,
+            ]
+        }
+    ).encode()
+    report = parse_as("swe-agent", trajectory)
+    bodies = [rec.body for rec in report.records]
+    assert ToolIntent(call_id="action-0", tool="bash", args={"command": "submit"}) in bodies
+    results = [body for body in bodies if isinstance(body, ToolResult)]
+    assert [(r.call_id, r.output) for r in results] == [("action-0", "submitted")]
+    assert report.turns == 1
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 1e300])
+def test_a_swe_agent_step_time_that_is_no_duration_is_left_out(seconds: float) -> None:
+    # Before: a NaN or infinite execution_time escaped as ValueError / OverflowError from
+    # round(), and 1e300 seconds made a duration no ledger field holds.
+    data = json.dumps(
+        {
+            "trajectory": [{"action": "ls", "observation": "a.py", "execution_time": seconds}],
+            "history": [
+                USER,
+                {
+                    "role": "assistant",
+                    "content": "Look.",
+                    "action": "ls",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": '{"cmd": "ls"}'},
+                        },
+                    ],
+                },
+                {"role": "tool", "content": "a.py", "tool_call_ids": ["c1"]},
+            ],
+        }
+    ).encode()
+    results = [rec.body for rec in parse_as("swe-agent", data).records if isinstance(rec.body, ToolResult)]
+    assert [(result.output, result.duration_ms) for result in results] == [("a.py", None)]
+
+
+# ---------------------------------------------------------------- trajectories of steps only
+
+
+def _steps_only(*steps: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {"trajectory": list(steps), "info": {"exit_status": "submitted", "submission": "diff"}}
+    ).encode()
+
+
+def test_a_swe_agent_traj_with_only_trajectory_imports_its_steps_as_calls() -> None:
+    # Before: refused ("no `history`") although every step says what ran and what it printed.
+    state = {"working_dir": "/testbed", "open_file": "/testbed/a.py"}
+    report = parse_as(
+        "swe-agent",
+        _steps_only(
+            {
+                "thought": "Look.",
+                "action": "ls\n",
+                "observation": "a.py",
+                "execution_time": 0.5,
+                "state": state,
+            },
+            {
+                "response": "Fix.",
+                "action": "edit 1:1\nx = 1\nend_of_edit",
+                "observation": "ok",
+                "state": state,
+            },
+            {"thought": "", "action": "create 'b c.py'", "observation": "", "state": json.dumps(state)},
+        ),
+    )
+    bodies = [r.body for r in report.records]
+    assert [b.text for b in bodies if isinstance(b, Message)] == ["Look.", "Fix."]
+    intents = [b for b in bodies if isinstance(b, ToolIntent)]
+    assert [(i.call_id, i.tool, i.args) for i in intents] == [
+        ("action-0", "bash", {"command": "ls"}),
+        ("action-1", "bash", {"command": "edit 1:1\nx = 1\nend_of_edit"}),
+        ("action-2", "bash", {"command": "create 'b c.py'"}),
+    ]
+    results = [b for b in bodies if isinstance(b, ToolResult)]
+    assert [(r.output, r.duration_ms, r.touched_files) for r in results] == [
+        ("a.py", 500, ()),
+        ("ok", None, ("/testbed/a.py",)),
+        ("", None, ("/testbed/b c.py",)),
+    ]
+    assert isinstance(bodies[0], ExecutionEnvironment) and bodies[0].cwd == "/testbed"
+    assert any(isinstance(b, Brief) and b.text == "diff" for b in bodies)
+    assert report.turns == 1 and report.unmatched_intents == 0
+
+
+@pytest.mark.parametrize("missing", ["action", "observation"])
+def test_a_swe_agent_step_without_what_ran_or_what_it_printed_is_named(missing: str) -> None:
+    step = {"thought": "t", "action": "ls", "observation": "a.py"}
+    del step[missing]
+    with pytest.raises(InvalidRecord, match=f"trajectory step 1 has no `{missing}`") as info:
+        parse_as("swe-agent", _steps_only({"action": "pwd", "observation": "/"}, step))
+    assert info.value.field == f"trajectory[1].{missing}"
+
+
+def test_a_swe_agent_step_whose_output_was_no_command_is_not_a_call() -> None:
+    report = parse_as(
+        "swe-agent",
+        _steps_only(
+            {"thought": "hm", "action": "", "observation": "Your output was not formatted correctly"}
+        ),
+    )
+    assert report.tool_calls == 0 and report.skipped == {"step without an action": 1}
+    assert channel_messages(report) == [(0, "swe-agent:error", "Your output was not formatted correctly")]
+
+
+def test_an_old_style_swe_agent_edit_action_touches_the_open_file() -> None:
+    # Before: an old-style run's `edit` (a bash-session command, not a tool call) touched nothing.
+    data = json.dumps(
+        {
+            "history": [
+                USER,
+                {"role": "assistant", "content": "Edit.", "action": "edit 1:1\nx = 1\nend_of_edit"},
+                {"role": "user", "content": "File updated."},
+            ],
+            "trajectory": [
+                {"action": "edit 1:1", "observation": "File updated.", "state": {"open_file": "/r/a.py"}}
+            ],
+        }
+    ).encode()
+    results = [r.body for r in parse_as("swe-agent", data).records if isinstance(r.body, ToolResult)]
+    assert [r.touched_files for r in results] == [("/r/a.py",)]
+
+
+# ---------------------------------------------------------------- demos in the history
+
+
+def test_swe_agent_demonstrations_in_the_history_keep_the_steps_aligned() -> None:
+    # With `put_demos_in_history`, SWE-agent copies the demo run's messages into the history one
+    # by one, `is_demo: true`, its actions included. They were counted against this run's
+    # `trajectory`, which then never lined up: every step's duration, cwd and open file was lost.
+    demo_action = {
+        "role": "assistant",
+        "content": "demo thought",
+        "action": "ls",
+        "is_demo": True,
+    }
+    traj = {
+        "history": [
+            {"role": "system", "content": "You are SWE-agent."},
+            {"role": "user", "content": "demo issue", "is_demo": True},
+            demo_action,
+            {"role": "user", "content": "demo output", "is_demo": True},
+            {"role": "user", "content": "the issue"},
+            {"role": "assistant", "content": "look", "action": "ls -a"},
+            {"role": "user", "content": "a.py"},
+        ],
+        "trajectory": [
+            {
+                "action": "ls -a",
+                "observation": "a.py",
+                "execution_time": 0.25,
+                "state": {"working_dir": "/repo", "open_file": "n/a"},
+            }
+        ],
+        "info": {},
+    }
+    report = parse_as("swe-agent", json.dumps(traj).encode())
+    results = [r.body for r in report.records if isinstance(r.body, ToolResult)]
+    assert [(res.output, res.duration_ms) for res in results] == [("a.py", 250)]
+    assert report.skipped == {"demonstration message": 3}
+    assert any(getattr(r.body, "cwd", None) == "/repo" for r in report.records)
