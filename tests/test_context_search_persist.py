@@ -96,25 +96,26 @@ def test_a_restored_index_equals_a_rebuilt_one(
 
 
 
-def _fixed() -> list[r.ContextEpisodeRecord]:
-    def episode(i: int, objective: str, decisions: tuple[str, ...] = ()) -> r.ContextEpisodeRecord:
-        return r.ContextEpisodeRecord(
-            episode_id=i,
-            boundary_reason="turn_cap",
-            work_item_id=None,
-            first_turn=i,
-            last_turn=i,
-            from_seq=i * 10,
-            to_seq=i * 10 + 9,
-            objective=objective,
-            decisions=decisions,
-            projection_version=1,
-        )
+def _episode(i: int, objective: str, decisions: tuple[str, ...] = ()) -> r.ContextEpisodeRecord:
+    return r.ContextEpisodeRecord(
+        episode_id=i,
+        boundary_reason="turn_cap",
+        work_item_id=None,
+        first_turn=i,
+        last_turn=i,
+        from_seq=i * 10,
+        to_seq=i * 10 + 9,
+        objective=objective,
+        decisions=decisions,
+        projection_version=1,
+    )
 
+
+def _fixed() -> list[r.ContextEpisodeRecord]:
     return [
-        episode(0, "tune the postgres vacuum settings", ("d1: vacuum nightly",)),
-        episode(1, "write the release notes"),
-        episode(2, "postgres replica lag alerting", ("d1: vacuum hourly",)),
+        _episode(0, "tune the postgres vacuum settings", ("d1: vacuum nightly",)),
+        _episode(1, "write the release notes"),
+        _episode(2, "postgres replica lag alerting", ("d1: vacuum hourly",)),
     ]
 
 
@@ -179,20 +180,6 @@ def test_restore_keeps_the_latest_decision_text_and_skips_repeated_ids() -> None
 _COUNT, _TERMS, _OFFSETS, _POSTINGS = 1, 6, 7, 8
 # How many of the newest episodes restore() re-tokenizes: older ones' postings go unread.
 _SPOT = 16
-
-
-def _episode(i: int, objective: str) -> r.ContextEpisodeRecord:
-    return r.ContextEpisodeRecord(
-        episode_id=i,
-        boundary_reason="turn_cap",
-        work_item_id=None,
-        first_turn=i,
-        last_turn=i,
-        from_seq=i * 10,
-        to_seq=i * 10 + 9,
-        objective=objective,
-        projection_version=1,
-    )
 
 
 def _archive() -> list[r.ContextEpisodeRecord]:
