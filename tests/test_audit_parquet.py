@@ -446,6 +446,7 @@ def _digests(out: Path) -> dict[str, str]:
     return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
+@pytest.mark.slow
 def test_parquet_export_keeps_each_agents_rows_in_seq_order_and_is_byte_stable(tmp_path: Path) -> None:
     # Past one row group (122,880 rows), DuckDB's partitioned COPY wrote rows in the order
     # its threads handed them over: the records of an agent came out shuffled, and two

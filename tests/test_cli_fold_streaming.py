@@ -76,6 +76,7 @@ COMMANDS = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
 def test_whole_ledger_commands_hold_a_piece_of_it_however_long_it_is(
     tmp_path: Path, command: tuple[str, ...]
@@ -100,6 +101,7 @@ def assert_flat(tmp_path: Path, command: tuple[str, ...]) -> None:
     assert peaks[1] < 1.5 * peaks[0], (command, peaks)
 
 
+@pytest.mark.slow
 def test_append_and_import_fold_the_ledger_without_holding_it(tmp_path: Path) -> None:
     # Before: `holon append` and `holon import` listed every record of the ledger to fold
     # the state the evidence goes onto; 4x the records took ~4x the memory.
@@ -209,6 +211,7 @@ def _assert_passes_equal_a_held_fold(records: list[r.Record], agent_id: str = AG
             ), (turn, call)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", fixture_names())
 def test_the_streaming_folds_equal_the_list_folds_on_every_fixture(name: str) -> None:
     _assert_passes_equal_a_held_fold(list(live_records(name)), agent_id=name)

@@ -50,6 +50,7 @@ def _with_closed_stdout(*args: str | Path, stderr_too: bool = False) -> subproce
         os.close(write)
 
 
+@pytest.mark.slow
 def test_a_reader_leaving_early_does_not_turn_a_failed_check_into_success(tmp_path: Path) -> None:
     # The report is printed before the verdict: a broken pipe while printing it ended the
     # command with exit code 0, so `set -o pipefail; holon verify L | head` passed a corrupt ledger.
@@ -72,6 +73,7 @@ def test_a_reader_leaving_early_does_not_turn_a_failed_check_into_success(tmp_pa
     assert (done.returncode, done.stderr) == (0, b"")
 
 
+@pytest.mark.slow
 def test_an_error_line_nobody_reads_keeps_the_exit_code(tmp_path: Path) -> None:
     # `holon verify L 2>&1 | head -1`: writing the error line to a closed stderr raised out of
     # click, and the process ended with 1 ("a check failed") for a corrupt ledger or a usage error.

@@ -45,6 +45,7 @@ def _summary(output: str) -> dict[str, object]:
     return summary
 
 
+@pytest.mark.slow
 def test_every_recorded_prompt_of_a_live_ledger_reproduces(tmp_path: Path) -> None:
     path = build_ledger(tmp_path / "l", FIXTURE)
     recorded = [x for x in live_records(FIXTURE) if isinstance(x.body, r.PromptRendered)]
@@ -73,6 +74,7 @@ def test_the_rendered_hash_is_what_render_at_turn_gives(tmp_path: Path) -> None:
         assert again.prompt.prompt_hash == check.rendered_hash == check.recorded_hash
 
 
+@pytest.mark.slow
 def test_a_prompt_whose_bytes_differ_fails_the_check_naming_its_seq(tmp_path: Path) -> None:
     records = _with_prompt(live_records(FIXTURE), 5, prompt_hash="0" * 64)
     seq = [x.seq for x in records if isinstance(x.body, r.PromptRendered)][5]

@@ -47,6 +47,7 @@ COMMANDS = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
 def test_replay_holds_a_piece_of_the_ledger_however_long_it_is(
     tmp_path: Path, command: tuple[str, ...]
@@ -72,6 +73,7 @@ def _many_turns(path: Path, turns: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_turns_are_folded_as_they_come_not_held(tmp_path: Path) -> None:
     # A caller printing each turn (holon replay) holds one turn, not all of them. The records
     # are held outside the measure: what is measured is the passes over them.
@@ -125,6 +127,7 @@ def _assert_passes_equal_a_held_fold(records: list[r.Record]) -> None:
         assert passes == _kind(lambda u=until: _reference(records, u)), until
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", fixture_names())
 def test_the_passes_equal_the_held_fold_on_every_fixture(name: str) -> None:
     _assert_passes_equal_a_held_fold(list(live_records(name)))

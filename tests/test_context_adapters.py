@@ -509,6 +509,7 @@ def _native_calls(prompt: Prompt) -> int:
     return len(calls)
 
 
+@pytest.mark.slow
 def test_every_prompt_of_the_example_daemon_is_a_request_each_sdk_accepts(tmp_path: Path) -> None:
     from tests.runtime_support import cold_replay, load_daemon  # noqa: PLC0415
 
@@ -679,6 +680,7 @@ def test_the_openai_validators_check_the_tool_call_pairing() -> None:
 # hand-made edge cases.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", fixture_names())
 def test_every_prompt_of_the_fixture_ledgers_is_a_valid_request(name: str) -> None:
     state = None

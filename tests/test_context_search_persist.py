@@ -264,6 +264,7 @@ def _found(path: Path, query: str) -> list[int]:
         return [hit.episode.episode_id for hit in agent.episodes.search(query)]
 
 
+@pytest.mark.slow
 def test_open_rejects_a_checksummed_index_with_a_posting_past_the_end_and_rebuilds_it(
     ledger: Path, tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ def _kill_and_resume(page: str) -> tuple[str, str]:
 # ---------------------------------------------------------------- a crash, recovered
 
 
+@pytest.mark.slow
 def test_the_readme_crash_is_one_and_the_next_run_recovers_it(tmp_path: Path) -> None:
     # The README killed the demo with `timeout -s KILL 0.5`: on a loaded machine the
     # interpreter had not reached --fresh by then, so the "resume" continued `make demo`'s
@@ -268,6 +269,7 @@ def test_running_it_again_says_there_is_nothing_to_run(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the README's commands
 
 
+@pytest.mark.slow
 def test_the_readme_commands_run_on_the_demo_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The README's `holon get` named ledger:123, a working-memory delta nothing had
     # evicted; its ref is now one the turn-40 prompt shown just above it left out (the demo's

@@ -69,6 +69,7 @@ def test_reader_thread_sees_a_verified_prefix_while_the_writer_appends(tmp_path:
     assert observed == sorted(observed)
 
 
+@pytest.mark.slow
 def test_reader_process_sees_a_verified_prefix_while_the_writer_appends(tmp_path: Path) -> None:
     path = tmp_path / "l"
     with Ledger.create(path, agent_id=AGENT, fsync="batch", segment_bytes=16384) as writer:

@@ -24,6 +24,7 @@ ROUNDS = 24
 SEED = 20240601
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_no_acknowledged_record(tmp_path: Path) -> None:
     path = tmp_path / "l"
     # Small segments so kills also land in rollovers and seals, not only in frame writes.
@@ -224,6 +225,7 @@ def _check_reopened(path: Path, acked: int, step: str, held: int | None, where: 
             assert got == msgspec.structs.replace(expected_record(seq), seq=seq), f"{where}: seq {seq}"
 
 
+@pytest.mark.slow
 def test_sigkill_at_every_step_of_a_seal_and_at_random_moments_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -40,6 +40,7 @@ def _export_and_import(root: Path, records: int) -> tuple[int, int, int]:
     return exported, imported, listed
 
 
+@pytest.mark.slow
 def test_export_and_import_hold_a_piece_of_the_file_however_long_it_is(tmp_path: Path) -> None:
     # Before: an export kept every line, then joined them; an import held the file's bytes,
     # its lines and every decoded record at once. Both grew with the ledger: 4x the records

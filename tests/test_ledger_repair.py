@@ -308,6 +308,7 @@ def test_a_writer_sealing_between_the_listing_and_the_read_is_listed_again(
     assert_ledger_holds(path, [msgspec.structs.replace(message(i, 80), seq=i) for i in range(head + 1)])
 
 
+@pytest.mark.slow
 def test_a_writer_sealing_after_every_listing_is_reported_locked_not_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -661,6 +661,7 @@ def _session_records() -> tuple[r.Record, ...]:
     return tuple(session.live.records)
 
 
+@pytest.mark.slow
 def test_an_index_built_for_one_query_gives_the_full_index_hits() -> None:
     # holon search built the whole index (every term's postings, every document's text)
     # to answer one query: ~240 MB and half the command's time on a 1M-record ledger.
@@ -827,6 +828,7 @@ def test_a_daemons_search_index_holds_neither_texts_nor_an_int_object_per_postin
         assert hits == MemorySearch(records, blob_text=blob_text_of(agent.ledger)).search("invoice", limit=20)
 
 
+@pytest.mark.slow
 def test_hits_read_back_from_the_ledger_are_those_of_an_index_holding_texts(tmp_path: Path) -> None:
     records = _session_ledger(tmp_path / "L", turns=250)
     with Ledger.open(tmp_path / "L", readonly=True) as ledger:

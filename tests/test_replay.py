@@ -50,6 +50,7 @@ def test_turn_spans_cover_each_turn_and_its_derived_records() -> None:
     assert open_turn[-1].ended_seq is None and open_turn[-1].end == spans[-1].start + 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", fixture_names())
 def test_every_recorded_prompt_is_reproduced_byte_for_byte(name: str, tmp_path: Path) -> None:
     path = build_ledger(tmp_path / "L", name)

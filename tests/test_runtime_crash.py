@@ -38,6 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from holon import records as r
 from holon.ledger import Ledger
 from holon.ledger.segments import list_segments
@@ -378,6 +380,7 @@ def _round(path: Path, plan: Plan, kill: Kill, *, rng: random.Random, acks: Acks
     _check_resumed(path, before, acks.last)
 
 
+@pytest.mark.slow
 def test_sigkill_in_every_phase_then_resume_to_completion(tmp_path: Path) -> None:
     path = tmp_path / "ledger"
     rng = random.Random(SEED)

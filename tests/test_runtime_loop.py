@@ -125,6 +125,7 @@ def _records(path: Path) -> list[r.Record]:
         return list(ledger.read(0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("api", APIS)
 def test_a_scripted_session_runs_to_the_end_of_every_turn(

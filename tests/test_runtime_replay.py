@@ -69,6 +69,7 @@ def _check_cache_stability(path: Path) -> None:
     assert reused >= 20, f"only {reused} turns kept the previous cacheable prefix"
 
 
+@pytest.mark.slow
 def test_scripted_run_replays_cold_to_the_same_state_and_prompts(tmp_path: Path) -> None:
     path = tmp_path / "ledger"
     prompts: dict[int, str] = {}
@@ -96,6 +97,7 @@ def test_scripted_run_replays_cold_to_the_same_state_and_prompts(tmp_path: Path)
         assert ledger.verify().ok
 
 
+@pytest.mark.slow
 def test_a_run_split_across_restarts_equals_one_run(tmp_path: Path) -> None:
     whole, split = tmp_path / "whole", tmp_path / "split"
     whole_prompts: dict[int, str] = {}

@@ -286,6 +286,7 @@ def test_same_ledger_same_simulation(imported: Path, simulated: Path, tmp_path: 
     assert written(again) == written(simulated)
 
 
+@pytest.mark.slow
 def test_a_holon_ledger_is_simulated_with_its_own_prompts_replaced(tmp_path: Path) -> None:
     source = build_ledger(tmp_path / "live", "session_multi_work")
     recorded = [x for x in _records(source) if isinstance(x.body, r.PromptRendered)]
