@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint pytest browser bench eval golden docs lock test-newest test-lowest lint-lowest clean
+.PHONY: demo test test-fast lint pytest browser bench eval golden docs lock test-newest test-lowest lint-lowest clean
 
 # Everything comes from requirements.lock, every file checked against its hash; holon
 # itself is installed on top with nothing resolved again, and pip check proves the lock
@@ -25,6 +25,10 @@ demo: $(STAMP)
 
 ## test: the whole suite — lint (ruff, mypy --strict) then pytest
 test: lint pytest
+
+## test-fast: the edit loop — lint, then every test not marked slow (crash loops, long sessions)
+test-fast: lint
+	$(VENV)/bin/pytest -n 2 -q -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check holon tests benchmarks examples
