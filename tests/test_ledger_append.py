@@ -14,6 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import holon.ledger.index as index_mod
+import holon.ledger.reader as reader_mod
+import holon.ledger.writer as writer_mod
 from holon import records as r
 from holon.errors import InvalidRecord, NotALedger, RefNotFound, UsageError
 from holon.ledger import Ledger, encode_frame, frames, import_jsonl, store
@@ -203,8 +206,8 @@ def small_max_payload(monkeypatch: pytest.MonkeyPatch) -> int:
     """Lower the frame payload limit for writer and reader alike (no format change), so a
     record over it takes kilobytes instead of 256 MiB."""
     limit = 4096
-    monkeypatch.setattr(frames, "MAX_PAYLOAD", limit)
-    monkeypatch.setattr(store, "MAX_PAYLOAD", limit)
+    for module in (frames, writer_mod, reader_mod, index_mod):
+        monkeypatch.setattr(module, "MAX_PAYLOAD", limit)
     return limit
 
 

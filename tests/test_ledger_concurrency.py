@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import holon.ledger.reader as reader_mod
 import holon.ledger.segments as segments_mod
-import holon.ledger.store as store_mod
 import holon.ledger.verify as verify_mod
 from holon.ledger import Ledger
 from holon.ledger.blobs import BlobStore
@@ -134,7 +134,7 @@ def test_a_listing_without_file_types_survives_a_seal_between_readdir_and_stat(
     with Ledger.open(path) as writer:
         for i in range(40):
             writer.append(message(i))
-        writer._join_sealer()
+        writer._writer._join_sealer()
         # Leave the newest predecessor plain, as it is while the sealing thread runs.
         sealed = sorted((path / "segments").glob("*.seg.zst"))[-1]
         plain = sealed.with_suffix("")
@@ -157,7 +157,7 @@ def test_a_listing_without_file_types_survives_a_seal_between_readdir_and_stat(
         monkeypatch.undo()
         assert [s.start_seq for s in segs] == [s.start_seq for s in list_segments(path / "segments")]
         reader = Ledger.open(path, readonly=True)
-        reader._segs = segs
+        reader._reader._segs = segs
         assert [r.seq for r in reader.read()] == list(range(40))
         reader.close()
 
@@ -203,7 +203,7 @@ def test_readers_find_a_segment_their_listing_missed_mid_seal(
     def listing_that_misses(where: Path) -> list[segments_mod.SegmentFile]:
         return [s for s in list_segments(where) if s.start_seq != missed.start_seq]
 
-    monkeypatch.setattr(store_mod, "list_segments", listing_that_misses)
+    monkeypatch.setattr(reader_mod, "list_segments", listing_that_misses)
     monkeypatch.setattr(verify_mod, "list_segments", listing_that_misses)
     with Ledger.open(path, readonly=True) as reader:
         assert [r.seq for r in reader.read()] == list(range(60))

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from holon.errors import LedgerCorrupt, RefNotFound
-from holon.ledger import Ledger, segments, store
+from holon.ledger import Ledger, index, segments, writer
 from holon.ledger.segments import list_segments
 from tests.ledger_support import AGENT, active_segment, flip_byte, frame_offsets, message
 
@@ -149,10 +149,10 @@ def test_an_active_segment_that_cannot_be_opened_raises_once_and_nothing_after(
 def _large_frame_ledger(path: Path) -> tuple[Path, list[int]]:
     """A ledger whose active segment holds a small frame, one over 64 KiB, and a small one."""
     with Ledger.create(path, agent_id=AGENT) as ledger:
-        ledger.append_many([message(0), message(1, 3 * store._INDEX_CHUNK // 2), message(2)])
+        ledger.append_many([message(0), message(1, 3 * index._INDEX_CHUNK // 2), message(2)])
     active = active_segment(path)
     offsets = frame_offsets(active.read_bytes())
-    assert offsets[2] - offsets[1] > store._INDEX_CHUNK
+    assert offsets[2] - offsets[1] > index._INDEX_CHUNK
     return active, offsets
 
 
@@ -181,7 +181,7 @@ def test_get_of_a_damaged_frame_longer_than_an_index_chunk_is_corrupt_not_past_t
 def test_a_damaged_large_final_frame_is_still_a_torn_tail_for_get(tmp_path: Path) -> None:
     path = tmp_path / "l"
     with Ledger.create(path, agent_id=AGENT) as ledger:
-        ledger.append_many([message(0), message(1, 3 * store._INDEX_CHUNK // 2)])
+        ledger.append_many([message(0), message(1, 3 * index._INDEX_CHUNK // 2)])
     active = active_segment(path)
     flip_byte(active, frame_offsets(active.read_bytes())[1] + 100)
     with Ledger.open(path, readonly=True) as reader:
@@ -201,8 +201,8 @@ def test_zero_bytes_filling_an_index_chunk_before_more_frames_are_corrupt(tmp_pa
     active = active_segment(path)
     data = bytearray(active.read_bytes())
     start = frame_offsets(bytes(data))[0]
-    data[start : start + store._INDEX_CHUNK] = bytes(store._INDEX_CHUNK)
-    assert any(data[start + store._INDEX_CHUNK :])
+    data[start : start + index._INDEX_CHUNK] = bytes(index._INDEX_CHUNK)
+    assert any(data[start + index._INDEX_CHUNK :])
     active.write_bytes(bytes(data))
     with Ledger.open(path, readonly=True) as reader:
         for seq in (0, 99):
@@ -219,7 +219,7 @@ def test_get_in_a_segment_sealed_after_it_was_listed_decompresses_it_once(
     # get() there found the plain file gone, decompressed the whole segment and rebuilt its
     # offset table, bypassing the cache of sealed segments each time.
     sealing, sealed = threading.Event(), threading.Event()
-    real_seal = store.seal_segment
+    real_seal = writer.seal_segment
 
     def gated_seal(plain: Path, data: bytes) -> Path:
         sealing.wait()
@@ -235,7 +235,7 @@ def test_get_in_a_segment_sealed_after_it_was_listed_decompresses_it_once(
         decompressed.append(file)
         return real_decompress(data, file=file, start_seq=start_seq)
 
-    monkeypatch.setattr(store, "seal_segment", gated_seal)
+    monkeypatch.setattr(writer, "seal_segment", gated_seal)
     monkeypatch.setattr(segments, "decompress_sealed", counting)
     with Ledger.create(tmp_path / "l", agent_id=AGENT, segment_bytes=4096, fsync="batch") as ledger:
         try:

@@ -12,7 +12,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from holon.errors import InvalidRecord, UsageError
-from holon.ledger import Ledger, blobs_dir_for, export_jsonl, frames, import_jsonl, jsonl, store
+from holon.ledger import (
+    Ledger,
+    blobs_dir_for,
+    export_jsonl,
+    frames,
+    import_jsonl,
+    index,
+    jsonl,
+    reader,
+    writer,
+)
 from holon.records import Record, decode_json_record
 from tests.cli_support import invoke
 from tests.ledger_support import (
@@ -142,7 +152,7 @@ def test_import_of_a_record_over_the_payload_limit_appends_nothing(
         source.append_many([tool_output(0, 3000), message(1, 5000), message(2)])
         export_jsonl(source, tmp_path / "x.jsonl")
     # The limit, lowered for writer and reader alike, stands for 256 MiB.
-    for module in (frames, store, jsonl):
+    for module in (frames, writer, reader, index, jsonl):
         monkeypatch.setattr(module, "MAX_PAYLOAD", 4096)
     path = tmp_path / "b"
     with Ledger.create(path, agent_id=AGENT, fsync="never") as target:
@@ -355,7 +365,7 @@ def test_a_blob_the_ledger_holds_with_a_misstated_size_is_named_at_its_line_and_
 
 def _interrupt_at_rollover(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
     """Raise KeyboardInterrupt (Ctrl-C) when the writer starts its ``nth`` new segment."""
-    real = store.create_segment
+    real = writer.create_segment
     calls = 0
 
     def create(*args: object, **kwargs: object) -> Path:
@@ -365,7 +375,7 @@ def _interrupt_at_rollover(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
             raise KeyboardInterrupt
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store, "create_segment", create)
+    monkeypatch.setattr(writer, "create_segment", create)
 
 
 def _interrupted_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[Record]]:

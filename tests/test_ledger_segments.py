@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import holon.ledger.recovery as recovery_mod
-import holon.ledger.store as store_mod
+import holon.ledger.writer as writer_mod
 from holon import records as r
 from holon.errors import NotALedger, UsageError
 from holon.ledger import Ledger
@@ -177,7 +177,7 @@ def _failing_create_segment(
     new segment's name exists.
     """
     tried: list[int] = []
-    real = store_mod.create_segment
+    real = writer_mod.create_segment
 
     def create(seg_dir: Path, start_seq: int, prev_hash: bytes) -> Path:
         tried.append(start_seq)
@@ -187,7 +187,7 @@ def _failing_create_segment(
             _enospc()
         return real(seg_dir, start_seq, prev_hash)
 
-    monkeypatch.setattr(store_mod, "create_segment", create)
+    monkeypatch.setattr(writer_mod, "create_segment", create)
     return tried
 
 
@@ -242,7 +242,7 @@ def test_a_writer_opens_when_the_disk_has_no_room_to_seal_a_segment_a_crash_left
     path = tmp_path / "ledger"
     records = [message(i) for i in range(40)]
     # A writer whose seals did not happen (killed first, or its sealing thread failed).
-    monkeypatch.setattr(store_mod, "seal_segment", _enospc)
+    monkeypatch.setattr(writer_mod, "seal_segment", _enospc)
     with Ledger.create(path, agent_id=AGENT, segment_bytes=1024) as ledger:
         for record in records[:30]:
             ledger.append(record)
