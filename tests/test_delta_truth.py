@@ -563,7 +563,7 @@ def test_an_item_switch_sums_up_the_previous_item_and_keeps_what_ended() -> None
     lines = _delta_lines(live.end_turn())
     # W1's rules were not dropped, nor its decisions withdrawn: they are W1's. One line
     # for them all left room for the wait that ended (it was cut off by "(+N more changes)").
-    # (Review 24: one line, not one per list; W2's objective is in working memory.)
+    # One line, not one per list; W2's objective is in working memory.
     assert lines == (
         "active work: W1 → W2 (W1 is now queued)",
         "W1's 14 scope constraints, 5 plan steps, 3 decisions not shown (W1 is not the active item)",
