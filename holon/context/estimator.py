@@ -327,7 +327,7 @@ _BPE_PIECE_CHARS: Final = 999_999
 #   hence the exclusion) and no piece starts with a letter or digit before a space or
 #   punctuation.
 # Cut at such points, the pieces of a text are the pieces of its parts, so the counts add
-# up exactly (tests/test_context_review3.py checks it with Hypothesis on both encodings).
+# up exactly (tests/test_context_estimator.py checks it with Hypothesis on both encodings).
 _BPE_SPLIT: Final = re.compile(r"(?<=\n)(?=[^\s/])|(?<=[A-Za-z0-9])(?=[ !-&(-/:-@\[-`{-~])")
 
 
