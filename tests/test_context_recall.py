@@ -197,3 +197,22 @@ def test_an_input_about_what_the_prompt_shows_recalls_nothing() -> None:
     history = prompt.section("history")
     assert history is not None and "the oven timer" in history.text
     assert prompt.section("recalled") is None
+
+
+def test_a_call_that_declared_a_plan_is_not_recalled() -> None:
+    # Working memory shows the plan in force; an older plan's steps, recalled, would read as
+    # current (the history shows such a call as a stub for the same reason).
+    live = LiveLedger()
+    live.start_turn("user", "Plan the migration.")
+    live.append(r.Message(role="user", text="Plan the migration."))
+    steps = {"todos": [{"content": "Move the invoices archive to the glacier bucket"}]}
+    live.append(r.ToolIntent(call_id="p1", tool="TodoWrite", args=steps))
+    live.append(r.WorkPlan(work_item_id=None, steps=(r.PlanStep(id="1", text="Move the archive"),)))
+    live.append(r.ToolResult(call_id="p1", tool="TodoWrite", status="ok", output="glacier bucket plan saved"))
+    live.end_turn()
+    for k in range(60):
+        _turn(live, f"Item {k}: {FILLER}", f"Reply {k}: {FILLER}")
+    live.start_turn("user", "Which glacier bucket holds the invoices archive?")
+    live.append(r.Message(role="user", text="Which glacier bucket holds the invoices archive?"))
+    recalled = _render(live).section("recalled")
+    assert recalled is None or "p1" not in recalled.text

@@ -137,6 +137,7 @@ class _Window:
         self.at: list[int] = []  # index in ``records`` of each document
         self.lengths: array[int] = array("q")
         self.postings: dict[str, array[int]] = {}
+        planned: set[str] = set()  # calls that declared a plan: neither half is recalled
         for i, rec in enumerate(records):
             body = rec.body
             request = isinstance(body, r.Message) and body.role in _ROLES_OF_REQUESTS
@@ -144,6 +145,9 @@ class _Window:
                 continue
             declares_plan = i + 1 < len(records) and isinstance(records[i + 1].body, r.WorkPlan)
             if isinstance(body, r.ToolIntent) and declares_plan:
+                planned.add(body.call_id)
+                continue
+            if isinstance(body, r.ToolResult) and body.call_id in planned:
                 continue
             text = _text_of(body)
             if not text:
@@ -193,8 +197,7 @@ def _window(records: Sequence[r.Record], session: int | None) -> _Window:
     key = (session, len(records), id(records[0]), id(records[-1]))
     held = _WINDOWS.get(key)
     if held is not None and held.records[0] is records[0] and held.records[-1] is records[-1]:
-        _WINDOWS.move_to_end(key)
-        return held
+        return held  # the oldest window goes first, used or not: a few are held
     made = _WINDOWS[key] = _Window(records, session)
     if len(_WINDOWS) > _WINDOWS_HELD:
         _WINDOWS.popitem(last=False)
