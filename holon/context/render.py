@@ -836,10 +836,10 @@ def _assemble(
     if config.recall_share > 0 and "current_input" in chosen:
         # Only room the history left (less the rounds' reserve): the section never moves
         # the history, so a turn that recalls costs its own tokens and nothing more.
-        shown = (history.form.tokens if history.form is not None else 0) + (
+        history_tokens = (history.form.tokens if history.form is not None else 0) + (
             history.turn_work.tokens if history.turn_work is not None else 0
         )
-        room = min(int(available * config.recall_share), available - used - shown - reserve)
+        room = min(int(available * config.recall_share), available - used - history_tokens - reserve)
         current = inputs.current_input
         before = (
             history.anchor.from_seq
