@@ -230,20 +230,22 @@ def recalled_form(
     before: int,
     window: int,
     room: int,
-    shown: str,
+    shown: Sequence[str],
 ) -> Recall | None:
     """The recalled section for ``inputs`` within ``room`` tokens, from the ``window`` seqs of
     evidence before seq ``before`` (where the history starts), or ``None``.
 
-    ``shown`` is the text of the prompt's other sections, lowercased: an input all of whose
-    terms it already holds is about what the prompt shows (a routine turn), and recalls
-    nothing; a record is recalled only for a term it does not hold.
+    ``shown`` are the texts of the prompt's other sections (joined and lowercased only once
+    the gate is open: most renders stop before): an input all of whose terms they already
+    hold is about what the prompt shows (a routine turn), and recalls nothing; a record is
+    recalled only for a term they do not hold.
     """
     query = recall_query(inputs)
     header_tokens = count(RECALL_HEADER)
     if query is None or room <= header_tokens:
         return None
-    novel = frozenset(term for term in query if not _holds(shown, term))
+    text = "\n".join(shown).lower()
+    novel = frozenset(term for term in query if not _holds(text, term))
     if not novel:
         return None
     records = view.records(max(view.first_seq, before - window), before)

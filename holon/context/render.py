@@ -854,7 +854,7 @@ def _assemble(
             before=before,
             window=config.recall_window,
             room=room,
-            shown="\n".join(form.text for name, form in chosen.items() if name != "current_input").lower(),
+            shown=[form.text for name, form in chosen.items() if name != "current_input"],
         )
         if recall is not None:
             chosen["recalled"] = recall.form
