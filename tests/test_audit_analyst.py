@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from holon import records as r
-from holon.audit import connect, export_parquet, run_report, tables
+from holon.audit import connect, export_parquet, load, run_report
 from holon.cli import main
 from holon.ledger import Ledger
 from holon.projections.config import DEFAULT_CONFIG
@@ -30,7 +30,7 @@ def eager_progress_bar(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFix
     connection's own setup statements draw under it is dropped when the tables start
     being built (at 2 s, those take microseconds and draw nothing).
     """
-    real_connect, real_build = duckdb.connect, tables._build
+    real_connect, real_build = duckdb.connect, load._build
 
     def eager(*args: Any, **kwargs: Any) -> duckdb.DuckDBPyConnection:
         con = real_connect(*args, **kwargs)
@@ -42,7 +42,7 @@ def eager_progress_bar(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFix
         real_build(*args, **kwargs)
 
     monkeypatch.setattr(duckdb, "connect", eager)
-    monkeypatch.setattr(tables, "_build", build)
+    monkeypatch.setattr(load, "_build", build)
 
 
 def test_the_audit_writes_no_duckdb_progress_bar_into_its_output(

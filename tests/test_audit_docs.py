@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from holon.audit import REPORTS, TABLES, connect, run_sql
+from holon.audit.models import MODELS
 from tests.test_audit_support import fixture_records, session_records, write_ledger
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "audit.md").read_text()
@@ -24,7 +25,7 @@ def con(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
 
 
 def test_every_table_column_and_type_is_documented(con: duckdb.DuckDBPyConnection) -> None:
-    for name, table in TABLES.items():
+    for name, table in [*TABLES.items(), *MODELS.items()]:
         assert f"### `{name}`" in DOC, name
         for column, type_ in con.execute(
             f"SELECT column_name, column_type FROM (DESCRIBE {name})"

@@ -24,10 +24,12 @@ import pytest
 from click.testing import CliRunner
 
 from holon import records as r
-from holon.audit import TABLES, AuditError, connect, run_sql, tables
-from holon.audit import tables as audit_tables
+from holon.audit import TABLES, AuditError, connect, run_sql
+from holon.audit import load as audit_load
 from holon.audit.extract import Chunk
-from holon.audit.tables import MAX_CHUNK_RECORDS, Table, default_chunk_records, plan_jobs
+from holon.audit.load import MAX_CHUNK_RECORDS, default_chunk_records, plan_jobs
+from holon.audit.models import MODELS
+from holon.audit.tables import Table
 from holon.cli import EXIT_INTERRUPTED, EXIT_USAGE, main
 from holon.errors import UsageError
 from holon.ledger import Ledger
@@ -70,7 +72,8 @@ def test_tables_in_a_database_file_equal_the_in_memory_ones_and_reopen(
     try:
         assert _tables(reopened) == in_memory
         names = reopened.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()
-        assert [name for (name,) in names] == sorted(TABLES)
+        # the tables, and the models built from them (holon.audit.models)
+        assert [name for (name,) in names] == sorted([*TABLES, *MODELS])
     finally:
         reopened.close()
 
@@ -200,13 +203,13 @@ def _fleet(tmp_path: Path, agents: int) -> list[Path]:
 def _extracted_files(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Patch the table build to note how many JSON files the load extracted."""
     counts: list[int] = []
-    build: Callable[..., Any] = audit_tables._build
+    build: Callable[..., Any] = audit_load._build
 
     def counting(con: duckdb.DuckDBPyConnection, fleet: Any, tmp: Path, done: Any = None) -> None:
         counts.append(len(list(tmp.rglob("*.jsonl"))))
         build(con, fleet, tmp, done)
 
-    monkeypatch.setattr(audit_tables, "_build", counting)
+    monkeypatch.setattr(audit_load, "_build", counting)
     return counts
 
 
@@ -267,14 +270,14 @@ def runaway_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[duckdb.DuckD
     """One more audit table whose build never ends; yields the load's connections (for the watchdog)."""
     monkeypatch.setitem(TABLES, "runaway", Table("runaway", "a statement that does not end", {}, _RUNAWAY))
     opened: list[duckdb.DuckDBPyConnection] = []
-    open_database = tables._open_database
+    open_database = audit_load._open_database
 
     def recording(database: Any, memory_limit: str | None) -> duckdb.DuckDBPyConnection:
         con = open_database(database, memory_limit)
         opened.append(con)
         return con
 
-    monkeypatch.setattr(tables, "_open_database", recording)
+    monkeypatch.setattr(audit_load, "_open_database", recording)
     yield opened
 
 
@@ -396,7 +399,7 @@ def test_ctrl_c_while_workers_extract_stops_them(tmp_path: Path, monkeypatch: py
     write_ledger(tmp_path / "l", "a", records, segment_bytes=4 << 10)
     started = tmp_path / "started"
     started.mkdir()
-    monkeypatch.setattr(tables, "extract_chunk", _stuck_chunk(started))
+    monkeypatch.setattr(audit_load, "extract_chunk", _stuck_chunk(started))
     spool = tmp_path / "spool"
     spool.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(spool))

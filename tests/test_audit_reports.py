@@ -31,6 +31,7 @@ import pytest
 from holon import records as r
 from holon.audit import (
     REPORTS,
+    TABLES,
     AuditError,
     QueryResult,
     connect,
@@ -334,6 +335,31 @@ def test_cache_report_names_each_break_and_its_cause(con: duckdb.DuckDBPyConnect
     assert [row["previous_key"] == row["cache_key"] for row in rows] == [False, True, True, False, False]
     assert (rows[0]["previous_revision"], rows[0]["revision"]) == (0, 1)  # turn 4
     assert (rows[3]["previous_epoch"], rows[3]["epoch"]) == (0, 1)  # turn 8
+
+
+def test_the_cache_model_is_built_once_and_rebuilt_where_a_database_lacks_it(
+    con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    # connect() builds prompt_calls as a table, and the calls and cache reports read it; a
+    # database without it (as an older holon wrote one) gets a view, with the same rows.
+    kinds = dict(con.execute("SELECT table_name, 'table' FROM duckdb_tables()").fetchall())
+    assert kinds["prompt_calls"] == "table"
+    want = {name: run_report(con, name) for name in ("calls", "cache")}
+    assert [row["call"] for row in by_agent(want["calls"])] == list(range(1, 12))
+    con.execute(f"ATTACH '{tmp_path / 'older.duckdb'}' AS older")
+    try:
+        for name in TABLES:
+            con.execute(f"CREATE TABLE older.{name} AS SELECT * FROM {name}")
+    finally:
+        con.execute("DETACH older")
+    copy = duckdb.connect(str(tmp_path / "older.duckdb"), read_only=True)
+    try:
+        names = {name for (name,) in copy.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert "prompt_calls" not in names
+        for name, result in want.items():
+            assert run_report(copy, name) == result, name
+    finally:
+        copy.close()
 
 
 def test_cache_report_keeps_every_cache_key_change_of_the_session_ledger(tmp_path: Path) -> None:

@@ -23,9 +23,9 @@ from holon.audit import (
     connect,
     export_parquet,
     extract,
+    load,
     run_report,
     run_sql,
-    tables,
 )
 from holon.cli import main
 from holon.context.render import projection_stated
@@ -480,7 +480,7 @@ def test_a_value_beyond_64_bits_is_named_by_its_record_whatever_duckdb_says(
 ) -> None:
     # The record was found only where DuckDB's message named the file and line it failed on.
     if reworded:
-        statement = tables.run_statement
+        statement = load.run_statement
 
         def in_other_words(con: duckdb.DuckDBPyConnection, sql: str) -> None:
             try:
@@ -488,7 +488,7 @@ def test_a_value_beyond_64_bits_is_named_by_its_record_whatever_duckdb_says(
             except duckdb.Error as exc:
                 raise type(exc)("the load stopped") from None
 
-        monkeypatch.setattr(tables, "run_statement", in_other_words)
+        monkeypatch.setattr(load, "run_statement", in_other_words)
     fine, bad = tmp_path / "fine", tmp_path / "bad"
     write_ledger(fine, "agent-fine", [r.Record(body=r.Message(role="user", text="1" * 40), ts=1)])
     write_ledger(
@@ -516,7 +516,7 @@ def test_a_load_duckdb_refuses_for_another_reason_says_what_duckdb_said(
     def refused(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         raise duckdb.ConversionException('Could not convert in file "x.jsonl", in line 1: no')
 
-    monkeypatch.setattr(tables, "run_statement", refused)
+    monkeypatch.setattr(load, "run_statement", refused)
     path = tmp_path / "fine"
     write_ledger(path, "agent-fine", [r.Record(body=r.Message(role="user", text="fine"), ts=1)])
     with pytest.raises(AuditError) as caught:

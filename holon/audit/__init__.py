@@ -9,10 +9,11 @@ Ledgers are opened read-only; audit never writes to a ledger. See docs/audit.md 
 the table schemas, the reports and the fleet/Parquet story.
 """
 
+from holon.audit.load import connect, memory_limit_problem
 from holon.audit.parquet import export_parquet, open_export
 from holon.audit.query import AuditError, QueryResult, RowStream, open_query, run_sql
 from holon.audit.reports import REPORTS, Report, report_query, run_report
-from holon.audit.tables import TABLES, Table, connect, memory_limit_problem
+from holon.audit.tables import TABLES, Table
 
 __all__ = [
     "REPORTS",

@@ -17,9 +17,10 @@ from typing import Any
 import click
 import msgspec
 
+from holon.audit.load import connect, memory_limit_problem
 from holon.audit.query import QueryResult, RowStream, object_keys, open_query
 from holon.audit.reports import REPORTS, report_query
-from holon.audit.tables import TABLES, connect, memory_limit_problem
+from holon.audit.tables import TABLES
 from holon.progress import progress_total
 
 __all__ = ["audit", "format_table"]

@@ -27,8 +27,10 @@ from holon.audit.layout import (
     partition_columns,
     schema_document,
 )
+from holon.audit.load import connect, ledger_paths
+from holon.audit.models import add_models
 from holon.audit.query import AuditError, run_statement
-from holon.audit.tables import TABLES, LedgerPaths, connect, ledger_paths
+from holon.audit.tables import TABLES, LedgerPaths
 from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.ledger.files import check_outside
@@ -411,6 +413,9 @@ def open_export(out_dir: str | os.PathLike[str], *, load: bool = False) -> duckd
             f"'{_quote(os.path.join(root, name, depth, '*.parquet'))}', hive_partitioning = true, "
             f"hive_types = {{{types}}})"
         )
+    # Built from the tables as connect() builds them, not exported: a loaded export holds
+    # them as tables, its views a view of each (computed in every query that reads it).
+    add_models(con, materialize=load)
     return con
 
 

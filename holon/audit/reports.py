@@ -12,6 +12,7 @@ from typing import Any, Final
 import duckdb
 import msgspec
 
+from holon.audit.models import PROMPT_CALLS, ensure_models
 from holon.audit.query import AuditError, QueryResult, run_sql
 from holon.context.sections import SECTION_ORDER
 from holon.simulate.cache import READ_PRICE, WRITE_PRICE
@@ -42,6 +43,8 @@ class Report(msgspec.Struct, frozen=True):
     help: str
     sql: str
     params: dict[str, Param] = {}
+    #: The models (holon.audit.models) its SQL reads beside the tables.
+    models: tuple[str, ...] = ()
 
 
 _WINDOW: Final = Param(
@@ -63,6 +66,10 @@ _WRITE_PCT: Final = Param(
 _OUTPUT_PCT: Final = Param(
     default=500, minimum=0, help="price of an output token, in % of an uncached input one"
 )
+
+# Sums are cast back to BIGINT (``sum(x)::BIGINT``), as every count of tokens, bytes and
+# prompts is: DuckDB sums BIGINTs as HUGEINTs, which fetch into Python several times
+# slower (a report's rows over a 1,000-ledger fleet: ~50 ms a column of 30k rows).
 
 # A call is a duplicate when the previous call of the same agent, tool and arguments
 # (arguments are JSON with sorted keys, so equal arguments are equal text) was made at
@@ -104,129 +111,15 @@ _MINIMUM: Final = Param(
     help="fewest shared tokens a provider caches (a shorter shared prefix counts as not cached)",
 )
 
-# The sections that can open a prompt as its cacheable prefix (Stable and AgentScoped in
-# either layout; working memory is in it only where it comes before every TurnScoped
-# section, as in the rfc layout).
-_PREFIX_SECTIONS: Final = "('system', 'tools', 'working_memory', 'context_summary', 'episodes')"
-
-# The section-prefix cache model: each call beside the previous call of its agent, section
-# by section in prompt order. holon records each section's size and form, the prefix's cache
-# key (equal keys: byte-identical prefixes), the revision, the epoch and where the history
-# began, not the sections' bytes, so a section after the prefix counts as unchanged when
-# nothing recorded says otherwise. The first section that differs is where the shared
-# prefix ends, and `why` says what says it differs; a history kept from the same start
-# that only grew is shared up to the previous call's length (it grows at its end). The
-# prefix is the prompt's leading run of prefix sections (`prefix_len` of them): in the
-# recitation layout working memory is a prefix section that comes after the history, so it
-# cannot say where that run ends.
-_CALL_MODEL: Final = (
-    """
-    WITH p AS (
-        SELECT agent_id, seq, ts, turn, revision, epoch, cache_key, total_tokens,
-               history_from_seq, history_cleared_through, prefix_len,
-               row_number() OVER w AS call,
-               lag(seq) OVER w AS previous_seq, lag(turn) OVER w AS previous_turn,
-               lag(cache_key) OVER w AS previous_key, lag(revision) OVER w AS previous_revision,
-               lag(epoch) OVER w AS previous_epoch,
-               lag(history_from_seq) OVER w AS previous_history_from,
-               lag(history_cleared_through) OVER w AS previous_history_cleared,
-               lag(prefix_len) OVER w AS previous_prefix_len
-        FROM (SELECT *,
-                     coalesce(list_position(list_transform(sections, lambda s: s.section NOT IN """
-    + _PREFIX_SECTIONS
-    + """), true),
-                              len(sections) + 1) - 1 AS prefix_len
-              FROM prompts)
-        WINDOW w AS (PARTITION BY agent_id ORDER BY seq)
-    ), sections AS (
-        SELECT s.*, s.position <= p.prefix_len AS in_prefix, s.position = p.prefix_len AS prefix_end
-        FROM prompt_sections s JOIN p ON p.agent_id = s.agent_id AND p.seq = s.seq
-    ), paired AS (
-        SELECT p.agent_id, p.seq, s.position, s.section, s.tokens, o.tokens AS previous_tokens,
-               s.in_prefix,
-               CASE
-                   WHEN p.previous_seq IS NULL THEN 'first call'
-                   WHEN o.section IS DISTINCT FROM s.section THEN 'sections differ'
-                   WHEN s.in_prefix AND p.cache_key = p.previous_key THEN NULL
-                   -- what changed it, where the record says: a revision's memory, an epoch's episodes
-                   WHEN s.in_prefix AND s.section = 'working_memory' AND p.revision <> p.previous_revision
-                       THEN 'revision'
-                   WHEN s.in_prefix AND s.section = 'episodes' AND p.epoch <> p.previous_epoch THEN 'epoch'
-                   WHEN s.in_prefix AND (s.tokens <> o.tokens OR s.form <> o.form) THEN 'cache key'
-                   -- the key says the prefix changed, no size says where: at its end, at the latest
-                   -- (a longer previous prefix differs where this one ends: sections differ)
-                   WHEN s.prefix_end AND p.prefix_len >= p.previous_prefix_len THEN 'cache key'
-                   WHEN s.in_prefix THEN NULL
-                   -- a new key and no prefix section to hold it: nothing is shared
-                   WHEN p.prefix_len = 0 AND s.position = 1 AND p.cache_key <> p.previous_key THEN 'cache key'
-                   WHEN s.section = 'history'
-                        AND (p.history_from_seq IS DISTINCT FROM p.previous_history_from
-                             OR p.history_cleared_through IS DISTINCT FROM p.previous_history_cleared)
-                       THEN 'history step'
-                   WHEN s.section = 'history' AND s.form = o.form AND s.tokens > o.tokens THEN 'history grew'
-                   WHEN s.section IN ('working_memory', 'pending_delta') AND p.revision <> p.previous_revision
-                       THEN 'revision'
-                   WHEN s.section = 'current_input' AND p.turn IS DISTINCT FROM p.previous_turn
-                       THEN 'new input'
-                   WHEN s.tokens <> o.tokens OR s.form <> o.form THEN 'size changed'
-               END AS why
-        FROM p JOIN sections s ON s.agent_id = p.agent_id AND s.seq = p.seq
-        LEFT JOIN prompt_sections o
-             ON o.agent_id = p.agent_id AND o.seq = p.previous_seq AND o.position = s.position
-    ), breaks AS (
-        SELECT agent_id, seq, arg_min(section, position) AS section, arg_min(why, position) AS why,
-               arg_min(previous_tokens, position) AS previous_tokens, min(position) AS position
-        FROM paired WHERE why IS NOT NULL GROUP BY agent_id, seq
-    ), shared AS (
-        SELECT x.agent_id, x.seq,
-               coalesce(sum(x.tokens) FILTER (WHERE b.position IS NULL OR x.position < b.position), 0)
-                   AS before_break,
-               -- where the prefix ends: the history, else the prefix sections
-               coalesce(max(x.position) FILTER (WHERE x.section = 'history'),
-                        max(x.position) FILTER (WHERE x.in_prefix), 0) AS stable_end,
-               sum(x.tokens) AS section_tokens
-        FROM paired x LEFT JOIN breaks b ON b.agent_id = x.agent_id AND b.seq = x.seq
-        GROUP BY x.agent_id, x.seq
-    ), model AS (
-        SELECT p.*, b.section AS break_section, b.position AS break_position,
-               -- a prompt that records no sections: only its key says its prefix changed
-               coalesce(b.why, CASE WHEN p.previous_seq IS NULL THEN 'first call'
-                                    WHEN p.cache_key <> p.previous_key THEN 'cache key' END) AS break_why,
-               coalesce(s.section_tokens, 0) AS section_tokens, coalesce(s.stable_end, 0) AS stable_end,
-               least(p.total_tokens, coalesce(s.before_break, 0)
-                     + CASE WHEN b.why = 'history grew' THEN b.previous_tokens ELSE 0 END) AS shared_tokens
-        FROM p LEFT JOIN shared s ON s.agent_id = p.agent_id AND s.seq = p.seq
-        LEFT JOIN breaks b ON b.agent_id = p.agent_id AND b.seq = p.seq
-    ), compared AS (
-        -- a prefix break: the shared part ends before the previous call's history did (before
-        -- its prefix, without history), or the key changed (equal keys, byte-identical
-        -- prefixes: a new key is a new prefix, whatever the sizes say)
-        SELECT *,
-               coalesce(break_why NOT IN ('first call', 'history grew')
-                        AND break_position <= stable_end, false)
-                   OR coalesce(cache_key <> previous_key, false) AS prefix_break,
-               CASE WHEN previous_seq IS NULL THEN []::VARCHAR[] ELSE list_filter(list_value(
-                   CASE WHEN revision <> previous_revision THEN 'revision' END,
-                   CASE WHEN epoch <> previous_epoch THEN 'epoch' END,
-                   CASE WHEN history_from_seq IS DISTINCT FROM previous_history_from
-                             OR history_cleared_through IS DISTINCT FROM previous_history_cleared
-                        THEN 'history step' END,
-                   CASE WHEN turn IS DISTINCT FROM previous_turn THEN 'new input' END,
-                   CASE WHEN cache_key <> previous_key THEN 'cache key' END
-               ), lambda c: c IS NOT NULL) END AS changed
-        FROM model
-    )"""
-)
-
 _CALLS: Final = (
-    _CALL_MODEL
-    + """, cached AS (
+    """
+    WITH cached AS (
         SELECT *, CASE WHEN shared_tokens >= $minimum THEN shared_tokens ELSE 0 END AS cached_tokens,
                -- each call stores its prompt for the next (none under the minimum)
                CASE WHEN total_tokens >= $minimum
                     THEN total_tokens - CASE WHEN shared_tokens >= $minimum THEN shared_tokens ELSE 0 END
                     ELSE 0 END AS written_tokens
-        FROM compared
+        FROM prompt_calls
     )
     SELECT agent_id, call, seq, ts, turn, total_tokens, shared_tokens, cached_tokens,
            round(cached_tokens / nullif(total_tokens, 0), 4) AS cached_share, written_tokens,
@@ -246,8 +139,8 @@ _CALLS: Final = (
 # tools, context summary and episodes, and holds while the mandate changes or the history
 # moves its start, which is where imported runs lose their cache (docs/audit.md).
 _CACHE: Final = (
-    _CALL_MODEL
-    + """, causes AS (
+    """
+    WITH causes AS (
         -- records that move the cacheable prefix, each assigned to the next prompt
         SELECT r.agent_id, p.seq AS prompt_seq,
                list(r.kind || '@' || r.seq ORDER BY r.seq) AS caused_by
@@ -261,7 +154,7 @@ _CACHE: Final = (
                      / greatest(coalesce(any_value(t.turns), 0), 1), 2) AS changes_per_100_turns,
                round(100.0 * count(*) FILTER (WHERE c.prefix_break)
                      / greatest(coalesce(any_value(t.turns), 0), 1), 2) AS breaks_per_100_turns
-        FROM compared c
+        FROM prompt_calls c
         LEFT JOIN (SELECT agent_id, count(*) AS turns FROM turns GROUP BY agent_id) t
              ON t.agent_id = c.agent_id
         GROUP BY c.agent_id
@@ -278,7 +171,7 @@ _CACHE: Final = (
            c.previous_revision, c.revision, c.previous_epoch, c.epoch,
            c.previous_key, c.cache_key, coalesce(x.caused_by, []::VARCHAR[]) AS caused_by,
            r.changes_per_100_turns, r.breaks_per_100_turns
-    FROM compared c
+    FROM prompt_calls c
     LEFT JOIN causes x ON x.agent_id = c.agent_id AND x.prompt_seq = c.seq
     JOIN rates r ON r.agent_id = c.agent_id
     -- and each agent's first call: the cache starts cold there, and in a short run that is
@@ -309,19 +202,19 @@ REPORTS: Final[dict[str, Report]] = {
                            AS position,
                        -- count(*): a section a prompt lists twice counts twice, as holon stats
                        -- counts it (and count(DISTINCT seq) tripled the report's time)
-                       sum(tokens) AS tokens, count(*) AS prompts,
+                       sum(tokens)::BIGINT AS tokens, count(*) AS prompts,
                        bool_or(form <> 'full') AS shortened
                 FROM prompt_sections
                 GROUP BY agent_id, turn, CASE WHEN turn IS NULL THEN seq END, section
                 UNION ALL  -- whole prompts, sorted after every section
-                SELECT agent_id, turn IS NULL, '(total)', 1000000, sum(total_tokens), count(*), false
+                SELECT agent_id, turn IS NULL, '(total)', 1000000, sum(total_tokens)::BIGINT, count(*), false
                 FROM prompts GROUP BY agent_id, turn, CASE WHEN turn IS NULL THEN seq END
             )
             SELECT agent_id, CASE WHEN outside THEN 'outside a turn' ELSE 'turn' END AS scope, section,
-                   count(*) FILTER (WHERE NOT outside) AS turns, sum(prompts) AS prompts,
+                   count(*) FILTER (WHERE NOT outside) AS turns, sum(prompts)::BIGINT AS prompts,
                    round(avg(tokens), 1) AS mean,
                    quantile_disc(tokens, 0.5) AS p50, quantile_disc(tokens, 0.9) AS p90,
-                   quantile_disc(tokens, 0.99) AS p99, max(tokens) AS max, sum(tokens) AS total,
+                   quantile_disc(tokens, 0.99) AS p99, max(tokens) AS max, sum(tokens)::BIGINT AS total,
                    count(*) FILTER (WHERE shortened) AS shortened_turns
             FROM per_unit
             GROUP BY agent_id, outside, section
@@ -348,7 +241,7 @@ REPORTS: Final[dict[str, Report]] = {
                    -- meets first, and rows arrive in a different order from run to run
                    first(call_id ORDER BY duration_ms DESC, call_seq)
                        FILTER (WHERE duration_ms IS NOT NULL) AS slowest_call,
-                   sum(output_bytes) AS output_bytes
+                   sum(output_bytes)::BIGINT AS output_bytes
             FROM flagged
             GROUP BY agent_id, tool
             ORDER BY agent_id, calls DESC, tool
@@ -374,7 +267,7 @@ REPORTS: Final[dict[str, Report]] = {
             "turn, and one reason as an example",
             sql="""
             SELECT agent_id, section, cause, count(*) AS omissions, count(DISTINCT seq) AS prompts,
-                   count(DISTINCT ref) AS distinct_refs, sum(tokens) AS tokens,
+                   count(DISTINCT ref) AS distinct_refs, sum(tokens)::BIGINT AS tokens,
                    min(turn) AS first_turn, max(turn) AS last_turn, min(reason) AS example
             FROM omissions
             GROUP BY agent_id, section, cause
@@ -391,6 +284,7 @@ REPORTS: Final[dict[str, Report]] = {
             "changed in the key, the records since the previous prompt that moved the prefix, and the "
             "agent's key changes and breaks per 100 turns",
             sql=_CACHE,
+            models=(PROMPT_CALLS.name,),
         ),
         Report(
             name="calls",
@@ -401,6 +295,7 @@ REPORTS: Final[dict[str, Report]] = {
             f"{CACHE_READ_PRICE}x, writes {CACHE_WRITE_PRICE}x)",
             params={"minimum": _MINIMUM},
             sql=_CALLS,
+            models=(PROMPT_CALLS.name,),
         ),
         Report(
             name="usage",
@@ -474,7 +369,8 @@ REPORTS: Final[dict[str, Report]] = {
             "the input cost and its ratio to the tool's",
             sql=f"""
             WITH s AS (
-                SELECT agent_id, series, count(*) AS calls, sum(tokens) AS tokens, max(tokens) AS max_tokens,
+                SELECT agent_id, series, count(*) AS calls, sum(tokens)::BIGINT AS tokens,
+                       max(tokens) AS max_tokens,
                        round(sum(cached_prefix) / greatest(sum(tokens), 1), 4) AS cached_prefix_share,
                        round({_COST.format(m="prefix")}, 1) AS cost_prefix,
                        round(sum(cached_breakpoints) / greatest(sum(tokens), 1), 4)
@@ -516,7 +412,9 @@ def run_report(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> Quer
     ``params`` override the report's parameter defaults (values may be strings, as from
     a command line). An unknown report or parameter raises :class:`AuditError`.
     """
-    return run_sql(con, *report_query(name, **params))
+    query = report_query(name, **params)
+    ensure_models(con, REPORTS[name].models)
+    return run_sql(con, *query)
 
 
 def report_query(name: str, **params: Any) -> tuple[str, dict[str, Any] | None]:
