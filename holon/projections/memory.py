@@ -19,20 +19,16 @@ import msgspec
 
 import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
-from holon.projections.snapshot import WorkingMemorySnapshot, derive_snapshot
-from holon.projections.state import (
-    DERIVED_WORK_PREFIX,
+from holon.projections.entries import DERIVED_WORK_PREFIX, PlanEntry, RuntimeState, WorkItemEntry, working_dir
+from holon.projections.evidence import (
     REQUEST_ROLES,
     VERIFICATION_MARKERS,
-    PlanEntry,
-    RuntimeState,
-    WorkItemEntry,
     is_verification,
     normalize_path,
     one_line,
     task_job,
-    working_dir,
 )
+from holon.projections.snapshot import WorkingMemorySnapshot, derive_snapshot
 
 __all__ = [
     "ARCHIVE_CHUNK",

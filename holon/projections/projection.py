@@ -15,8 +15,9 @@ import msgspec
 import holon.records as r
 from holon.errors import ProjectionConfigMismatch, UsageError
 from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, config_differences
+from holon.projections.entries import RuntimeState
 from holon.projections.memory import WorkingMemoryState, apply_memory
-from holon.projections.state import RuntimeState, apply_runtime
+from holon.projections.state import apply_runtime
 
 __all__ = ["ProjectionState", "apply", "fold", "initial_state"]
 

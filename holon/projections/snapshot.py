@@ -19,7 +19,7 @@ import msgspec
 
 import holon.records as r
 from holon.projections.config import DEFAULT_CONFIG, ProjectionConfig
-from holon.projections.state import (
+from holon.projections.entries import (
     DERIVED_WORK_PREFIX,
     DecisionEntry,
     FailingCheck,
@@ -27,9 +27,8 @@ from holon.projections.state import (
     RuntimeState,
     TaskEntry,
     WaitEntry,
-    cap_plan,
-    one_line,
 )
+from holon.projections.evidence import cap_plan, one_line
 
 __all__ = [
     "SNAPSHOT_FIELDS",
@@ -64,6 +63,7 @@ class FileRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 # entries: each changes only when its record is redeclared, so sharing them keeps the
 # snapshot stable and costs nothing to derive. (Files need FileRef: a FileTouch changes
 # at every touch.)
+
 
 class TaskRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """A task as working memory shows it: running, or finished with its result.
@@ -224,6 +224,7 @@ class WorkingMemorySnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_un
         return self.active_work_item_id is not None and self.active_work_item_id.startswith(
             DERIVED_WORK_PREFIX
         )
+
     tasks: tuple[TaskRef, ...] = ()
     tasks_omitted: int = 0
 
