@@ -166,91 +166,119 @@ def verify_derivations(
         state = initial_state(config if config is not None else ProjectionConfig())
     elif config is not None and config != state.config:
         raise config_mismatch("verify_derivations", state.config, config)
-    expected, after_seq = _owed_after(state)
-    position = 0
-    counted = refreshes = checked = 0
-    divergence: Divergence | None = None
     # The ts of the last record folded: a pre-prompt refresh's records carry it. A given
     # state does not keep it, so unless the caller passed it, it is unknown until a record
     # has been folded here.
-    if state.seq < 0:
-        last_ts = 0
-
+    walk = _Walk(state, 0 if state.seq < 0 else last_ts)
+    divergence: Divergence | None = None
     for record in records:
-        if record.seq != state.seq + 1:
-            if counted == 0:
-                raise UsageError(
-                    f"verify_derivations: the first record is seq {record.seq}, but the state is "
-                    f"folded to seq {state.seq}; pass the records from seq {state.seq + 1} on"
-                )
-            # A gap or a repeat further on would be reported as a divergence at a seq where
-            # the ledger differs from nothing (or, when no derived record notices, as ok).
-            raise UsageError(discontinuity("verify_derivations", state.seq, record.seq))
-        counted += 1
-        if position >= len(expected) and record.kind in r.DERIVED_KINDS:
+        divergence = walk.step(record)
+        if divergence is not None:
+            break
+    return VerificationReport(
+        ok=divergence is None,
+        records=walk.counted,
+        refreshes=walk.refreshes,
+        derived_checked=walk.checked,
+        pending_refresh=divergence is None and walk.position < len(walk.expected),
+        divergence=divergence,
+    )
+
+
+class _Walk:
+    """Where :func:`verify_derivations` is: the state folded so far, the derived records owed
+    after it (``expected``, from ``position`` on, after the turn_ended at ``after_seq`` or
+    before a prompt) and what it counted."""
+
+    def __init__(self, state: ProjectionState, last_ts: int | None) -> None:
+        self.state = state
+        self.last_ts = last_ts
+        self.expected, self.after_seq = _owed_after(state)
+        self.position = 0
+        self.counted = self.refreshes = self.checked = 0
+
+    def step(self, record: r.Record) -> Divergence | None:
+        """Check the next record against what is owed before it, then fold it; the
+        divergence it makes, if any (the record is then not folded)."""
+        self._follows(record)
+        self.counted += 1
+        if self.position >= len(self.expected) and record.kind in r.DERIVED_KINDS:
             # Not owed by a turn_ended: it must be the refresh before a prompt. (When the
             # ts of the record before it is unknown, its own ts is taken: it cannot be checked.)
-            ts = last_ts if last_ts is not None else record.ts
-            expected, after_seq, position = refresh_before_prompt(state, ts=ts), None, 0
-        if position < len(expected):
-            want = expected[position]
+            ts = self.last_ts if self.last_ts is not None else record.ts
+            self.expected, self.after_seq, self.position = refresh_before_prompt(self.state, ts=ts), None, 0
+        divergence = self._check(record)
+        if divergence is not None:
+            return divergence
+        self.state = apply(self.state, record)
+        self.last_ts = record.ts
+        if record.kind == r.TurnEnded.KIND:
+            self.expected, self.after_seq, self.position = post_turn_refresh(self.state), record.seq, 0
+            self.refreshes += 1
+        return None
+
+    def _follows(self, record: r.Record) -> None:
+        """Raise :class:`~holon.errors.UsageError` unless ``record`` is the one after the state."""
+        state = self.state
+        if record.seq == state.seq + 1:
+            return
+        if self.counted == 0:
+            raise UsageError(
+                f"verify_derivations: the first record is seq {record.seq}, but the state is "
+                f"folded to seq {state.seq}; pass the records from seq {state.seq + 1} on"
+            )
+        # A gap or a repeat further on would be reported as a divergence at a seq where
+        # the ledger differs from nothing (or, when no derived record notices, as ok).
+        raise UsageError(discontinuity("verify_derivations", state.seq, record.seq))
+
+    def _check(self, record: r.Record) -> Divergence | None:
+        """The divergence ``record`` makes where it stands, else ``None`` (a derived record
+        owed here and equal to it is counted as checked)."""
+        if self.position < len(self.expected):
+            want = self.expected[self.position]
             if record.kind not in r.DERIVED_KINDS:
-                divergence = Divergence(
+                return Divergence(
                     seq=record.seq,
                     kind="missing",
-                    after_seq=after_seq,
+                    after_seq=self.after_seq,
                     expected_kind=want.kind,
                     found_kind=record.kind,
                 )
-                break
             diffs = diff_records(want, record)
             if diffs:
-                divergence = Divergence(
+                return Divergence(
                     seq=record.seq,
                     kind="mismatch",
-                    after_seq=after_seq,
+                    after_seq=self.after_seq,
                     expected_kind=want.kind,
                     found_kind=record.kind,
                     diffs=diffs,
                 )
-                break
-            position += 1
-            checked += 1
-        elif record.kind in r.DERIVED_KINDS:
-            divergence = Divergence(
+            self.position += 1
+            self.checked += 1
+            return None
+        if record.kind in r.DERIVED_KINDS:
+            return Divergence(
                 seq=record.seq,
                 kind="unexpected",
-                after_seq=after_seq,
+                after_seq=self.after_seq,
                 expected_kind=None,
                 found_kind=record.kind,
                 diffs=(FieldDiff(field="kind", expected=None, found=record.kind),),
             )
-            break
-        elif record.kind == r.PromptRendered.KIND:
-            owed = refresh_before_prompt(state, ts=last_ts if last_ts is not None else record.ts)
+        if record.kind == r.PromptRendered.KIND:
+            owed = refresh_before_prompt(
+                self.state, ts=self.last_ts if self.last_ts is not None else record.ts
+            )
             if owed:
-                divergence = Divergence(
+                return Divergence(
                     seq=record.seq,
                     kind="missing",
                     after_seq=None,
                     expected_kind=owed[0].kind,
                     found_kind=record.kind,
                 )
-                break
-        state = apply(state, record)
-        last_ts = record.ts
-        if record.kind == r.TurnEnded.KIND:
-            expected, after_seq, position = post_turn_refresh(state), record.seq, 0
-            refreshes += 1
-
-    return VerificationReport(
-        ok=divergence is None,
-        records=counted,
-        refreshes=refreshes,
-        derived_checked=checked,
-        pending_refresh=divergence is None and position < len(expected),
-        divergence=divergence,
-    )
+        return None
 
 
 def unstated_config_derives(
