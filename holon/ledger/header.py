@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import blake3
 
@@ -202,46 +202,63 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
     """
     path = ledger_dir / HEADER_NAME
     if not ledger_dir.is_dir():
-        enclosing = enclosing_ledger(ledger_dir, levels=3) if ledger_dir.exists() else None
-        if enclosing is not None:
-            raise NotALedger(f"{ledger_dir} is a file of the ledger {enclosing}; pass {enclosing} itself")
-        if ledger_dir.exists():
-            raise NotALedger(f"{ledger_dir} is not a directory; {_CREATE_HINT}")
-        # Most often a mistyped path: the ledgers beside it are the likely meant ones.
-        beside = _ledgers_in(ledger_dir.parent)
-        raise NotALedger(
-            f"{ledger_dir} does not exist: check the path"
-            + (f" (beside it: {', '.join(beside)})" if beside else "")
-            + f", or to start a new ledger there, {_CREATE_HINT}"
-        )
+        raise _not_a_directory(ledger_dir)
     try:
         # Not through a link: an upgrade would replace it, and a reader would take whatever
         # it points to for this ledger's header (agent id, settings).
         raw = read_ledger_file(path, what=_HEADER_WHAT)
     except FileNotFoundError:
-        # Blobs sit two below the ledger: a few levels up is where a part of it can be.
-        enclosing = enclosing_ledger(ledger_dir, levels=3)
-        if enclosing is not None:
-            raise NotALedger(
-                f"{ledger_dir} is a directory inside the ledger {enclosing}; pass {enclosing} itself"
-            ) from None
-        if interrupted_create(ledger_dir):
-            raise NotALedger(
-                f"{ledger_dir} holds what an interrupted ledger creation left (no {HEADER_NAME}, no "
-                "record): create the ledger again, which finishes it (`holon init PATH --agent-id ID` "
-                "or Ledger.create(path, agent_id=...))"
-            ) from None
-        inside = _ledgers_in(ledger_dir)
-        raise NotALedger(
-            f"{ledger_dir} has no {HEADER_NAME}, so it is not a holon ledger; "
-            + (
-                f"it holds the ledgers {', '.join(inside)}: pass one of them"
-                if len(inside) > 1
-                else f"it holds the ledger {inside[0]}: pass that directory"
-                if inside
-                else f"pass the ledger directory itself, or {_CREATE_HINT}"
-            )
-        ) from None
+        raise _no_header(ledger_dir) from None
+    return _header_from(_header_doc(raw, path), path, ledger_dir)
+
+
+def _not_a_directory(ledger_dir: Path) -> NotALedger:
+    """Why ``ledger_dir``, which is no directory, is not a ledger: a file in one, a file, or
+    a path that does not exist (with the ledgers beside it)."""
+    enclosing = enclosing_ledger(ledger_dir, levels=3) if ledger_dir.exists() else None
+    if enclosing is not None:
+        return NotALedger(f"{ledger_dir} is a file of the ledger {enclosing}; pass {enclosing} itself")
+    if ledger_dir.exists():
+        return NotALedger(f"{ledger_dir} is not a directory; {_CREATE_HINT}")
+    # Most often a mistyped path: the ledgers beside it are the likely meant ones.
+    beside = _ledgers_in(ledger_dir.parent)
+    return NotALedger(
+        f"{ledger_dir} does not exist: check the path"
+        + (f" (beside it: {', '.join(beside)})" if beside else "")
+        + f", or to start a new ledger there, {_CREATE_HINT}"
+    )
+
+
+def _no_header(ledger_dir: Path) -> NotALedger:
+    """Why the directory ``ledger_dir``, which holds no header, is not a ledger: a part of one,
+    an interrupted creation, or a directory holding ledgers (or none)."""
+    # Blobs sit two below the ledger: a few levels up is where a part of it can be.
+    enclosing = enclosing_ledger(ledger_dir, levels=3)
+    if enclosing is not None:
+        return NotALedger(
+            f"{ledger_dir} is a directory inside the ledger {enclosing}; pass {enclosing} itself"
+        )
+    if interrupted_create(ledger_dir):
+        return NotALedger(
+            f"{ledger_dir} holds what an interrupted ledger creation left (no {HEADER_NAME}, no "
+            "record): create the ledger again, which finishes it (`holon init PATH --agent-id ID` "
+            "or Ledger.create(path, agent_id=...))"
+        )
+    inside = _ledgers_in(ledger_dir)
+    return NotALedger(
+        f"{ledger_dir} has no {HEADER_NAME}, so it is not a holon ledger; "
+        + (
+            f"it holds the ledgers {', '.join(inside)}: pass one of them"
+            if len(inside) > 1
+            else f"it holds the ledger {inside[0]}: pass that directory"
+            if inside
+            else f"pass the ledger directory itself, or {_CREATE_HINT}"
+        )
+    )
+
+
+def _header_doc(raw: bytes, path: Path) -> dict[str, Any]:
+    """The header's JSON object; raises unless it is one naming holon's format."""
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -249,6 +266,11 @@ def read_header(ledger_dir: Path) -> LedgerHeader:
         raise LedgerCorrupt(f"header is not valid JSON ({exc})", file=str(path), offset=0) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise NotALedger(f'{path} is not a holon ledger header (no "format": "{FORMAT_NAME}")')
+    return doc
+
+
+def _header_from(doc: dict[str, Any], path: Path, ledger_dir: Path) -> LedgerHeader:
+    """The header a header's JSON object states, every field checked."""
     version = doc.get("format_version")
     agent_id = doc.get("agent_id")
     segment_bytes = doc.get("segment_bytes")

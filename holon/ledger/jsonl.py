@@ -175,48 +175,10 @@ def import_jsonl(
         before = os.fstat(file.fileno())
         total = 2 * before.st_size
         checked = _check_lines(file, source, ledger, blob_dir, progress=progress, total=total)
-        head = ledger.head()[0]
         copy = checked.derived is not None or require_empty
-        skip = 0
-        if head >= 0 and copy and checked.first_seq == 0 and checked.holds_prefix:
-            # An import of this file that was interrupted: a rollover made its first records
-            # durable before the kill. They are exactly the file's, so the copy goes on after them.
-            if head + 1 == checked.count:
-                raise UsageError(
-                    f"ledger {ledger.path} is not empty: it already holds every record of {source} "
-                    f"(head seq {head}), from an earlier import of it; there is nothing to import"
-                )
-            log.warning(
-                "import of %s continues an interrupted import: ledger %s holds its first %d records",
-                source,
-                ledger.path,
-                head + 1,
-            )
-            skip = head + 1
-        elif head >= 0 and copy:
-            why = (
-                f"{source} holds derived records ({checked.derived} among them), which only verify "
-                "in the ledger they were folded from"
-                if checked.derived is not None
-                else "a copy of an export needs an empty ledger"
-            )
-            raise UsageError(
-                f"ledger {ledger.path} is not empty (head seq {head}) and {why}; import the file into a "
-                "new ledger, or add evidence records with `holon append`"
-            )
-        first_seq = checked.first_seq
-        if first_seq not in (None, 0) and copy:
-            # A copy of a ledger starts at its seq 0; the consecutive-seq check cannot see
-            # lines cut from the head of the file. Derived records name seqs, so they only
-            # hold in the whole ledger.
-            raise InvalidRecord(
-                f"seq {first_seq} on the first line: an exported ledger starts at seq 0, so this file "
-                f"lost its first {first_seq} record(s) (cut or edited?); import the whole export"
-                if first_seq is not None and first_seq > 0
-                else f"seq {first_seq} on the first line: an exported ledger starts at seq 0",
-                where=f"line 1 of {source}",
-                field="seq",
-            )
+        skip = _resumed_at(checked, ledger, source, copy=copy)
+        if copy:
+            _check_starts_at_zero(checked.first_seq, source)
         after = os.fstat(file.fileno())
         if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
             raise UsageError(
@@ -224,6 +186,56 @@ def import_jsonl(
                 "once nothing writes to it"
             )
         return _append_lines(file, source, ledger, blob_dir, skip=skip, progress=progress, total=total)
+
+
+def _resumed_at(checked: _Checked, ledger: Ledger, source: Path, *, copy: bool) -> int:
+    """How many of the file's records the ledger already holds (an interrupted import of a
+    copy); raises when a copy goes into a ledger that is not empty otherwise."""
+    head = ledger.head()[0]
+    if head >= 0 and copy and checked.first_seq == 0 and checked.holds_prefix:
+        # An import of this file that was interrupted: a rollover made its first records
+        # durable before the kill. They are exactly the file's, so the copy goes on after them.
+        if head + 1 == checked.count:
+            raise UsageError(
+                f"ledger {ledger.path} is not empty: it already holds every record of {source} "
+                f"(head seq {head}), from an earlier import of it; there is nothing to import"
+            )
+        log.warning(
+            "import of %s continues an interrupted import: ledger %s holds its first %d records",
+            source,
+            ledger.path,
+            head + 1,
+        )
+        return head + 1
+    if head >= 0 and copy:
+        why = (
+            f"{source} holds derived records ({checked.derived} among them), which only verify "
+            "in the ledger they were folded from"
+            if checked.derived is not None
+            else "a copy of an export needs an empty ledger"
+        )
+        raise UsageError(
+            f"ledger {ledger.path} is not empty (head seq {head}) and {why}; import the file into a "
+            "new ledger, or add evidence records with `holon append`"
+        )
+    return 0
+
+
+def _check_starts_at_zero(first_seq: int | None, source: Path) -> None:
+    """Raise unless a copy's first line is seq 0 (or the file holds no record)."""
+    if first_seq in (None, 0):
+        return
+    # A copy of a ledger starts at its seq 0; the consecutive-seq check cannot see
+    # lines cut from the head of the file. Derived records name seqs, so they only
+    # hold in the whole ledger.
+    raise InvalidRecord(
+        f"seq {first_seq} on the first line: an exported ledger starts at seq 0, so this file "
+        f"lost its first {first_seq} record(s) (cut or edited?); import the whole export"
+        if first_seq is not None and first_seq > 0
+        else f"seq {first_seq} on the first line: an exported ledger starts at seq 0",
+        where=f"line 1 of {source}",
+        field="seq",
+    )
 
 
 class _Checked(msgspec.Struct, kw_only=True):

@@ -210,21 +210,9 @@ class Reader:
                     seg = missed
             buf, file, sealed = self._load(seg)
             header = check_segment_header(buf, seg.start_seq, file, sealed=sealed)
-            if seg.start_seq != expected:
-                raise LedgerCorrupt(
-                    seq_gap(expected, seg.start_seq),
-                    file=file,
-                    offset=0,
-                    decompressed=sealed,
-                )
-            if prev is not None and header.prev_hash != prev:
-                raise LedgerCorrupt(
-                    "broken hash chain across segments: this segment does not commit to the last record "
-                    "of the segment before it",
-                    file=file,
-                    offset=24,
-                    decompressed=sealed,
-                )
+            _check_continues(
+                header.prev_hash, seg.start_seq, expected=expected, prev=prev, file=file, sealed=sealed
+            )
             last = index == len(segs) - 1
             span = _Span(
                 buf, file, SEGMENT_HEADER.size, header.prev_hash, expected, last and not sealed, sealed
@@ -237,18 +225,7 @@ class Reader:
                 if not last:
                     break
                 # The newest segment ran out: did the writer roll over meanwhile?
-                segs = list_segments(self._seg_dir)
-                starts = [s.start_seq for s in segs]
-                here = bisect.bisect_left(starts, seg.start_seq)
-                if here == len(segs) or starts[here] != seg.start_seq:
-                    # Rolled over and being sealed during the listing, which can miss it.
-                    missed = find_segment(self._seg_dir, seg.start_seq)
-                    if missed is None:
-                        raise LedgerCorrupt(
-                            "segment disappeared while reading it", file=file, offset=pos, decompressed=sealed
-                        )
-                    segs.insert(here, missed)
-                index = here
+                segs, index = self._relisted(seg, file, pos, sealed)
                 if index == len(segs) - 1:
                     if sealed:
                         raise LedgerCorrupt(
@@ -263,6 +240,21 @@ class Reader:
                 buf, file, sealed = self._load(seg)
                 span = _Span(buf, file, pos, prev, expected, False, sealed)
             index += 1
+
+    def _relisted(self, seg: SegmentFile, file: str, pos: int, sealed: bool) -> tuple[list[SegmentFile], int]:
+        """The segments listed anew, and the index of ``seg`` (read up to ``pos``) among them."""
+        segs = list_segments(self._seg_dir)
+        starts = [s.start_seq for s in segs]
+        here = bisect.bisect_left(starts, seg.start_seq)
+        if here == len(segs) or starts[here] != seg.start_seq:
+            # Rolled over and being sealed during the listing, which can miss it.
+            missed = find_segment(self._seg_dir, seg.start_seq)
+            if missed is None:
+                raise LedgerCorrupt(
+                    "segment disappeared while reading it", file=file, offset=pos, decompressed=sealed
+                )
+            segs.insert(here, missed)
+        return segs, here
 
     # ------------------------------------------------------------------ random access
 
@@ -484,3 +476,25 @@ class _Span:
         # buf is a sealed segment's decompressed bytes: offsets in errors are not file offsets.
         self.sealed = sealed
         self.done = False
+
+
+def _check_continues(
+    header_prev: bytes, start_seq: int, *, expected: int, prev: bytes | None, file: str, sealed: bool
+) -> None:
+    """Raise unless a segment (its header committing to ``header_prev``) starts at the seq
+    ``expected`` and commits to ``prev``, the last record of the segment before it."""
+    if start_seq != expected:
+        raise LedgerCorrupt(
+            seq_gap(expected, start_seq),
+            file=file,
+            offset=0,
+            decompressed=sealed,
+        )
+    if prev is not None and header_prev != prev:
+        raise LedgerCorrupt(
+            "broken hash chain across segments: this segment does not commit to the last record "
+            "of the segment before it",
+            file=file,
+            offset=24,
+            decompressed=sealed,
+        )

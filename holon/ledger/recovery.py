@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 import msgspec
 import zstandard
@@ -193,6 +193,54 @@ def recover(
         # link here was planted or copied in, and is reported rather than cleaned up.
         refuse_link(path, "a temporary file in the segment directory", DEBRIS)
     blob_debris = blobs.debris()
+    segs, active_path = _listed_segments(seg_dir)
+    last = segs[-1]
+    # Plain segments before the active one: a crash came before (or during) their sealing.
+    # Each is checked now and sealed below; only its end is kept, not its bytes.
+    unsealed = [seg for seg in segs[:-1] if seg.plain is not None]
+    active = _check_active(
+        segs, active_path, header, predecessor=_check_unsealed(segs), seg_dir=seg_dir, cut_at=cut_at
+    )
+
+    # Checked: from here on, only the repairs a crash calls for, and the format upgrade
+    # before a segment is sealed below in this holon's layout, so an older holon never meets
+    # one under a header it reads. Only then: an open that seals nothing leaves the header to
+    # the writer's first seal (Ledger._rollover), so a writer that appends nothing (a refused
+    # `holon append`, an Agent.open refusing its agent id) leaves an older holon its ledger.
+    if unsealed:
+        header = raise_format(seg_dir.parent, header)
+    actions: list[RecoveryAction] = []
+    _remove_debris(debris, blobs, blob_debris, actions)
+    fsync_dir(seg_dir)
+    _seal_unsealed(unsealed, seg_dir, actions)
+    if last.sealed is not None:
+        # A seal of the active segment never happens; a stray copy is removed, the plain file rules.
+        last.sealed.unlink()
+        fsync_dir(seg_dir)
+        _note(
+            actions,
+            RecoveryAction(
+                "removed_temp_file", str(last.sealed), 0, 0, "stray sealed copy of the active segment"
+            ),
+        )
+    walk = active.walk
+    if walk.torn is not None:
+        _cut_tail(walk.torn, active, active_path, last.start_seq, actions)
+    head = walk.prev if walk.prev is not None else active.header_prev
+    return RecoveredState(
+        active_path=active_path,
+        active_start=last.start_seq,
+        active_size=SEGMENT_HEADER.size if active.short else walk.pos,
+        next_seq=active.next_seq,
+        head_hash=head,
+        actions=tuple(actions),
+        header=header,
+    )
+
+
+def _listed_segments(seg_dir: Path) -> tuple[list[SegmentFile], Path]:
+    """The segments, and the active one's path; raises unless seqs start at 0 and the newest
+    segment is a plain one."""
     segs = list_segments(seg_dir)
     if not segs:
         raise LedgerCorrupt(
@@ -213,10 +261,12 @@ def recover(
             "plain segment after it; restore the deleted segment from a backup",
             file=last.name,
         )
-    # Plain segments before the active one: a crash came before (or during) their sealing.
-    # Each is checked now and sealed below; only its end is kept, not its bytes.
-    unsealed = [seg for seg in segs[:-1] if seg.plain is not None]
-    # (end seq, last chain hash) of the segment before the active one, when it had to be read.
+    return segs, last.plain
+
+
+def _check_unsealed(segs: list[SegmentFile]) -> tuple[int, bytes] | None:
+    """Check each plain segment before the active one (a crash came before its seal); the
+    (end seq, last chain hash) of the one right before the active one, when it had to be read."""
     predecessor: tuple[int, bytes] | None = None
     for index, seg in enumerate(segs[:-1]):
         if seg.plain is None:
@@ -228,8 +278,35 @@ def recover(
             predecessor = (end_seq, walk.prev)
         else:
             _check_complete(seg, end_seq, walk.prev, len(data), segs[index + 1])
+    return predecessor
 
-    active_path = last.plain
+
+class _Active(NamedTuple):
+    """The active segment as checked: its walk, the next seq, and what its repair needs."""
+
+    walk: FrameWalk
+    next_seq: int
+    #: Shorter than its header (the repair asked for writes a new one).
+    short: bool
+    #: The chain hash its header commits to (the one a rewritten header commits to).
+    header_prev: bytes
+    #: With ``cut_at``: the bytes cut, and the file in ``<ledger>/cut/`` that keeps them.
+    cut_bytes: bytes | None
+    cut_file: Path | None
+
+
+def _check_active(
+    segs: list[SegmentFile],
+    active_path: Path,
+    header: LedgerHeader,
+    *,
+    predecessor: tuple[int, bytes] | None,
+    seg_dir: Path,
+    cut_at: int | None,
+) -> _Active:
+    """Walk the active segment and check that it continues the segment before it (or, the
+    only one, this agent's genesis hash); a cut asked for must start at its damage."""
+    last = segs[-1]
     buf = read_ledger_file(active_path, what=_ACTIVE)
     walk, next_seq = walk_segment(buf, last, str(active_path), active=True, cut_damage=cut_at is not None)
     # Shorter than its header: the repair asked for (walk_segment raised otherwise) writes a
@@ -257,15 +334,13 @@ def recover(
             file=str(active_path),
             offset=0,
         )
+    return _Active(walk, next_seq, short, header_prev, cut_bytes, cut_file)
 
-    # Checked: from here on, only the repairs a crash calls for, and the format upgrade
-    # before a segment is sealed below in this holon's layout, so an older holon never meets
-    # one under a header it reads. Only then: an open that seals nothing leaves the header to
-    # the writer's first seal (Ledger._rollover), so a writer that appends nothing (a refused
-    # `holon append`, an Agent.open refusing its agent id) leaves an older holon its ledger.
-    if unsealed:
-        header = raise_format(seg_dir.parent, header)
-    actions: list[RecoveryAction] = []
+
+def _remove_debris(
+    debris: list[Path], blobs: BlobStore, blob_debris: list[Path], actions: list[RecoveryAction]
+) -> None:
+    """Remove the temporary files interrupted writes left, in the segments and the blob store."""
     for path in debris:
         size = path.stat().st_size
         path.unlink()
@@ -277,7 +352,10 @@ def recover(
         _note(
             actions, RecoveryAction("removed_temp_file", str(path), 0, 0, "debris of an interrupted blob put")
         )
-    fsync_dir(seg_dir)
+
+
+def _seal_unsealed(unsealed: list[SegmentFile], seg_dir: Path, actions: list[RecoveryAction]) -> None:
+    """Seal the checked plain segments a crash left before the active one."""
     for seg in unsealed:
         try:
             _finish_seal(seg, seg_dir, actions)
@@ -291,50 +369,35 @@ def recover(
                 seg.plain,
                 exc.strerror or exc,
             )
-    if last.sealed is not None:
-        # A seal of the active segment never happens; a stray copy is removed, the plain file rules.
-        last.sealed.unlink()
-        fsync_dir(seg_dir)
-        _note(
-            actions,
-            RecoveryAction(
-                "removed_temp_file", str(last.sealed), 0, 0, "stray sealed copy of the active segment"
-            ),
-        )
-    if walk.torn is not None:
-        torn = walk.torn
-        action: Literal["truncated_torn_tail", "cut_damaged_tail"] = "truncated_torn_tail"
-        detail = torn.reason
-        kept: str | None = None
-        if cut_bytes is not None and cut_file is not None:
-            kept = str(_keep_cut(cut_file, cut_bytes))
-            action = "cut_damaged_tail"
-            detail = f"damaged frame cut on request: {torn.reason}; the bytes cut are kept in {kept}"
-        if short:
-            # No frame to keep: the whole file is replaced by a new segment's header.
-            what = torn.reason.split(";", 1)[0]
-            detail = f"segment header rewritten on request: {what}; the bytes cut are kept in {kept}"
-            write_atomic(active_path, encode_segment_header(last.start_seq, header_prev), what=_ACTIVE)
-        else:
-            fd = open_ledger_file(active_path, os.O_WRONLY, what=_ACTIVE)
-            try:
-                os.ftruncate(fd, torn.offset)
-                sync_file(fd)
-            finally:
-                os.close(fd)
-        _note(
-            actions,
-            RecoveryAction(action, str(active_path), torn.offset, torn.length, detail, kept),
-        )
-    head = walk.prev if walk.prev is not None else header_prev
-    return RecoveredState(
-        active_path=active_path,
-        active_start=last.start_seq,
-        active_size=SEGMENT_HEADER.size if short else walk.pos,
-        next_seq=next_seq,
-        head_hash=head,
-        actions=tuple(actions),
-        header=header,
+
+
+def _cut_tail(
+    torn: TornTail, active: _Active, active_path: Path, start_seq: int, actions: list[RecoveryAction]
+) -> None:
+    """Cut the active segment's torn tail (or, asked for, its damaged frames), keeping the
+    bytes of a requested cut; a segment shorter than its header gets a new header."""
+    action: Literal["truncated_torn_tail", "cut_damaged_tail"] = "truncated_torn_tail"
+    detail = torn.reason
+    kept: str | None = None
+    if active.cut_bytes is not None and active.cut_file is not None:
+        kept = str(_keep_cut(active.cut_file, active.cut_bytes))
+        action = "cut_damaged_tail"
+        detail = f"damaged frame cut on request: {torn.reason}; the bytes cut are kept in {kept}"
+    if active.short:
+        # No frame to keep: the whole file is replaced by a new segment's header.
+        what = torn.reason.split(";", 1)[0]
+        detail = f"segment header rewritten on request: {what}; the bytes cut are kept in {kept}"
+        write_atomic(active_path, encode_segment_header(start_seq, active.header_prev), what=_ACTIVE)
+    else:
+        fd = open_ledger_file(active_path, os.O_WRONLY, what=_ACTIVE)
+        try:
+            os.ftruncate(fd, torn.offset)
+            sync_file(fd)
+        finally:
+            os.close(fd)
+    _note(
+        actions,
+        RecoveryAction(action, str(active_path), torn.offset, torn.length, detail, kept),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from holon.errors import HolonError, InvalidRef, LedgerCorrupt, RefNotFound, byte_location
@@ -20,6 +20,7 @@ from holon.ledger.frames import FrameWalk, TornTail
 from holon.ledger.header import LedgerHeader
 from holon.ledger.segments import (
     SEGMENT_HEADER,
+    SegmentFile,
     find_segment,
     list_segments,
     load_segment,
@@ -184,182 +185,235 @@ def verify_ledger(
     ``progress(done, total)`` is called after each segment and each blob, counting the
     bytes of the files checked so far (as stored on disk) out of all of them.
     """
-    problems: list[Problem] = []
-    # (blob hash, size the record states) -> first seq stating it: each referenced blob
-    # must exist and hold that many bytes.
-    claimed: dict[tuple[str, int], int] = {}
-    checked = 0
-    odd_ts: list[tuple[int, int]] = []  # (seq, ts) of the first records holding a ts out of range
-    bad_ts = 0
-    # (seq, chain hash) of the last record of the verified run from seq 0.
-    verified: tuple[int, bytes | None] = (-1, header.genesis)
-    torn: TornTail | None = None
-    expected: int | None = 0
-    prev: bytes | None = header.genesis
+    check = _LedgerCheck(
+        seg_dir=seg_dir, progress=progress, verified=(-1, header.genesis), prev=header.genesis
+    )
     try:
-        segs = list_segments(seg_dir)
-        if not segs:
-            problems.append(Problem(str(seg_dir), None, "the ledger has no segment files"))
+        check.segs = list_segments(seg_dir)
+        if not check.segs:
+            check.problems.append(Problem(str(seg_dir), None, "the ledger has no segment files"))
     except LedgerCorrupt as exc:  # no segment directory: reported, and the blobs still checked
-        problems.append(_problem(exc, str(seg_dir)))
-        segs = []
+        check.problems.append(_problem(exc, str(seg_dir)))
     ignored: list[Path] = []
     if blobs.root.is_symlink():
-        problems.append(_problem(link_refused(blobs.root, "the blob store directory"), str(blobs.root)))
+        check.problems.append(_problem(link_refused(blobs.root, "the blob store directory"), str(blobs.root)))
         stored = []
     else:
         stored = list(blobs.hashes(ignored))
     # Progress counts bytes as stored: the sizes are read once, only when asked for.
-    seg_sizes = [_size(seg.plain or seg.sealed) if progress else 0 for seg in segs]
+    check.seg_sizes = [check.sized(seg) for seg in check.segs]
     blob_sizes = [_size(path) if progress else 0 for _, path in stored]
-    done, total = 0, sum(seg_sizes) + sum(blob_sizes)
-    for index, listed in enumerate(segs):
-        seg = listed
-        if expected is not None and seg.start_seq > expected:
-            # A gap in the listing may be a segment sealed during it (see find_segment): it
-            # goes in here, and the segment after it is checked next.
-            missed = find_segment(seg_dir, expected)
-            if missed is not None:
-                seg = missed
-                segs.insert(index, seg)
-                seg_sizes.insert(index, _size(seg.plain or seg.sealed) if progress else 0)
-                total += seg_sizes[index]
+    check.total = sum(check.seg_sizes) + sum(blob_sizes)
+    # Not a for loop over the listing: checking a segment may insert one missed before it
+    # and append those a rollover wrote after it, and each is checked in its turn.
+    index = 0
+    while index < len(check.segs):
+        check.segment(index)
+        index += 1
+    actual, blobs_checked = check.stored_blobs(blobs, stored, blob_sizes)
+    check.references(blobs, actual)
+    seq, digest = check.verified
+    assert digest is not None  # the walk checks chain links, so each frame's hash is known
+    return VerifyReport(
+        ok=not check.problems,
+        records_checked=check.checked,
+        blobs_checked=blobs_checked,
+        head=(seq, digest.hex()),
+        problems=tuple(check.problems),
+        torn_tail=check.torn,
+        ts_out_of_range=tuple(check.odd_ts),
+        ts_out_of_range_count=check.bad_ts,
+        ignored=tuple(str(path) for path in ignored),
+    )
+
+
+@dataclass
+class _LedgerCheck:
+    """What :func:`verify_ledger` found so far, going through the segments, then the blobs."""
+
+    seg_dir: Path
+    progress: Callable[[int, int], None] | None
+    #: (seq, chain hash) of the last record of the verified run from seq 0.
+    verified: tuple[int, bytes | None]
+    #: The chain hash the next segment's header must name, ``None`` after damage.
+    prev: bytes | None
+    #: The seq the next segment must start at, ``None`` after damage.
+    expected: int | None = 0
+    problems: list[Problem] = field(default_factory=list)
+    #: (blob hash, size the record states) -> first seq stating it: each referenced blob
+    #: must exist and hold that many bytes.
+    claimed: dict[tuple[str, int], int] = field(default_factory=dict)
+    checked: int = 0
+    #: (seq, ts) of the first records holding a ts out of range.
+    odd_ts: list[tuple[int, int]] = field(default_factory=list)
+    bad_ts: int = 0
+    torn: TornTail | None = None
+    segs: list[SegmentFile] = field(default_factory=list)
+    seg_sizes: list[int] = field(default_factory=list)
+    done: int = 0
+    total: int = 0
+
+    def sized(self, seg: SegmentFile) -> int:
+        """A segment's size as stored, for progress (0 when none is asked for)."""
+        return _size(seg.plain or seg.sealed) if self.progress else 0
+
+    def advance(self, size: int) -> None:
+        """Count ``size`` more bytes checked, and tell the progress callback."""
+        if self.progress is not None:
+            self.done += size
+            self.progress(self.done, self.total)
+
+    def segment(self, index: int) -> None:
+        """Check the segment at ``index``: its header, every frame, and what follows it."""
+        seg = self._listed_or_missed(index)
         file = seg.name
         try:
             buf, file, sealed = load_segment(seg)
-            seg_header = parse_segment_header(buf, file=file, decompressed=sealed)
-            if seg_header.start_seq != seg.start_seq:
-                problems.append(
-                    Problem(
-                        file,
-                        0,
-                        f"header says start seq {seg_header.start_seq}, name says {seg.start_seq}",
-                        sealed,
-                    )
-                )
-            if expected is not None and seg.start_seq != expected:
-                problems.append(
-                    Problem(
-                        file,
-                        0,
-                        seq_gap(expected, seg.start_seq),
-                        sealed,
-                    )
-                )
-            elif prev is not None and seg_header.prev_hash != prev:
-                problems.append(Problem(file, 24, "broken hash chain across segments", sealed))
-            expected = seg.start_seq
-            prev = seg_header.prev_hash
-            last = index == len(segs) - 1
+            self._segment_header(seg, buf, file, sealed)
+            last = index == len(self.segs) - 1
             # Whether this segment's records continue the verified run from seq 0: nothing
             # before them (a segment, a header, a link) was found wrong.
-            chained = not problems
+            chained = not self.problems
             walk = FrameWalk(
                 buf,
                 file=file,
                 pos=SEGMENT_HEADER.size,
                 end=len(buf),
-                prev=prev,
+                prev=self.prev,
                 active=last and not sealed,
                 decompressed=sealed,
             )
-            # An incomplete final frame of the active segment is not a problem: a writer may be
-            # mid-append, or died there. It is reported as the torn tail, which the next open
-            # for writing cuts (and reports).
-            for offset, payload in walk.frames():
-                location = byte_location(file, offset, decompressed=sealed)
-                record = decode_msgpack_record(payload, where=f"seq {expected} ({location})")
-                if record.seq != expected:
-                    raise LedgerCorrupt(
-                        f"frame holds seq {record.seq} where seq {expected} belongs",
-                        file=file,
-                        offset=offset,
-                        decompressed=sealed,
-                    )
-                body = record.body
-                if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
-                    claimed.setdefault((body.blob.hash, body.blob.size), expected)
-                if not MIN_TS <= record.ts <= MAX_TS:
-                    bad_ts += 1
-                    if len(odd_ts) < TS_EXAMPLES:
-                        odd_ts.append((expected, record.ts))
-                if chained:
-                    verified = (expected, walk.prev)
-                expected += 1
-                checked += 1
-            prev = walk.prev
-            torn = walk.torn
+            self._frames(walk, seg.start_seq, file, sealed, chained=chained)
+            self.prev = walk.prev
+            self.torn = walk.torn
             if last and sealed:
-                # Listed as the active segment, read as sealed: the writer rolled over since
-                # the listing (or the active segment was deleted). Go on into what it wrote.
-                newer = [s for s in list_segments(seg_dir) if s.start_seq > seg.start_seq]
-                if not newer:
-                    problems.append(
-                        Problem(file, None, "the active segment after this sealed segment is missing")
-                    )
-                sizes = [_size(s.plain or s.sealed) if progress else 0 for s in newer]
-                segs += newer
-                seg_sizes += sizes
-                total += sum(sizes)
+                self._rolled_over(seg, file)
         except HolonError as exc:
-            problems.append(_problem(exc, file))
-            expected = None
-            prev = None
-        if progress is not None:
-            done += seg_sizes[index]
-            progress(done, total)
-    blobs_checked = 0
-    actual: dict[str, int] = {}  # hash -> size of each blob that checked out
-    for (name, path), size in zip(stored, blob_sizes, strict=True):
-        problem = _check_stored_blob(blobs, name, path, actual)
-        if problem is not None:
-            problems.append(problem)
-        elif name in actual:  # not when it was removed since the listing
-            blobs_checked += 1
-        if progress is not None:
-            done += size
-            progress(done, total)
-    references = sorted(claimed.items(), key=lambda item: item[1])
-    first: dict[str, int] = {}  # each blob by the first seq naming it, in seq order
-    for (blob_hash, _stated), seq in references:
-        first.setdefault(blob_hash, seq)
-    for blob_hash, seq in first.items():
-        try:
-            present = blobs.contains(blob_hash)
-        except InvalidRef:
-            present = False
-        if not present:
-            problems.append(
+            self.problems.append(_problem(exc, file))
+            self.expected = None
+            self.prev = None
+        self.advance(self.seg_sizes[index])
+
+    def _listed_or_missed(self, index: int) -> SegmentFile:
+        """The segment to check at ``index``: the one listed there, or one the listing missed."""
+        seg = self.segs[index]
+        if self.expected is not None and seg.start_seq > self.expected:
+            # A gap in the listing may be a segment sealed during it (see find_segment): it
+            # goes in here, and the segment after it is checked next.
+            missed = find_segment(self.seg_dir, self.expected)
+            if missed is not None:
+                seg = missed
+                self.segs.insert(index, seg)
+                self.seg_sizes.insert(index, self.sized(seg))
+                self.total += self.seg_sizes[index]
+        return seg
+
+    def _segment_header(self, seg: SegmentFile, buf: bytes, file: str, sealed: bool) -> None:
+        """Check a segment's header against its name and the segment before it."""
+        seg_header = parse_segment_header(buf, file=file, decompressed=sealed)
+        if seg_header.start_seq != seg.start_seq:
+            self.problems.append(
                 Problem(
-                    str(blobs.root / blob_hash[:2] / blob_hash),
-                    None,
-                    f"blob referenced by seq {seq} is missing",
+                    file,
+                    0,
+                    f"header says start seq {seg_header.start_seq}, name says {seg.start_seq}",
+                    sealed,
                 )
             )
-    for (blob_hash, stated), seq in references:
-        held = actual.get(blob_hash)
-        if held is not None and held != stated:
-            # The blob is fine; the record misstates it (audit's output_bytes reads this).
-            problems.append(
-                Problem(
-                    str(blobs.path_of(blob_hash)),
-                    None,
-                    f"seq {seq} says this blob holds {stated:,} bytes, it holds {held:,}",
+        if self.expected is not None and seg.start_seq != self.expected:
+            self.problems.append(Problem(file, 0, seq_gap(self.expected, seg.start_seq), sealed))
+        elif self.prev is not None and seg_header.prev_hash != self.prev:
+            self.problems.append(Problem(file, 24, "broken hash chain across segments", sealed))
+        self.expected = seg.start_seq
+        self.prev = seg_header.prev_hash
+
+    def _frames(self, walk: FrameWalk, expected: int, file: str, sealed: bool, *, chained: bool) -> None:
+        """Check each frame of a segment from seq ``expected`` on; raises at the first bad one."""
+        # An incomplete final frame of the active segment is not a problem: a writer may be
+        # mid-append, or died there. It is reported as the torn tail, which the next open
+        # for writing cuts (and reports).
+        for offset, payload in walk.frames():
+            location = byte_location(file, offset, decompressed=sealed)
+            record = decode_msgpack_record(payload, where=f"seq {expected} ({location})")
+            if record.seq != expected:
+                raise LedgerCorrupt(
+                    f"frame holds seq {record.seq} where seq {expected} belongs",
+                    file=file,
+                    offset=offset,
+                    decompressed=sealed,
                 )
+            body = record.body
+            if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
+                self.claimed.setdefault((body.blob.hash, body.blob.size), expected)
+            if not MIN_TS <= record.ts <= MAX_TS:
+                self.bad_ts += 1
+                if len(self.odd_ts) < TS_EXAMPLES:
+                    self.odd_ts.append((expected, record.ts))
+            if chained:
+                self.verified = (expected, walk.prev)
+            expected += 1
+            self.expected = expected
+            self.checked += 1
+
+    def _rolled_over(self, seg: SegmentFile, file: str) -> None:
+        """Listed as the active segment, read as sealed: the writer rolled over since the
+        listing (or the active segment was deleted). Go on into what it wrote."""
+        newer = [s for s in list_segments(self.seg_dir) if s.start_seq > seg.start_seq]
+        if not newer:
+            self.problems.append(
+                Problem(file, None, "the active segment after this sealed segment is missing")
             )
-    seq, digest = verified
-    assert digest is not None  # the walk checks chain links, so each frame's hash is known
-    return VerifyReport(
-        ok=not problems,
-        records_checked=checked,
-        blobs_checked=blobs_checked,
-        head=(seq, digest.hex()),
-        problems=tuple(problems),
-        torn_tail=torn,
-        ts_out_of_range=tuple(odd_ts),
-        ts_out_of_range_count=bad_ts,
-        ignored=tuple(str(path) for path in ignored),
-    )
+        sizes = [self.sized(s) for s in newer]
+        self.segs += newer
+        self.seg_sizes += sizes
+        self.total += sum(sizes)
+
+    def stored_blobs(
+        self, blobs: BlobStore, stored: list[tuple[str, Path]], sizes: list[int]
+    ) -> tuple[dict[str, int], int]:
+        """Check every file of the blob store: the size of each blob that checked out, by
+        hash, and how many did."""
+        blobs_checked = 0
+        actual: dict[str, int] = {}  # hash -> size of each blob that checked out
+        for (name, path), size in zip(stored, sizes, strict=True):
+            problem = _check_stored_blob(blobs, name, path, actual)
+            if problem is not None:
+                self.problems.append(problem)
+            elif name in actual:  # not when it was removed since the listing
+                blobs_checked += 1
+            self.advance(size)
+        return actual, blobs_checked
+
+    def references(self, blobs: BlobStore, actual: dict[str, int]) -> None:
+        """Check that each blob a record names exists and holds the size the record states."""
+        references = sorted(self.claimed.items(), key=lambda item: item[1])
+        first: dict[str, int] = {}  # each blob by the first seq naming it, in seq order
+        for (blob_hash, _stated), seq in references:
+            first.setdefault(blob_hash, seq)
+        for blob_hash, seq in first.items():
+            try:
+                present = blobs.contains(blob_hash)
+            except InvalidRef:
+                present = False
+            if not present:
+                self.problems.append(
+                    Problem(
+                        str(blobs.root / blob_hash[:2] / blob_hash),
+                        None,
+                        f"blob referenced by seq {seq} is missing",
+                    )
+                )
+        for (blob_hash, stated), seq in references:
+            held = actual.get(blob_hash)
+            if held is not None and held != stated:
+                # The blob is fine; the record misstates it (audit's output_bytes reads this).
+                self.problems.append(
+                    Problem(
+                        str(blobs.path_of(blob_hash)),
+                        None,
+                        f"seq {seq} says this blob holds {stated:,} bytes, it holds {held:,}",
+                    )
+                )
 
 
 def _check_stored_blob(blobs: BlobStore, name: str, path: Path, actual: dict[str, int]) -> Problem | None:
