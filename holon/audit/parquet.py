@@ -84,18 +84,7 @@ def export_parquet(
             "overwrite and incremental exclude each other: overwrite replaces what incremental adds to"
         )
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise AuditError(f"cannot export to {out}: it exists and is not a directory")
-    if not out.parent.is_dir():
-        # Created if missing, but not its parents: as a JSONL export, a typo in the path is
-        # named rather than turned into a new directory tree.
-        raise AuditError(f"cannot export to {out}: directory {out.parent} does not exist")
-    roots = ledger_paths(paths)  # once: `paths` may be a one-shot iterable
-    for ledger_dir in roots:
-        check_outside(ledger_dir, out, what="Parquet directory")
-    # Nor into a ledger it does not read: the tables would be new files in that ledger's tree.
-    check_outside_ledgers(out, what="Parquet directory")
-    _check_layout(out)
+    roots = _checked_roots(paths, out)
     loaded = 0
 
     def loading(done: int, total: int) -> None:
@@ -116,31 +105,63 @@ def export_parquet(
         run_statement(con, "CREATE TEMP TABLE _since (agent_id VARCHAR, head_seq BIGINT)")
         agents = [str(row[0]) for row in con.execute("SELECT agent_id FROM agents ORDER BY 1").fetchall()]
         con.executemany("INSERT INTO _since VALUES (?, ?)", [(a, since.get(a, _WHOLE)) for a in agents])
-        # Written beside the target first, then moved in per partition (renames in one file
-        # system, `agents` last): an export failing while it writes leaves the tree as it was,
-        # and no name for an agent's partition has to be guessed.
-        staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))
 
         def copied(tables: int) -> None:
             assert progress is not None
             progress(loaded + tables, loaded + len(TABLES))
 
-        try:
-            written = _write(
-                con,
-                out,
-                staging,
-                since,
-                overwrite=overwrite,
-                incremental=incremental,
-                progress=copied if progress is not None else None,
-            )
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        written = _staged_write(
+            con,
+            out,
+            since,
+            overwrite=overwrite,
+            incremental=incremental,
+            progress=copied if progress is not None else None,
+        )
         _write_if_changed(out / SCHEMA_FILE, schema_document(con))
         return written
     finally:
         con.close()
+
+
+def _checked_roots(paths: LedgerPaths, out: Path) -> list[Path]:
+    """The ledgers' directories, once ``out`` is a directory an export of them may write
+    (or create)."""
+    if out.exists() and not out.is_dir():
+        raise AuditError(f"cannot export to {out}: it exists and is not a directory")
+    if not out.parent.is_dir():
+        # Created if missing, but not its parents: as a JSONL export, a typo in the path is
+        # named rather than turned into a new directory tree.
+        raise AuditError(f"cannot export to {out}: directory {out.parent} does not exist")
+    roots = ledger_paths(paths)  # once: `paths` may be a one-shot iterable
+    for ledger_dir in roots:
+        check_outside(ledger_dir, out, what="Parquet directory")
+    # Nor into a ledger it does not read: the tables would be new files in that ledger's tree.
+    check_outside_ledgers(out, what="Parquet directory")
+    _check_layout(out)
+    return roots
+
+
+def _staged_write(
+    con: duckdb.DuckDBPyConnection,
+    out: Path,
+    since: dict[str, int],
+    *,
+    overwrite: bool,
+    incremental: bool,
+    progress: Callable[[int], None] | None,
+) -> list[Path]:
+    """:func:`_write` through a staging directory in ``out``, removed whatever happens."""
+    # Written beside the target first, then moved in per partition (renames in one file
+    # system, `agents` last): an export failing while it writes leaves the tree as it was,
+    # and no name for an agent's partition has to be guessed.
+    staging = Path(tempfile.mkdtemp(prefix=".holon-export-", dir=out))
+    try:
+        return _write(
+            con, out, staging, since, overwrite=overwrite, incremental=incremental, progress=progress
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _write(

@@ -133,13 +133,7 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
 
     builder = TranscriptBuilder(format=FORMAT, source=source)
     builder.session(_instance_id(root), cwd=aligned[0].cwd if aligned else None)
-    # source id -> (files it writes if it succeeds, whether it is an edit), per call, oldest first
-    effects: dict[str, deque[tuple[tuple[str, ...], bool]]] = {}
-    durations: dict[str, deque[int | None]] = {}
-    waiting_action: str | None = None  # call id of an old-style action awaiting its observation
-    unanswered: list[str] = []  # the source ids of the last action's calls with no observation yet
-    action_index = -1
-
+    calls = _Calls(builder, aligned)
     for entry in history:
         if _is_demo(entry):
             # Demonstrations are few-shot examples pasted into the prompt, not this run's work.
@@ -152,56 +146,95 @@ def parse_swe_agent(data: bytes, *, source: str) -> ImportReport:
         elif role == "assistant":
             if text:
                 builder.agent(Message(role="assistant", text=text))
-            if not _is_action(entry):
-                continue
-            action_index += 1
-            state = aligned[action_index] if aligned else None
-            unanswered = []
-            for source_id, call_id, tool, args in _calls(entry, action_index):
-                builder.intent(source_id, tool, args, call_id=call_id)
-                # An old-style action is a command line: what it writes is read from the line.
-                effect = (
-                    _call_effect(tool, args, state)
-                    if _has_tool_calls(entry)
-                    else _command_effect(str(args["command"]), state)
-                )
-                effects.setdefault(source_id, deque()).append(effect)
-                duration = round(state.seconds * 1000) if state and state.seconds is not None else None
-                durations.setdefault(source_id, deque()).append(duration)
-                unanswered.append(source_id)
-                if not _has_tool_calls(entry):
-                    waiting_action = source_id
-        elif role == "tool" or (role == "user" and waiting_action is not None):
-            ids = (
-                [join_key(node.as_str()) for node in entry.field("tool_call_ids").items()]
-                if role == "tool"
-                else []
-            )
-            if not ids and waiting_action is not None:
-                # The observation of an action without tool calls, even when logged as a tool.
-                ids = [waiting_action]
-            elif not ids:
-                builder.skip("orphan tool result")
-            waiting_action = None
-            state = aligned[action_index] if aligned and 0 <= action_index < len(aligned) else None
-            for source_id in ids:
-                if source_id in unanswered:
-                    unanswered.remove(source_id)
-                _observe(builder, source_id, text, state, effects=effects, durations=durations)
-            if state is not None and state.cwd is not None:
-                builder.environment(cwd=state.cwd)
+            if _is_action(entry):
+                calls.action(entry)
+        elif role == "tool" or (role == "user" and calls.waiting_action is not None):
+            calls.observation(entry, role, text)
         elif role == "user":
             builder.user_turn(text)
         else:
             builder.skip(f"role:{role}")
-    if len(unanswered) == 1 and aligned and aligned[action_index].observation is not None:
-        # SWE-agent before 1.0 added an observation to the history only when it next asked the
-        # model, so the last action's (the `submit`, whose observation is the patch) is only in
-        # its trajectory step. It is that call's result, not an unknown outcome.
-        state = aligned[action_index]
-        _observe(builder, unanswered[0], str(state.observation), state, effects=effects, durations=durations)
+    calls.last_observation()
     _outcome(builder, root.get("info"))
     return builder.finish()
+
+
+class _Calls:
+    """The calls of the history's actions, joined to their observations as the history goes."""
+
+    def __init__(self, builder: TranscriptBuilder, aligned: list[_State]) -> None:
+        self.builder = builder
+        #: One state per action, or none when the run's steps do not line up with its actions.
+        self.aligned = aligned
+        # source id -> (files it writes if it succeeds, whether it is an edit), per call, oldest first
+        self.effects: dict[str, deque[tuple[tuple[str, ...], bool]]] = {}
+        self.durations: dict[str, deque[int | None]] = {}
+        self.waiting_action: str | None = None  # call id of an old-style action awaiting its observation
+        self.unanswered: list[str] = []  # the source ids of the last action's calls with no observation yet
+        self.action_index = -1
+
+    def action(self, entry: Node) -> None:
+        """An assistant message that acts: one intent per call, with what it writes."""
+        self.action_index += 1
+        state = self.aligned[self.action_index] if self.aligned else None
+        self.unanswered = []
+        for source_id, call_id, tool, args in _calls(entry, self.action_index):
+            self.builder.intent(source_id, tool, args, call_id=call_id)
+            # An old-style action is a command line: what it writes is read from the line.
+            effect = (
+                _call_effect(tool, args, state)
+                if _has_tool_calls(entry)
+                else _command_effect(str(args["command"]), state)
+            )
+            self.effects.setdefault(source_id, deque()).append(effect)
+            duration = round(state.seconds * 1000) if state and state.seconds is not None else None
+            self.durations.setdefault(source_id, deque()).append(duration)
+            self.unanswered.append(source_id)
+            if not _has_tool_calls(entry):
+                self.waiting_action = source_id
+
+    def observation(self, entry: Node, role: str, text: str) -> None:
+        """A tool message, or the user message after an old-style action: the calls' results."""
+        builder = self.builder
+        ids = (
+            [join_key(node.as_str()) for node in entry.field("tool_call_ids").items()]
+            if role == "tool"
+            else []
+        )
+        if not ids and self.waiting_action is not None:
+            # The observation of an action without tool calls, even when logged as a tool.
+            ids = [self.waiting_action]
+        elif not ids:
+            builder.skip("orphan tool result")
+        self.waiting_action = None
+        aligned, index = self.aligned, self.action_index
+        state = aligned[index] if aligned and 0 <= index < len(aligned) else None
+        for source_id in ids:
+            if source_id in self.unanswered:
+                self.unanswered.remove(source_id)
+            _observe(builder, source_id, text, state, effects=self.effects, durations=self.durations)
+        if state is not None and state.cwd is not None:
+            builder.environment(cwd=state.cwd)
+
+    def last_observation(self) -> None:
+        """The last action's observation, when only its trajectory step holds it."""
+        if (
+            len(self.unanswered) == 1
+            and self.aligned
+            and self.aligned[self.action_index].observation is not None
+        ):
+            # SWE-agent before 1.0 added an observation to the history only when it next asked the
+            # model, so the last action's (the `submit`, whose observation is the patch) is only in
+            # its trajectory step. It is that call's result, not an unknown outcome.
+            state = self.aligned[self.action_index]
+            _observe(
+                self.builder,
+                self.unanswered[0],
+                str(state.observation),
+                state,
+                effects=self.effects,
+                durations=self.durations,
+            )
 
 
 def _observe(

@@ -500,7 +500,17 @@ def report_html(data: RunData, *, comparisons: Sequence[CostSeries] = ()) -> str
     Each comparison is a row of the cost summary and a dashed line of the tokens chart.
     """
     summary = _summary(data)
-    calls = data.calls
+    parts = [
+        *_page_head(data),
+        _figures(data, summary),
+        *_call_charts(data, comparisons),
+        *_page_tail(data, summary),
+    ]
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def _page_head(data: RunData) -> list[str]:
+    """The document's head, and the page's title with the run's span and counts under it."""
     if data.first_ts is None or data.last_ts is None:
         when = "no records"
     elif data.first_ts < _SYNTHETIC_BEFORE_MS:
@@ -508,7 +518,7 @@ def report_html(data: RunData, *, comparisons: Sequence[CostSeries] = ()) -> str
     else:
         when = f"{_utc(data.first_ts)} to {_utc(data.last_ts)}"
     title = f"holon report: {data.agent_id}"
-    parts = [
+    return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         # Nothing is fetched: no script, style or image from anywhere, not even this page's origin.
@@ -517,69 +527,80 @@ def report_html(data: RunData, *, comparisons: Sequence[CostSeries] = ()) -> str
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f'<p class="sub">{escape(when)} · {data.turns:,} turns · {len(calls):,} model calls · '
+        f'<p class="sub">{escape(when)} · {data.turns:,} turns · {len(data.calls):,} model calls · '
         f"{data.records:,} records · {data.tool_call_count:,} tool calls</p>",
     ]
+
+
+def _figures(data: RunData, summary: dict[str, object]) -> str:
+    """The table of the run's headline figures."""
+    calls = data.calls
     tokens = int(str(summary["tokens"]))
     cached = int(str(summary["cached_tokens"]))
-    parts.append(
-        _table(
-            ["figure", "value"],
+    return _table(
+        ["figure", "value"],
+        [
+            ["model calls (rendered prompts)", len(calls)],
+            ["prompt tokens, all calls", tokens],
+            ["mean tokens per call", round(tokens / len(calls), 1) if calls else "-"],
+            ["cached tokens (section-prefix model)", f"{cached:,} ({_pct(cached, tokens)})"],
+            ["prefix breaks", int(str(summary["prefix_breaks"]))],
             [
-                ["model calls (rendered prompts)", len(calls)],
-                ["prompt tokens, all calls", tokens],
-                ["mean tokens per call", round(tokens / len(calls), 1) if calls else "-"],
-                ["cached tokens (section-prefix model)", f"{cached:,} ({_pct(cached, tokens)})"],
-                ["prefix breaks", int(str(summary["prefix_breaks"]))],
-                [
-                    "evictions (items left out or shortened)",
-                    f"{data.evictions:,} ({data.evicted_tokens:,} tokens)",
-                ],
-                ["restores (holon_get calls)", data.restores],
-                ["tool calls", data.tool_call_count],
-                ["episodes", len(data.episodes)],
+                "evictions (items left out or shortened)",
+                f"{data.evictions:,} ({data.evicted_tokens:,} tokens)",
             ],
-            numeric=(1,),
-        )
+            ["restores (holon_get calls)", data.restores],
+            ["tool calls", data.tool_call_count],
+            ["episodes", len(data.episodes)],
+        ],
+        numeric=(1,),
     )
+
+
+def _call_charts(data: RunData, comparisons: Sequence[CostSeries]) -> list[str]:
+    """The charts of the model calls (tokens, cached share, breaks, cost), or why there are none."""
+    calls = data.calls
     if not calls:
-        parts.append(
+        return [
             '<div class="notice"><p><strong>This ledger records no prompts</strong> (no '
             "<code>prompt_rendered</code> record): it is an imported transcript, or holon never rendered "
             "a prompt for it. So there are no tokens per call, cached shares or prefix breaks to draw.</p>"
             "<p>To see them, render holon's prompt for each model call of the run into a new ledger, "
             "then report that one:<br><code>holon simulate LEDGER --budget N -o OUT</code> then "
             "<code>holon report OUT</code>.</p></div>"
-        )
-    else:
-        binned = _Binned(calls)
-        note = (
-            ""
-            if binned.size == 1
-            else f'<p class="note">{len(calls):,} calls drawn as {len(binned.ranges):,} buckets of '
-            f"{binned.size:,} consecutive calls: each point is a bucket's mean.</p>"
-        )
-        parts += [
-            "<h2>Tokens per model call</h2>",
-            "<p>Each call's prompt, stacked by section in prompt order (estimated tokens, as recorded).</p>",
-            _tokens_chart(data, binned, comparisons),
-            note,
-            "<h2>Cached share and prefix breaks</h2>",
-            f"<p>Share of each call's prompt a provider serves from its cache, under the section-prefix "
-            f"model of <code>holon audit --report calls</code>: the sections a call shares with the previous "
-            f"call, in order, up to the first its record says changed (none under "
-            f"{data.cache_minimum:,} tokens). A prefix break (▼) is a call that re-sends something the "
-            "previous call had before the end of its history; hover a mark for the section and the cause."
-            "</p>",
-            _share_chart(data, binned, comparisons),
-            note,
-            _breaks(data),
-            "<h2>Cost under the cache model</h2>",
-            f"<p>Prompt tokens priced in uncached-token equivalents: cache reads {CACHE_READ_PRICE}x, "
-            f"cache writes {CACHE_WRITE_PRICE}x (each call stores its prompt for the next), the rest 1x.</p>",
-            _cost([data.recorded, *comparisons]),
         ]
-    parts += [
+    binned = _Binned(calls)
+    note = (
+        ""
+        if binned.size == 1
+        else f'<p class="note">{len(calls):,} calls drawn as {len(binned.ranges):,} buckets of '
+        f"{binned.size:,} consecutive calls: each point is a bucket's mean.</p>"
+    )
+    return [
+        "<h2>Tokens per model call</h2>",
+        "<p>Each call's prompt, stacked by section in prompt order (estimated tokens, as recorded).</p>",
+        _tokens_chart(data, binned, comparisons),
+        note,
+        "<h2>Cached share and prefix breaks</h2>",
+        f"<p>Share of each call's prompt a provider serves from its cache, under the section-prefix "
+        f"model of <code>holon audit --report calls</code>: the sections a call shares with the previous "
+        f"call, in order, up to the first its record says changed (none under "
+        f"{data.cache_minimum:,} tokens). A prefix break (▼) is a call that re-sends something the "
+        "previous call had before the end of its history; hover a mark for the section and the cause."
+        "</p>",
+        _share_chart(data, binned, comparisons),
+        note,
+        _breaks(data),
+        "<h2>Cost under the cache model</h2>",
+        f"<p>Prompt tokens priced in uncached-token equivalents: cache reads {CACHE_READ_PRICE}x, "
+        f"cache writes {CACHE_WRITE_PRICE}x (each call stores its prompt for the next), the rest 1x.</p>",
+        _cost([data.recorded, *comparisons]),
+    ]
+
+
+def _page_tail(data: RunData, summary: dict[str, object]) -> list[str]:
+    """The activity, tool and episode charts, and the summary as JSON for scripts."""
+    return [
         "<h3>Recorded provider usage</h3>",
         "<p>None recorded: holon's ledger holds no record of the token usage a provider reported, so "
         "the figures above are holon's estimates under the cache model.</p>",
@@ -596,4 +617,3 @@ def report_html(data: RunData, *, comparisons: Sequence[CostSeries] = ()) -> str
         + "</script>",
         "</body></html>",
     ]
-    return "\n".join(p for p in parts if p) + "\n"

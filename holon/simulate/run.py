@@ -43,7 +43,7 @@ from holon.simulate.cache import (
     PrefixHashes,
     cumulative,
 )
-from holon.simulate.model_calls import inline_outputs, recorded_run
+from holon.simulate.model_calls import RecordedRun, inline_outputs, recorded_run
 from holon.simulate.prompts import CallPrompt, TokenCounter
 from holon.simulate.renderer import HolonSimulation
 from holon.simulate.transcript import FullHistory
@@ -221,14 +221,7 @@ def simulate_ledger(
     """
     config = config or RenderConfig()
     agent = source.agent_id if agent_id is None else agent_id
-    if not agent or len(agent) > 256 or not agent.isprintable():
-        # Ledger.create's rule, checked before the run is rendered rather than after.
-        raise UsageError(f"agent id {agent!r} must be 1-256 printable characters")
-    out = Path(out)
-    if out.exists() or out.is_symlink():
-        raise UsageError(
-            f"{out} exists: holon simulate writes a new ledger there; remove it or choose another path"
-        )
+    out = _check_target(agent, out)
     records = list(source.read())
     run = recorded_run(records)
     if not run.calls:
@@ -250,6 +243,50 @@ def simulate_ledger(
     # The tool sent whole outputs where the ledger keeps a blob ref and a preview.
     tool = FullHistory(inline_outputs(run, source.get_blob), budget, counter)
     ours, theirs = _Series(), _Series()
+    calls = _compare_calls(holon, tool, run, (ours, theirs), progress)
+    holon.finish()
+    head_seq, head_hash = source.head()
+    simulation = Simulation(
+        source=source_name if source_name is not None else str(source.path),
+        source_head_seq=head_seq,
+        source_head_hash=head_hash,
+        agent_id=agent,
+        context_window=budget.context_window,
+        output_reserve=budget.output_reserve,
+        estimator=holon.config.estimator,
+        layout=holon.config.layout,
+        prompts_rendered=len(holon.prompt_tokens),
+        holon=ours.totals(),
+        tool=theirs.totals(),
+        calls=tuple(calls),
+    )
+    _write(holon, source, out, simulation)
+    return simulation
+
+
+def _check_target(agent: str, target: Path) -> Path:
+    """``target`` as a path, once the agent id is one a ledger can have and nothing is there."""
+    if not agent or len(agent) > 256 or not agent.isprintable():
+        # Ledger.create's rule, checked before the run is rendered rather than after.
+        raise UsageError(f"agent id {agent!r} must be 1-256 printable characters")
+    out = Path(target)
+    if out.exists() or out.is_symlink():
+        raise UsageError(
+            f"{out} exists: holon simulate writes a new ledger there; remove it or choose another path"
+        )
+    return out
+
+
+def _compare_calls(
+    holon: HolonSimulation,
+    tool: FullHistory,
+    run: RecordedRun,
+    series: tuple[_Series, _Series],
+    progress: Callable[[int, int], None] | None,
+) -> list[SimulatedCall]:
+    """Each model call of ``run`` as holon and the tool sent it, counted into ``series``
+    (holon's, the tool's)."""
+    ours, theirs = series
     calls: list[SimulatedCall] = []
     rendered_before = 0
     for number, (prompt, sent) in enumerate(_each_call(holon, tool, run.calls), 1):
@@ -269,24 +306,7 @@ def simulate_ledger(
         rendered_before = len(holon.prompt_tokens)
         if progress is not None:
             progress(number, len(run.calls))
-    holon.finish()
-    head_seq, head_hash = source.head()
-    simulation = Simulation(
-        source=source_name if source_name is not None else str(source.path),
-        source_head_seq=head_seq,
-        source_head_hash=head_hash,
-        agent_id=agent,
-        context_window=budget.context_window,
-        output_reserve=budget.output_reserve,
-        estimator=holon.config.estimator,
-        layout=holon.config.layout,
-        prompts_rendered=len(holon.prompt_tokens),
-        holon=ours.totals(),
-        tool=theirs.totals(),
-        calls=tuple(calls),
-    )
-    _write(holon, source, out, simulation)
-    return simulation
+    return calls
 
 
 def _each_call(
