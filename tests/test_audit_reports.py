@@ -456,7 +456,7 @@ def test_open_query_streams_rows_in_batches_of_at_most_the_size_asked() -> None:
 
 def test_report_query_checks_parameters_without_a_connection() -> None:
     sql, values = report_query("tools", window="3")
-    assert values == {"window": 3} and "tool_calls" in sql
+    assert values == {"window": 3} and "FROM tool_call_repeats" in sql
     with pytest.raises(AuditError, match="must be >= "):
         report_query("tools", window="-1")
     with pytest.raises(AuditError, match="unknown report"):

@@ -2,10 +2,11 @@
 
 A model is a pure function of the loaded tables (no ledger is read again). :func:`connect`
 and ``open_export(load=True)`` create each as a table after the tables it reads, so the
-reports that share it (``calls`` and ``cache`` both read :data:`PROMPT_CALLS`) do not
-compute it again in every query; ``open_export()``'s views get a view of it, and a
-connection made another way (an audit database an older holon wrote) gets a temporary
-view the first time a report needs it (:func:`ensure_models`).
+reports that share one (``calls`` and ``cache`` read :data:`PROMPT_CALLS`, ``tools`` and
+``duplicates`` :data:`TOOL_CALL_REPEATS`) do not compute it again in every query.
+``open_export()``'s views get a view of each, and a connection made another way (an audit
+database an older holon wrote) gets a temporary view the first time a report needs it
+(:func:`ensure_models`).
 
 Over the 1,000-ledger fleet of ``python -m benchmarks parquet`` the section-prefix model
 was 3.5 s of the ten reports' 4.8 s when each of the two reports built it
@@ -20,9 +21,9 @@ from typing import Final
 import duckdb
 
 from holon.audit.query import run_statement
-from holon.audit.tables import Table
+from holon.audit.tables import TABLES, Table
 
-__all__ = ["MODELS", "PROMPT_CALLS", "add_models", "ensure_models"]
+__all__ = ["MODELS", "PROMPT_CALLS", "TOOL_CALL_REPEATS", "add_models", "ensure_models"]
 
 # The sections that can open a prompt as its cacheable prefix (Stable and AgentScoped in
 # either layout; working memory is in it only where it comes before every TurnScoped
@@ -179,8 +180,31 @@ PROMPT_CALLS: Final = Table(
     _PROMPT_CALLS_SQL,
 )
 
+#: Each tool call beside the previous call of its agent with the same tool and arguments
+#: (the tools and duplicates reports flag a repeat within their ``window`` of turns).
+TOOL_CALL_REPEATS: Final = Table(
+    "tool_call_repeats",
+    "each tool call (a tool_calls row) beside the previous call of its agent with the same tool and "
+    "arguments (derived from tool_calls; the tools and duplicates reports read it)",
+    {
+        **TABLES["tool_calls"].columns,
+        "call_seq": "the call's seq: its intent's, else its result's",
+        "previous_turn": "the turn of the previous call of the same agent, tool and arguments; NULL for "
+        "the first",
+        "previous_call_id": "that call's id",
+    },
+    """
+    SELECT *, coalesce(intent_seq, result_seq) AS call_seq,
+           lag(turn) OVER same AS previous_turn,
+           lag(call_id) OVER same AS previous_call_id
+    FROM tool_calls
+    WINDOW same AS (PARTITION BY agent_id, tool, args ORDER BY coalesce(intent_seq, result_seq))
+    ORDER BY agent_id, call_seq
+    """,
+)
+
 #: Every model, in the order they are built (a model may read the ones before it).
-MODELS: Final[dict[str, Table]] = {model.name: model for model in (PROMPT_CALLS,)}
+MODELS: Final[dict[str, Table]] = {model.name: model for model in (PROMPT_CALLS, TOOL_CALL_REPEATS)}
 
 
 def add_models(con: duckdb.DuckDBPyConnection, *, materialize: bool) -> None:

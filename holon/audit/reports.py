@@ -12,7 +12,7 @@ from typing import Any, Final
 import duckdb
 import msgspec
 
-from holon.audit.models import PROMPT_CALLS, ensure_models
+from holon.audit.models import PROMPT_CALLS, TOOL_CALL_REPEATS, ensure_models
 from holon.audit.query import AuditError, QueryResult, run_sql
 from holon.context.sections import SECTION_ORDER
 from holon.simulate.cache import READ_PRICE, WRITE_PRICE
@@ -72,18 +72,12 @@ _OUTPUT_PCT: Final = Param(
 # slower (a report's rows over a 1,000-ledger fleet: ~50 ms a column of 30k rows).
 
 # A call is a duplicate when the previous call of the same agent, tool and arguments
-# (arguments are JSON with sorted keys, so equal arguments are equal text) was made at
-# most $window turns earlier. Calls outside any turn are never duplicates.
+# (tool_call_repeats: arguments are JSON with sorted keys, so equal arguments are equal
+# text) was made at most $window turns earlier. Calls outside any turn are never duplicates.
 _FLAGGED_CALLS: Final = """
-    WITH ordered AS (
-        SELECT *, coalesce(intent_seq, result_seq) AS call_seq,
-               lag(turn) OVER same AS previous_turn,
-               lag(call_id) OVER same AS previous_call_id
-        FROM tool_calls
-        WINDOW same AS (PARTITION BY agent_id, tool, args ORDER BY coalesce(intent_seq, result_seq))
-    ), flagged AS (
+    WITH flagged AS (
         SELECT *, coalesce(args IS NOT NULL AND turn::HUGEINT - previous_turn <= $window, false) AS duplicate
-        FROM ordered
+        FROM tool_call_repeats
     )
 """
 
@@ -138,8 +132,7 @@ _CALLS: Final = (
 # cache-key changes alone is blind under the recitation layout: its key covers the system,
 # tools, context summary and episodes, and holds while the mandate changes or the history
 # moves its start, which is where imported runs lose their cache (docs/audit.md).
-_CACHE: Final = (
-    """
+_CACHE: Final = """
     WITH causes AS (
         -- records that move the cacheable prefix, each assigned to the next prompt
         SELECT r.agent_id, p.seq AS prompt_seq,
@@ -179,7 +172,6 @@ _CACHE: Final = (
     WHERE c.prefix_break OR c.previous_seq IS NULL
     ORDER BY c.agent_id, c.seq
     """
-)
 
 REPORTS: Final[dict[str, Report]] = {
     report.name: report
@@ -246,6 +238,7 @@ REPORTS: Final[dict[str, Report]] = {
             GROUP BY agent_id, tool
             ORDER BY agent_id, calls DESC, tool
             """,
+            models=(TOOL_CALL_REPEATS.name,),
         ),
         Report(
             name="duplicates",
@@ -259,6 +252,7 @@ REPORTS: Final[dict[str, Report]] = {
             FROM flagged WHERE duplicate
             ORDER BY agent_id, call_seq
             """,
+            models=(TOOL_CALL_REPEATS.name,),
         ),
         Report(
             name="evictions",
