@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import holon.search.episodes as episode_index
 from holon import records as r
-from holon.context import EpisodeIndex, EpisodeIndexRejected, search
+from holon.context import EpisodeIndex, EpisodeIndexRejected
 from holon.errors import LedgerCorrupt
 from holon.ledger import Ledger
 from holon.projections import (
@@ -200,13 +201,13 @@ def test_each_chunk_is_written_once_and_a_checkpoint_writes_only_what_is_new(
     hashes = _hashes(records)
     writes = _count_writes(monkeypatch)
     tokenized: list[int] = []
-    counts = search._counts
+    counts = episode_index._counts
 
     def counting(episode: r.ContextEpisodeRecord) -> dict[str, int]:
         tokenized.append(episode.episode_id)
         return counts(episode)
 
-    monkeypatch.setattr(search, "_counts", counting)
+    monkeypatch.setattr(episode_index, "_counts", counting)
     state, tools, chunks, done = initial_state(), ToolIndex(), CheckpointChunks(), 0
     for cut in range(99, len(records), 100):
         for record in records[done : cut + 1]:

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.context import Budget, CurrentInput, EpisodeIndex, EpisodeIndexRejected, build_context, search
+import holon.search.episodes as episode_index
+from holon.context import Budget, CurrentInput, EpisodeIndex, EpisodeIndexRejected, build_context
 from holon.context.search import terms
 from holon.projections import WorkingMemorySnapshot
 from holon.runtime import Agent, AgentConfig
@@ -139,7 +140,7 @@ def test_a_saved_index_holding_text_that_is_not_utf8_is_rejected_as_corrupt_what
     monkeypatch: pytest.MonkeyPatch, style: str
 ) -> None:
     # msgspec before 0.23 raised UnicodeDecodeError for it, which escaped restore().
-    monkeypatch.setattr(search, "_SAVED_DECODER", styled(search._SAVED_DECODER, style))
+    monkeypatch.setattr(episode_index, "_SAVED_DECODER", styled(episode_index._SAVED_DECODER, style))
     episodes = _fixed()
     saved = EpisodeIndex(episodes).export()
     assert b"postgres" in saved
@@ -176,7 +177,7 @@ def test_restore_keeps_the_latest_decision_text_and_skips_repeated_ids() -> None
 # out-of-order offset, a document past the end: what a buggy writer or an edit makes, the
 # file being checksummed) is rejected on restore, not an IndexError in a later search.
 
-# The layout's fields (holon.context.search._SavedIndex, array-like).
+# The layout's fields (holon.search.episodes._SavedIndex, array-like).
 _COUNT, _TERMS, _OFFSETS, _POSTINGS = 1, 6, 7, 8
 # How many of the newest episodes restore() re-tokenizes: older ones' postings go unread.
 _SPOT = 16

@@ -27,8 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import holon.context.search as search_module
 import holon.records as r
+import holon.search.episodes as search_module
 from holon.context import (
     Budget,
     CurrentInput,
@@ -42,7 +42,7 @@ from holon.context.search import INDEX_FORMAT, terms
 from holon.projections import WorkingMemorySnapshot
 from holon.runtime import Agent, AgentConfig
 from holon.runtime.checkpoints import list_checkpoints
-from holon.search import MemorySearch, search_terms
+from holon.search import STOP_WORDS, MemorySearch, search_terms
 from tests.context_inputs import inputs
 from tests.runtime_support import Tick
 
@@ -113,7 +113,7 @@ def test_an_objective_in_another_script_selects_its_earlier_episodes_and_the_pro
 def _reference_terms(text: str) -> list[str]:
     """terms() as first written (INDEX_FORMAT 1 and 2): ASCII words, identifiers, path parts."""
     out: list[str] = []
-    stop = search_module.STOP_WORDS
+    stop = STOP_WORDS
     for match in re.findall(r"[0-9a-z]+(?:[_-][0-9a-z]+)*", text.lower()):
         if len(match) > 1 and match not in stop:
             out.append(match)
@@ -143,7 +143,7 @@ def test_ascii_text_has_the_same_terms_in_the_same_order_as_ever(text: str) -> N
 # ---------------------------------------------------------------- a saved index of the old terms
 
 # What the code before INDEX_FORMAT 3 wrote as the saved index's tokenizer fingerprint.
-_OLD_FINGERPRINT = f"2|[0-9a-z]+(?:[_-][0-9a-z]+)*|{' '.join(sorted(search_module.STOP_WORDS))}"
+_OLD_FINGERPRINT = f"2|[0-9a-z]+(?:[_-][0-9a-z]+)*|{' '.join(sorted(STOP_WORDS))}"
 
 
 def _saved_by_old_code(episodes: list[r.ContextEpisodeRecord], monkeypatch: pytest.MonkeyPatch) -> bytes:

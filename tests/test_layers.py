@@ -15,18 +15,21 @@ ALLOWED_HOLON = {
     "errors": set(),
     "ledger": {"records", "errors"},
     "projections": {"records", "errors"},
-    "context": {"records", "errors", "projections"},
+    # Episode selection ranks with the search package's episode index.
+    "context": {"records", "errors", "projections", "search"},
     "importers": {"records", "errors"},
     # `simulate` for the comparison file of a ledger `holon simulate` wrote (simulated_calls).
     "audit": {"records", "errors", "ledger", "projections", "context", "importers", "progress", "simulate"},
-    # The runtime composes every layer; `search` is the pure evidence index (records in,
-    # hits out) it offers the model through the holon_search recall tool.
+    # The runtime composes every layer; `search` holds the pure indexes (records in, hits
+    # out), memory search among them, which it offers the model through the holon_search tool.
     "runtime": {"records", "errors", "ledger", "projections", "context", "search"},
     # Edges: I/O-backed library modules the CLI and users share, and the CLI itself.
     "progress": set(),  # terminal-only progress bars of the two command lines (cli, audit)
     "_version": set(),  # the version string: `holon --version` prints it without importlib.metadata
     "replay": {"records", "errors", "ledger", "projections", "context"},
-    "search": {"records", "errors", "projections", "context"},
+    # Below the renderer, which ranks with its episode index: one tokenizer and scorer, the
+    # episode index and memory search (which folds work item records to know the active one).
+    "search": {"records", "errors", "projections"},
     "prompt_check": {"records", "errors", "projections", "context", "replay"},
     # `holon simulate`: a ledger's evidence rendered under holon, written as a new ledger.
     "simulate": {"records", "errors", "ledger", "projections", "context", "replay"},
@@ -80,7 +83,7 @@ ALLOWED_THIRD_PARTY = {
 # Pure layers must not reach for clocks, randomness, the environment or the file system.
 # The vocabulary is one: DESIGN.md has it do no I/O.
 IMPURE_MODULES = {"time", "datetime", "random", "uuid", "os", "secrets", "socket", "subprocess", "pathlib"}
-PURE = {"records", "projections", "context"}
+PURE = {"records", "projections", "context", "search"}
 # Inside a layer split into modules, the modules of its own package each may import: one job
 # each, the vocabulary knowing nothing of the bytes it is written as. Every module of the
 # package is listed, so a new one states its place here.
@@ -90,6 +93,13 @@ WITHIN = {
         "kinds": set(),
         "malformed": set(),
         "wire": {"kinds", "malformed"},
+    },
+    "search": {
+        "__init__": {"terms", "bm25", "episodes", "memory"},  # re-exports the public names of all four
+        "terms": set(),  # the one tokenizer
+        "bm25": set(),  # the one scorer
+        "episodes": {"terms", "bm25"},
+        "memory": {"terms", "bm25", "episodes"},  # an episode is a document, its text as selection's
     },
 }
 # The ledger's store is a facade over parts with one job each; they share only the writer's

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import holon.search
+import holon.search.memory
 from holon import records as r
 from holon.context import Budget
 from holon.context.search import episode_text, terms
@@ -643,7 +643,7 @@ def test_a_missing_blob_is_searched_by_its_preview_with_a_warning_not_an_error(t
 
 def test_a_huge_blob_is_indexed_by_its_head_and_tail(monkeypatch: pytest.MonkeyPatch) -> None:
     # The cap on what is tokenized keeps the end of a log, where it says how it ended.
-    monkeypatch.setattr(holon.search, "BLOB_INDEXED_CHARS", 1_000)
+    monkeypatch.setattr(holon.search.memory, "BLOB_INDEXED_CHARS", 1_000)
     middle = "filler words " * 500
     text = "alphastart " + middle + "middleword " + middle + "omegaend"
     blob = r.BlobRef(hash="0" * 64, size=len(text), preview=text[:200])

@@ -14,11 +14,11 @@ belonged to (see :attr:`MemoryHit.work_item`) and, for a sub-agent's records, it
 
 Ranking (docs/daemon-guide.md, *How memory search ranks*), every step deterministic:
 
-- **Terms** (:func:`search_terms`): episode selection's words (:func:`holon.context.search.terms`),
+- **Terms** (:func:`search_terms`): episode selection's words (:func:`holon.search.terms`),
   plus each identifier written with ``. / : # @ \\`` whole (``pull/123``, ``#123``,
   ``src/shop/cart.py``, a URL) and each pair of its neighbouring parts (``cart.py``,
   ``pull/123`` inside the PR's URL): an identifier matches as it was written, and by its parts.
-- **BM25** (k1 1.2, b 0.75), the scorer episode selection uses (:func:`holon.context.search.add_bm25`).
+- **BM25** (k1 1.2, b 0.75), the scorer episode selection uses (:func:`holon.search.add_bm25`).
 - **Field weights** (:data:`FIELD_WEIGHTS`): an operator's request or a decision counts
   more than a plan's restatement of its steps; a tool's result more than the call's echo.
 - **Recency**: a light prior, up to :data:`RECENCY` more for the newest record.
@@ -47,9 +47,11 @@ from typing import Final, Literal
 import msgspec
 
 import holon.records as r
-from holon.context.search import add_bm25, bm25_idf, episode_text, fold_positions, terms
 from holon.errors import UsageError
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, RuntimeState, apply_runtime, stated_config
+from holon.search.bm25 import add_bm25, bm25_idf
+from holon.search.episodes import episode_text
+from holon.search.terms import IDENTIFIER_MARKS, fold_positions, search_terms
 
 __all__ = [
     "BLOB_INDEXED_CHARS",
@@ -60,7 +62,6 @@ __all__ = [
     "MemorySearch",
     "RecordReader",
     "evidence_text",
-    "search_terms",
 ]
 
 _SNIPPET: Final = 160
@@ -85,55 +86,6 @@ def _indexed_part(text: str) -> str:
         return text
     half = BLOB_INDEXED_CHARS // 2
     return f"{text[:half]}\n{text[-half:]}"
-
-
-# An identifier's part: a word, with its joined ``_``/``-`` pieces (terms() keeps those whole).
-_SEGMENT: Final = r"[0-9a-z]+(?:[_-][0-9a-z]+)*"
-# The marks that join an identifier's parts as written: a path, a URL, ``#123``, ``user@host``.
-_MARKS: Final = "./:#@\\"
-_JOINT: Final = r"[./:#@\\]+"
-# An identifier written with those marks (or ``#`` and a word), not begun inside another.
-_IDENTIFIER: Final = re.compile(rf"(?<![0-9a-z_#./:@\\-])(?:#?{_SEGMENT}(?:{_JOINT}{_SEGMENT})+|#{_SEGMENT})")
-_JOINTS: Final = re.compile(rf"({_JOINT})").split
-# The whitespace-separated tokens holding a mark, where identifiers are looked for: the
-# identifier pattern over whole texts cost three times as much (5.8 MB of a generated
-# session's texts: 1.30 s, against 0.43 s token by token; the same identifiers).
-_MARKED: Final = re.compile(r"(?<!\S)[^\s./:#@\\]*[./:#@\\]\S*").findall
-_CLOCK: Final = re.compile(r"[0-9:.]+").fullmatch
-# The URL paths that number a pull request or issue (GitHub, GitLab, Gitea): ``.../pull/123`` is #123.
-_NUMBERED: Final = frozenset({"pull", "pulls", "issues", "merge_requests"})
-
-
-def search_terms(text: str) -> list[str]:
-    """The terms memory search indexes a text under and looks a query up by.
-
-    First :func:`holon.context.search.terms` of the text (episode selection's words, as
-    before and in the same order), then each identifier written with ``. / : # @ \\``,
-    lowercase: whole (``pull/123``, ``#123``, ``src/shop/cart.py``,
-    ``https://github.com/o/r/pull/123``) and each pair of neighbouring parts with the mark
-    between them (``shop/cart``, ``cart.py``; ``pull/123`` inside the URL). So ``#123``
-    finds the request that wrote ``#123`` before a record that only has the number, a
-    path is found whole or by a part of it, and a PR's URL path inside a pasted URL. A
-    pull request's or issue's URL path (``pull/123``, ``issues/123``, ``merge_requests/123``)
-    also gives ``#123``, the number as it is written in text.
-    """
-    words = terms(text)
-    found = [whole for token in _MARKED(text.lower()) for whole in _IDENTIFIER.findall(token)]
-    for whole in found:
-        if ":" in whole and _CLOCK(whole):
-            continue  # a time of day, a line:column: numbers no one searches for joined
-        words.append(whole)
-        parts = _JOINTS(whole)
-        if len(parts) > 3:  # more than one pair (one is the identifier itself)
-            pairs = range(0, len(parts) - 2, 2)
-            words.extend(parts[i] + parts[i + 1] + parts[i + 2] for i in pairs if parts[i])
-        # A pull request's or issue's URL path is the #N it is also written as.
-        words.extend(
-            f"#{parts[i + 2]}"
-            for i in range(0, len(parts) - 2, 2)
-            if parts[i] in _NUMBERED and parts[i + 1] == "/" and parts[i + 2].isdigit()
-        )
-    return words
 
 
 def _args_text(tool: str, args: dict[str, r.JSON]) -> str:
@@ -785,7 +737,7 @@ class MemorySearch:
         matched = tuple(t for t in wanted if t in best.terms)
         weight = FIELD_WEIGHTS[best.field]
         prior = 1.0 + RECENCY * doc.seq / max(1, self._newest)
-        whole = [t for t in matched if any(mark in t for mark in _MARKS)]
+        whole = [t for t in matched if any(mark in t for mark in IDENTIFIER_MARKS)]
         why = f"matched {', '.join(matched) or 'no term'}"
         if whole:
             why += f" ({', '.join(whole)} whole)"
