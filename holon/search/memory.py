@@ -453,49 +453,91 @@ class MemorySearch:
         """Index one record (kinds without searchable text are skipped)."""
         body = record.body
         work = self._work_item_of(record)
-        blob: r.BlobRef | None = None
-        if isinstance(body, r.ContextEpisodeRecord):
-            text, kept = episode_text(body), ""  # an episode's text is made again from the episode
-        else:
-            searchable = evidence_text(body)
-            if not searchable:
-                return
-            text = kept = searchable
-            stored = body.blob if isinstance(body, r.ToolResult) and not body.output else None
-            if stored is not None and self._blob_text is not None:
-                full = self._read_blob(stored)
-                if full is None:
-                    self.unread_blobs += 1
-                else:
-                    # Indexed by the output's text, held as the preview: the blob is read
-                    # again for a hit, so the index does not hold every large output.
-                    blob = stored
-                    text = evidence_text(body, blob_output=full) or text
-            if self._input == (record.turn, text):
-                # A turn's input recorded twice, as turn_started.input and as the message
-                # that follows (importers write both): one document, the message, not
-                # two equal hits taking two places of the limit. Same text, same postings.
-                last = len(self._seqs) - 1
-                self._seqs[last] = record.seq
-                self._kinds[last] = record.kind
-                self._work_items[last] = work
-                self._fields[last] = _FIELD_CODE[_field_of(body)]
-                self._newest = max(self._newest, record.seq)
-                self._input = None
-                return
+        document = self._document_text(body)
+        if document is None:
+            return
+        text, kept, blob = document
+        if self._input == (record.turn, text) and not isinstance(body, r.ContextEpisodeRecord):
+            self._merge_input(record, work)
+            return
         words = search_terms(text)
         self._input = None
         if not words:
             return
         if isinstance(body, r.TurnStarted):
             self._input = (record.turn, text)
+        counts = self._counted(words)
+        index = len(self._seqs)
+        self._append_document(record, work, blob)
+        self._append_field(body, index, record.seq)
+        held = self._only_terms is None or bool(counts)
+        # (Not for a document of no query term's, never a hit: its print is never compared.)
+        self._prints.append(zlib.crc32("\n".join(sorted(set(words))).encode()) if held else 0)
+        self._newest = max(self._newest, record.seq)
+        if self._texts is not None:
+            self._texts.append(kept if held else "")
+        postings = self._postings
+        for term, tf in counts.items():
+            found = postings.get(term)
+            if found is None:
+                postings[term] = array("I", (index, tf))
+            else:
+                found.append(index)
+                found.append(tf)
+        length = len(words)
+        self._lengths.append(length)
+        self._total += length
+
+    def _document_text(self, body: r.Body) -> tuple[str, str, r.BlobRef | None] | None:
+        """What a record is indexed by, the text its hit keeps, and the blob read for it, if any.
+
+        None for a kind without searchable text. An episode keeps no text: it is made again
+        from the episode. A blob-stored output is indexed by the blob's text when it can be
+        read, and keeps its preview.
+        """
+        if isinstance(body, r.ContextEpisodeRecord):
+            return episode_text(body), "", None
+        searchable = evidence_text(body)
+        if not searchable:
+            return None
+        stored = body.blob if isinstance(body, r.ToolResult) and not body.output else None
+        if stored is None or self._blob_text is None:
+            return searchable, searchable, None
+        full = self._read_blob(stored)
+        if full is None:
+            self.unread_blobs += 1
+            return searchable, searchable, None
+        # Indexed by the output's text, held as the preview: the blob is read again for a
+        # hit, so the index does not hold every large output.
+        return evidence_text(body, blob_output=full) or searchable, searchable, stored
+
+    def _merge_input(self, record: r.Record, work: str | None) -> None:
+        """Make the last document, a turn's input, the message ``record`` that repeats it.
+
+        A turn's input recorded twice, as turn_started.input and as the message that
+        follows (importers write both): one document, the message, not two equal hits
+        taking two places of the limit. Same text, same postings.
+        """
+        last = len(self._seqs) - 1
+        self._seqs[last] = record.seq
+        self._kinds[last] = record.kind
+        self._work_items[last] = work
+        self._fields[last] = _FIELD_CODE[_field_of(record.body)]
+        self._newest = max(self._newest, record.seq)
+        self._input = None
+
+    def _counted(self, words: list[str]) -> dict[str, int]:
+        """Each term's frequency in ``words``: of every term, or with ``for_query`` of its terms only."""
         only = self._only_terms
         if only is None:
-            counts: dict[str, int] = Counter(words)
-        elif only.isdisjoint(words):
-            counts = {}
-        else:
-            counts = {term: tf for term in only if (tf := words.count(term))}
+            return Counter(words)
+        if only.isdisjoint(words):
+            return {}
+        return {term: tf for term in only if (tf := words.count(term))}
+
+    def _append_document(self, record: r.Record, work: str | None, blob: r.BlobRef | None) -> None:
+        """Add the columns of a new document: its seq, kind, turn, work item and what it reads back."""
+        body = record.body
         index = len(self._seqs)
         if isinstance(body, r.ContextEpisodeRecord):
             self._seqs.append(body.to_seq)
@@ -516,35 +558,20 @@ class MemorySearch:
                 self._tasks[index] = task
         self._work_items.append(work)
         self._evidence.append(index not in self._episodes)
+
+    def _append_field(self, body: r.Body, index: int, seq: int) -> None:
+        """Add document ``index``'s field; a plan makes the tool call that declared it one too."""
         field = _FIELD_CODE[_field_of(body)]
         if (
             field == _PLAN
             and index
             and self._fields[index - 1] == _TOOL_CALL
-            and self._seqs[index - 1] == record.seq - 1
+            and self._seqs[index - 1] == seq - 1
         ):
             # The call that declared this plan (TodoWrite, task_tracker: the plan is recorded
             # right after it) restates the same steps: it is searched as the plan it is.
             self._fields[index - 1] = _PLAN
         self._fields.append(field)
-        # (Not for a document of no query term's, never a hit: its print is never compared.)
-        self._prints.append(
-            zlib.crc32("\n".join(sorted(set(words))).encode()) if only is None or counts else 0
-        )
-        self._newest = max(self._newest, record.seq)
-        if self._texts is not None:
-            self._texts.append(kept if only is None or counts else "")
-        postings = self._postings
-        for term, tf in counts.items():
-            found = postings.get(term)
-            if found is None:
-                postings[term] = array("I", (index, tf))
-            else:
-                found.append(index)
-                found.append(tf)
-        length = len(words)
-        self._lengths.append(length)
-        self._total += length
 
     def _work_item_of(self, record: r.Record) -> str | None:
         """The work item ``record`` belonged to (see :class:`MemoryHit`); folds a work item record."""
