@@ -11,7 +11,8 @@ returns to the model:
   cleared from.
 - ``holon_search`` (``query``, ``limit``) — memory search (:mod:`holon.search`) over the
   agent's archived episodes and evidence, each hit with the ref ``holon_get`` restores and
-  why it matched, near-duplicates as one hit with every ref (:func:`search_text`).
+  why it matched, near-duplicates as one hit with every ref (:func:`holon.search.search_text`,
+  re-exported here).
 
 :meth:`holon.runtime.Turn.recall` records such a call through the tool write-ahead log
 like any other tool call, so the restored text is in the ledger and the replayed
@@ -21,14 +22,14 @@ prompts are what the model saw.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 import holon.records as r
 from holon.context import EpisodeIndex, RefSource, parse_ref, restore_bytes
 from holon.errors import HolonError, InvalidRef, RefNotFound, UsageError
 from holon.ledger import Ledger
-from holon.search import BlobText, MemoryHit, search_terms
+from holon.search import BlobText, search_text
 
 __all__ = [
     "GET_TOOL",
@@ -59,8 +60,6 @@ SEARCH_LIMIT: Final = 8
 #: do not depend on the note and a page_chars below it still pages.
 NOTE_CHARS: Final = 200
 _MAX_SEARCH_LIMIT: Final = 25
-# Most characters of the query holon_search quotes back.
-_QUOTED_QUERY: Final = 200
 # What a model copies around a ref it takes from the prompt: the bracket or parenthesis
 # that closes the note ("restore with ref ledger:42]"), Markdown backticks ("`holon get
 # episode:3`"), quotes, a sentence's full stop, the comma of a list of refs.
@@ -353,32 +352,6 @@ def _page(ref: str, text: str, offset: int, page_chars: int) -> str:
     else:
         note = f"[{ref}, characters {offset:,}-{end:,} of {total:,}: the end]"
     return page + ("" if page.endswith("\n") else "\n") + note
-
-
-def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
-    """What ``holon_search`` returns: one entry per hit, best first, each with its ref.
-
-    The query is quoted back clipped to :data:`_QUOTED_QUERY` characters (a long one
-    would be paid for again in the model's window), and a query without a single word
-    to search for says so rather than that nothing matches it.
-    """
-    quoted = repr(query if len(query) <= _QUOTED_QUERY else query[: _QUOTED_QUERY - 1] + "…")
-    if not search_terms(query):
-        return (
-            f"the query {quoted} has no words to search for: search for words of two or more "
-            "letters or digits (common words such as 'the' or 'with' are ignored)"
-        )
-    if not hits:
-        return f"nothing this agent recorded matches {quoted}"
-    lines = [f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {quoted}, best first:"]
-    for i, hit in enumerate(hits, 1):
-        lines.append(f"{i}. {hit.ref} — {hit.provenance}")
-        lines.append(f"   {hit.snippet}")
-        lines.append(f"   why: {hit.why}")
-        if hit.count > 1:
-            # Every ref, so the model can restore the one it needs (the first is the newest best).
-            lines.append(f"   {hit.count} near-identical hits: {', '.join(hit.refs)}")
-    return "\n".join(lines)
 
 
 def recall_args(name: str, args: Mapping[str, Any]) -> dict[str, Any]:

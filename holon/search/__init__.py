@@ -9,7 +9,7 @@
   --search`` rank with, saved and restored as bytes beside the runtime's checkpoints.
 - :mod:`holon.search.memory` — :class:`MemorySearch`, ranked search over episodes and
   evidence records for ``holon search``, ``Agent.search`` and the model's
-  ``holon_search``.
+  ``holon_search``, and :func:`search_text`, the hits as that tool tells them.
 
 The package is pure (records in, hits out; no clock, randomness or file system) and sits
 below the renderer, which uses the episode index: it may import ``holon.records``,
@@ -32,6 +32,7 @@ from holon.search.memory import (
     MemorySearch,
     RecordReader,
     evidence_text,
+    search_text,
 )
 from holon.search.terms import STOP_WORDS, fold_positions, search_terms, terms
 
@@ -55,5 +56,6 @@ __all__ = [
     "evidence_text",
     "fold_positions",
     "search_terms",
+    "search_text",
     "terms",
 ]

@@ -30,7 +30,8 @@ Each hit says why it matched (:attr:`MemoryHit.why`: the terms, the field, the w
 Query terms are de-duplicated and sorted before scoring, and ties go to the more recent
 document (higher seq), then episodes before evidence. The index is pure (records in,
 hits out; a hit's record read back through the reader its caller gives, if any) and
-incremental (:meth:`MemorySearch.add`).
+incremental (:meth:`MemorySearch.add`). :func:`search_text` gives the hits as the text
+the model's ``holon_search`` tool returns.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import re
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Final, Literal
 
@@ -62,9 +63,12 @@ __all__ = [
     "MemorySearch",
     "RecordReader",
     "evidence_text",
+    "search_text",
 ]
 
 _SNIPPET: Final = 160
+# Most characters of the query holon_search quotes back.
+_QUOTED_QUERY: Final = 200
 #: The most characters of a blob-stored output that are indexed: a longer one is indexed
 #: by its first and last half of this many, where a log usually says what ran and how it
 #: ended (a traceback, the failing test, the exit status). Tokenizing is ~1 s per 10 MB.
@@ -788,3 +792,29 @@ class MemorySearch:
             count=count,
             refs=(doc.ref(), *map(self._ref, group.members[1:])),
         )
+
+
+def search_text(query: str, hits: Sequence[MemoryHit]) -> str:
+    """What ``holon_search`` returns: one entry per hit, best first, each with its ref.
+
+    The query is quoted back clipped to :data:`_QUOTED_QUERY` characters (a long one
+    would be paid for again in the model's window), and a query without a single word
+    to search for says so rather than that nothing matches it.
+    """
+    quoted = repr(query if len(query) <= _QUOTED_QUERY else query[: _QUOTED_QUERY - 1] + "…")
+    if not search_terms(query):
+        return (
+            f"the query {quoted} has no words to search for: search for words of two or more "
+            "letters or digits (common words such as 'the' or 'with' are ignored)"
+        )
+    if not hits:
+        return f"nothing this agent recorded matches {quoted}"
+    lines = [f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {quoted}, best first:"]
+    for i, hit in enumerate(hits, 1):
+        lines.append(f"{i}. {hit.ref} — {hit.provenance}")
+        lines.append(f"   {hit.snippet}")
+        lines.append(f"   why: {hit.why}")
+        if hit.count > 1:
+            # Every ref, so the model can restore the one it needs (the first is the newest best).
+            lines.append(f"   {hit.count} near-identical hits: {', '.join(hit.refs)}")
+    return "\n".join(lines)
