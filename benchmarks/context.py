@@ -22,7 +22,7 @@ from pathlib import Path
 import holon.records as r
 from holon.context import Budget, RenderConfig, build_context, get_estimator
 from holon.context.render import clear_count_cache
-from tests.context_session import AGENT, Session, run_session
+from holon.testing import AGENT, Session, run_session
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = Budget(context_window=32_000, output_reserve=4_000)

@@ -5,7 +5,7 @@ ledger of benchmarks/runtime.py, each query's p50 against the 20 ms target), or
 ``python -m benchmarks.search --ledger PATH`` for an existing ledger's index (built as
 ``Agent.search`` builds it, streamed: its memory, then the queries' p50).
 
-A generated migration session (tests/context_session.py) of 10,000 turns — about
+A generated migration session (holon.testing.run_session) of 10,000 turns — about
 72,000 records, 62,000 of them with searchable text — is read from a real ledger, as
 ``Agent.search`` does on its first call. Measured, side by side in one run:
 
@@ -39,8 +39,7 @@ from holon.records import Record
 from holon.runtime import blob_text_of
 from holon.runtime.recall import is_recall
 from holon.search import MemorySearch, RecordReader, evidence_text
-from tests.context_session import run_session
-from tests.ledger_support import with_real_blobs
+from holon.testing import run_session, with_real_blobs
 
 TURNS = 10_000
 QUERIES = (

@@ -15,13 +15,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import blake3
-import msgspec
 
 from holon.ledger import Ledger, writer
 from holon.ledger.frames import FrameWalk, chain_hash
 from holon.ledger.header import genesis_hash
 from holon.ledger.segments import SEGMENT_HEADER, list_segments, load_segment
-from holon.records import BlobRef, Message, Record, TaskResult, ToolResult, encode_msgpack_record
+from holon.records import BlobRef, Message, Record, ToolResult, encode_msgpack_record
 
 AGENT = "agent-test"
 
@@ -51,15 +50,6 @@ def ledger_with_a_blob(path: Path) -> str:
         (record,) = ledger.read()
     assert isinstance(record.body, ToolResult) and record.body.blob is not None
     return record.body.blob.hash
-
-
-def with_real_blobs(ledger: Ledger, record: Record) -> Record:
-    """Replace a generated record's random BlobRef by one naming a blob stored in ``ledger``."""
-    body = record.body
-    if isinstance(body, ToolResult | TaskResult) and body.blob is not None:
-        ref = ledger.put_blob(body.blob.preview.encode() + b"#blob", preview=body.blob.preview)
-        record = msgspec.structs.replace(record, body=msgspec.structs.replace(body, blob=ref))
-    return record
 
 
 def expected_head(agent_id: str, records: list[Record]) -> tuple[int, str]:

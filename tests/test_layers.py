@@ -23,6 +23,8 @@ ALLOWED_HOLON = {
     # The runtime composes every layer; `search` holds the pure indexes (records in, hits
     # out), memory search among them, which it offers the model through the holon_search tool.
     "runtime": {"records", "errors", "ledger", "projections", "context", "search"},
+    # The first-class fake (holon/testing.py): a ledger written as the runtime writes it.
+    "testing": {"records", "errors", "ledger", "projections", "context", "search"},
     # Edges: I/O-backed library modules the CLI and users share, and the CLI itself.
     "progress": set(),  # terminal-only progress bars of the two command lines (cli, audit)
     "_version": set(),  # the version string: `holon --version` prints it without importlib.metadata
@@ -69,6 +71,7 @@ ALLOWED_THIRD_PARTY = {
     "importers": {"msgspec"},
     "audit": {"msgspec", "duckdb", "zstandard", "click"},
     "runtime": {"msgspec", "blake3"},
+    "testing": {"msgspec", "blake3"},
     "replay": {"msgspec"},
     "search": {"msgspec"},
     "prompt_check": {"msgspec"},

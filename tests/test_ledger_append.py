@@ -33,6 +33,7 @@ from holon.records import (
     decode_json_record,
     encode_json_record,
 )
+from holon.testing import with_real_blobs
 from tests.cli_support import tree_bytes, write_jsonl
 from tests.ledger_support import (
     AGENT,
@@ -41,7 +42,6 @@ from tests.ledger_support import (
     message,
     scratch_dir,
     tool_output,
-    with_real_blobs,
 )
 from tests.strategies import ledger_records, records
 

@@ -24,6 +24,7 @@ from holon.ledger import (
     writer,
 )
 from holon.records import Record, decode_json_record
+from holon.testing import with_real_blobs
 from tests.cli_support import invoke
 from tests.ledger_support import (
     AGENT,
@@ -31,7 +32,6 @@ from tests.ledger_support import (
     message,
     scratch_dir,
     tool_output,
-    with_real_blobs,
 )
 from tests.strategies import ledger_records
 
