@@ -11,7 +11,7 @@ from pathlib import Path
 from holon import records as r
 from holon.context import Budget
 from holon.ledger import Ledger
-from tests.context_session import run_session
+from holon.testing import run_session
 from tests.live import evidence_of, replay_live
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ledgers"

@@ -46,9 +46,9 @@ from holon.errors import BudgetExceeded, UsageError
 from holon.ledger import Ledger
 from holon.projections import WorkingMemorySnapshot, apply, initial_state
 from holon.runtime import Agent, AgentConfig
+from holon.testing import run_session
 from tests.cli_support import CLI_BUDGET, CLI_RENDER, fixture_names, live_records
 from tests.context_inputs import message
-from tests.context_session import run_session
 from tests.provider_rules import (
     ANTHROPIC_USER_ID_MAX,
     OPENAI_CACHE_KEY_MAX,
@@ -1342,7 +1342,7 @@ import blake3
 import msgspec
 import holon.records as r
 from holon.context import Budget, RenderConfig, to_anthropic_messages, to_openai_chat, to_openai_responses
-from tests.context_session import run_session
+from holon.testing import run_session
 tool = r.ToolDefinition(name="grep", description="Søk \\u200b\\x1b[0m",
     parameters={"type": "object", "properties": {"z": {"type": "string"}, "a": {"enum": ["é", "\\x00"]}}})
 policy = r.SystemPolicy(text="Be careful. 日本語 \\x07", tools=(tool,))

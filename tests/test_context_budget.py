@@ -37,8 +37,8 @@ from holon.projections import (
     WorkingMemorySnapshot,
     WorkItemEntry,
 )
+from holon.testing import AGENT, POLICY
 from tests.context_inputs import execution, inputs, message
-from tests.context_session import AGENT, POLICY
 from tests.live import LiveLedger, RecordsSource
 from tests.strategies import text as any_text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from holon.context import Budget, Prompt
-from tests.context_session import (
+from holon.testing import (
     CONSTRAINT,
     DECISION,
     PLAN_EDIT_TURN,

@@ -26,8 +26,8 @@ from holon.context.prompt import Prompt
 from holon.context.search import terms
 from holon.projections import FileRef, MessageEntry, WorkingMemorySnapshot
 from holon.search import MemorySearch
+from holon.testing import AGENT, run_session
 from tests.context_inputs import inputs
-from tests.context_session import AGENT, run_session
 
 
 def _episode(

@@ -22,8 +22,8 @@ from holon.projections import (
     WorkingMemorySnapshot,
     WorkItemEntry,
 )
+from holon.testing import Session
 from tests.context_inputs import inputs
-from tests.context_session import Session
 from tests.live import LiveLedger
 
 _REF = re.compile(r"(?:ledger|blob|episode):[0-9a-f]+")

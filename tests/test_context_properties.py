@@ -62,7 +62,7 @@ from holon.context.sections import (
 )
 from holon.errors import BudgetExceeded, RefNotFound
 from holon.projections import ProjectionState, apply, initial_state
-from tests.context_session import AGENT, CONSTRAINT, Session, run_session
+from holon.testing import AGENT, CONSTRAINT, Session, run_session
 from tests.live import LiveLedger, RecordsSource, evidence_of
 from tests.strategies import AgentRun, agent_runs, budgets_around
 
@@ -539,7 +539,7 @@ def test_changed_prefix_text_changes_the_key() -> None:
 _SCRIPT = """
 import blake3
 from holon.context import Budget
-from tests.context_session import run_session
+from holon.testing import run_session
 s = run_session(20, Budget(context_window=6000, output_reserve=500), seed=3)
 h = blake3.blake3()
 for t in sorted(s.prompts):

@@ -35,9 +35,8 @@ from holon.projections import (
 from holon.replay import append_evidence
 from holon.runtime import Agent, blob_text_of
 from holon.search import FIELD_WEIGHTS, RECENCY, MemorySearch, evidence_text, search_terms
-from holon.testing import with_real_blobs
+from holon.testing import run_session, with_real_blobs
 from tests.cli_support import invoke, live_records
-from tests.context_session import run_session
 from tests.runtime_support import Tick
 
 ROOT = Path(__file__).resolve().parent.parent
