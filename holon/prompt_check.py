@@ -1,47 +1,23 @@
-"""Every recorded prompt of a ledger, rendered again: does it reproduce, and what did it share?
+"""Deprecated: the prompt check moved to :mod:`holon.replay` (``holon.replay.prompts``).
 
-``holon render --at-turn N`` re-renders one past prompt and checks its hash. This module
-does it for every ``prompt_rendered`` record of a ledger in one fold, which answers two
-questions a daemon's operator asks of a whole run:
-
-- **Does every prompt still reproduce?** Invariant 1 of the design — same ledger bytes,
-  same prompt bytes — checked over the run, not one turn: after an upgrade, on a
-  ledger copied from another machine, in a golden test. A prompt recorded by another
-  renderer or estimator version is *not comparable* (named, not failed); one recorded
-  without a ``render_config`` cannot be re-rendered at all (its budget is unknown).
-- **Where did the cacheable prefix break?** For each prompt, the prefix it shares with
-  the previous recorded prompt (whole lines, in estimated tokens), the section where the
-  two first differ, and what changed between them (working-memory revision,
-  compression epoch, cache key, budget). A provider can read at most that prefix from
-  its cache, so the tokens not shared, summed by section and by whether the prompt opened
-  its turn, say what costs cache writes — the same split as the evaluation's "where
-  holon's cacheable prefix breaks" (docs/evaluation.md), here for a real ledger.
-
-It is an edge module like :mod:`holon.replay`: it reads records and composes the pure
-layers. :func:`check_prompts_of` reads a ledger in passes (a first for the projection
-config, then one fold) and holds two prompts at a time.
+``from holon.prompt_check import check_prompts`` still works for one release, with a
+DeprecationWarning; import the same names from :mod:`holon.replay` instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final, Literal
+import warnings
+from typing import TYPE_CHECKING
 
-import msgspec
-
-import holon.records as r
-from holon.context.estimator import get_estimator
-from holon.context.evidence import EvidenceBuffer, EvidenceView
-from holon.context.prompt import Prompt
-from holon.context.render import build_context
-from holon.errors import UsageError
-from holon.projections import ProjectionConfig, ProjectionState, apply, initial_state
-from holon.replay import (
-    Reader,
-    config_from_recorded,
-    projection_config_of,
-    records_by_scan,
-    version_changes,
+from holon.replay import prompts as _prompts
+from holon.replay.prompts import (
+    APPENDED,
+    PromptCheck,
+    PromptsSummary,
+    PromptStatus,
+    check_prompts,
+    check_prompts_of,
+    shared_prefix,
 )
 
 __all__ = [
@@ -54,355 +30,19 @@ __all__ = [
     "shared_prefix",
 ]
 
-#: What a recorded prompt is, rendered again: ``reproduced`` (same hash), ``differs`` (the
-#: same renderer and estimator versions give other bytes: a failure), ``not_comparable``
-#: (recorded by another renderer or estimator version, or with an estimator not available
-#: here) or ``unconfigured`` (recorded without a ``render_config``: not re-rendered).
-PromptStatus = Literal["reproduced", "differs", "not_comparable", "unconfigured"]
-
-#: The break "section" of a prompt that only added text to the previous one.
-APPENDED: Final = "(appended)"
+warnings.warn(
+    "holon.prompt_check is deprecated: import its names from holon.replay", DeprecationWarning, stacklevel=2
+)
 
 
-class PromptCheck(msgspec.Struct, frozen=True, kw_only=True):
-    """One recorded prompt, rendered again from the records before it.
+# Not seen by type checkers: a name missing from here stays an error for them.
+if not TYPE_CHECKING:
 
-    ``call`` counts the turn's recorded prompts from 1 (``holon render --at-turn T --call K``).
-    ``tokens`` is the re-rendered prompt's estimate; ``shared`` the tokens of the whole
-    lines it shares with the previous re-rendered prompt, ``breaks_at`` the section where
-    the two first differ (:data:`APPENDED` when this prompt only added text) and
-    ``changed`` what differs in their cache identities and budgets. All three are ``None``
-    / empty for the first prompt and for a prompt after one that was not re-rendered.
-    ``first_in_turn`` is true when the previous recorded prompt belongs to another turn.
-    """
-
-    seq: int
-    turn: int | None
-    call: int
-    status: PromptStatus
-    reasons: tuple[str, ...] = ()
-    recorded_hash: str
-    rendered_hash: str | None = None
-    tokens: int | None = None
-    shared: int | None = None
-    breaks_at: str | None = None
-    changed: tuple[str, ...] = ()
-    first_in_turn: bool = True
-
-
-class PromptsSummary(msgspec.Struct, kw_only=True):
-    """Totals over the prompts checked (:meth:`add` one :class:`PromptCheck` at a time).
-
-    ``reasons`` counts why prompts were not comparable or not rendered again (a ledger
-    written by an older holon has one reason on every prompt).
-
-    ``unshared`` sums, per break section, the tokens of prompts not shared with the previous
-    one — ``[at the turn's first prompt, later in the turn]`` — over ``compared`` prompts,
-    whose tokens sum to ``compared_tokens``; ``shared_tokens`` is the rest of them.
-    """
-
-    prompts: int = 0
-    by_status: dict[str, int] = msgspec.field(default_factory=dict)
-    reasons: dict[str, int] = msgspec.field(default_factory=dict)
-    first_difference: int | None = None
-    compared: int = 0
-    compared_tokens: int = 0
-    shared_tokens: int = 0
-    unshared: dict[str, list[int]] = msgspec.field(default_factory=dict)
-
-    def add(self, check: PromptCheck) -> None:
-        """Count ``check``."""
-        self.prompts += 1
-        self.by_status[check.status] = self.by_status.get(check.status, 0) + 1
-        if check.status in ("not_comparable", "unconfigured"):
-            for reason in check.reasons:
-                self.reasons[reason] = self.reasons.get(reason, 0) + 1
-        if check.status == "differs" and self.first_difference is None:
-            self.first_difference = check.seq
-        if check.shared is None or check.tokens is None or check.breaks_at is None:
-            return
-        self.compared += 1
-        self.compared_tokens += check.tokens
-        self.shared_tokens += check.shared
-        tally = self.unshared.setdefault(check.breaks_at, [0, 0])
-        tally[0 if check.first_in_turn else 1] += check.tokens - check.shared
-
-    @property
-    def shared_share(self) -> float | None:
-        """Share of the compared prompts' tokens shared with the previous prompt (``None``: none compared)."""
-        return self.shared_tokens / self.compared_tokens if self.compared_tokens else None
-
-
-def shared_prefix(previous: Prompt, current: Prompt) -> tuple[int, str]:
-    """Tokens of the whole lines ``current`` shares with ``previous``, and where they first differ.
-
-    Sections equal in name and text count their tokens and the separator before them
-    (one token, as the budget counts it); in the first section that differs, the lines
-    both start with are counted with ``current``'s estimator. Whole lines, because a
-    provider's cache reads whole tokens (and Anthropic whole content blocks), so a shared
-    half-word is not a shared token. The section is ``current``'s (the previous one's when
-    ``current`` has fewer), or :data:`APPENDED` when ``previous`` is all of ``current``'s start.
-    """
-    shared = 0
-    for index, section in enumerate(current.sections):
-        before = previous.sections[index] if index < len(previous.sections) else None
-        join = 1 if index else 0
-        if before is not None and before.name == section.name and before.text == section.text:
-            shared += join + section.tokens
-            continue
-        if before is None:
-            return shared, APPENDED
-        common = before.text[: _common_length(before.text, section.text)]
-        if before.name == section.name and common == before.text and index == len(previous.sections) - 1:
-            place = APPENDED  # the previous prompt ended in this section, and this one only went on
-        else:
-            place = section.name
-        lines = (
-            common if _line_end(before.text, section.text, len(common)) else common[: common.rfind("\n") + 1]
-        )
-        counted = get_estimator(current.estimator).count(lines) if lines else 0
-        return shared + join + counted if lines else shared, place
-    if len(previous.sections) > len(current.sections):
-        return shared, previous.sections[len(current.sections)].name
-    return shared, APPENDED
-
-
-def _line_end(a: str, b: str, at: int) -> bool:
-    """True when ``at`` ends a line in both texts: a line break follows, or the text ends there."""
-    return all(at == len(text) or text[at] == "\n" for text in (a, b))
-
-
-def _common_length(a: str, b: str) -> int:
-    """Length of the longest common prefix of ``a`` and ``b`` (halving, with C-speed slice compares)."""
-    low, high = 0, min(len(a), len(b))
-    if a[:high] == b[:high]:
-        return high
-    while high - low > 1:  # a[:low] == b[:low] and a[:high] != b[:high]
-        middle = (low + high) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
-def _identity_changes(previous: Prompt, current: Prompt) -> tuple[str, ...]:
-    """What differs between two prompts' cache identities and budgets, named for a reader."""
-    before, now = previous.identity, current.identity
-    changes: list[str] = []
-    if before.working_memory_revision != now.working_memory_revision:
-        changes.append(f"revision {before.working_memory_revision}→{now.working_memory_revision}")
-    if before.compression_epoch != now.compression_epoch:
-        changes.append(f"epoch {before.compression_epoch}→{now.compression_epoch}")
-    if before.prompt_cache_key != now.prompt_cache_key:
-        changes.append(f"cache key {before.prompt_cache_key!r}→{now.prompt_cache_key!r}")
-    if previous.plan.budget != current.plan.budget:
-        changes.append(f"budget {previous.plan.budget:,}→{current.plan.budget:,}")
-    if previous.estimator != current.estimator:
-        changes.append(f"estimator {previous.estimator}→{current.estimator}")
-    return tuple(changes)
-
-
-class _Checker:
-    """Renders each recorded prompt from the state before it and compares it with the last one."""
-
-    def __init__(self, agent_id: str, from_turn: int | None, until_turn: int | None) -> None:
-        self.agent_id = agent_id
-        self.from_turn = from_turn
-        self.until_turn = until_turn
-        self.previous: tuple[int | None, Prompt | None] | None = None  # turn and prompt of the last one
-        self.calls: tuple[int | None, int] = (None, 0)
-
-    def wanted(self, turn: int | None) -> bool:
-        if turn is None:
-            return self.from_turn is None and self.until_turn is None
-        return (self.from_turn is None or turn >= self.from_turn) and (
-            self.until_turn is None or turn <= self.until_turn
-        )
-
-    def check(
-        self, state: ProjectionState, record: r.Record, body: r.PromptRendered, evidence: EvidenceView
-    ) -> PromptCheck:
-        turn = record.turn
-        call = self.calls[1] + 1 if self.calls[0] == turn else 1
-        self.calls = (turn, call)
-        first = self.previous is None or self.previous[0] != turn
-        head = PromptCheck(
-            seq=record.seq,
-            turn=turn,
-            call=call,
-            status="unconfigured",
-            recorded_hash=body.prompt_hash,
-            first_in_turn=first,
-        )
-        if not body.render_config:
-            self.previous = (turn, None)
-            return msgspec.structs.replace(
-                head, reasons=("recorded without a render_config: its budget and config are unknown",)
-            )
-        budget, config = config_from_recorded(body.render_config, where=f"seq {record.seq}")
-        reasons = version_changes(body.render_config)
+    def __getattr__(name: str) -> object:
+        """Any other name the module held (``config_from_recorded``, ``Reader``, ...), from its new home."""
+        if name.startswith("__"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         try:
-            get_estimator(config.estimator)
-        except ValueError:  # named in ``reasons``: a tokenizer extra missing here, or a newer holon's
-            self.previous = (turn, None)
-            return msgspec.structs.replace(head, status="not_comparable", reasons=reasons)
-        prompt = build_context(state, budget, config, agent_id=self.agent_id, history=evidence)
-        rendered = prompt.prompt_hash
-        status: PromptStatus = "reproduced" if rendered == body.prompt_hash else "differs"
-        if status == "differs" and reasons:
-            status = "not_comparable"
-        shared: int | None = None
-        place: str | None = None
-        changed: tuple[str, ...] = ()
-        if self.previous is not None and self.previous[1] is not None:
-            shared, place = shared_prefix(self.previous[1], prompt)
-            changed = _identity_changes(self.previous[1], prompt)
-        self.previous = (turn, prompt)
-        return msgspec.structs.replace(
-            head,
-            status=status,
-            reasons=reasons if status != "reproduced" else (),
-            rendered_hash=rendered,
-            tokens=prompt.plan.total_tokens,
-            shared=shared,
-            breaks_at=place,
-            changed=changed,
-        )
-
-
-def check_prompts_of(
-    read: Reader,
-    *,
-    agent_id: str,
-    projection: ProjectionConfig | None = None,
-    from_turn: int | None = None,
-    until_turn: int | None = None,
-    blobs: Callable[[str], bytes] | None = None,
-    older: Callable[[int, int], Iterable[r.Record]] | None = None,
-) -> Iterator[PromptCheck]:
-    """:func:`check_prompts` of the records ``read()`` gives, read in passes rather than held.
-
-    ``blobs`` reads a blob's bytes (the ledger's ``get_blob``), so a history shows the outputs
-    stored there as the agent's prompts did; ``older(from_seq, to_seq)`` reads records by seq
-    (the ledger's ``read``) for a history reaching back past the evidence the fold keeps
-    (by default ``read()`` is scanned for them).
-
-    A first pass learns the projection config the ledger's prompts record (unless
-    ``projection`` is given) and, when ``from_turn`` or ``until_turn`` is given, the
-    ledger's first and last turn; the second folds and renders. A range that selects no
-    turn of the ledger (``from_turn`` after its last turn, ``until_turn`` before its first,
-    ``from_turn`` after ``until_turn``, any range in a ledger of no turns) is a UsageError
-    naming the turns it holds: a mistyped number would otherwise read as "nothing to
-    check". Raised here, by the call, before the first check is yielded: a caller that
-    prints as it iterates has printed nothing yet.
-    """
-    if from_turn is not None and until_turn is not None and from_turn > until_turn:
-        raise UsageError(f"--from-turn {from_turn} is after --until-turn {until_turn}: nothing to check")
-    ranged = from_turn is not None or until_turn is not None
-    # The lowest and highest turn the ledger's turn_started records name, when a range is checked.
-    held: list[int] = []
-
-    def turns_seen() -> Iterator[r.Record]:
-        for record in read():
-            turn = record.turn
-            if turn is not None and type(record.body) is r.TurnStarted:
-                held[:] = [min(held[0], turn), max(held[1], turn)] if held else [turn, turn]
-            yield record
-
-    if projection is not None and not ranged:
-        config = projection
-    else:
-        records = turns_seen() if ranged else read()
-        if projection is None:
-            config = projection_config_of(records)
-        else:
-            config = projection
-            for _ in records:
-                pass
-    if ranged:
-        _check_range(from_turn, until_turn, (held[0], held[1]) if held else None)
-    if older is None:
-        older = records_by_scan(read)
-    return _checks(
-        read, _Checker(agent_id, from_turn, until_turn), config, until_turn, blobs=blobs, older=older
-    )
-
-
-def _check_range(from_turn: int | None, until_turn: int | None, held: tuple[int, int] | None) -> None:
-    """Refuse a turn range that selects none of the turns ``held`` (the first and last; ``None``: none)."""
-    named = (("from-turn", from_turn), ("until-turn", until_turn))
-    asked = " ".join(f"--{name} {turn}" for name, turn in named if turn is not None)
-    if held is None:
-        raise UsageError(f"{asked}: this ledger has no turns yet, so no prompt of a turn to check")
-    first, last = held
-    if from_turn is not None and from_turn > last:
-        raise UsageError(
-            f"--from-turn {from_turn} is after the ledger's last turn: it holds turns {first}..{last}; "
-            "nothing to check"
-        )
-    if until_turn is not None and until_turn < first:
-        raise UsageError(
-            f"--until-turn {until_turn} is before the ledger's first turn: it holds turns {first}..{last}; "
-            "nothing to check"
-        )
-
-
-#: Evidence the check keeps in memory for the histories it renders again (older records
-#: are read back by range), so its memory stays flat however long the ledger.
-_CHECK_CHARS: Final = 1 << 20
-
-
-def _checks(
-    read: Reader,
-    checker: _Checker,
-    config: ProjectionConfig,
-    until_turn: int | None,
-    *,
-    blobs: Callable[[str], bytes] | None,
-    older: Callable[[int, int], Iterable[r.Record]],
-) -> Iterator[PromptCheck]:
-    """The fold of :func:`check_prompts_of`: each wanted prompt, rendered again and checked."""
-    state = initial_state(config)
-    # The evidence the histories are read from, as the agent kept it (each render reads only
-    # the records before its own position).
-    evidence = EvidenceBuffer(blob=blobs, older=older, max_chars=_CHECK_CHARS)
-    # The newest prompt before the range, with the state it renders from: rendered when the
-    # range's first prompt comes, so that one is compared with what came before it as well.
-    before: tuple[ProjectionState, r.Record, r.PromptRendered] | None = None
-    for record in read():
-        body = record.body
-        if isinstance(body, r.PromptRendered):
-            if checker.wanted(record.turn):
-                if before is not None:
-                    checker.check(*before, evidence)
-                    before = None
-                yield checker.check(state, record, body, evidence)
-            elif checker.previous is None:
-                before = (state, record, body)
-            elif until_turn is not None and record.turn is not None and record.turn > until_turn:
-                return
-        state = apply(state, record)
-        evidence.add(record)
-
-
-def check_prompts(
-    records: Sequence[r.Record],
-    *,
-    agent_id: str,
-    projection: ProjectionConfig | None = None,
-    from_turn: int | None = None,
-    until_turn: int | None = None,
-) -> Iterator[PromptCheck]:
-    """Every recorded prompt of ``records`` (from seq 0, in order), rendered again and checked.
-
-    Each ``prompt_rendered`` record is rendered from the state the records before it fold
-    to, with the budget and render config it records — exactly as ``holon render
-    --at-turn`` renders one — and yields a :class:`PromptCheck`; feed them to a
-    :class:`PromptsSummary` for totals. ``from_turn`` / ``until_turn`` limit the prompts
-    checked (the fold still starts at seq 0). Folded under ``projection``, or (by default)
-    the projection config the records' prompts record.
-    """
-    return check_prompts_of(
-        lambda: records, agent_id=agent_id, projection=projection, from_turn=from_turn, until_turn=until_turn
-    )
+            return getattr(_prompts, name)
+        except AttributeError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -20,15 +20,10 @@ from holon.errors import HolonError, UsageError
 from holon.ledger import Ledger
 from holon.projections import ProjectionConfig
 from holon.replay import (
-    _INPUT_ROLES,
     DEFAULT_BUDGET,
     MemoryView,
     PromptAt,
     RenderOverrides,
-    _median,
-    _memory_view,
-    _recorded_settings,
-    _render_next,
     append_evidence,
     find_turn,
     ledger_stats,
@@ -41,6 +36,10 @@ from holon.replay import (
     state_after,
     turn_spans,
 )
+from holon.replay.memory import _memory_view
+from holon.replay.prompts import _recorded_settings, _render_next
+from holon.replay.stats import _median
+from holon.replay.turns import INPUT_ROLES
 from holon.runtime import AgentConfig, checkpoint_resume
 from tests.cli_support import build_ledger, fixture_names, invoke, live_records, tree_bytes, write_jsonl
 from tests.ledger_support import AGENT, message, peak_memory, tool_output
@@ -158,7 +157,7 @@ def _prompt_reference(records: list[r.Record], turn: int, call: int, agent_id: s
         end = span.start + 1
         while end < span.end:
             body = records[end].body
-            if not (isinstance(body, r.Message) and body.role in _INPUT_ROLES):
+            if not (isinstance(body, r.Message) and body.role in INPUT_ROLES):
                 break
             end += 1
         return msgspec.structs.replace(_next_reference(records[:end], agent_id, projection), turn=turn)

@@ -1,4 +1,4 @@
-"""`holon prompts` and holon.prompt_check: every recorded prompt rendered again and compared."""
+"""`holon prompts` and holon.replay's prompt check: every recorded prompt rendered again and compared."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from holon.context.estimator import get_estimator
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
 from holon.context.render import RENDER_VERSION
 from holon.ledger import Ledger
-from holon.prompt_check import APPENDED, PromptsSummary, check_prompts, shared_prefix
-from holon.replay import prompt_at
+from holon.replay import APPENDED, PromptsSummary, check_prompts, prompt_at, shared_prefix
 from holon.runtime import Agent, AgentConfig
 from tests.cli_support import build_ledger, invoke, live_records, write_jsonl
 from tests.runtime_support import ledger_records

@@ -32,13 +32,12 @@ ALLOWED_HOLON = {
     # Below the renderer, which ranks with its episode index: one tokenizer and scorer, the
     # episode index and memory search (which folds work item records to know the active one).
     "search": {"records", "errors", "projections"},
-    "prompt_check": {"records", "errors", "projections", "context", "replay"},
+    # Deprecated: re-exports the prompt check, now holon.replay's (one release).
+    "prompt_check": {"replay"},
     # `holon simulate`: a ledger's evidence rendered under holon, written as a new ledger.
     "simulate": {"records", "errors", "ledger", "projections", "context", "replay"},
-
     # The run report draws what the audit tables hold (docs/report.md).
     "report": {"errors", "ledger", "audit"},
-
     # Frameworks' adapters: library users compose them as they would the runtime.
     "integrations": {"_version", "records", "errors", "ledger", "context", "runtime", "search"},
     "cli": {
@@ -56,9 +55,7 @@ ALLOWED_HOLON = {
         "progress",
         "prompt_check",
         "simulate",
-
         "report",
-
         "integrations",
     },
 }
@@ -74,9 +71,8 @@ ALLOWED_THIRD_PARTY = {
     "testing": {"msgspec", "blake3"},
     "replay": {"msgspec"},
     "search": {"msgspec"},
-    "prompt_check": {"msgspec"},
+    "prompt_check": set(),
     "simulate": {"msgspec", "blake3"},
-
     "report": {"msgspec", "duckdb"},
     "progress": {"click"},
     "cli": {"msgspec", "click"},
@@ -103,6 +99,34 @@ WITHIN = {
         "bm25": set(),  # the one scorer
         "episodes": {"terms", "bm25"},
         "memory": {"terms", "bm25", "episodes"},  # an episode is a document, its text as selection's
+    },
+    # One module per job; the fold helpers below the jobs (turns, config, reading, resume)
+    # import only those beneath them.
+    "replay": {
+        "__init__": {
+            "config",
+            "evidence",
+            "imported",
+            "memory",
+            "passes",
+            "prompts",
+            "reading",
+            "refs",
+            "resume",
+            "stats",
+            "turns",
+        },
+        "turns": set(),
+        "config": set(),
+        "reading": {"config", "turns"},
+        "resume": {"config", "reading"},
+        "refs": set(),
+        "imported": set(),
+        "passes": {"config", "reading", "turns"},
+        "memory": {"config", "reading", "resume", "turns"},
+        "prompts": {"config", "reading", "resume", "turns"},
+        "stats": {"config", "resume"},
+        "evidence": {"config", "reading", "resume"},
     },
 }
 # The ledger's store is a facade over parts with one job each; they share only the writer's
