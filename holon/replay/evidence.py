@@ -135,8 +135,14 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
         )
     if record.turn is not None and record.turn < 0:
         raise InvalidRecord(f"turn {record.turn} is negative", where=where, field="turn")
-    body = record.body
-    if isinstance(body, r.PromptRendered) and body.render_config:
+    if isinstance(record.body, r.PromptRendered):
+        _check_prompt(record.body, folded, where)
+    _check_turn(record, folded, where)
+
+
+def _check_prompt(body: r.PromptRendered, folded: ProjectionState, where: str) -> None:
+    """Refuse a prompt under another projection config, or showing what the ledger has not derived."""
+    if body.render_config:
         recorded = recorded_projection(body.render_config, where=where)
         if recorded is not None and recorded != folded.config:
             # The refresh would go on deriving under the folded config: the ledger would
@@ -147,7 +153,7 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
                 where=where,
                 field="body.render_config.projection",
             )
-    if isinstance(body, r.PromptRendered) and (
+    if (
         body.working_memory_revision > folded.memory.revision
         or body.compression_epoch > folded.memory.compression_epoch
     ):
@@ -164,6 +170,10 @@ def _check_evidence(record: r.Record, folded: ProjectionState, last_ts: int, whe
             if body.working_memory_revision > folded.memory.revision
             else "body.compression_epoch",
         )
+
+
+def _check_turn(record: r.Record, folded: ProjectionState, where: str) -> None:
+    """Refuse a record that opens, closes or names a turn as the runtime never would."""
     turn = folded.runtime.turn
     is_open = turn is not None and turn.open
     if isinstance(record.body, r.TurnEnded) and not is_open:
@@ -271,6 +281,18 @@ def _named_input(
     )
 
 
+def _folded_to_head(ledger: Ledger, state: ProjectionState | None) -> ProjectionState:
+    """``state``, or ``ledger`` folded when it is omitted; UsageError unless it is folded to the head."""
+    # Two streaming reads rather than one held in memory: the config comes before the fold.
+    folded = state if state is not None else state_after(ledger.read(), projection_config_of(ledger.read()))
+    head = ledger.head()[0]
+    if folded.seq != head:
+        raise UsageError(
+            f"append_evidence: the state is folded to seq {folded.seq} but the ledger's head is seq {head}"
+        )
+    return folded
+
+
 def append_evidence(
     ledger: Ledger,
     records: Iterable[r.Record],
@@ -304,14 +326,8 @@ def append_evidence(
     names input record ``n`` in errors (default ``input record n``; the CLI passes the
     line of the file).
     """
-    # Two streaming reads rather than one held in memory: the config comes before the fold.
-    folded = state if state is not None else state_after(ledger.read(), projection_config_of(ledger.read()))
-    next_seq = ledger.head()[0] + 1
-    if folded.seq != next_seq - 1:
-        raise UsageError(
-            f"append_evidence: the state is folded to seq {folded.seq} "
-            f"but the ledger's head is seq {next_seq - 1}"
-        )
+    folded = _folded_to_head(ledger, state)
+    next_seq = folded.seq + 1
     out: list[r.Record] = []
     numbers: dict[int, int] = {}  # seq -> the input record's number, for the ledger's errors
 

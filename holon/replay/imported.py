@@ -46,6 +46,24 @@ def _same_body(stored: r.Body, given: r.Body) -> bool:
     )
 
 
+def _alike(held: r.Record, anchor: r.Record, given: r.Record, given_anchor: r.Record) -> bool:
+    """``held`` is ``given`` shifted as ``anchor`` is from ``given_anchor`` (ts, turn), same body."""
+    if held.kind != given.kind or held.ts - anchor.ts != given.ts - given_anchor.ts:
+        return False
+    if (held.turn is None) != (given.turn is None):
+        return False
+    # Turns shift alike (whether an anchor has one was checked with the anchors themselves).
+    if (
+        held.turn is not None
+        and given.turn is not None
+        and anchor.turn is not None
+        and given_anchor.turn is not None
+        and held.turn - anchor.turn != given.turn - given_anchor.turn
+    ):
+        return False
+    return _same_body(held.body, given.body)
+
+
 def imported_prefix(
     ledger: Ledger,
     records: Sequence[r.Record],
@@ -86,33 +104,16 @@ def imported_prefix(
                 tail.append(record)
         return tail[i]
 
-    def alike(held: r.Record, anchor: r.Record, given: r.Record, given_anchor: r.Record) -> bool:
-        """``held`` is ``given`` shifted as ``anchor`` is from ``given_anchor`` (ts, turn), same body."""
-        if held.kind != given.kind or held.ts - anchor.ts != given.ts - given_anchor.ts:
-            return False
-        if (held.turn is None) != (given.turn is None):
-            return False
-        # Turns shift alike (whether an anchor has one was checked with the anchors themselves).
-        if (
-            held.turn is not None
-            and given.turn is not None
-            and anchor.turn is not None
-            and given_anchor.turn is not None
-            and held.turn - anchor.turn != given.turn - given_anchor.turn
-        ):
-            return False
-        return _same_body(held.body, given.body)
-
     last = back(0)
     if last is None:  # derived records alone: no import's
         return None
     for end in range(len(records) - 1, -1, -1):  # the ledger's last evidence record is records[end]
-        if not alike(last, last, records[end], records[end]):
+        if not _alike(last, last, records[end], records[end]):
             continue
         matched = True
         for i in range(1, end + 1):
             held = back(i)
-            if held is None or not alike(held, last, records[end - i], records[end]):
+            if held is None or not _alike(held, last, records[end - i], records[end]):
                 matched = False
                 break
         if not matched:

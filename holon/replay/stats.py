@@ -98,6 +98,51 @@ def _median(ordered: list[tuple[int, int]], count: int) -> float | int:
     return (nth(middle - 1) + nth(middle)) / 2
 
 
+class _PromptTally:
+    """What :func:`ledger_stats` counts of the recorded prompts, one ``PromptRendered`` at a time."""
+
+    def __init__(self) -> None:
+        self.totals: Counter[int] = Counter()
+        self.section_tokens: dict[str, Counter[int]] = {}
+        self.section_forms: dict[str, list[int]] = {}
+        self.reasons: dict[str, int] = {}
+        self.keys: set[str] = set()
+        self.changes = self.evictions = 0
+        self.last_key: str | None = None
+
+    def add(self, body: r.PromptRendered) -> None:
+        """Count one recorded prompt."""
+        self.totals[body.total_tokens] += 1
+        for s in body.sections:
+            self.section_tokens.setdefault(s.section, Counter())[s.tokens] += 1
+            forms = self.section_forms.setdefault(s.section, [0, 0])
+            forms[0] += s.form in ("compact", "truncated")
+            forms[1] += s.form == "omitted"
+        self.evictions += len(body.omitted)
+        for o in body.omitted:
+            self.reasons[o.reason] = self.reasons.get(o.reason, 0) + 1
+        self.keys.add(body.cache_key)
+        self.changes += self.last_key is not None and body.cache_key != self.last_key
+        self.last_key = body.cache_key
+
+    def sections(self) -> tuple[SectionStats, ...]:
+        """Each section's tokens, in the renderer's section order (unknown sections last, by name)."""
+        order = {name: i for i, name in enumerate(SECTION_ORDER)}
+        return tuple(
+            _section_stats(name, self.section_tokens[name], *self.section_forms[name])
+            for name in sorted(self.section_tokens, key=lambda n: (order.get(n, len(order)), n))
+        )
+
+    def causes(self) -> dict[str, int]:
+        """The omissions counted by cause, most first."""
+        # Reasons name their item (a decision, a file): counted by reason, a summary has a row per
+        # item; by cause (holon.context.causes), one per kind of omission, as the audit counts.
+        causes: Counter[str] = Counter()
+        for reason, n in self.reasons.items():
+            causes[omission_cause(reason)] += n
+        return dict(sorted(causes.items(), key=lambda item: (-item[1], item[0])))
+
+
 def ledger_stats(
     records: Iterable[r.Record], *, projection: ProjectionConfig | None = None, resume: Resume | None = None
 ) -> LedgerStats:
@@ -111,13 +156,8 @@ def ledger_stats(
     records, projection = projection_of(records, projection)
     by_kind: dict[str, int] = {}
     outcomes: dict[str, int] = {}
-    section_tokens: dict[str, Counter[int]] = {}
-    section_forms: dict[str, list[int]] = {}
-    totals: Counter[int] = Counter()
-    reasons: dict[str, int] = {}
-    keys: set[str] = set()
-    changes = evictions = blobs = count = unknown = calls = 0
-    last_key: str | None = None
+    prompts = _PromptTally()
+    blobs = count = unknown = calls = 0
     # Intents whose call id no result has answered yet (a result answers every intent with
     # its id, before or after it), rather than every intent: most are answered.
     unanswered: dict[str, int] = {}
@@ -148,29 +188,9 @@ def ledger_stats(
                 unknown += body.status == "unknown"
             blobs += body.blob is not None
         elif isinstance(body, r.PromptRendered):
-            totals[body.total_tokens] += 1
-            for s in body.sections:
-                section_tokens.setdefault(s.section, Counter())[s.tokens] += 1
-                forms = section_forms.setdefault(s.section, [0, 0])
-                forms[0] += s.form in ("compact", "truncated")
-                forms[1] += s.form == "omitted"
-            evictions += len(body.omitted)
-            for o in body.omitted:
-                reasons[o.reason] = reasons.get(o.reason, 0) + 1
-            keys.add(body.cache_key)
-            changes += last_key is not None and body.cache_key != last_key
-            last_key = body.cache_key
+            prompts.add(body)
     unknown += sum(unanswered.values())
-    # Reasons name their item (a decision, a file): counted by reason, a summary has a row per
-    # item; by cause (holon.context.causes), one per kind of omission, as the audit counts.
-    causes: Counter[str] = Counter()
-    for reason, n in reasons.items():
-        causes[omission_cause(reason)] += n
-    order = {name: i for i, name in enumerate(SECTION_ORDER)}
-    sections = tuple(
-        _section_stats(name, section_tokens[name], *section_forms[name])
-        for name in sorted(section_tokens, key=lambda n: (order.get(n, len(order)), n))
-    )
+    totals = prompts.totals
     return LedgerStats(
         records=count,
         by_kind=dict(sorted(by_kind.items())),
@@ -180,12 +200,12 @@ def ledger_stats(
         unknown_outcomes=unknown,
         prompts=totals.total(),
         prompt_tokens=_section_stats("total", totals, 0, 0) if totals else None,
-        sections=sections,
-        evictions=evictions,
-        evictions_by_reason=dict(sorted(reasons.items())),
-        evictions_by_cause=dict(sorted(causes.items(), key=lambda item: (-item[1], item[0]))),
-        cache_keys=len(keys),
-        cache_key_changes=changes,
+        sections=prompts.sections(),
+        evictions=prompts.evictions,
+        evictions_by_reason=dict(sorted(prompts.reasons.items())),
+        evictions_by_cause=prompts.causes(),
+        cache_keys=len(prompts.keys),
+        cache_key_changes=prompts.changes,
         revision=state.memory.revision,
         compression_epoch=state.memory.compression_epoch,
         episodes=state.memory.archived_episodes,
