@@ -115,6 +115,7 @@ WITHIN = {
             "resume",
             "stats",
             "turns",
+            "verify",
         },
         "turns": set(),
         "config": set(),
@@ -127,6 +128,7 @@ WITHIN = {
         "prompts": {"config", "reading", "resume", "turns"},
         "stats": {"config", "resume"},
         "evidence": {"config", "reading", "resume"},
+        "verify": {"config"},
     },
 }
 # The ledger's store is a facade over parts with one job each; they share only the writer's

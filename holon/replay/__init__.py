@@ -1,7 +1,7 @@
 """Replaying a ledger: memory turn by turn, past prompts, plans, statistics and restoration.
 
 This is the library behind ``holon replay``, ``render``, ``explain``, ``memory``,
-``episodes``, ``stats``, ``prompts``, ``get``, ``append`` and ``import``;
+``episodes``, ``stats``, ``prompts``, ``get``, ``verify``, ``append`` and ``import``;
 everything here is usable without the CLI. It is an edge package: it reads ledgers (I/O)
 and composes the pure layers — :mod:`holon.projections` folds, :mod:`holon.context`
 renders. It may import :mod:`holon.records`, :mod:`holon.errors`, :mod:`holon.ledger`,
@@ -32,6 +32,8 @@ from the modules:
   every ``turn_ended`` the post-turn refresh's derived records follow, so the result verifies.
 - ``imported`` — :func:`imported_prefix`: how much of an import a ledger already ends with
   (an import cut short by a full disk, or one already complete), so that it can be continued.
+- ``verify`` — :func:`verify_ledger`: storage verification, then replay verification of the
+  derived records (``holon verify``).
 
 Functions take records (any iterable, in seq order) rather than a ledger where they
 can, so a caller decides how to read them (all at once, with a progress bar, ...). They
@@ -74,6 +76,7 @@ from holon.replay.refs import LedgerRefSource
 from holon.replay.resume import Checkpoints, Resume, ledger_projection
 from holon.replay.stats import LedgerStats, SectionStats, ledger_stats
 from holon.replay.turns import TurnSpan, find_turn, turn_spans
+from holon.replay.verify import LedgerVerification, verify_ledger
 
 __all__ = [
     "APPENDED",
@@ -82,6 +85,7 @@ __all__ = [
     "ImportedPrefix",
     "LedgerRefSource",
     "LedgerStats",
+    "LedgerVerification",
     "MemoryView",
     "PromptAt",
     "PromptCheck",
@@ -120,6 +124,7 @@ __all__ = [
     "state_after",
     "state_to_append_to",
     "turn_spans",
+    "verify_ledger",
     "version_changes",
 ]
 
