@@ -59,8 +59,7 @@ if TYPE_CHECKING:
     import holon.records as r
     from holon.ledger import DamagedTail, Ledger, VerifyReport
     from holon.projections import ProjectionConfig, ProjectionState, VerificationReport
-    from holon.prompt_check import PromptCheck, PromptsSummary
-    from holon.replay import Checkpoints, PromptAt, Reader, Replay, TurnReplay
+    from holon.replay import Checkpoints, PromptAt, PromptCheck, PromptsSummary, Reader, Replay, TurnReplay
 
 __all__ = [
     "EXIT_CHECK_FAILED",
@@ -2104,7 +2103,7 @@ def prompts(
 
     Example: holon prompts runs/agent-7 --from-turn 100 --check
     """
-    from holon.prompt_check import PromptsSummary, check_prompts_of
+    from holon.replay import PromptsSummary, check_prompts_of
 
     summary = PromptsSummary()
     named: list[PromptCheck] = []
@@ -2309,7 +2308,7 @@ def _share(part: int, whole: int) -> str:
 
 def _prompt_line(item: PromptCheck) -> str:
     """One prompt of `holon prompts`: where it is, whether it reproduced, what it shared."""
-    from holon.prompt_check import APPENDED
+    from holon.replay import APPENDED
 
     turn = f"turn {item.turn}" if item.turn is not None else "no turn"
     parts = [f"{turn} call {item.call}", f"seq {item.seq}", _STATUS_TEXT[item.status]]
