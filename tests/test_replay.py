@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
 import msgspec
 import pytest
 
+import holon.replay
 from holon import records as r
 from holon.context import restore, restore_bytes
 from holon.errors import InvalidRecord, RefNotFound, UsageError
@@ -294,3 +297,25 @@ def test_append_evidence_appends_the_episode_a_writer_died_before(tmp_path: Path
     assert stored[-2].body == episode.body
     report = verify_derivations(stored)
     assert report.ok and not report.pending_refresh, report
+
+
+def test_the_prompt_check_module_of_before_the_package_imports_with_a_warning() -> None:
+    sys.modules.pop("holon.prompt_check", None)  # imported afresh: the warning is the import's
+    with pytest.warns(DeprecationWarning, match=r"holon\.prompt_check is deprecated"):
+        old = importlib.import_module("holon.prompt_check")
+    assert old.check_prompts is holon.replay.check_prompts
+    assert old.PromptsSummary is holon.replay.PromptsSummary
+    assert old.config_from_recorded is holon.replay.config_from_recorded  # a name it had imported
+    with pytest.raises(AttributeError, match=r"module 'holon\.prompt_check' has no attribute 'nothing'"):
+        old.nothing  # noqa: B018
+
+
+def test_a_name_replay_py_only_imported_resolves_with_a_warning_naming_its_home() -> None:
+    with pytest.warns(DeprecationWarning, match=r"import it from holon\.ledger$"):
+        assert holon.replay.Ledger is Ledger
+    with pytest.warns(DeprecationWarning, match=r"import it from holon\.projections$"):
+        assert holon.replay.fold is fold
+    with pytest.warns(DeprecationWarning):
+        assert holon.replay.r is r
+    with pytest.raises(AttributeError, match=r"module 'holon\.replay' has no attribute 'nothing'"):
+        holon.replay.nothing  # noqa: B018
