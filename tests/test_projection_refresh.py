@@ -15,6 +15,8 @@ from holon.projections import (
     WorkingMemorySnapshot,
     delta_lines,
     derive_snapshot,
+    derived_after,
+    derived_before,
     post_turn_refresh,
     refresh_before_prompt,
     refresh_working_memory,
@@ -206,6 +208,60 @@ def test_refresh_outside_a_turn_end_is_a_usage_error() -> None:
     live.append(r.Message(role="user", text="late"), in_turn=False)
     with pytest.raises(UsageError):
         post_turn_refresh(live.state)
+
+
+# --------------------------------------------------------------------------- the write rule
+
+
+def test_a_turn_ended_brings_the_post_turn_refresh_after_it() -> None:
+    live = LiveLedger(ProjectionConfig(turn_cap=1))
+    live.start_turn()
+    message = live.append(r.Message(role="user", text="hello"))
+    assert derived_after(live.state, message) == ()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    ended = live.append(r.TurnEnded(outcome="completed"))  # folded alone: end_turn would refresh
+    delta, episode = derived_after(live.state, ended)
+    assert (delta.kind, episode.kind) == ("working_memory_delta", "context_episode")
+    assert [(d.ts, d.turn, d.seq) for d in (delta, episode)] == [(ended.ts, ended.turn, -1)] * 2
+    assert isinstance(delta.body, r.WorkingMemoryDelta) and delta.body.reason == "active_work_changed"
+    assert isinstance(episode.body, r.ContextEpisodeRecord) and episode.body.to_seq == ended.seq
+
+
+def test_a_prompt_rendered_brings_the_refresh_first_when_working_memory_is_untrue() -> None:
+    live = LiveLedger()
+    _turn(
+        live,
+        r.WorkItem(id="W1", objective="o", state="active"),
+        r.Decision(id="d1", text="dump", work_item_id="W1"),
+    )
+    live.start_turn()
+    live.render()
+    assert derived_before(live.state, "prompt_rendered", tail_ts=1) == ()  # nothing untrue yet
+    live.append(r.Decision(id="d1", text="replicate", work_item_id="W1"))
+    (record,) = derived_before(live.state, "prompt_rendered", tail_ts=123)
+    assert (record.kind, record.ts, record.turn, record.seq) == ("working_memory_delta", 123, live.turn, -1)
+    assert isinstance(record.body, r.WorkingMemoryDelta) and record.body.reason == "superseded"
+    assert record.body.lines == ("decision d1 revised: replicate",)
+    # Only a prompt brings it: any other record is written as it comes.
+    assert derived_before(live.state, "message", tail_ts=123) == ()
+    assert derived_before(live.state, tail_ts=123) == ()
+
+
+def test_an_owed_refresh_comes_before_any_record() -> None:
+    live = LiveLedger(ProjectionConfig(turn_cap=1))
+    live.start_turn()
+    live.append(r.WorkItem(id="W1", objective="o", state="active"))
+    ended = live.append(r.TurnEnded(outcome="completed"))  # folded alone: end_turn would refresh
+    owed = derived_after(live.state, ended)
+    # Its writer died right after the turn_ended: whatever comes next, the refresh comes first.
+    for kind in (None, "turn_started", "prompt_rendered"):
+        assert derived_before(live.state, kind, tail_ts=ended.ts) == owed
+    # Died between the delta and the episode: the episode is still owed.
+    live.append(owed[0].body, step_ms=0)
+    (episode,) = derived_before(live.state, "turn_started", tail_ts=ended.ts)
+    assert episode.body == owed[1].body and (episode.ts, episode.turn) == (ended.ts, ended.turn)
+    live.append(episode.body, step_ms=0)
+    assert derived_before(live.state, "prompt_rendered", tail_ts=ended.ts) == ()
 
 
 # --------------------------------------------------------------------------- before a prompt

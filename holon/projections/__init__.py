@@ -13,6 +13,8 @@ same state, snapshots, deltas and episodes in any process. See docs/memory-model
   (:func:`owed_refresh`: what of it a ledger cut short still owes);
   :func:`refresh_before_prompt` — the mid-turn refresh when working memory states
   something the turn made untrue (:func:`superseded_fields`).
+- :func:`derived_before` / :func:`derived_after` — the one rule every writer follows: which
+  of those derived records a record brings with it, before and after it.
 - :func:`verify_derivations` — replay verification; :func:`unstated_config_derives` — what a
   ledger that states no config lacks under one.
 - :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes;
@@ -30,6 +32,7 @@ from holon.projections.checkpoint import (
     restore_checkpoint,
 )
 from holon.projections.config import DEFAULT_CONFIG, PROJECTION_VERSION, ProjectionConfig, stated_config
+from holon.projections.derive import derived_after, derived_before
 from holon.projections.memory import (
     ARCHIVE_CHUNK,
     ActiveEpisodeBuilder,
@@ -165,6 +168,8 @@ __all__ = [
     "decode_archive_chunk",
     "delta_lines",
     "derive_snapshot",
+    "derived_after",
+    "derived_before",
     "derived_work",
     "diff_records",
     "encode_archive_chunk",
