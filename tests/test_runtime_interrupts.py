@@ -85,17 +85,17 @@ def test_a_post_turn_refresh_cut_short_stops_the_agent_until_reopened(
     # Interrupted after turn_ended and before its derived records, the agent let the next
     # turn start: the refresh of turn 1 was then missing for good and `holon verify`
     # reported the ledger divergent ("expected a derived working_memory_delta").
-    real_refresh = agent_module.post_turn_refresh
+    real_refresh = agent_module.derived_after
 
-    def interrupted(state: object) -> tuple[r.Record, ...]:
-        monkeypatch.setattr(agent_module, "post_turn_refresh", real_refresh)
+    def interrupted(state: object, record: r.Record) -> tuple[r.Record, ...]:
+        monkeypatch.setattr(agent_module, "derived_after", real_refresh)
         raise KeyboardInterrupt
 
     with _agent(tmp_path / "l") as agent:
         with pytest.raises(KeyboardInterrupt), agent.turn(input="one") as turn:
             _work(turn)
             turn.context()
-            monkeypatch.setattr(agent_module, "post_turn_refresh", interrupted)
+            monkeypatch.setattr(agent_module, "derived_after", interrupted)
         head = agent.ledger.head()
         with pytest.raises(UsageError, match=r"refresh of turn 1 was cut short.*open the ledger again"):
             agent.turn(input="two")

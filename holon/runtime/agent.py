@@ -69,10 +69,9 @@ from holon.projections import (
     WorkingMemorySnapshot,
     WorkingMemoryState,
     apply,
+    derived_after,
+    derived_before,
     initial_state,
-    owed_refresh,
-    post_turn_refresh,
-    refresh_before_prompt,
     stated_config,
     unstated_config_derives,
 )
@@ -578,10 +577,10 @@ class Agent:
         _check_projection(ledger, state, config.projection)
         agent = cls(ledger, state, tools, config=config, clock=clock)
         agent._chunks = chunks
-        # A crash between a turn_ended and the end of its refresh: append the rest on open.
-        agent._unfinished_refresh = owed_refresh(state)
         agent._last_ts = last_ts if folded else agent._last_record_ts()
         agent._tail_ts = agent._last_ts
+        # A crash between a turn_ended and the end of its refresh: append the rest on open.
+        agent._unfinished_refresh = derived_before(state, tail_ts=agent._tail_ts)
         index_rejected: EpisodeIndexRejected | None = None
         if checkpoint is not None and checkpoint_seq is not None:
             # Restored before recovery, so episodes its refresh archives are added to it.
@@ -667,7 +666,7 @@ class Agent:
             unknown.append(self._tools.unknown[-1])
             assert self._tools.unknown[-1].recorded_seq == stored.seq
         if open_turn is not None:
-            self._append(
+            ended = self._append(
                 r.TurnEnded(
                     outcome="interrupted",
                     error="the process ended while this turn was open; closed when the ledger was reopened",
@@ -675,7 +674,7 @@ class Agent:
                 open_turn,
                 ts=crashed_at,
             )
-            self._refresh()
+            self._refresh(ended)
             log.warning(
                 "ledger %s: turn %d was left open, closed as interrupted; %d tool call(s) of unknown outcome",
                 self._ledger.path,
@@ -926,7 +925,7 @@ class Agent:
         state = self._state
         for record in pending:
             state = apply(state, record)
-        for derived in refresh_before_prompt(state, ts=pending[-1].ts):
+        for derived in derived_before(state, r.PromptRendered.KIND, tail_ts=pending[-1].ts):
             # As Turn.context appends them, before it renders.
             stored = msgspec.structs.replace(derived, seq=state.seq + 1)
             pending.append(stored)
@@ -1072,10 +1071,11 @@ class Agent:
         ref = self._ledger.put_blob(data, preview=output[:_PREVIEW_CHARS], tail=output[-_PREVIEW_CHARS:])
         return msgspec.structs.replace(record, body=msgspec.structs.replace(body, output="", blob=ref))
 
-    def _refresh(self) -> tuple[r.Record, ...]:
-        """Run the post-turn refresh and append the derived records it returns."""
+    def _refresh(self, ended: r.Record) -> tuple[r.Record, ...]:
+        """Run the post-turn refresh after ``ended`` (its turn_ended) and append what it derives."""
         derived = tuple(
-            self._append(record.body, record.turn, ts=record.ts) for record in post_turn_refresh(self._state)
+            self._append(record.body, record.turn, ts=record.ts)
+            for record in derived_after(self._state, ended)
         )
         for record in derived:
             self._index_episode(record)
@@ -1096,13 +1096,13 @@ class Agent:
             with self._exclusive():
                 for call in list(turn.open_calls()):
                     call._abandon()
-                self._append(r.TurnEnded(outcome=outcome, error=error), turn.index)
+                ended = self._append(r.TurnEnded(outcome=outcome, error=error), turn.index)
                 try:
-                    derived = self._refresh()
+                    derived = self._refresh(ended)
                 except BaseException as exc:
                     # turn_ended is recorded without (all of) what its refresh derives: a next
                     # turn started after it would leave that refresh missing for good.
-                    # Reopening the ledger completes it (owed_refresh).
+                    # Reopening the ledger completes it (derived_before: the refresh owed).
                     self._stop(
                         f"the post-turn refresh of turn {turn.index} was cut short ({_error_text(exc)})"
                     )
@@ -1414,7 +1414,7 @@ class Turn:
         agent = self.agent
         prompt = self._prompt
         available = agent.config.budget.available
-        owed = refresh_before_prompt(agent._state, ts=agent._tail_ts)
+        owed = derived_before(agent._state, r.PromptRendered.KIND, tail_ts=agent._tail_ts)
         if prompt is None or owed or not rounds_fit(prompt.total_tokens, self._round_tokens, available):
             with agent._exclusive():
                 for record in owed:
