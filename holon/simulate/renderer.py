@@ -53,9 +53,9 @@ from holon.projections import (
     ProjectionConfig,
     ProjectionState,
     apply,
+    derived_after,
+    derived_before,
     initial_state,
-    post_turn_refresh,
-    refresh_before_prompt,
 )
 from holon.simulate.model_calls import ModelCalls
 from holon.simulate.prompts import CallPrompt, TokenCounter
@@ -175,7 +175,7 @@ class HolonSimulation:
         if isinstance(body, r.ToolResult | r.TaskResult) and body.blob is not None:
             self.blob_origin.setdefault(body.blob.hash, index)
         if record.kind == r.TurnEnded.KIND:
-            for derived in post_turn_refresh(self.state):
+            for derived in derived_after(self.state, self.records[seq]):
                 self._append(derived.body, derived.ts, derived.turn)
             # Keep the incremental episode index in step with the archive, as the runtime does.
             archive = self.state.memory.archive
@@ -303,7 +303,7 @@ class HolonSimulation:
             turn = self.state.runtime.turn.index if self.state.runtime.turn else None
             # The refresh the runtime runs before a prompt: working memory stated something
             # this turn made untrue, so it is refreshed and the prompt rendered again.
-            owed = refresh_before_prompt(self.state, ts=self.records[-1].ts)
+            owed = derived_before(self.state, r.PromptRendered.KIND, tail_ts=self.records[-1].ts)
             for derived in owed:
                 self._append(derived.body, derived.ts, derived.turn)
             for seq in range(rounded, len(self.records)):
