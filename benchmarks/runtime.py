@@ -61,7 +61,14 @@ import holon.records as r
 from holon.context import Budget, Prompt, build_context, cache_last_block, to_anthropic_messages
 from holon.context import render as render_module
 from holon.ledger import Ledger
-from holon.projections import DEFAULT_CONFIG, ProjectionState, apply, initial_state, post_turn_refresh
+from holon.projections import (
+    DEFAULT_CONFIG,
+    ProjectionState,
+    apply,
+    derived_after,
+    derived_before,
+    initial_state,
+)
 from holon.runtime import RECALL_TOOLS, Agent, AgentConfig
 from holon.runtime.checkpoints import ToolIndex, write_checkpoint
 
@@ -226,22 +233,27 @@ def _big_ledger(path: Path) -> tuple[int, float]:
     state: ProjectionState = initial_state(DEFAULT_CONFIG)
     tools = ToolIndex()
     batch: list[r.Record] = []
-    seq = 0
+    seq = tail_ts = 0
     with Ledger.create(path, agent_id="bench", fsync="never") as ledger:
 
-        def add(record: r.Record) -> None:
-            nonlocal state, seq
+        def add(record: r.Record) -> r.Record:
+            nonlocal state, seq, tail_ts
             stored = r.Record(body=record.body, ts=record.ts, turn=record.turn, seq=seq)
             seq += 1
+            tail_ts = stored.ts
             state = apply(state, stored)
             tools.apply(stored)
             batch.append(stored)
+            return stored
 
         for record in _million_records(_make_session()):
-            add(record)
+            # Each record with what it brings, as the runtime appends it (holon.projections.derive).
+            for derived in derived_before(state, record.kind, tail_ts=tail_ts):
+                add(derived)
+            stored = add(record)
+            for derived in derived_after(state, stored):
+                add(derived)
             if isinstance(record.body, r.TurnEnded):
-                for derived in post_turn_refresh(state):
-                    add(derived)
                 if len(batch) >= 20_000:
                     ledger.append_many(batch)
                     batch.clear()
