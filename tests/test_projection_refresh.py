@@ -227,7 +227,8 @@ def test_a_turn_ended_brings_the_post_turn_refresh_after_it() -> None:
     assert isinstance(episode.body, r.ContextEpisodeRecord) and episode.body.to_seq == ended.seq
 
 
-def test_a_prompt_rendered_brings_the_refresh_first_when_working_memory_is_untrue() -> None:
+def _decided_then_rendered() -> LiveLedger:
+    """W1 active with decision d1 from turn 1; turn 2 open and its prompt rendered."""
     live = LiveLedger()
     _turn(
         live,
@@ -236,6 +237,11 @@ def test_a_prompt_rendered_brings_the_refresh_first_when_working_memory_is_untru
     )
     live.start_turn()
     live.render()
+    return live
+
+
+def test_a_prompt_rendered_brings_the_refresh_first_when_working_memory_is_untrue() -> None:
+    live = _decided_then_rendered()
     assert derived_before(live.state, "prompt_rendered", tail_ts=1) == ()  # nothing untrue yet
     live.append(r.Decision(id="d1", text="replicate", work_item_id="W1"))
     (record,) = derived_before(live.state, "prompt_rendered", tail_ts=123)
@@ -327,14 +333,7 @@ def test_a_withdrawn_or_changed_statement_supersedes_it(change: dict[str, object
 
 
 def test_before_a_prompt_a_revised_decision_is_refreshed_out_of_working_memory() -> None:
-    live = LiveLedger()
-    _turn(
-        live,
-        r.WorkItem(id="W1", objective="o", state="active"),
-        r.Decision(id="d1", text="dump", work_item_id="W1"),
-    )
-    live.start_turn()
-    live.render()
+    live = _decided_then_rendered()
     revision = live.state.memory.revision
     assert refresh_before_prompt(live.state, ts=1) == ()  # nothing superseded yet
     live.append(r.Decision(id="d1", text="replicate", work_item_id="W1"))
