@@ -551,7 +551,7 @@ def longrun(turns: int = LONG_TURNS) -> None:
                 print(
                     f"turn {i:>6,}: {agent.seq + 1:>9,} records, p50 {_p50(times[-100:]):6.2f} ms "
                     f"(last 100 turns), RSS {_rss_mb():4.0f} MB; episodes {len(agent.memory.archive):,}, "
-                    f"idempotency keys {len(agent._tools.keys):,}, search documents "
+                    f"idempotency keys {len(agent._core.tools.keys):,}, search documents "
                     f"{len(agent._search) if agent._search is not None else 0:,}, count memo "
                     f"{held / 2**20:.1f} Mi chars",
                     flush=True,

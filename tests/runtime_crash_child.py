@@ -34,8 +34,9 @@ from typing import Any, Final
 import holon.records as r
 from holon.context import Prompt
 from holon.ledger import Ledger, segments, writer
-from holon.projections import post_turn_refresh
+from holon.projections import derived_after
 from holon.runtime import Agent, AgentConfig, Turn, checkpoints
+from holon.runtime.core import AgentCore
 from tests.runtime_support import load_daemon
 
 #: The config both the child and the parent use: a checkpoint every 4 turns and 16 KiB
@@ -126,7 +127,11 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
     real_open = Agent.open.__func__  # type: ignore[attr-defined]
 
     def open_(cls: type[Agent], *args: Any, **kwargs: Any) -> Agent:
-        agent: Agent = real_open(cls, *args, **kwargs)
+        state.opening = True
+        try:
+            agent: Agent = real_open(cls, *args, **kwargs)
+        finally:
+            state.opening = False
         phases.agent = agent
         return agent
 
@@ -172,19 +177,19 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
     daemon.Tools.execute = execute
 
     # turn_ended and the derived records of its refresh, as the runtime appends them.
-    real_append = Agent._append
+    real_append = AgentCore.append
     refresh_left = 0  # derived records of the running post-turn refresh not appended yet
 
-    def append(self: Agent, body: r.Body, turn: int | None, *, ts: int | None = None) -> r.Record:
+    def append(self: AgentCore, body: r.Body, turn: int | None, *, ts: int | None = None) -> r.Record:
         nonlocal refresh_left
         stored = real_append(self, body, turn, ts=ts)
-        if self.current_turn is None:
+        if getattr(state, "opening", False):
             # Agent.open repairing what a crash left: hold with what it appended so far
             # durable (the state a rollover at this record would leave on disk).
             phases.at("recovery", f"{stored.kind}@{stored.seq}", before_hold=self.ledger.flush)
             return stored
         if isinstance(body, r.TurnEnded):
-            refresh_left = len(post_turn_refresh(self.projection))
+            refresh_left = len(derived_after(self.state, stored))
         elif stored.kind in r.DERIVED_KINDS and refresh_left:
             refresh_left -= 1
         else:
@@ -196,7 +201,7 @@ def _install(phases: Phases, daemon: ModuleType) -> None:
             phases.at(phase, f"{stored.kind}@{stored.seq} left={left}", before_hold=self.ledger.flush)
         return stored
 
-    Agent._append = append  # type: ignore[method-assign]
+    AgentCore.append = append  # type: ignore[method-assign]
 
     # Checkpoint files: each is written to a temp file, fsynced and renamed into place.
     real_os = checkpoints.os

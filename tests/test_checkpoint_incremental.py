@@ -264,12 +264,12 @@ def _full_fold(path: Path) -> tuple[ProjectionState, bytes]:
     shutil.rmtree(copy / CHECKPOINT_DIR)
     with Agent.open(copy, config=_config(path)) as agent:
         assert agent.report.checkpoint_seq is None
-        return agent._state, agent.episodes.export()
+        return agent.projection, agent.episodes.export()
 
 
 def _opened(path: Path) -> tuple[Agent, ProjectionState]:
     agent = Agent.open(path, config=_config(path))
-    return agent, agent._state
+    return agent, agent.projection
 
 
 def _copy(ledger: Path, tmp_path: Path) -> Path:
@@ -648,7 +648,7 @@ def _fold_all(path: Path, into: Path) -> tuple[ProjectionState, bytes, list[tupl
     shutil.copytree(path, into)
     shutil.rmtree(into / CHECKPOINT_DIR)
     with Agent.open(into, config=_CK_CONFIG) as agent:
-        return agent._state, agent.episodes.export(), list(agent._tools.keys.items())
+        return agent.projection, agent.episodes.export(), list(agent._core.tools.keys.items())
 
 
 def _kill_at(monkeypatch: pytest.MonkeyPatch, kill_at: int, steps: list[str]) -> None:
@@ -705,18 +705,18 @@ def test_a_kill_at_every_step_of_a_checkpoint_falls_back_and_the_next_names_no_m
             else:
                 break  # every step was killed at once
             finally:
-                agent._ledger.close()  # the process is gone: its lock with it
+                agent.ledger.close()  # the process is gone: its lock with it
         where = f"killed {steps[-1]!r}"
         with Agent.open(path, config=_CK_CONFIG) as reopened:
             # A .ckpt is in place only with everything it names: none is rejected.
             assert reopened.report.rejected == (), where
             assert reopened.report.checkpoint_seq in (old_seq, reopened.seq), where
-            got = reopened._state, reopened.episodes.export(), list(reopened._tools.keys.items())
+            got = reopened.projection, reopened.episodes.export(), list(reopened._core.tools.keys.items())
             assert got == want, where
             reopened.checkpoint()
         with Agent.open(path, config=_CK_CONFIG) as again:
             assert again.report.rejected == () and again.report.checkpoint_seq == again.seq, where
-            assert again._state == want[0], where
+            assert again.projection == want[0], where
         (_, kept), *older = list_checkpoints(path)
         assert not older, where
         chunk_dir = path / CHECKPOINT_DIR / CHUNK_DIR

@@ -130,6 +130,21 @@ WITHIN = {
         "evidence": {"config", "reading", "resume"},
         "verify": {"config"},
     },
+    # The runtime: Agent (agent) and Turn (turn) share the write core (core) and neither
+    # reaches into the other; opening, the tool WAL (calls) and the id refusals are parts.
+    "runtime": {
+        "__init__": {"agent", "calls", "checkpoints", "core", "loop", "recall", "tools", "turn"},
+        "agent": {"calls", "checkpoints", "core", "opening", "recall", "turn"},
+        "turn": {"agent", "calls", "core", "recall", "refusals"},  # agent: for type hints only
+        "calls": {"core"},
+        "opening": {"checkpoints", "core"},
+        "core": {"checkpoints"},
+        "refusals": set(),
+        "loop": {"calls", "recall", "tools", "turn"},
+        "tools": {"recall"},
+        "recall": set(),
+        "checkpoints": set(),
+    },
 }
 # The ledger's store is a facade over parts with one job each; they share only the writer's
 # tip (holon/ledger/tip.py), handed to each by the facade. part -> the parts it may import.

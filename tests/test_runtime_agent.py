@@ -268,7 +268,7 @@ def test_resume_after_a_crash_closes_the_turn_and_records_unknown_outcomes(tmp_p
     # Closing the ledger without ending the turn leaves exactly the bytes a kill -9
     # after the intent's fsync leaves: an open turn and an intent without a result.
     agent.ledger.close()
-    agent._closed = True
+    agent._core.closed = True
 
     with _open(path) as agent:
         report = agent.report
@@ -328,7 +328,7 @@ def test_a_sub_agents_calls_are_its_tasks_evidence_not_the_agents_calls(tmp_path
         turn.record(r.ToolIntent(call_id="own", tool="Bash", args={"command": "ls"}))
     # The process dies with s2 unanswered: that is no call of this agent to recover.
     agent.ledger.close()
-    agent._closed = True
+    agent._core.closed = True
     with _open(path) as agent:
         assert agent.report.unknown_outcomes == () and agent.unknown_outcomes() == ()
         (task,) = agent.state.finished_tasks
@@ -519,7 +519,7 @@ def test_recovery_records_carry_the_time_of_the_crash_not_of_the_restart(tmp_pat
     assert intent_seq is not None
     crashed_at = agent.ledger.get(intent_seq).ts
     agent.ledger.close()
-    agent._closed = True
+    agent._core.closed = True
 
     restarted = crashed_at + 3_600_000
     with Agent.open(path, config=CONFIG, clock=lambda: restarted) as agent:

@@ -21,7 +21,7 @@ from holon.context import render as render_module
 from holon.context.estimator import DEFAULT_ESTIMATOR, get_estimator
 from holon.context.render import clear_count_cache, token_counter
 from holon.runtime import Agent
-from holon.runtime import agent as agent_module
+from holon.runtime import turn as turn_module
 from tests.runtime_support import Tick
 
 # --------------------------------------------------------------------------- large tool outputs
@@ -72,7 +72,7 @@ def test_a_huge_tool_output_is_counted_only_as_far_as_the_room_left(
     # Recording a 50 MB output took seconds, nearly all of it counting every piece of it
     # for the round's tokens, though a few thousand tokens already show it cannot fit.
     counted: list[int] = []
-    real = agent_module.token_counter
+    real = turn_module.token_counter
 
     def spy(name: str):  # type: ignore[no-untyped-def]
         inner = real(name)
@@ -86,9 +86,9 @@ def test_a_huge_tool_output_is_counted_only_as_far_as_the_room_left(
     output = "".join(f"row {i}: value {i * 7}\n" for i in range(250_000))  # ~5 MB
     with Agent.open(tmp_path / "a", agent_id="a", clock=Tick()) as agent, agent.turn(input="dump") as turn:
         first = turn.context()
-        monkeypatch.setattr(agent_module, "token_counter", spy)
+        monkeypatch.setattr(turn_module, "token_counter", spy)
         turn.tool("bash", {"cmd": "dump"}).run(lambda: output)
-        monkeypatch.setattr(agent_module, "token_counter", real)
+        monkeypatch.setattr(turn_module, "token_counter", real)
         assert sum(counted) < len(output) // 10
         # It does not fit: the next call renders the prompt again, with the output as a
         # restorable preview.

@@ -19,8 +19,8 @@ from holon.errors import UsageError
 from holon.ledger import Ledger
 from holon.ledger import writer as ledger_writer
 from holon.projections import verify_derivations
-from holon.runtime import Agent
-from holon.runtime import agent as agent_module
+from holon.runtime import Agent, Turn
+from holon.runtime import core as core_module
 from tests.runtime_support import Tick
 
 # --------------------------------------------------------------------------- cut short anywhere
@@ -30,7 +30,7 @@ def _agent(path: Path) -> Agent:
     return Agent.open(path, agent_id="rv3", clock=Tick())
 
 
-def _work(turn: agent_module.Turn) -> None:
+def _work(turn: Turn) -> None:
     # Enough for the post-turn refresh to derive a working-memory delta.
     turn.add_work_item("w1", "ship it", state="active")
     turn.record_decision("d1", "use blue")
@@ -85,17 +85,17 @@ def test_a_post_turn_refresh_cut_short_stops_the_agent_until_reopened(
     # Interrupted after turn_ended and before its derived records, the agent let the next
     # turn start: the refresh of turn 1 was then missing for good and `holon verify`
     # reported the ledger divergent ("expected a derived working_memory_delta").
-    real_refresh = agent_module.derived_after
+    real_refresh = core_module.derived_after
 
     def interrupted(state: object, record: r.Record) -> tuple[r.Record, ...]:
-        monkeypatch.setattr(agent_module, "derived_after", real_refresh)
+        monkeypatch.setattr(core_module, "derived_after", real_refresh)
         raise KeyboardInterrupt
 
     with _agent(tmp_path / "l") as agent:
         with pytest.raises(KeyboardInterrupt), agent.turn(input="one") as turn:
             _work(turn)
             turn.context()
-            monkeypatch.setattr(agent_module, "derived_after", interrupted)
+            monkeypatch.setattr(core_module, "derived_after", interrupted)
         head = agent.ledger.head()
         with pytest.raises(UsageError, match=r"refresh of turn 1 was cut short.*open the ledger again"):
             agent.turn(input="two")
@@ -112,16 +112,16 @@ def test_an_interrupt_between_an_append_and_its_fold_stops_the_agent(
 ) -> None:
     # The record was in the ledger but not in the live state; the turn's refresh was
     # derived from that state, so the ledger failed verification from then on.
-    real_apply = agent_module.apply
+    real_apply = core_module.apply
 
     def interrupted(state: object, record: r.Record) -> object:
         if isinstance(record.body, r.Decision):
-            monkeypatch.setattr(agent_module, "apply", real_apply)
+            monkeypatch.setattr(core_module, "apply", real_apply)
             raise KeyboardInterrupt
         return real_apply(state, record)  # type: ignore[arg-type]
 
     with _agent(tmp_path / "l") as agent:
-        monkeypatch.setattr(agent_module, "apply", interrupted)
+        monkeypatch.setattr(core_module, "apply", interrupted)
         with pytest.raises(KeyboardInterrupt), agent.turn(input="one") as turn:
             turn.context()
             _work(turn)

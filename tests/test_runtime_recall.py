@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import holon.runtime.agent as agent_module
+import holon.runtime.core as core_module
 from holon import records as r
 from holon.context import Budget, Prompt, RenderConfig, prompt_rendered, restore_bytes
 from holon.errors import InvalidRef, LedgerCorrupt, RefNotFound, UsageError
@@ -411,15 +411,15 @@ def test_more_records_than_the_agent_keeps_are_read_back(
 ) -> None:
     """Sound: past _SEARCH_PENDING records since the last search, the agent drops them and the
     next search reads them back from the ledger, finding the same hits."""
-    monkeypatch.setattr(agent_module, "_SEARCH_PENDING", 3)
+    monkeypatch.setattr(core_module, "SEARCH_PENDING", 3)
     path = tmp_path / "l"
     with _open_with_defaults(path) as agent:
         agent.search("warm up")
         for i in range(3):
             _busy_turn(agent, i)
-        assert agent._unsearched is None  # dropped: more than 3 records were appended
+        assert agent._core.unsearched is None  # dropped: more than 3 records were appended
         live = agent.search("flamingo count", limit=25)
-        assert agent._unsearched == []
+        assert agent._core.unsearched == []
         fresh = MemorySearch(
             (record for record in agent.ledger.read(0) if not is_recall(record)),
             blob_text=blob_text_of(agent.ledger),

@@ -14,11 +14,19 @@
   to its end through an SDK client (:class:`AnthropicMessages`, :class:`OpenAIChat`,
   :class:`OpenAIResponses`), with the tools of a :class:`Tools` registry.
 
+The package is the runtime layer: it may import every layer below it (records, errors,
+ledger, projections, context) and the search index, never the edges (cli, replay, audit).
+Inside it, :mod:`~holon.runtime.core` is the write core :class:`Agent` and :class:`Turn`
+share; :mod:`~holon.runtime.opening` opens an existing ledger; :mod:`~holon.runtime.calls`
+is the tool WAL; :mod:`~holon.runtime.refusals` the named methods' id checks.
+
 See docs/daemon-guide.md.
 """
 
-from holon.runtime.agent import Agent, AgentConfig, OpenReport, ToolCall, Turn, TurnSummary, wall_clock_ms
+from holon.runtime.agent import Agent, AgentConfig, OpenReport
+from holon.runtime.calls import ToolCall
 from holon.runtime.checkpoints import CHECKPOINT_DIR, UnknownOutcome, checkpoint_resume
+from holon.runtime.core import wall_clock_ms
 from holon.runtime.loop import (
     AnthropicMessages,
     ModelDialect,
@@ -30,6 +38,7 @@ from holon.runtime.loop import (
 )
 from holon.runtime.recall import RECALL_TOOL_NAMES, RECALL_TOOLS, blob_text_of, is_recall
 from holon.runtime.tools import Tool, Tools
+from holon.runtime.turn import Turn, TurnSummary
 
 __all__ = [
     "CHECKPOINT_DIR",

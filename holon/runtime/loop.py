@@ -40,9 +40,10 @@ from holon.context import (
     to_openai_responses,
 )
 from holon.errors import InvalidToolArguments, UsageError
-from holon.runtime.agent import ToolCall, Turn
+from holon.runtime.calls import ToolCall
 from holon.runtime.recall import RECALL_TOOL_NAMES
 from holon.runtime.tools import Tool, Tools
+from holon.runtime.turn import Turn
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
