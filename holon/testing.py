@@ -53,9 +53,10 @@ from holon.projections import (
     ProjectionConfig,
     ProjectionState,
     apply,
+    derived_after,
+    derived_before,
     initial_state,
     post_turn_refresh,
-    refresh_before_prompt,
 )
 
 __all__ = [
@@ -116,7 +117,9 @@ class LiveLedger:
     def before_prompt(self) -> tuple[r.Record, ...]:
         """Run the refresh the runtime runs before rendering a prompt; append what it returns."""
         ts = self.records[-1].ts if self.records else self.ts
-        return tuple(self._append(record) for record in refresh_before_prompt(self.state, ts=ts))
+        return tuple(
+            self._append(record) for record in derived_before(self.state, r.PromptRendered.KIND, tail_ts=ts)
+        )
 
     def render(self, *, lag: int = 0) -> r.Record:
         """Append a prompt_rendered confirming the current revision and epoch.
@@ -143,13 +146,24 @@ class LiveLedger:
 
     def end_turn(self, outcome: str = "completed") -> tuple[r.Record, ...]:
         """Close the turn and append its derived records; returns them."""
-        self.append(r.TurnEnded(outcome=outcome))  # type: ignore[arg-type]
+        ended = self.append(r.TurnEnded(outcome=outcome))  # type: ignore[arg-type]
         self.turn = None
-        return self.refresh()
+        return tuple(self._append(record) for record in derived_after(self.state, ended))
 
     def refresh(self) -> tuple[r.Record, ...]:
         """Run the post-turn refresh on the current state and append what it returns."""
         return tuple(self._append(record) for record in post_turn_refresh(self.state))
+
+    def write(self, record: r.Record) -> r.Record:
+        """Append ``record`` (its ts and turn kept) as the runtime writes it, by the one rule of
+        :mod:`holon.projections.derive`: what is owed or comes before it, it, what follows it."""
+        tail_ts = self.records[-1].ts if self.records else record.ts
+        for derived in derived_before(self.state, record.kind, tail_ts=tail_ts):
+            self._append(derived)
+        stored = self._append(record)
+        for derived in derived_after(self.state, stored):
+            self._append(derived)
+        return stored
 
 
 def evidence_of(records: Iterable[r.Record]) -> list[r.Record]:
@@ -162,11 +176,7 @@ def replay_live(evidence: Iterable[r.Record], config: ProjectionConfig = DEFAULT
     """Append an evidence stream as the live runtime would, inserting derived records."""
     live = LiveLedger(config)
     for record in evidence:
-        if record.kind == r.PromptRendered.KIND:
-            live.before_prompt()
-        live._append(record)
-        if record.kind == r.TurnEnded.KIND:
-            live.refresh()
+        live.write(record)
     return live
 
 

@@ -23,10 +23,9 @@ from holon.projections import (
     ProjectionConfig,
     ProjectionState,
     apply,
+    derived_after,
+    derived_before,
     fold,
-    owed_refresh,
-    post_turn_refresh,
-    refresh_before_prompt,
     unstated_config_derives,
 )
 from holon.replay.config import ConfigScan, projection_config_of, state_after
@@ -339,25 +338,23 @@ def append_evidence(
             numbers[stored.seq] = number
         out.append(stored)
 
-    # A writer that died after a turn_ended owes its refresh, or the rest of it.
-    for derived in owed_refresh(folded):
-        put(derived)
     tail_ts = _tail_ts(ledger)
+    # A writer that died after a turn_ended owes its refresh, or the rest of it.
+    for derived in derived_before(folded, tail_ts=tail_ts):
+        put(derived)
     for number, record in enumerate(records, 1):
-        if isinstance(record.body, r.PromptRendered):
-            # The refresh the runtime runs before it renders comes first: the prompt shows the
-            # revision that refresh reached (checked against the state before it, the prompt of
-            # a turn whose evidence superseded working memory was refused though the runtime
-            # wrote it). Were the prompt refused, nothing is written.
-            for derived in refresh_before_prompt(folded, ts=out[-1].ts if out else tail_ts):
-                put(derived)
+        # Before a prompt, the refresh the runtime runs before it renders: the prompt shows the
+        # revision that refresh reached (checked against the state before it, the prompt of a
+        # turn whose evidence superseded working memory was refused though the runtime wrote
+        # it). Were the prompt refused, nothing is written.
+        for derived in derived_before(folded, record.kind, tail_ts=out[-1].ts if out else tail_ts):
+            put(derived)
         named = where(number) if where is not None else f"input record {number}"
         _check_evidence(record, folded, out[-1].ts if out else tail_ts, named)
         _check_blob_ref(record, ledger, named)
         put(record, number)
-        if isinstance(record.body, r.TurnEnded):
-            for derived in post_turn_refresh(folded):
-                put(derived)
+        for derived in derived_after(folded, out[-1]):  # after a turn_ended, its refresh
+            put(derived)
         if progress is not None:
             progress(number)
     if not out:
