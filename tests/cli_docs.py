@@ -2,7 +2,7 @@
 
 ``python -m tests.cli_docs`` rewrites docs/cli.md; ``python -m tests.cli_docs --check``
 exits 1 when it is out of date (tests/test_cli_docs.py runs the same check). Never edit
-docs/cli.md by hand: change the command's help text (in holon/cli.py) or the prose
+docs/cli.md by hand: change the command's help text (in holon/cli/) or the prose
 below, then regenerate.
 """
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import holon.cli
+import holon.cli.writing
 from holon.errors import InvalidRecord
 from holon.records import decode_json_record
 from tests.cli_support import invoke
@@ -55,7 +55,7 @@ def test_a_file_over_the_limit_is_not_parsed_by_every_importer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A wrong --from on a file of gigabytes fails at once, listing the formats.
-    monkeypatch.setattr(holon.cli, "_TRY_IMPORTERS_MAX", 10)
+    monkeypatch.setattr(holon.cli.writing, "_TRY_IMPORTERS_MAX", 10)
     ledger = tmp_path / "l"
     assert invoke("init", ledger, "--agent-id", "a").exit_code == 0
     result = invoke("import", ledger, SAMPLES / "swe-agent/function-calling.traj", "--from", "jsonl")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import holon.records as r
-from holon.cli import _echo_json, _echo_json_list
+from holon.cli.printing import _echo_json, _echo_json_list
 from holon.errors import HolonError
 from holon.ledger import Ledger
 from holon.projections import verify_derivations

@@ -224,10 +224,13 @@ def test_no_command_uses_a_name_it_imports_only_for_type_checkers() -> None:
     # The commands import the library in their bodies, so `--help` loads none of it; a name
     # imported only under TYPE_CHECKING and used at run time passes mypy and ruff and fails
     # as a NameError (exit 70) the first time the command runs (`holon import` into a new
-    # ledger did: `Ledger.create` in a helper that imported nothing).
-    source = Path(main.__module__.replace(".", "/") + ".py")
-    path = Path(__file__).resolve().parent.parent / source
-    assert _late_names_used_at_run_time(path.read_text(encoding="utf-8")) == []
+    # ledger did: `Ledger.create` in a helper that imported nothing). Every module of the
+    # package the group lives in is read.
+    package = Path(__file__).resolve().parent.parent / main.__module__.rpartition(".")[0].replace(".", "/")
+    modules = sorted(package.glob("*.py"))
+    assert package / "writing.py" in modules  # the package, not a directory that happens to be there
+    found = {path.name: _late_names_used_at_run_time(path.read_text(encoding="utf-8")) for path in modules}
+    assert found == {path.name: [] for path in modules}
 
 
 def test_the_late_name_check_finds_a_late_name_used_at_run_time() -> None:

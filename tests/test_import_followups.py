@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import holon.cli
+import holon.cli.ledgers
 import holon.records as r
 from holon.importers import ImportReport
 from holon.ledger import Ledger
@@ -210,7 +210,7 @@ def _turn_starts(path: Path) -> list[int | None]:
 def _count_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the passes the CLI makes over a ledger from seq 0 (what `_passes` reads)."""
     passes: list[int] = []
-    real = holon.cli._passes
+    real = holon.cli.ledgers._passes
 
     def counted(ledger: Ledger) -> Any:
         read, resume = real(ledger)
@@ -221,7 +221,8 @@ def _count_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
         return read_counted, resume
 
-    monkeypatch.setattr(holon.cli, "_passes", counted)
+    # Where `holon import` looks it up: beside _state_to_append_to, which makes the passes.
+    monkeypatch.setattr(holon.cli.ledgers, "_passes", counted)
     return passes
 
 
