@@ -30,7 +30,7 @@ from holon.progress import progress_items, progress_total
 
 if TYPE_CHECKING:
     from holon.ledger import DamagedTail, VerifyReport
-    from holon.projections import VerificationReport
+    from holon.projections import ProjectionConfig, VerificationReport
 
 
 @click.command()
@@ -47,7 +47,33 @@ def verify(path: Path, as_json: bool) -> None:
 
     Example: holon verify runs/agent-7
     """
-    import holon.records as r
+    report, check, projection = _verified(path)
+    # Where the damage is a cut of the active tail, say so: that one has a repair.
+    damaged = None if report.ok else _damaged_tail_of(path)
+    with _report():
+        if as_json:
+            _echo_json(_verify_json(report, check, damaged))
+        else:
+            for line in (*_storage_lines(path, report, damaged), *_derivation_lines(check)):
+                _echo(line)
+    for warning in report.warnings:
+        _echo(f"holon: warning: {warning}", err=True)
+    if not report.ok:
+        first = report.problems[0]
+        raise _Corrupt(
+            f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}",
+            error_type=LedgerCorrupt.__name__,
+        )
+    if check is not None and not check.ok:
+        raise _diverged(check, projection)
+
+
+def _verified(path: Path) -> tuple[VerifyReport, VerificationReport | None, ProjectionConfig]:
+    """The checks of `holon verify`: the storage's, then (when it holds) the derivations'.
+
+    Returns the storage report, the derivations' (None when the storage failed, as they
+    are not checked on damaged bytes) and the projection config they were folded under.
+    """
     from holon.projections import DEFAULT_CONFIG, verify_derivations
     from holon.replay import projection_config_of
 
@@ -67,120 +93,121 @@ def verify(path: Path, as_json: bool) -> None:
             )
             records = progress_items(ledger.read(0, end), length=end, label="verifying derivations")
             check = verify_derivations(records, config=projection)
+    return report, check, projection
+
+
+def _verify_json(
+    report: VerifyReport, check: VerificationReport | None, damaged: DamagedTail | None
+) -> dict[str, Any]:
+    """What `holon verify --json` prints: the verdict, every finding, and each check's report."""
     tail = report.torn_tail
-    # Where the damage is a cut of the active tail, say so: that one has a repair.
-    damaged = None if report.ok else _damaged_tail_of(path)
-    with _report():
-        if as_json:
-            _echo_json(
+    return {
+        "ok": report.ok and check is not None and check.ok,
+        "findings": _verify_findings(report, check),
+        "storage": {
+            "ok": report.ok,
+            "records_checked": report.records_checked,
+            "blobs_checked": report.blobs_checked,
+            "head_seq": report.head[0],
+            "head_hash": report.head[1],
+            "problems": [
                 {
-                    "ok": report.ok and check is not None and check.ok,
-                    "findings": _verify_findings(report, check),
-                    "storage": {
-                        "ok": report.ok,
-                        "records_checked": report.records_checked,
-                        "blobs_checked": report.blobs_checked,
-                        "head_seq": report.head[0],
-                        "head_hash": report.head[1],
-                        "problems": [
-                            {
-                                "file": p.file,
-                                "offset": p.offset,
-                                "decompressed": p.decompressed,
-                                "message": p.message,
-                            }
-                            for p in report.problems
-                        ],
-                        "torn_tail": None
-                        if tail is None
-                        else {
-                            "file": tail.file,
-                            "offset": tail.offset,
-                            "bytes": tail.length,
-                            "reason": tail.reason,
-                        },
-                        "warnings": report.warnings,
-                        "ts_out_of_range": None
-                        if not report.ts_out_of_range_count
-                        else {
-                            "count": report.ts_out_of_range_count,
-                            "examples": [{"seq": seq, "ts": ts} for seq, ts in report.ts_out_of_range],
-                        },
-                        "damaged_tail": damaged,
-                    },
-                    "derivations": check,
+                    "file": p.file,
+                    "offset": p.offset,
+                    "decompressed": p.decompressed,
+                    "message": p.message,
                 }
-            )
-        else:
-            if report.ok:
-                seq, digest = report.head
-                head = f"head seq {seq} ({digest[:16]}…)" if seq >= 0 else f"empty (genesis {digest[:16]}…)"
-                _echo(f"frames and chain  ok · {_n(report.records_checked)} records · {head}")
-                _echo(f"blobs             ok · {_n(report.blobs_checked)} checked")
-            else:
-                _echo(f"storage           {len(report.problems)} problem(s):")
-                for p in report.problems:
-                    _echo(f"  {p}")
-                seq, digest = report.head
-                _echo(
-                    f"verified          {_seq_span(0, seq)} (head {digest[:16]}…): a chain from seq 0, "
-                    "every frame and link checked"
-                    if seq >= 0
-                    else "verified          no record: the first problem comes before seq 0 checks out"
-                )
-                if damaged is not None and damaged.header:
-                    _echo(
-                        f"repair            the active segment {damaged.file} is shorter than its header: "
-                        f"`holon repair {_shell_path(path)}` shows how to give it a new one"
-                    )
-                elif damaged is not None:
-                    _echo(
-                        f"repair            the damage at byte {damaged.offset} of {damaged.file} is in the "
-                        f"active segment's tail: `holon repair {_shell_path(path)}` shows what cutting it "
-                        "there loses"
-                    )
-            if tail is not None:
-                size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
-                _echo(
-                    f"torn tail         {size} after the last valid frame (byte {tail.offset} of "
-                    f"{tail.file}): what a crash mid-append leaves; opening for writing cuts them"
-                )
-            if report.ts_out_of_range_count:
-                first_seq = report.ts_out_of_range[0][0]
-                _echo(
-                    f"record times      {_n(report.ts_out_of_range_count)} record(s) hold a ts outside "
-                    f"{r.MIN_TS}..{r.MAX_TS}, the first at seq {first_seq}: written before appends "
-                    "checked it (see the warning)"
-                )
-            if check is not None:
-                if check.ok:
-                    # The writer stopped between a turn_ended and its derived records: no divergence,
-                    # the runtime appends them on resume (as replay --check says).
-                    pending = ""
-                    if check.pending_refresh:
-                        pending = " · the last turn's refresh is still to be appended"
-                    _echo(
-                        f"derivations       ok · {check.refreshes} post-turn refreshes re-run · "
-                        f"{check.derived_checked} derived records equal{pending}"
-                    )
-                else:
-                    assert check.divergence is not None
-                    divergence = check.divergence
-                    _echo(f"derivations       FAILED at seq {divergence.seq}: {divergence.describe()}")
-                    for line in _diff_lines(check.divergence):
-                        _echo(line)
-            else:
-                _echo("derivations       not checked (the stored bytes must verify first)")
-    for warning in report.warnings:
-        _echo(f"holon: warning: {warning}", err=True)
-    if not report.ok:
-        first = report.problems[0]
-        raise _Corrupt(
-            f"ledger {path} is corrupt: {len(report.problems)} problem(s); first: {first}",
-            error_type=LedgerCorrupt.__name__,
+                for p in report.problems
+            ],
+            "torn_tail": None
+            if tail is None
+            else {
+                "file": tail.file,
+                "offset": tail.offset,
+                "bytes": tail.length,
+                "reason": tail.reason,
+            },
+            "warnings": report.warnings,
+            "ts_out_of_range": None
+            if not report.ts_out_of_range_count
+            else {
+                "count": report.ts_out_of_range_count,
+                "examples": [{"seq": seq, "ts": ts} for seq, ts in report.ts_out_of_range],
+            },
+            "damaged_tail": damaged,
+        },
+        "derivations": check,
+    }
+
+
+def _storage_lines(path: Path, report: VerifyReport, damaged: DamagedTail | None) -> list[str]:
+    """The storage part of `holon verify`'s text: frames, chain and blobs, or what is damaged."""
+    import holon.records as r
+
+    lines: list[str] = []
+    if report.ok:
+        seq, digest = report.head
+        head = f"head seq {seq} ({digest[:16]}…)" if seq >= 0 else f"empty (genesis {digest[:16]}…)"
+        lines.append(f"frames and chain  ok · {_n(report.records_checked)} records · {head}")
+        lines.append(f"blobs             ok · {_n(report.blobs_checked)} checked")
+    else:
+        lines.append(f"storage           {len(report.problems)} problem(s):")
+        lines.extend(f"  {p}" for p in report.problems)
+        seq, digest = report.head
+        lines.append(
+            f"verified          {_seq_span(0, seq)} (head {digest[:16]}…): a chain from seq 0, "
+            "every frame and link checked"
+            if seq >= 0
+            else "verified          no record: the first problem comes before seq 0 checks out"
         )
-    if check is not None and not check.ok:
-        raise _diverged(check, projection)
+        if damaged is not None and damaged.header:
+            lines.append(
+                f"repair            the active segment {damaged.file} is shorter than its header: "
+                f"`holon repair {_shell_path(path)}` shows how to give it a new one"
+            )
+        elif damaged is not None:
+            lines.append(
+                f"repair            the damage at byte {damaged.offset} of {damaged.file} is in the "
+                f"active segment's tail: `holon repair {_shell_path(path)}` shows what cutting it "
+                "there loses"
+            )
+    tail = report.torn_tail
+    if tail is not None:
+        size = "1 byte" if tail.length == 1 else f"{_n(tail.length)} bytes"
+        lines.append(
+            f"torn tail         {size} after the last valid frame (byte {tail.offset} of "
+            f"{tail.file}): what a crash mid-append leaves; opening for writing cuts them"
+        )
+    if report.ts_out_of_range_count:
+        first_seq = report.ts_out_of_range[0][0]
+        lines.append(
+            f"record times      {_n(report.ts_out_of_range_count)} record(s) hold a ts outside "
+            f"{r.MIN_TS}..{r.MAX_TS}, the first at seq {first_seq}: written before appends "
+            "checked it (see the warning)"
+        )
+    return lines
+
+
+def _derivation_lines(check: VerificationReport | None) -> list[str]:
+    """The derivations part of `holon verify`'s text: ok, the first divergence, or not checked."""
+    if check is None:
+        return ["derivations       not checked (the stored bytes must verify first)"]
+    if check.ok:
+        # The writer stopped between a turn_ended and its derived records: no divergence,
+        # the runtime appends them on resume (as replay --check says).
+        pending = ""
+        if check.pending_refresh:
+            pending = " · the last turn's refresh is still to be appended"
+        return [
+            f"derivations       ok · {check.refreshes} post-turn refreshes re-run · "
+            f"{check.derived_checked} derived records equal{pending}"
+        ]
+    assert check.divergence is not None
+    divergence = check.divergence
+    return [
+        f"derivations       FAILED at seq {divergence.seq}: {divergence.describe()}",
+        *_diff_lines(check.divergence),
+    ]
 
 
 def _verify_findings(report: VerifyReport, check: VerificationReport | None) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 import msgspec
@@ -38,6 +38,7 @@ from holon.progress import progress_items, stderr_is_terminal
 
 if TYPE_CHECKING:
     import holon.records as r
+    from holon.context import AssemblyPlan
     from holon.prompt_check import PromptCheck, PromptsSummary
     from holon.replay import PromptAt
 
@@ -341,8 +342,6 @@ def explain(
 
     Example: holon explain runs/agent-7 --at-turn 12
     """
-    from holon.context import SECTION_PRIORITY
-
     found = _resolve_prompt(
         path=path,
         at_turn=at_turn,
@@ -353,6 +352,18 @@ def explain(
         estimator=estimator,
         no_check=no_check,
     )
+    rows = _section_rows(found)
+    if as_json:
+        _echo_json(_explain_json(found, rows))
+        return
+    for line in (*_explain_lines(found, rows), *_omitted_lines(found.prompt.plan)):
+        _echo(line)
+
+
+def _section_rows(found: PromptAt) -> list[_SectionRow]:
+    """Each section of the prompt's plan as `holon explain` shows it, with why it was shortened."""
+    from holon.context import SECTION_PRIORITY
+
     prompt = found.prompt
     plan = prompt.plan
     reasons: dict[str, list[str]] = {}
@@ -390,44 +401,51 @@ def explain(
                 why=why,
             )
         )
-    if as_json:
-        _echo_json(
-            {
-                "turn": found.turn,
-                "recorded_seq": found.recorded_seq,
-                "checked": found.checked,
-                "matches": found.matches,
-                "cache_key": prompt.cache_key,
-                "working_memory_revision": prompt.identity.working_memory_revision,
-                "compression_epoch": prompt.identity.compression_epoch,
-                "budget": plan.budget,
-                "available": plan.available,
-                "total_tokens": plan.total_tokens,
-                "degraded": plan.degraded,
-                "episodes": plan.episodes,
-                "recalled": plan.recalled,
-                "sections": rows,
-                "omitted": plan.omitted,
-                "evicted_refs": plan.evicted_refs,
-            }
-        )
-        return
-    _echo(_prompt_header(found))
-    _echo(
+    return rows
+
+
+def _explain_json(found: PromptAt, rows: Sequence[_SectionRow]) -> dict[str, Any]:
+    """What `holon explain --json` prints: the prompt's identity, its plan and its sections."""
+    prompt = found.prompt
+    plan = prompt.plan
+    return {
+        "turn": found.turn,
+        "recorded_seq": found.recorded_seq,
+        "checked": found.checked,
+        "matches": found.matches,
+        "cache_key": prompt.cache_key,
+        "working_memory_revision": prompt.identity.working_memory_revision,
+        "compression_epoch": prompt.identity.compression_epoch,
+        "budget": plan.budget,
+        "available": plan.available,
+        "total_tokens": plan.total_tokens,
+        "degraded": plan.degraded,
+        "episodes": plan.episodes,
+        "recalled": plan.recalled,
+        "sections": rows,
+        "omitted": plan.omitted,
+        "evicted_refs": plan.evicted_refs,
+    }
+
+
+def _explain_lines(found: PromptAt, rows: Sequence[_SectionRow]) -> list[str]:
+    """The text of `holon explain` down to its section table: the prompt, its budget and identity."""
+    prompt = found.prompt
+    plan = prompt.plan
+    lines = [
+        _prompt_header(found),
         f"budget {_n(plan.budget)} - output reserve {_n(plan.budget - plan.available)} "
         f"= {_n(plan.available)} "
         f"available · used {_n(plan.total_tokens)} · estimator {prompt.estimator}"
-        + (" · DEGRADED (prefix planned jointly with the turn)" if plan.degraded else "")
-    )
-    _echo(
+        + (" · DEGRADED (prefix planned jointly with the turn)" if plan.degraded else ""),
         f"cache key {prompt.cache_key} (revision {prompt.identity.working_memory_revision}, "
-        f"epoch {prompt.identity.compression_epoch})"
-    )
-    _echo(f"episodes selected: {', '.join(f'episode:{e}' for e in plan.episodes) or 'none'}")
-    # The records the recalled section brought back for this input (holon.context.recall).
-    _echo(f"recalled: {', '.join(plan.recalled) or 'none'}")
-    _echo("")
-    for line in _table(
+        f"epoch {prompt.identity.compression_epoch})",
+        f"episodes selected: {', '.join(f'episode:{e}' for e in plan.episodes) or 'none'}",
+        # The records the recalled section brought back for this input (holon.context.recall).
+        f"recalled: {', '.join(plan.recalled) or 'none'}",
+        "",
+    ]
+    lines += _table(
         ["section", "stability", "priority", "tokens", "status", "why"],
         [
             [
@@ -441,26 +459,27 @@ def explain(
             for row in rows
         ],
         right=(2, 3),
-    ):
-        _echo(line)
-    _echo("(◆ = cache breakpoint: the prefix up to here is what a provider caches)")
-    _echo("")
+    )
+    return [*lines, "(◆ = cache breakpoint: the prefix up to here is what a provider caches)", ""]
+
+
+def _omitted_lines(plan: AssemblyPlan) -> list[str]:
+    """The end of `holon explain`'s text: every item left out or shortened, and its ref."""
     if not plan.omitted:
-        _echo("nothing was omitted or shortened")
-        return
-    _echo(f"omitted or shortened ({len(plan.omitted)}); restore any with `holon get PATH REF`:")
+        return ["nothing was omitted or shortened"]
+    lines = [f"omitted or shortened ({len(plan.omitted)}); restore any with `holon get PATH REF`:"]
     # Identical rows are one row with a count: results with the same output share one blob
     # (`ls` run twice), and two rows alike read as a mistake. --json keeps every omission.
     same = Counter((o.section, o.ref, o.tokens, o.reason) for o in plan.omitted)
-    for line in _table(
+    table = _table(
         ["section", "ref", "tokens", "reason"],
         [
             [section, ref, _n(tokens), reason if n == 1 else f"{reason} ({n} items share this ref)"]
             for (section, ref, tokens, reason), n in same.items()
         ],
         right=(2,),
-    ):
-        _echo("  " + line)
+    )
+    return [*lines, *("  " + line for line in table)]
 
 
 # --------------------------------------------------------------------------- prompts
