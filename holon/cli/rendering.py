@@ -244,8 +244,6 @@ def render(
 
     Example: holon render runs/agent-7 --at-turn 12 --format anthropic
     """
-    from holon.context import to_anthropic_messages, to_openai_chat, to_openai_responses
-
     if model is not None and fmt in ("text", "json"):
         # Checked before the ledger is read: a text or json prompt names no model.
         raise click.UsageError(
@@ -266,38 +264,42 @@ def render(
         no_check=no_check,
         input_text=input_text,
     )
-    prompt = found.prompt
     if as_json and fmt == "text":
         fmt = "json"  # the provider formats are JSON already: --json keeps them
     if fmt == "text":
         # As bytes: click strips ANSI escapes from text written to a pipe or file, and a
         # tool output's colours are part of the prompt (and of its prompt_hash).
-        _write_bytes(prompt.text.encode(), newline=True)
+        _write_bytes(found.prompt.text.encode(), newline=True)
         if stderr_is_terminal():
             _echo(f"holon: {_prompt_header(found)}", err=True)
         return
+    _echo_json(_prompt_document(found, fmt, model))
+
+
+def _prompt_document(found: PromptAt, fmt: str, model: str | None) -> Any:
+    """What `holon render` prints for a JSON ``fmt``: the prompt and its check, or a provider's request."""
+    from holon.context import to_anthropic_messages, to_openai_chat, to_openai_responses
+
+    prompt = found.prompt
     reserve_used = int(prompt.render_config.get("budget", {}).get("output_reserve") or 0)
     max_tokens = reserve_used if reserve_used > 0 else 4096
     if fmt == "json":
-        _echo_json(
-            {
-                "turn": found.turn,
-                "rendered_before_seq": found.before_seq,
-                "recorded_seq": found.recorded_seq,
-                "checked": found.checked,
-                "matches": found.matches,
-                "prompt_hash": prompt.prompt_hash,
-                "recorded_prompt_hash": found.recorded.prompt_hash if found.recorded else None,
-                "cache_key": prompt.cache_key,
-                "prompt": prompt,
-            }
-        )
-    elif fmt == "anthropic":
-        _echo_json(to_anthropic_messages(prompt, model=model or _ANTHROPIC_MODEL, max_tokens=max_tokens))
-    elif fmt == "openai":
-        _echo_json(to_openai_chat(prompt, model=model or _OPENAI_MODEL))
-    else:
-        _echo_json(to_openai_responses(prompt, model=model or _OPENAI_MODEL))
+        return {
+            "turn": found.turn,
+            "rendered_before_seq": found.before_seq,
+            "recorded_seq": found.recorded_seq,
+            "checked": found.checked,
+            "matches": found.matches,
+            "prompt_hash": prompt.prompt_hash,
+            "recorded_prompt_hash": found.recorded.prompt_hash if found.recorded else None,
+            "cache_key": prompt.cache_key,
+            "prompt": prompt,
+        }
+    if fmt == "anthropic":
+        return to_anthropic_messages(prompt, model=model or _ANTHROPIC_MODEL, max_tokens=max_tokens)
+    if fmt == "openai":
+        return to_openai_chat(prompt, model=model or _OPENAI_MODEL)
+    return to_openai_responses(prompt, model=model or _OPENAI_MODEL)
 
 
 class _SectionRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -565,26 +567,30 @@ def prompts(
         for line in _prompts_text(agent, summary, [] if each else named, listed=each, ranged=ranged):
             _echo(line)
     if check and summary.first_difference is not None:
-        first = named[0]  # the differing prompts, first one first
-        # A prompt_rendered outside any turn (`holon append` takes one) has no --at-turn to
-        # name: the hint was `--at-turn None`, which click refuses.
-        where, hint = (
-            (
-                f"turn {first.turn}, call {first.call}",
-                f"`holon explain {shlex.quote(str(path))} --at-turn "
-                f"{first.turn} --call {first.call}` shows how it is rendered now",
-            )
-            if first.turn is not None
-            else (
-                "outside any turn",
-                "it names no turn, so `holon render` and `holon explain` cannot select it",
-            )
+        raise _not_reproduced(path, named[0])  # the differing prompts, first one first
+
+
+def _not_reproduced(path: Path, first: PromptCheck) -> CheckFailed:
+    """The failure of `holon prompts --check`: the first prompt that differs, and how to look at it."""
+    # A prompt_rendered outside any turn (`holon append` takes one) has no --at-turn to
+    # name: the hint was `--at-turn None`, which click refuses.
+    where, hint = (
+        (
+            f"turn {first.turn}, call {first.call}",
+            f"`holon explain {shlex.quote(str(path))} --at-turn "
+            f"{first.turn} --call {first.call}` shows how it is rendered now",
         )
-        raise CheckFailed(
-            f"the prompt at seq {first.seq} ({where}) does not reproduce: "
-            f"this holon renders {first.rendered_hash}, the ledger records {first.recorded_hash}, with the "
-            f"same renderer and estimator versions; {hint}"
+        if first.turn is not None
+        else (
+            "outside any turn",
+            "it names no turn, so `holon render` and `holon explain` cannot select it",
         )
+    )
+    return CheckFailed(
+        f"the prompt at seq {first.seq} ({where}) does not reproduce: "
+        f"this holon renders {first.rendered_hash}, the ledger records {first.recorded_hash}, with the "
+        f"same renderer and estimator versions; {hint}"
+    )
 
 
 def _prompt_line(item: PromptCheck) -> str:

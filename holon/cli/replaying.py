@@ -158,37 +158,37 @@ def replay(path: Path, as_json: bool, until_turn: int | None, check: bool) -> No
                     for line in _turn_lines(turn):
                         _echo(line)
                 _echo("")
-                final = replay.state if replay.records else None
-                if final is not None:
-                    memory = final.memory
-                    _echo(
-                        f"after seq {final.seq}: working memory revision {memory.revision}, compression "
-                        f"epoch {memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, "
-                        f"pending delta: {'yes' if memory.pending is not None else 'no'}"
-                    )
-                if report is not None:
-                    if report.ok:
-                        pending = (
-                            " (the last turn's refresh is still to be appended)"
-                            if report.pending_refresh
-                            else ""
-                        )
-                        _echo(
-                            f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
-                            f"{report.derived_checked} "
-                            f"derived records equal what this holon derives (projection version "
-                            f"{report.projection_version}){pending}"
-                        )
-                    else:
-                        assert report.divergence is not None
-                        _echo(
-                            f"replay check FAILED at seq {report.divergence.seq}: "
-                            f"{report.divergence.describe()}"
-                        )
-                        for line in _diff_lines(report.divergence):
-                            _echo(line)
+                for line in _replay_end_lines(replay, report):
+                    _echo(line)
     if report is not None and not report.ok:
         raise _diverged(report, projection)
+
+
+def _replay_end_lines(replay: Replay, report: VerificationReport | None) -> list[str]:
+    """The end of `holon replay`'s text, once the turns are folded: the memory, and the check's verdict."""
+    lines: list[str] = []
+    final = replay.state if replay.records else None
+    if final is not None:
+        memory = final.memory
+        lines.append(
+            f"after seq {final.seq}: working memory revision {memory.revision}, compression "
+            f"epoch {memory.compression_epoch}, {memory.archived_episodes} episode(s) archived, "
+            f"pending delta: {'yes' if memory.pending is not None else 'no'}"
+        )
+    if report is None:
+        return lines
+    if report.ok:
+        pending = " (the last turn's refresh is still to be appended)" if report.pending_refresh else ""
+        lines.append(
+            f"replay check ok: {report.refreshes} post-turn refreshes re-run, "
+            f"{report.derived_checked} "
+            f"derived records equal what this holon derives (projection version "
+            f"{report.projection_version}){pending}"
+        )
+        return lines
+    assert report.divergence is not None
+    lines.append(f"replay check FAILED at seq {report.divergence.seq}: {report.divergence.describe()}")
+    return [*lines, *_diff_lines(report.divergence)]
 
 
 def _replayed_memory(replay: Replay) -> dict[str, int]:

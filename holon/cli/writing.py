@@ -32,6 +32,7 @@ from holon.progress import progress_callback, progress_total
 
 if TYPE_CHECKING:
     import holon.records as r
+    from holon.importers import ImportReport
     from holon.ledger import Ledger
 
 
@@ -223,7 +224,7 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
 
     Example: holon import runs/agent-7 session.jsonl --from claude-code
     """
-    from holon.importers import SYNTHETIC_STEP_MS, read_transcript
+    from holon.importers import read_transcript
     from holon.replay import append_evidence, imported_prefix
 
     file = _input_file(file, "import")
@@ -262,52 +263,94 @@ def import_(path: Path, as_json: bool, file: Path, fmt: str, agent_id: str | Non
             _check_import_time(ledger, records[0], file, where(1))
         with progress_callback(len(records), "importing") as imported:
             appended = append_evidence(ledger, records, state=state, progress=imported, where=where)
-        extra = {
-            "source": str(file),
-            "format": fmt,
-            "records": len(report.records),
-            "turns": report.turns,
-            "tool_calls": report.tool_calls,
-            "unmatched_intents": report.unmatched_intents,
-            "skipped": report.skipped,
-            "synthetic_clock": report.synthetic_clock,
-            "declared_tools": list(report.declared_tools),
-            "continued_after": held,
-            "already_imported": continued is not None and not records,
-            "agent_id": ledger.agent_id,
-            "created": created is not None,
-        }
+        already = continued is not None and not records
+        extra = _import_figures(file, fmt, report, held=held, already=already, ledger=ledger, created=created)
         if continued is not None and not records:
             _already_imported(as_json, appended, extra, ledger, first_seq=continued.first_seq)
             return
         if not as_json:
-            if created is not None:
-                _echo(f"created ledger {path} for agent {_printable(ledger.agent_id)} ({created})")
-            skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
-            _echo(
-                f"read {file} ({fmt}): {_count(len(report.records), 'record')}, "
-                f"{_count(report.turns, 'turn')}, {_count(report.tool_calls, 'tool call')} "
-                f"({report.unmatched_intents} without a result); "
-                f"skipped: {skipped}"
+            first_seq = continued.first_seq if continued is not None else None
+            lines = _import_lines(
+                path, file, fmt, report, ledger=ledger, created=created, held=held, first_seq=first_seq
             )
-            if report.declared_tools:
-                _echo(
-                    f"declared {_count(len(report.declared_tools), 'tool')} the transcript called without "
-                    f"defining (by name only): {', '.join(report.declared_tools)}"
-                )
-            if report.synthetic_clock:
-                # Otherwise nothing says so: holon stats' hours and the audit's tool and turn
-                # durations read the invented clock as if it were the agent's.
-                _echo(
-                    f"the transcript has no timestamps: its records are {SYNTHETIC_STEP_MS:,} ms apart on a "
-                    "synthetic clock, so durations (holon stats, holon audit) are not real"
-                )
-            if continued is not None:
-                _echo(
-                    f"continued an interrupted import: the ledger held the first {_n(held)} of the "
-                    f"{_n(len(report.records))} records {file} maps to (from seq {continued.first_seq})"
-                )
+            for line in lines:
+                _echo(line)
         _appended(as_json, appended, len(records), extra, ledger)
+
+
+def _import_figures(
+    file: Path,
+    fmt: str,
+    report: ImportReport,
+    *,
+    held: int,
+    already: bool,
+    ledger: Ledger,
+    created: str | None,
+) -> dict[str, Any]:
+    """What `holon import` says of a transcript, besides what it appended (its --json figures)."""
+    return {
+        "source": str(file),
+        "format": fmt,
+        "records": len(report.records),
+        "turns": report.turns,
+        "tool_calls": report.tool_calls,
+        "unmatched_intents": report.unmatched_intents,
+        "skipped": report.skipped,
+        "synthetic_clock": report.synthetic_clock,
+        "declared_tools": list(report.declared_tools),
+        "continued_after": held,
+        "already_imported": already,
+        "agent_id": ledger.agent_id,
+        "created": created is not None,
+    }
+
+
+def _import_lines(
+    path: Path,
+    file: Path,
+    fmt: str,
+    report: ImportReport,
+    *,
+    ledger: Ledger,
+    created: str | None,
+    held: int,
+    first_seq: int | None,
+) -> list[str]:
+    """What `holon import` says of a transcript before what it appended: the ledger it created, what it read.
+
+    ``first_seq``: where the interrupted import that this one continued started (None: none).
+    """
+    from holon.importers import SYNTHETIC_STEP_MS
+
+    lines: list[str] = []
+    if created is not None:
+        lines.append(f"created ledger {path} for agent {_printable(ledger.agent_id)} ({created})")
+    skipped = ", ".join(f"{k} {v}" for k, v in report.skipped.items()) or "nothing"
+    lines.append(
+        f"read {file} ({fmt}): {_count(len(report.records), 'record')}, "
+        f"{_count(report.turns, 'turn')}, {_count(report.tool_calls, 'tool call')} "
+        f"({report.unmatched_intents} without a result); "
+        f"skipped: {skipped}"
+    )
+    if report.declared_tools:
+        lines.append(
+            f"declared {_count(len(report.declared_tools), 'tool')} the transcript called without "
+            f"defining (by name only): {', '.join(report.declared_tools)}"
+        )
+    if report.synthetic_clock:
+        # Otherwise nothing says so: holon stats' hours and the audit's tool and turn
+        # durations read the invented clock as if it were the agent's.
+        lines.append(
+            f"the transcript has no timestamps: its records are {SYNTHETIC_STEP_MS:,} ms apart on a "
+            "synthetic clock, so durations (holon stats, holon audit) are not real"
+        )
+    if first_seq is not None:
+        lines.append(
+            f"continued an interrupted import: the ledger held the first {_n(held)} of the "
+            f"{_n(len(report.records))} records {file} maps to (from seq {first_seq})"
+        )
+    return lines
 
 
 def _import_export(path: Path, file: Path, *, as_json: bool, agent_id: str | None) -> None:
