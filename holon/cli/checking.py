@@ -10,20 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from holon.cli.failures import (
-    _Corrupt,
-)
+from holon.cli.failures import _Corrupt
 from holon.cli.group import _common
-from holon.cli.ledgers import (
-    _reading,
-)
-from holon.cli.printing import (
-    _count,
-    _echo,
-    _echo_json,
-    _n,
-    _report,
-)
+from holon.cli.ledgers import _reading
+from holon.cli.printing import _count, _echo, _echo_json, _n, _report
 from holon.cli.replaying import _diff_lines, _diverged
 from holon.errors import HolonError, LedgerCorrupt
 from holon.progress import progress_items, progress_total

@@ -13,16 +13,8 @@ import click
 import msgspec
 
 from holon.cli.group import _MAX_TOKENS, _common
-from holon.cli.ledgers import (
-    _reading,
-)
-from holon.cli.printing import (
-    _count,
-    _echo,
-    _echo_json,
-    _n,
-    _table,
-)
+from holon.cli.ledgers import _reading
+from holon.cli.printing import _count, _echo, _echo_json, _n, _table
 from holon.context import DEFAULT_BUDGET, DEFAULT_ESTIMATOR, available_estimators
 from holon.errors import UsageError
 from holon.progress import progress_items, progress_total

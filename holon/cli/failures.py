@@ -14,11 +14,7 @@ from typing import Any, Final
 import click
 import msgspec
 
-from holon.cli.printing import (
-    _printable,
-    _silence,
-    _visible,
-)
+from holon.cli.printing import _printable, _silence, _visible
 from holon.errors import HolonError, LedgerCorrupt, LedgerLocked
 from holon.ledger import TMP_SUFFIX
 

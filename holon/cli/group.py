@@ -25,11 +25,7 @@ from click.core import ParameterSource
 
 from holon._version import __version__
 from holon.cli.failures import _Failure, _failure_for, _Interrupted, _Usage
-from holon.cli.printing import (
-    _echo,
-    _printable,
-    _silence,
-)
+from holon.cli.printing import _echo, _printable, _silence
 
 # A ceiling for token options: far above any real window, and well inside the 64-bit
 # integers a recorded render config is encoded with.

@@ -12,20 +12,8 @@ import click
 import msgspec
 
 from holon.cli.group import _common, _given
-from holon.cli.ledgers import (
-    _each_record,
-    _passes,
-    _reading,
-)
-from holon.cli.printing import (
-    _clip,
-    _count,
-    _echo,
-    _echo_json,
-    _n,
-    _table,
-    _write_bytes,
-)
+from holon.cli.ledgers import _each_record, _passes, _reading
+from holon.cli.printing import _clip, _count, _echo, _echo_json, _n, _table, _write_bytes
 
 if TYPE_CHECKING:
     import holon.records as r

@@ -12,26 +12,10 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 import msgspec
 
-from holon.cli.failures import (
-    CheckFailed,
-    _Failure,
-)
+from holon.cli.failures import CheckFailed, _Failure
 from holon.cli.group import _MAX_TOKENS, F, _common, _given
-from holon.cli.ledgers import (
-    _passes,
-    _reading,
-    _records_upto,
-)
-from holon.cli.printing import (
-    _count,
-    _echo,
-    _echo_json,
-    _echo_json_list,
-    _n,
-    _report,
-    _table,
-    _write_bytes,
-)
+from holon.cli.ledgers import _passes, _reading, _records_upto
+from holon.cli.printing import _count, _echo, _echo_json, _echo_json_list, _n, _report, _table, _write_bytes
 from holon.context import DEFAULT_BUDGET, available_estimators
 from holon.errors import BudgetExceeded
 from holon.progress import progress_items, stderr_is_terminal

@@ -13,21 +13,10 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from holon.cli.failures import (
-    CheckFailed,
-)
+from holon.cli.failures import CheckFailed
 from holon.cli.group import _common
-from holon.cli.ledgers import (
-    _reading,
-)
-from holon.cli.printing import (
-    _clip,
-    _count,
-    _echo,
-    _echo_json_list,
-    _n,
-    _report,
-)
+from holon.cli.ledgers import _reading
+from holon.cli.printing import _clip, _count, _echo, _echo_json_list, _n, _report
 from holon.progress import progress_items
 
 if TYPE_CHECKING:

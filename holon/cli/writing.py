@@ -11,20 +11,8 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from holon.cli.group import _common
-from holon.cli.ledgers import (
-    _last_turn_before,
-    _passes,
-    _reading,
-    _state_to_append_to,
-    _writing,
-)
-from holon.cli.printing import (
-    _count,
-    _echo,
-    _echo_json,
-    _n,
-    _printable,
-)
+from holon.cli.ledgers import _last_turn_before, _passes, _reading, _state_to_append_to, _writing
+from holon.cli.printing import _count, _echo, _echo_json, _n, _printable
 from holon.errors import HolonError, InvalidRecord, UsageError
 from holon.importers import FORMATS, IMPORTERS
 from holon.ledger import DEFAULT_BLOB_THRESHOLD, SETTING_RANGES
