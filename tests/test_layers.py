@@ -53,7 +53,6 @@ ALLOWED_HOLON = {
         "replay",
         "search",
         "progress",
-        "prompt_check",
         "simulate",
         "report",
         "integrations",

@@ -23,8 +23,7 @@ from holon.progress import progress_items, stderr_is_terminal
 if TYPE_CHECKING:
     import holon.records as r
     from holon.context import AssemblyPlan
-    from holon.prompt_check import PromptCheck, PromptsSummary
-    from holon.replay import PromptAt
+    from holon.replay import PromptAt, PromptCheck, PromptsSummary
 
 
 def _render_options(func: F) -> F:
@@ -507,7 +506,7 @@ def prompts(
 
     Example: holon prompts runs/agent-7 --from-turn 100 --check
     """
-    from holon.prompt_check import PromptsSummary, check_prompts_of
+    from holon.replay import PromptsSummary, check_prompts_of
 
     summary = PromptsSummary()
     named: list[PromptCheck] = []
@@ -579,7 +578,7 @@ def _not_reproduced(path: Path, first: PromptCheck) -> CheckFailed:
 
 def _prompt_line(item: PromptCheck) -> str:
     """One prompt of `holon prompts`: where it is, whether it reproduced, what it shared."""
-    from holon.prompt_check import APPENDED
+    from holon.replay import APPENDED
 
     turn = f"turn {item.turn}" if item.turn is not None else "no turn"
     parts = [f"{turn} call {item.call}", f"seq {item.seq}", _STATUS_TEXT[item.status]]
