@@ -901,3 +901,42 @@ def test_a_blob_stored_output_that_is_not_utf8_is_searched_by_its_text_without_a
     assert [(hit["ref"], hit["snippet"]) for hit in hits] == [("ledger:2", "error: zorgblat undefined")]
     with Agent.open(path, clock=Tick(start=1_800_000_000_000)) as agent:
         assert [hit.ref for hit in agent.search("zorgblat")] == ["ledger:2"]
+
+
+def _frequent_corpus(seed: int, documents: int) -> list[r.Record]:
+    """Records where a few terms are in most documents (as a path every tool result prints),
+    with varied lengths, repeats, kinds and fields: what block ranking must rank as a full pass."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(60)]
+    out: list[r.Record] = []
+    for seq in range(documents):
+        common = rng.sample(["src/cart.py", "make build", "error", "pytest"], rng.randint(1, 3))
+        filler = rng.choices(words, k=rng.choice([1, 2, 5, 20, 80]))
+        text = " ".join(common + filler) if rng.random() > 0.3 else "src/cart.py error"  # many repeats
+        kind = rng.random()
+        if kind < 0.5:
+            body: r.Body = r.ToolResult(call_id=f"c{seq}", tool="bash", status="ok", output=text)
+        elif kind < 0.7:
+            body = r.ToolIntent(call_id=f"c{seq}", tool="bash", args={"command": text})
+        elif kind < 0.85:
+            body = r.Message(role="user", text=text)
+        else:
+            body = r.Decision(id=f"D{seq}", text=text)
+        out.append(r.Record(body=body, ts=seq, turn=1 + seq // 7, seq=seq))
+    return out
+
+
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 2**16), documents=st.sampled_from([2_600, 4_100]))
+def test_block_ranking_gives_the_hits_of_reading_every_posting(seed: int, documents: int) -> None:
+    # Block-max ranking skips the blocks no document of which can rank; the hits, their
+    # scores (the same float) and their order must be those of scoring every posting.
+    records = _frequent_corpus(seed, documents)
+    blocked = MemorySearch(records)
+    assert blocked._blocks, "the corpus has frequent terms"
+    full = MemorySearch(records)
+    full._blocks.clear()  # every query reads its terms' postings whole
+    for query in ("src/cart.py", "error", "make build pytest", "src/cart.py w3", "error w59 decided", "w7"):
+        for limit, only in ((8, None), (1, None), (20, "evidence")):
+            want = full.search(query, limit=limit, only=only)
+            assert blocked.search(query, limit=limit, only=only) == want, (query, limit, only)
