@@ -82,9 +82,9 @@ ALLOWED_THIRD_PARTY = {
 # The vocabulary is one: DESIGN.md has it do no I/O.
 IMPURE_MODULES = {"time", "datetime", "random", "uuid", "os", "secrets", "socket", "subprocess", "pathlib"}
 PURE = {"records", "projections", "context", "search"}
-# Inside a layer split into modules, the modules of its own package each may import: one job
-# each, the vocabulary knowing nothing of the bytes it is written as. Every module of the
-# package is listed, so a new one states its place here.
+# Inside a layer split into modules (or a package inside one, named dotted), the modules of its
+# own package each may import: one job each, the vocabulary knowing nothing of the bytes it is
+# written as. Every module of the package is listed, so a new one states its place here.
 WITHIN = {
     "records": {
         "__init__": {"kinds", "malformed", "wire"},  # re-exports the public names of all three
@@ -169,6 +169,18 @@ WITHIN = {
         "reading": {"group", "ledgers", "printing"},
         "checking": {"failures", "group", "ledgers", "printing", "replaying"},
     },
+    # The section builders by stability tier, over the sections' table and the bounds and
+    # work lines the tiers share; no tier imports another.
+    "context.sections": {
+        "__init__": {"layout", "stable", "agent", "turn_work", "turn_input", "work"},
+        "layout": set(),
+        "bounds": {"layout"},
+        "work": {"layout", "bounds"},
+        "stable": {"layout"},
+        "agent": {"layout", "bounds", "work"},
+        "turn_work": {"layout", "bounds", "work"},
+        "turn_input": {"layout", "bounds"},
+    },
 }
 # The ledger's store is a facade over parts with one job each; they share only the writer's
 # tip (holon/ledger/tip.py), handed to each by the facade. part -> the parts it may import.
@@ -250,10 +262,13 @@ def test_the_cli_uses_only_the_public_api() -> None:
 @pytest.mark.parametrize("package", sorted(WITHIN))
 def test_a_split_layers_modules_import_only_their_part(package: str) -> None:
     allowed = WITHIN[package]
-    modules = {path.stem for path in (ROOT / package).glob("*.py")}
-    assert modules == set(allowed), f"holon/{package}/ modules and WITHIN[{package!r}] differ"
+    folder = ROOT.joinpath(*package.split("."))
+    modules = {path.stem for path in folder.glob("*.py")}
+    assert modules == set(allowed), (
+        f"{folder.relative_to(ROOT.parent)}/ modules and WITHIN[{package!r}] differ"
+    )
     for module, may in sorted(allowed.items()):
-        path = ROOT / package / f"{module}.py"
+        path = folder / f"{module}.py"
         prefix = f"holon.{package}."
         imported = _imports(path)
         # The package's __init__ composes its modules, and its __main__ runs what it exports.
