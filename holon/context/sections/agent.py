@@ -314,24 +314,29 @@ def _task_lines(
     return lines, omissions
 
 
-def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
-    """Working memory at the current revision; the minimum keeps work, scope, plan and waits.
+class _Entries(msgspec.Struct, frozen=True, kw_only=True):
+    """Working memory's lists as its full form shows them, and what dropping each entry
+    loses (its ref and the tokens of its full line): the shorter forms are made of these."""
 
-    The full form lists the last 3 finished plan steps (older ones are collapsed into one
-    line); the compact form collapses them all and keeps at most 6 files, 4 decisions
-    (clipped, without rationale) and 3 follow-ups (clipped); the truncated form keeps only
-    the work item, scope, open plan steps and waits, each text clipped (so no one record
-    makes the pinned minimum larger than a window). Whatever a form leaves out is named
-    in a placeholder line with the refs that restore it, and reported as its omissions.
-    """
-    s = inputs.snapshot
-    if s.empty:
-        return None
-    header = f"## Working memory (revision {inputs.working_memory_revision})"
+    files: list[str]
+    decisions: list[str]
+    follow_ups: list[str]
+    file_drops: list[r.Omission]
+    decision_drops: list[r.Omission]
+    follow_up_drops: list[r.Omission]
+    #: The placeholders for what working memory's caps leave out (every form shows them).
+    older_decisions: list[str]
+    older_follow_ups: list[str]
+    older_waits: list[str]
+    #: The open waits in full, then the placeholder for those over the cap.
+    waits: list[str]
+    #: The placeholder for a work summary the shorter forms leave out, and its omissions.
+    summary_dropped: list[str]
+    summary_drops: list[r.Omission]
+
+
+def _entries(s: WorkingMemorySnapshot, count: Counter) -> _Entries:
     section = "working_memory"
-    core, core_omitted = _core_lines(inputs, count)
-    if s.work_summary:
-        core.append(f"summary: {s.work_summary}")
     file_lines = [f"{f.path} {cite(f.seq)}" for f in s.files]
     decision_lines = [
         f"decision {d.id}: {d.text}"
@@ -340,66 +345,85 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
         for d in s.decisions
     ]
     follow_up_lines = [f"follow-up {f.id}: {f.text} {cite(*f.seqs)}" for f in s.follow_ups]
-    plan_full, plan_full_omitted = _plan_lines(s, count, keep_finished=RECENT_FINISHED_STEPS)
-    full = [header, *core, *plan_full]
-    if file_lines:
-        full.append("files: " + ", ".join(file_lines))
     older_decisions, older_follow_ups, older_waits = _over_cap_lines(s)
-    full.extend(decision_lines)
-    full.extend(older_decisions)
-    full.extend(follow_up_lines)
-    full.extend(older_follow_ups)
-    waits = [*_wait_lines(s, count)[0], *older_waits]
-    full.extend(waits)
+    summary_dropped, summary_drops = _summary_dropped(s, count)
+    return _Entries(
+        files=file_lines,
+        decisions=decision_lines,
+        follow_ups=follow_up_lines,
+        file_drops=[
+            r.Omission(
+                section=section, ref=ledger_ref(f.seq), reason=f"file {f.path} not shown", tokens=count(line)
+            )
+            for f, line in zip(s.files, file_lines, strict=True)
+        ],
+        decision_drops=[
+            r.Omission(
+                section=section,
+                ref=ledger_ref(d.seq),
+                reason=f"decision {d.id} not shown",
+                tokens=count(line),
+            )
+            for d, line in zip(s.decisions, decision_lines, strict=True)
+        ],
+        follow_up_drops=[
+            r.Omission(
+                section=section,
+                ref=ledger_ref(f.seqs[-1]),
+                reason=f"follow-up {f.id} not shown",
+                tokens=count(line),
+            )
+            for f, line in zip(s.follow_ups, follow_up_lines, strict=True)
+        ],
+        older_decisions=older_decisions,
+        older_follow_ups=older_follow_ups,
+        older_waits=older_waits,
+        waits=[*_wait_lines(s, count)[0], *older_waits],
+        summary_dropped=summary_dropped,
+        summary_drops=summary_drops,
+    )
+
+
+def _full_memory(inputs: ContextInputs, header: str, e: _Entries, count: Counter) -> Form:
+    """Every entry, the last :data:`RECENT_FINISHED_STEPS` finished plan steps, each failing
+    check with the end of its output."""
+    s = inputs.snapshot
+    core, core_omitted = _core_lines(inputs, count)
+    if s.work_summary:
+        core.append(f"summary: {s.work_summary}")
+    plan, plan_omitted = _plan_lines(s, count, keep_finished=RECENT_FINISHED_STEPS)
+    lines = [header, *core, *plan]
+    if e.files:
+        lines.append("files: " + ", ".join(e.files))
+    lines.extend(e.decisions)
+    lines.extend(e.older_decisions)
+    lines.extend(e.follow_ups)
+    lines.extend(e.older_follow_ups)
+    lines.extend(e.waits)
     # Failing checks: the end of their output in full, clipped in compact, the command alone
     # (and its ref) in the minimum: what is red is state the agent must not lose.
-    full.extend(f"{failing_line(f)} {cite(f.seq)}" for f in s.failing)
-    failing_compact = [
-        f"{failing_line(f, tail=False)}: {clip_line(f.tail, 120)} {cite(f.seq)}"
-        if f.tail
-        else f"{failing_line(f)} {cite(f.seq)}"
-        for f in s.failing
-    ]
-    failing_min = [f"{failing_line(f, tail=False)} {cite(f.seq)}" for f in s.failing]
-    task_full, task_full_omitted = _task_lines(s, count, "full")
-    full.extend(task_full)
+    lines.extend(f"{failing_line(f)} {cite(f.seq)}" for f in s.failing)
+    tasks, tasks_omitted = _task_lines(s, count, "full")
+    lines.extend(tasks)
+    return section_form("full", lines, count, [*core_omitted, *plan_omitted, *tasks_omitted])
 
-    # What dropping each entry loses: its ref and the tokens of its full line.
-    file_drops = [
-        r.Omission(
-            section=section, ref=ledger_ref(f.seq), reason=f"file {f.path} not shown", tokens=count(line)
-        )
-        for f, line in zip(s.files, file_lines, strict=True)
-    ]
-    decision_drops = [
-        r.Omission(
-            section=section, ref=ledger_ref(d.seq), reason=f"decision {d.id} not shown", tokens=count(line)
-        )
-        for d, line in zip(s.decisions, decision_lines, strict=True)
-    ]
-    follow_up_drops = [
-        r.Omission(
-            section=section,
-            ref=ledger_ref(f.seqs[-1]),
-            reason=f"follow-up {f.id} not shown",
-            tokens=count(line),
-        )
-        for f, line in zip(s.follow_ups, follow_up_lines, strict=True)
-    ]
-    summary_lines, summary_drops = _summary_dropped(s, count)
-    plan_short, plan_short_omitted = _plan_lines(s, count, keep_finished=0)
-    plan_min, plan_min_omitted = _plan_lines(s, count, keep_finished=0, clip=True)
 
-    compact = [header, *_core_lines(inputs, count)[0], *summary_lines, *plan_short]
-    compact_omitted = [*core_omitted, *summary_drops, *plan_short_omitted]
+def _compact_memory(inputs: ContextInputs, header: str, e: _Entries, count: Counter) -> Form:
+    """No finished plan step, no work summary, the first :data:`_COMPACT_FILES` files and the
+    first decisions and follow-ups on a clipped line each; each kind's rest in a placeholder."""
+    s = inputs.snapshot
+    core, core_omitted = _core_lines(inputs, count)
+    plan, plan_omitted = _plan_lines(s, count, keep_finished=0)
+    lines = [header, *core, *e.summary_dropped, *plan]
+    omitted = [*core_omitted, *e.summary_drops, *plan_omitted]
     if s.files:
         line = "files: " + ", ".join(f.path for f in s.files[:_COMPACT_FILES])
         if len(s.files) > _COMPACT_FILES:
-            rest = file_drops[_COMPACT_FILES:]
+            rest = e.file_drops[_COMPACT_FILES:]
             line += " " + not_shown_line(len(rest), "file", [o.ref for o in rest], more=True)
-            compact_omitted.extend(rest)
-        compact.append(line)
-    for d, full_line in zip(s.decisions[:_COMPACT_DECISIONS], decision_lines, strict=False):
+            omitted.extend(rest)
+        lines.append(line)
+    for d, full_line in zip(s.decisions[:_COMPACT_DECISIONS], e.decisions, strict=False):
         line, shortened = _compact_entry(
             "decision",
             d.id,
@@ -410,58 +434,87 @@ def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate
             limit=100,
             dropped="rationale" if d.rationale else None,
         )
-        compact.append(line)
-        compact_omitted.extend(shortened)
-    for f, full_line in zip(s.follow_ups[:_COMPACT_FOLLOW_UPS], follow_up_lines, strict=False):
+        lines.append(line)
+        omitted.extend(shortened)
+    for f, full_line in zip(s.follow_ups[:_COMPACT_FOLLOW_UPS], e.follow_ups, strict=False):
         line, shortened = _compact_entry(
             "follow-up", f.id, f.text, f.seqs[-1], full_line, count=count, limit=80
         )
-        compact.append(line)
-        compact_omitted.extend(shortened)
+        lines.append(line)
+        omitted.extend(shortened)
     for noun, drops, kept, older in (
-        ("decision", decision_drops, _COMPACT_DECISIONS, older_decisions),
-        ("follow-up", follow_up_drops, _COMPACT_FOLLOW_UPS, older_follow_ups),
+        ("decision", e.decision_drops, _COMPACT_DECISIONS, e.older_decisions),
+        ("follow-up", e.follow_up_drops, _COMPACT_FOLLOW_UPS, e.older_follow_ups),
     ):
         if len(drops) > kept:
             rest = drops[kept:]
-            compact.append(not_shown_line(len(rest), noun, [o.ref for o in rest], more=True))
-            compact_omitted.extend(rest)
-        compact.extend(older)
-    compact.extend(waits)
-    compact.extend(failing_compact)
-    task_compact, task_compact_omitted = _task_lines(s, count, "compact")
-    compact.extend(task_compact)
-    compact_omitted.extend(task_compact_omitted)
+            lines.append(not_shown_line(len(rest), noun, [o.ref for o in rest], more=True))
+            omitted.extend(rest)
+        lines.extend(older)
+    lines.extend(e.waits)
+    lines.extend(
+        f"{failing_line(f, tail=False)}: {clip_line(f.tail, 120)} {cite(f.seq)}"
+        if f.tail
+        else f"{failing_line(f)} {cite(f.seq)}"
+        for f in s.failing
+    )
+    tasks, tasks_omitted = _task_lines(s, count, "compact")
+    lines.extend(tasks)
+    omitted.extend(tasks_omitted)
+    return section_form("compact", lines, count, omitted)
 
-    core_min, core_cut = _core_lines(inputs, count, bounded=True)
-    waits_min, waits_cut = _wait_lines(s, count, bounded=True)
-    tasks_min, tasks_cut = _task_lines(s, count, "truncated")
-    truncated = [
+
+def _truncated_memory(inputs: ContextInputs, header: str, e: _Entries, count: Counter) -> Form:
+    """The pinned minimum: the work item, scope, open plan steps, waits, failing commands and
+    tasks, each text clipped; files, decisions and follow-ups only as placeholders."""
+    s = inputs.snapshot
+    core, core_cut = _core_lines(inputs, count, bounded=True)
+    plan, plan_omitted = _plan_lines(s, count, keep_finished=0, clip=True)
+    waits, waits_cut = _wait_lines(s, count, bounded=True)
+    tasks, tasks_cut = _task_lines(s, count, "truncated")
+    lines = [
         header,
-        *core_min,
-        *summary_lines,
-        *plan_min,
-        *waits_min,
-        *older_waits,
-        *failing_min,
-        *tasks_min,
+        *core,
+        *e.summary_dropped,
+        *plan,
+        *waits,
+        *e.older_waits,
+        *(f"{failing_line(f, tail=False)} {cite(f.seq)}" for f in s.failing),
+        *tasks,
     ]
-    truncated_omitted = [*core_cut, *summary_drops, *plan_min_omitted, *waits_cut, *tasks_cut]
+    omitted = [*core_cut, *e.summary_drops, *plan_omitted, *waits_cut, *tasks_cut]
     for noun, drops, older in (
-        ("decision", decision_drops, older_decisions),
-        ("follow-up", follow_up_drops, older_follow_ups),
-        ("file", file_drops, []),
+        ("decision", e.decision_drops, e.older_decisions),
+        ("follow-up", e.follow_up_drops, e.older_follow_ups),
+        ("file", e.file_drops, []),
     ):
         if drops:
-            truncated.append(not_shown_line(len(drops), noun, [o.ref for o in drops], more=False))
-            truncated_omitted.extend(drops)
-        truncated.extend(older)
+            lines.append(not_shown_line(len(drops), noun, [o.ref for o in drops], more=False))
+            omitted.extend(drops)
+        lines.extend(older)
+    return section_form("truncated", lines, count, omitted)
+
+
+def working_memory_candidate(inputs: ContextInputs, count: Counter) -> Candidate | None:
+    """Working memory at the current revision; the minimum keeps work, scope, plan and waits.
+
+    The full form lists the last 3 finished plan steps (older ones are collapsed into one
+    line); the compact form collapses them all and keeps at most 6 files, 4 decisions
+    (clipped, without rationale) and 3 follow-ups (clipped); the truncated form keeps only
+    the work item, scope, open plan steps and waits, each text clipped (so no one record
+    makes the pinned minimum larger than a window). Whatever a form leaves out is named
+    in a placeholder line with the refs that restore it, and reported as its omissions.
+    """
+    if inputs.snapshot.empty:
+        return None
+    header = f"## Working memory (revision {inputs.working_memory_revision})"
+    entries = _entries(inputs.snapshot, count)
     return section_candidate(
         "working_memory",
         [
-            section_form("full", full, count, [*core_omitted, *plan_full_omitted, *task_full_omitted]),
-            section_form("compact", compact, count, compact_omitted),
-            section_form("truncated", truncated, count, truncated_omitted),
+            _full_memory(inputs, header, entries, count),
+            _compact_memory(inputs, header, entries, count),
+            _truncated_memory(inputs, header, entries, count),
         ],
     )
 
@@ -580,6 +633,81 @@ def _superseded_runs(
     return "\n".join(lines)
 
 
+_EPISODES_HEADER: Final = "## Relevant earlier episodes (restore any with `holon get episode:<id>`)"
+#: One selected episode: the record, its full text (decisions revised since and results
+#: superseded since marked) and its compact text.
+_EpisodeTexts = tuple[r.ContextEpisodeRecord, str, str]
+
+
+def _episode_texts(
+    selected: Sequence[r.ContextEpisodeRecord],
+    current_decisions: dict[str, str] | None,
+    superseded_run: Callable[[str], bool] | None,
+) -> list[_EpisodeTexts]:
+    texts: list[_EpisodeTexts] = []
+    for episode in selected:
+        full, compact = episode_text_forms(episode)
+        if current_decisions:
+            full = _revised_decisions(full, episode, current_decisions)
+        if superseded_run is not None and episode.task_runs:
+            full = _superseded_runs(full, episode, superseded_run)
+        texts.append((episode, full, compact))
+    return texts
+
+
+def _filled(
+    kind: FormKind,
+    limit: int,
+    texts: Sequence[_EpisodeTexts],
+    contents: Sequence[r.Omission],
+    *,
+    sub_budget: int,
+    count: Counter,
+) -> Form | None:
+    """The ``kind`` form of the first ``limit`` episodes, as many as fit ``sub_budget`` (each
+    in that form), the rest named in a placeholder line; ``None`` when none fits."""
+    section = "episodes"
+    shown: list[tuple[int, str, int]] = []  # (position in the selection, text, cost)
+    used = count(_EPISODES_HEADER) + 1
+    for i, (_, full, compact) in enumerate(texts[:limit]):
+        text = full if kind == "full" else compact
+        cost = count(text) + 1
+        if used + cost <= sub_budget:
+            shown.append((i, text, cost))
+            used += cost
+    if not shown:
+        return None
+    kept = {i for i, _, _ in shown}
+    left = [i for i in range(len(texts)) if i not in kept]
+    omissions = [
+        r.Omission(
+            section=section,
+            ref=episode_ref(texts[i][0].episode_id),
+            reason=f"episode {texts[i][0].episode_id} shortened ({kind} form)",
+            tokens=max(0, contents[i].tokens - (cost - 1)),
+        )
+        for i, _, cost in shown
+        if kind != "full"
+    ]
+    for i in left:
+        why = "did not fit the episode budget" if i < limit else "the truncated form shows one"
+        omissions.append(
+            msgspec.structs.replace(contents[i], reason=f"episode {texts[i][0].episode_id} not shown ({why})")
+        )
+    lines = [_EPISODES_HEADER, *(text for _, text, _ in shown)]
+    if left:
+        # The line naming what was left out is not charged to the sub-budget (which
+        # bounds episode content): paying for it with a whole episode would be worse.
+        # The planner still counts it against the prompt's budget.
+        refs = [episode_ref(texts[i][0].episode_id) for i in left]
+        note = not_shown_line(len(left), "selected episode", refs, more=True)
+        lines.append(note)
+        used += count(note) + 1
+    # Tokens as the sum of the parts plus one per line break (an upper bound), so
+    # each episode text is counted once.
+    return Form(kind=kind, text="\n".join(lines), tokens=used - 1, omissions=tuple(omissions))
+
+
 def episodes_candidate(
     selected: Sequence[r.ContextEpisodeRecord],
     sub_budget: int,
@@ -600,16 +728,7 @@ def episodes_candidate(
     if not selected:
         return None
     section = "episodes"
-    header = "## Relevant earlier episodes (restore any with `holon get episode:<id>`)"
-    header_tokens = count(header) + 1
-    texts: list[tuple[r.ContextEpisodeRecord, str, str]] = []
-    for episode in selected:
-        full, compact = episode_text_forms(episode)
-        if current_decisions:
-            full = _revised_decisions(full, episode, current_decisions)
-        if superseded_run is not None and episode.task_runs:
-            full = _superseded_runs(full, episode, superseded_run)
-        texts.append((episode, full, compact))
+    texts = _episode_texts(selected, current_decisions, superseded_run)
     contents = [
         r.Omission(
             section=section,
@@ -619,51 +738,15 @@ def episodes_candidate(
         )
         for e, full, _ in texts
     ]
-
-    def fill(kind: FormKind, limit: int) -> Form | None:
-        shown: list[tuple[int, str, int]] = []  # (position in the selection, text, cost)
-        used = header_tokens
-        for i, (_, full, compact) in enumerate(texts[:limit]):
-            text = full if kind == "full" else compact
-            cost = count(text) + 1
-            if used + cost <= sub_budget:
-                shown.append((i, text, cost))
-                used += cost
-        if not shown:
-            return None
-        kept = {i for i, _, _ in shown}
-        left = [i for i in range(len(texts)) if i not in kept]
-        omissions = [
-            r.Omission(
-                section=section,
-                ref=episode_ref(texts[i][0].episode_id),
-                reason=f"episode {texts[i][0].episode_id} shortened ({kind} form)",
-                tokens=max(0, contents[i].tokens - (cost - 1)),
-            )
-            for i, _, cost in shown
-            if kind != "full"
-        ]
-        for i in left:
-            why = "did not fit the episode budget" if i < limit else "the truncated form shows one"
-            omissions.append(
-                msgspec.structs.replace(
-                    contents[i], reason=f"episode {texts[i][0].episode_id} not shown ({why})"
-                )
-            )
-        lines = [header, *(text for _, text, _ in shown)]
-        if left:
-            # The line naming what was left out is not charged to the sub-budget (which
-            # bounds episode content): paying for it with a whole episode would be worse.
-            # The planner still counts it against the prompt's budget.
-            refs = [episode_ref(texts[i][0].episode_id) for i in left]
-            note = not_shown_line(len(left), "selected episode", refs, more=True)
-            lines.append(note)
-            used += count(note) + 1
-        # Tokens as the sum of the parts plus one per line break (an upper bound), so
-        # each episode text is counted once.
-        return Form(kind=kind, text="\n".join(lines), tokens=used - 1, omissions=tuple(omissions))
-
-    forms = [f for f in (fill("full", len(texts)), fill("compact", len(texts)), fill("truncated", 1)) if f]
+    forms = [
+        f
+        for f in (
+            _filled("full", len(texts), texts, contents, sub_budget=sub_budget, count=count),
+            _filled("compact", len(texts), texts, contents, sub_budget=sub_budget, count=count),
+            _filled("truncated", 1, texts, contents, sub_budget=sub_budget, count=count),
+        )
+        if f
+    ]
     if not forms:
         # Not even the best episode fits the sub-budget: say so, by ref.
         dropped = tuple(

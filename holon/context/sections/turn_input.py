@@ -34,20 +34,53 @@ __all__ = [
 ]
 
 
-def _continuation(
-    inputs: ContextInputs, count: Counter, *, bounded: bool = False
-) -> tuple[list[str], list[r.Omission]]:
-    """Continuation context (an interrupted turn, unknown-outcome calls, resolved waits) and
-    what it clipped; ``bounded``, ids and texts are clipped too, each line citing its records."""
-    continuation: list[str] = []
+def _unknown_call(ex: ToolExecution, count: Counter, *, bounded: bool) -> tuple[str, list[r.Omission]]:
+    """The line of a tool call whose outcome is unknown, and what it clipped; ``bounded``,
+    its id, tool and arguments to the pinned minimum's bounds."""
+    assert ex.intent is not None
     clipped: list[r.Omission] = []
-    if inputs.previous_outcome in ("interrupted", "failed"):
-        # Without this line a turn that died would leave the next prompt unchanged: the
-        # model could not tell that its last turn did not finish.
-        how = {"interrupted": "was interrupted (the process stopped while it was open)"}.get(
-            inputs.previous_outcome, "failed"
+    encoded = msgspec.json.encode(ex.intent.args, order="sorted").decode()
+    args, cut = clipped_line(encoded, 160)
+    call_id, tool, named_cut = ex.call_id, ex.tool, False
+    if bounded and ex.intent_seq is not None:
+        # Arguments of emoji clipped to 160 characters still took over 400 tokens.
+        args, cut = bound_text(encoded, 160, count)
+        call_id, id_cut = bound_text(ex.call_id, PINNED_ID_CHARS, count)
+        tool, tool_cut = bound_text(ex.tool, PINNED_ID_CHARS, count)
+        named_cut = id_cut or tool_cut
+    line = (
+        f"- tool call {call_id} ({tool} {args}) was started {cite(ex.intent_seq)} "
+        "and its outcome is unknown: check its effects before retrying"
+    )
+    if cut and ex.intent_seq is not None:
+        clipped.append(
+            r.Omission(
+                section="current_input",
+                ref=ledger_ref(ex.intent_seq),
+                reason=f"arguments of {call_id} clipped",
+                tokens=max(0, count(encoded) - count(args)),
+            )
         )
-        continuation.append(f"- the previous turn {how}: check what it left done before going on")
+    if named_cut and ex.intent_seq is not None:
+        full = f"{ex.call_id} ({ex.tool}"
+        clipped.append(
+            shrunk(
+                "current_input",
+                ledger_ref(ex.intent_seq),
+                f"id or tool of {call_id} clipped",
+                [full],
+                [f"{call_id} ({tool}"],
+                count=count,
+            )
+        )
+    return line, clipped
+
+
+def _unknown_calls(
+    inputs: ContextInputs, count: Counter, *, bounded: bool
+) -> tuple[list[str], list[r.Omission]]:
+    """The tool calls whose outcome is unknown, one line each; ``bounded``, the newest
+    :data:`PINNED_CALLS` of them and a line naming the rest."""
     unknown_calls = [
         ex
         for ex in inputs.tools
@@ -60,45 +93,15 @@ def _continuation(
         # The newest ones: a crash leaves the last calls open.
         hidden_calls = [ex for ex in unknown_calls[:-PINNED_CALLS] if ex.intent_seq is not None]
         unknown_calls = [ex for ex in unknown_calls if ex not in hidden_calls]
+    lines: list[str] = []
+    clipped: list[r.Omission] = []
     for ex in unknown_calls:
-        assert ex.intent is not None
-        encoded = msgspec.json.encode(ex.intent.args, order="sorted").decode()
-        args, cut = clipped_line(encoded, 160)
-        call_id, tool, named_cut = ex.call_id, ex.tool, False
-        if bounded and ex.intent_seq is not None:
-            # Arguments of emoji clipped to 160 characters still took over 400 tokens.
-            args, cut = bound_text(encoded, 160, count)
-            call_id, id_cut = bound_text(ex.call_id, PINNED_ID_CHARS, count)
-            tool, tool_cut = bound_text(ex.tool, PINNED_ID_CHARS, count)
-            named_cut = id_cut or tool_cut
-        continuation.append(
-            f"- tool call {call_id} ({tool} {args}) was started {cite(ex.intent_seq)} "
-            "and its outcome is unknown: check its effects before retrying"
-        )
-        if cut and ex.intent_seq is not None:
-            clipped.append(
-                r.Omission(
-                    section="current_input",
-                    ref=ledger_ref(ex.intent_seq),
-                    reason=f"arguments of {call_id} clipped",
-                    tokens=max(0, count(encoded) - count(args)),
-                )
-            )
-        if named_cut and ex.intent_seq is not None:
-            full = f"{ex.call_id} ({ex.tool}"
-            clipped.append(
-                shrunk(
-                    "current_input",
-                    ledger_ref(ex.intent_seq),
-                    f"id or tool of {call_id} clipped",
-                    [full],
-                    [f"{call_id} ({tool}"],
-                    count=count,
-                )
-            )
+        line, cut = _unknown_call(ex, count, bounded=bounded)
+        lines.append(line)
+        clipped.extend(cut)
     if hidden_calls:
         call_refs = [ledger_ref(ex.intent_seq) for ex in hidden_calls if ex.intent_seq is not None]
-        continuation.append(
+        lines.append(
             f"- +{len(hidden_calls)} earlier tool calls whose outcome is unknown are not shown: check their "
             f"effects before retrying them — restore with ref {ref_list(call_refs)}"
         )
@@ -106,6 +109,16 @@ def _continuation(
             r.Omission(section="current_input", ref=ref, reason="unknown-outcome call not shown")
             for ref in call_refs
         )
+    return lines, clipped
+
+
+def _resolved_waits(
+    inputs: ContextInputs, count: Counter, *, bounded: bool
+) -> tuple[list[str], list[r.Omission]]:
+    """The waits resolved since working memory was derived, one line each citing the
+    resolution; ``bounded``, each text clipped (the line then cites the wait too)."""
+    lines: list[str] = []
+    clipped: list[r.Omission] = []
     for wait in inputs.resolved_waits:
         ident, waiting_on, detail = wait.id, wait.waiting_on, wait.detail or ""
         refs = cite(wait.resolved_seq)
@@ -127,10 +140,29 @@ def _continuation(
                     )
             if id_cut or on_cut:
                 refs = cite(wait.seq, wait.resolved_seq)
-        continuation.append(
+        lines.append(
             f"- wait {ident} ({waiting_on}) {wait.resolution}{f': {detail}' if detail else ''} {refs}"
         )
-    return (["continuation:", *continuation] if continuation else []), clipped
+    return lines, clipped
+
+
+def _continuation(
+    inputs: ContextInputs, count: Counter, *, bounded: bool = False
+) -> tuple[list[str], list[r.Omission]]:
+    """Continuation context (an interrupted turn, unknown-outcome calls, resolved waits) and
+    what it clipped; ``bounded``, ids and texts are clipped too, each line citing its records."""
+    continuation: list[str] = []
+    if inputs.previous_outcome in ("interrupted", "failed"):
+        # Without this line a turn that died would leave the next prompt unchanged: the
+        # model could not tell that its last turn did not finish.
+        how = {"interrupted": "was interrupted (the process stopped while it was open)"}.get(
+            inputs.previous_outcome, "failed"
+        )
+        continuation.append(f"- the previous turn {how}: check what it left done before going on")
+    calls, calls_clipped = _unknown_calls(inputs, count, bounded=bounded)
+    waits, waits_clipped = _resolved_waits(inputs, count, bounded=bounded)
+    continuation.extend([*calls, *waits])
+    return (["continuation:", *continuation] if continuation else []), [*calls_clipped, *waits_clipped]
 
 
 MANDATE_HEADER: Final = (
@@ -193,6 +225,63 @@ def _requests_left_out(
     return [line], omissions
 
 
+class _Shown(msgspec.Struct, frozen=True, kw_only=True):
+    """The requests the mandate section shows: the first, the later ones before the history
+    (``rest``, oldest first), under ``header``, with the line for those not held (``gap``)."""
+
+    header: str
+    first: RequestEntry
+    rest: list[RequestEntry]
+    gap: list[str]
+
+
+def _compact_requests(shown: _Shown, room_for: int, count: Counter) -> Form:
+    """The first request (shortened past half of ``room_for``) and the newest later ones
+    ``room_for`` holds, the rest counted in a line naming their refs."""
+    header, first, rest = shown.header, shown.first, shown.rest
+    cut_here: list[r.Omission] = []
+    first_line = _request_whole(first)
+    if count(first_line) > room_for // 2:
+        first_line, cut = _request_short(first, _REQUEST_PREVIEW_CHARS * 4, count)
+        cut_here.extend([cut] if cut is not None else [])
+    room = room_for - count(header) - count(first_line) - _MANDATE_COUNT_LINE
+    later_lines: list[str] = []
+    kept = 0
+    for age, q in enumerate(reversed(rest)):
+        line, cut = (_request_whole(q), None) if age < _COMPACT_REQUESTS else (None, None)
+        if line is None or count(line) > room:
+            line, cut = _request_short(q, _REQUEST_LINE_CHARS, count)
+        cost = count(line)
+        if cost > room:
+            break
+        room -= cost
+        later_lines.append(line)
+        cut_here.extend([cut] if cut is not None else [])
+        kept += 1
+    left, left_cut = _requests_left_out(rest[: len(rest) - kept], 0, count)
+    # Requests the projection no longer holds are older than every one held: the gap line
+    # says so where they were, the left-out line counts the held ones the form leaves out.
+    cut_here.extend(left_cut)
+    return section_form(
+        "compact", [header, first_line, *shown.gap, *left, *reversed(later_lines)], count, cut_here
+    )
+
+
+def _minimum_requests(shown: _Shown, not_held: int, count: Counter) -> Form:
+    """The pinned minimum: the first and the newest request as previews, and one line naming
+    the others' refs (``not_held``: how many the projection no longer holds)."""
+    minimum = [shown.header]
+    minimum_cut: list[r.Omission] = []
+    for q in (shown.first, *shown.rest[-1:]):
+        line, cut = _request_short(q, _REQUEST_PREVIEW_CHARS, count)
+        minimum.append(line)
+        minimum_cut.extend([cut] if cut is not None else [])
+    more, more_cut = _requests_left_out(shown.rest[:-1], not_held, count)
+    minimum.extend(more)
+    minimum_cut.extend(more_cut)
+    return section_form("truncated", minimum, count, minimum_cut)
+
+
 def mandate_candidate(
     inputs: ContextInputs, count: Counter, *, sub_budget: int, before: int | None = None
 ) -> Candidate | None:
@@ -238,46 +327,7 @@ def mandate_candidate(
             "not held — find them with `holon search`)"
         ]
     full = [header, _request_whole(first), *gap, *(_request_whole(q) for q in rest)]
-
-    def compact_within(room_for: int) -> Form:
-        """The first request (shortened past half of ``room_for``) and the newest later ones
-        ``room_for`` holds, the rest counted in a line naming their refs."""
-        cut_here: list[r.Omission] = []
-        first_line = _request_whole(first)
-        if count(first_line) > room_for // 2:
-            first_line, cut = _request_short(first, _REQUEST_PREVIEW_CHARS * 4, count)
-            cut_here.extend([cut] if cut is not None else [])
-        room = room_for - count(header) - count(first_line) - _MANDATE_COUNT_LINE
-        later_lines: list[str] = []
-        kept = 0
-        for age, q in enumerate(reversed(rest)):
-            line, cut = (_request_whole(q), None) if age < _COMPACT_REQUESTS else (None, None)
-            if line is None or count(line) > room:
-                line, cut = _request_short(q, _REQUEST_LINE_CHARS, count)
-            cost = count(line)
-            if cost > room:
-                break
-            room -= cost
-            later_lines.append(line)
-            cut_here.extend([cut] if cut is not None else [])
-            kept += 1
-        left, left_cut = _requests_left_out(rest[: len(rest) - kept], 0, count)
-        # Requests the projection no longer holds are older than every one held: the gap line
-        # says so where they were, the left-out line counts the held ones the form leaves out.
-        cut_here.extend(left_cut)
-        return section_form(
-            "compact", [header, first_line, *gap, *left, *reversed(later_lines)], count, cut_here
-        )
-
-    minimum = [header]
-    minimum_cut: list[r.Omission] = []
-    for q in (first, *rest[-1:]):
-        line, cut = _request_short(q, _REQUEST_PREVIEW_CHARS, count)
-        minimum.append(line)
-        minimum_cut.extend([cut] if cut is not None else [])
-    more, more_cut = _requests_left_out(rest[:-1], mandate.omitted, count)
-    minimum.extend(more)
-    minimum_cut.extend(more_cut)
+    shown = _Shown(header=header, first=first, rest=rest, gap=gap)
     # The sub-budget bounds the mandate; the minimum is bounded by construction. It is the
     # smallest form, whatever the sub-budget: short requests can make the compact form
     # smaller than the truncated one, and a minimum that changed with the room would make
@@ -288,11 +338,12 @@ def mandate_candidate(
     # On a tie the fuller form: the whole requests, else the compact ones.
     whole = section_form("full", full, count)
     smallest = min(
-        (whole, compact_within(0), section_form("truncated", minimum, count, minimum_cut)),
+        (whole, _compact_requests(shown, 0, count), _minimum_requests(shown, mandate.omitted, count)),
         key=lambda f: f.tokens,
     )
     offered: list[Form] = []
-    for f in (whole, compact_within(sub_budget)):  # the fuller forms first, as far as the smallest
+    # The fuller forms first, as far as the smallest.
+    for f in (whole, _compact_requests(shown, sub_budget, count)):
         if f is smallest:
             break
         if f.tokens <= sub_budget and f.text != smallest.text:

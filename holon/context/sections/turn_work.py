@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+import msgspec
+
 import holon.records as r
-from holon.context.budget import Candidate
+from holon.context.budget import Candidate, Form
 from holon.context.inputs import ContextInputs
 from holon.context.refs import ledger_ref
 from holon.context.rounds import step_line
@@ -261,6 +263,120 @@ def _failed_lines(inputs: ContextInputs, *, bounded: bool = False) -> list[str]:
     return lines
 
 
+_ACTIVE_WORK_HEADER: Final = "## Active work item"
+
+
+class _Tail(msgspec.Struct, frozen=True, kw_only=True):
+    """What every active-work form ends with: what this turn changed that working memory
+    shows only after it (decisions made, checks that failed), then the environment; as the
+    fuller forms show it and as the pinned minimum does, with what the minimum cut."""
+
+    full: list[str]
+    bounded: list[str]
+    cut: list[r.Omission]
+
+
+def _tail(inputs: ContextInputs, count: Counter) -> _Tail:
+    env = _environment_line(inputs.environment)
+    env_min, env_cut = _environment_bounded(inputs, count)
+    decided, _ = _decided_lines(inputs, count)
+    decided += _failed_lines(inputs)
+    decided_min, decided_cut = _decided_lines(inputs, count, bounded=True)
+    decided_min += _failed_lines(inputs, bounded=True)
+    return _Tail(full=[*decided, *env], bounded=[*decided_min, *env_min], cut=[*decided_cut, *env_cut])
+
+
+def _pointer_forms(line: str, tail: _Tail, count: Counter) -> list[Form]:
+    """The forms of a section that says in one ``line`` that there is no work item, or that
+    working memory shows the plan: only the tail differs between them."""
+    return [
+        section_form("full", [_ACTIVE_WORK_HEADER, line, *tail.full], count),
+        section_form("truncated", [_ACTIVE_WORK_HEADER, line, *tail.bounded], count, tail.cut),
+    ]
+
+
+def _unchanged_item_forms(
+    inputs: ContextInputs, work: WorkItemEntry, tail: _Tail, count: Counter
+) -> list[Form]:
+    """The forms of a section pointing at working memory, which shows the live item and plan
+    as they are: the item's id and the scope constraints beyond working memory's cap."""
+    rest = inputs.snapshot.scope_rest
+    shown_there = (
+        f"objective, plan and the first {len(inputs.snapshot.scope_constraints)} scope constraints"
+        if rest
+        else "objective, scope and plan"
+    )
+    pointer = (
+        f": unchanged since working memory revision {inputs.working_memory_revision} "
+        f"({shown_there} are shown there)."
+    )
+    rest_full, rest_min, rest_cut = _scope_rest(work, rest, count)
+    full = [_ACTIVE_WORK_HEADER, f"{work.id}{pointer}", *rest_full, *tail.full]
+    ident, id_cut = bound_text(work.id, PINNED_ID_CHARS, count)
+    short = [
+        _ACTIVE_WORK_HEADER,
+        f"{ident}{pointer} {cite(work.declared_seq)}" if id_cut else f"{work.id}{pointer}",
+        *rest_min,
+    ]
+    cut = (
+        [
+            shrunk(
+                "active_work",
+                ledger_ref(work.declared_seq),
+                "work item id clipped",
+                full[1:2],
+                short[1:2],
+                count=count,
+            )
+        ]
+        if id_cut
+        else []
+    )
+    return [
+        section_form("full", full, count),
+        section_form("truncated", [*short, *tail.bounded], count, [*cut, *rest_cut, *tail.cut]),
+    ]
+
+
+def _live_lines(
+    inputs: ContextInputs, tail: _Tail, count: Counter, *, keep_finished: int, bounded: bool = False
+) -> tuple[list[str], list[r.Omission]]:
+    """The live item and its current plan, the last ``keep_finished`` finished steps listed;
+    ``bounded``, the pinned minimum's (:func:`_open_steps_bounded`)."""
+    work, plan = inputs.active_work, inputs.plan
+    out = [_ACTIVE_WORK_HEADER]
+    omissions: list[r.Omission] = []
+    if work is not None:
+        item = (work.id, work.state, work.objective, work.delivery_target, work.scope_constraints)
+        work_lines, cut = work_item_lines(
+            "",
+            item,
+            cite(*work.seqs),
+            [ledger_ref(work.declared_seq)],
+            section="active_work",
+            count=count,
+            bounded=bounded,
+        )
+        out.extend(work_lines)
+        omissions.extend(cut)
+    else:
+        out.append("No active work item.")
+    if plan is not None:
+        out.append(f"current plan: [{ledger_ref(plan.seq)}]")
+        steps, note, cut = _open_steps_bounded(plan, count) if bounded else (list(plan.steps), [], [])
+        step_lines, collapsed = plan_step_lines(
+            steps, plan.seq, "active_work", count, keep_finished=keep_finished
+        )
+        out.extend(step_lines)
+        out.extend(note)
+        omissions.extend(collapsed)
+        omissions.extend(cut)
+    out.extend(tail.bounded if bounded else tail.full)
+    if bounded:
+        omissions.extend(tail.cut)
+    return out, omissions
+
+
 def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
     """The live active work item and its current plan (pinned).
 
@@ -272,134 +388,28 @@ def active_work_candidate(inputs: ContextInputs, count: Counter) -> Candidate:
     this turn's decisions (the newest :data:`PINNED_DECISIONS`) and the environment too,
     so no single record makes it larger than every window.
     """
-    header = "## Active work item"
     work, plan = inputs.active_work, inputs.plan
-    env = _environment_line(inputs.environment)
-    env_min, env_cut = _environment_bounded(inputs, count)
-    # What this turn changed that working memory shows only after it: decisions made and
-    # checks that failed.
-    decided, _ = _decided_lines(inputs, count)
-    decided += _failed_lines(inputs)
-    decided_min, decided_cut = _decided_lines(inputs, count, bounded=True)
-    decided_min += _failed_lines(inputs, bounded=True)
+    tail = _tail(inputs, count)
     if work is None and plan is None:
-        return section_candidate(
-            "active_work",
-            [
-                section_form("full", [header, "No active work item.", *decided, *env], count),
-                section_form(
-                    "truncated",
-                    [header, "No active work item.", *decided_min, *env_min],
-                    count,
-                    [*decided_cut, *env_cut],
-                ),
-            ],
-        )
-    if work is None and _live_matches_snapshot(inputs):
+        forms = _pointer_forms("No active work item.", tail, count)
+    elif work is None and _live_matches_snapshot(inputs):
         pointer = (
             f"No active work item; the plan is unchanged since working memory revision "
             f"{inputs.working_memory_revision} (shown there)."
         )
-        return section_candidate(
-            "active_work",
-            [
-                section_form("full", [header, pointer, *decided, *env], count),
-                section_form(
-                    "truncated", [header, pointer, *decided_min, *env_min], count, [*decided_cut, *env_cut]
-                ),
-            ],
-        )
-    if work is not None and _live_matches_snapshot(inputs):
-        rest = inputs.snapshot.scope_rest
-        shown_there = (
-            f"objective, plan and the first {len(inputs.snapshot.scope_constraints)} scope constraints"
-            if rest
-            else "objective, scope and plan"
-        )
-        pointer = (
-            f": unchanged since working memory revision {inputs.working_memory_revision} "
-            f"({shown_there} are shown there)."
-        )
-        rest_full, rest_min, rest_cut = _scope_rest(work, rest, count)
-        full = [header, f"{work.id}{pointer}", *rest_full, *decided, *env]
-        ident, id_cut = bound_text(work.id, PINNED_ID_CHARS, count)
-        short = [
-            header,
-            f"{ident}{pointer} {cite(work.declared_seq)}" if id_cut else f"{work.id}{pointer}",
-            *rest_min,
-        ]
-        cut = (
-            [
-                shrunk(
-                    "active_work",
-                    ledger_ref(work.declared_seq),
-                    "work item id clipped",
-                    full[1:2],
-                    short[1:2],
-                    count=count,
-                )
-            ]
-            if id_cut
-            else []
-        )
-        return section_candidate(
-            "active_work",
-            [
-                section_form("full", full, count),
-                section_form(
-                    "truncated",
-                    [*short, *decided_min, *env_min],
-                    count,
-                    [*cut, *rest_cut, *decided_cut, *env_cut],
-                ),
-            ],
-        )
-
-    def lines(keep_finished: int, *, bounded: bool = False) -> tuple[list[str], list[r.Omission]]:
-        out = [header]
-        omissions: list[r.Omission] = []
-        if work is not None:
-            item = (work.id, work.state, work.objective, work.delivery_target, work.scope_constraints)
-            work_lines, cut = work_item_lines(
-                "",
-                item,
-                cite(*work.seqs),
-                [ledger_ref(work.declared_seq)],
-                section="active_work",
-                count=count,
-                bounded=bounded,
-            )
-            out.extend(work_lines)
-            omissions.extend(cut)
-        else:
-            out.append("No active work item.")
-        if plan is not None:
-            out.append(f"current plan: [{ledger_ref(plan.seq)}]")
-            steps, note, cut = _open_steps_bounded(plan, count) if bounded else (list(plan.steps), [], [])
-            step_lines, collapsed = plan_step_lines(
-                steps, plan.seq, "active_work", count, keep_finished=keep_finished
-            )
-            out.extend(step_lines)
-            out.extend(note)
-            omissions.extend(collapsed)
-            omissions.extend(cut)
-        out.extend(decided_min if bounded else decided)
-        out.extend(env_min if bounded else env)
-        if bounded:
-            omissions.extend([*decided_cut, *env_cut])
-        return out, omissions
-
-    full, collapsed_full = lines(RECENT_FINISHED_STEPS)
-    compact, collapsed = lines(0)
-    truncated, cut = lines(0, bounded=True)
-    return section_candidate(
-        "active_work",
-        [
+        forms = _pointer_forms(pointer, tail, count)
+    elif work is not None and _live_matches_snapshot(inputs):
+        forms = _unchanged_item_forms(inputs, work, tail, count)
+    else:
+        full, collapsed_full = _live_lines(inputs, tail, count, keep_finished=RECENT_FINISHED_STEPS)
+        compact, collapsed = _live_lines(inputs, tail, count, keep_finished=0)
+        truncated, cut = _live_lines(inputs, tail, count, keep_finished=0, bounded=True)
+        forms = [
             section_form("full", full, count, collapsed_full),
             section_form("compact", compact, count, collapsed),
             section_form("truncated", truncated, count, cut),
-        ],
-    )
+        ]
+    return section_candidate("active_work", forms)
 
 
 #: Open plan steps the pinned minimum of the active-work section lists. The live plan is
