@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ r
         to_openai_responses,
     )
     from holon.context.budget import DEFAULT_BUDGET, Budget, Candidate, Form, ToolExchange, plan_budget
+    from holon.context.episodes import select_episodes
     from holon.context.estimator import (
         DEFAULT_ESTIMATOR,
         BpeEstimator,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time __getattr__ r
     from holon.context.inputs import ContextInputs, CurrentInput, inputs_from_state
     from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection, prompt_rendered
     from holon.context.refs import Ref, RefSource, parse_ref, restore, restore_bytes
-    from holon.context.render import RENDER_VERSION, RenderConfig, build_context, select_episodes
+    from holon.context.render import RENDER_VERSION, RenderConfig, build_context
     from holon.context.search import EpisodeHit, EpisodeIndex, EpisodeIndexRejected
     from holon.context.sections import SECTION_PRIORITY
 
@@ -121,6 +122,7 @@ _HOMES: Final[dict[str, tuple[str, ...]]] = {
         "ToolExchange",
         "plan_budget",
     ),
+    "holon.context.episodes": ("select_episodes",),
     "holon.context.estimator": (
         "DEFAULT_ESTIMATOR",
         "BpeEstimator",
@@ -158,7 +160,6 @@ _HOMES: Final[dict[str, tuple[str, ...]]] = {
         "RENDER_VERSION",
         "RenderConfig",
         "build_context",
-        "select_episodes",
     ),
     "holon.context.search": (
         "EpisodeHit",
