@@ -45,6 +45,7 @@ from holon.context.history import HistoryPlan, HistoryRules, UnitsMemo, plan_his
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
 from holon.context.recall import recalled_form
+from holon.context.recorded import projection_stated, recorded_projection
 from holon.context.refs import ledger_ref
 from holon.context.search import EpisodeIndex
 from holon.context.sections import (
@@ -63,7 +64,7 @@ from holon.context.sections import (
     tools_candidate,
     working_memory_candidate,
 )
-from holon.errors import BudgetExceeded, InvalidRecord
+from holon.errors import BudgetExceeded
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, ProjectionState, task_job
 from holon.projections.config import describe_projection
 
@@ -220,46 +221,6 @@ class RenderConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             preview_chars=self.preview_chars,
             history_refill=self.history_refill,
         )
-
-
-def recorded_projection(render_config: dict[str, Any], *, where: str) -> ProjectionConfig | None:
-    """The projection config a ``PromptRendered.render_config`` records, or ``None`` if it records none.
-
-    The renderer records it only when it is not :data:`~holon.projections.DEFAULT_CONFIG`
-    (so a ledger written before it was recorded reads the same); since render version 7
-    every prompt that records none was rendered under the default (see
-    :func:`projection_stated`). Raises InvalidRecord (naming ``where``) when the recorded
-    value does not decode.
-    """
-    if "projection" not in render_config:
-        return None
-    try:
-        return msgspec.convert(render_config["projection"], ProjectionConfig)
-    except (msgspec.ValidationError, ValueError) as exc:
-        raise InvalidRecord(
-            f"the recorded projection config does not decode ({exc})",
-            where=where,
-            field="body.render_config.projection",
-        ) from None
-
-
-# The first render version whose prompts record every non-default projection config.
-_STATES_PROJECTION: Final = 7
-
-
-def projection_stated(render_config: dict[str, Any], *, where: str) -> ProjectionConfig | None:
-    """The projection config a prompt was rendered under, if its ``render_config`` says so.
-
-    Explicitly (a non-default config), or by omission from render version 7 on, which
-    records every non-default config. ``None`` for a prompt rendered before (version 6
-    recorded it only in its later builds, and earlier versions never) or by another
-    program: its config is unknown.
-    """
-    recorded = recorded_projection(render_config, where=where)
-    if recorded is not None:
-        return recorded
-    version = render_config.get("version")
-    return DEFAULT_CONFIG if isinstance(version, int) and version >= _STATES_PROJECTION else None
 
 
 def _recorded_config(
