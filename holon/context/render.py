@@ -44,12 +44,13 @@ from holon.context.evidence import EvidenceView, window_view
 from holon.context.history import HistoryPlan, HistoryRules, UnitsMemo, plan_history
 from holon.context.inputs import ContextInputs, inputs_from_state
 from holon.context.prompt import AssemblyPlan, CacheIdentity, Prompt, PromptSection
-from holon.context.recall import recalled_form
+from holon.context.recall import Recall, recalled_form
 from holon.context.recorded import projection_stated, recorded_projection
 from holon.context.refs import ledger_ref
 from holon.context.search import EpisodeIndex
 from holon.context.sections import (
     SECTION_ORDER,
+    Counter,
     Layout,
     active_work_candidate,
     context_summary_candidate,
@@ -83,6 +84,7 @@ __all__ = [
 #: Version of the rendered text format. Bump it when the same inputs would render
 #: different bytes, so a recorded prompt names the renderer that can reproduce it.
 RENDER_VERSION: Final = 16
+
 
 # Token counts by estimator, memoized across calls: consecutive turns render mostly the
 # same history items and sections. A count is a pure function of the text, so the
@@ -285,36 +287,41 @@ def _section(name: str, form: Form, layout: Layout) -> PromptSection:
     )
 
 
-def build_context(
-    source: ContextInputs | ProjectionState,
-    budget: Budget,
-    config: RenderConfig | None = None,
-    *,
-    agent_id: str | None = None,
-    index: EpisodeIndex | None = None,
-    history: EvidenceView | None = None,
-) -> Prompt:
-    """Render the prompt for the next model call.
+class _Render(msgspec.Struct, frozen=True, kw_only=True):
+    """What every planning pass of one :func:`build_context` call shares, made once per call."""
 
-    ``source`` is a :class:`ContextInputs` or a projection state (then ``agent_id`` is
-    required). ``index``, when given, is the caller's incremental episode index and
-    replaces ``inputs.episodes`` (so selection cost does not grow with the archive).
-    ``history`` is the view of the ledger the recent history is read from (default: the
-    state's own recent windows, which hold only the last few dozen items).
-    Raises :class:`BudgetExceeded` when the pinned sections cannot fit.
-    """
-    config = config or RenderConfig()
-    if isinstance(source, ProjectionState):
-        if agent_id is None:
-            raise ValueError("build_context: agent_id is required when rendering from a ProjectionState")
-        inputs = inputs_from_state(source, agent_id=agent_id, include_episodes=index is None)
-    else:
-        inputs = source
-    estimator = get_estimator(config.estimator)
-    count = token_counter(config.estimator)
+    inputs: ContextInputs
+    budget: Budget
+    config: RenderConfig
+    count: Counter
+    recorded: dict[str, Any]
+    #: Where every history planned below is read (one of the inputs' own windows is made
+    #: once, not once per plan).
+    view: EvidenceView
+    #: The room the prefix's share is of: the first pass's, whatever a refit takes off it.
+    share_of: int
+    #: Every pass reads the same evidence: its units are read and counted once.
+    units: UnitsMemo
+    #: The turn sections but the mandate, the current input last.
+    fixed_turn: list[Candidate]
+    mandate_budget: int
+    #: Where the previous prompt's history started, if it showed one.
+    guess: int | None
 
-    recorded = _recorded_config(config, budget, estimator.version, inputs.projection)
-    # One token per separator between sections, reserved up front.
+
+def _inputs_of(
+    source: ContextInputs | ProjectionState, agent_id: str | None, index: EpisodeIndex | None
+) -> ContextInputs:
+    if not isinstance(source, ProjectionState):
+        return source
+    if agent_id is None:
+        raise ValueError("build_context: agent_id is required when rendering from a ProjectionState")
+    return inputs_from_state(source, agent_id=agent_id, include_episodes=index is None)
+
+
+def _room(budget: Budget) -> int:
+    """The tokens the sections may take: the budget's, less one per separator between
+    sections, reserved up front; raises BudgetExceeded when that leaves none."""
     available = budget.available - len(SECTION_ORDER)
     if available <= 0 and budget.context_window <= len(SECTION_ORDER):
         # No output reserve would help: do not tell the caller to lower it.
@@ -334,61 +341,54 @@ def build_context(
             required=1,
             fix="lower the output reserve or raise the context window",
         )
+    return available
 
-    # -- prefix (Stable + AgentScoped)
-    if index is None:
-        index = EpisodeIndex(inputs.episodes)
-    episode_index = index
-    sticky = sticky_selection(inputs, index, recorded)
 
-    def select() -> list[r.ContextEpisodeRecord]:
-        return select_episodes(
-            inputs, episode_index, limit=config.episode_limit, max_postings=config.max_postings
+class _Prefix:
+    """The cacheable prefix's candidates (Stable + AgentScoped) for a selection of episodes.
+
+    The sections before the episodes do not depend on the selection: made once, also when
+    the episodes are selected again.
+    """
+
+    def __init__(self, inputs: ContextInputs, budget: Budget, count: Counter, index: EpisodeIndex) -> None:
+        self._count = count
+        self._index = index
+        self._episode_budget = int(budget.available * budget.episode_share)
+        # What each decision says now: the latest archived text, overridden by working memory.
+        # Both change only with the epoch or the revision, so the prefix stays stable.
+        self._decisions = index.decisions
+        self._decisions.update((d.id, d.text) for d in inputs.snapshot.decisions)
+        # Each job's newest result working memory shows, over the archive's newest run.
+        self._live_runs = {
+            task_job(t.description): t.id
+            for t in inputs.snapshot.tasks
+            if t.result_seq is not None and t.description
+        }
+        self._before_episodes = [
+            c
+            for c in (
+                system_candidate(inputs.policy, count),
+                tools_candidate(inputs.policy, count),
+                working_memory_candidate(inputs, count),
+                context_summary_candidate(inputs, count),
+            )
+            if c is not None
+        ]
+
+    def of(self, episodes: list[r.ContextEpisodeRecord]) -> list[Candidate]:
+        shown = episodes_candidate(
+            episodes, self._episode_budget, self._count, self._decisions, self._superseded_run
         )
+        return self._before_episodes if shown is None else [*self._before_episodes, shown]
 
-    # Every history planned below reads this view; one of the inputs' own windows is made
-    # once, not once per plan.
-    view = history if history is not None else window_view(inputs)
-    recitation = config.layout == "recitation"
-    if sticky is not None and recitation and _start_left_the_view(inputs, view):
-        # The history moves whatever the room (below): selected anew now, as that move
-        # would, rather than planned with the kept selection first and again with this one.
-        sticky = None
-    selected = select() if sticky is None else sticky
-    episode_budget = int(budget.available * budget.episode_share)
-    # What each decision says now: the latest archived text, overridden by working memory.
-    # Both change only with the epoch or the revision, so the prefix stays stable.
-    current_decisions = index.decisions
-    current_decisions.update((d.id, d.text) for d in inputs.snapshot.decisions)
-    # Each job's newest result working memory shows, over the archive's newest run.
-    live_runs = {
-        task_job(t.description): t.id
-        for t in inputs.snapshot.tasks
-        if t.result_seq is not None and t.description
-    }
+    def _superseded_run(self, task_id: str) -> bool:
+        return self._index.superseded_run(task_id, self._live_runs)
 
-    def superseded_run(task_id: str) -> bool:
-        return episode_index.superseded_run(task_id, live_runs)
 
-    # The prefix's sections before the episodes do not depend on the selection: made once,
-    # also when the episodes are selected again.
-    before_episodes = [
-        c
-        for c in (
-            system_candidate(inputs.policy, count),
-            tools_candidate(inputs.policy, count),
-            working_memory_candidate(inputs, count),
-            context_summary_candidate(inputs, count),
-        )
-        if c is not None
-    ]
-
-    def prefix_of(episodes: list[r.ContextEpisodeRecord]) -> list[Candidate]:
-        shown = episodes_candidate(episodes, episode_budget, count, current_decisions, superseded_run)
-        return before_episodes if shown is None else [*before_episodes, shown]
-
-    prefix = prefix_of(selected)
-    fixed_turn = [
+def _turn_candidates(inputs: ContextInputs, count: Counter, config: RenderConfig) -> list[Candidate]:
+    """The TurnScoped sections but the mandate (which depends on the history's start)."""
+    return [
         c
         for c in (
             pending_delta_candidate(inputs, count),
@@ -398,87 +398,94 @@ def build_context(
         )
         if c is not None
     ]
-    mandate_budget = int(available * config.mandate_share)
 
-    def turn_with(before: int | None) -> list[Candidate]:
-        mandate = mandate_candidate(inputs, count, sub_budget=mandate_budget, before=before)
-        return fixed_turn if mandate is None else [*fixed_turn[:-1], mandate, fixed_turn[-1]]
 
-    # The prefix's share is of this room, whatever a refit below takes off it.
-    share_of = available
-    # Every pass below reads the same evidence: its units are read and counted once.
-    units: UnitsMemo = {}
+def _history_guess(inputs: ContextInputs) -> int | None:
     previous = inputs.previous
-    guess = (
-        previous.history.from_seq
-        if previous is not None
+    if (
+        previous is not None
         and previous.history is not None
         and any(t.section == "history" and t.form != "omitted" for t in previous.sections)
-        else None
+    ):
+        return previous.history.from_seq
+    return None
+
+
+def _selection(
+    inputs: ContextInputs,
+    index: EpisodeIndex,
+    config: RenderConfig,
+    recorded: dict[str, Any],
+    view: EvidenceView,
+) -> tuple[list[r.ContextEpisodeRecord], bool]:
+    """The episodes a render plans with first, and whether they are the previous prompt's."""
+    sticky = sticky_selection(inputs, index, recorded)
+    if sticky is not None and config.layout == "recitation" and _start_left_the_view(inputs, view):
+        # The history moves whatever the room (below): selected anew now, as that move
+        # would, rather than planned with the kept selection first and again with this one.
+        sticky = None
+    if sticky is None:
+        return select_episodes(
+            inputs, index, limit=config.episode_limit, max_postings=config.max_postings
+        ), False
+    return sticky, True
+
+
+def build_context(
+    source: ContextInputs | ProjectionState,
+    budget: Budget,
+    config: RenderConfig | None = None,
+    *,
+    agent_id: str | None = None,
+    index: EpisodeIndex | None = None,
+    history: EvidenceView | None = None,
+) -> Prompt:
+    """Render the prompt for the next model call.
+
+    ``source`` is a :class:`ContextInputs` or a projection state (then ``agent_id`` is
+    required). ``index``, when given, is the caller's incremental episode index and
+    replaces ``inputs.episodes`` (so selection cost does not grow with the archive).
+    ``history`` is the view of the ledger the recent history is read from (default: the
+    state's own recent windows, which hold only the last few dozen items).
+    Raises :class:`BudgetExceeded` when the pinned sections cannot fit.
+    """
+    config = config or RenderConfig()
+    inputs = _inputs_of(source, agent_id, index)
+    estimator = get_estimator(config.estimator)
+    count = token_counter(config.estimator)
+    recorded = _recorded_config(config, budget, estimator.version, inputs.projection)
+    available = _room(budget)
+
+    # -- prefix (Stable + AgentScoped)
+    if index is None:
+        index = EpisodeIndex(inputs.episodes)
+    view = history if history is not None else window_view(inputs)
+    selected, kept = _selection(inputs, index, config, recorded, view)
+    prefix_of = _Prefix(inputs, budget, count, index)
+    prefix = prefix_of.of(selected)
+    render = _Render(
+        inputs=inputs,
+        budget=budget,
+        config=config,
+        count=count,
+        recorded=recorded,
+        view=view,
+        share_of=available,
+        units={},
+        fixed_turn=_turn_candidates(inputs, count, config),
+        mandate_budget=int(available * config.mandate_share),
+        guess=_history_guess(inputs),
     )
-
-    def assemble(room: int) -> Prompt:
-        # The mandate shows the requests the history does not — those before its start —
-        # and the start depends on the room the mandate leaves. Planned from where the
-        # previous history started (it mostly still does: one pass), and again from where
-        # this one starts until the two agree. A history that starts later than assumed
-        # would hide the requests between, so that always plans again: the assumed start
-        # only grows, and ends. One that starts earlier only shows some requests twice:
-        # planned again once, to give their room back, then taken as it is. The pinned
-        # minimum is the one with no history (every request in the section): a pass over
-        # the budget with a history assumed is planned again without one, and that one
-        # raises, or is taken as it is — so BudgetExceeded names the same minimum whatever
-        # the previous prompt was.
-        before, lowered = guess, False
-        turn = turn_with(before)
-        while True:
-            try:
-                prompt = _assemble(
-                    inputs,
-                    budget,
-                    config,
-                    count=count,
-                    recorded=recorded,
-                    selected=selected,
-                    prefix=prefix,
-                    turn=turn,
-                    available=room,
-                    share_of=share_of,
-                    view=view,
-                    memo=units,
-                )
-            except BudgetExceeded:
-                if before is None:
-                    raise
-                before, lowered = None, True
-                turn = turn_with(before)
-                continue
-            shown = prompt.plan.history is not None and prompt.section("history") is not None
-            now = prompt.plan.history.from_seq if shown and prompt.plan.history is not None else None
-            if now == before:
-                return prompt
-            earlier = now is not None and (before is None or now < before)
-            if earlier and lowered:
-                return prompt
-            lowered = lowered or earlier
-            before = now
-            following = turn_with(before)
-            if following == turn:
-                # No request lies between the two starts: the next pass would plan this
-                # same prompt, whose history starts where that pass assumes, and end.
-                return prompt
-            turn = following
-
-    prompt = assemble(available)
-    if sticky is not None and recitation and _history_moved(inputs, prompt):
+    prompt = _planned(render, selected, prefix, available)
+    if kept and config.layout == "recitation" and _history_moved(inputs, prompt):
         # The history moves its start: everything after the episodes is sent again anyway,
         # so they are selected again for this input (sticky, they would never change). The
         # same selection plans the same prompt: it is planned again only when it differs.
-        fresh = select()
+        fresh = select_episodes(inputs, index, limit=config.episode_limit, max_postings=config.max_postings)
         if [e.episode_id for e in fresh] != [e.episode_id for e in selected]:
             selected = fresh
-            prefix = prefix_of(selected)
-            prompt = assemble(available)
+            prefix = prefix_of.of(selected)
+            prompt = _planned(render, selected, prefix, available)
     if estimator.joins_add_up:
         return prompt
     # An exact BPE can count the joined prompt higher than its parts (a run of line breaks
@@ -491,9 +498,61 @@ def build_context(
     # history) never changes the cacheable prefix at an unchanged revision and epoch.
     while (exact := estimator.count(prompt.text)) > budget.available:
         available -= exact - budget.available
-        prompt = assemble(available)
+        prompt = _planned(render, selected, prefix, available)
     # The plan reports what the prompt costs, not the sum of its parts.
     return msgspec.structs.replace(prompt, plan=msgspec.structs.replace(prompt.plan, total_tokens=exact))
+
+
+def _turn_with(render: _Render, before: int | None) -> list[Candidate]:
+    """The turn sections, the mandate showing the requests before seq ``before``."""
+    mandate = mandate_candidate(render.inputs, render.count, sub_budget=render.mandate_budget, before=before)
+    fixed = render.fixed_turn
+    return fixed if mandate is None else [*fixed[:-1], mandate, fixed[-1]]
+
+
+def _planned(
+    render: _Render, selected: list[r.ContextEpisodeRecord], prefix: list[Candidate], room: int
+) -> Prompt:
+    """The prompt in ``room`` tokens, its mandate and its history's start agreeing.
+
+    The mandate shows the requests the history does not — those before its start —
+    and the start depends on the room the mandate leaves. Planned from where the
+    previous history started (it mostly still does: one pass), and again from where
+    this one starts until the two agree. A history that starts later than assumed
+    would hide the requests between, so that always plans again: the assumed start
+    only grows, and ends. One that starts earlier only shows some requests twice:
+    planned again once, to give their room back, then taken as it is. The pinned
+    minimum is the one with no history (every request in the section): a pass over
+    the budget with a history assumed is planned again without one, and that one
+    raises, or is taken as it is — so BudgetExceeded names the same minimum whatever
+    the previous prompt was.
+    """
+    before, lowered = render.guess, False
+    turn = _turn_with(render, before)
+    while True:
+        try:
+            prompt = _assemble(render, selected, prefix, turn, room)
+        except BudgetExceeded:
+            if before is None:
+                raise
+            before, lowered = None, True
+            turn = _turn_with(render, before)
+            continue
+        shown = prompt.plan.history is not None and prompt.section("history") is not None
+        now = prompt.plan.history.from_seq if shown and prompt.plan.history is not None else None
+        if now == before:
+            return prompt
+        earlier = now is not None and (before is None or now < before)
+        if earlier and lowered:
+            return prompt
+        lowered = lowered or earlier
+        before = now
+        following = _turn_with(render, before)
+        if following == turn:
+            # No request lies between the two starts: the next pass would plan this
+            # same prompt, whose history starts where that pass assumes, and end.
+            return prompt
+        turn = following
 
 
 def _pinned_over_budget(exc: BudgetExceeded, candidates: list[Candidate], budget: Budget) -> BudgetExceeded:
@@ -536,25 +595,67 @@ _SHORTEN: Final = {
 
 
 def _assemble(
-    inputs: ContextInputs,
-    budget: Budget,
-    config: RenderConfig,
-    *,
-    count: Callable[[str], int],
-    recorded: dict[str, Any],
+    render: _Render,
     selected: list[r.ContextEpisodeRecord],
     prefix: list[Candidate],
     turn: list[Candidate],
     available: int,
-    share_of: int,
-    view: EvidenceView | None,
-    memo: UnitsMemo,
 ) -> Prompt:
     """Plan the sections and the history in ``available`` tokens and assemble the prompt.
 
-    The prefix's share is ``budget.prefix_share`` of ``share_of`` (the room before any
+    The prefix's share is ``budget.prefix_share`` of ``render.share_of`` (the room before any
     refit), or what the reserved turn sections leave of ``available`` if that is less.
     """
+    chosen, degraded = _plan_sections(render, prefix, turn, available)
+    used = sum(f.tokens for f in chosen.values())
+    # -- recent history fills what is left
+    # The turn's rounds come after the prompt: a history not sent whole leaves them room.
+    reserve = int(available * render.config.rounds_reserve)
+    history, used = _plan_the_history(render, chosen, turn, available=available, used=used, reserve=reserve)
+    recall = _recall(render, chosen, history, available=available, used=used, reserve=reserve)
+    if history.turn_work is not None and "current_input" in chosen:
+        chosen["current_input"] = _with_turn_work(chosen["current_input"], history.turn_work)
+    sections, tokens, omitted = _laid_out(chosen, history, render.config.layout)
+    _mark_breakpoints(sections)
+    inputs, config = render.inputs, render.config
+    block_names = {s.name for s in sections}
+    total = sum(s.tokens for s in sections) + max(0, len(sections) - 1)
+    identity = CacheIdentity(
+        agent_id=inputs.agent_id,
+        prompt_cache_key=config.prompt_cache_key,
+        working_memory_revision=inputs.working_memory_revision,
+        compression_epoch=inputs.compression_epoch,
+        block_hashes=_block_hashes(sections),
+        layout=config.layout,
+    )
+    plan = AssemblyPlan(
+        budget=render.budget.context_window,
+        available=render.budget.available,
+        total_tokens=total,
+        sections=tuple(tokens),
+        omitted=tuple(omitted),
+        # The whole selection, shown or not (its omissions say which were left out): the
+        # next turn at this revision and epoch re-renders exactly this selection.
+        episodes=tuple(e.episode_id for e in selected) if "episodes" in chosen else (),
+        degraded=degraded,
+        history=history.anchor,
+        recalled=tuple(ledger_ref(seq) for seq in recall.seqs) if recall is not None else (),
+    )
+    return Prompt(
+        sections=tuple(sections),
+        identity=identity,
+        plan=plan,
+        estimator=config.estimator,
+        render_config=render.recorded,
+        tools=inputs.policy.tools if inputs.policy is not None and "tools" in block_names else (),
+    )
+
+
+def _plan_sections(
+    render: _Render, prefix: list[Candidate], turn: list[Candidate], available: int
+) -> tuple[dict[str, Form], bool]:
+    """The form of each section but the history and the recalled one; and whether the
+    prefix and the turn sections had to be planned jointly (``plan.degraded``)."""
     # The current input is reserved before the prefix is planned: the prefix keeps its own
     # share (its forms then do not depend on this turn), unless the input in full and the
     # other pinned turn sections at their minimum would not fit beside it — a long input
@@ -562,27 +663,41 @@ def _assemble(
     reserved = sum(
         c.forms[0].tokens if c.name == "current_input" else c.forms[-1].tokens for c in turn if c.pinned
     )
-    prefix_room = min(int(share_of * budget.prefix_share), available - reserved)
-    degraded = False
+    prefix_room = min(int(render.share_of * render.budget.prefix_share), available - reserved)
     try:
         chosen = plan_budget(prefix, prefix_room, what="cacheable prefix")
         used = sum(f.tokens for f in chosen.values())
         chosen.update(plan_budget(turn, available - used, what="turn sections"))
     except BudgetExceeded:
-        degraded = True
         try:
-            chosen = plan_budget([*prefix, *turn], available, what="pinned sections")
+            return plan_budget([*prefix, *turn], available, what="pinned sections"), True
         except BudgetExceeded as exc:
-            raise _pinned_over_budget(exc, [*prefix, *turn], budget) from None
-    used = sum(f.tokens for f in chosen.values())
+            raise _pinned_over_budget(exc, [*prefix, *turn], render.budget) from None
+    return chosen, False
 
-    # -- recent history fills what is left
-    # The turn's rounds come after the prompt: a history not sent whole leaves them room.
-    reserve = int(available * config.rounds_reserve)
+
+def _plan_the_history(
+    render: _Render,
+    chosen: dict[str, Form],
+    turn: list[Candidate],
+    *,
+    available: int,
+    used: int,
+    reserve: int,
+) -> tuple[HistoryPlan, int]:
+    """The history in the room the sections leave, put in ``chosen``; and the tokens the
+    sections take beside it (less a confirmed delta's, when it gave its room back)."""
+    inputs = render.inputs
 
     def history_in(allowance: int) -> HistoryPlan:
         return plan_history(
-            inputs, count, config.history_rules, allowance=allowance, reserve=reserve, view=view, memo=memo
+            inputs,
+            render.count,
+            render.config.history_rules,
+            allowance=allowance,
+            reserve=reserve,
+            view=render.view,
+            memo=render.units,
         )
 
     history = history_in(available - used)
@@ -605,49 +720,70 @@ def _assemble(
         history = history_in(available - used)
     if history.form is not None:
         chosen["history"] = history.form
-    recall = None
-    if config.recall_share > 0 and "current_input" in chosen:
-        # Only room the history left (less the rounds' reserve): the section never moves
-        # the history, so a turn that recalls costs its own tokens and nothing more.
-        history_tokens = (history.form.tokens if history.form is not None else 0) + (
-            history.turn_work.tokens if history.turn_work is not None else 0
-        )
-        room = min(int(available * config.recall_share), available - used - history_tokens - reserve)
-        current = inputs.current_input
-        before = (
-            history.anchor.from_seq
-            if history.anchor is not None
-            else (current.seq if current is not None and current.seq is not None else 0)
-        )
-        recall = recalled_form(
-            inputs,
-            view if view is not None else window_view(inputs),
-            count,
-            config.history_rules,
-            before=before,
-            window=config.recall_window,
-            room=room,
-            shown=[form.text for name, form in chosen.items() if name != "current_input"],
-        )
-        if recall is not None:
-            chosen["recalled"] = recall.form
-    if history.turn_work is not None and "current_input" in chosen:
-        # A prompt rendered again within a turn: the turn's own work follows its input,
-        # in the order it happened (its tokens were fitted with the history's).
-        given = chosen["current_input"]
-        work = history.turn_work
-        shift = len(given.text) + 1
-        chosen["current_input"] = msgspec.structs.replace(
-            given,
-            text=f"{given.text}\n{work.text}",
-            tokens=given.tokens + work.tokens,
-            calls=(*given.calls, *(call.shifted(shift) for call in work.calls)),
-        )
+    return history, used
 
+
+def _recall(
+    render: _Render,
+    chosen: dict[str, Form],
+    history: HistoryPlan,
+    *,
+    available: int,
+    used: int,
+    reserve: int,
+) -> Recall | None:
+    """The recalled section, put in ``chosen`` when it shows anything."""
+    config, inputs = render.config, render.inputs
+    if not (config.recall_share > 0 and "current_input" in chosen):
+        return None
+    # Only room the history left (less the rounds' reserve): the section never moves
+    # the history, so a turn that recalls costs its own tokens and nothing more.
+    history_tokens = (history.form.tokens if history.form is not None else 0) + (
+        history.turn_work.tokens if history.turn_work is not None else 0
+    )
+    room = min(int(available * config.recall_share), available - used - history_tokens - reserve)
+    current = inputs.current_input
+    before = (
+        history.anchor.from_seq
+        if history.anchor is not None
+        else (current.seq if current is not None and current.seq is not None else 0)
+    )
+    recall = recalled_form(
+        inputs,
+        render.view,
+        render.count,
+        config.history_rules,
+        before=before,
+        window=config.recall_window,
+        room=room,
+        shown=[form.text for name, form in chosen.items() if name != "current_input"],
+    )
+    if recall is not None:
+        chosen["recalled"] = recall.form
+    return recall
+
+
+def _with_turn_work(given: Form, work: Form) -> Form:
+    """The current input with the turn's own work after it, in the order it happened (a
+    prompt rendered again within a turn; its tokens were fitted with the history's)."""
+    shift = len(given.text) + 1
+    return msgspec.structs.replace(
+        given,
+        text=f"{given.text}\n{work.text}",
+        tokens=given.tokens + work.tokens,
+        calls=(*given.calls, *(call.shifted(shift) for call in work.calls)),
+    )
+
+
+def _laid_out(
+    chosen: dict[str, Form], history: HistoryPlan, layout: Layout
+) -> tuple[list[PromptSection], list[r.SectionTokens], list[r.Omission]]:
+    """The sections shown, in ``layout``'s order; every section's tokens and form; and every
+    omission, the history's where the history goes."""
     sections: list[PromptSection] = []
     omitted: list[r.Omission] = []
     tokens: list[r.SectionTokens] = []
-    for name in section_order(config.layout):
+    for name in section_order(layout):
         form = chosen.get(name)
         if name == "history":
             omitted.extend(history.omissions)
@@ -657,11 +793,15 @@ def _assemble(
         omitted.extend(form.omissions)
         if form.kind == "omitted":
             continue
-        sections.append(_section(name, form, config.layout))
-    # Mark cache breakpoints (four at most, Anthropic's limit): after the last Stable and
-    # the last AgentScoped section (they change with the revision and the epoch), after
-    # the history (the next turn's prompt extends it while its anchor holds) and at the
-    # end (the turn's next model call appends its rounds after it).
+        sections.append(_section(name, form, layout))
+    return sections, tokens, omitted
+
+
+def _mark_breakpoints(sections: list[PromptSection]) -> None:
+    """Mark cache breakpoints (four at most, Anthropic's limit): after the last Stable and
+    the last AgentScoped section (they change with the revision and the epoch), after
+    the history (the next turn's prompt extends it while its anchor holds) and at the
+    end (the turn's next model call appends its rounds after it)."""
     marked = {
         max((i for i, s in enumerate(sections) if s.stability == stability), default=None)
         for stability in ("stable", "agent")
@@ -671,42 +811,16 @@ def _assemble(
         marked.add(len(sections) - 1)
     for i in sorted(m for m in marked if m is not None):
         sections[i] = msgspec.structs.replace(sections[i], breakpoint=True)
-    block_names = {s.name for s in sections}
-    total = sum(s.tokens for s in sections) + max(0, len(sections) - 1)
+
+
+def _block_hashes(sections: list[PromptSection]) -> dict[str, str]:
+    """The hash of each stability class's block: the text of its sections, joined."""
     block_hashes = {}
     for stability in ("stable", "agent", "turn"):
         text = "\n\n".join(s.text for s in sections if s.stability == stability)
         if text:
             block_hashes[stability] = _hash(text)
-    identity = CacheIdentity(
-        agent_id=inputs.agent_id,
-        prompt_cache_key=config.prompt_cache_key,
-        working_memory_revision=inputs.working_memory_revision,
-        compression_epoch=inputs.compression_epoch,
-        block_hashes=block_hashes,
-        layout=config.layout,
-    )
-    plan = AssemblyPlan(
-        budget=budget.context_window,
-        available=budget.available,
-        total_tokens=total,
-        sections=tuple(tokens),
-        omitted=tuple(omitted),
-        # The whole selection, shown or not (its omissions say which were left out): the
-        # next turn at this revision and epoch re-renders exactly this selection.
-        episodes=tuple(e.episode_id for e in selected) if "episodes" in chosen else (),
-        degraded=degraded,
-        history=history.anchor,
-        recalled=tuple(ledger_ref(seq) for seq in recall.seqs) if recall is not None else (),
-    )
-    return Prompt(
-        sections=tuple(sections),
-        identity=identity,
-        plan=plan,
-        estimator=config.estimator,
-        render_config=recorded,
-        tools=inputs.policy.tools if inputs.policy is not None and "tools" in block_names else (),
-    )
+    return block_hashes
 
 
 def _hash(text: str) -> str:
