@@ -24,9 +24,11 @@ from holon.projections import (
     PlanEntry,
     ProjectionConfig,
     ProjectionState,
+    RuntimeState,
     ToolExecution,
     WaitEntry,
     WorkingMemorySnapshot,
+    WorkingMemoryState,
     WorkItemEntry,
     queued_work,
     waiting_work,
@@ -159,6 +161,63 @@ def _turn_message(
     return None
 
 
+def _current_input(runtime: RuntimeState) -> CurrentInput | None:
+    """The input this turn answers, if any (an ended turn's input the history holds is history)."""
+    turn = runtime.turn
+    if turn is not None and turn.input is not None:
+        # Importers record the input twice: on turn_started and as the turn's message.
+        # The message then is the input, so the history must not show it a second time.
+        message = _turn_message(runtime.messages, turn.index, turn.input)
+        # Once the turn ended, the next model call comes in a turn not yet started: an
+        # input the history holds as its message is history there, not a request still to
+        # answer. One only turn_started holds stays here, the one place it is shown.
+        if turn.open or message is None:
+            seq = message.seq if message is not None else turn.started_seq
+            return CurrentInput(text=turn.input, trigger=turn.trigger, seq=seq, trigger_seq=turn.started_seq)
+    elif turn is not None and turn.open:
+        # No explicit input (a wake-up or timer): the newest operator/user message of
+        # this turn is what the agent answers.
+        message = _turn_message(runtime.messages, turn.index, None)
+        if message is not None:
+            return CurrentInput(
+                text=message.message.text, trigger=turn.trigger, seq=message.seq, trigger_seq=turn.started_seq
+            )
+    return None
+
+
+def _new_decisions(
+    runtime: RuntimeState, memory: WorkingMemoryState, active: WorkItemEntry | None
+) -> tuple[DecisionEntry, ...]:
+    """Decisions made this turn: working memory shows them only after the post-turn refresh."""
+    since = memory.interval.from_seq
+    shown = {(d.id, d.text) for d in memory.snapshot.decisions}
+    live = (
+        *(runtime.decisions.get(active.id, ()) if active is not None else ()),
+        *runtime.unscoped_decisions,
+    )
+    return tuple(
+        sorted(
+            (d for d in live if since is not None and d.seq >= since and (d.id, d.text) not in shown),
+            key=lambda d: d.seq,
+        )
+    )
+
+
+def _new_failing(
+    runtime: RuntimeState, memory: WorkingMemoryState, active: WorkItemEntry | None
+) -> tuple[FailingCheck, ...]:
+    """Checks that failed this turn: working memory shows them after the post-turn refresh."""
+    since = memory.interval.from_seq
+    known = {(f.command, f.seq) for f in memory.snapshot.failing}
+    scope = active.id if active is not None else None
+    return tuple(
+        f
+        for f in runtime.failing
+        if since is not None and f.seq >= since and f.work_item_id == scope
+        if (f.command, f.seq) not in known
+    )
+
+
 def inputs_from_state(
     state: ProjectionState, *, agent_id: str, include_episodes: bool = True
 ) -> ContextInputs:
@@ -174,52 +233,10 @@ def inputs_from_state(
     derived = active is not None and active.id.startswith(DERIVED_WORK_PREFIX)
     plan = runtime.plan_of(active.id) if active is not None and not derived else runtime.unscoped_plan
     turn = runtime.turn
-    current: CurrentInput | None = None
-    if turn is not None and turn.input is not None:
-        # Importers record the input twice: on turn_started and as the turn's message.
-        # The message then is the input, so the history must not show it a second time.
-        message = _turn_message(runtime.messages, turn.index, turn.input)
-        # Once the turn ended, the next model call comes in a turn not yet started: an
-        # input the history holds as its message is history there, not a request still to
-        # answer. One only turn_started holds stays here, the one place it is shown.
-        if turn.open or message is None:
-            seq = message.seq if message is not None else turn.started_seq
-            current = CurrentInput(
-                text=turn.input, trigger=turn.trigger, seq=seq, trigger_seq=turn.started_seq
-            )
-    elif turn is not None and turn.open:
-        # No explicit input (a wake-up or timer): the newest operator/user message of
-        # this turn is what the agent answers.
-        message = _turn_message(runtime.messages, turn.index, None)
-        if message is not None:
-            current = CurrentInput(
-                text=message.message.text, trigger=turn.trigger, seq=message.seq, trigger_seq=turn.started_seq
-            )
     since = memory.interval.from_seq
     resolved = tuple(
         w for w in runtime.resolved_waits if since is not None and (w.resolved_seq or -1) >= since
     )[-_RESOLVED_SHOWN:]
-    # Decisions made this turn: working memory shows them only after the post-turn refresh.
-    shown = {(d.id, d.text) for d in memory.snapshot.decisions}
-    live = (
-        *(runtime.decisions.get(active.id, ()) if active is not None else ()),
-        *runtime.unscoped_decisions,
-    )
-    new_decisions = tuple(
-        sorted(
-            (d for d in live if since is not None and d.seq >= since and (d.id, d.text) not in shown),
-            key=lambda d: d.seq,
-        )
-    )
-    # Checks that failed this turn: working memory shows them after the post-turn refresh.
-    known = {(f.command, f.seq) for f in memory.snapshot.failing}
-    scope = active.id if active is not None else None
-    new_failing = tuple(
-        f
-        for f in runtime.failing
-        if since is not None and f.seq >= since and f.work_item_id == scope
-        if (f.command, f.seq) not in known
-    )
     config = state.config
     floors = (
         _window_floor(runtime.messages, config.messages_window, _seq),
@@ -239,8 +256,8 @@ def inputs_from_state(
         episodes=tuple(memory.archive) if include_episodes else (),
         active_work=active,
         plan=plan,
-        new_decisions=new_decisions,
-        new_failing=new_failing,
+        new_decisions=_new_decisions(runtime, memory, active),
+        new_failing=_new_failing(runtime, memory, active),
         suspended=tuple(runtime.work_items[i] for i in reversed(runtime.active_stack[:-1])),
         queued=queued_work(runtime),
         waiting=waiting_work(runtime),
@@ -251,7 +268,7 @@ def inputs_from_state(
         messages=runtime.messages,
         briefs=runtime.briefs,
         tools=runtime.tools,
-        current_input=current,
+        current_input=_current_input(runtime),
         turn=turn.index if turn is not None else None,
         previous=runtime.last_prompt.prompt if runtime.last_prompt is not None else None,
         abandoned_work=frozenset(
