@@ -240,127 +240,151 @@ def history_units(
     the blob store (``None``: its preview is shown).
     """
     talk, pairs, orphans = _evidence(records, inputs)
-    units: list[HistoryUnit] = []
-    for rec in talk:
-        body = rec.body
-        if isinstance(body, r.Message):
-            who = body.role + (f" {body.name}" if body.name else "")
-            label, kind = who, "message"
-        else:
-            assert isinstance(body, r.Brief)
-            scope = f" ({body.work_item_id})" if body.work_item_id else ""
-            label, kind = f"brief {body.status}{scope}", "brief"
-        text, cut = _capped(kind, body.text, rec.seq, count, rules) if capped else (body.text, ())
-        line = f"[{ledger_ref(rec.seq)}] {label}: {text}"
-        units.append(
-            HistoryUnit(
-                seq=rec.seq,
-                text=line,
-                tokens=count(line),
-                refs=(ledger_ref(rec.seq),),
-                cleared=cut,
-                turn=rec.turn,
-            )
-        )
-
+    units = [_talk_unit(rec, count, rules, capped=capped) for rec in talk]
     keep = rules.keep_tool_results
     newest = {p.result_seq for p in pairs[-keep:]} if keep > 0 else set()
-    preview_chars = rules.preview_chars
-    for p in pairs:
-        res = p.result
-        # An output the ledger moved to its blob store is shown as any other when the view
-        # can read it: a history sent whole shows what the tool returned.
-        output = res.output
-        loaded = blob_text(res.blob.hash) if res.blob is not None else None
-        if loaded is not None:
-            output = loaded
-        out_tokens = count(output)
-        omissions: list[r.Omission] = []
-        if p.plan is not None:
-            plan = p.plan.body
-            assert isinstance(plan, r.WorkPlan)
-            n = len(plan.steps)
-            args = (
-                f"[declares plan {ledger_ref(p.plan.seq)}: {n} step{'' if n == 1 else 's'}; working memory "
-                f"shows the current plan — restore with ref {ledger_ref(p.intent_seq)}]"
-            )
-            arguments: dict[str, Any] = {"holon_note": args}
-        else:
-            args = msgspec.json.encode(p.intent.args, order="sorted").decode()
-            arguments = p.intent.args
-            if capped and count(args) > rules.message_max_tokens:
-                ref = ledger_ref(p.intent_seq)
-                args = args[: preview_chars * 2] + f"… [arguments truncated — restore with ref {ref}]"
-                arguments = {"holon_note": args}
-                omissions.append(
-                    r.Omission(
-                        section="history", ref=ref, reason=f"arguments of {p.intent.call_id} over the cap"
-                    )
-                )
-        call = call_line(p.intent_seq, p.intent, args)
-        ref = _result_ref(res, p.result_seq)
-        size = _output_size(res)
-        note = _cleared_note(size, ref)
-        # The output the unit shows, and whether clearing it would free anything.
-        if res.blob is not None and loaded is None:
-            # At most ``preview_chars`` of it: the output itself could not be loaded.
-            preview = (res.output or res.blob.preview)[:preview_chars]
-            shown = (
-                preview + "\n" if preview else ""
-            ) + f"[output stored as blob, {size:,} bytes — restore with ref {ref}]"
-            shown_tokens = count(shown)
-        else:
-            shown, shown_tokens = output, out_tokens
-        may_clear = (
-            p.result_seq not in newest and res.tool not in rules.protected_tools and len(note.encode()) < size
+    units.extend(
+        _call_unit(
+            p,
+            count,
+            rules,
+            newest=p.result_seq in newest,
+            cleared_through=cleared_through,
+            capped=capped,
+            blob_text=blob_text,
         )
-        over_cap = capped and out_tokens > rules.tool_result_max_tokens and len(note.encode()) < size
-        if over_cap:
-            text = (output[:preview_chars] + "\n" if preview_chars else "") + note
-            omissions.append(r.Omission(section="history", ref=ref, reason=OVER_SIZE_CAP, tokens=out_tokens))
-        elif may_clear and p.result_seq <= cleared_through:
-            text = note
-            # What clearing it freed: `holon explain` lists each cleared result by it.
-            freed = max(0, shown_tokens - count(note))
-            omissions.append(r.Omission(section="history", ref=ref, reason=CLEARED_FOR_ROOM, tokens=freed))
-        else:
-            text = shown
-            if res.blob is not None and loaded is None:
-                omissions.append(
-                    r.Omission(
-                        section="history", ref=ref, reason="tool result stored as a blob (preview shown)"
-                    )
-                )
-        head = f"{call}\n{result_head(p.result_seq, res)}"
-        # Counted in parts (an upper bound: joining adds at most one token per newline),
-        # so a large output is scanned once, not once per enclosing text.
-        body_tokens = shown_tokens if text is shown else count(text)
-        clearable = 0
-        if may_clear and not over_cap and p.result_seq > cleared_through:
-            clearable = max(0, body_tokens - count(note))
-        units.append(
-            HistoryUnit(
-                seq=p.intent_seq,
-                text=f"{head}\n{text}",
-                tokens=count(head) + body_tokens + 1,
-                refs=(ledger_ref(p.intent_seq), ledger_ref(p.result_seq)),
-                cleared=tuple(omissions),
-                turn=p.turn,
-                whole_from=len(head),
-                result_seq=p.result_seq,
-                clearable=clearable,
-                call=ToolExchange(
-                    call_id=p.intent.call_id,
-                    tool=p.intent.tool,
-                    arguments=dict(arguments),
-                    start=0,
-                    result=len(call) + 1,
-                    end=0,
-                ),
-            )
-        )
+        for p in pairs
+    )
     units.sort(key=lambda u: u.seq)
     return units, orphans
+
+
+def _talk_unit(rec: r.Record, count: Counter, rules: HistoryRules, *, capped: bool) -> HistoryUnit:
+    """A message's or brief's unit: one line citing it (``capped``, cut to its cap)."""
+    body = rec.body
+    if isinstance(body, r.Message):
+        who = body.role + (f" {body.name}" if body.name else "")
+        label, kind = who, "message"
+    else:
+        assert isinstance(body, r.Brief)
+        scope = f" ({body.work_item_id})" if body.work_item_id else ""
+        label, kind = f"brief {body.status}{scope}", "brief"
+    text, cut = _capped(kind, body.text, rec.seq, count, rules) if capped else (body.text, ())
+    line = f"[{ledger_ref(rec.seq)}] {label}: {text}"
+    return HistoryUnit(
+        seq=rec.seq,
+        text=line,
+        tokens=count(line),
+        refs=(ledger_ref(rec.seq),),
+        cleared=cut,
+        turn=rec.turn,
+    )
+
+
+def _call_arguments(
+    p: _Pair, count: Counter, rules: HistoryRules, *, capped: bool
+) -> tuple[str, dict[str, Any], list[r.Omission]]:
+    """A call's arguments as its line shows them and as the provider's tool block sends
+    them: a stub for one that declared a plan, cut to the cap (``capped``) when over it."""
+    if p.plan is not None:
+        plan = p.plan.body
+        assert isinstance(plan, r.WorkPlan)
+        n = len(plan.steps)
+        args = (
+            f"[declares plan {ledger_ref(p.plan.seq)}: {n} step{'' if n == 1 else 's'}; working memory "
+            f"shows the current plan — restore with ref {ledger_ref(p.intent_seq)}]"
+        )
+        return args, {"holon_note": args}, []
+    args = msgspec.json.encode(p.intent.args, order="sorted").decode()
+    if capped and count(args) > rules.message_max_tokens:
+        ref = ledger_ref(p.intent_seq)
+        args = args[: rules.preview_chars * 2] + f"… [arguments truncated — restore with ref {ref}]"
+        omission = r.Omission(
+            section="history", ref=ref, reason=f"arguments of {p.intent.call_id} over the cap"
+        )
+        return args, {"holon_note": args}, [omission]
+    return args, p.intent.args, []
+
+
+def _call_unit(
+    p: _Pair,
+    count: Counter,
+    rules: HistoryRules,
+    *,
+    newest: bool,
+    cleared_through: int,
+    capped: bool,
+    blob_text: Callable[[str], str | None],
+) -> HistoryUnit:
+    """A tool call's unit: its line, its result's header and the result — in full, as its
+    preview (over its cap, or a blob the view cannot read) or cleared to a placeholder —
+    with what clearing it would free (``newest``: one of the newest results, kept)."""
+    res = p.result
+    preview_chars = rules.preview_chars
+    # An output the ledger moved to its blob store is shown as any other when the view
+    # can read it: a history sent whole shows what the tool returned.
+    output = res.output
+    loaded = blob_text(res.blob.hash) if res.blob is not None else None
+    if loaded is not None:
+        output = loaded
+    out_tokens = count(output)
+    args, arguments, omissions = _call_arguments(p, count, rules, capped=capped)
+    call = call_line(p.intent_seq, p.intent, args)
+    ref = _result_ref(res, p.result_seq)
+    size = _output_size(res)
+    note = _cleared_note(size, ref)
+    # The output the unit shows, and whether clearing it would free anything.
+    if res.blob is not None and loaded is None:
+        # At most ``preview_chars`` of it: the output itself could not be loaded.
+        preview = (res.output or res.blob.preview)[:preview_chars]
+        shown = (
+            preview + "\n" if preview else ""
+        ) + f"[output stored as blob, {size:,} bytes — restore with ref {ref}]"
+        shown_tokens = count(shown)
+    else:
+        shown, shown_tokens = output, out_tokens
+    may_clear = not newest and res.tool not in rules.protected_tools and len(note.encode()) < size
+    over_cap = capped and out_tokens > rules.tool_result_max_tokens and len(note.encode()) < size
+    if over_cap:
+        text = (output[:preview_chars] + "\n" if preview_chars else "") + note
+        omissions.append(r.Omission(section="history", ref=ref, reason=OVER_SIZE_CAP, tokens=out_tokens))
+    elif may_clear and p.result_seq <= cleared_through:
+        text = note
+        # What clearing it freed: `holon explain` lists each cleared result by it.
+        freed = max(0, shown_tokens - count(note))
+        omissions.append(r.Omission(section="history", ref=ref, reason=CLEARED_FOR_ROOM, tokens=freed))
+    else:
+        text = shown
+        if res.blob is not None and loaded is None:
+            omissions.append(
+                r.Omission(section="history", ref=ref, reason="tool result stored as a blob (preview shown)")
+            )
+    head = f"{call}\n{result_head(p.result_seq, res)}"
+    # Counted in parts (an upper bound: joining adds at most one token per newline),
+    # so a large output is scanned once, not once per enclosing text.
+    body_tokens = shown_tokens if text is shown else count(text)
+    clearable = 0
+    if may_clear and not over_cap and p.result_seq > cleared_through:
+        clearable = max(0, body_tokens - count(note))
+    return HistoryUnit(
+        seq=p.intent_seq,
+        text=f"{head}\n{text}",
+        tokens=count(head) + body_tokens + 1,
+        refs=(ledger_ref(p.intent_seq), ledger_ref(p.result_seq)),
+        cleared=tuple(omissions),
+        turn=p.turn,
+        whole_from=len(head),
+        result_seq=p.result_seq,
+        clearable=clearable,
+        call=ToolExchange(
+            call_id=p.intent.call_id,
+            tool=p.intent.tool,
+            arguments=dict(arguments),
+            start=0,
+            result=len(call) + 1,
+            end=0,
+        ),
+    )
 
 
 def _placeholder(anchor: int) -> str:
@@ -612,6 +636,38 @@ def _step(allowance: int, rules: HistoryRules) -> int:
 _FIRST_READ: Final = 256
 
 
+class _Reading(msgspec.Struct, frozen=True, kw_only=True):
+    """What one history plan reads: the evidence from ``first`` to ``head`` in the view, under
+    one counter and one set of rules, in ``allowance`` tokens less the rounds' ``reserve``."""
+
+    inputs: ContextInputs
+    view: EvidenceView
+    count: Counter
+    rules: HistoryRules
+    first: int
+    head: int
+    allowance: int
+    reserve: int
+    memo: UnitsMemo | None
+
+    def layout(self, from_seq: int, cut: int, *, capped: bool) -> _Layout:
+        return _Layout(
+            self.view,
+            self.inputs,
+            self.count,
+            self.rules,
+            from_seq=from_seq,
+            to_seq=self.head,
+            cut=cut,
+            capped=capped,
+            memo=self.memo,
+        )
+
+    def room_beside(self, read: _Layout) -> int:
+        """What a history that is not sent whole grows into: the rest is the turn's rounds'."""
+        return max(0, self.allowance - min(self.reserve, read.turn_work(self.inputs.turn)))
+
+
 def plan_history(
     inputs: ContextInputs,
     count: Counter,
@@ -642,47 +698,58 @@ def plan_history(
         held = view.records(first, _NO_SPLIT)
         head = held[-1].seq + 1 if held else first
     previous = inputs.previous.history if inputs.previous is not None else None
-
-    def layout(from_seq: int, cut: int, capped: bool) -> _Layout:
-        return _Layout(
-            view, inputs, count, rules, from_seq=from_seq, to_seq=head, cut=cut, capped=capped, memo=memo
-        )
-
-    def room_beside(read: _Layout) -> int:
-        """What a history that is not sent whole grows into: the rest is the turn's rounds'."""
-        return max(0, allowance - min(reserve, read.turn_work(inputs.turn)))
-
+    reading = _Reading(
+        inputs=inputs,
+        view=view,
+        count=count,
+        rules=rules,
+        first=first,
+        head=head,
+        allowance=allowance,
+        reserve=reserve,
+        memo=memo,
+    )
     if previous is not None and previous.from_seq >= first:
-        anchor, cut = previous.from_seq, previous.cleared_through
-        was_whole = anchor <= first and cut < 0
-        kept = layout(anchor, cut, capped=not was_whole)
-        room = room_beside(kept)
-        target = room - _step(room, rules)
-        if kept.whole() <= (allowance if was_whole else room):
-            return _plan(kept, 0, anchor, count, whole=was_whole)
-        # A move: the caps first, then clearing oldest first, then a later start.
-        capped = kept if not was_whole else layout(anchor, cut, capped=True)
-        if was_whole and capped.whole() <= target:
-            return _plan(capped, 0, anchor, count)
-        cleared = layout(anchor, capped.clearing_cut(capped.whole() - target), capped=True)
-        if cleared.whole() <= target:
-            return _plan(cleared, 0, anchor, count)
-        return _refill(cleared, target, allowance, count)
+        return _from_anchor(reading, previous)
+    return _from_newest(reading)
 
-    # No anchor to keep: the newest evidence back to the oldest that fits, whole if it can.
+
+def _from_anchor(reading: _Reading, previous: r.HistoryAnchor) -> HistoryPlan:
+    """The history from the previous prompt's anchor: kept as it was while it fits, else moved."""
+    count, allowance = reading.count, reading.allowance
+    anchor, cut = previous.from_seq, previous.cleared_through
+    was_whole = anchor <= reading.first and cut < 0
+    kept = reading.layout(anchor, cut, capped=not was_whole)
+    room = reading.room_beside(kept)
+    target = room - _step(room, reading.rules)
+    if kept.whole() <= (allowance if was_whole else room):
+        return _plan(kept, 0, anchor, count, whole=was_whole)
+    # A move: the caps first, then clearing oldest first, then a later start.
+    capped = kept if not was_whole else reading.layout(anchor, cut, capped=True)
+    if was_whole and capped.whole() <= target:
+        return _plan(capped, 0, anchor, count)
+    cleared = reading.layout(anchor, capped.clearing_cut(capped.whole() - target), capped=True)
+    if cleared.whole() <= target:
+        return _plan(cleared, 0, anchor, count)
+    return _refill(cleared, target, allowance, count)
+
+
+def _from_newest(reading: _Reading) -> HistoryPlan:
+    """No anchor to keep: the newest evidence back to the oldest that fits, whole if it can."""
+    count, allowance, first, head = reading.count, reading.allowance, reading.first, reading.head
     read_from = max(first, head - _FIRST_READ)
     while True:
-        fresh = layout(read_from, -1, capped=False)
+        fresh = reading.layout(read_from, -1, capped=False)
         if read_from <= first and fresh.whole() <= allowance:
             return _plan(fresh, 0, first, count, whole=True)
         if read_from <= first or fresh.whole() > allowance:
             break
         read_from = max(first, head - (head - read_from) * 4)
-    room = room_beside(fresh)
-    target = room - _step(room, rules)
+    room = reading.room_beside(fresh)
+    target = room - _step(room, reading.rules)
     # A first history is placed like a moved one: it leaves the step to grow into (the turn's
     # rounds come after the prompt, and the next turns' evidence after them).
-    capped = layout(read_from, -1, capped=True)
+    capped = reading.layout(read_from, -1, capped=True)
     start = capped.fill(target)
     if not 0 < start < len(capped.units) or not any(u.clearable for u in capped.units[:start]):
         return _refill(capped, target, allowance, count)
@@ -690,7 +757,7 @@ def plan_history(
     # cleared (oldest first, as a move clears), older evidence may fit in what is left.
     cut = capped.units[start].seq - 1
     while True:
-        cleared = layout(read_from, cut, capped=True)
+        cleared = reading.layout(read_from, cut, capped=True)
         if read_from <= first or cleared.fill(target) > 0:
             return _refill(cleared, target, allowance, count)
         read_from = max(first, head - (head - read_from) * 4)
