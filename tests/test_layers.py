@@ -294,3 +294,32 @@ def test_the_ledger_stores_parts_meet_only_in_the_facade() -> None:
             f"{path.relative_to(ROOT.parent)} imports {sorted(parts - may)} of the store's parts; "
             f"it may import {', '.join(sorted(may)) or 'none of them'}"
         )
+
+
+# A module does one job and a function one step (issue #33): past these sizes each has been
+# a grab-bag that the next reader had to take apart first. Counted as the code is read: a
+# module's lines, a function's from its `def` to its last line, docstring included.
+MAX_MODULE_LINES = 900
+MAX_FUNCTION_LINES = 80
+
+
+def _sizes() -> tuple[list[str], list[str]]:
+    modules, functions = [], []
+    for path in sorted(ROOT.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        name = path.relative_to(ROOT.parent).as_posix()
+        lines = source.count("\n")
+        if lines > MAX_MODULE_LINES:
+            modules.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    functions.append(f"{name}:{node.lineno} {node.name}: {length} lines")
+    return modules, functions
+
+
+def test_no_module_or_function_outgrows_one_job() -> None:
+    modules, functions = _sizes()
+    assert not modules, f"modules over {MAX_MODULE_LINES} lines: split them by job: {modules}"
+    assert not functions, f"functions over {MAX_FUNCTION_LINES} lines: split them into steps: {functions}"
