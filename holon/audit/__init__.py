@@ -7,6 +7,11 @@
 
 Ledgers are opened read-only; audit never writes to a ledger. See docs/audit.md for
 the table schemas, the reports and the fleet/Parquet story.
+
+What it may import: :mod:`holon.records`, :mod:`holon.errors`, :mod:`holon.ledger`,
+:mod:`holon.projections`, :mod:`holon.context`, :mod:`holon.importers`, :mod:`holon.simulate`
+(a simulated ledger's comparison file) and ``holon.progress``; of third parties msgspec,
+duckdb, zstandard and click (tests/test_layers.py holds it).
 """
 
 from holon.audit.load import connect, memory_limit_problem

@@ -21,6 +21,11 @@ key in any process. See docs/context-rendering.md.
 
 Each name is imported from its module on first use (PEP 562): the command line lists
 :func:`available_estimators` in its ``--help`` without loading the renderer.
+
+What it may import: :mod:`holon.records`, :mod:`holon.errors`, :mod:`holon.projections` and
+:mod:`holon.search` (episode selection ranks with its episode index), msgspec, blake3,
+bpe_openai and the stdlib, but no clock, randomness, environment or file system: it is a
+pure layer (tests/test_layers.py holds it).
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ documented in docs/importers.md.
 Each format's module is imported on first use (PEP 562 for the ``parse_<format>``
 names, :attr:`Importer.parse` for the registry), so :data:`FORMATS` and :data:`IMPORTERS`
 cost nothing to import.
+
+What it may import: :mod:`holon.records`, :mod:`holon.errors`, msgspec and the stdlib
+(tests/test_layers.py holds it): a mapping reads bytes and returns records, it never writes.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@
 
 Importing ``holon`` or this package imports none of these frameworks: each module imports
 its own, and only when it is imported (docs/daemon-guide.md, "Frameworks").
+
+What it may import: :mod:`holon.records`, :mod:`holon.errors`, :mod:`holon.ledger`,
+:mod:`holon.context`, :mod:`holon.runtime`, :mod:`holon.search` and ``holon._version``, and
+each module its own framework's extra (tests/test_layers.py holds it).
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ same state, snapshots, deltas and episodes in any process. See docs/memory-model
   ledger that states no config lacks under one.
 - :func:`encode_checkpoint` / :func:`restore_checkpoint` — checkpoint bytes;
   :func:`encode_archive_chunk` / :func:`decode_archive_chunk` — an archive chunk one names.
+
+What it may import: :mod:`holon.records`, :mod:`holon.errors`, msgspec, zstandard and the
+stdlib, but no clock, randomness, environment or file system: it is a pure layer
+(tests/test_layers.py holds it).
 """
 
 from holon.projections.checkpoint import (

@@ -7,6 +7,9 @@ The page shows tokens per model call by section, the cached share of each call w
 prefix breaks and their causes, evictions and restores, tool calls, episodes, and the
 cost under the cache model (docs/report.md). Every figure is a query over the tables of
 :mod:`holon.audit`; the ledger is opened read-only.
+
+What it may import: :mod:`holon.errors`, :mod:`holon.ledger` and :mod:`holon.audit` (every
+figure is an audit query), msgspec and duckdb (tests/test_layers.py holds it).
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ say what a provider would have served from its cache and what that costs.
 a new ledger with a comparison file (:class:`Simulation`, :func:`read_simulation`); the
 evaluation (benchmarks/eval) measures the same policies on generated runs. An edge module
 like :mod:`holon.replay`: it composes the pure layers and writes a ledger.
+
+What it may import: :mod:`holon.records`, :mod:`holon.errors`, :mod:`holon.ledger`,
+:mod:`holon.projections`, :mod:`holon.context` and :mod:`holon.replay`, msgspec and blake3
+(tests/test_layers.py holds it).
 """
 
 from __future__ import annotations
