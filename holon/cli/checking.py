@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,7 @@ from holon.errors import HolonError, LedgerCorrupt
 from holon.progress import progress_items, progress_total
 
 if TYPE_CHECKING:
+    import holon.records as r
     from holon.ledger import DamagedTail, VerifyReport
     from holon.projections import ProjectionConfig, VerificationReport
 
@@ -59,31 +62,22 @@ def verify(path: Path, as_json: bool) -> None:
 
 
 def _verified(path: Path) -> tuple[VerifyReport, VerificationReport | None, ProjectionConfig]:
-    """The checks of `holon verify`: the storage's, then (when it holds) the derivations'.
+    """The checks of `holon verify` (:func:`holon.replay.verify_ledger`), with progress bars.
 
     Returns the storage report, the derivations' (None when the storage failed, as they
     are not checked on damaged bytes) and the projection config they were folded under.
     """
-    from holon.projections import DEFAULT_CONFIG, verify_derivations
-    from holon.replay import projection_config_of
+    from holon.replay import verify_ledger
 
-    with _reading(path) as ledger:
-        with progress_total("verifying storage") as advance:
-            report = ledger.verify(progress=advance)
-        check = None
-        projection = DEFAULT_CONFIG
-        if report.ok:
-            # A pass of its own: the config is needed before the first record is folded,
-            # and the records are streamed rather than held. Both stop at the head whose
-            # storage was verified: an agent appending meanwhile would have the derivations
-            # checked on records the report's storage figures do not hold.
-            end = report.head[0] + 1
-            projection = projection_config_of(
-                progress_items(ledger.read(0, end), length=end, label="reading prompts")
-            )
-            records = progress_items(ledger.read(0, end), length=end, label="verifying derivations")
-            check = verify_derivations(records, config=projection)
-    return report, check, projection
+    with _reading(path) as ledger, contextlib.ExitStack() as storage_bar:
+        advance = storage_bar.enter_context(progress_total("verifying storage"))
+
+        def passes(records: Iterator[r.Record], count: int, label: str) -> Iterable[r.Record]:
+            storage_bar.close()  # the storage's bar ends where the reads of the records begin
+            return progress_items(records, length=count, label=label)
+
+        found = verify_ledger(ledger, progress=advance, passes=passes)
+    return found.storage, found.derivations, found.projection
 
 
 def _verify_json(
