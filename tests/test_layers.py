@@ -97,9 +97,7 @@ WITHIN = {
         "terms": set(),  # the one tokenizer
         "bm25": set(),  # the one scorer
         "episodes": {"terms", "bm25"},
-        # an episode is a document, its text as selection's
-        "memory": {"terms", "bm25", "blocks", "episodes"},
-        "blocks": {"bm25"},  # block-max ranking of frequent terms, by the one scorer
+        "memory": {"terms", "bm25", "episodes"},  # an episode is a document, its text as selection's
     },
     # One module per job; the fold helpers below the jobs (turns, config, reading, resume)
     # import only those beneath them.

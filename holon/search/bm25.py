@@ -12,7 +12,7 @@ import math
 from array import array
 from typing import Final, TypeAlias
 
-__all__ = ["BM25_B", "BM25_K1", "Postings", "add_bm25", "bm25_idf", "bm25_norm"]
+__all__ = ["BM25_B", "BM25_K1", "Postings", "add_bm25", "bm25_idf"]
 
 #: Okapi BM25's parameters: the one pair every index of holon scores with (episode
 #: selection and memory search), the usual defaults.
@@ -28,18 +28,6 @@ def bm25_idf(df: int, n: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def bm25_norm(tf: int, length: int, avg: float) -> float:
-    """BM25's saturated frequency of a term found ``tf`` times in a document ``length`` terms
-    long, the average length being ``avg``: what its idf is multiplied by.
-
-    Rises with ``tf`` and falls with ``length`` in floating point too (each operation is
-    correctly rounded, so monotone): at the highest frequency and the shortest length of a
-    block it bounds every document's there (holon.search.blocks). :func:`add_bm25` computes
-    the same expression inline, where a call per posting would cost a third of its time.
-    """
-    return tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length / avg))
-
-
 def add_bm25(out: dict[int, float], postings: Postings, idf: float, lengths: array[int], avg: float) -> None:
     """Add one term's BM25 weight to the score in ``out`` of each document in its ``postings``.
 
@@ -50,6 +38,5 @@ def add_bm25(out: dict[int, float], postings: Postings, idf: float, lengths: arr
     get = out.get
     scan = iter(postings)
     for doc, tf in zip(scan, scan, strict=True):
-        # bm25_norm(tf, lengths[doc], avg), inline: the same expression, operation for operation.
         norm = tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[doc] / avg))
         out[doc] = get(doc, 0.0) + idf * norm

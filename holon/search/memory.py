@@ -50,7 +50,6 @@ import msgspec
 import holon.records as r
 from holon.errors import UsageError
 from holon.projections import DEFAULT_CONFIG, ProjectionConfig, RuntimeState, apply_runtime, stated_config
-from holon.search.blocks import BLOCK_SHIFT, FREQUENT, BlockRanking, Ranking, Scored, TermBlocks, block_bounds
 from holon.search.bm25 import add_bm25, bm25_idf
 from holon.search.episodes import episode_text
 from holon.search.terms import IDENTIFIER_MARKS, fold_positions, search_terms
@@ -179,7 +178,6 @@ FIELD_WEIGHTS: Final[dict[str, float]] = {
     "plan": 0.5,
 }
 _FIELDS: Final = tuple(FIELD_WEIGHTS)
-_WEIGHTS: Final = tuple(FIELD_WEIGHTS.values())  # by field code
 _FIELD_CODE: Final = {name: code for code, name in enumerate(_FIELDS)}
 _PLAN: Final = _FIELD_CODE["plan"]
 _TOOL_CALL: Final = _FIELD_CODE["tool call"]
@@ -438,13 +436,6 @@ class MemorySearch:
         # The documents that belong to a task (a sub-agent's records, a task's): its id.
         self._tasks: dict[int, str] = {}
         self._postings: dict[str, array[int]] = {}
-        # A frequent term's blocks (holon.search.blocks): a query of such terms scores only the
-        # blocks of documents that can rank, not every posting.
-        self._blocks: dict[str, TermBlocks] = {}
-        # Per block of documents that can no longer change (all but the last two documents
-        # can: a turn's input becomes its message, a tool call a plan), its highest field
-        # weight and seq: a block's bound, computed once by the first query that needs it.
-        self._caps: list[tuple[float, int]] = []
         self._total = 0
         # The last document, when it is a turn's input (turn_started): its message, when
         # it follows, takes its place instead of being indexed a second time.
@@ -489,22 +480,17 @@ class MemorySearch:
         self._newest = max(self._newest, record.seq)
         if self._texts is not None:
             self._texts.append(kept if held else "")
-        length = len(words)
-        self._lengths.append(length)
-        self._total += length
-        postings, blocks = self._postings, self._blocks
+        postings = self._postings
         for term, tf in counts.items():
             found = postings.get(term)
             if found is None:
                 postings[term] = array("I", (index, tf))
-                continue
-            found.append(index)
-            found.append(tf)
-            table = blocks.get(term)
-            if table is not None:
-                table.add(index, tf, length, len(found) - 2)
-            elif len(found) == 2 * FREQUENT:
-                blocks[term] = TermBlocks(found, self._lengths)
+            else:
+                found.append(index)
+                found.append(tf)
+        length = len(words)
+        self._lengths.append(length)
+        self._total += length
 
     def _document_text(self, body: r.Body) -> tuple[str, str, r.BlobRef | None] | None:
         """What a record is indexed by, the text its hit keeps, and the blob read for it, if any.
@@ -667,73 +653,25 @@ class MemorySearch:
         n = len(self._seqs)
         if not wanted or n == 0:
             return []
-        sums: dict[int, float] = {}
-        keep = {"episodes": 0, "evidence": 1}.get(only or "")
-        if any(term in self._blocks for term in wanted):
-            ranking: Ranking = self._block_ranking(wanted, keep, sums)
-        else:
-            ranking = Scored(self._scored(wanted, keep, sums))
-        if ranking.complete and not ranking.scored(1):
-            return []
-        groups = self._groups(ranking, limit, set(wanted))
-        return [self._hit(group, wanted, sums) for group in groups[:limit]]
-
-    def _score(self, bm25: dict[int, float], keep: int | None) -> list[tuple[int, float]]:
-        """Documents' ``(index, score)``: their BM25 sums weighed by field and recency, of ``keep``'s kind."""
-        evidence, fields, seqs = self._evidence, self._fields, self._seqs
-        weights = _WEIGHTS
-        recency = RECENCY / max(1, self._newest)
-        return [
-            (index, score * weights[fields[index]] * (1.0 + recency * seqs[index]))
-            for index, score in bm25.items()
-            if keep is None or evidence[index] == keep
-        ]
-
-    def _scored(self, wanted: list[str], keep: int | None, sums: dict[int, float]) -> list[tuple[int, float]]:
-        """Every document holding a term of ``wanted``, scored: each term's postings read whole."""
-        n = len(self._seqs)
         avg = self._total / n
+        sums: dict[int, float] = {}
         for term in wanted:
             postings = self._postings.get(term)
             if postings:
                 add_bm25(sums, postings, bm25_idf(len(postings) // 2, n), self._lengths, avg)
-        return self._score(sums, keep)
-
-    def _block_ranking(self, wanted: list[str], keep: int | None, sums: dict[int, float]) -> BlockRanking:
-        """The documents holding a term of ``wanted``, to be scored by blocks as a window needs them."""
-        n = len(self._seqs)
-        avg = self._total / n
-        lengths = self._lengths
-        terms = [(self._postings[term], self._blocks.get(term)) for term in wanted if term in self._postings]
-        idfs = [bm25_idf(len(postings) // 2, n) for postings, _ in terms]
-        bounds, slices = block_bounds(terms, idfs, lengths, avg)
+        keep = {"episodes": 0, "evidence": 1}.get(only or "")
+        evidence, fields, seqs = self._evidence, self._fields, self._seqs
+        weights = [FIELD_WEIGHTS[name] for name in _FIELDS]
         recency = RECENCY / max(1, self._newest)
-        for block, bound in bounds.items():
-            weight, seq = self._cap(block)
-            bounds[block] = bound * weight * (1.0 + recency * seq)
-
-        def score(block: int, parts: Sequence[tuple[int, int, int]]) -> list[tuple[int, float]]:
-            found: dict[int, float] = {}
-            for term, start, stop in parts:
-                add_bm25(found, memoryview(terms[term][0])[start:stop], idfs[term], lengths, avg)
-            sums.update(found)
-            return self._score(found, keep)
-
-        return BlockRanking(bounds, slices, score)
-
-    def _cap(self, block: int) -> tuple[float, int]:
-        """The highest field weight and seq of the documents in ``block`` (see ``_caps``)."""
-        caps, n = self._caps, len(self._seqs)
-        sealed = max(0, (n - 2) >> BLOCK_SHIFT)
-        while len(caps) < sealed:
-            caps.append(self._cap_of(len(caps)))
-        return caps[block] if block < len(caps) else self._cap_of(block)
-
-    def _cap_of(self, block: int) -> tuple[float, int]:
-        start = block << BLOCK_SHIFT
-        stop = start + (1 << BLOCK_SHIFT)
-        weight = max(_WEIGHTS[field] for field in set(self._fields[start:stop]))
-        return weight, max(self._seqs[start:stop])
+        items = [
+            (index, bm25 * weights[fields[index]] * (1.0 + recency * seqs[index]))
+            for index, bm25 in sums.items()
+            if keep is None or evidence[index] == keep
+        ]
+        if not items:
+            return []
+        groups = self._groups(items, limit, set(wanted))
+        return [self._hit(group, wanted, sums) for group in groups[:limit]]
 
     def _ranked(self, items: list[tuple[int, float]], window: int) -> list[tuple[int, float]]:
         """The best ``window`` of ``items`` (document, score), best first, ties at the cut included.
@@ -746,7 +684,7 @@ class MemorySearch:
         top = [item for item in items if item[1] >= floor]
         return sorted(top, key=lambda item: (-item[1], -seqs[item[0]], evidence[item[0]]))
 
-    def _groups(self, ranking: Ranking, limit: int, want: set[str]) -> list[_Group]:
+    def _groups(self, items: list[tuple[int, float]], limit: int, want: set[str]) -> list[_Group]:
         """The ranked hits with near-duplicates folded: groups in the order of their best hit.
 
         Read down the ranking in windows until ``limit`` groups are found. An evidence
@@ -767,8 +705,7 @@ class MemorySearch:
         by_line: dict[tuple[str, str], list[_Group]] = {}
         done = 0
         while True:
-            items = ranking.scored(window)
-            ranked = self._ranked(items, window) if items else []
+            ranked = self._ranked(items, window)
             for index, score in ranked[done:]:
                 key = (
                     (fields[index], prints[index], lengths[index], work_items[index], tasks.get(index))
@@ -794,8 +731,7 @@ class MemorySearch:
                 if key is not None:
                     by_print[key] = group
             done = len(ranked)
-            exhausted = ranking.complete and done == len(items)
-            if len(groups) >= limit or exhausted or window >= _MAX_WINDOW * limit:
+            if len(groups) >= limit or done == len(items) or window >= _MAX_WINDOW * limit:
                 return groups
             window *= 4
 
