@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+# The writers' contract below reads a generated session and writes real ledgers.
+import msgspec
 import pytest
 
 from holon import records as r
+from holon.context import Budget
 from holon.errors import UsageError
+from holon.ledger import Ledger
 from holon.projections import (
     DELTA_REASON_PRECEDENCE,
     DecisionRef,
@@ -21,7 +27,10 @@ from holon.projections import (
     refresh_before_prompt,
     refresh_working_memory,
     superseded_fields,
+    verify_derivations,
 )
+from holon.replay import append_evidence
+from holon.testing import AGENT, evidence_of, replay_live, run_session, with_real_blobs
 from tests.live import LiveLedger
 
 
@@ -588,3 +597,28 @@ def test_an_open_follow_up_pushed_out_of_the_list_is_not_told_as_closed() -> Non
     lines = _delta_of(live.end_turn()).lines
     assert "follow-up F0: still open, not shown (over the cap)" in lines, lines
     assert "-follow-up F1 (done)" in lines, lines
+
+
+@pytest.mark.parametrize("turns", [8, 45])
+def test_every_writer_appends_what_the_one_rule_derives(tmp_path: Path, turns: int) -> None:
+    # One writer contract (issue #33): a session as the runtime's loop writes it (the fake
+    # renders each turn's prompt, as Turn.context does), its evidence appended to a real
+    # ledger as `holon append` and `holon import` do, and replayed through the fake one
+    # record at a time: the same derived records at the same places, every one of which
+    # replay verification re-derives.
+    session = run_session(turns, Budget(context_window=16_000, output_reserve=1_000))
+    written = session.live.records
+    with Ledger.create(tmp_path / "ledger", agent_id=AGENT, fsync="never") as ledger:
+        generated = evidence_of(written)
+        evidence = [msgspec.structs.replace(with_real_blobs(ledger, record), seq=-1) for record in generated]
+        append_evidence(ledger, evidence)
+        appended = list(ledger.read())
+    replayed = replay_live(evidence).records
+
+    def shape(records: list[r.Record]) -> list[tuple[str, int, int, int | None]]:
+        return [(record.kind, record.seq, record.ts, record.turn) for record in records]
+
+    assert sum(record.kind in r.DERIVED_KINDS for record in written) >= 3  # the rule wrote records
+    assert shape(appended) == shape(replayed) == shape(written)
+    assert [record.body for record in appended] == [record.body for record in replayed]
+    assert verify_derivations(appended).ok
