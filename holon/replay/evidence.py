@@ -346,9 +346,12 @@ def append_evidence(
         # Before a prompt, the refresh the runtime runs before it renders: the prompt shows the
         # revision that refresh reached (checked against the state before it, the prompt of a
         # turn whose evidence superseded working memory was refused though the runtime wrote
-        # it). Were the prompt refused, nothing is written.
-        for derived in derived_before(folded, record.kind, tail_ts=out[-1].ts if out else tail_ts):
-            put(derived)
+        # it). Were the prompt refused, nothing is written. Only a prompt is asked about: from
+        # here on nothing is owed (each turn_ended's refresh follows it below), and asking
+        # before every record re-ran each turn's refresh to find that out.
+        if record.kind == r.PromptRendered.KIND:
+            for derived in derived_before(folded, record.kind, tail_ts=out[-1].ts if out else tail_ts):
+                put(derived)
         named = where(number) if where is not None else f"input record {number}"
         _check_evidence(record, folded, out[-1].ts if out else tail_ts, named)
         _check_blob_ref(record, ledger, named)
